@@ -1,0 +1,29 @@
+// swift-tools-version: 6.2
+// findmy: a self-hosted "find my device" server. See ../shared/DESIGN.md and docs/.
+import PackageDescription
+
+/// Every Swift target builds in Swift 6 language mode with strict concurrency and no warnings.
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .treatAllWarnings(as: .error),
+]
+
+let package = Package(
+    name: "findmy",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "findmy", targets: ["findmy"])
+    ],
+    targets: [
+        // C libraries, each touched by exactly one Swift module.
+        .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
+
+        // The event log: event types, the binary codec, segments, framing, recovery, reading.
+        .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
+
+        // The command-line entry point.
+        .executableTarget(name: "findmy", dependencies: ["Events"], swiftSettings: strict),
+
+        .testTarget(name: "EventsTests", dependencies: ["Events"], swiftSettings: strict),
+    ]
+)

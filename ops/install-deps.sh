@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages findmy needs to build, run and test, only when one is missing.
+# Safe to run again; needs root (or sudo) only when something is actually missing.
+set -euo pipefail
+
+build_packages=(pkg-config liblz4-dev)
+test_packages=()
+
+want=("${build_packages[@]}")
+if [[ "${1:-}" == "--test" ]]; then
+    want+=("${test_packages[@]}")
+fi
+
+missing=()
+for package in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$package")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+
+echo "installing missing Debian packages: ${missing[*]}" >&2
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+    sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
