@@ -21,9 +21,12 @@ let package = Package(
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
 
-        // The command-line entry point.
-        .executableTarget(name: "findmy", dependencies: ["Events"], swiftSettings: strict),
+        // Realistic synthetic tracks for benchmarks and tests.
+        .target(name: "Workload", dependencies: ["Events"], swiftSettings: strict),
 
-        .testTarget(name: "EventsTests", dependencies: ["Events"], swiftSettings: strict),
+        // The command-line entry point.
+        .executableTarget(name: "findmy", dependencies: ["Events", "Workload"], swiftSettings: strict),
+
+        .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
     ]
 )

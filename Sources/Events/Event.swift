@@ -1,0 +1,210 @@
+/// The events of the log. Every state change of findmy is one of these, appended as one record.
+///
+/// Events are versioned per type (`eventVersion` in the record header). An event type or version
+/// a reader does not know decodes as `.unknown`, so an old reader skips what a newer writer added.
+public enum Event: Equatable, Sendable {
+    case fixBatch(FixBatch)
+    case userCreated(UserCreated)
+    case userTokenIssued(UserTokenIssued)
+    case deviceEnrolled(DeviceEnrolled)
+    case deviceTokenIssued(DeviceTokenIssued)
+    case deviceTokenRevoked(DeviceTokenRevoked)
+    case pushTokenRegistered(PushTokenRegistered)
+    case pushTokenInvalidated(PushTokenInvalidated)
+    case reportingChanged(ReportingChanged)
+    case unknown(type: UInt8, version: UInt16, payload: [UInt8])
+}
+
+/// Record type numbers (docs/log-format.md, "Event types"). Never reuse a number.
+public enum EventType: UInt8, Sendable, CaseIterable {
+    case fixBatch = 1
+    case userCreated = 2
+    case userTokenIssued = 3
+    case deviceEnrolled = 4
+    case deviceTokenIssued = 5
+    case deviceTokenRevoked = 6
+    case pushTokenRegistered = 7
+    case pushTokenInvalidated = 8
+    case reportingChanged = 9
+
+    public var name: String {
+        switch self {
+        case .fixBatch: "fix_batch"
+        case .userCreated: "user_created"
+        case .userTokenIssued: "user_token_issued"
+        case .deviceEnrolled: "device_enrolled"
+        case .deviceTokenIssued: "device_token_issued"
+        case .deviceTokenRevoked: "device_token_revoked"
+        case .pushTokenRegistered: "push_token_registered"
+        case .pushTokenInvalidated: "push_token_invalidated"
+        case .reportingChanged: "reporting_changed"
+        }
+    }
+}
+
+/// One position report. Doubles are kept bit for bit; range checks belong to ingest.
+public struct Fix: Equatable, Sendable {
+    public var latitude: Double
+    public var longitude: Double
+    public var accuracyMeters: Double
+    public var altitudeMeters: Double?
+    public var speedMetersPerSecond: Double?
+    public var headingDegrees: Double?
+    public var batteryPercent: UInt8?
+    public var isCharging: Bool?
+    public var source: String
+    /// Device clock: when the fix was taken.
+    public var recordedAtMicros: Int64
+    /// Set by ingest when `recorded_at` is in the future of `received_at` beyond its tolerance.
+    public var clockSuspect: Bool
+
+    public init(
+        latitude: Double, longitude: Double, accuracyMeters: Double, altitudeMeters: Double? = nil,
+        speedMetersPerSecond: Double? = nil, headingDegrees: Double? = nil, batteryPercent: UInt8? = nil,
+        isCharging: Bool? = nil, source: String, recordedAtMicros: Int64, clockSuspect: Bool = false
+    ) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.accuracyMeters = accuracyMeters
+        self.altitudeMeters = altitudeMeters
+        self.speedMetersPerSecond = speedMetersPerSecond
+        self.headingDegrees = headingDegrees
+        self.batteryPercent = batteryPercent
+        self.isCharging = isCharging
+        self.source = source
+        self.recordedAtMicros = recordedAtMicros
+        self.clockSuspect = clockSuspect
+    }
+
+    /// Bitwise equality, so that NaN payloads and signed zeros count as equal only to themselves.
+    public static func == (lhs: Fix, rhs: Fix) -> Bool {
+        lhs.latitude.bitPattern == rhs.latitude.bitPattern && lhs.longitude.bitPattern == rhs.longitude.bitPattern
+            && lhs.accuracyMeters.bitPattern == rhs.accuracyMeters.bitPattern
+            && lhs.altitudeMeters?.bitPattern == rhs.altitudeMeters?.bitPattern
+            && lhs.speedMetersPerSecond?.bitPattern == rhs.speedMetersPerSecond?.bitPattern
+            && lhs.headingDegrees?.bitPattern == rhs.headingDegrees?.bitPattern
+            && lhs.batteryPercent == rhs.batteryPercent && lhs.isCharging == rhs.isCharging
+            && lhs.source == rhs.source && lhs.recordedAtMicros == rhs.recordedAtMicros
+            && lhs.clockSuspect == rhs.clockSuspect
+    }
+}
+
+public struct FixBatch: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var batchID: UUID128
+    public var fixes: [Fix]
+
+    public init(deviceID: UInt64, batchID: UUID128, fixes: [Fix]) {
+        self.deviceID = deviceID
+        self.batchID = batchID
+        self.fixes = fixes
+    }
+}
+
+public enum Role: UInt8, Sendable, CaseIterable {
+    case member = 0
+    case admin = 1
+}
+
+public struct UserCreated: Equatable, Sendable {
+    public var userID: UInt64
+    public var name: String
+    public var role: Role
+    /// SHA-256 of the user's first API token; the token itself is never stored.
+    public var tokenHash: [UInt8]
+
+    public init(userID: UInt64, name: String, role: Role, tokenHash: [UInt8]) {
+        self.userID = userID
+        self.name = name
+        self.role = role
+        self.tokenHash = tokenHash
+    }
+}
+
+public struct UserTokenIssued: Equatable, Sendable {
+    public var userID: UInt64
+    public var tokenHash: [UInt8]
+
+    public init(userID: UInt64, tokenHash: [UInt8]) {
+        self.userID = userID
+        self.tokenHash = tokenHash
+    }
+}
+
+public struct DeviceEnrolled: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var userID: UInt64
+    /// Generated once on the device and kept forever; unique per user (DESIGN.md, Identity).
+    public var deviceUUID: UUID128
+    public var name: String
+    public var platform: String
+    public var model: String
+
+    public init(deviceID: UInt64, userID: UInt64, deviceUUID: UUID128, name: String, platform: String, model: String) {
+        self.deviceID = deviceID
+        self.userID = userID
+        self.deviceUUID = deviceUUID
+        self.name = name
+        self.platform = platform
+        self.model = model
+    }
+}
+
+/// A new device token; every earlier token of the device stops working.
+public struct DeviceTokenIssued: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var tokenHash: [UInt8]
+
+    public init(deviceID: UInt64, tokenHash: [UInt8]) {
+        self.deviceID = deviceID
+        self.tokenHash = tokenHash
+    }
+}
+
+public struct DeviceTokenRevoked: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var tokenHash: [UInt8]
+
+    public init(deviceID: UInt64, tokenHash: [UInt8]) {
+        self.deviceID = deviceID
+        self.tokenHash = tokenHash
+    }
+}
+
+public struct PushTokenRegistered: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var provider: String
+    public var token: String
+    public var topic: String
+    public var environment: String
+
+    public init(deviceID: UInt64, provider: String, token: String, topic: String, environment: String) {
+        self.deviceID = deviceID
+        self.provider = provider
+        self.token = token
+        self.topic = topic
+        self.environment = environment
+    }
+}
+
+public struct PushTokenInvalidated: Equatable, Sendable {
+    public var provider: String
+    public var token: String
+    public var reason: String
+
+    public init(provider: String, token: String, reason: String) {
+        self.provider = provider
+        self.token = token
+        self.reason = reason
+    }
+}
+
+public struct ReportingChanged: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var paused: Bool
+
+    public init(deviceID: UInt64, paused: Bool) {
+        self.deviceID = deviceID
+        self.paused = paused
+    }
+}

@@ -1,0 +1,190 @@
+/// An event ready to be framed: its record header (salt and offset are the writer's to fill in)
+/// and its payload as it will be stored.
+public struct EncodedEvent: Sendable {
+    public var header: RecordHeader
+    public var payload: [UInt8]
+
+    public init(header: RecordHeader, payload: [UInt8]) {
+        self.header = header
+        self.payload = payload
+    }
+}
+
+/// Encodes events into record headers and payloads, and back.
+public enum EventCodec {
+    /// Payloads smaller than this are stored raw: LZ4 cannot win on them.
+    static let compressBytesMin = 64
+
+    public static func encode(_ event: Event, receivedAtMicros: Int64) -> EncodedEvent {
+        var type: UInt8
+        var version: UInt16 = 1
+        var fixCount: UInt32 = 0
+        var recordedMin: Int64 = 0
+        var recordedMax: Int64 = 0
+        var deviceKey: UInt64 = 0
+        var idempotencyKey = UUID128.zero
+        var writer = ByteWriter()
+        switch event {
+        case .fixBatch(let batch):
+            type = EventType.fixBatch.rawValue
+            precondition(batch.fixes.count <= Int(UInt32.max))
+            fixCount = UInt32(batch.fixes.count)
+            if let first = batch.fixes.first {
+                recordedMin = batch.fixes.reduce(first.recordedAtMicros) { min($0, $1.recordedAtMicros) }
+                recordedMax = batch.fixes.reduce(first.recordedAtMicros) { max($0, $1.recordedAtMicros) }
+            }
+            deviceKey = batch.deviceID
+            idempotencyKey = batch.batchID
+            writer.bytes = FixCodec.encode(batch.fixes)
+        case .userCreated(let user):
+            type = EventType.userCreated.rawValue
+            writer.u64(user.userID)
+            writer.string(user.name)
+            writer.u8(user.role.rawValue)
+            writeHash(user.tokenHash, to: &writer)
+        case .userTokenIssued(let issued):
+            type = EventType.userTokenIssued.rawValue
+            writer.u64(issued.userID)
+            writeHash(issued.tokenHash, to: &writer)
+        case .deviceEnrolled(let device):
+            type = EventType.deviceEnrolled.rawValue
+            deviceKey = device.deviceID
+            writer.u64(device.deviceID)
+            writer.u64(device.userID)
+            writer.raw(device.deviceUUID.bytes)
+            writer.string(device.name)
+            writer.string(device.platform)
+            writer.string(device.model)
+        case .deviceTokenIssued(let issued):
+            type = EventType.deviceTokenIssued.rawValue
+            deviceKey = issued.deviceID
+            writer.u64(issued.deviceID)
+            writeHash(issued.tokenHash, to: &writer)
+        case .deviceTokenRevoked(let revoked):
+            type = EventType.deviceTokenRevoked.rawValue
+            deviceKey = revoked.deviceID
+            writer.u64(revoked.deviceID)
+            writeHash(revoked.tokenHash, to: &writer)
+        case .pushTokenRegistered(let push):
+            type = EventType.pushTokenRegistered.rawValue
+            deviceKey = push.deviceID
+            writer.u64(push.deviceID)
+            writer.string(push.provider)
+            writer.string(push.token)
+            writer.string(push.topic)
+            writer.string(push.environment)
+        case .pushTokenInvalidated(let push):
+            type = EventType.pushTokenInvalidated.rawValue
+            writer.string(push.provider)
+            writer.string(push.token)
+            writer.string(push.reason)
+        case .reportingChanged(let change):
+            type = EventType.reportingChanged.rawValue
+            deviceKey = change.deviceID
+            writer.u64(change.deviceID)
+            writer.u8(change.paused ? 1 : 0)
+        case .unknown(let unknownType, let unknownVersion, let payload):
+            type = unknownType
+            version = unknownVersion
+            writer.bytes = payload
+        }
+        let raw = writer.bytes
+        precondition(raw.count <= LogFormat.recordBytesMax - LogFormat.recordHeaderBytes, "event payload too large")
+        var codec = Codec.none
+        var stored = raw
+        if raw.count >= compressBytesMin, let compressed = LZ4.compress(raw) {
+            codec = .lz4
+            stored = compressed
+        }
+        let header = RecordHeader(
+            type: type, codec: codec.rawValue, eventVersion: version, receivedAtMicros: receivedAtMicros,
+            recordedMinMicros: recordedMin, recordedMaxMicros: recordedMax, fixCount: fixCount,
+            uncompressedBytes: UInt32(raw.count), deviceKey: deviceKey, idempotencyKey: idempotencyKey)
+        return EncodedEvent(header: header, payload: stored)
+    }
+
+    /// The payload as the event encoded it, undoing the record's codec.
+    public static func rawPayload(header: RecordHeader, stored: [UInt8]) throws -> [UInt8] {
+        guard header.flags & LogFormat.recordFlagEncryptionMask == 0 else {
+            throw DecodeError.invalid("payload is encrypted with a scheme this findmy does not know")
+        }
+        switch Codec(rawValue: header.codec) {
+        case .none?:
+            guard stored.count == Int(header.uncompressedBytes) else {
+                throw DecodeError.invalid("raw payload is \(stored.count) bytes, header says \(header.uncompressedBytes)")
+            }
+            return stored
+        case .lz4?:
+            return try LZ4.decompress(stored, uncompressedBytes: Int(header.uncompressedBytes))
+        case nil:
+            throw DecodeError.invalid("unknown payload codec \(header.codec)")
+        }
+    }
+
+    public static func decode(header: RecordHeader, stored: [UInt8]) throws -> Event {
+        guard let type = EventType(rawValue: header.type), header.eventVersion == 1 else {
+            return .unknown(type: header.type, version: header.eventVersion, payload: stored)
+        }
+        if header.isPayloadRemoved {
+            throw DecodeError.invalid("the payload of record \(header.offset) was removed by the compactor")
+        }
+        let payload = try rawPayload(header: header, stored: stored)
+        if type == .fixBatch {
+            let fixes = try FixCodec.decode(payload, expectedCount: Int(header.fixCount))
+            return .fixBatch(FixBatch(deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes))
+        }
+        var reader = ByteReader(payload)
+        let event: Event
+        switch type {
+        case .fixBatch:
+            preconditionFailure("handled above")
+        case .userCreated:
+            let userID = try reader.u64()
+            let name = try reader.string()
+            guard let role = Role(rawValue: try reader.u8()) else { throw DecodeError.invalid("unknown role") }
+            event = .userCreated(UserCreated(userID: userID, name: name, role: role, tokenHash: try readHash(&reader)))
+        case .userTokenIssued:
+            event = .userTokenIssued(UserTokenIssued(userID: try reader.u64(), tokenHash: try readHash(&reader)))
+        case .deviceEnrolled:
+            let deviceID = try reader.u64()
+            let userID = try reader.u64()
+            let uuid = UUID128(bytes: try reader.raw(16))
+            event = .deviceEnrolled(
+                DeviceEnrolled(
+                    deviceID: deviceID, userID: userID, deviceUUID: uuid, name: try reader.string(),
+                    platform: try reader.string(), model: try reader.string()))
+        case .deviceTokenIssued:
+            event = .deviceTokenIssued(DeviceTokenIssued(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
+        case .deviceTokenRevoked:
+            event = .deviceTokenRevoked(DeviceTokenRevoked(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
+        case .pushTokenRegistered:
+            event = .pushTokenRegistered(
+                PushTokenRegistered(
+                    deviceID: try reader.u64(), provider: try reader.string(), token: try reader.string(),
+                    topic: try reader.string(), environment: try reader.string()))
+        case .pushTokenInvalidated:
+            event = .pushTokenInvalidated(
+                PushTokenInvalidated(provider: try reader.string(), token: try reader.string(), reason: try reader.string()))
+        case .reportingChanged:
+            let deviceID = try reader.u64()
+            let paused = try reader.u8()
+            guard paused <= 1 else { throw DecodeError.invalid("paused flag \(paused) is not 0 or 1") }
+            event = .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused == 1))
+        }
+        guard reader.remaining == 0 else {
+            throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")
+        }
+        return event
+    }
+
+    static let tokenHashBytes = 32
+
+    private static func writeHash(_ hash: [UInt8], to writer: inout ByteWriter) {
+        precondition(hash.count == tokenHashBytes, "token hashes are SHA-256, 32 bytes")
+        writer.raw(hash)
+    }
+
+    private static func readHash(_ reader: inout ByteReader) throws -> [UInt8] {
+        Array(try reader.raw(tokenHashBytes))
+    }
+}

@@ -1,0 +1,132 @@
+/// Record frames: `u32 B | u32 crc32c(body) | body | u32 B`, where body = record header + payload.
+public enum Frame {
+    /// Appends one complete frame to `buffer` and returns its size in bytes.
+    @discardableResult
+    public static func append(header: RecordHeader, payload: some Collection<UInt8>, to buffer: inout [UInt8]) -> Int {
+        let bodyBytes = LogFormat.recordHeaderBytes + payload.count
+        precondition(bodyBytes <= LogFormat.recordBytesMax, "record body of \(bodyBytes) bytes over recordBytesMax")
+        var writer = ByteWriter()
+        swap(&writer.bytes, &buffer)
+        let start = writer.bytes.count
+        writer.u32(UInt32(bodyBytes))
+        writer.u32(0)  // the CRC, patched below once the body is in place
+        header.write(to: &writer)
+        writer.raw(payload)
+        writer.u32(UInt32(bodyBytes))
+        swap(&writer.bytes, &buffer)
+        let crc = buffer.withUnsafeBytes { raw in
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 8)..<(start + 8 + bodyBytes)]))
+        }
+        buffer.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self) }
+        return bodyBytes + LogFormat.frameOverheadBytes
+    }
+
+    public static func encoded(header: RecordHeader, payload: some Collection<UInt8>) -> [UInt8] {
+        var buffer: [UInt8] = []
+        append(header: header, payload: payload, to: &buffer)
+        return buffer
+    }
+}
+
+/// Why a frame was refused; the cases follow the validity rules of docs/log-format.md in order.
+public enum FrameDamage: Equatable, Sendable, CustomStringConvertible {
+    case shortFrame
+    case badLength(UInt32)
+    case badCRC
+    case badTrailer
+    case badHeader
+    case badSalt
+    case badOffset(expected: UInt64, found: UInt64)
+    case badSeal(String)
+
+    public var description: String {
+        switch self {
+        case .shortFrame: "incomplete frame (short-frame)"
+        case .badLength(let length): "frame length \(length) out of range (bad-length)"
+        case .badCRC: "checksum mismatch (bad-crc)"
+        case .badTrailer: "trailing length differs from the leading one (bad-trailer)"
+        case .badHeader: "record header size out of range (bad-header)"
+        case .badSalt: "record salt is not the segment's: a stale record (bad-salt)"
+        case .badOffset(let expected, let found): "offset \(found) where \(expected) was expected (bad-offset)"
+        case .badSeal(let why): "seal record inconsistent: \(why) (bad-seal)"
+        }
+    }
+}
+
+/// A frame as read: its header, its payload as stored (still compressed), and where it was.
+public struct DecodedFrame: Sendable {
+    public var header: RecordHeader
+    public var payload: [UInt8]
+    /// Byte position of the frame in the stream that was fed to the decoder.
+    public var position: Int
+    public var frameBytes: Int
+}
+
+/// Splits a byte stream into frames, checking rules 1–6 of the format (the per-frame rules; salt,
+/// offset and seal are the segment scanner's). Feeding the same bytes whole, in pieces or one
+/// byte at a time gives the same frames: a frame is only returned once all of it has arrived.
+public struct FrameDecoder {
+    public enum Next {
+        case frame(DecodedFrame)
+        case needMore
+        case damaged(FrameDamage, position: Int)
+    }
+
+    private var buffer: [UInt8] = []
+    private var start = 0
+    /// Stream position of `buffer[0]`.
+    private var bufferPosition: Int
+
+    public init(startPosition: Int = 0) {
+        bufferPosition = startPosition
+    }
+
+    /// Stream position of the next undecoded byte.
+    public var position: Int { bufferPosition + start }
+    /// Bytes fed but not yet returned as a frame.
+    public var pendingBytes: Int { buffer.count - start }
+
+    public mutating func append(_ bytes: some Collection<UInt8>) {
+        if start > 0 && start >= buffer.count / 2 {
+            buffer.removeFirst(start)
+            bufferPosition += start
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    public mutating func next() -> Next {
+        let available = buffer.count - start
+        guard available >= 8 else { return .needMore }
+        let (bodyLength, storedCRC) = buffer.withUnsafeBytes { raw in
+            (
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start, as: UInt32.self)),
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + 4, as: UInt32.self))
+            )
+        }
+        guard bodyLength >= LogFormat.recordHeaderBytes, bodyLength <= LogFormat.recordBytesMax else {
+            return .damaged(.badLength(bodyLength), position: position)
+        }
+        let body = Int(bodyLength)
+        let frameBytes = body + LogFormat.frameOverheadBytes
+        guard available >= frameBytes else { return .needMore }
+        let bodyStart = start + 8
+        let (crc, trailer) = buffer.withUnsafeBytes { raw in
+            (
+                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[bodyStart..<(bodyStart + body)])),
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: bodyStart + body, as: UInt32.self))
+            )
+        }
+        guard crc == storedCRC else { return .damaged(.badCRC, position: position) }
+        guard trailer == bodyLength else { return .damaged(.badTrailer, position: position) }
+        let bodySlice = buffer[bodyStart..<(bodyStart + body)]
+        guard let (header, headerBytes) = try? RecordHeader.read(from: bodySlice),
+            headerBytes >= LogFormat.recordHeaderBytes, headerBytes <= body
+        else { return .damaged(.badHeader, position: position) }
+        let frame = DecodedFrame(
+            header: header, payload: Array(bodySlice.dropFirst(headerBytes)), position: position,
+            frameBytes: frameBytes)
+        start += frameBytes
+        return .frame(frame)
+    }
+}

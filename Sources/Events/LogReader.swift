@@ -1,0 +1,118 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A record as read from the log: its header (always), its stored payload (unless skipped).
+public struct LogRecord: Sendable {
+    public var header: RecordHeader
+    /// The payload as stored (compressed); empty when the reader was asked to skip it.
+    public var storedPayload: [UInt8]
+    public var segmentPath: String
+    public var position: Int
+
+    public var offset: UInt64 { header.offset }
+
+    /// Decodes the event; decompresses the payload.
+    public func event() throws -> Event {
+        try EventCodec.decode(header: header, stored: storedPayload)
+    }
+}
+
+/// Reads a log directory, from this process or another, without taking the writer lock.
+///
+/// Reads never go past the durable watermark: a record that is written but not yet synced is not
+/// visible, so a projection can never get ahead of what a crash would keep. With a `writer` (same
+/// process) the watermark comes from memory and tailing wakes at once; otherwise it is read from
+/// `log/durable` and tailing polls it.
+public struct LogReader: Sendable {
+    public let directory: String
+    let io: any FileIO
+    let writer: LogWriter?
+    /// How often a reader in another process looks for new durable records while tailing.
+    public var tailPollMicros: Int64 = 20_000
+
+    public init(directory: String, io: any FileIO = PosixFileIO(), writer: LogWriter? = nil) {
+        self.directory = directory
+        self.io = io
+        self.writer = writer
+    }
+
+    var segments: SegmentDirectory { SegmentDirectory(path: directory, io: io) }
+
+    /// Every offset below this is durable and may be read.
+    public func durableEnd() -> UInt64 {
+        if let writer { return writer.durableEnd }
+        return Watermark.read(path: segments.watermarkPath, io: io) ?? 0
+    }
+
+    /// The first offset still in the log (older segments may have been removed by the compactor).
+    public func firstOffset() throws -> UInt64 {
+        try segments.bases().first ?? 0
+    }
+
+    /// Visits the records with offsets in `from..<end` (end defaults to the durable watermark), in
+    /// order. `wantPayload` decides per header whether the payload is kept (a scan for one type
+    /// skips the rest without decompressing anything). `visit` returns false to stop. Returns the
+    /// offset after the last record visited (or `end` when the range was read to its end).
+    @discardableResult
+    public func read(
+        from start: UInt64, upTo end: UInt64? = nil, wantPayload: (RecordHeader) -> Bool = { _ in true },
+        _ visit: (LogRecord) throws -> Bool
+    ) throws -> UInt64 {
+        let limit = end ?? durableEnd()
+        guard start < limit else { return start }
+        let bases = try segments.bases()
+        let startIndex = (bases.lastIndex { $0 <= start }) ?? 0
+        var next = start
+        let scanner = SegmentScanner(io: io)
+        for base in bases[startIndex...] {
+            if base >= limit { break }
+            let path = segments.segmentPath(base: base)
+            var stopped = false
+            let scan = try scanner.scan(path: path) { frame in
+                if frame.header.offset >= limit { return false }
+                if frame.header.offset < start { return true }
+                var record = LogRecord(header: frame.header, storedPayload: [], segmentPath: path, position: frame.position)
+                if wantPayload(frame.header) { record.storedPayload = frame.payload }
+                next = frame.header.offset + 1
+                if try !visit(record) {
+                    stopped = true
+                    return false
+                }
+                return true
+            }
+            if stopped { return next }
+            if let (damage, position, expected) = scan.damage, expected < limit {
+                throw LogError.corrupt(file: path, position: position, reason: "\(damage) at offset \(expected)")
+            }
+        }
+        // Every record below `limit` was visited; offsets a rewrite dropped are gaps, not missing.
+        return limit
+    }
+
+    /// Reads everything from `start`, then waits for new durable records and reads them too, until
+    /// `shouldStop` says so (checked at least every `tailPollMicros`). Returns the next offset.
+    @discardableResult
+    public func follow(
+        from start: UInt64, shouldStop: () -> Bool, wantPayload: (RecordHeader) -> Bool = { _ in true },
+        _ visit: (LogRecord) throws -> Void
+    ) throws -> UInt64 {
+        var next = start
+        while !shouldStop() {
+            let end = durableEnd()
+            if end > next {
+                next = try read(from: next, upTo: end, wantPayload: wantPayload) { record in
+                    try visit(record)
+                    return true
+                }
+                continue
+            }
+            if let writer {
+                _ = writer.waitForDurable(beyond: next, timeoutMicros: tailPollMicros)
+            } else {
+                usleep(UInt32(tailPollMicros))
+            }
+        }
+        return next
+    }
+}

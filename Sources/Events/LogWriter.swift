@@ -1,0 +1,488 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Settings of the log writer; every limit carries its unit.
+public struct LogOptions: Sendable {
+    /// The active segment is sealed and a new one started before a group commit once it holds this many bytes.
+    public var segmentBytesMax = 64 << 20
+    /// ... or once it is this old (server clock), so that retention never waits on a quiet log.
+    public var segmentAgeSecondsMax = 3600
+    /// Extra time a group's leader waits for more appends before writing; 0 relies on natural batching
+    /// (appends that arrive during an fdatasync form the next group).
+    public var groupCommitDelayMicros = 0
+    /// At most this many bytes of frames are written by one group commit.
+    public var groupBytesMax = 16 << 20
+    public var io: any FileIO = PosixFileIO()
+    public var clockMicros: @Sendable () -> Int64 = wallClockMicros
+    /// Where the writer reports what recovery did (one line each).
+    public var diagnostics: @Sendable (String) -> Void = { line in writeStandardError(line) }
+    /// Called when fdatasync fails. It must not return: after a failed fsync the kernel may have
+    /// dropped the dirty pages, and a retried fsync can report success for data that is gone.
+    public var onSyncFailure: @Sendable (IOError) -> Never = { error in
+        fatalError("findmy: fdatasync failed, stopping so that nothing unsynced is acknowledged: \(error)")
+    }
+
+    public init() {}
+}
+
+/// What opening the log found and did.
+public struct RecoveryReport: Sendable, Equatable {
+    public var tornBytesTruncated = 0
+    public var tornFile: String?
+    public var removedTemporaryFiles = 0
+    public var removedIncompleteSegment: String?
+    public var firstOffset: UInt64 = 0
+    public var nextOffset: UInt64 = 0
+}
+
+/// The one writer of a log directory: appends records with group commit and returns only once
+/// they are durable. Safe to call from many threads; appends block the calling thread.
+///
+/// Group commit is leader/follower: the first appender that finds no write in flight takes every
+/// queued record, writes them with one pwrite and one fdatasync, and wakes the others; appends that
+/// arrive meanwhile queue up for the next leader. No extra thread, and no handoff latency.
+public final class LogWriter: @unchecked Sendable {
+    public let directory: String
+    public let recovery: RecoveryReport
+    let options: LogOptions
+    let segments: SegmentDirectory
+    private let io: any FileIO
+    private let lockFD: Int32
+    private let watermarkFD: Int32
+
+    private static let conditionDone = 0
+    private let sync = ConditionLock(conditions: 1)
+
+    // Guarded by `sync`.
+    private var queue: [Ticket] = []
+    private var nextOffset: UInt64
+    private var durable: UInt64
+    private var writing = false
+    private var closed = false
+
+    // Owned by whoever holds leadership (`writing == true`).
+    private var active: ActiveSegment?
+    private var frameBuffer: [UInt8] = []
+
+    private let rewriteLock = ConditionLock(conditions: 0)
+
+    /// Opens (creating if needed) the log in `directory`, recovering it as docs/log-format.md says.
+    public init(directory: String, options: LogOptions = LogOptions()) throws {
+        self.directory = directory
+        self.options = options
+        self.io = options.io
+        self.segments = SegmentDirectory(path: directory, io: options.io)
+        do {
+            try io.makeDirectory(directory)
+        } catch {
+            throw LogError(error)
+        }
+        lockFD = try Self.takeLock(segments, io)
+        do {
+            watermarkFD = try io.open(segments.watermarkPath, flags: O_CREAT | O_RDWR, mode: 0o600)
+        } catch {
+            io.close(lockFD)
+            throw LogError(error)
+        }
+        do {
+            var report = RecoveryReport()
+            let recovered = try Self.recover(segments, options, &report)
+            active = recovered.active
+            nextOffset = recovered.nextOffset
+            durable = recovered.nextOffset
+            report.nextOffset = recovered.nextOffset
+            recovery = report
+            if try segments.bases().isEmpty { active = try createSegment(base: nextOffset) }
+            try io.syncDirectory(directory)
+            try io.writeAll(watermarkFD, Watermark.encode(durable), at: 0, path: segments.watermarkPath)
+        } catch {
+            io.close(watermarkFD)
+            io.close(lockFD)
+            throw LogError(error)
+        }
+    }
+
+    deinit { close() }
+
+    /// Every offset below this is durable.
+    public var durableEnd: UInt64 { sync.withLock { durable } }
+
+    /// Appends an event and returns its offset once it is durable.
+    @discardableResult
+    public func append(_ event: Event, receivedAtMicros: Int64? = nil) throws -> UInt64 {
+        try append(EventCodec.encode(event, receivedAtMicros: receivedAtMicros ?? options.clockMicros()))
+    }
+
+    /// Appends an encoded event and returns its offset once it is durable. Encoding (and LZ4) is
+    /// done by the caller's thread, so that many appenders compress in parallel.
+    @discardableResult
+    public func append(_ encoded: EncodedEvent) throws -> UInt64 {
+        let ticket = Ticket(encoded: encoded)
+        sync.lock()
+        defer { sync.unlock() }
+        guard !closed else { throw LogError.closed }
+        ticket.offset = nextOffset
+        nextOffset += 1
+        queue.append(ticket)
+        while ticket.outcome == nil {
+            if writing {
+                sync.wait(Self.conditionDone)
+                continue
+            }
+            writing = true
+            if options.groupCommitDelayMicros > 0 {
+                sync.unlock()
+                usleep(UInt32(options.groupCommitDelayMicros))
+                sync.lock()
+            }
+            let group = takeGroup()
+            sync.unlock()
+            let failure = commit(group)
+            sync.lock()
+            finish(group, failure: failure)
+        }
+        switch ticket.outcome! {
+        case .success: return ticket.offset
+        case .failure(let error): throw error
+        }
+    }
+
+    /// Waits until the record at `offset` is durable, or the deadline passes; returns `durableEnd`.
+    public func waitForDurable(beyond offset: UInt64, timeoutMicros: Int64) -> UInt64 {
+        let deadline = monotonicMicros() + timeoutMicros
+        sync.lock()
+        defer { sync.unlock() }
+        while durable <= offset && !closed {
+            if !sync.wait(Self.conditionDone, untilMonotonicMicros: deadline) { break }
+        }
+        return durable
+    }
+
+    /// Seals the active segment (if it holds any record) so that the next append starts a new one.
+    public func roll() throws {
+        try lead {
+            if let segment = active, segment.seal.recordCount > 0 { try sealActive(segment) }
+        }
+    }
+
+    /// Stops accepting appends, waits for the group in flight, and releases the writer lock.
+    public func close() {
+        sync.lock()
+        if closed {
+            sync.unlock()
+            return
+        }
+        closed = true
+        while writing { sync.wait(Self.conditionDone) }
+        for ticket in queue { ticket.outcome = .failure(.closed) }
+        queue.removeAll()
+        sync.broadcast(Self.conditionDone)
+        sync.unlock()
+        if let segment = active { io.close(segment.fd) }
+        active = nil
+        io.close(watermarkFD)
+        io.close(lockFD)
+    }
+
+    /// Runs `body` as the leader: no group commit runs meanwhile.
+    func lead<R>(_ body: () throws -> R) throws -> R {
+        sync.lock()
+        while writing { sync.wait(Self.conditionDone) }
+        guard !closed else {
+            sync.unlock()
+            throw LogError.closed
+        }
+        writing = true
+        sync.unlock()
+        defer {
+            sync.lock()
+            writing = false
+            sync.broadcast(Self.conditionDone)
+            sync.unlock()
+        }
+        return try body()
+    }
+
+    /// Base offset of the active segment (every segment below it is sealed), or nil when the next
+    /// append starts a new segment.
+    var activeBase: UInt64? {
+        (try? lead { active?.header.baseOffset }) ?? nil
+    }
+
+    var lastSegmentEnd: UInt64 { sync.withLock { durable } }
+
+    // MARK: - Group commit (the leader's work)
+
+    private func takeGroup() -> [Ticket] {
+        var bytes = 0
+        var count = 0
+        for ticket in queue {
+            let frameBytes = ticket.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes
+            if count > 0 && bytes + frameBytes > options.groupBytesMax { break }
+            bytes += frameBytes
+            count += 1
+        }
+        let group = Array(queue.prefix(count))
+        queue.removeFirst(count)
+        return group
+    }
+
+    /// Writes and syncs a group; returns the error that failed it, if any.
+    private func commit(_ group: [Ticket]) -> LogError? {
+        do {
+            let now = options.clockMicros()
+            if let segment = active,
+                segment.size >= options.segmentBytesMax
+                    || now - segment.header.createdAtMicros >= Int64(options.segmentAgeSecondsMax) * 1_000_000
+            {
+                try sealActive(segment)
+            }
+            if active == nil { active = try createSegment(base: group[0].offset) }
+            var segment = active!
+            frameBuffer.removeAll(keepingCapacity: true)
+            for ticket in group {
+                var header = ticket.encoded.header
+                header.salt = segment.header.salt
+                header.offset = ticket.offset
+                Frame.append(header: header, payload: ticket.encoded.payload, to: &frameBuffer)
+            }
+            do {
+                try io.writeAll(segment.fd, frameBuffer, at: segment.size, path: segment.path)
+            } catch {
+                undoWrite(segment)
+                return .writeFailed(IOError(error))
+            }
+            syncOrStop(segment.fd, segment.path)
+            segment.size += frameBuffer.count
+            for ticket in group {
+                var header = ticket.encoded.header
+                header.offset = ticket.offset
+                segment.seal.add(header)
+            }
+            active = segment
+            try? io.writeAll(watermarkFD, Watermark.encode(group.last!.offset + 1), at: 0, path: segments.watermarkPath)
+            return nil
+        } catch {
+            return LogError(error)
+        }
+    }
+
+    private func finish(_ group: [Ticket], failure: LogError?) {
+        if let failure {
+            // Every queued ticket was numbered after the failed group; fail them too and reuse the offsets.
+            for ticket in group + queue { ticket.outcome = .failure(failure) }
+            nextOffset = group[0].offset
+            queue.removeAll()
+        } else {
+            for ticket in group { ticket.outcome = .success }
+            durable = group.last!.offset + 1
+        }
+        writing = false
+        sync.broadcast(Self.conditionDone)
+    }
+
+    /// After a failed write the file may hold part of the group: cut it back to the last durable byte.
+    private func undoWrite(_ segment: ActiveSegment) {
+        do {
+            try io.ftruncate(segment.fd, size: segment.size, path: segment.path)
+        } catch {
+            // The partial frame stays; recovery would treat it as a torn tail, but this process
+            // can no longer append after it safely.
+            options.onSyncFailure(IOError(error))
+        }
+    }
+
+    private func syncOrStop(_ fd: Int32, _ path: String) {
+        do {
+            try io.fdatasync(fd, path: path)
+        } catch {
+            options.onSyncFailure(IOError(error))
+        }
+    }
+
+    private func sealActive(_ segment: ActiveSegment) throws {
+        let sealHeader = segment.seal.recordHeader(salt: segment.header.salt, sealedAtMicros: options.clockMicros())
+        let frame = Frame.encoded(header: sealHeader, payload: segment.seal.encoded())
+        do {
+            try io.writeAll(segment.fd, frame, at: segment.size, path: segment.path)
+        } catch {
+            undoWrite(segment)
+            throw LogError.writeFailed(IOError(error))
+        }
+        syncOrStop(segment.fd, segment.path)
+        io.close(segment.fd)
+        active = nil
+    }
+
+    private func createSegment(base: UInt64) throws -> ActiveSegment {
+        let header = SegmentHeader(salt: UInt64.random(in: 1...UInt64.max), baseOffset: base, createdAtMicros: options.clockMicros())
+        let path = segments.segmentPath(base: base)
+        let fd: Int32
+        do {
+            fd = try io.open(path, flags: O_CREAT | O_TRUNC | O_WRONLY, mode: 0o600)
+        } catch {
+            throw LogError.writeFailed(IOError(error))
+        }
+        do {
+            try io.writeAll(fd, header.encoded(), at: 0, path: path)
+        } catch {
+            io.close(fd)
+            try? io.unlink(path)
+            throw LogError.writeFailed(IOError(error))
+        }
+        syncOrStop(fd, path)
+        do {
+            try io.syncDirectory(directory)
+        } catch {
+            options.onSyncFailure(IOError(error))
+        }
+        return ActiveSegment(fd: fd, path: path, header: header, size: LogFormat.segmentHeaderBytes, seal: Seal(firstOffset: base))
+    }
+
+    // MARK: - Opening
+
+    private static func takeLock(_ segments: SegmentDirectory, _ io: any FileIO) throws -> Int32 {
+        let fd: Int32
+        do {
+            fd = try io.open(segments.lockPath, flags: O_CREAT | O_RDWR, mode: 0o600)
+        } catch {
+            throw LogError(error)
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            io.close(fd)
+            throw LogError.locked(directory: segments.path)
+        }
+        return fd
+    }
+
+    private struct Recovered {
+        var active: ActiveSegment?
+        var nextOffset: UInt64
+    }
+
+    private static func recover(_ segments: SegmentDirectory, _ options: LogOptions, _ report: inout RecoveryReport)
+        throws -> Recovered
+    {
+        let io = options.io
+        for temporary in try segments.temporaryFiles() {
+            try io.unlink(temporary)
+            report.removedTemporaryFiles += 1
+            options.diagnostics("log recovery: removed unfinished rewrite \(temporary)")
+        }
+        let durableHint = Watermark.read(path: segments.watermarkPath, io: io) ?? 0
+        var bases = try segments.bases()
+        let scanner = SegmentScanner(io: io)
+
+        // Sealed segments: header and seal, and contiguity.
+        var expectedBase = bases.first ?? 0
+        report.firstOffset = expectedBase
+        for base in bases.dropLast() {
+            let path = segments.segmentPath(base: base)
+            let (header, seal) = try readSealed(path: path, scanner: scanner)
+            guard header.baseOffset == base else {
+                throw LogError.corrupt(file: path, position: 24, reason: "header says base offset \(header.baseOffset)")
+            }
+            guard base == expectedBase else {
+                throw LogError.corrupt(
+                    file: path, position: 0, reason: "segments are not contiguous: expected base offset \(expectedBase)")
+            }
+            expectedBase = seal.endOffset
+        }
+
+        guard let last = bases.last else { return Recovered(active: nil, nextOffset: 0) }
+        let lastPath = segments.segmentPath(base: last)
+        let scan: SegmentScan
+        do {
+            scan = try scanner.scan(path: lastPath)
+        } catch LogError.corrupt(_, _, let reason) where last >= durableHint {
+            // A crash while creating the segment: nothing in it was ever acknowledged.
+            try io.unlink(lastPath)
+            report.removedIncompleteSegment = lastPath
+            options.diagnostics("log recovery: removed incomplete segment \(lastPath) (\(reason))")
+            bases.removeLast()
+            if bases.isEmpty { report.firstOffset = last }
+            return Recovered(active: nil, nextOffset: bases.isEmpty ? last : expectedBase)
+        }
+        guard scan.header.baseOffset == last else {
+            throw LogError.corrupt(file: lastPath, position: 24, reason: "header says base offset \(scan.header.baseOffset)")
+        }
+        guard bases.count == 1 || last == expectedBase else {
+            throw LogError.corrupt(
+                file: lastPath, position: 0, reason: "segments are not contiguous: expected base offset \(expectedBase)")
+        }
+        var validEnd = scan.fileSize
+        if let (damage, position, expected) = scan.damage {
+            guard expected >= durableHint else {
+                throw LogError.corrupt(
+                    file: lastPath, position: position,
+                    reason: "\(damage) at offset \(expected), below the durable watermark \(durableHint)")
+            }
+            let fd = try io.open(lastPath, flags: O_WRONLY, mode: 0)
+            defer { io.close(fd) }
+            try io.ftruncate(fd, size: position, path: lastPath)
+            try io.fdatasync(fd, path: lastPath)
+            report.tornBytesTruncated = scan.fileSize - position
+            report.tornFile = lastPath
+            validEnd = position
+            options.diagnostics(
+                "log recovery: truncated a torn tail of \(scan.fileSize - position) bytes at byte \(position) of \(lastPath) "
+                    + "(\(damage)); records from offset \(expected) on were never acknowledged")
+        }
+        let nextOffset = scan.seal?.endOffset ?? scan.nextOffset
+        guard nextOffset >= durableHint else {
+            throw LogError.corrupt(
+                file: lastPath, position: validEnd,
+                reason: "the log ends at offset \(nextOffset) but the durable watermark says \(durableHint) was durable")
+        }
+        if scan.seal != nil { return Recovered(active: nil, nextOffset: nextOffset) }
+        let fd = try io.open(lastPath, flags: O_WRONLY, mode: 0)
+        // What a crashed writer left in the page cache becomes durable before anything is built on it.
+        try io.fdatasync(fd, path: lastPath)
+        let segment = ActiveSegment(fd: fd, path: lastPath, header: scan.header, size: validEnd, seal: scan.accumulated)
+        return Recovered(active: segment, nextOffset: nextOffset)
+    }
+
+    /// The header and seal of a sealed segment, read from its two ends.
+    static func readSealed(path: String, scanner: SegmentScanner) throws -> (SegmentHeader, Seal) {
+        let io = scanner.io
+        let fd = try io.open(path, flags: O_RDONLY, mode: 0)
+        defer { io.close(fd) }
+        let header = try scanner.header(path: path, fd: fd)
+        let size = try io.fileSize(fd, path: path)
+        let noSeal = LogError.corrupt(file: path, position: size, reason: "a segment before the last has no valid seal")
+        guard size >= LogFormat.segmentHeaderBytes + 4 else { throw noSeal }
+        let trailer = try io.read(fd, count: 4, at: size - 4, path: path)
+        let body = Int(UInt32(littleEndian: trailer.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }))
+        let frameStart = size - body - LogFormat.frameOverheadBytes
+        guard body <= LogFormat.recordBytesMax, frameStart >= LogFormat.segmentHeaderBytes else { throw noSeal }
+        var decoder = FrameDecoder(startPosition: frameStart)
+        decoder.append(try io.read(fd, count: size - frameStart, at: frameStart, path: path))
+        guard case .frame(let frame) = decoder.next(), frame.header.isSeal, frame.header.salt == header.salt,
+            let seal = try? Seal.decode(frame.payload[...]), seal.firstOffset == header.baseOffset
+        else { throw noSeal }
+        return (header, seal)
+    }
+}
+
+/// One append waiting for its group commit.
+private final class Ticket {
+    let encoded: EncodedEvent
+    var offset: UInt64 = 0
+    var outcome: Outcome?
+
+    enum Outcome {
+        case success
+        case failure(LogError)
+    }
+
+    init(encoded: EncodedEvent) { self.encoded = encoded }
+}
+
+struct ActiveSegment {
+    var fd: Int32
+    var path: String
+    var header: SegmentHeader
+    var size: Int
+    var seal: Seal
+}

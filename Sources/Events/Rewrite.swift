@@ -1,0 +1,93 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What the retention compactor wants done with one record of a segment being rewritten.
+public enum RewriteDecision: Sendable {
+    case keep
+    /// Remove the record; its offset becomes a gap (offsets of other records never change).
+    case drop
+    /// Keep the record's offset, type and `received_at`, with a new payload (fewer fixes, say).
+    case replace(EncodedEvent)
+}
+
+public struct RewriteReport: Sendable, Equatable {
+    public var recordsKept = 0
+    public var recordsDropped = 0
+    public var recordsReplaced = 0
+    public var bytesBefore = 0
+    public var bytesAfter = 0
+}
+
+extension LogWriter {
+    /// Rewrites the sealed segment starting at `base` through `decide`, crash-safely: a temporary
+    /// file with a new salt is written and synced, renamed over the old one, and the directory
+    /// synced. A crash leaves either the old segment or the new one, never a mix; a leftover
+    /// temporary file is deleted on the next open. Readers that opened the old file keep reading it.
+    public func rewriteSegment(base: UInt64, _ decide: (LogRecord) throws -> RewriteDecision) throws -> RewriteReport {
+        if let activeBase, base >= activeBase {
+            preconditionFailure("only sealed segments are rewritten; \(base) is the active segment")
+        }
+        let path = segments.segmentPath(base: base)
+        let temporaryPath = path + ".tmp"
+        let io = options.io
+        let scanner = SegmentScanner(io: io)
+        let (oldHeader, oldSeal) = try Self.readSealed(path: path, scanner: scanner)
+        let header = SegmentHeader(
+            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base, createdAtMicros: oldHeader.createdAtMicros,
+            flags: oldHeader.flags | LogFormat.segmentFlagRewritten, generation: oldHeader.generation + 1)
+
+        var report = RewriteReport()
+        var output = header.encoded()
+        var seal = Seal(firstOffset: base)
+        let scan = try scanner.scan(path: path) { frame in
+            let record = LogRecord(header: frame.header, storedPayload: frame.payload, segmentPath: path, position: frame.position)
+            var newHeader = frame.header
+            var payload = frame.payload
+            switch try decide(record) {
+            case .keep:
+                report.recordsKept += 1
+            case .drop:
+                report.recordsDropped += 1
+                return true
+            case .replace(let encoded):
+                report.recordsReplaced += 1
+                newHeader = encoded.header
+                newHeader.offset = frame.header.offset
+                newHeader.type = frame.header.type
+                newHeader.receivedAtMicros = frame.header.receivedAtMicros
+                payload = encoded.payload
+            }
+            newHeader.salt = header.salt
+            Frame.append(header: newHeader, payload: payload, to: &output)
+            seal.add(newHeader)
+            return true
+        }
+        if let (damage, position, _) = scan.damage {
+            throw LogError.corrupt(file: path, position: position, reason: "\(damage)")
+        }
+        report.bytesBefore = scan.fileSize
+        seal.endOffset = oldSeal.endOffset
+        Frame.append(
+            header: seal.recordHeader(salt: header.salt, sealedAtMicros: options.clockMicros()),
+            payload: seal.encoded(), to: &output)
+        report.bytesAfter = output.count
+
+        do {
+            let fd = try io.open(temporaryPath, flags: O_CREAT | O_TRUNC | O_WRONLY, mode: 0o600)
+            defer { io.close(fd) }
+            try io.writeAll(fd, output, at: 0, path: temporaryPath)
+            try io.fdatasync(fd, path: temporaryPath)
+        } catch {
+            try? io.unlink(temporaryPath)
+            throw LogError.writeFailed(IOError(error))
+        }
+        do {
+            try io.rename(temporaryPath, path)
+            try io.syncDirectory(directory)
+        } catch {
+            options.onSyncFailure(IOError(error))
+        }
+        return report
+    }
+}

@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A mutex with condition variables, for the writer's queue: appenders block until the group
+/// commit that covers them, which `Synchronization.Mutex` alone cannot express.
+final class ConditionLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let conditions: UnsafeMutablePointer<pthread_cond_t>
+    private let conditionCount: Int
+
+    init(conditions count: Int) {
+        conditionCount = count
+        conditions = .allocate(capacity: count)
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        for index in 0..<count { pthread_cond_init(conditions + index, &attributes) }
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        for index in 0..<conditionCount { pthread_cond_destroy(conditions + index) }
+        pthread_mutex_destroy(mutex)
+        conditions.deallocate()
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+
+    func withLock<R>(_ body: () throws -> R) rethrows -> R {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+
+    /// Waits on condition `index`; the lock must be held.
+    func wait(_ index: Int) { pthread_cond_wait(conditions + index, mutex) }
+
+    /// Waits on condition `index` until the monotonic deadline; returns false on timeout.
+    func wait(_ index: Int, untilMonotonicMicros deadline: Int64) -> Bool {
+        var time = timespec(tv_sec: Int(deadline / 1_000_000), tv_nsec: Int(deadline % 1_000_000) * 1_000)
+        return pthread_cond_timedwait(conditions + index, mutex, &time) == 0
+    }
+
+    func broadcast(_ index: Int) { pthread_cond_broadcast(conditions + index) }
+    func signal(_ index: Int) { pthread_cond_signal(conditions + index) }
+}

@@ -1,0 +1,174 @@
+import Events
+import Foundation
+import Synchronization
+import Workload
+
+/// A fresh directory under /tmp, removed when the value is released.
+final class TemporaryDirectory: @unchecked Sendable {
+    let path: String
+
+    init(_ label: String = "findmy-test") {
+        var template = Array((NSTemporaryDirectory() + "/\(label)-XXXXXX").utf8CString)
+        let result = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(result != nil, "mkdtemp failed")
+        path = String(cString: result!)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    var log: String { path + "/log" }
+}
+
+func quietOptions(_ io: any FileIO = PosixFileIO()) -> LogOptions {
+    var options = LogOptions()
+    options.io = io
+    options.diagnostics = { _ in }
+    return options
+}
+
+func readAll(_ directory: String, from: UInt64 = 0) throws -> [LogRecord] {
+    var records: [LogRecord] = []
+    try LogReader(directory: directory).read(from: from) { record in
+        records.append(record)
+        return true
+    }
+    return records
+}
+
+func segmentFiles(_ directory: String) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".seg") }.sorted()
+        .map { directory + "/" + $0 }
+}
+
+/// Random values for property-style tests, NaN and extremes included.
+struct EventFuzzer {
+    var random: SeededGenerator
+
+    init(seed: UInt64) { random = SeededGenerator(seed: seed) }
+
+    mutating func double() -> Double {
+        switch Int.random(in: 0..<10, using: &random) {
+        case 0: [Double.nan, -.nan, .infinity, -.infinity, 0, -0.0, .greatestFiniteMagnitude, .leastNonzeroMagnitude]
+            .randomElement(using: &random)!
+        case 1: Double(bitPattern: random.next())  // any bit pattern, NaN payloads included
+        default: Double.random(in: -180...180, using: &random)
+        }
+    }
+
+    mutating func optionalDouble() -> Double? { Bool.random(using: &random) ? double() : nil }
+
+    mutating func string(maxBytes: Int = 40) -> String {
+        let alphabet = Array("abcXYZ019 -_<>\"'\\é日本🙂\u{0}\n")
+        return String((0..<Int.random(in: 0...maxBytes / 4, using: &random)).map { _ in alphabet.randomElement(using: &random)! })
+    }
+
+    mutating func time() -> Int64 {
+        switch Int.random(in: 0..<8, using: &random) {
+        case 0: [Int64.min, Int64.max, 0, -1].randomElement(using: &random)!
+        default: Int64.random(in: 1_500_000_000_000_000...1_900_000_000_000_000, using: &random)
+        }
+    }
+
+    mutating func fix() -> Fix {
+        Fix(
+            latitude: double(), longitude: double(), accuracyMeters: double(), altitudeMeters: optionalDouble(),
+            speedMetersPerSecond: optionalDouble(), headingDegrees: optionalDouble(),
+            batteryPercent: Bool.random(using: &random) ? UInt8.random(in: 0...255, using: &random) : nil,
+            isCharging: [true, false, nil].randomElement(using: &random)!,
+            source: ["significant", "ondemand", "visit", "manual", "geofence", string()].randomElement(using: &random)!,
+            recordedAtMicros: time(), clockSuspect: Bool.random(using: &random))
+    }
+
+    mutating func hash() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) } }
+    mutating func id() -> UInt64 { [0, 1, UInt64.max, random.next()].randomElement(using: &random)! }
+    mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
+
+    mutating func event() -> Event {
+        switch Int.random(in: 0..<10, using: &random) {
+        case 0, 1:
+            let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
+            return .fixBatch(FixBatch(deviceID: id(), batchID: uuid(), fixes: (0..<count).map { _ in fix() }))
+        case 2: return .userCreated(UserCreated(userID: id(), name: string(), role: Bool.random(using: &random) ? .admin : .member, tokenHash: hash()))
+        case 3: return .userTokenIssued(UserTokenIssued(userID: id(), tokenHash: hash()))
+        case 4:
+            return .deviceEnrolled(
+                DeviceEnrolled(deviceID: id(), userID: id(), deviceUUID: uuid(), name: string(), platform: string(), model: string()))
+        case 5: return .deviceTokenIssued(DeviceTokenIssued(deviceID: id(), tokenHash: hash()))
+        case 6: return .deviceTokenRevoked(DeviceTokenRevoked(deviceID: id(), tokenHash: hash()))
+        case 7:
+            return .pushTokenRegistered(
+                PushTokenRegistered(deviceID: id(), provider: string(), token: string(maxBytes: 400), topic: string(), environment: string()))
+        case 8: return .pushTokenInvalidated(PushTokenInvalidated(provider: string(), token: string(), reason: string()))
+        default: return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
+        }
+    }
+}
+
+/// A file layer that injects the faults the durability rules are about. Faults are armed by the
+/// test and fire on the next matching call.
+final class FaultyFileIO: FileIO, @unchecked Sendable {
+    private let real = PosixFileIO()
+    private let lock = NSLock()
+    private var failNextWrite: Int32?
+    private var shortNextWriteBytes: Int?
+    private var failNextSync: Int32?
+    private(set) var writes = 0
+
+    func armWriteFailure(errno: Int32) { lock.withLock { failNextWrite = errno } }
+    /// The next write writes only `bytes` bytes, and the one after fails with ENOSPC.
+    func armShortWrite(bytes: Int) { lock.withLock { shortNextWriteBytes = bytes } }
+    func armSyncFailure(errno: Int32) { lock.withLock { failNextSync = errno } }
+
+    func open(_ path: String, flags: Int32, mode: mode_t) throws -> Int32 { try real.open(path, flags: flags, mode: mode) }
+    func close(_ fd: Int32) { real.close(fd) }
+
+    func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws -> Int {
+        let (failure, short): (Int32?, Int?) = lock.withLock {
+            writes += 1
+            defer {
+                failNextWrite = nil
+                if shortNextWriteBytes != nil {
+                    shortNextWriteBytes = nil
+                    failNextWrite = ENOSPC
+                }
+            }
+            return (failNextWrite, shortNextWriteBytes)
+        }
+        if let failure { throw IOError(operation: "write", path: path, errno: failure) }
+        if let short {
+            return try real.pwrite(fd, UnsafeRawBufferPointer(rebasing: bytes.prefix(min(short, bytes.count))), at: offset, path: path)
+        }
+        return try real.pwrite(fd, bytes, at: offset, path: path)
+    }
+
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws -> Int {
+        try real.pread(fd, into: buffer, at: offset, path: path)
+    }
+
+    func fdatasync(_ fd: Int32, path: String) throws {
+        if let failure = lock.withLock({ () -> Int32? in
+            defer { failNextSync = nil }
+            return failNextSync
+        }) {
+            throw IOError(operation: "fdatasync", path: path, errno: failure)
+        }
+        try real.fdatasync(fd, path: path)
+    }
+
+    func fsync(_ fd: Int32, path: String) throws { try real.fsync(fd, path: path) }
+    func ftruncate(_ fd: Int32, size: Int, path: String) throws { try real.ftruncate(fd, size: size, path: path) }
+    func fileSize(_ fd: Int32, path: String) throws -> Int { try real.fileSize(fd, path: path) }
+    func rename(_ from: String, _ to: String) throws { try real.rename(from, to) }
+    func unlink(_ path: String) throws { try real.unlink(path) }
+    func list(_ directory: String) throws -> [String] { try real.list(directory) }
+    func makeDirectory(_ path: String) throws { try real.makeDirectory(path) }
+}
+
+/// A value shared between test threads.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+}

@@ -1,0 +1,134 @@
+import Events
+import Foundation
+import Testing
+import Workload
+
+@Suite struct WriterTests {
+    func batch(_ device: UInt64, _ fixes: [Fix]) -> Event {
+        .fixBatch(FixBatch(deviceID: device, batchID: UUID128.random(), fixes: fixes))
+    }
+
+    @Test func appendsAreDurableDenseAndReadBack() throws {
+        let directory = TemporaryDirectory()
+        var track = TrackGenerator(seed: 1, startMicros: 1_700_000_000_000_000)
+        var events: [Event] = []
+        do {
+            let writer = try LogWriter(directory: directory.log, options: quietOptions())
+            for index in 0..<50 {
+                let event = batch(UInt64(index % 3 + 1), track.next(index % 7))
+                events.append(event)
+                #expect(try writer.append(event, receivedAtMicros: Int64(index)) == UInt64(index))
+            }
+            #expect(writer.durableEnd == 50)
+            writer.close()
+        }
+        let records = try readAll(directory.log)
+        #expect(records.map(\.offset) == Array(0..<50))
+        #expect(try records.map { try $0.event() } == events)
+        #expect(records.map(\.header.receivedAtMicros) == (0..<50).map { Int64($0) })
+    }
+
+    @Test func concurrentAppendersShareGroupCommits() throws {
+        let directory = TemporaryDirectory()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions())
+        let appenders = 32
+        let perAppender = 50
+        let offsets = Locked<[UInt64]>([])
+        DispatchQueue.concurrentPerform(iterations: appenders) { appender in
+            var track = TrackGenerator(seed: UInt64(appender), startMicros: 0)
+            for _ in 0..<perAppender {
+                let offset = try! writer.append(batch(UInt64(appender), [track.next()]))
+                offsets.withLock { $0.append(offset) }
+            }
+        }
+        writer.close()
+        let all = offsets.withLock { $0 }
+        #expect(all.sorted() == Array(0..<UInt64(appenders * perAppender)))
+        let records = try readAll(directory.log)
+        #expect(records.count == appenders * perAppender)
+        var perDevice: [UInt64: Int] = [:]
+        for record in records { perDevice[record.header.deviceKey, default: 0] += 1 }
+        #expect(perDevice.values.allSatisfy { $0 == perAppender })
+    }
+
+    @Test func segmentsRollBySizeAndAgeAndStayContiguous() throws {
+        let directory = TemporaryDirectory()
+        let clock = Locked<Int64>(1_000_000)
+        var options = quietOptions()
+        options.segmentBytesMax = 4_096
+        options.segmentAgeSecondsMax = 60
+        options.clockMicros = { clock.withLock { $0 } }
+        var track = TrackGenerator(seed: 2, startMicros: 0)
+        do {
+            let writer = try LogWriter(directory: directory.log, options: options)
+            for _ in 0..<40 { try writer.append(batch(1, track.next(10))) }
+            let bySize = try segmentFiles(directory.log).count
+            #expect(bySize > 3)
+            clock.withLock { $0 += 61_000_000 }
+            try writer.append(batch(1, track.next(1)))
+            #expect(try segmentFiles(directory.log).count == bySize + 1)
+            writer.close()
+        }
+        let records = try readAll(directory.log)
+        #expect(records.map(\.offset) == Array(0..<41))
+        let report = try LogInspector(directory: directory.log).verify()
+        #expect(report.ok, "\(report.problems)")
+        #expect(report.records == 41)
+        // Reading from the middle of any segment starts at exactly that offset.
+        for start in [UInt64(0), 7, 20, 40] {
+            #expect(try readAll(directory.log, from: start).first?.offset == start)
+        }
+    }
+
+    @Test func aSecondWriterIsRefusedClearly() throws {
+        let directory = TemporaryDirectory()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions())
+        #expect(throws: LogError.locked(directory: directory.log)) {
+            _ = try LogWriter(directory: directory.log, options: quietOptions())
+        }
+        writer.close()
+        _ = try LogWriter(directory: directory.log, options: quietOptions())
+    }
+
+    @Test func readersSeeOnlyDurableRecordsAndCanTail() throws {
+        let directory = TemporaryDirectory()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions())
+        let seen = Locked<[UInt64]>([])
+        let stop = Locked(false)
+        let done = DispatchSemaphore(value: 0)
+        // A reader with no access to the writer: it learns of new records from log/durable only.
+        Thread {
+            let reader = LogReader(directory: directory.log)
+            _ = try? reader.follow(from: 0, shouldStop: { stop.withLock { $0 } }) { record in
+                seen.withLock { $0.append(record.offset) }
+            }
+            done.signal()
+        }.start()
+        var track = TrackGenerator(seed: 3, startMicros: 0)
+        for _ in 0..<20 { try writer.append(batch(9, track.next(5))) }
+        let deadline = Date().addingTimeInterval(10)
+        while seen.withLock({ $0.count }) < 20 && Date() < deadline { usleep(10_000) }
+        stop.withLock { $0 = true }
+        done.wait()
+        #expect(seen.withLock { $0 } == Array(0..<20))
+        writer.close()
+    }
+
+    @Test func headerOnlyScansSkipPayloads() throws {
+        let directory = TemporaryDirectory()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions())
+        var track = TrackGenerator(seed: 4, startMicros: 0)
+        try writer.append(.userCreated(UserCreated(userID: 1, name: "ada", role: .admin, tokenHash: Array(repeating: 1, count: 32))))
+        for _ in 0..<5 { try writer.append(batch(1, track.next(100))) }
+        writer.close()
+        var payloadBytes = 0
+        var types: [UInt8] = []
+        try LogReader(directory: directory.log).read(from: 0, wantPayload: { $0.type != EventType.fixBatch.rawValue }) { record in
+            payloadBytes += record.storedPayload.count
+            types.append(record.header.type)
+            return true
+        }
+        #expect(types == [2, 1, 1, 1, 1, 1])
+        #expect(payloadBytes > 0 && payloadBytes < 100)
+    }
+}
