@@ -17,9 +17,14 @@ let package = Package(
     targets: [
         // C libraries, each touched by exactly one Swift module.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
+
+        // The HTTP server: requests, responses, routing, limits. The one module that calls libmicrohttpd.
+        .target(name: "HTTP", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
 
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events"], swiftSettings: strict),
