@@ -26,9 +26,13 @@ let package = Package(
         // The HTTP server: requests, responses, routing, limits. The one module that calls libmicrohttpd.
         .target(name: "HTTP", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
 
+        // A small blocking HTTP/1.1 client over POSIX sockets, for tests, load and admin commands.
+        .target(name: "HTTPClient", swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events"], swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events"], swiftSettings: strict),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
     ]
 )
