@@ -66,10 +66,14 @@ func chunkedBodyOverTheLimitIs413(listen: String) throws {
     let test = try startServer(listen, limits: HTTPServer.Limits(bodyBytesMax: 1024))
     defer { test.server.stop() }
     let request = HTTPClientRequest(
-        method: "POST", target: "/echo", body: [UInt8](repeating: 1, count: 4000), chunkBytes: 300)
+        method: "POST", target: "/echo", body: [UInt8](repeating: 1, count: 2000), chunkBytes: 300)
     let response = try test.connection().send(request)
     #expect(response.status == 413)
     #expect(response.bodyText.contains("1024 bytes"))
+    // Past twice the limit the server stops draining and closes without an answer.
+    let huge = HTTPClientRequest(
+        method: "POST", target: "/echo", body: [UInt8](repeating: 1, count: 10_000), chunkBytes: 300)
+    #expect(throws: HTTPClientError.self) { try test.connection().send(huge) }
     let small = HTTPClientRequest(method: "POST", target: "/echo", body: Array("hello".utf8), chunkBytes: 2)
     #expect(try test.connection().send(small).bodyText == "hello")
     #expect(test.echoCalls.withLock { $0 } == 1)
