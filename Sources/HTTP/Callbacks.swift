@@ -90,7 +90,8 @@ func requestLineArrived(
 func accessHandler(
     _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
     _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
-    _ uploadDataSize: UnsafeMutablePointer<Int>?, _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    _ uploadDataSize: UnsafeMutablePointer<Int>?,
+    _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let context, let connection, let uploadDataSize, let statePointer = requestContext?.pointee else {
         return .NO
@@ -180,7 +181,9 @@ private func queue(
     defer { MHD_destroy_response(mhdResponse) }
     // MHD writes Content-Length and connection handling itself and would send duplicates.
     for (name, value) in response.headers
-    where !asciiCaseInsensitiveEquals(name, "Content-Length") && !asciiCaseInsensitiveEquals(name, "Connection") {
+    where !asciiCaseInsensitiveEquals(name, "Content-Length")
+        && !asciiCaseInsensitiveEquals(name, "Connection")
+    {
         MHD_add_response_header(mhdResponse, name, value)
     }
     let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)

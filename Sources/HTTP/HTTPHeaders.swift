@@ -33,7 +33,8 @@ public struct HTTPHeaders: Sendable, Sequence {
 
 /// Field names are ASCII; comparing bytes avoids allocating two lowercased copies per lookup.
 func asciiCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
-    let a = a.utf8, b = b.utf8
+    let a = a.utf8
+    let b = b.utf8
     guard a.count == b.count else { return false }
     return zip(a, b).allSatisfy { x, y in
         x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a") && (x | 0x20) <= UInt8(ascii: "z"))

@@ -57,7 +57,9 @@ public final class HTTPServer: Sendable {
     private let daemon: Mutex<DaemonHandle?>
     private let unixPath: String?
 
-    private init(listenAddress: String, port: Int, context: ServerContext, daemon: DaemonHandle, unixPath: String?) {
+    private init(
+        listenAddress: String, port: Int, context: ServerContext, daemon: DaemonHandle, unixPath: String?
+    ) {
         self.listenAddress = listenAddress
         self.port = port
         self.context = context

@@ -22,7 +22,8 @@ public enum HTTPServerError: Error, Equatable, CustomStringConvertible {
                 + "(port 0 picks a free port)"
         case .socketFailed(let address, let call, let code):
             "\(call) for \(address) failed: \(String(cString: strerror(code)))"
-                + (code == EACCES ? " (ports below 1024 need privileges; the socket's directory must be writable)" : "")
+                + (code == EACCES
+                    ? " (ports below 1024 need privileges; the socket's directory must be writable)" : "")
         case .daemonFailed(let address):
             "libmicrohttpd could not start on \(address); its reason is on standard error"
         }

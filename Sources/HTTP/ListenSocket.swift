@@ -17,7 +17,8 @@ enum ListenAddress: Equatable {
                 throw .badListenAddress(text, reason: "the socket path must be absolute")
             }
             guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
-                throw .badListenAddress(text, reason: "the socket path is longer than the system allows (107 bytes)")
+                throw .badListenAddress(
+                    text, reason: "the socket path is longer than the system allows (107 bytes)")
             }
             self = .unix(path: path)
             return

@@ -55,7 +55,8 @@ public enum HTTPClientError: Error, Equatable, CustomStringConvertible {
             "cannot connect to \(address): \(describe(code)); is the server running there?"
         case .writeFailed(let code): "sending the request failed: \(describe(code))"
         case .readFailed(let code):
-            code == EAGAIN ? "the server did not answer in time" : "reading the response failed: \(describe(code))"
+            code == EAGAIN
+                ? "the server did not answer in time" : "reading the response failed: \(describe(code))"
         case .connectionClosed(let bytesRead):
             "the server closed the connection after \(bytesRead) bytes of the response"
         case .malformedResponse(let reason): "the server sent a malformed response: \(reason)"

@@ -66,12 +66,15 @@ public final class HTTPConnection {
         while true {
             let line = try readLine(responseBytesRead: 1)
             if line.isEmpty { break }
-            guard let colon = line.firstIndex(of: ":") else { throw .malformedResponse("header line '\(line)'") }
+            guard let colon = line.firstIndex(of: ":") else {
+                throw .malformedResponse("header line '\(line)'")
+            }
             headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingSpaces()))
         }
         var response = HTTPClientResponse(status: status, headers: headers, body: [])
         let noBody = method == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status)
         if noBody {
+            response.body = []
         } else if response.header("Transfer-Encoding")?.lowercased().contains("chunked") == true {
             response.body = try readChunkedBody()
         } else if let length = response.header("Content-Length").flatMap({ Int($0) }) {
@@ -111,7 +114,9 @@ public final class HTTPConnection {
     private func serialize(_ request: HTTPClientRequest) -> [UInt8] {
         var head = "\(request.method) \(request.target) HTTP/1.1\r\n"
         let names = Set(request.headers.map { $0.name.lowercased() })
-        if !names.contains("host") { head += "Host: \(address.hasPrefix("unix:") ? "localhost" : address)\r\n" }
+        if !names.contains("host") {
+            head += "Host: \(address.hasPrefix("unix:") ? "localhost" : address)\r\n"
+        }
         for (name, value) in request.headers { head += "\(name): \(value)\r\n" }
         var bytes: [UInt8]
         if let chunkBytes = request.chunkBytes {
@@ -176,7 +181,8 @@ public final class HTTPConnection {
             guard ok else { throw .badAddress(address) }
             return (AF_UNIX, storage, socklen_t(MemoryLayout<sockaddr_un>.size))
         }
-        guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...])
+        guard let colon = address.lastIndex(of: ":"),
+            let port = UInt16(address[address.index(after: colon)...])
         else { throw .badAddress(address) }
         let host = address[..<colon] == "localhost" ? "127.0.0.1" : String(address[..<colon])
         var sin = sockaddr_in()
@@ -270,7 +276,9 @@ public final class HTTPConnection {
             }
             if size == 0 { break }
             body += try readExactly(size)
-            guard try readLine(responseBytesRead: 1).isEmpty else { throw .malformedResponse("chunk without CRLF") }
+            guard try readLine(responseBytesRead: 1).isEmpty else {
+                throw .malformedResponse("chunk without CRLF")
+            }
         }
         while try !readLine(responseBytesRead: 1).isEmpty {}  // trailers
         return body
@@ -281,7 +289,8 @@ extension HTTPClientError {
     /// Closed before any byte of the answer: typically the server dropped an idle connection.
     fileprivate var looksLikeIdleClose: Bool {
         switch self {
-        case .connectionClosed(bytesRead: 0), .writeFailed(errno: EPIPE), .writeFailed(errno: ECONNRESET): true
+        case .connectionClosed(bytesRead: 0), .writeFailed(errno: EPIPE), .writeFailed(errno: ECONNRESET):
+            true
         default: false
         }
     }

@@ -20,7 +20,8 @@ func routesWithPathParametersQueryAndHeaders(listen: String) throws {
         headers: [("X-Device-Token", "t1")])
     #expect(response.status == 200)
     #expect(response.header("content-type") == "application/json")
-    #expect(response.bodyText == #"{"id": "ab c", "since": "2024-01-01T00:00:00Z", "q": "a b+c", "token": "t1"}"#)
+    #expect(
+        response.bodyText == #"{"id": "ab c", "since": "2024-01-01T00:00:00Z", "q": "a b+c", "token": "t1"}"#)
 }
 
 @Test(arguments: listenAddresses)

@@ -39,7 +39,8 @@ private final class RoutesBox: Sendable {
         router.add("GET", "/api/find-my/devices/{id}/locations") { request in
             .json(
                 "{\"id\": \"\(request.pathParameters["id"] ?? "")\", \"since\": \"\(request.query("since") ?? "")\", "
-                    + "\"q\": \"\(request.query("q") ?? "")\", \"token\": \"\(request.headers["x-device-token"] ?? "")\"}")
+                    + "\"q\": \"\(request.query("q") ?? "")\", \"token\": \"\(request.headers["x-device-token"] ?? "")\"}"
+            )
         }
         router.add("POST", "/echo") { [self] request in
             owner?.echoCalls.withLock { $0 += 1 }
