@@ -17,6 +17,8 @@ let package = Package(
     targets: [
         // C libraries, each touched by exactly one Swift module.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
@@ -24,9 +26,16 @@ let package = Package(
         // Realistic synthetic tracks for benchmarks and tests.
         .target(name: "Workload", dependencies: ["Events"], swiftSettings: strict),
 
+        // The HTTP server: requests, responses, routing, limits. The one module that calls libmicrohttpd.
+        .target(name: "HTTP", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+
+        // A small blocking HTTP/1.1 client over POSIX sockets, for tests, load and admin commands.
+        .target(name: "HTTPClient", swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events", "Workload"], swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
     ]
 )

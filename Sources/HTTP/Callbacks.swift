@@ -1,0 +1,208 @@
+import CMicroHTTPD
+import Synchronization
+
+// libmicrohttpd calls these C callbacks on connection threads. They capture nothing and reach the
+// server through the context pointer given to MHD_start_daemon (a retained ServerContext) and
+// each request through its MHD request pointer (a retained RequestState).
+//
+// Lifecycle of one request, as MHD drives it:
+//   requestLineArrived   create RequestState, count it in flight
+//   accessHandler #1     headers are in: refuse an oversized Content-Length with 413
+//   accessHandler #2..n  body bytes: append; past bodyBytesMax discard, up to 2x
+//   accessHandler last   body complete (upload size 0): 413, or route and queue the response
+//   requestCompleted     response sent or connection lost: observe, release, uncount
+// A body that never completes (client closed, or idle past the timeout) skips "last", so a
+// handler never sees a partial body.
+
+final class ServerContext: Sendable {
+    let router: Router
+    let limits: HTTPServer.Limits
+    let observer: HTTPServer.Observer?
+    private let counters = Mutex(Counters())
+
+    private struct Counters {
+        var connectionsOpened: UInt64 = 0
+        var requestsInFlight = 0
+    }
+
+    init(router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?) {
+        self.router = router
+        self.limits = limits
+        self.observer = observer
+    }
+
+    var requestsInFlight: Int { counters.withLock { $0.requestsInFlight } }
+
+    func nextConnectionID() -> UInt64 {
+        counters.withLock {
+            $0.connectionsOpened += 1
+            return $0.connectionsOpened
+        }
+    }
+
+    func requestStarted() { counters.withLock { $0.requestsInFlight += 1 } }
+    func requestEnded() { counters.withLock { $0.requestsInFlight -= 1 } }
+}
+
+/// Touched only by the one connection thread that owns the request.
+final class RequestState {
+    let target: String
+    let remoteAddress: String
+    let connectionID: UInt64
+    let started = ContinuousClock.now
+    var method = ""
+    var headersSeen = false
+    var body: [UInt8] = []
+    var bodyTooLarge = false
+    var bytesReceived = 0
+    var answered: (routeName: String, status: Int)?
+
+    init(target: String, remoteAddress: String, connectionID: UInt64) {
+        self.target = target
+        self.remoteAddress = remoteAddress
+        self.connectionID = connectionID
+    }
+}
+
+func connectionNotified(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_ConnectionNotificationCode
+) {
+    guard let context, let socketContext, code == .CONNECTION_NOTIFY_STARTED else { return }
+    let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
+    // The id is stored in the pointer itself; it is never dereferenced.
+    socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(server.nextConnectionID()))
+}
+
+func requestLineArrived(
+    _ context: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar>?, _ connection: OpaquePointer?
+) -> UnsafeMutableRawPointer? {
+    guard let context, let connection else { return nil }
+    let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
+    let connectionID = UInt64(UInt(bitPattern: findmy_mhd_socket_context(connection)))
+    let state = RequestState(
+        target: uri.map { String(cString: $0) } ?? "/",
+        remoteAddress: formatAddress(findmy_mhd_client_address(connection)), connectionID: connectionID)
+    server.requestStarted()
+    return Unmanaged.passRetained(state).toOpaque()
+}
+
+func accessHandler(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
+    _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
+    _ uploadDataSize: UnsafeMutablePointer<Int>?,
+    _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let context, let connection, let uploadDataSize, let statePointer = requestContext?.pointee else {
+        return .NO
+    }
+    let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
+    let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeUnretainedValue()
+    let bodyBytesMax = server.limits.bodyBytesMax
+
+    if !state.headersSeen {
+        state.headersSeen = true
+        state.method = method.map { String(cString: $0) } ?? ""
+        let declared = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length")
+        if let declared, let length = Int(String(cString: declared)), length > bodyBytesMax {
+            // Answering before the body is read also means no "100 Continue" is sent.
+            return answerBodyTooLarge(connection, state, server)
+        }
+        return .YES
+    }
+    let chunkBytes = uploadDataSize.pointee
+    if chunkBytes > 0 {
+        uploadDataSize.pointee = 0
+        state.bytesReceived += chunkBytes
+        guard state.bytesReceived <= bodyBytesMax, state.answered == nil else {
+            state.bodyTooLarge = true
+            state.body = []
+            // libmicrohttpd 0.9.75 refuses a response mid-body, so the 413 waits for the body's
+            // end. Draining is bounded: past twice bodyBytesMax, close without an answer.
+            return state.bytesReceived - bodyBytesMax > bodyBytesMax ? .NO : .YES
+        }
+        uploadData.map { data in
+            data.withMemoryRebound(to: UInt8.self, capacity: chunkBytes) {
+                state.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: chunkBytes))
+            }
+        }
+        return .YES
+    }
+    guard state.answered == nil else { return .YES }
+    if state.bodyTooLarge { return answerBodyTooLarge(connection, state, server) }
+
+    let request = HTTPRequest(
+        method: state.method, target: state.target, headers: collectHeaders(connection), body: state.body,
+        remoteAddress: state.remoteAddress, connectionID: state.connectionID)
+    state.body = []
+    let (routeName, response) = server.router.respond(to: request)
+    return queue(response, routeName: routeName, on: connection, state)
+}
+
+func requestCompleted(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_RequestTerminationCode
+) {
+    guard let context, let statePointer = requestContext?.pointee else { return }
+    requestContext?.pointee = nil
+    let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
+    let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeRetainedValue()
+    server.requestEnded()
+    guard let observer = server.observer, let answered = state.answered else { return }
+    let elapsed = (ContinuousClock.now - state.started).components
+    observer(
+        HTTPServer.Observation(
+            routeName: answered.routeName, method: state.method, status: answered.status,
+            durationMicros: elapsed.seconds * 1_000_000 + elapsed.attoseconds / 1_000_000_000_000))
+}
+
+private func answerBodyTooLarge(_ connection: OpaquePointer, _ state: RequestState, _ server: ServerContext)
+    -> MHD_Result
+{
+    let limit = server.limits.bodyBytesMax
+    let response = HTTPResponse.error(
+        status: 413, code: "body_too_large",
+        message: "the request body is larger than this server's limit of \(limit) bytes (bodyBytesMax); "
+            + "send less per request, e.g. split a batch")
+    let path = HTTPRequest(method: state.method, target: state.target).path
+    let routeName = server.router.routeName(method: state.method, path: path)
+    return queue(response, routeName: routeName, on: connection, state)
+}
+
+private func queue(
+    _ response: HTTPResponse, routeName: String, on connection: OpaquePointer, _ state: RequestState
+) -> MHD_Result {
+    let mhdResponse = response.body.withUnsafeBytes { bytes in
+        // MUST_COPY: the Swift array does not outlive this call.
+        MHD_create_response_from_buffer(
+            bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+    }
+    guard let mhdResponse else { return .NO }
+    defer { MHD_destroy_response(mhdResponse) }
+    // MHD writes Content-Length and connection handling itself and would send duplicates.
+    for (name, value) in response.headers
+    where !asciiCaseInsensitiveEquals(name, "Content-Length")
+        && !asciiCaseInsensitiveEquals(name, "Connection")
+    {
+        MHD_add_response_header(mhdResponse, name, value)
+    }
+    let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    if result == .YES { state.answered = (routeName, response.status) }
+    return result
+}
+
+private func collectHeaders(_ connection: OpaquePointer) -> HTTPHeaders {
+    final class Collector { var headers = HTTPHeaders() }
+    let collector = Collector()
+    withExtendedLifetime(collector) {
+        _ = MHD_get_connection_values(
+            connection, .HEADER_KIND,
+            { collectorPointer, _, name, value in
+                guard let collectorPointer, let name else { return .YES }
+                let collector = Unmanaged<Collector>.fromOpaque(collectorPointer).takeUnretainedValue()
+                collector.headers.add(String(cString: name), value.map { String(cString: $0) } ?? "")
+                return .YES
+            }, Unmanaged.passUnretained(collector).toOpaque())
+    }
+    return collector.headers
+}

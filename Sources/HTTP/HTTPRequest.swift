@@ -1,0 +1,84 @@
+/// One request, with its whole body: handlers never see a partial body.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    /// The path as sent, without the query, still percent-encoded (so `%2F` stays inside a segment).
+    public var path: String
+    /// Query parameters in order, percent-decoded, `+` read as a space.
+    public var queryItems: [(name: String, value: String)]
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+    /// Values of the route's `{name}` segments, percent-decoded; filled by `Router`.
+    public var pathParameters: [String: String]
+    /// `203.0.113.7:51234` for TCP, `unix` for a unix-socket peer.
+    public var remoteAddress: String
+    /// Distinct per connection for the server's lifetime; equal across keep-alive requests.
+    public var connectionID: UInt64
+
+    /// - Parameter target: the request target as sent, path and optional `?query`.
+    public init(
+        method: String, target: String, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [],
+        remoteAddress: String = "", connectionID: UInt64 = 0
+    ) {
+        self.method = method
+        if let mark = target.firstIndex(of: "?") {
+            path = String(target[..<mark])
+            queryItems = parseQuery(target[target.index(after: mark)...])
+        } else {
+            path = target
+            queryItems = []
+        }
+        self.headers = headers
+        self.body = body
+        self.pathParameters = [:]
+        self.remoteAddress = remoteAddress
+        self.connectionID = connectionID
+    }
+
+    /// The first value of query parameter `name`.
+    public func query(_ name: String) -> String? {
+        queryItems.first { $0.name == name }?.value
+    }
+}
+
+func parseQuery(_ query: Substring) -> [(name: String, value: String)] {
+    query.split(separator: "&").map { pair in
+        if let equals = pair.firstIndex(of: "=") {
+            return (
+                percentDecoded(pair[..<equals], plusAsSpace: true),
+                percentDecoded(pair[pair.index(after: equals)...], plusAsSpace: true)
+            )
+        }
+        return (percentDecoded(pair, plusAsSpace: true), "")
+    }
+}
+
+/// Decodes `%XX` escapes. A malformed escape is kept as written rather than rejected: a query
+/// typo should reach the handler, which can say what is wrong with the value.
+func percentDecoded(_ text: Substring, plusAsSpace: Bool) -> String {
+    let input = Array(text.utf8)
+    var output: [UInt8] = []
+    output.reserveCapacity(input.count)
+    var index = 0
+    while index < input.count {
+        let byte = input[index]
+        if byte == UInt8(ascii: "%"), index + 2 < input.count,
+            let high = hexValue(input[index + 1]), let low = hexValue(input[index + 2])
+        {
+            output.append(high << 4 | low)
+            index += 3
+            continue
+        }
+        output.append(plusAsSpace && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+        index += 1
+    }
+    return String(decoding: output, as: UTF8.self)
+}
+
+private func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}

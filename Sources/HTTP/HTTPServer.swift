@@ -1,0 +1,128 @@
+import CMicroHTTPD
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An HTTP/1.1 server on libmicrohttpd, one thread per connection, so handlers may block (on a
+/// durable log append, say) without holding up other connections.
+public final class HTTPServer: Sendable {
+    /// Every limit the server enforces, each with its unit. See docs/http.md.
+    public struct Limits: Sendable {
+        /// A larger body answers 413 (checked against `Content-Length` up front, and while a
+        /// chunked body arrives).
+        public var bodyBytesMax: Int
+        /// Per-connection memory for the request line and headers (MHD's connection memory pool).
+        /// Over it, libmicrohttpd itself answers 431 and closes the connection.
+        public var headerBytesMax: Int
+        /// Connections served at once; libmicrohttpd refuses (closes) further ones.
+        public var connectionsMax: Int
+        /// A connection idle this long (a stalled body, a quiet keep-alive) is closed; a request
+        /// whose body never completes never reaches its handler.
+        public var requestTimeoutSeconds: Int
+
+        public init(
+            bodyBytesMax: Int = 16 << 20, headerBytesMax: Int = 32 << 10, connectionsMax: Int = 512,
+            requestTimeoutSeconds: Int = 30
+        ) {
+            precondition(bodyBytesMax >= 0 && headerBytesMax >= 4096 && connectionsMax > 0)
+            precondition(requestTimeoutSeconds > 0)
+            self.bodyBytesMax = bodyBytesMax
+            self.headerBytesMax = headerBytesMax
+            self.connectionsMax = connectionsMax
+            self.requestTimeoutSeconds = requestTimeoutSeconds
+        }
+    }
+
+    /// One answered request, for metrics.
+    public struct Observation: Sendable {
+        /// The route's pattern, or `Router.unmatchedRouteName`.
+        public var routeName: String
+        public var method: String
+        public var status: Int
+        /// From the request line's arrival to the response's last byte handed to the kernel.
+        public var durationMicros: Int64
+    }
+
+    /// Called on the connection's thread after each response; keep it quick.
+    public typealias Observer = @Sendable (Observation) -> Void
+
+    /// The address as given to `start`.
+    public let listenAddress: String
+    /// The bound TCP port (useful after asking for port 0); 0 on a unix socket.
+    public let port: Int
+
+    private let context: ServerContext
+    private let daemon: Mutex<DaemonHandle?>
+    private let unixPath: String?
+
+    private init(
+        listenAddress: String, port: Int, context: ServerContext, daemon: DaemonHandle, unixPath: String?
+    ) {
+        self.listenAddress = listenAddress
+        self.port = port
+        self.context = context
+        self.daemon = Mutex(daemon)
+        self.unixPath = unixPath
+    }
+
+    /// Starts serving on `listen`: `127.0.0.1:8080` (port 0 picks a free port), `localhost:8080`,
+    /// or `unix:/run/findmy/http.sock` (created mode 0600; a stale socket file is replaced).
+    public static func start(
+        listen: String, router: Router, limits: Limits = Limits(), observer: Observer? = nil
+    ) throws(HTTPServerError) -> HTTPServer {
+        let address = try ListenAddress(parsing: listen)
+        let fd = try openListeningSocket(address, text: listen)
+        var unixPath: String?
+        if case .unix(let path) = address { unixPath = path }
+        let context = ServerContext(router: router, limits: limits, observer: observer)
+        let flags =
+            MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_INTERNAL_POLLING_THREAD.rawValue
+            | MHD_USE_ITC.rawValue | MHD_USE_ERROR_LOG.rawValue
+        // The daemon holds this retain until stop() releases it after MHD_stop_daemon.
+        let contextPointer = Unmanaged.passRetained(context).toOpaque()
+        guard
+            let daemon = findmy_mhd_start(
+                flags, fd, UInt32(limits.connectionsMax), limits.headerBytesMax,
+                UInt32(limits.requestTimeoutSeconds), accessHandler, contextPointer, requestCompleted,
+                connectionNotified, requestLineArrived)
+        else {
+            Unmanaged<ServerContext>.fromOpaque(contextPointer).release()
+            close(fd)
+            if let unixPath { unlink(unixPath) }
+            throw .daemonFailed(listen)
+        }
+        let port = unixPath == nil ? Int(findmy_mhd_bound_port(daemon)) : 0
+        return HTTPServer(
+            listenAddress: listen, port: port, context: context, daemon: DaemonHandle(pointer: daemon),
+            unixPath: unixPath)
+    }
+
+    /// Stops accepting connections at once, lets requests already in progress finish (for at most
+    /// `gracePeriodSeconds`), then closes every connection. Idempotent.
+    public func stop(gracePeriodSeconds: Double = 10) {
+        daemon.withLock { handle in
+            guard let daemon = handle?.pointer else { return }
+            handle = nil
+            let fd = MHD_quiesce_daemon(daemon)
+            if fd >= 0 { close(fd) }
+            if let unixPath { unlink(unixPath) }
+            let deadline = ContinuousClock.now + .milliseconds(Int64(gracePeriodSeconds * 1000))
+            while context.requestsInFlight > 0 && ContinuousClock.now < deadline {
+                usleep(5_000)
+            }
+            MHD_stop_daemon(daemon)
+            Unmanaged.passUnretained(context).release()
+        }
+    }
+
+    deinit {
+        stop(gracePeriodSeconds: 0)
+    }
+}
+
+/// MHD's daemon functions are thread-safe; the mutex around the handle only makes stop() run once.
+struct DaemonHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
