@@ -21,9 +21,13 @@ let package = Package(
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
 
+        // Strict JSON parsing and writing, and RFC 3339 timestamps. No Foundation.
+        .target(name: "JSON", swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events"], swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events"], swiftSettings: strict),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
     ]
 )
