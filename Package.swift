@@ -17,6 +17,7 @@ let package = Package(
     targets: [
         // C libraries, each touched by exactly one Swift module.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
@@ -24,10 +25,14 @@ let package = Package(
         // Strict JSON parsing and writing, and RFC 3339 timestamps. No Foundation.
         .target(name: "JSON", swiftSettings: strict),
 
+        // The one module that touches libcrypto: SHA-256, secure random bytes, tokens.
+        .target(name: "Crypto", dependencies: ["CCrypto"], swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events"], swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
     ]
 )
