@@ -12,7 +12,8 @@ let package = Package(
     name: "findmy",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "findmy", targets: ["findmy"])
+        .executable(name: "findmy", targets: ["findmy"]),
+        .executable(name: "json-bench", targets: ["json-bench"]),
     ],
     targets: [
         // C libraries, each touched by exactly one Swift module.
@@ -27,6 +28,9 @@ let package = Package(
 
         // The one module that touches libcrypto: SHA-256, secure random bytes, tokens.
         .target(name: "Crypto", dependencies: ["CCrypto"], swiftSettings: strict),
+
+        // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
+        .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
 
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events"], swiftSettings: strict),
