@@ -1,7 +1,8 @@
 /// Base64 with the URL- and filename-safe alphabet (RFC 4648 §5), without padding: tokens travel
 /// in URLs and headers, where '+', '/' and '=' need escaping.
 public enum Base64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let alphabet = Array(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     public static func encode(_ bytes: [UInt8]) -> String {
         var output: [UInt8] = []

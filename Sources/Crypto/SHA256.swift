@@ -10,7 +10,8 @@ public enum SHA256 {
         var digestLength: UInt32 = 0
         let ok = contiguous.withUnsafeBytes { input in
             digest.withUnsafeMutableBufferPointer { output in
-                EVP_Digest(input.baseAddress, input.count, output.baseAddress, &digestLength, EVP_sha256(), nil)
+                EVP_Digest(
+                    input.baseAddress, input.count, output.baseAddress, &digestLength, EVP_sha256(), nil)
             }
         }
         // Fails only when libcrypto cannot allocate or the provider is missing: nothing to recover.

@@ -14,7 +14,8 @@ public enum SecureRandom {
             var filled = 0
             while filled < buffer.count {
                 let chunk = min(chunkByteCountMax, buffer.count - filled)
-                let ok = RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self) + filled, Int32(chunk))
+                let ok = RAND_bytes(
+                    buffer.baseAddress!.assumingMemoryBound(to: UInt8.self) + filled, Int32(chunk))
                 guard ok == 1 else { fatalError("RAND_bytes failed: no secure randomness available") }
                 filled += chunk
             }

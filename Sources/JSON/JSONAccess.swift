@@ -101,7 +101,9 @@ extension JSONValue {
     }
 
     /// Decodes each element of an array; an error names the element's index.
-    public func mapArray<T>(_ transform: (JSONValue) throws(JSONAccessError) -> T) throws(JSONAccessError) -> [T] {
+    public func mapArray<T>(_ transform: (JSONValue) throws(JSONAccessError) -> T) throws(JSONAccessError)
+        -> [T]
+    {
         let elements = try arrayValue
         var results: [T] = []
         results.reserveCapacity(elements.count)
@@ -168,10 +170,18 @@ extension JSONObject {
         }
     }
 
-    public func double(_ key: String) throws(JSONAccessError) -> Double { try decode(key) { v throws(JSONAccessError) in try v.doubleValue } }
-    public func int64(_ key: String) throws(JSONAccessError) -> Int64 { try decode(key) { v throws(JSONAccessError) in try v.int64Value } }
-    public func string(_ key: String) throws(JSONAccessError) -> String { try decode(key) { v throws(JSONAccessError) in try v.stringValue } }
-    public func bool(_ key: String) throws(JSONAccessError) -> Bool { try decode(key) { v throws(JSONAccessError) in try v.boolValue } }
+    public func double(_ key: String) throws(JSONAccessError) -> Double {
+        try decode(key) { v throws(JSONAccessError) in try v.doubleValue }
+    }
+    public func int64(_ key: String) throws(JSONAccessError) -> Int64 {
+        try decode(key) { v throws(JSONAccessError) in try v.int64Value }
+    }
+    public func string(_ key: String) throws(JSONAccessError) -> String {
+        try decode(key) { v throws(JSONAccessError) in try v.stringValue }
+    }
+    public func bool(_ key: String) throws(JSONAccessError) -> Bool {
+        try decode(key) { v throws(JSONAccessError) in try v.boolValue }
+    }
 
     public func doubleIfPresent(_ key: String) throws(JSONAccessError) -> Double? {
         try decodeIfPresent(key) { v throws(JSONAccessError) in try v.doubleValue }

@@ -35,7 +35,9 @@ extension JSONParser {
         if index < count, base[index] == UInt8(ascii: ".") {
             isInteger = false
             index += 1
-            guard index < count, isDigit(base[index]) else { throw failExpecting("a digit after '.' in number") }
+            guard index < count, isDigit(base[index]) else {
+                throw failExpecting("a digit after '.' in number")
+            }
             while index < count, isDigit(base[index]) {
                 accumulate(base[index], into: &mantissa, overflowed: &mantissaOverflowed)
                 exponent10 -= 1
@@ -50,7 +52,9 @@ extension JSONParser {
                 exponentNegative = base[index] == UInt8(ascii: "-")
                 index += 1
             }
-            guard index < count, isDigit(base[index]) else { throw failExpecting("a digit in the exponent of a number") }
+            guard index < count, isDigit(base[index]) else {
+                throw failExpecting("a digit in the exponent of a number")
+            }
             var exponent = 0
             while index < count, isDigit(base[index]) {
                 // Saturate: past 10^±100000 every Double is zero or out of range anyway.
@@ -96,7 +100,8 @@ extension JSONParser {
     /// library's strtod on a NUL-terminated copy, in the C locale: plain `strtod` follows
     /// LC_NUMERIC and would stop at the '.' under a locale whose decimal point is ','.
     private func slowDouble(from start: Int) throws(JSONParseError) -> Double {
-        let literal = String(decoding: UnsafeBufferPointer(start: base + start, count: index - start), as: UTF8.self)
+        let literal = String(
+            decoding: UnsafeBufferPointer(start: base + start, count: index - start), as: UTF8.self)
         guard let value = Double(literal) else {
             preconditionFailure("a literal the JSON grammar accepted was refused by strtod: \(literal)")
         }

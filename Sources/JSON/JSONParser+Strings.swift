@@ -10,7 +10,9 @@ extension JSONParser {
             let byte = base[index]
             if byte == UInt8(ascii: "\"") {
                 index += 1
-                return String(decoding: UnsafeBufferPointer(start: base + start, count: index - 1 - start), as: UTF8.self)
+                return String(
+                    decoding: UnsafeBufferPointer(start: base + start, count: index - 1 - start),
+                    as: UTF8.self)
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw controlCharacter() }
@@ -59,7 +61,8 @@ extension JSONParser {
         default:
             throw fail(
                 .invalidEscape,
-                "invalid escape \\\(describeByte(at: index + 1)): use one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX")
+                "invalid escape \\\(describeByte(at: index + 1)): use one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"
+            )
         }
         scratch.append(escaped)
         index += 2
@@ -96,7 +99,9 @@ extension JSONParser {
     private func hexQuad(at offset: Int) throws(JSONParseError) -> UInt32 {
         var value: UInt32 = 0
         for position in offset..<offset + 4 {
-            guard position < count else { throw fail(.unexpectedEnd, "unexpected end of input in a \\u escape") }
+            guard position < count else {
+                throw fail(.unexpectedEnd, "unexpected end of input in a \\u escape")
+            }
             let byte = base[position]
             let digit: UInt8
             switch byte {
@@ -119,11 +124,19 @@ extension JSONParser {
         var secondHigh: UInt8 = 0xBF
         switch lead {
         case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; secondLow = 0xA0
-        case 0xED: length = 3; secondHigh = 0x9F
+        case 0xE0:
+            length = 3
+            secondLow = 0xA0
+        case 0xED:
+            length = 3
+            secondHigh = 0x9F
         case 0xE1...0xEF: length = 3
-        case 0xF0: length = 4; secondLow = 0x90
-        case 0xF4: length = 4; secondHigh = 0x8F
+        case 0xF0:
+            length = 4
+            secondLow = 0x90
+        case 0xF4:
+            length = 4
+            secondHigh = 0x8F
         case 0xF1...0xF3: length = 4
         default: throw invalidUTF8()
         }
@@ -143,7 +156,9 @@ extension JSONParser {
 
     @inline(never)
     private func controlCharacter() -> JSONParseError {
-        fail(.controlCharacter, "unescaped control character \(describeByte(at: index)) in string: escape it as \\u00XX")
+        fail(
+            .controlCharacter,
+            "unescaped control character \(describeByte(at: index)) in string: escape it as \\u00XX")
     }
 
     @inline(never)

@@ -170,7 +170,8 @@ public struct JSONWriter: Sendable {
                 case 0x0D: escape = "\\r"
                 case 0x09: escape = "\\t"
                 case 0x00..<0x20, UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"): escape = ""
-                case 0xE2 where index + 2 < utf8.count && utf8[index + 1] == 0x80
+                case 0xE2
+                where index + 2 < utf8.count && utf8[index + 1] == 0x80
                     && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
                     escape = utf8[index + 2] == 0xA8 ? "\\u2028" : "\\u2029"
                     length = 3
@@ -184,7 +185,9 @@ public struct JSONWriter: Sendable {
                 if escape.utf8CodeUnitCount == 0 {
                     appendUnicodeEscape(byte)
                 } else {
-                    bytes.append(contentsOf: UnsafeBufferPointer(start: escape.utf8Start, count: escape.utf8CodeUnitCount))
+                    bytes.append(
+                        contentsOf: UnsafeBufferPointer(
+                            start: escape.utf8Start, count: escape.utf8CodeUnitCount))
                 }
                 index += length
                 runStart = index

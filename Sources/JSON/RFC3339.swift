@@ -17,7 +17,8 @@ public enum RFC3339 {
     /// 0001-01-01T00:00:00Z.
     public static let microsMin: Int64 = daysFromCivil(year: 1, month: 1, day: 1) * microsPerDay
     /// 9999-12-31T23:59:59.999999Z.
-    public static let microsMax: Int64 = daysFromCivil(year: 9999, month: 12, day: 31) * microsPerDay + microsPerDay - 1
+    public static let microsMax: Int64 =
+        daysFromCivil(year: 9999, month: 12, day: 31) * microsPerDay + microsPerDay - 1
 
     public static func parseMicros(_ text: String) throws(ParseError) -> Int64 {
         try parseMicros(Array(text.utf8))
@@ -42,20 +43,28 @@ public enum RFC3339 {
             fractionMicros = try reader.fractionMicros()
         }
         let offsetMinutes = try reader.offsetMinutes()
-        guard reader.index == bytes.count else { throw reader.fail("unexpected characters after the timestamp") }
+        guard reader.index == bytes.count else {
+            throw reader.fail("unexpected characters after the timestamp")
+        }
 
         guard year >= 1 else { throw ParseError(byteOffset: 0, message: "year must be 0001 to 9999") }
-        guard month >= 1 && month <= 12 else { throw ParseError(byteOffset: 5, message: "month must be 01 to 12") }
+        guard month >= 1 && month <= 12 else {
+            throw ParseError(byteOffset: 5, message: "month must be 01 to 12")
+        }
         guard day >= 1 && day <= daysInMonth(year: year, month: month) else {
-            throw ParseError(byteOffset: 8, message: "day \(day) does not exist in \(year)-\(month < 10 ? "0" : "")\(month)")
+            throw ParseError(
+                byteOffset: 8,
+                message: "day \(day) does not exist in \(year)-\(month < 10 ? "0" : "")\(month)")
         }
         guard hour <= 23 else { throw ParseError(byteOffset: 11, message: "hour must be 00 to 23") }
         guard minute <= 59 else { throw ParseError(byteOffset: 14, message: "minutes must be 00 to 59") }
         guard second <= 59 else {
-            throw ParseError(byteOffset: 17, message: "seconds must be 00 to 59 (leap seconds are not accepted)")
+            throw ParseError(
+                byteOffset: 17, message: "seconds must be 00 to 59 (leap seconds are not accepted)")
         }
         let seconds = Int64(hour * 3600 + minute * 60 + second - offsetMinutes * 60)
-        let micros = daysFromCivil(year: year, month: month, day: day) * microsPerDay + seconds * microsPerSecond
+        let micros =
+            daysFromCivil(year: year, month: month, day: day) * microsPerDay + seconds * microsPerSecond
             + fractionMicros
         guard micros >= microsMin && micros <= microsMax else {
             throw ParseError(byteOffset: 0, message: "instant is outside years 0001 to 9999 in UTC")
@@ -79,8 +88,11 @@ public enum RFC3339 {
 
     /// Appends the formatted timestamp (fractionDigits 0, 3 or 6) without intermediate Strings.
     public static func append(_ micros: Int64, fractionDigits: Int, to bytes: inout [UInt8]) {
-        precondition(micros >= microsMin && micros <= microsMax, "timestamp \(micros) µs is outside years 0001-9999")
-        precondition(fractionDigits == 0 || fractionDigits == 3 || fractionDigits == 6, "fractionDigits must be 0, 3 or 6")
+        precondition(
+            micros >= microsMin && micros <= microsMax, "timestamp \(micros) µs is outside years 0001-9999")
+        precondition(
+            fractionDigits == 0 || fractionDigits == 3 || fractionDigits == 6,
+            "fractionDigits must be 0, 3 or 6")
         let days = micros >= 0 ? micros / microsPerDay : (micros + 1) / microsPerDay - 1
         let microsOfDay = micros - days * microsPerDay
         let (year, month, day) = civilFromDays(days)

@@ -26,7 +26,8 @@ func medianSecondsPerParse(_ parse: () -> Int) -> Double {
 }
 
 let ours = medianSecondsPerParse {
-    guard case .object(let root) = try! JSONParser.parse(batch), case .array(let fixes)? = root["fixes"] else {
+    guard case .object(let root) = try! JSONParser.parse(batch), case .array(let fixes)? = root["fixes"]
+    else {
         fatalError("batch did not parse as expected")
     }
     return fixes.count

@@ -9,7 +9,9 @@ private struct Fix: Equatable {
     var isCharging: Bool?
     var source: String
 
-    static let keys: Set<String> = ["latitude", "longitude", "accuracy_m", "battery_pct", "is_charging", "source"]
+    static let keys: Set<String> = [
+        "latitude", "longitude", "accuracy_m", "battery_pct", "is_charging", "source",
+    ]
 
     init(_ value: JSONValue) throws(JSONAccessError) {
         let object = try value.objectValue
@@ -32,23 +34,35 @@ private func decodeFixes(_ text: String) throws -> [Fix] {
 
 @Test func decodesARequestShortly() throws {
     let fixes = try decodeFixes(
-        #"{"fixes":[{"latitude":52,"longitude":13.4,"accuracy_m":5.5,"source":"manual","battery_pct":null}]}"#)
-    let expected = try Fix(JSONParser.parse(
-        #"{"latitude":52.0,"longitude":13.4,"accuracy_m":5.5,"source":"manual"}"#))
+        #"{"fixes":[{"latitude":52,"longitude":13.4,"accuracy_m":5.5,"source":"manual","battery_pct":null}]}"#
+    )
+    let expected = try Fix(
+        JSONParser.parse(
+            #"{"latitude":52.0,"longitude":13.4,"accuracy_m":5.5,"source":"manual"}"#))
     #expect(fixes == [expected])
     #expect(fixes[0].batteryPct == nil)
 }
 
 @Test func errorsNameTheFixIndexAndField() {
     let cases: [(String, JSONAccessError.Code, String, String)] = [
-        (#"{"fixes":[{"latitude":1,"longitude":2,"accuracy_m":3,"source":"x"},{"latitude":"1"}]}"#,
-         .wrongType, "fixes[1].latitude", "expected a number, found a string"),
-        (#"{"fixes":[{"latitude":1,"longitude":2,"source":"x"}]}"#,
-         .missingKey, "fixes[0].accuracy_m", "required member is missing"),
-        (#"{"fixes":[{"latitude":1,"longitude":2,"accuracy_m":3,"source":"x","speed":4}]}"#,
-         .unknownKey, "fixes[0].speed", "unknown member; allowed: accuracy_m, battery_pct, is_charging, latitude, longitude, source"),
-        (#"{"fixes":[{"latitude":1,"longitude":2,"accuracy_m":3,"source":"x","battery_pct":4.5}]}"#,
-         .wrongType, "fixes[0].battery_pct", "expected an integer, found a number with a fraction or exponent"),
+        (
+            #"{"fixes":[{"latitude":1,"longitude":2,"accuracy_m":3,"source":"x"},{"latitude":"1"}]}"#,
+            .wrongType, "fixes[1].latitude", "expected a number, found a string"
+        ),
+        (
+            #"{"fixes":[{"latitude":1,"longitude":2,"source":"x"}]}"#,
+            .missingKey, "fixes[0].accuracy_m", "required member is missing"
+        ),
+        (
+            #"{"fixes":[{"latitude":1,"longitude":2,"accuracy_m":3,"source":"x","speed":4}]}"#,
+            .unknownKey, "fixes[0].speed",
+            "unknown member; allowed: accuracy_m, battery_pct, is_charging, latitude, longitude, source"
+        ),
+        (
+            #"{"fixes":[{"latitude":1,"longitude":2,"accuracy_m":3,"source":"x","battery_pct":4.5}]}"#,
+            .wrongType, "fixes[0].battery_pct",
+            "expected an integer, found a number with a fraction or exponent"
+        ),
         (#"{"fixes":{}}"#, .wrongType, "fixes", "expected an array, found an object"),
         (#"{"fixes":[null]}"#, .wrongType, "fixes[0]", "expected an object, found null"),
     ]

@@ -68,29 +68,35 @@ private func randomValue(depth: Int, using generator: inout SeededGenerator) -> 
     switch Int.random(in: 0..<(depth < 4 ? 8 : 6), using: &generator) {
     case 0: return .null
     case 1: return .bool(Bool.random(using: &generator))
-    case 2: return .integer(Int64.random(in: .min ... .max, using: &generator) >> Int64.random(in: 0...63, using: &generator))
+    case 2:
+        return .integer(
+            Int64.random(in: .min ... .max, using: &generator) >> Int64.random(in: 0...63, using: &generator))
     case 3:
         // Integral doubles stay doubles: the writer prints them with ".0".
         let double = Double(bitPattern: generator.next())
         return .double(double.isFinite ? double : 0.5)
     case 4, 5: return .string(randomString(using: &generator))
     case 6:
-        return .array((0..<Int.random(in: 0...5, using: &generator)).map { _ in
-            randomValue(depth: depth + 1, using: &generator)
-        })
+        return .array(
+            (0..<Int.random(in: 0...5, using: &generator)).map { _ in
+                randomValue(depth: depth + 1, using: &generator)
+            })
     default:
         var members: [JSONObject.Member] = []
         for index in 0..<Int.random(in: 0...5, using: &generator) {
             let key = randomString(using: &generator) + "#\(index)"  // keys stay unique
-            members.append(JSONObject.Member(key: key, value: randomValue(depth: depth + 1, using: &generator)))
+            members.append(
+                JSONObject.Member(key: key, value: randomValue(depth: depth + 1, using: &generator)))
         }
         return .object(JSONObject(members))
     }
 }
 
 private func randomString(using generator: inout SeededGenerator) -> String {
-    let pool: [Unicode.Scalar] = ["a", "Z", "0", " ", "\"", "\\", "/", "<", ">", "&", "\n", "\u{0}", "\u{1f}",
-        "\u{7f}", "é", "€", "\u{2028}", "\u{2029}", "\u{FFFF}", "😀", "\u{10FFFF}"]
+    let pool: [Unicode.Scalar] = [
+        "a", "Z", "0", " ", "\"", "\\", "/", "<", ">", "&", "\n", "\u{0}", "\u{1f}",
+        "\u{7f}", "é", "€", "\u{2028}", "\u{2029}", "\u{FFFF}", "😀", "\u{10FFFF}",
+    ]
     var text = String.UnicodeScalarView()
     for _ in 0..<Int.random(in: 0...12, using: &generator) {
         text.append(pool.randomElement(using: &generator)!)
