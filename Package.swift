@@ -12,13 +12,15 @@ let package = Package(
     name: "findmy",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "findmy", targets: ["findmy"])
+        .executable(name: "findmy", targets: ["findmy"]),
+        .executable(name: "json-bench", targets: ["json-bench"]),
     ],
     targets: [
         // C libraries, each touched by exactly one Swift module.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
@@ -32,10 +34,21 @@ let package = Package(
         // A small blocking HTTP/1.1 client over POSIX sockets, for tests, load and admin commands.
         .target(name: "HTTPClient", swiftSettings: strict),
 
+        // Strict JSON parsing and writing, and RFC 3339 timestamps. No Foundation.
+        .target(name: "JSON", swiftSettings: strict),
+
+        // The one module that touches libcrypto: SHA-256, secure random bytes, tokens.
+        .target(name: "Crypto", dependencies: ["CCrypto"], swiftSettings: strict),
+
+        // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
+        .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
+
         // The command-line entry point.
-        .executableTarget(name: "findmy", dependencies: ["Events", "Workload"], swiftSettings: strict),
+        .executableTarget(name: "findmy", dependencies: ["Events", "Workload", "JSON"], swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
     ]
 )

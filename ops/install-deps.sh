@@ -3,7 +3,7 @@
 # Safe to run again; needs root (or sudo) only when something is actually missing.
 set -euo pipefail
 
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev)
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev)
 test_packages=()
 
 want=("${build_packages[@]}")

@@ -1,0 +1,206 @@
+/// Writes JSON into a byte buffer, one token at a time, with commas placed for the caller.
+///
+/// Strings escape `"`, `\`, control characters, and also `<`, `>`, `&`, U+2028 and U+2029, so the
+/// output can be embedded in an HTML `<script>` as is. Doubles use Swift's shortest round-trip
+/// form. A non-finite double is a programmer error and traps: the parser never produces one and
+/// request validation rejects them, so one reaching a response is a bug, and writing `null`
+/// instead would silently change the type of a field clients rely on.
+public struct JSONWriter: Sendable {
+    public private(set) var bytes: [UInt8]
+    /// Whether the next value or key needs a ',' before it.
+    private var needsComma = false
+    /// Open containers, innermost last: true for an object. Guards the call sequence in debug builds.
+    private var containers: [Bool] = []
+    private var expectingKey = false
+
+    public init(capacity: Int = 4096) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public mutating func beginObject() {
+        beginValue()
+        bytes.append(UInt8(ascii: "{"))
+        containers.append(true)
+        needsComma = false
+        expectingKey = true
+    }
+
+    public mutating func endObject() {
+        assert(containers.last == true && expectingKey, "endObject without a matching beginObject")
+        containers.removeLast()
+        bytes.append(UInt8(ascii: "}"))
+        endValue()
+    }
+
+    public mutating func beginArray() {
+        beginValue()
+        bytes.append(UInt8(ascii: "["))
+        containers.append(false)
+        needsComma = false
+    }
+
+    public mutating func endArray() {
+        assert(containers.last == false, "endArray without a matching beginArray")
+        containers.removeLast()
+        bytes.append(UInt8(ascii: "]"))
+        endValue()
+    }
+
+    /// The key of the next object member; a value call must follow.
+    public mutating func key(_ key: String) {
+        assert(containers.last == true && expectingKey, "key outside an object or twice in a row")
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        appendQuoted(key)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+        expectingKey = false
+    }
+
+    public mutating func string(_ value: String) {
+        beginValue()
+        appendQuoted(value)
+        endValue()
+    }
+
+    public mutating func int64(_ value: Int64) {
+        beginValue()
+        appendDecimal(value)
+        endValue()
+    }
+
+    public mutating func double(_ value: Double) {
+        precondition(value.isFinite, "JSONWriter cannot write a non-finite double (\(value))")
+        beginValue()
+        bytes.append(contentsOf: value.description.utf8)
+        endValue()
+    }
+
+    public mutating func bool(_ value: Bool) {
+        beginValue()
+        bytes.append(contentsOf: value ? "true".utf8 : "false".utf8)
+        endValue()
+    }
+
+    public mutating func null() {
+        beginValue()
+        bytes.append(contentsOf: "null".utf8)
+        endValue()
+    }
+
+    /// Appends bytes the caller guarantees are one complete JSON value (a cached fragment).
+    public mutating func rawValue(_ json: some Sequence<UInt8>) {
+        beginValue()
+        bytes.append(contentsOf: json)
+        endValue()
+    }
+
+    public mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: null()
+        case .bool(let flag): bool(flag)
+        case .integer(let number): int64(number)
+        case .double(let number): double(number)
+        case .string(let text): string(text)
+        case .array(let elements):
+            beginArray()
+            for element in elements { self.value(element) }
+            endArray()
+        case .object(let object):
+            beginObject()
+            for member in object.members {
+                key(member.key)
+                self.value(member.value)
+            }
+            endObject()
+        }
+    }
+
+    /// Writes `value` as a complete document.
+    public static func encode(_ value: JSONValue, capacity: Int = 256) -> [UInt8] {
+        var writer = JSONWriter(capacity: capacity)
+        writer.value(value)
+        return writer.bytes
+    }
+
+    @inline(__always)
+    private mutating func beginValue() {
+        assert(containers.last != true || !expectingKey, "a value inside an object needs a key first")
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    @inline(__always)
+    private mutating func endValue() {
+        needsComma = true
+        expectingKey = containers.last == true
+    }
+
+    private mutating func appendDecimal(_ value: Int64) {
+        // Digits are produced last first into a fixed buffer: Int64.min has 19 digits and a sign.
+        var magnitude = value.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude != 0
+            if value < 0 {
+                start -= 1
+                digits[start] = UInt8(ascii: "-")
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
+        }
+    }
+
+    private mutating func appendQuoted(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            var index = 0
+            while index < utf8.count {
+                let byte = utf8[index]
+                var escape: StaticString? = nil
+                var length = 1
+                switch byte {
+                case UInt8(ascii: "\""): escape = "\\\""
+                case UInt8(ascii: "\\"): escape = "\\\\"
+                case 0x0A: escape = "\\n"
+                case 0x0D: escape = "\\r"
+                case 0x09: escape = "\\t"
+                case 0x00..<0x20, UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"): escape = ""
+                case 0xE2
+                where index + 2 < utf8.count && utf8[index + 1] == 0x80
+                    && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
+                    escape = utf8[index + 2] == 0xA8 ? "\\u2028" : "\\u2029"
+                    length = 3
+                default: break
+                }
+                guard let escape else {
+                    index += 1
+                    continue
+                }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                if escape.utf8CodeUnitCount == 0 {
+                    appendUnicodeEscape(byte)
+                } else {
+                    bytes.append(
+                        contentsOf: UnsafeBufferPointer(
+                            start: escape.utf8Start, count: escape.utf8CodeUnitCount))
+                }
+                index += length
+                runStart = index
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func appendUnicodeEscape(_ byte: UInt8) {
+        let hex: StaticString = "0123456789abcdef"
+        bytes.append(contentsOf: "\\u00".utf8)
+        bytes.append(hex.utf8Start[Int(byte >> 4)])
+        bytes.append(hex.utf8Start[Int(byte & 0xF)])
+    }
+}

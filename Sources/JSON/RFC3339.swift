@@ -1,0 +1,220 @@
+/// RFC 3339 timestamps as Int64 microseconds since the Unix epoch, with no Foundation.
+///
+/// Accepted: `YYYY-MM-DDTHH:MM:SS[.f]Z` or with `±HH:MM`, `T` and `Z` in either case, 1 to 9
+/// fraction digits (truncated to microseconds: finer precision is noise on a phone's clock).
+/// Refused: impossible dates and times (Feb 30, month 13, hour 24), leap second 60 (Unix time
+/// has no slot for it), and any instant outside 0001-01-01T00:00:00Z ... 9999-12-31T23:59:59.999999Z,
+/// so every parsed value can be formatted back.
+public enum RFC3339 {
+    public struct ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+        public let byteOffset: Int
+        public let message: String
+        public var description: String { "\(message) at byte \(byteOffset)" }
+    }
+
+    static let microsPerSecond: Int64 = 1_000_000
+    static let microsPerDay: Int64 = 86_400 * microsPerSecond
+    /// 0001-01-01T00:00:00Z.
+    public static let microsMin: Int64 = daysFromCivil(year: 1, month: 1, day: 1) * microsPerDay
+    /// 9999-12-31T23:59:59.999999Z.
+    public static let microsMax: Int64 =
+        daysFromCivil(year: 9999, month: 12, day: 31) * microsPerDay + microsPerDay - 1
+
+    public static func parseMicros(_ text: String) throws(ParseError) -> Int64 {
+        try parseMicros(Array(text.utf8))
+    }
+
+    public static func parseMicros(_ bytes: [UInt8]) throws(ParseError) -> Int64 {
+        var reader = Reader(bytes: bytes)
+        let year = try reader.digits(4, "a four-digit year")
+        try reader.expect("-")
+        let month = try reader.digits(2, "a two-digit month")
+        try reader.expect("-")
+        let day = try reader.digits(2, "a two-digit day")
+        try reader.expect("T", orLowercase: true)
+        let hour = try reader.digits(2, "a two-digit hour")
+        try reader.expect(":")
+        let minute = try reader.digits(2, "two-digit minutes")
+        try reader.expect(":")
+        let second = try reader.digits(2, "two-digit seconds")
+        var fractionMicros: Int64 = 0
+        if reader.peek == UInt8(ascii: ".") {
+            reader.index += 1
+            fractionMicros = try reader.fractionMicros()
+        }
+        let offsetMinutes = try reader.offsetMinutes()
+        guard reader.index == bytes.count else {
+            throw reader.fail("unexpected characters after the timestamp")
+        }
+
+        guard year >= 1 else { throw ParseError(byteOffset: 0, message: "year must be 0001 to 9999") }
+        guard month >= 1 && month <= 12 else {
+            throw ParseError(byteOffset: 5, message: "month must be 01 to 12")
+        }
+        guard day >= 1 && day <= daysInMonth(year: year, month: month) else {
+            throw ParseError(
+                byteOffset: 8,
+                message: "day \(day) does not exist in \(year)-\(month < 10 ? "0" : "")\(month)")
+        }
+        guard hour <= 23 else { throw ParseError(byteOffset: 11, message: "hour must be 00 to 23") }
+        guard minute <= 59 else { throw ParseError(byteOffset: 14, message: "minutes must be 00 to 59") }
+        guard second <= 59 else {
+            throw ParseError(
+                byteOffset: 17, message: "seconds must be 00 to 59 (leap seconds are not accepted)")
+        }
+        let seconds = Int64(hour * 3600 + minute * 60 + second - offsetMinutes * 60)
+        let micros =
+            daysFromCivil(year: year, month: month, day: day) * microsPerDay + seconds * microsPerSecond
+            + fractionMicros
+        guard micros >= microsMin && micros <= microsMax else {
+            throw ParseError(byteOffset: 0, message: "instant is outside years 0001 to 9999 in UTC")
+        }
+        return micros
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`. `micros` must lie in `microsMin...microsMax`.
+    public static func formatMicros(_ micros: Int64) -> String {
+        var bytes: [UInt8] = []
+        append(micros, fractionDigits: 6, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.fffZ`, truncated to the millisecond.
+    public static func formatMillis(_ micros: Int64) -> String {
+        var bytes: [UInt8] = []
+        append(micros, fractionDigits: 3, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the formatted timestamp (fractionDigits 0, 3 or 6) without intermediate Strings.
+    public static func append(_ micros: Int64, fractionDigits: Int, to bytes: inout [UInt8]) {
+        precondition(
+            micros >= microsMin && micros <= microsMax, "timestamp \(micros) µs is outside years 0001-9999")
+        precondition(
+            fractionDigits == 0 || fractionDigits == 3 || fractionDigits == 6,
+            "fractionDigits must be 0, 3 or 6")
+        let days = micros >= 0 ? micros / microsPerDay : (micros + 1) / microsPerDay - 1
+        let microsOfDay = micros - days * microsPerDay
+        let (year, month, day) = civilFromDays(days)
+        let secondOfDay = Int(microsOfDay / microsPerSecond)
+        func put(_ value: Int, _ width: Int, then separator: Unicode.Scalar? = nil) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+            if let separator { bytes.append(UInt8(ascii: separator)) }
+        }
+        put(year, 4, then: "-")
+        put(month, 2, then: "-")
+        put(day, 2, then: "T")
+        put(secondOfDay / 3600, 2, then: ":")
+        put(secondOfDay / 60 % 60, 2, then: ":")
+        put(secondOfDay % 60, 2)
+        if fractionDigits > 0 {
+            bytes.append(UInt8(ascii: "."))
+            let fraction = Int(microsOfDay % microsPerSecond)
+            put(fractionDigits == 6 ? fraction : fraction / 1000, fractionDigits)
+        }
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    static func isLeapYear(_ year: Int) -> Bool {
+        year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+    }
+
+    static func daysInMonth(year: Int, month: Int) -> Int {
+        switch month {
+        case 2: return isLeapYear(year) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days since 1970-01-01 in the proleptic Gregorian calendar (Howard Hinnant's days_from_civil).
+    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int64 {
+        let shiftedYear = month <= 2 ? year - 1 : year
+        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
+        let yearOfEra = shiftedYear - era * 400
+        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return Int64(era * 146_097 + dayOfEra - 719_468)
+    }
+
+    /// The inverse of `daysFromCivil`.
+    static func civilFromDays(_ days: Int64) -> (year: Int, month: Int, day: Int) {
+        let shifted = Int(days) + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
+
+private struct Reader {
+    let bytes: [UInt8]
+    var index = 0
+
+    var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    func fail(_ message: String) -> RFC3339.ParseError {
+        RFC3339.ParseError(byteOffset: index, message: message)
+    }
+
+    mutating func digits(_ count: Int, _ what: String) throws(RFC3339.ParseError) -> Int {
+        var value = 0
+        for _ in 0..<count {
+            guard let byte = peek, byte &- UInt8(ascii: "0") < 10 else { throw fail("expected \(what)") }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            index += 1
+        }
+        return value
+    }
+
+    mutating func expect(_ character: Unicode.Scalar, orLowercase: Bool = false) throws(RFC3339.ParseError) {
+        let byte = UInt8(ascii: character)
+        guard let found = peek, found == byte || (orLowercase && found == byte | 0x20) else {
+            throw fail("expected '\(character)'")
+        }
+        index += 1
+    }
+
+    /// 1 to 9 digits, truncated to microseconds.
+    mutating func fractionMicros() throws(RFC3339.ParseError) -> Int64 {
+        var micros: Int64 = 0
+        var digitCount = 0
+        while let byte = peek, byte &- UInt8(ascii: "0") < 10 {
+            digitCount += 1
+            guard digitCount <= 9 else { throw fail("at most 9 fraction digits are accepted") }
+            if digitCount <= 6 { micros = micros * 10 + Int64(byte - UInt8(ascii: "0")) }
+            index += 1
+        }
+        guard digitCount > 0 else { throw fail("expected a digit after '.'") }
+        for _ in digitCount..<max(digitCount, 6) { micros *= 10 }
+        return micros
+    }
+
+    /// `Z`, `z` or `±HH:MM`, as minutes east of UTC.
+    mutating func offsetMinutes() throws(RFC3339.ParseError) -> Int {
+        guard let byte = peek else { throw fail("expected 'Z' or a UTC offset such as +02:00") }
+        if byte == UInt8(ascii: "Z") || byte == UInt8(ascii: "z") {
+            index += 1
+            return 0
+        }
+        guard byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") else {
+            throw fail("expected 'Z' or a UTC offset such as +02:00")
+        }
+        index += 1
+        let hours = try digits(2, "a two-digit offset hour")
+        try expect(":")
+        let minutes = try digits(2, "two-digit offset minutes")
+        guard hours <= 23 && minutes <= 59 else { throw fail("UTC offset must be at most 23:59") }
+        let total = hours * 60 + minutes
+        return byte == UInt8(ascii: "-") ? -total : total
+    }
+}

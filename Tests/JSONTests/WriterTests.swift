@@ -1,0 +1,105 @@
+import JSON
+import Testing
+
+private func text(_ value: JSONValue) -> String {
+    String(decoding: JSONWriter.encode(value), as: UTF8.self)
+}
+
+@Test func writesCommasAndNesting() {
+    var writer = JSONWriter()
+    writer.beginObject()
+    writer.key("a")
+    writer.int64(1)
+    writer.key("b")
+    writer.beginArray()
+    writer.bool(true)
+    writer.null()
+    writer.beginObject()
+    writer.endObject()
+    writer.beginArray()
+    writer.endArray()
+    writer.endArray()
+    writer.key("c")
+    writer.double(2.5)
+    writer.endObject()
+    #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"a":1,"b":[true,null,{},[]],"c":2.5}"#)
+}
+
+@Test func escapesForJSONAndHTML() {
+    #expect(text(.string("a\"b\\c")) == #""a\"b\\c""#)
+    #expect(text(.string("\n\r\t\u{8}\u{c}\u{0}\u{1f}")) == #""\n\r\t\u0008\u000c\u0000\u001f""#)
+    #expect(text(.string("</script><!-- & -->")) == #""\u003c/script\u003e\u003c!-- \u0026 --\u003e""#)
+    #expect(text(.string("a\u{2028}b\u{2029}c")) == #""a\u2028b\u2029c""#)
+    #expect(text(.string("é€😀\u{7f}")) == "\"é€😀\u{7f}\"")
+    #expect(text(.string("/")) == #""/""#)
+}
+
+@Test func writesNumbers() {
+    #expect(text(.integer(Int64.min)) == "-9223372036854775808")
+    #expect(text(.integer(Int64.max)) == "9223372036854775807")
+    #expect(text(.integer(0)) == "0")
+    #expect(text(.double(-0.0)) == "-0.0")
+    #expect(text(.double(.leastNonzeroMagnitude)) == "5e-324")
+    #expect(text(.double(1e308)) == "1e+308")
+    #expect(text(.double(0.1)) == "0.1")
+    #expect(text(.double(52.5200066)) == "52.5200066")
+}
+
+@Test func nonFiniteDoubleIsAProgrammerError() async {
+    await #expect(processExitsWith: .failure) {
+        var writer = JSONWriter()
+        writer.double(.nan)
+    }
+}
+
+@Test func randomValuesRoundTripThroughWriterAndParser() throws {
+    var generator = SeededGenerator(seed: UInt64.random(in: 0...UInt64.max))
+    print("randomValuesRoundTripThroughWriterAndParser seed: \(generator.seed)")
+    for _ in 0..<500 {
+        let value = randomValue(depth: 0, using: &generator)
+        let bytes = JSONWriter.encode(value)
+        let parsed = try JSONParser.parse(bytes)
+        #expect(parsed == value, "seed \(generator.seed): \(String(decoding: bytes, as: UTF8.self))")
+        #expect(JSONWriter.encode(parsed) == bytes)
+    }
+}
+
+private func randomValue(depth: Int, using generator: inout SeededGenerator) -> JSONValue {
+    switch Int.random(in: 0..<(depth < 4 ? 8 : 6), using: &generator) {
+    case 0: return .null
+    case 1: return .bool(Bool.random(using: &generator))
+    case 2:
+        return .integer(
+            Int64.random(in: .min ... .max, using: &generator) >> Int64.random(in: 0...63, using: &generator))
+    case 3:
+        // Integral doubles stay doubles: the writer prints them with ".0".
+        let double = Double(bitPattern: generator.next())
+        return .double(double.isFinite ? double : 0.5)
+    case 4, 5: return .string(randomString(using: &generator))
+    case 6:
+        return .array(
+            (0..<Int.random(in: 0...5, using: &generator)).map { _ in
+                randomValue(depth: depth + 1, using: &generator)
+            })
+    default:
+        var members: [JSONObject.Member] = []
+        for index in 0..<Int.random(in: 0...5, using: &generator) {
+            let key = randomString(using: &generator) + "#\(index)"  // keys stay unique
+            members.append(
+                JSONObject.Member(key: key, value: randomValue(depth: depth + 1, using: &generator)))
+        }
+        return .object(JSONObject(members))
+    }
+}
+
+private func randomString(using generator: inout SeededGenerator) -> String {
+    let pool: [Unicode.Scalar] = [
+        "a", "Z", "0", " ", "\"", "\\", "/", "<", ">", "&", "\n", "\u{0}", "\u{1f}",
+        "\u{7f}", "é", "€", "\u{2028}", "\u{2029}", "\u{FFFF}", "😀", "\u{10FFFF}",
+    ]
+    var text = String.UnicodeScalarView()
+    for _ in 0..<Int.random(in: 0...12, using: &generator) {
+        text.append(pool.randomElement(using: &generator)!)
+    }
+    return String(text)
+}
