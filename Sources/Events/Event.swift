@@ -89,15 +89,31 @@ public struct Fix: Equatable, Sendable {
     }
 }
 
+/// One accepted report request: the fixes that passed validation, and why the others did not.
+/// The rejections are kept so that a retried batch id is answered with the original result,
+/// even after a restart, and so that "what arrived when" includes what was refused.
 public struct FixBatch: Equatable, Sendable {
     public var deviceID: UInt64
     public var batchID: UUID128
     public var fixes: [Fix]
+    public var rejections: [Rejection]
 
-    public init(deviceID: UInt64, batchID: UUID128, fixes: [Fix]) {
+    public init(deviceID: UInt64, batchID: UUID128, fixes: [Fix], rejections: [Rejection] = []) {
         self.deviceID = deviceID
         self.batchID = batchID
         self.fixes = fixes
+        self.rejections = rejections
+    }
+}
+
+/// A fix of a request that was not accepted: its index in the request and the reason.
+public struct Rejection: Equatable, Sendable {
+    public var index: UInt32
+    public var reason: String
+
+    public init(index: UInt32, reason: String) {
+        self.index = index
+        self.reason = reason
     }
 }
 

@@ -36,6 +36,11 @@ public enum EventCodec {
             deviceKey = batch.deviceID
             idempotencyKey = batch.batchID
             writer.bytes = FixCodec.encode(batch.fixes)
+            writer.u32(UInt32(batch.rejections.count))
+            for rejection in batch.rejections {
+                writer.u32(rejection.index)
+                writer.string(rejection.reason)
+            }
         case .userCreated(let user):
             type = EventType.userCreated.rawValue
             writer.u64(user.userID)
@@ -130,8 +135,16 @@ public enum EventCodec {
         }
         let payload = try rawPayload(header: header, stored: stored)
         if type == .fixBatch {
-            let fixes = try FixCodec.decode(payload, expectedCount: Int(header.fixCount))
-            return .fixBatch(FixBatch(deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes))
+            var reader = ByteReader(payload)
+            let fixes = try FixCodec.decode(&reader, expectedCount: Int(header.fixCount))
+            var rejections: [Rejection] = []
+            let rejectionCount = Int(try reader.u32())
+            guard rejectionCount <= reader.remaining / 6 else { throw DecodeError.invalid("rejection count \(rejectionCount) too large") }
+            for _ in 0..<rejectionCount {
+                rejections.append(Rejection(index: try reader.u32(), reason: try reader.string()))
+            }
+            guard reader.remaining == 0 else { throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a fix batch") }
+            return .fixBatch(FixBatch(deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes, rejections: rejections))
         }
         var reader = ByteReader(payload)
         let event: Event

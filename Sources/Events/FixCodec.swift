@@ -68,8 +68,7 @@ enum FixCodec {
         return writer.bytes
     }
 
-    static func decode(_ payload: [UInt8], expectedCount: Int) throws -> [Fix] {
-        var reader = ByteReader(payload)
+    static func decode(_ reader: inout ByteReader, expectedCount: Int) throws -> [Fix] {
         let count = Int(try reader.u32())
         guard count == expectedCount else {
             throw DecodeError.invalid("fix batch holds \(count) fixes, its header says \(expectedCount)")
@@ -80,7 +79,7 @@ enum FixCodec {
         for _ in 0..<sourceCount { sources.append(try reader.string()) }
         let indexWidth = sourceCount <= 256 ? 1 : 2
         let columnsBytes = count * (2 + indexWidth) + count * 8 * (1 + doubleColumns)
-        guard reader.remaining == columnsBytes else {
+        guard reader.remaining >= columnsBytes else {
             throw DecodeError.invalid("fix columns are \(reader.remaining) bytes, expected \(columnsBytes)")
         }
         if count == 0 { return [] }

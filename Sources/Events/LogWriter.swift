@@ -61,6 +61,8 @@ public final class LogWriter: @unchecked Sendable {
     private var writing = false
     private var closed = false
 
+    private var counters = LogWriterStatistics()
+
     // Owned by whoever holds leadership (`writing == true`).
     private var active: ActiveSegment?
     private var frameBuffer: [UInt8] = []
@@ -107,6 +109,9 @@ public final class LogWriter: @unchecked Sendable {
 
     /// Every offset below this is durable.
     public var durableEnd: UInt64 { sync.withLock { durable } }
+
+    /// Counters since this writer opened the log, for metrics and benchmarks.
+    public var statistics: LogWriterStatistics { sync.withLock { counters } }
 
     /// Appends an event and returns its offset once it is durable.
     @discardableResult
@@ -270,6 +275,7 @@ public final class LogWriter: @unchecked Sendable {
 
     private func finish(_ group: [Ticket], failure: LogError?) {
         if let failure {
+            counters.failedAppends += group.count + queue.count
             // Every queued ticket was numbered after the failed group; fail them too and reuse the offsets.
             for ticket in group + queue { ticket.outcome = .failure(failure) }
             nextOffset = group[0].offset
@@ -277,6 +283,9 @@ public final class LogWriter: @unchecked Sendable {
         } else {
             for ticket in group { ticket.outcome = .success }
             durable = group.last!.offset + 1
+            counters.groupCommits += 1
+            counters.recordsAppended += group.count
+            counters.bytesAppended += group.reduce(0) { $0 + $1.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes }
         }
         writing = false
         sync.broadcast(Self.conditionDone)
@@ -485,4 +494,12 @@ struct ActiveSegment {
     var header: SegmentHeader
     var size: Int
     var seal: Seal
+}
+
+public struct LogWriterStatistics: Sendable, Equatable {
+    /// Group commits, each one write and one fdatasync.
+    public var groupCommits = 0
+    public var recordsAppended = 0
+    public var bytesAppended = 0
+    public var failedAppends = 0
 }

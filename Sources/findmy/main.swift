@@ -1,1 +1,11 @@
-print("x")
+// findmy: the command-line entry point. Each command group lives in its own file and registers
+// itself in `commands`; this file only dispatches.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+let commands: [Command] = [
+    LogCommand.command
+]
+
+exit(runMain(CommandLine.arguments, commands: commands))

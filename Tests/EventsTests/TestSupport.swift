@@ -87,7 +87,10 @@ struct EventFuzzer {
         switch Int.random(in: 0..<10, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
-            return .fixBatch(FixBatch(deviceID: id(), batchID: uuid(), fixes: (0..<count).map { _ in fix() }))
+            let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
+                Rejection(index: UInt32.random(in: 0...10_000, using: &random), reason: string())
+            }
+            return .fixBatch(FixBatch(deviceID: id(), batchID: uuid(), fixes: (0..<count).map { _ in fix() }, rejections: rejections))
         case 2: return .userCreated(UserCreated(userID: id(), name: string(), role: Bool.random(using: &random) ? .admin : .member, tokenHash: hash()))
         case 3: return .userTokenIssued(UserTokenIssued(userID: id(), tokenHash: hash()))
         case 4:

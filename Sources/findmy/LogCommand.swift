@@ -1,0 +1,314 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import Events
+import JSON
+import Workload
+
+/// `findmy log stats|verify|dump|repair|bench|load`: inspect and check the event log.
+enum LogCommand {
+    static let command = Command(name: "log", summary: "inspect, verify, dump, repair and benchmark the event log") {
+        try run($0)
+    }
+
+    static let help = """
+        usage: findmy log SUBCOMMAND --data-dir DIR [--json]
+
+        subcommands:
+          stats    segments, records, fixes, bytes per fix, offsets and time ranges (reads headers only)
+          verify   checks every frame of every segment and decodes every payload; if no server holds the
+                   log, first recovers it as a restart would (a torn tail is truncated and reported).
+                   Exit status 0 when the log is sound, 1 when it is damaged.
+          dump     prints every record: offset, type, received_at, batch id, device, fixes
+                   (--from OFFSET, --limit N)
+          repair   cuts the log at its first damaged frame; the damaged bytes and every later segment are
+                   moved to DIR/log/quarantine/<time>/, never deleted. Needs the server stopped.
+          bench    measures the log on this machine (--dir DIR, a scratch directory); see docs/benchmarks.md
+          load     appends generated fix batches and prints each acknowledged offset as it returns
+                   (--seconds S, --appenders N, --fixes N, --seed S); used by the crash tests
+
+        options:
+          --data-dir DIR   the server's data directory (the log is DIR/log); or set FINDMY_DATA_DIR
+          --json           machine-readable output: one JSON object (dump: one per line)
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        guard let sub = arguments.first, !sub.hasPrefix("--") else {
+            print(help)
+            return arguments.contains("--help") ? 0 : 2
+        }
+        let options = try Options(
+            Array(arguments.dropFirst()),
+            valued: ["data-dir", "dir", "from", "limit", "seconds", "appenders", "fixes", "seed", "quick"],
+            flags: ["json"])
+        if options.flag("help") {
+            print(help)
+            return 0
+        }
+        if sub == "bench" { return try LogBench.run(options) }
+        let logDirectory = try options.required("data-dir", environment: "FINDMY_DATA_DIR") + "/log"
+        switch sub {
+        case "stats": return try stats(logDirectory, json: options.flag("json"))
+        case "verify": return try verify(logDirectory, json: options.flag("json"))
+        case "dump":
+            return try dump(
+                logDirectory, json: options.flag("json"), from: UInt64(try options.integer("from", default: 0)),
+                limit: try options.integer("limit", default: Int.max))
+        case "repair": return try repair(logDirectory, json: options.flag("json"))
+        case "load": return try load(logDirectory, options)
+        default: throw UsageError("unknown subcommand '\(sub)'")
+        }
+    }
+
+    static func requireLog(_ directory: String) throws {
+        var info = stat()
+        guard stat(directory, &info) == 0 else {
+            throw UsageError("no event log at \(directory): is --data-dir the server's data directory?")
+        }
+    }
+
+    // MARK: stats
+
+    static func stats(_ directory: String, json: Bool) throws -> Int32 {
+        try requireLog(directory)
+        let reader = LogReader(directory: directory)
+        let durableEnd = reader.durableEnd()
+        var records = 0
+        var fixes = 0
+        var byType: [UInt8: Int] = [:]
+        var firstOffset: UInt64?
+        var lastOffset: UInt64?
+        var receivedMin = Int64.max
+        var receivedMax = Int64.min
+        var recordedMin = Int64.max
+        var recordedMax = Int64.min
+        try reader.read(from: 0, upTo: durableEnd, wantPayload: { _ in false }) { record in
+            let header = record.header
+            records += 1
+            fixes += Int(header.fixCount)
+            byType[header.type, default: 0] += 1
+            firstOffset = firstOffset ?? header.offset
+            lastOffset = header.offset
+            receivedMin = min(receivedMin, header.receivedAtMicros)
+            receivedMax = max(receivedMax, header.receivedAtMicros)
+            if header.fixCount > 0 {
+                recordedMin = min(recordedMin, header.recordedMinMicros)
+                recordedMax = max(recordedMax, header.recordedMaxMicros)
+            }
+            return true
+        }
+        let files = try PosixFileIO().list(directory).filter { LogFormat.baseOffset(fileName: $0) != nil }
+        var bytes = 0
+        for file in files {
+            var info = stat()
+            if stat(directory + "/" + file, &info) == 0 { bytes += Int(info.st_size) }
+        }
+        let bytesPerFix = fixes > 0 ? Double(bytes) / Double(fixes) : 0
+        if json {
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("segments"); writer.int64(Int64(files.count))
+            writer.key("records"); writer.int64(Int64(records))
+            writer.key("fixes"); writer.int64(Int64(fixes))
+            writer.key("bytes"); writer.int64(Int64(bytes))
+            writer.key("bytes_per_fix"); writer.double(bytesPerFix)
+            writer.key("first_offset"); optional(firstOffset, &writer)
+            writer.key("last_offset"); optional(lastOffset, &writer)
+            writer.key("durable_end"); writer.int64(Int64(durableEnd))
+            writer.key("received_from"); time(records > 0 ? receivedMin : nil, &writer)
+            writer.key("received_to"); time(records > 0 ? receivedMax : nil, &writer)
+            writer.key("recorded_from"); time(fixes > 0 ? recordedMin : nil, &writer)
+            writer.key("recorded_to"); time(fixes > 0 ? recordedMax : nil, &writer)
+            writer.key("records_by_type")
+            writer.beginObject()
+            for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
+                writer.key(typeName(type)); writer.int64(Int64(count))
+            }
+            writer.endObject()
+            writer.endObject()
+            printLine(String(decoding: writer.bytes, as: UTF8.self))
+        } else {
+            printLine("segments       \(files.count) (\(bytes) bytes)")
+            printLine("records        \(records)" + (firstOffset.map { " (offsets \($0)...\(lastOffset!))" } ?? ""))
+            printLine("fixes          \(fixes)" + (fixes > 0 ? " (\(String(format1: bytesPerFix)) bytes per fix on disk)" : ""))
+            printLine("durable end    \(durableEnd)")
+            if records > 0 {
+                printLine("received       \(RFC3339.formatMillis(receivedMin)) to \(RFC3339.formatMillis(receivedMax))")
+            }
+            if fixes > 0 {
+                printLine("recorded       \(RFC3339.formatMillis(recordedMin)) to \(RFC3339.formatMillis(recordedMax))")
+            }
+            for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
+                printLine("  " + typeName(type).padding(24) + "\(count)")
+            }
+        }
+        return 0
+    }
+
+    // MARK: verify
+
+    static func verify(_ directory: String, json: Bool) throws -> Int32 {
+        try requireLog(directory)
+        let report = try LogInspector(directory: directory).verify()
+        if json {
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("ok"); writer.bool(report.ok)
+            writer.key("records"); writer.int64(Int64(report.records))
+            writer.key("fixes"); writer.int64(Int64(report.fixes))
+            writer.key("first_offset"); optional(report.firstOffset, &writer)
+            writer.key("last_offset"); optional(report.lastOffset, &writer)
+            writer.key("segments"); writer.int64(Int64(report.segments))
+            writer.key("bytes"); writer.int64(Int64(report.bytes))
+            writer.key("torn_bytes_truncated"); writer.int64(Int64(report.tornBytesTruncated))
+            writer.key("recovered"); writer.bool(report.recovered)
+            writer.key("unknown_records"); writer.int64(Int64(report.unknownRecords))
+            writer.key("problems")
+            writer.beginArray()
+            for problem in report.problems {
+                writer.beginObject()
+                writer.key("file"); writer.string(problem.file)
+                writer.key("position"); writer.int64(Int64(problem.position))
+                writer.key("reason"); writer.string(problem.reason)
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.endObject()
+            printLine(String(decoding: writer.bytes, as: UTF8.self))
+        } else {
+            printLine(report.ok ? "ok: the log is sound" : "DAMAGED: \(report.problems.count) problem(s)")
+            printLine("segments \(report.segments), records \(report.records), fixes \(report.fixes), bytes \(report.bytes)")
+            if let first = report.firstOffset { printLine("offsets \(first)...\(report.lastOffset!)") }
+            if report.tornBytesTruncated > 0 { printLine("truncated a torn tail of \(report.tornBytesTruncated) bytes") }
+            if !report.recovered { printLine("(a server holds the log: checked up to its durable watermark)") }
+            for problem in report.problems { printLine("  \(problem.file) at byte \(problem.position): \(problem.reason)") }
+            if !report.ok { printLine("run `findmy log repair --data-dir DIR` with the server stopped to cut the log at the first damage") }
+        }
+        return report.ok ? 0 : 1
+    }
+
+    // MARK: dump
+
+    static func dump(_ directory: String, json: Bool, from: UInt64, limit: Int) throws -> Int32 {
+        try requireLog(directory)
+        var printed = 0
+        try LogReader(directory: directory).read(from: from) { record in
+            guard printed < limit else { return false }
+            printed += 1
+            let event: Event
+            do {
+                event = try record.event()
+            } catch {
+                event = .unknown(type: record.header.type, version: record.header.eventVersion, payload: [])
+            }
+            if json {
+                var writer = JSONWriter(capacity: 256)
+                EventJSON.write(record.header, event, to: &writer)
+                printLine(String(decoding: writer.bytes, as: UTF8.self))
+            } else {
+                printLine(EventJSON.line(record.header, event))
+            }
+            return true
+        }
+        return 0
+    }
+
+    // MARK: repair
+
+    static func repair(_ directory: String, json: Bool) throws -> Int32 {
+        try requireLog(directory)
+        let report = try LogInspector(directory: directory).repair()
+        if json {
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.key("repaired"); writer.bool(report.cutFile != nil || !report.movedFiles.isEmpty)
+            writer.key("end_offset"); writer.int64(Int64(report.newEndOffset))
+            writer.key("cut_file"); if let file = report.cutFile { writer.string(file) } else { writer.null() }
+            writer.key("cut_position"); writer.int64(Int64(report.cutPosition))
+            writer.key("quarantine"); if let folder = report.quarantine { writer.string(folder) } else { writer.null() }
+            writer.key("moved")
+            writer.beginArray()
+            for file in report.movedFiles { writer.string(file) }
+            writer.endArray()
+            writer.endObject()
+            printLine(String(decoding: writer.bytes, as: UTF8.self))
+        } else if report.movedFiles.isEmpty && report.cutFile == nil {
+            printLine("nothing to repair: no damaged frame found; the log ends at offset \(report.newEndOffset)")
+        } else {
+            printLine("cut the log at offset \(report.newEndOffset)" + (report.cutFile.map { " (\($0), byte \(report.cutPosition))" } ?? ""))
+            printLine("moved to \(report.quarantine ?? "?"):")
+            for file in report.movedFiles { printLine("  \(file)") }
+            printLine("records from offset \(report.newEndOffset) on are no longer in the log; rebuild projections with `findmy replay`")
+        }
+        return 0
+    }
+
+    // MARK: load
+
+    /// Appends generated batches from N threads and prints `ack OFFSET DEVICE BATCH FIXES` after
+    /// each append returns, i.e. only once the record is durable.
+    static func load(_ directory: String, _ options: Options) throws -> Int32 {
+        let seconds = try options.integer("seconds", default: 5)
+        let appenders = try options.integer("appenders", default: 8)
+        let fixesPerBatch = try options.integer("fixes", default: 10)
+        let seed = UInt64(try options.integer("seed", default: 1))
+        var logOptions = LogOptions()
+        logOptions.segmentBytesMax = 256 << 10  // many segments, so that crashes also hit rolls
+        let writer = try LogWriter(directory: directory, options: logOptions)
+        let deadline = monotonicMicros() + Int64(seconds) * 1_000_000
+        let threads = (0..<appenders).map { appender in
+            spawnThread {
+                var track = TrackGenerator(seed: seed &* 1000 &+ UInt64(appender), startMicros: wallClockMicros())
+                var random = SeededGenerator(seed: seed ^ UInt64(appender))
+                while monotonicMicros() < deadline {
+                    let batchID = UUID128.random(using: &random)
+                    let device = UInt64(appender + 1)
+                    let batch = FixBatch(deviceID: device, batchID: batchID, fixes: track.next(fixesPerBatch))
+                    guard let offset = try? writer.append(.fixBatch(batch)) else { return }
+                    printLine("ack \(offset) \(device) \(batchID) \(fixesPerBatch)")
+                }
+            }
+        }
+        for thread in threads { pthread_join(thread, nil) }
+        writer.close()
+        return 0
+    }
+
+    // MARK: helpers
+
+    static func typeName(_ type: UInt8) -> String {
+        EventType(rawValue: type)?.name ?? "unknown_\(type)"
+    }
+
+    static func optional(_ value: UInt64?, _ writer: inout JSONWriter) {
+        if let value { writer.int64(Int64(value)) } else { writer.null() }
+    }
+
+    static func time(_ micros: Int64?, _ writer: inout JSONWriter) {
+        if let micros { writer.string(RFC3339.formatMicros(micros)) } else { writer.null() }
+    }
+}
+
+extension String {
+    init(format1 value: Double) {
+        let tenths = (value * 10).rounded()
+        self = "\(Int(tenths) / 10).\(abs(Int(tenths)) % 10)"
+    }
+}
+
+/// Starts a joinable POSIX thread running `body`.
+func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+    final class Box: @unchecked Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    var thread = pthread_t()
+    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+    let result = pthread_create(&thread, nil, { context in
+        let box = Unmanaged<AnyObject>.fromOpaque(context!).takeRetainedValue() as! Box
+        box.body()
+        return nil
+    }, context)
+    precondition(result == 0, "pthread_create failed: \(result)")
+    return thread
+}
