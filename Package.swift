@@ -50,5 +50,8 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
+        // Start real findmy processes (the server, the CLI) and check what a user would see.
+        .testTarget(
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient"], swiftSettings: strict),
     ]
 )

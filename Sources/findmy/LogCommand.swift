@@ -259,9 +259,8 @@ enum LogCommand {
         let threads = (0..<appenders).map { appender in
             spawnThread {
                 var track = TrackGenerator(seed: seed &* 1000 &+ UInt64(appender), startMicros: wallClockMicros())
-                var random = SeededGenerator(seed: seed ^ UInt64(appender))
                 while monotonicMicros() < deadline {
-                    let batchID = UUID128.random(using: &random)
+                    let batchID = UUID128.random()
                     let device = UInt64(appender + 1)
                     let batch = FixBatch(deviceID: device, batchID: batchID, fixes: track.next(fixesPerBatch))
                     guard let offset = try? writer.append(.fixBatch(batch)) else { return }
