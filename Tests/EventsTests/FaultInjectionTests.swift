@@ -1,0 +1,110 @@
+import Events
+import Foundation
+import Testing
+import Workload
+
+/// Faults injected through a file layer the test controls: what the durability rules promise
+/// when the disk says no.
+@Suite struct FaultInjectionTests {
+    func fixBatch(_ index: Int) -> Event {
+        var track = TrackGenerator(seed: UInt64(index), startMicros: 1_700_000_000_000_000)
+        return .fixBatch(FixBatch(deviceID: 1, batchID: UUID128(high: 1, low: UInt64(index)), fixes: track.next(3)))
+    }
+
+    @Test func aFailedFdatasyncStopsTheProcess() async throws {
+        let result = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let directory = TemporaryDirectory()
+            let io = FaultyFileIO()
+            var options = LogOptions()
+            options.io = io
+            options.diagnostics = { _ in }
+            let writer = try! LogWriter(directory: directory.log, options: options)
+            try! writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
+            io.armSyncFailure(errno: EIO)
+            // Must not return: a retried fsync could report success for pages the kernel dropped.
+            _ = try? writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: false)))
+        }
+        #expect(String(decoding: result.standardErrorContent, as: UTF8.self).contains("fdatasync failed, stopping"))
+    }
+
+    @Test func noSpaceFailsTheAppendCleanlyAndTheLogStaysUsable() throws {
+        let directory = TemporaryDirectory()
+        let io = FaultyFileIO()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions(io))
+        #expect(try writer.append(fixBatch(0)) == 0)
+        io.armWriteFailure(errno: ENOSPC)
+        #expect {
+            try writer.append(fixBatch(1))
+        } throws: { error in
+            guard case LogError.writeFailed(let cause) = error else { return false }
+            return cause.isNoSpace && "\(error)".contains("free disk space")
+        }
+        #expect(writer.durableEnd == 1)
+        // Space is back: the next append takes the offset the failed one did not get.
+        #expect(try writer.append(fixBatch(2)) == 1)
+        writer.close()
+        let records = try readAll(directory.log)
+        #expect(records.map(\.offset) == [0, 1])
+        #expect(records.map(\.header.idempotencyKey.low) == [0, 2])
+        #expect(try LogInspector(directory: directory.log).verify().ok)
+    }
+
+    @Test func aPartialWriteIsUndoneBeforeAnythingIsBuiltOnIt() throws {
+        let directory = TemporaryDirectory()
+        let io = FaultyFileIO()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions(io))
+        try writer.append(fixBatch(0))
+        // Half a frame reaches the file, then the disk fills up.
+        io.armShortWrite(bytes: 40)
+        #expect(throws: (any Error).self) { try writer.append(fixBatch(1)) }
+        #expect(try writer.append(fixBatch(2)) == 1)
+        writer.close()
+        #expect(try readAll(directory.log).map(\.header.idempotencyKey.low) == [0, 2])
+        let report = try LogInspector(directory: directory.log).verify()
+        #expect(report.ok && report.tornBytesTruncated == 0)
+    }
+
+    @Test func aPartialWriteLeftByACrashIsATornTail() throws {
+        let directory = TemporaryDirectory()
+        let io = FaultyFileIO()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions(io))
+        try writer.append(fixBatch(0))
+        writer.close()
+        // What a crash in the middle of a write leaves: a frame's first bytes and nothing after.
+        let segment = try segmentFiles(directory.log)[0]
+        let frame = Frame.encoded(header: EventCodec.encode(fixBatch(1), receivedAtMicros: 1).header, payload: [1, 2, 3])
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: frame.prefix(frame.count / 2))
+        try handle.close()
+        let reopened = try LogWriter(directory: directory.log, options: quietOptions())
+        #expect(reopened.recovery.tornBytesTruncated == frame.count / 2)
+        #expect(reopened.durableEnd == 1)
+        reopened.close()
+    }
+
+    @Test func concurrentAppendersAllFailTogetherAndRecover() throws {
+        let directory = TemporaryDirectory()
+        let io = FaultyFileIO()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions(io))
+        let succeeded = Locked<[UInt64]>([])
+        let failed = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 16) { appender in
+            for index in 0..<40 {
+                if appender == 0 && index == 20 { io.armWriteFailure(errno: EIO) }
+                do {
+                    let offset = try writer.append(fixBatch(appender * 100 + index))
+                    succeeded.withLock { $0.append(offset) }
+                } catch {
+                    failed.withLock { $0 += 1 }
+                }
+            }
+        }
+        writer.close()
+        let offsets = succeeded.withLock { $0 }.sorted()
+        // Acknowledged offsets are exactly the records in the log: dense, none lost, none extra.
+        #expect(offsets == Array(0..<UInt64(offsets.count)))
+        #expect(try readAll(directory.log).map(\.offset) == offsets)
+        #expect(offsets.count + failed.withLock { $0 } == 16 * 40)
+    }
+}
