@@ -78,7 +78,8 @@ public struct Fix: Equatable, Sendable {
 
     /// Bitwise equality, so that NaN payloads and signed zeros count as equal only to themselves.
     public static func == (lhs: Fix, rhs: Fix) -> Bool {
-        lhs.latitude.bitPattern == rhs.latitude.bitPattern && lhs.longitude.bitPattern == rhs.longitude.bitPattern
+        lhs.latitude.bitPattern == rhs.latitude.bitPattern
+            && lhs.longitude.bitPattern == rhs.longitude.bitPattern
             && lhs.accuracyMeters.bitPattern == rhs.accuracyMeters.bitPattern
             && lhs.altitudeMeters?.bitPattern == rhs.altitudeMeters?.bitPattern
             && lhs.speedMetersPerSecond?.bitPattern == rhs.speedMetersPerSecond?.bitPattern
@@ -156,7 +157,9 @@ public struct DeviceEnrolled: Equatable, Sendable {
     public var platform: String
     public var model: String
 
-    public init(deviceID: UInt64, userID: UInt64, deviceUUID: UUID128, name: String, platform: String, model: String) {
+    public init(
+        deviceID: UInt64, userID: UInt64, deviceUUID: UUID128, name: String, platform: String, model: String
+    ) {
         self.deviceID = deviceID
         self.userID = userID
         self.deviceUUID = deviceUUID

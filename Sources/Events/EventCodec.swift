@@ -94,7 +94,8 @@ public enum EventCodec {
             writer.bytes = payload
         }
         let raw = writer.bytes
-        precondition(raw.count <= LogFormat.recordBytesMax - LogFormat.recordHeaderBytes, "event payload too large")
+        precondition(
+            raw.count <= LogFormat.recordBytesMax - LogFormat.recordHeaderBytes, "event payload too large")
         var codec = Codec.none
         var stored = raw
         if raw.count >= compressBytesMin, let compressed = LZ4.compress(raw) {
@@ -116,7 +117,8 @@ public enum EventCodec {
         switch Codec(rawValue: header.codec) {
         case .none?:
             guard stored.count == Int(header.uncompressedBytes) else {
-                throw DecodeError.invalid("raw payload is \(stored.count) bytes, header says \(header.uncompressedBytes)")
+                throw DecodeError.invalid(
+                    "raw payload is \(stored.count) bytes, header says \(header.uncompressedBytes)")
             }
             return stored
         case .lz4?:
@@ -139,12 +141,19 @@ public enum EventCodec {
             let fixes = try FixCodec.decode(&reader, expectedCount: Int(header.fixCount))
             var rejections: [Rejection] = []
             let rejectionCount = Int(try reader.u32())
-            guard rejectionCount <= reader.remaining / 6 else { throw DecodeError.invalid("rejection count \(rejectionCount) too large") }
+            guard rejectionCount <= reader.remaining / 6 else {
+                throw DecodeError.invalid("rejection count \(rejectionCount) too large")
+            }
             for _ in 0..<rejectionCount {
                 rejections.append(Rejection(index: try reader.u32(), reason: try reader.string()))
             }
-            guard reader.remaining == 0 else { throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a fix batch") }
-            return .fixBatch(FixBatch(deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes, rejections: rejections))
+            guard reader.remaining == 0 else {
+                throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a fix batch")
+            }
+            return .fixBatch(
+                FixBatch(
+                    deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes,
+                    rejections: rejections))
         }
         var reader = ByteReader(payload)
         let event: Event
@@ -154,10 +163,14 @@ public enum EventCodec {
         case .userCreated:
             let userID = try reader.u64()
             let name = try reader.string()
-            guard let role = Role(rawValue: try reader.u8()) else { throw DecodeError.invalid("unknown role") }
-            event = .userCreated(UserCreated(userID: userID, name: name, role: role, tokenHash: try readHash(&reader)))
+            guard let role = Role(rawValue: try reader.u8()) else {
+                throw DecodeError.invalid("unknown role")
+            }
+            event = .userCreated(
+                UserCreated(userID: userID, name: name, role: role, tokenHash: try readHash(&reader)))
         case .userTokenIssued:
-            event = .userTokenIssued(UserTokenIssued(userID: try reader.u64(), tokenHash: try readHash(&reader)))
+            event = .userTokenIssued(
+                UserTokenIssued(userID: try reader.u64(), tokenHash: try readHash(&reader)))
         case .deviceEnrolled:
             let deviceID = try reader.u64()
             let userID = try reader.u64()
@@ -167,9 +180,11 @@ public enum EventCodec {
                     deviceID: deviceID, userID: userID, deviceUUID: uuid, name: try reader.string(),
                     platform: try reader.string(), model: try reader.string()))
         case .deviceTokenIssued:
-            event = .deviceTokenIssued(DeviceTokenIssued(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
+            event = .deviceTokenIssued(
+                DeviceTokenIssued(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
         case .deviceTokenRevoked:
-            event = .deviceTokenRevoked(DeviceTokenRevoked(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
+            event = .deviceTokenRevoked(
+                DeviceTokenRevoked(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
         case .pushTokenRegistered:
             event = .pushTokenRegistered(
                 PushTokenRegistered(
@@ -177,7 +192,8 @@ public enum EventCodec {
                     topic: try reader.string(), environment: try reader.string()))
         case .pushTokenInvalidated:
             event = .pushTokenInvalidated(
-                PushTokenInvalidated(provider: try reader.string(), token: try reader.string(), reason: try reader.string()))
+                PushTokenInvalidated(
+                    provider: try reader.string(), token: try reader.string(), reason: try reader.string()))
         case .reportingChanged:
             let deviceID = try reader.u64()
             let paused = try reader.u8()

@@ -38,7 +38,8 @@ public protocol FileIO: Sendable {
     /// Writes some prefix of `bytes` at `offset`; returns how many bytes were written (at least 1).
     func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws -> Int
     /// Reads up to `buffer.count` bytes at `offset`; returns 0 at end of file.
-    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws -> Int
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws
+        -> Int
     func fdatasync(_ fd: Int32, path: String) throws
     func fsync(_ fd: Int32, path: String) throws
     func ftruncate(_ fd: Int32, size: Int, path: String) throws
@@ -55,7 +56,8 @@ extension FileIO {
     public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws {
         var done = 0
         while done < bytes.count {
-            done += try pwrite(fd, UnsafeRawBufferPointer(rebasing: bytes[done...]), at: offset + done, path: path)
+            done += try pwrite(
+                fd, UnsafeRawBufferPointer(rebasing: bytes[done...]), at: offset + done, path: path)
         }
     }
 
@@ -69,7 +71,9 @@ extension FileIO {
         var done = 0
         while done < count {
             let got = try buffer.withUnsafeMutableBytes { (raw) in
-                try pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: offset + done, path: path)
+                try pread(
+                    fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: offset + done,
+                    path: path)
             }
             if got == 0 { break }
             done += got
@@ -105,13 +109,19 @@ public struct PosixFileIO: FileIO {
 
     public func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
-    public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws -> Int {
-        let written = try retrying("write", path) { Glibc.pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset)) }
+    public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws
+        -> Int
+    {
+        let written = try retrying("write", path) {
+            Glibc.pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset))
+        }
         if written == 0 && bytes.count > 0 { throw IOError(operation: "write", path: path, errno: EIO) }
         return written
     }
 
-    public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws -> Int {
+    public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String)
+        throws -> Int
+    {
         try retrying("read", path) { Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
 

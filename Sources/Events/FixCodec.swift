@@ -108,7 +108,8 @@ enum FixCodec {
             let sourceNumber =
                 indexWidth == 1
                 ? Int(indexes[indexes.startIndex + index])
-                : Int(indexes[indexes.startIndex + 2 * index]) | Int(indexes[indexes.startIndex + 2 * index + 1]) << 8
+                : Int(indexes[indexes.startIndex + 2 * index]) | Int(
+                    indexes[indexes.startIndex + 2 * index + 1]) << 8
             guard sourceNumber < sources.count else {
                 throw DecodeError.invalid("fix \(index) names source \(sourceNumber) of \(sources.count)")
             }
@@ -118,8 +119,10 @@ enum FixCodec {
                     latitude: Double(bitPattern: previousBits[0]),
                     longitude: Double(bitPattern: previousBits[1]),
                     accuracyMeters: Double(bitPattern: previousBits[2]),
-                    altitudeMeters: flags & Presence.altitude != 0 ? Double(bitPattern: previousBits[3]) : nil,
-                    speedMetersPerSecond: flags & Presence.speed != 0 ? Double(bitPattern: previousBits[4]) : nil,
+                    altitudeMeters: flags & Presence.altitude != 0
+                        ? Double(bitPattern: previousBits[3]) : nil,
+                    speedMetersPerSecond: flags & Presence.speed != 0
+                        ? Double(bitPattern: previousBits[4]) : nil,
                     headingDegrees: flags & Presence.heading != 0 ? Double(bitPattern: previousBits[5]) : nil,
                     batteryPercent: flags & Presence.battery != 0 ? battery[battery.startIndex + index] : nil,
                     isCharging: flags & Presence.chargingKnown != 0 ? flags & Presence.charging != 0 : nil,

@@ -2,9 +2,12 @@
 public enum Frame {
     /// Appends one complete frame to `buffer` and returns its size in bytes.
     @discardableResult
-    public static func append(header: RecordHeader, payload: some Collection<UInt8>, to buffer: inout [UInt8]) -> Int {
+    public static func append(header: RecordHeader, payload: some Collection<UInt8>, to buffer: inout [UInt8])
+        -> Int
+    {
         let bodyBytes = LogFormat.recordHeaderBytes + payload.count
-        precondition(bodyBytes <= LogFormat.recordBytesMax, "record body of \(bodyBytes) bytes over recordBytesMax")
+        precondition(
+            bodyBytes <= LogFormat.recordBytesMax, "record body of \(bodyBytes) bytes over recordBytesMax")
         var writer = ByteWriter()
         swap(&writer.bytes, &buffer)
         let start = writer.bytes.count
@@ -17,7 +20,9 @@ public enum Frame {
         let crc = buffer.withUnsafeBytes { raw in
             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 8)..<(start + 8 + bodyBytes)]))
         }
-        buffer.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self) }
+        buffer.withUnsafeMutableBytes {
+            $0.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self)
+        }
         return bodyBytes + LogFormat.frameOverheadBytes
     }
 
@@ -47,7 +52,8 @@ public enum FrameDamage: Equatable, Sendable, CustomStringConvertible {
         case .badTrailer: "trailing length differs from the leading one (bad-trailer)"
         case .badHeader: "record header size out of range (bad-header)"
         case .badSalt: "record salt is not the segment's: a stale record (bad-salt)"
-        case .badOffset(let expected, let found): "offset \(found) where \(expected) was expected (bad-offset)"
+        case .badOffset(let expected, let found):
+            "offset \(found) where \(expected) was expected (bad-offset)"
         case .badSeal(let why): "seal record inconsistent: \(why) (bad-seal)"
         }
     }

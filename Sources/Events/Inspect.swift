@@ -73,16 +73,24 @@ public struct LogInspector {
             }
             report.bytes += scan.fileSize
             if scan.header.baseOffset != base {
-                report.problems.append(LogProblem(file: path, position: 24, reason: "header says base offset \(scan.header.baseOffset)"))
+                report.problems.append(
+                    LogProblem(
+                        file: path, position: 24, reason: "header says base offset \(scan.header.baseOffset)")
+                )
             }
             if let expectedBase, base != expectedBase {
                 report.problems.append(
-                    LogProblem(file: path, position: 0, reason: "segments are not contiguous: expected base offset \(expectedBase)"))
+                    LogProblem(
+                        file: path, position: 0,
+                        reason: "segments are not contiguous: expected base offset \(expectedBase)"))
             }
             if let (damage, position, expected) = scan.damage, !(isLast && expected >= durableEnd) {
-                report.problems.append(LogProblem(file: path, position: position, reason: "\(damage) at offset \(expected)"))
+                report.problems.append(
+                    LogProblem(file: path, position: position, reason: "\(damage) at offset \(expected)"))
             } else if !isLast && scan.seal == nil {
-                report.problems.append(LogProblem(file: path, position: scan.fileSize, reason: "a segment before the last has no seal"))
+                report.problems.append(
+                    LogProblem(
+                        file: path, position: scan.fileSize, reason: "a segment before the last has no seal"))
             }
             expectedBase = scan.seal?.endOffset ?? scan.nextOffset
         }
@@ -98,9 +106,12 @@ public struct LogInspector {
         report.recordsByType[header.type, default: 0] += 1
         guard decode, !header.isPayloadRemoved else { return }
         do {
-            if case .unknown = try EventCodec.decode(header: header, stored: frame.payload) { report.unknownRecords += 1 }
+            if case .unknown = try EventCodec.decode(header: header, stored: frame.payload) {
+                report.unknownRecords += 1
+            }
         } catch {
-            report.problems.append(LogProblem(file: path, position: frame.position, reason: "offset \(header.offset): \(error)"))
+            report.problems.append(
+                LogProblem(file: path, position: frame.position, reason: "offset \(header.offset): \(error)"))
         }
     }
 
@@ -171,7 +182,9 @@ public struct LogInspector {
             let fd = try io.open(path, flags: O_RDWR, mode: 0)
             defer { io.close(fd) }
             let tail = try io.read(fd, count: scan.fileSize - scan.validEnd, at: scan.validEnd, path: path)
-            let tailPath = folder + "/" + LogFormat.segmentFileName(baseOffset: scan.header.baseOffset) + ".tail-at-\(scan.validEnd)"
+            let tailPath =
+                folder + "/" + LogFormat.segmentFileName(baseOffset: scan.header.baseOffset)
+                + ".tail-at-\(scan.validEnd)"
             let tailFD = try io.open(tailPath, flags: O_CREAT | O_TRUNC | O_WRONLY, mode: 0o600)
             try io.writeAll(tailFD, tail, at: 0, path: tailPath)
             try io.fdatasync(tailFD, path: tailPath)
@@ -179,7 +192,9 @@ public struct LogInspector {
             try io.ftruncate(fd, size: scan.validEnd, path: path)
             var seal = scan.accumulated
             seal.endOffset = scan.nextOffset
-            let frame = Frame.encoded(header: seal.recordHeader(salt: scan.header.salt, sealedAtMicros: nowMicros), payload: seal.encoded())
+            let frame = Frame.encoded(
+                header: seal.recordHeader(salt: scan.header.salt, sealedAtMicros: nowMicros),
+                payload: seal.encoded())
             try io.writeAll(fd, frame, at: scan.validEnd, path: path)
             try io.fdatasync(fd, path: path)
             report.cutFile = path

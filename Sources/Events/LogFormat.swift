@@ -41,7 +41,9 @@ public enum LogFormat {
     public static func baseOffset(fileName: String) -> UInt64? {
         guard fileName.hasSuffix(".seg"), fileName.utf8.count == 24 else { return nil }
         let digits = fileName.dropLast(4)
-        guard digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        guard digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
         return UInt64(digits)
     }
 }
@@ -59,7 +61,9 @@ public struct SegmentHeader: Equatable, Sendable {
     public var createdAtMicros: Int64
     public var generation: UInt32 = 0
 
-    public init(salt: UInt64, baseOffset: UInt64, createdAtMicros: Int64, flags: UInt32 = 0, generation: UInt32 = 0) {
+    public init(
+        salt: UInt64, baseOffset: UInt64, createdAtMicros: Int64, flags: UInt32 = 0, generation: UInt32 = 0
+    ) {
         self.salt = salt
         self.baseOffset = baseOffset
         self.createdAtMicros = createdAtMicros
@@ -110,7 +114,9 @@ public struct SegmentHeader: Equatable, Sendable {
         do {
             let version = try reader.u16()
             let stored = header.suffix(4).withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
-            guard CRC32C.checksum(Array(header.prefix(60))) == UInt32(littleEndian: stored) else { throw Damage.badCRC }
+            guard CRC32C.checksum(Array(header.prefix(60))) == UInt32(littleEndian: stored) else {
+                throw Damage.badCRC
+            }
             guard version == LogFormat.version else { throw Damage.unknownVersion(version) }
             _ = try reader.u16()
             let flags = try reader.u32()
@@ -146,8 +152,10 @@ public struct RecordHeader: Equatable, Sendable {
     public var idempotencyKey: UUID128 = .zero
 
     public init(
-        type: UInt8, codec: UInt8, flags: UInt16 = 0, eventVersion: UInt16, salt: UInt64 = 0, offset: UInt64 = 0,
-        receivedAtMicros: Int64, recordedMinMicros: Int64 = 0, recordedMaxMicros: Int64 = 0, fixCount: UInt32 = 0,
+        type: UInt8, codec: UInt8, flags: UInt16 = 0, eventVersion: UInt16, salt: UInt64 = 0,
+        offset: UInt64 = 0,
+        receivedAtMicros: Int64, recordedMinMicros: Int64 = 0, recordedMaxMicros: Int64 = 0,
+        fixCount: UInt32 = 0,
         uncompressedBytes: UInt32, deviceKey: UInt64 = 0, idempotencyKey: UUID128 = .zero
     ) {
         self.type = type
@@ -288,7 +296,8 @@ public struct Seal: Equatable, Sendable {
     /// The seal record's header: offset = endOffset (a seal consumes no offset).
     public func recordHeader(salt: UInt64, sealedAtMicros: Int64) -> RecordHeader {
         RecordHeader(
-            type: LogFormat.sealType, codec: Codec.none.rawValue, eventVersion: 1, salt: salt, offset: endOffset,
+            type: LogFormat.sealType, codec: Codec.none.rawValue, eventVersion: 1, salt: salt,
+            offset: endOffset,
             receivedAtMicros: sealedAtMicros, recordedMinMicros: recordedMinMicros,
             recordedMaxMicros: recordedMaxMicros, uncompressedBytes: UInt32(LogFormat.sealPayloadBytes))
     }

@@ -72,7 +72,8 @@ public struct LogReader: Sendable {
             let scan = try scanner.scan(path: path) { frame in
                 if frame.header.offset >= limit { return false }
                 if frame.header.offset < start { return true }
-                var record = LogRecord(header: frame.header, storedPayload: [], segmentPath: path, position: frame.position)
+                var record = LogRecord(
+                    header: frame.header, storedPayload: [], segmentPath: path, position: frame.position)
                 if wantPayload(frame.header) { record.storedPayload = frame.payload }
                 next = frame.header.offset + 1
                 if try !visit(record) {
@@ -83,7 +84,8 @@ public struct LogReader: Sendable {
             }
             if stopped { return next }
             if let (damage, position, expected) = scan.damage, expected < limit {
-                throw LogError.corrupt(file: path, position: position, reason: "\(damage) at offset \(expected)")
+                throw LogError.corrupt(
+                    file: path, position: position, reason: "\(damage) at offset \(expected)")
             }
         }
         // Every record below `limit` was visited; offsets a rewrite dropped are gaps, not missing.

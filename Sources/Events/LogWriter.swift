@@ -223,7 +223,8 @@ public final class LogWriter: @unchecked Sendable {
         var bytes = 0
         var count = 0
         for ticket in queue {
-            let frameBytes = ticket.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes
+            let frameBytes =
+                ticket.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes
             if count > 0 && bytes + frameBytes > options.groupBytesMax { break }
             bytes += frameBytes
             count += 1
@@ -266,7 +267,8 @@ public final class LogWriter: @unchecked Sendable {
                 segment.seal.add(header)
             }
             active = segment
-            try? io.writeAll(watermarkFD, Watermark.encode(group.last!.offset + 1), at: 0, path: segments.watermarkPath)
+            try? io.writeAll(
+                watermarkFD, Watermark.encode(group.last!.offset + 1), at: 0, path: segments.watermarkPath)
             return nil
         } catch {
             return LogError(error)
@@ -285,7 +287,9 @@ public final class LogWriter: @unchecked Sendable {
             durable = group.last!.offset + 1
             counters.groupCommits += 1
             counters.recordsAppended += group.count
-            counters.bytesAppended += group.reduce(0) { $0 + $1.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes }
+            counters.bytesAppended += group.reduce(0) {
+                $0 + $1.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes
+            }
         }
         writing = false
         sync.broadcast(Self.conditionDone)
@@ -311,7 +315,8 @@ public final class LogWriter: @unchecked Sendable {
     }
 
     private func sealActive(_ segment: ActiveSegment) throws {
-        let sealHeader = segment.seal.recordHeader(salt: segment.header.salt, sealedAtMicros: options.clockMicros())
+        let sealHeader = segment.seal.recordHeader(
+            salt: segment.header.salt, sealedAtMicros: options.clockMicros())
         let frame = Frame.encoded(header: sealHeader, payload: segment.seal.encoded())
         do {
             try io.writeAll(segment.fd, frame, at: segment.size, path: segment.path)
@@ -325,7 +330,8 @@ public final class LogWriter: @unchecked Sendable {
     }
 
     private func createSegment(base: UInt64) throws -> ActiveSegment {
-        let header = SegmentHeader(salt: UInt64.random(in: 1...UInt64.max), baseOffset: base, createdAtMicros: options.clockMicros())
+        let header = SegmentHeader(
+            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base, createdAtMicros: options.clockMicros())
         let path = segments.segmentPath(base: base)
         let fd: Int32
         do {
@@ -346,7 +352,9 @@ public final class LogWriter: @unchecked Sendable {
         } catch {
             options.onSyncFailure(IOError(error))
         }
-        return ActiveSegment(fd: fd, path: path, header: header, size: LogFormat.segmentHeaderBytes, seal: Seal(firstOffset: base))
+        return ActiveSegment(
+            fd: fd, path: path, header: header, size: LogFormat.segmentHeaderBytes,
+            seal: Seal(firstOffset: base))
     }
 
     // MARK: - Opening
@@ -370,7 +378,9 @@ public final class LogWriter: @unchecked Sendable {
         var nextOffset: UInt64
     }
 
-    private static func recover(_ segments: SegmentDirectory, _ options: LogOptions, _ report: inout RecoveryReport)
+    private static func recover(
+        _ segments: SegmentDirectory, _ options: LogOptions, _ report: inout RecoveryReport
+    )
         throws -> Recovered
     {
         let io = options.io
@@ -390,11 +400,13 @@ public final class LogWriter: @unchecked Sendable {
             let path = segments.segmentPath(base: base)
             let (header, seal) = try readSealed(path: path, scanner: scanner)
             guard header.baseOffset == base else {
-                throw LogError.corrupt(file: path, position: 24, reason: "header says base offset \(header.baseOffset)")
+                throw LogError.corrupt(
+                    file: path, position: 24, reason: "header says base offset \(header.baseOffset)")
             }
             guard base == expectedBase else {
                 throw LogError.corrupt(
-                    file: path, position: 0, reason: "segments are not contiguous: expected base offset \(expectedBase)")
+                    file: path, position: 0,
+                    reason: "segments are not contiguous: expected base offset \(expectedBase)")
             }
             expectedBase = seal.endOffset
         }
@@ -414,11 +426,13 @@ public final class LogWriter: @unchecked Sendable {
             return Recovered(active: nil, nextOffset: bases.isEmpty ? last : expectedBase)
         }
         guard scan.header.baseOffset == last else {
-            throw LogError.corrupt(file: lastPath, position: 24, reason: "header says base offset \(scan.header.baseOffset)")
+            throw LogError.corrupt(
+                file: lastPath, position: 24, reason: "header says base offset \(scan.header.baseOffset)")
         }
         guard bases.count == 1 || last == expectedBase else {
             throw LogError.corrupt(
-                file: lastPath, position: 0, reason: "segments are not contiguous: expected base offset \(expectedBase)")
+                file: lastPath, position: 0,
+                reason: "segments are not contiguous: expected base offset \(expectedBase)")
         }
         var validEnd = scan.fileSize
         if let (damage, position, expected) = scan.damage {
@@ -442,13 +456,16 @@ public final class LogWriter: @unchecked Sendable {
         guard nextOffset >= durableHint else {
             throw LogError.corrupt(
                 file: lastPath, position: validEnd,
-                reason: "the log ends at offset \(nextOffset) but the durable watermark says \(durableHint) was durable")
+                reason:
+                    "the log ends at offset \(nextOffset) but the durable watermark says \(durableHint) was durable"
+            )
         }
         if scan.seal != nil { return Recovered(active: nil, nextOffset: nextOffset) }
         let fd = try io.open(lastPath, flags: O_WRONLY, mode: 0)
         // What a crashed writer left in the page cache becomes durable before anything is built on it.
         try io.fdatasync(fd, path: lastPath)
-        let segment = ActiveSegment(fd: fd, path: lastPath, header: scan.header, size: validEnd, seal: scan.accumulated)
+        let segment = ActiveSegment(
+            fd: fd, path: lastPath, header: scan.header, size: validEnd, seal: scan.accumulated)
         return Recovered(active: segment, nextOffset: nextOffset)
     }
 
@@ -459,12 +476,15 @@ public final class LogWriter: @unchecked Sendable {
         defer { io.close(fd) }
         let header = try scanner.header(path: path, fd: fd)
         let size = try io.fileSize(fd, path: path)
-        let noSeal = LogError.corrupt(file: path, position: size, reason: "a segment before the last has no valid seal")
+        let noSeal = LogError.corrupt(
+            file: path, position: size, reason: "a segment before the last has no valid seal")
         guard size >= LogFormat.segmentHeaderBytes + 4 else { throw noSeal }
         let trailer = try io.read(fd, count: 4, at: size - 4, path: path)
         let body = Int(UInt32(littleEndian: trailer.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }))
         let frameStart = size - body - LogFormat.frameOverheadBytes
-        guard body <= LogFormat.recordBytesMax, frameStart >= LogFormat.segmentHeaderBytes else { throw noSeal }
+        guard body <= LogFormat.recordBytesMax, frameStart >= LogFormat.segmentHeaderBytes else {
+            throw noSeal
+        }
         var decoder = FrameDecoder(startPosition: frameStart)
         decoder.append(try io.read(fd, count: size - frameStart, at: frameStart, path: path))
         guard case .frame(let frame) = decoder.next(), frame.header.isSeal, frame.header.salt == header.salt,

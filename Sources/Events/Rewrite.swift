@@ -24,7 +24,9 @@ extension LogWriter {
     /// file with a new salt is written and synced, renamed over the old one, and the directory
     /// synced. A crash leaves either the old segment or the new one, never a mix; a leftover
     /// temporary file is deleted on the next open. Readers that opened the old file keep reading it.
-    public func rewriteSegment(base: UInt64, _ decide: (LogRecord) throws -> RewriteDecision) throws -> RewriteReport {
+    public func rewriteSegment(base: UInt64, _ decide: (LogRecord) throws -> RewriteDecision) throws
+        -> RewriteReport
+    {
         if let activeBase, base >= activeBase {
             preconditionFailure("only sealed segments are rewritten; \(base) is the active segment")
         }
@@ -34,14 +36,17 @@ extension LogWriter {
         let scanner = SegmentScanner(io: io)
         let (oldHeader, oldSeal) = try Self.readSealed(path: path, scanner: scanner)
         let header = SegmentHeader(
-            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base, createdAtMicros: oldHeader.createdAtMicros,
+            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base,
+            createdAtMicros: oldHeader.createdAtMicros,
             flags: oldHeader.flags | LogFormat.segmentFlagRewritten, generation: oldHeader.generation + 1)
 
         var report = RewriteReport()
         var output = header.encoded()
         var seal = Seal(firstOffset: base)
         let scan = try scanner.scan(path: path) { frame in
-            let record = LogRecord(header: frame.header, storedPayload: frame.payload, segmentPath: path, position: frame.position)
+            let record = LogRecord(
+                header: frame.header, storedPayload: frame.payload, segmentPath: path,
+                position: frame.position)
             var newHeader = frame.header
             var payload = frame.payload
             switch try decide(record) {

@@ -80,7 +80,8 @@ struct SegmentScanner {
         let fileSize = try io.fileSize(fd, path: path)
         var result = SegmentScan(
             path: path, header: header, fileSize: fileSize, validEnd: LogFormat.segmentHeaderBytes,
-            nextOffset: header.baseOffset, seal: nil, damage: nil, accumulated: Seal(firstOffset: header.baseOffset))
+            nextOffset: header.baseOffset, seal: nil, damage: nil,
+            accumulated: Seal(firstOffset: header.baseOffset))
         var decoder = FrameDecoder(startPosition: LogFormat.segmentHeaderBytes)
         var readPosition = LogFormat.segmentHeaderBytes
         scanning: while true {
@@ -121,15 +122,21 @@ struct SegmentScanner {
         let header = frame.header
         guard header.salt == scan.header.salt else { return .badSalt }
         if header.isSeal {
-            guard frame.position + frame.frameBytes == fileSize else { return .badSeal("data after the seal") }
-            guard let seal = try? Seal.decode(frame.payload[...]), frame.payload.count == LogFormat.sealPayloadBytes
+            guard frame.position + frame.frameBytes == fileSize else {
+                return .badSeal("data after the seal")
+            }
+            guard let seal = try? Seal.decode(frame.payload[...]),
+                frame.payload.count == LogFormat.sealPayloadBytes
             else { return .badSeal("payload is not 64 bytes") }
-            guard seal.firstOffset == scan.header.baseOffset else { return .badSeal("first offset differs from the header") }
+            guard seal.firstOffset == scan.header.baseOffset else {
+                return .badSeal("first offset differs from the header")
+            }
             guard seal.endOffset >= scan.nextOffset, header.offset == seal.endOffset else {
                 return .badSeal("end offset \(seal.endOffset) before the records it seals")
             }
             guard seal.recordCount == scan.accumulated.recordCount else {
-                return .badSeal("counts \(seal.recordCount) records, the segment holds \(scan.accumulated.recordCount)")
+                return .badSeal(
+                    "counts \(seal.recordCount) records, the segment holds \(scan.accumulated.recordCount)")
             }
             return nil
         }
@@ -182,9 +189,14 @@ enum Watermark {
 
     static func decode(_ bytes: [UInt8]) -> UInt64? {
         guard bytes.count == fileBytes, bytes.prefix(4).elementsEqual(magic),
-            CRC32C.checksum(Array(bytes.prefix(20))) == UInt32(littleEndian: bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 20, as: UInt32.self) })
+            CRC32C.checksum(Array(bytes.prefix(20)))
+                == UInt32(
+                    littleEndian: bytes.withUnsafeBytes {
+                        $0.loadUnaligned(fromByteOffset: 20, as: UInt32.self)
+                    })
         else { return nil }
-        return UInt64(littleEndian: bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self) })
+        return UInt64(
+            littleEndian: bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self) })
     }
 
     static func read(path: String, io: any FileIO) -> UInt64? {

@@ -43,7 +43,8 @@ public struct UUID128: Hashable, Sendable, Comparable, CustomStringConvertible {
 
     public var bytes: [UInt8] {
         (0..<16).map { index in
-            index < 8 ? UInt8(truncatingIfNeeded: high >> (56 - 8 * index))
+            index < 8
+                ? UInt8(truncatingIfNeeded: high >> (56 - 8 * index))
                 : UInt8(truncatingIfNeeded: low >> (56 - 8 * (index - 8)))
         }
     }

@@ -88,7 +88,9 @@ public struct TrackGenerator: Sendable {
         timeMicros = startMicros
     }
 
-    private static func rounded(_ value: Double, _ scale: Double) -> Double { (value * scale).rounded() / scale }
+    private static func rounded(_ value: Double, _ scale: Double) -> Double {
+        (value * scale).rounded() / scale
+    }
 
     public mutating func next() -> Fix {
         if fixesLeftInMode == 0 {

@@ -5,13 +5,18 @@ import JSON
 enum EventJSON {
     static func write(_ header: RecordHeader, _ event: Event, to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("offset"); writer.int64(Int64(header.offset))
-        writer.key("type"); writer.string(LogCommand.typeName(header.type))
-        writer.key("received_at"); writer.string(RFC3339.formatMicros(header.receivedAtMicros))
+        writer.key("offset")
+        writer.int64(Int64(header.offset))
+        writer.key("type")
+        writer.string(LogCommand.typeName(header.type))
+        writer.key("received_at")
+        writer.string(RFC3339.formatMicros(header.receivedAtMicros))
         switch event {
         case .fixBatch(let batch):
-            writer.key("device"); writer.int64(Int64(bitPattern: batch.deviceID))
-            writer.key("batch_id"); writer.string(batch.batchID.description)
+            writer.key("device")
+            writer.int64(Int64(bitPattern: batch.deviceID))
+            writer.key("batch_id")
+            writer.string(batch.batchID.description)
             writer.key("fixes")
             writer.beginArray()
             for fix in batch.fixes { write(fix, to: &writer) }
@@ -20,59 +25,106 @@ enum EventJSON {
             writer.beginArray()
             for rejection in batch.rejections {
                 writer.beginObject()
-                writer.key("index"); writer.int64(Int64(rejection.index))
-                writer.key("reason"); writer.string(rejection.reason)
+                writer.key("index")
+                writer.int64(Int64(rejection.index))
+                writer.key("reason")
+                writer.string(rejection.reason)
                 writer.endObject()
             }
             writer.endArray()
         case .userCreated(let user):
-            writer.key("user"); writer.int64(Int64(bitPattern: user.userID))
-            writer.key("name"); writer.string(user.name)
-            writer.key("role"); writer.string(user.role == .admin ? "admin" : "member")
+            writer.key("user")
+            writer.int64(Int64(bitPattern: user.userID))
+            writer.key("name")
+            writer.string(user.name)
+            writer.key("role")
+            writer.string(user.role == .admin ? "admin" : "member")
         case .userTokenIssued(let issued):
-            writer.key("user"); writer.int64(Int64(bitPattern: issued.userID))
+            writer.key("user")
+            writer.int64(Int64(bitPattern: issued.userID))
         case .deviceEnrolled(let device):
-            writer.key("device"); writer.int64(Int64(bitPattern: device.deviceID))
-            writer.key("user"); writer.int64(Int64(bitPattern: device.userID))
-            writer.key("device_uuid"); writer.string(device.deviceUUID.description)
-            writer.key("name"); writer.string(device.name)
-            writer.key("platform"); writer.string(device.platform)
-            writer.key("model"); writer.string(device.model)
+            writer.key("device")
+            writer.int64(Int64(bitPattern: device.deviceID))
+            writer.key("user")
+            writer.int64(Int64(bitPattern: device.userID))
+            writer.key("device_uuid")
+            writer.string(device.deviceUUID.description)
+            writer.key("name")
+            writer.string(device.name)
+            writer.key("platform")
+            writer.string(device.platform)
+            writer.key("model")
+            writer.string(device.model)
         case .deviceTokenIssued(let issued):
-            writer.key("device"); writer.int64(Int64(bitPattern: issued.deviceID))
+            writer.key("device")
+            writer.int64(Int64(bitPattern: issued.deviceID))
         case .deviceTokenRevoked(let revoked):
-            writer.key("device"); writer.int64(Int64(bitPattern: revoked.deviceID))
+            writer.key("device")
+            writer.int64(Int64(bitPattern: revoked.deviceID))
         case .pushTokenRegistered(let push):
-            writer.key("device"); writer.int64(Int64(bitPattern: push.deviceID))
-            writer.key("provider"); writer.string(push.provider)
-            writer.key("topic"); writer.string(push.topic)
-            writer.key("environment"); writer.string(push.environment)
+            writer.key("device")
+            writer.int64(Int64(bitPattern: push.deviceID))
+            writer.key("provider")
+            writer.string(push.provider)
+            writer.key("topic")
+            writer.string(push.topic)
+            writer.key("environment")
+            writer.string(push.environment)
         case .pushTokenInvalidated(let push):
-            writer.key("provider"); writer.string(push.provider)
-            writer.key("reason"); writer.string(push.reason)
+            writer.key("provider")
+            writer.string(push.provider)
+            writer.key("reason")
+            writer.string(push.reason)
         case .reportingChanged(let change):
-            writer.key("device"); writer.int64(Int64(bitPattern: change.deviceID))
-            writer.key("paused"); writer.bool(change.paused)
+            writer.key("device")
+            writer.int64(Int64(bitPattern: change.deviceID))
+            writer.key("paused")
+            writer.bool(change.paused)
         case .unknown(_, let version, let payload):
-            writer.key("event_version"); writer.int64(Int64(version))
-            writer.key("payload_bytes"); writer.int64(Int64(payload.count))
+            writer.key("event_version")
+            writer.int64(Int64(version))
+            writer.key("payload_bytes")
+            writer.int64(Int64(payload.count))
         }
         writer.endObject()
     }
 
     static func write(_ fix: Fix, to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("latitude"); finite(fix.latitude, &writer)
-        writer.key("longitude"); finite(fix.longitude, &writer)
-        writer.key("accuracy_m"); finite(fix.accuracyMeters, &writer)
-        if let altitude = fix.altitudeMeters { writer.key("altitude_m"); finite(altitude, &writer) }
-        if let speed = fix.speedMetersPerSecond { writer.key("speed_mps"); finite(speed, &writer) }
-        if let heading = fix.headingDegrees { writer.key("heading_deg"); finite(heading, &writer) }
-        if let battery = fix.batteryPercent { writer.key("battery_pct"); writer.int64(Int64(battery)) }
-        if let charging = fix.isCharging { writer.key("is_charging"); writer.bool(charging) }
-        writer.key("source"); writer.string(fix.source)
-        writer.key("recorded_at"); writer.string(RFC3339.formatMicros(fix.recordedAtMicros))
-        if fix.clockSuspect { writer.key("clock_suspect"); writer.bool(true) }
+        writer.key("latitude")
+        finite(fix.latitude, &writer)
+        writer.key("longitude")
+        finite(fix.longitude, &writer)
+        writer.key("accuracy_m")
+        finite(fix.accuracyMeters, &writer)
+        if let altitude = fix.altitudeMeters {
+            writer.key("altitude_m")
+            finite(altitude, &writer)
+        }
+        if let speed = fix.speedMetersPerSecond {
+            writer.key("speed_mps")
+            finite(speed, &writer)
+        }
+        if let heading = fix.headingDegrees {
+            writer.key("heading_deg")
+            finite(heading, &writer)
+        }
+        if let battery = fix.batteryPercent {
+            writer.key("battery_pct")
+            writer.int64(Int64(battery))
+        }
+        if let charging = fix.isCharging {
+            writer.key("is_charging")
+            writer.bool(charging)
+        }
+        writer.key("source")
+        writer.string(fix.source)
+        writer.key("recorded_at")
+        writer.string(RFC3339.formatMicros(fix.recordedAtMicros))
+        if fix.clockSuspect {
+            writer.key("clock_suspect")
+            writer.bool(true)
+        }
         writer.endObject()
     }
 
@@ -82,21 +134,26 @@ enum EventJSON {
     }
 
     static func line(_ header: RecordHeader, _ event: Event) -> String {
-        let prefix = "\(header.offset)  \(RFC3339.formatMillis(header.receivedAtMicros))  \(LogCommand.typeName(header.type))"
+        let prefix =
+            "\(header.offset)  \(RFC3339.formatMillis(header.receivedAtMicros))  \(LogCommand.typeName(header.type))"
         switch event {
         case .fixBatch(let batch):
             return prefix + "  device \(batch.deviceID)  batch \(batch.batchID)  \(batch.fixes.count) fixes"
                 + (batch.rejections.isEmpty ? "" : ", \(batch.rejections.count) rejected")
-        case .userCreated(let user): return prefix + "  user \(user.userID) '\(user.name)' \(user.role == .admin ? "admin" : "member")"
+        case .userCreated(let user):
+            return prefix + "  user \(user.userID) '\(user.name)' \(user.role == .admin ? "admin" : "member")"
         case .userTokenIssued(let issued): return prefix + "  user \(issued.userID)"
         case .deviceEnrolled(let device):
-            return prefix + "  device \(device.deviceID) of user \(device.userID) '\(device.name)' \(device.platform) \(device.deviceUUID)"
+            return prefix
+                + "  device \(device.deviceID) of user \(device.userID) '\(device.name)' \(device.platform) \(device.deviceUUID)"
         case .deviceTokenIssued(let issued): return prefix + "  device \(issued.deviceID)"
         case .deviceTokenRevoked(let revoked): return prefix + "  device \(revoked.deviceID)"
         case .pushTokenRegistered(let push): return prefix + "  device \(push.deviceID) \(push.provider)"
         case .pushTokenInvalidated(let push): return prefix + "  \(push.provider): \(push.reason)"
-        case .reportingChanged(let change): return prefix + "  device \(change.deviceID) " + (change.paused ? "paused" : "resumed")
-        case .unknown(_, let version, _): return prefix + "  (version \(version), not understood by this findmy)"
+        case .reportingChanged(let change):
+            return prefix + "  device \(change.deviceID) " + (change.paused ? "paused" : "resumed")
+        case .unknown(_, let version, _):
+            return prefix + "  (version \(version), not understood by this findmy)"
         }
     }
 }

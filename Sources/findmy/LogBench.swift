@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
 import Events
 import JSON
 import Workload
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `findmy log bench --dir DIR [--json] [--seconds S]`: the log's figures on this machine, each
 /// with the physical baseline it should be compared to, measured in the same run.
@@ -16,7 +17,8 @@ enum LogBench {
         writer.beginObject()
 
         let fsyncRate = try rawFdatasyncRate(root + "/bench-fsync", seconds: seconds)
-        writer.key("fdatasync_per_s"); writer.double(fsyncRate.rounded())
+        writer.key("fdatasync_per_s")
+        writer.double(fsyncRate.rounded())
 
         writer.key("append")
         writer.beginArray()
@@ -24,24 +26,38 @@ enum LogBench {
         for fixes in [1, 10, 100] {
             for appenders in [1, 16, 64] {
                 let directory = root + "/bench-append-\(fixes)-\(appenders)"
-                let result = try appendRate(directory, fixesPerBatch: fixes, appenders: appenders, seconds: seconds)
+                let result = try appendRate(
+                    directory, fixesPerBatch: fixes, appenders: appenders, seconds: seconds)
                 writer.beginObject()
-                writer.key("fixes_per_batch"); writer.int64(Int64(fixes))
-                writer.key("appenders"); writer.int64(Int64(appenders))
-                writer.key("batches_per_s"); writer.double(result.batchesPerSecond.rounded())
-                writer.key("fixes_per_s"); writer.double(result.fixesPerSecond.rounded())
-                writer.key("batches_per_fdatasync"); writer.double((result.batchesPerSync * 10).rounded() / 10)
+                writer.key("fixes_per_batch")
+                writer.int64(Int64(fixes))
+                writer.key("appenders")
+                writer.int64(Int64(appenders))
+                writer.key("batches_per_s")
+                writer.double(result.batchesPerSecond.rounded())
+                writer.key("fixes_per_s")
+                writer.double(result.fixesPerSecond.rounded())
+                writer.key("batches_per_fdatasync")
+                writer.double((result.batchesPerSync * 10).rounded() / 10)
                 writer.endObject()
-                if fixes == 100 && appenders == 16 { replayDirectory = directory } else { removeTree(directory) }
+                if fixes == 100 && appenders == 16 {
+                    replayDirectory = directory
+                } else {
+                    removeTree(directory)
+                }
             }
         }
         writer.endArray()
 
         let replay = try replayRate(replayDirectory)
-        writer.key("replay_fixes_per_s"); writer.double(replay.fixesPerSecond.rounded())
-        writer.key("replay_fixes"); writer.int64(Int64(replay.fixes))
-        writer.key("lz4_decompress_mb_per_s"); writer.double(replay.lz4MegabytesPerSecond.rounded())
-        writer.key("replay_over_lz4_time_ratio"); writer.double((replay.decodeOverLZ4 * 100).rounded() / 100)
+        writer.key("replay_fixes_per_s")
+        writer.double(replay.fixesPerSecond.rounded())
+        writer.key("replay_fixes")
+        writer.int64(Int64(replay.fixes))
+        writer.key("lz4_decompress_mb_per_s")
+        writer.double(replay.lz4MegabytesPerSecond.rounded())
+        writer.key("replay_over_lz4_time_ratio")
+        writer.double((replay.decodeOverLZ4 * 100).rounded() / 100)
         removeTree(replayDirectory)
 
         writer.key("bytes_per_fix")
@@ -50,14 +66,18 @@ enum LogBench {
             let bytes = try bytesPerFix(root + "/bench-size", fixesPerBatch: fixes)
             writer.key("batch_\(fixes)")
             writer.beginObject()
-            writer.key("log"); writer.double((bytes.log * 10).rounded() / 10)
-            writer.key("json_body_lz4"); writer.double((bytes.jsonBodyCompressed * 10).rounded() / 10)
-            writer.key("json_body_raw"); writer.double((bytes.jsonBody * 10).rounded() / 10)
+            writer.key("log")
+            writer.double((bytes.log * 10).rounded() / 10)
+            writer.key("json_body_lz4")
+            writer.double((bytes.jsonBodyCompressed * 10).rounded() / 10)
+            writer.key("json_body_raw")
+            writer.double((bytes.jsonBody * 10).rounded() / 10)
             writer.endObject()
         }
         writer.endObject()
 
-        writer.key("peak_rss_bytes"); writer.int64(peakResidentBytes())
+        writer.key("peak_rss_bytes")
+        writer.int64(peakResidentBytes())
         writer.endObject()
         removeTree(root + "/bench-fsync")
         printLine(String(decoding: writer.bytes, as: UTF8.self))
@@ -92,14 +112,19 @@ enum LogBench {
         var batchesPerSync: Double
     }
 
-    static func appendRate(_ directory: String, fixesPerBatch: Int, appenders: Int, seconds: Double) throws -> AppendResult {
+    static func appendRate(_ directory: String, fixesPerBatch: Int, appenders: Int, seconds: Double) throws
+        -> AppendResult
+    {
         removeTree(directory)
         let log = try LogWriter(directory: directory)
         // Tracks are generated before the clock starts: the benchmark measures the log, not the generator.
         let pools: [[Event]] = (0..<appenders).map { appender in
             var track = TrackGenerator(seed: UInt64(appender), startMicros: 1_750_000_000_000_000)
             return (0..<32).map { _ in
-                .fixBatch(FixBatch(deviceID: UInt64(appender + 1), batchID: UUID128.random(), fixes: track.next(fixesPerBatch)))
+                .fixBatch(
+                    FixBatch(
+                        deviceID: UInt64(appender + 1), batchID: UUID128.random(),
+                        fixes: track.next(fixesPerBatch)))
             }
         }
         let before = log.statistics
@@ -155,7 +180,8 @@ enum LogBench {
         var decompressedBytes = 0
         let lz4Start = monotonicMicros()
         for (header, payload) in payloads where header.codec == Codec.lz4.rawValue {
-            decompressedBytes += try LZ4.decompress(payload, uncompressedBytes: Int(header.uncompressedBytes)).count
+            decompressedBytes += try LZ4.decompress(payload, uncompressedBytes: Int(header.uncompressedBytes))
+                .count
         }
         let lz4Seconds = Double(monotonicMicros() - lz4Start) / 1_000_000
         precondition(checksum.isFinite)
@@ -181,7 +207,9 @@ enum LogBench {
         let totalFixes = 20_000
         var bodyBytes = 0
         var bodyCompressed = 0
-        var devices = (0..<20).map { TrackGenerator(seed: UInt64($0) + 100, startMicros: 1_750_000_000_000_000) }
+        var devices = (0..<20).map {
+            TrackGenerator(seed: UInt64($0) + 100, startMicros: 1_750_000_000_000_000)
+        }
         var written = 0
         while written < totalFixes {
             let device = (written / fixesPerBatch) % devices.count
@@ -202,14 +230,16 @@ enum LogBench {
         removeTree(directory)
         let count = Double(written)
         return SizeResult(
-            log: Double(diskBytes) / count, jsonBody: Double(bodyBytes) / count, jsonBodyCompressed: Double(bodyCompressed) / count)
+            log: Double(diskBytes) / count, jsonBody: Double(bodyBytes) / count,
+            jsonBodyCompressed: Double(bodyCompressed) / count)
     }
 
     /// The report body a phone would send for these fixes (docs: the report API).
     static func requestBody(_ batchID: UUID128, _ fixes: [Fix]) -> [UInt8] {
         var writer = JSONWriter(capacity: 200 * fixes.count)
         writer.beginObject()
-        writer.key("batch_id"); writer.string(batchID.description)
+        writer.key("batch_id")
+        writer.string(batchID.description)
         writer.key("fixes")
         writer.beginArray()
         for fix in fixes { EventJSON.write(fix, to: &writer) }

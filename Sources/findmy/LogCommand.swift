@@ -1,13 +1,16 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
 import Events
 import JSON
 import Workload
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `findmy log stats|verify|dump|repair|bench|load`: inspect and check the event log.
 enum LogCommand {
-    static let command = Command(name: "log", summary: "inspect, verify, dump, repair and benchmark the event log") {
+    static let command = Command(
+        name: "log", summary: "inspect, verify, dump, repair and benchmark the event log"
+    ) {
         try run($0)
     }
 
@@ -52,7 +55,8 @@ enum LogCommand {
         case "verify": return try verify(logDirectory, json: options.flag("json"))
         case "dump":
             return try dump(
-                logDirectory, json: options.flag("json"), from: UInt64(try options.integer("from", default: 0)),
+                logDirectory, json: options.flag("json"),
+                from: UInt64(try options.integer("from", default: 0)),
                 limit: try options.integer("limit", default: Int.max))
         case "repair": return try repair(logDirectory, json: options.flag("json"))
         case "load": return try load(logDirectory, options)
@@ -82,7 +86,8 @@ enum LogCommand {
         var receivedMax = Int64.min
         var recordedMin = Int64.max
         var recordedMax = Int64.min
-        try reader.read(from: 0, upTo: durableEnd, wantPayload: { _ in false }) { record in
+        let headersOnly: (RecordHeader) -> Bool = { _ in false }
+        try reader.read(from: 0, upTo: durableEnd, wantPayload: headersOnly) { record in
             let header = record.header
             records += 1
             fixes += Int(header.fixCount)
@@ -107,36 +112,56 @@ enum LogCommand {
         if json {
             var writer = JSONWriter()
             writer.beginObject()
-            writer.key("segments"); writer.int64(Int64(files.count))
-            writer.key("records"); writer.int64(Int64(records))
-            writer.key("fixes"); writer.int64(Int64(fixes))
-            writer.key("bytes"); writer.int64(Int64(bytes))
-            writer.key("bytes_per_fix"); writer.double(bytesPerFix)
-            writer.key("first_offset"); optional(firstOffset, &writer)
-            writer.key("last_offset"); optional(lastOffset, &writer)
-            writer.key("durable_end"); writer.int64(Int64(durableEnd))
-            writer.key("received_from"); time(records > 0 ? receivedMin : nil, &writer)
-            writer.key("received_to"); time(records > 0 ? receivedMax : nil, &writer)
-            writer.key("recorded_from"); time(fixes > 0 ? recordedMin : nil, &writer)
-            writer.key("recorded_to"); time(fixes > 0 ? recordedMax : nil, &writer)
+            writer.key("segments")
+            writer.int64(Int64(files.count))
+            writer.key("records")
+            writer.int64(Int64(records))
+            writer.key("fixes")
+            writer.int64(Int64(fixes))
+            writer.key("bytes")
+            writer.int64(Int64(bytes))
+            writer.key("bytes_per_fix")
+            writer.double(bytesPerFix)
+            writer.key("first_offset")
+            optional(firstOffset, &writer)
+            writer.key("last_offset")
+            optional(lastOffset, &writer)
+            writer.key("durable_end")
+            writer.int64(Int64(durableEnd))
+            writer.key("received_from")
+            time(records > 0 ? receivedMin : nil, &writer)
+            writer.key("received_to")
+            time(records > 0 ? receivedMax : nil, &writer)
+            writer.key("recorded_from")
+            time(fixes > 0 ? recordedMin : nil, &writer)
+            writer.key("recorded_to")
+            time(fixes > 0 ? recordedMax : nil, &writer)
             writer.key("records_by_type")
             writer.beginObject()
             for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
-                writer.key(typeName(type)); writer.int64(Int64(count))
+                writer.key(typeName(type))
+                writer.int64(Int64(count))
             }
             writer.endObject()
             writer.endObject()
             printLine(String(decoding: writer.bytes, as: UTF8.self))
         } else {
             printLine("segments       \(files.count) (\(bytes) bytes)")
-            printLine("records        \(records)" + (firstOffset.map { " (offsets \($0)...\(lastOffset!))" } ?? ""))
-            printLine("fixes          \(fixes)" + (fixes > 0 ? " (\(String(format1: bytesPerFix)) bytes per fix on disk)" : ""))
+            printLine(
+                "records        \(records)" + (firstOffset.map { " (offsets \($0)...\(lastOffset!))" } ?? ""))
+            printLine(
+                "fixes          \(fixes)"
+                    + (fixes > 0 ? " (\(String(format1: bytesPerFix)) bytes per fix on disk)" : ""))
             printLine("durable end    \(durableEnd)")
             if records > 0 {
-                printLine("received       \(RFC3339.formatMillis(receivedMin)) to \(RFC3339.formatMillis(receivedMax))")
+                printLine(
+                    "received       \(RFC3339.formatMillis(receivedMin)) to \(RFC3339.formatMillis(receivedMax))"
+                )
             }
             if fixes > 0 {
-                printLine("recorded       \(RFC3339.formatMillis(recordedMin)) to \(RFC3339.formatMillis(recordedMax))")
+                printLine(
+                    "recorded       \(RFC3339.formatMillis(recordedMin)) to \(RFC3339.formatMillis(recordedMax))"
+                )
             }
             for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
                 printLine("  " + typeName(type).padding(24) + "\(count)")
@@ -153,23 +178,36 @@ enum LogCommand {
         if json {
             var writer = JSONWriter()
             writer.beginObject()
-            writer.key("ok"); writer.bool(report.ok)
-            writer.key("records"); writer.int64(Int64(report.records))
-            writer.key("fixes"); writer.int64(Int64(report.fixes))
-            writer.key("first_offset"); optional(report.firstOffset, &writer)
-            writer.key("last_offset"); optional(report.lastOffset, &writer)
-            writer.key("segments"); writer.int64(Int64(report.segments))
-            writer.key("bytes"); writer.int64(Int64(report.bytes))
-            writer.key("torn_bytes_truncated"); writer.int64(Int64(report.tornBytesTruncated))
-            writer.key("recovered"); writer.bool(report.recovered)
-            writer.key("unknown_records"); writer.int64(Int64(report.unknownRecords))
+            writer.key("ok")
+            writer.bool(report.ok)
+            writer.key("records")
+            writer.int64(Int64(report.records))
+            writer.key("fixes")
+            writer.int64(Int64(report.fixes))
+            writer.key("first_offset")
+            optional(report.firstOffset, &writer)
+            writer.key("last_offset")
+            optional(report.lastOffset, &writer)
+            writer.key("segments")
+            writer.int64(Int64(report.segments))
+            writer.key("bytes")
+            writer.int64(Int64(report.bytes))
+            writer.key("torn_bytes_truncated")
+            writer.int64(Int64(report.tornBytesTruncated))
+            writer.key("recovered")
+            writer.bool(report.recovered)
+            writer.key("unknown_records")
+            writer.int64(Int64(report.unknownRecords))
             writer.key("problems")
             writer.beginArray()
             for problem in report.problems {
                 writer.beginObject()
-                writer.key("file"); writer.string(problem.file)
-                writer.key("position"); writer.int64(Int64(problem.position))
-                writer.key("reason"); writer.string(problem.reason)
+                writer.key("file")
+                writer.string(problem.file)
+                writer.key("position")
+                writer.int64(Int64(problem.position))
+                writer.key("reason")
+                writer.string(problem.reason)
                 writer.endObject()
             }
             writer.endArray()
@@ -177,12 +215,24 @@ enum LogCommand {
             printLine(String(decoding: writer.bytes, as: UTF8.self))
         } else {
             printLine(report.ok ? "ok: the log is sound" : "DAMAGED: \(report.problems.count) problem(s)")
-            printLine("segments \(report.segments), records \(report.records), fixes \(report.fixes), bytes \(report.bytes)")
+            printLine(
+                "segments \(report.segments), records \(report.records), fixes \(report.fixes), bytes \(report.bytes)"
+            )
             if let first = report.firstOffset { printLine("offsets \(first)...\(report.lastOffset!)") }
-            if report.tornBytesTruncated > 0 { printLine("truncated a torn tail of \(report.tornBytesTruncated) bytes") }
-            if !report.recovered { printLine("(a server holds the log: checked up to its durable watermark)") }
-            for problem in report.problems { printLine("  \(problem.file) at byte \(problem.position): \(problem.reason)") }
-            if !report.ok { printLine("run `findmy log repair --data-dir DIR` with the server stopped to cut the log at the first damage") }
+            if report.tornBytesTruncated > 0 {
+                printLine("truncated a torn tail of \(report.tornBytesTruncated) bytes")
+            }
+            if !report.recovered {
+                printLine("(a server holds the log: checked up to its durable watermark)")
+            }
+            for problem in report.problems {
+                printLine("  \(problem.file) at byte \(problem.position): \(problem.reason)")
+            }
+            if !report.ok {
+                printLine(
+                    "run `findmy log repair --data-dir DIR` with the server stopped to cut the log at the first damage"
+                )
+            }
         }
         return report.ok ? 0 : 1
     }
@@ -221,11 +271,16 @@ enum LogCommand {
         if json {
             var writer = JSONWriter()
             writer.beginObject()
-            writer.key("repaired"); writer.bool(report.cutFile != nil || !report.movedFiles.isEmpty)
-            writer.key("end_offset"); writer.int64(Int64(report.newEndOffset))
-            writer.key("cut_file"); if let file = report.cutFile { writer.string(file) } else { writer.null() }
-            writer.key("cut_position"); writer.int64(Int64(report.cutPosition))
-            writer.key("quarantine"); if let folder = report.quarantine { writer.string(folder) } else { writer.null() }
+            writer.key("repaired")
+            writer.bool(report.cutFile != nil || !report.movedFiles.isEmpty)
+            writer.key("end_offset")
+            writer.int64(Int64(report.newEndOffset))
+            writer.key("cut_file")
+            if let file = report.cutFile { writer.string(file) } else { writer.null() }
+            writer.key("cut_position")
+            writer.int64(Int64(report.cutPosition))
+            writer.key("quarantine")
+            if let folder = report.quarantine { writer.string(folder) } else { writer.null() }
             writer.key("moved")
             writer.beginArray()
             for file in report.movedFiles { writer.string(file) }
@@ -233,12 +288,17 @@ enum LogCommand {
             writer.endObject()
             printLine(String(decoding: writer.bytes, as: UTF8.self))
         } else if report.movedFiles.isEmpty && report.cutFile == nil {
-            printLine("nothing to repair: no damaged frame found; the log ends at offset \(report.newEndOffset)")
+            printLine(
+                "nothing to repair: no damaged frame found; the log ends at offset \(report.newEndOffset)")
         } else {
-            printLine("cut the log at offset \(report.newEndOffset)" + (report.cutFile.map { " (\($0), byte \(report.cutPosition))" } ?? ""))
+            printLine(
+                "cut the log at offset \(report.newEndOffset)"
+                    + (report.cutFile.map { " (\($0), byte \(report.cutPosition))" } ?? ""))
             printLine("moved to \(report.quarantine ?? "?"):")
             for file in report.movedFiles { printLine("  \(file)") }
-            printLine("records from offset \(report.newEndOffset) on are no longer in the log; rebuild projections with `findmy replay`")
+            printLine(
+                "records from offset \(report.newEndOffset) on are no longer in the log; rebuild projections with `findmy replay`"
+            )
         }
         return 0
     }
@@ -258,7 +318,8 @@ enum LogCommand {
         let deadline = monotonicMicros() + Int64(seconds) * 1_000_000
         let threads = (0..<appenders).map { appender in
             spawnThread {
-                var track = TrackGenerator(seed: seed &* 1000 &+ UInt64(appender), startMicros: wallClockMicros())
+                var track = TrackGenerator(
+                    seed: seed &* 1000 &+ UInt64(appender), startMicros: wallClockMicros())
                 while monotonicMicros() < deadline {
                     let batchID = UUID128.random()
                     let device = UInt64(appender + 1)
@@ -303,11 +364,13 @@ func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     }
     var thread = pthread_t()
     let context = Unmanaged.passRetained(Box(body)).toOpaque()
-    let result = pthread_create(&thread, nil, { context in
-        let box = Unmanaged<AnyObject>.fromOpaque(context!).takeRetainedValue() as! Box
-        box.body()
-        return nil
-    }, context)
+    let result = pthread_create(
+        &thread, nil,
+        { context in
+            let box = Unmanaged<AnyObject>.fromOpaque(context!).takeRetainedValue() as! Box
+            box.body()
+            return nil
+        }, context)
     precondition(result == 0, "pthread_create failed: \(result)")
     return thread
 }

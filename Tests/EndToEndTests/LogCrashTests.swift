@@ -32,7 +32,8 @@ import Testing
 
             // Reopening recovers the log (a torn tail may be cut) and finds it sound.
             let verify = try FindmyProcess.run(["log", "verify", "--json", "--data-dir", data.path])
-            #expect(verify.status == 0, "seed \(seed), iteration \(iteration): \(verify.output) \(verify.error)")
+            #expect(
+                verify.status == 0, "seed \(seed), iteration \(iteration): \(verify.output) \(verify.error)")
             let report = try JSONParser.parse(verify.output)
             #expect(report["ok"] == .bool(true))
             let records = try report["records"]?.int64Value ?? -1
@@ -40,7 +41,8 @@ import Testing
         }
         #expect(acknowledged.count > 0, "the load generator acknowledged nothing")
 
-        let dump = try FindmyProcess.run(["log", "dump", "--json", "--data-dir", data.path], timeoutSeconds: 300)
+        let dump = try FindmyProcess.run(
+            ["log", "dump", "--json", "--data-dir", data.path], timeoutSeconds: 300)
         #expect(dump.status == 0, "\(dump.error)")
         var byOffset: [Int64: Ack] = [:]
         var batchIDs = Set<String>()
@@ -57,10 +59,16 @@ import Testing
                 fixes: try record["fixes"]!.arrayValue.count)
         }
         #expect(duplicateOffsets == 0 && duplicateBatches == 0, "seed \(seed): records duplicated")
-        #expect(byOffset.keys.sorted() == Array(0..<Int64(byOffset.count)), "seed \(seed): offsets are not dense")
+        #expect(
+            byOffset.keys.sorted() == Array(0..<Int64(byOffset.count)), "seed \(seed): offsets are not dense")
         let lost = acknowledged.filter { byOffset[$0.offset] != $0 }
-        #expect(lost.isEmpty, "seed \(seed): \(lost.count) acknowledged records lost or changed, first \(String(describing: lost.first))")
-        print("LogCrashTests: \(iterations) kills, \(acknowledged.count) acknowledged records, all present once")
+        #expect(
+            lost.isEmpty,
+            "seed \(seed): \(lost.count) acknowledged records lost or changed, first \(String(describing: lost.first))"
+        )
+        print(
+            "LogCrashTests: \(iterations) kills, \(acknowledged.count) acknowledged records, all present once"
+        )
     }
 
     func parseAck(_ line: String) -> Ack? {

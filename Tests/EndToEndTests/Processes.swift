@@ -77,7 +77,8 @@ final class FindmyProcess: @unchecked Sendable {
     }
 
     /// Runs findmy to completion and returns (status, stdout, stderr).
-    static func run(_ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 120) throws
+    static func run(_ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 120)
+        throws
         -> (status: Int32, output: String, error: String)
     {
         let child = try FindmyProcess(arguments, environment: environment)

@@ -34,7 +34,9 @@ import Workload
 
     @Test func manyDistinctSourcesWidenTheIndex() throws {
         let fixes = (0..<600).map { index in
-            Fix(latitude: 1, longitude: 2, accuracyMeters: 3, source: "source-\(index % 300)", recordedAtMicros: Int64(index))
+            Fix(
+                latitude: 1, longitude: 2, accuracyMeters: 3, source: "source-\(index % 300)",
+                recordedAtMicros: Int64(index))
         }
         let event = Event.fixBatch(FixBatch(deviceID: 1, batchID: .zero, fixes: fixes))
         let encoded = EventCodec.encode(event, receivedAtMicros: 0)
@@ -42,11 +44,18 @@ import Workload
     }
 
     @Test func unknownTypesAndVersionsAreSkippable() throws {
-        let future = EventCodec.encode(.unknown(type: 77, version: 1, payload: [1, 2, 3]), receivedAtMicros: 1)
-        #expect(try EventCodec.decode(header: future.header, stored: future.payload) == .unknown(type: 77, version: 1, payload: [1, 2, 3]))
-        var newer = EventCodec.encode(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)), receivedAtMicros: 1)
+        let future = EventCodec.encode(
+            .unknown(type: 77, version: 1, payload: [1, 2, 3]), receivedAtMicros: 1)
+        #expect(
+            try EventCodec.decode(header: future.header, stored: future.payload)
+                == .unknown(type: 77, version: 1, payload: [1, 2, 3]))
+        var newer = EventCodec.encode(
+            .reportingChanged(ReportingChanged(deviceID: 1, paused: true)), receivedAtMicros: 1)
         newer.header.eventVersion = 2
-        guard case .unknown(let type, let version, _) = try EventCodec.decode(header: newer.header, stored: newer.payload) else {
+        guard
+            case .unknown(let type, let version, _) = try EventCodec.decode(
+                header: newer.header, stored: newer.payload)
+        else {
             Issue.record("a newer version must decode as unknown")
             return
         }

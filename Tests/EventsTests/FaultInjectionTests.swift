@@ -8,7 +8,8 @@ import Workload
 @Suite struct FaultInjectionTests {
     func fixBatch(_ index: Int) -> Event {
         var track = TrackGenerator(seed: UInt64(index), startMicros: 1_700_000_000_000_000)
-        return .fixBatch(FixBatch(deviceID: 1, batchID: UUID128(high: 1, low: UInt64(index)), fixes: track.next(3)))
+        return .fixBatch(
+            FixBatch(deviceID: 1, batchID: UUID128(high: 1, low: UInt64(index)), fixes: track.next(3)))
     }
 
     @Test func aFailedFdatasyncStopsTheProcess() async throws {
@@ -24,7 +25,9 @@ import Workload
             // Must not return: a retried fsync could report success for pages the kernel dropped.
             _ = try? writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: false)))
         }
-        #expect(String(decoding: result.standardErrorContent, as: UTF8.self).contains("fdatasync failed, stopping"))
+        #expect(
+            String(decoding: result.standardErrorContent, as: UTF8.self).contains(
+                "fdatasync failed, stopping"))
     }
 
     @Test func noSpaceFailsTheAppendCleanlyAndTheLogStaysUsable() throws {
@@ -72,7 +75,8 @@ import Workload
         writer.close()
         // What a crash in the middle of a write leaves: a frame's first bytes and nothing after.
         let segment = try segmentFiles(directory.log)[0]
-        let frame = Frame.encoded(header: EventCodec.encode(fixBatch(1), receivedAtMicros: 1).header, payload: [1, 2, 3])
+        let frame = Frame.encoded(
+            header: EventCodec.encode(fixBatch(1), receivedAtMicros: 1).header, payload: [1, 2, 3])
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: segment))
         try handle.seekToEnd()
         try handle.write(contentsOf: frame.prefix(frame.count / 2))

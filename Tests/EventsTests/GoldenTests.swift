@@ -7,7 +7,8 @@ import Testing
 /// FINDMY_WRITE_GOLDEN=1 swift test --filter GoldenTests
 @Suite(.serialized) struct GoldenTests {
     static var fixture: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("Fixtures/log-v1").path
     }
 
@@ -16,24 +17,38 @@ import Testing
         let hash = (0..<32).map { UInt8($0) }
         let device = UUID128("6f1c2a8e-4b7d-4e2a-9c3f-1a2b3c4d5e6f")!
         let fixes = [
-            Fix(latitude: 52.520008, longitude: 13.404954, accuracyMeters: 12, altitudeMeters: 34.5, speedMetersPerSecond: 1.2,
+            Fix(
+                latitude: 52.520008, longitude: 13.404954, accuracyMeters: 12, altitudeMeters: 34.5,
+                speedMetersPerSecond: 1.2,
                 headingDegrees: 90, batteryPercent: 81, isCharging: false, source: "significant",
                 recordedAtMicros: 1_764_684_000_123_000),
-            Fix(latitude: 52.520102, longitude: 13.405011, accuracyMeters: 65, source: "visit",
+            Fix(
+                latitude: 52.520102, longitude: 13.405011, accuracyMeters: 65, source: "visit",
                 recordedAtMicros: 1_764_684_300_000_000),
-            Fix(latitude: -33.8688, longitude: 151.2093, accuracyMeters: 3000, batteryPercent: 4, isCharging: true,
+            Fix(
+                latitude: -33.8688, longitude: 151.2093, accuracyMeters: 3000, batteryPercent: 4,
+                isCharging: true,
                 source: "ondemand", recordedAtMicros: 1_764_770_000_000_000, clockSuspect: true),
         ]
         return [
             .userCreated(UserCreated(userID: 1, name: "ada", role: .admin, tokenHash: hash)),
             .userTokenIssued(UserTokenIssued(userID: 1, tokenHash: hash.reversed())),
-            .deviceEnrolled(DeviceEnrolled(deviceID: 1, userID: 1, deviceUUID: device, name: "Ada's phone", platform: "ios", model: "iPhone15,2")),
+            .deviceEnrolled(
+                DeviceEnrolled(
+                    deviceID: 1, userID: 1, deviceUUID: device, name: "Ada's phone", platform: "ios",
+                    model: "iPhone15,2")),
             .deviceTokenIssued(DeviceTokenIssued(deviceID: 1, tokenHash: hash)),
-            .pushTokenRegistered(PushTokenRegistered(deviceID: 1, provider: "apns", token: "a1b2c3", topic: "org.findmy.app", environment: "production")),
-            .fixBatch(FixBatch(deviceID: 1, batchID: UUID128("0b7e2d7c-2f51-4c84-a1f3-5d0b4f4e9a10")!, fixes: fixes,
-                rejections: [Rejection(index: 3, reason: "latitude 91 is outside [-90, 90]")])),
+            .pushTokenRegistered(
+                PushTokenRegistered(
+                    deviceID: 1, provider: "apns", token: "a1b2c3", topic: "org.findmy.app",
+                    environment: "production")),
+            .fixBatch(
+                FixBatch(
+                    deviceID: 1, batchID: UUID128("0b7e2d7c-2f51-4c84-a1f3-5d0b4f4e9a10")!, fixes: fixes,
+                    rejections: [Rejection(index: 3, reason: "latitude 91 is outside [-90, 90]")])),
             .reportingChanged(ReportingChanged(deviceID: 1, paused: true)),
-            .pushTokenInvalidated(PushTokenInvalidated(provider: "apns", token: "a1b2c3", reason: "Unregistered")),
+            .pushTokenInvalidated(
+                PushTokenInvalidated(provider: "apns", token: "a1b2c3", reason: "Unregistered")),
             .deviceTokenRevoked(DeviceTokenRevoked(deviceID: 1, tokenHash: hash)),
             .reportingChanged(ReportingChanged(deviceID: 1, paused: false)),
         ]
@@ -63,7 +78,9 @@ import Testing
         #expect(records.map(\.header.receivedAtMicros) == (0..<Self.events.count).map(Self.receivedAt))
         #expect(try segmentFiles(Self.fixture).count == 2)
         let batch = records[5].header
-        #expect(batch.fixCount == 3 && batch.recordedMinMicros == 1_764_684_000_123_000 && batch.recordedMaxMicros == 1_764_770_000_000_000)
+        #expect(
+            batch.fixCount == 3 && batch.recordedMinMicros == 1_764_684_000_123_000
+                && batch.recordedMaxMicros == 1_764_770_000_000_000)
     }
 
     @Test func theVersion1LogVerifiesAndAcceptsAppends() throws {
@@ -72,9 +89,13 @@ import Testing
         try FileManager.default.copyItem(atPath: Self.fixture, toPath: copy.path)
         let report = try LogInspector(directory: copy.path).verify()
         #expect(report.ok, "\(report.problems)")
-        #expect(report.records == Self.events.count && report.unknownRecords == 0 && report.tornBytesTruncated == 0)
+        #expect(
+            report.records == Self.events.count && report.unknownRecords == 0
+                && report.tornBytesTruncated == 0)
         let writer = try LogWriter(directory: copy.path, options: quietOptions())
-        #expect(try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true))) == UInt64(Self.events.count))
+        #expect(
+            try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
+                == UInt64(Self.events.count))
         writer.close()
     }
 }

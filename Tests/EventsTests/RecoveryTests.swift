@@ -5,13 +5,19 @@ import Workload
 
 @Suite struct RecoveryTests {
     /// Writes `count` fix batches and returns the segment's bytes and the end position of each frame.
-    func writeLog(_ directory: String, count: Int, seed: UInt64 = 5) throws -> (segment: String, frameEnds: [Int]) {
+    func writeLog(_ directory: String, count: Int, seed: UInt64 = 5) throws -> (
+        segment: String, frameEnds: [Int]
+    ) {
         let writer = try LogWriter(directory: directory, options: quietOptions())
         var track = TrackGenerator(seed: seed, startMicros: 1_700_000_000_000_000)
         var ends: [Int] = []
         let segment = try segmentFiles(directory)[0]
         for index in 0..<count {
-            try writer.append(.fixBatch(FixBatch(deviceID: 1, batchID: UUID128(high: 0, low: UInt64(index)), fixes: track.next(1 + index % 4))))
+            try writer.append(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: 1, batchID: UUID128(high: 0, low: UInt64(index)),
+                        fixes: track.next(1 + index % 4))))
             ends.append(try FileManager.default.attributesOfItem(atPath: segment)[.size] as! Int)
         }
         writer.close()
@@ -27,14 +33,19 @@ import Workload
         for cut in firstCut...original.count {
             let directory = TemporaryDirectory()
             try FileManager.default.createDirectory(atPath: directory.log, withIntermediateDirectories: true)
-            try original.prefix(cut).write(to: URL(fileURLWithPath: directory.log + "/" + (segment as NSString).lastPathComponent))
+            try original.prefix(cut).write(
+                to: URL(fileURLWithPath: directory.log + "/" + (segment as NSString).lastPathComponent))
             // No watermark file: as after an operating-system crash that lost it, nothing is known durable.
             let writer = try LogWriter(directory: directory.log, options: quietOptions())
             let complete = ends.filter { $0 <= cut }.count
             #expect(writer.durableEnd == UInt64(complete), "cut at \(cut)")
-            #expect(writer.recovery.tornBytesTruncated == cut - (complete == 0 ? 64 : ends[complete - 1]), "cut at \(cut)")
+            #expect(
+                writer.recovery.tornBytesTruncated == cut - (complete == 0 ? 64 : ends[complete - 1]),
+                "cut at \(cut)")
             // The log is usable again: the next append takes the next offset.
-            #expect(try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true))) == UInt64(complete))
+            #expect(
+                try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
+                    == UInt64(complete))
             writer.close()
             let records = try readAll(directory.log)
             #expect(records.map(\.offset) == Array(0...UInt64(complete)), "cut at \(cut)")
@@ -73,7 +84,9 @@ import Workload
         do {
             let writer = try LogWriter(directory: directory.log, options: options)
             var track = TrackGenerator(seed: 6, startMicros: 0)
-            for _ in 0..<3 { try writer.append(.fixBatch(FixBatch(deviceID: 2, batchID: .zero, fixes: track.next(3)))) }
+            for _ in 0..<3 {
+                try writer.append(.fixBatch(FixBatch(deviceID: 2, batchID: .zero, fixes: track.next(3))))
+            }
             writer.close()
         }
         let sealed = try segmentFiles(directory.log)[0]

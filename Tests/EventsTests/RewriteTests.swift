@@ -9,10 +9,17 @@ import Workload
         var options = quietOptions()
         options.segmentBytesMax = 2_000
         let writer = try LogWriter(directory: directory, options: options)
-        var tracks = [TrackGenerator(seed: 1, startMicros: 1_700_000_000_000_000), TrackGenerator(seed: 2, startMicros: 1_700_000_000_000_000)]
+        var tracks = [
+            TrackGenerator(seed: 1, startMicros: 1_700_000_000_000_000),
+            TrackGenerator(seed: 2, startMicros: 1_700_000_000_000_000),
+        ]
         for index in 0..<30 {
             let device = index % 2
-            try writer.append(.fixBatch(FixBatch(deviceID: UInt64(device + 1), batchID: UUID128(high: 0, low: UInt64(index)), fixes: tracks[device].next(4))))
+            try writer.append(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: UInt64(device + 1), batchID: UUID128(high: 0, low: UInt64(index)),
+                        fixes: tracks[device].next(4))))
         }
         return writer
     }
@@ -32,7 +39,8 @@ import Workload
             if record.header.deviceKey == 2 { return .drop }
             guard case .fixBatch(var batch) = try record.event() else { return .keep }
             batch.fixes = Array(batch.fixes.prefix(1))
-            return .replace(EventCodec.encode(.fixBatch(batch), receivedAtMicros: record.header.receivedAtMicros))
+            return .replace(
+                EventCodec.encode(.fixBatch(batch), receivedAtMicros: record.header.receivedAtMicros))
         }
         #expect(report.recordsDropped > 0 && report.recordsReplaced > 0)
         #expect(report.bytesAfter < report.bytesBefore)
@@ -50,7 +58,8 @@ import Workload
         }
         // Records outside the rewritten segment are untouched, at the same offsets.
         let untouched = before.filter { !rewrittenOffsets.contains($0.offset) }
-        #expect(after.filter { !rewrittenOffsets.contains($0.offset) }.map(\.offset) == untouched.map(\.offset))
+        #expect(
+            after.filter { !rewrittenOffsets.contains($0.offset) }.map(\.offset) == untouched.map(\.offset))
 
         // Appends continue at the next offset; the log verifies and reopens.
         #expect(try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true))) == 30)

@@ -48,7 +48,11 @@ struct EventFuzzer {
 
     mutating func double() -> Double {
         switch Int.random(in: 0..<10, using: &random) {
-        case 0: [Double.nan, -.nan, .infinity, -.infinity, 0, -0.0, .greatestFiniteMagnitude, .leastNonzeroMagnitude]
+        case 0:
+            [
+                Double.nan, -.nan, .infinity, -.infinity, 0, -0.0, .greatestFiniteMagnitude,
+                .leastNonzeroMagnitude,
+            ]
             .randomElement(using: &random)!
         case 1: Double(bitPattern: random.next())  // any bit pattern, NaN payloads included
         default: Double.random(in: -180...180, using: &random)
@@ -59,7 +63,10 @@ struct EventFuzzer {
 
     mutating func string(maxBytes: Int = 40) -> String {
         let alphabet = Array("abcXYZ019 -_<>\"'\\é日本🙂\u{0}\n")
-        return String((0..<Int.random(in: 0...maxBytes / 4, using: &random)).map { _ in alphabet.randomElement(using: &random)! })
+        return String(
+            (0..<Int.random(in: 0...maxBytes / 4, using: &random)).map { _ in
+                alphabet.randomElement(using: &random)!
+            })
     }
 
     mutating func time() -> Int64 {
@@ -71,11 +78,13 @@ struct EventFuzzer {
 
     mutating func fix() -> Fix {
         Fix(
-            latitude: double(), longitude: double(), accuracyMeters: double(), altitudeMeters: optionalDouble(),
+            latitude: double(), longitude: double(), accuracyMeters: double(),
+            altitudeMeters: optionalDouble(),
             speedMetersPerSecond: optionalDouble(), headingDegrees: optionalDouble(),
             batteryPercent: Bool.random(using: &random) ? UInt8.random(in: 0...255, using: &random) : nil,
             isCharging: [true, false, nil].randomElement(using: &random)!,
-            source: ["significant", "ondemand", "visit", "manual", "geofence", string()].randomElement(using: &random)!,
+            source: ["significant", "ondemand", "visit", "manual", "geofence", string()].randomElement(
+                using: &random)!,
             recordedAtMicros: time(), clockSuspect: Bool.random(using: &random))
     }
 
@@ -90,19 +99,33 @@ struct EventFuzzer {
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
                 Rejection(index: UInt32.random(in: 0...10_000, using: &random), reason: string())
             }
-            return .fixBatch(FixBatch(deviceID: id(), batchID: uuid(), fixes: (0..<count).map { _ in fix() }, rejections: rejections))
-        case 2: return .userCreated(UserCreated(userID: id(), name: string(), role: Bool.random(using: &random) ? .admin : .member, tokenHash: hash()))
+            return .fixBatch(
+                FixBatch(
+                    deviceID: id(), batchID: uuid(), fixes: (0..<count).map { _ in fix() },
+                    rejections: rejections))
+        case 2:
+            return .userCreated(
+                UserCreated(
+                    userID: id(), name: string(), role: Bool.random(using: &random) ? .admin : .member,
+                    tokenHash: hash()))
         case 3: return .userTokenIssued(UserTokenIssued(userID: id(), tokenHash: hash()))
         case 4:
             return .deviceEnrolled(
-                DeviceEnrolled(deviceID: id(), userID: id(), deviceUUID: uuid(), name: string(), platform: string(), model: string()))
+                DeviceEnrolled(
+                    deviceID: id(), userID: id(), deviceUUID: uuid(), name: string(), platform: string(),
+                    model: string()))
         case 5: return .deviceTokenIssued(DeviceTokenIssued(deviceID: id(), tokenHash: hash()))
         case 6: return .deviceTokenRevoked(DeviceTokenRevoked(deviceID: id(), tokenHash: hash()))
         case 7:
             return .pushTokenRegistered(
-                PushTokenRegistered(deviceID: id(), provider: string(), token: string(maxBytes: 400), topic: string(), environment: string()))
-        case 8: return .pushTokenInvalidated(PushTokenInvalidated(provider: string(), token: string(), reason: string()))
-        default: return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
+                PushTokenRegistered(
+                    deviceID: id(), provider: string(), token: string(maxBytes: 400), topic: string(),
+                    environment: string()))
+        case 8:
+            return .pushTokenInvalidated(
+                PushTokenInvalidated(provider: string(), token: string(), reason: string()))
+        default:
+            return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }
     }
 }
@@ -122,7 +145,9 @@ final class FaultyFileIO: FileIO, @unchecked Sendable {
     func armShortWrite(bytes: Int) { lock.withLock { shortNextWriteBytes = bytes } }
     func armSyncFailure(errno: Int32) { lock.withLock { failNextSync = errno } }
 
-    func open(_ path: String, flags: Int32, mode: mode_t) throws -> Int32 { try real.open(path, flags: flags, mode: mode) }
+    func open(_ path: String, flags: Int32, mode: mode_t) throws -> Int32 {
+        try real.open(path, flags: flags, mode: mode)
+    }
     func close(_ fd: Int32) { real.close(fd) }
 
     func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws -> Int {
@@ -139,12 +164,16 @@ final class FaultyFileIO: FileIO, @unchecked Sendable {
         }
         if let failure { throw IOError(operation: "write", path: path, errno: failure) }
         if let short {
-            return try real.pwrite(fd, UnsafeRawBufferPointer(rebasing: bytes.prefix(min(short, bytes.count))), at: offset, path: path)
+            return try real.pwrite(
+                fd, UnsafeRawBufferPointer(rebasing: bytes.prefix(min(short, bytes.count))), at: offset,
+                path: path)
         }
         return try real.pwrite(fd, bytes, at: offset, path: path)
     }
 
-    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws -> Int {
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws
+        -> Int
+    {
         try real.pread(fd, into: buffer, at: offset, path: path)
     }
 
@@ -159,7 +188,9 @@ final class FaultyFileIO: FileIO, @unchecked Sendable {
     }
 
     func fsync(_ fd: Int32, path: String) throws { try real.fsync(fd, path: path) }
-    func ftruncate(_ fd: Int32, size: Int, path: String) throws { try real.ftruncate(fd, size: size, path: path) }
+    func ftruncate(_ fd: Int32, size: Int, path: String) throws {
+        try real.ftruncate(fd, size: size, path: path)
+    }
     func fileSize(_ fd: Int32, path: String) throws -> Int { try real.fileSize(fd, path: path) }
     func rename(_ from: String, _ to: String) throws { try real.rename(from, to) }
     func unlink(_ path: String) throws { try real.unlink(path) }

@@ -118,12 +118,15 @@ import Workload
         let directory = TemporaryDirectory()
         let writer = try LogWriter(directory: directory.log, options: quietOptions())
         var track = TrackGenerator(seed: 4, startMicros: 0)
-        try writer.append(.userCreated(UserCreated(userID: 1, name: "ada", role: .admin, tokenHash: Array(repeating: 1, count: 32))))
+        try writer.append(
+            .userCreated(
+                UserCreated(userID: 1, name: "ada", role: .admin, tokenHash: Array(repeating: 1, count: 32))))
         for _ in 0..<5 { try writer.append(batch(1, track.next(100))) }
         writer.close()
         var payloadBytes = 0
         var types: [UInt8] = []
-        try LogReader(directory: directory.log).read(from: 0, wantPayload: { $0.type != EventType.fixBatch.rawValue }) { record in
+        let skipFixes: (RecordHeader) -> Bool = { $0.type != EventType.fixBatch.rawValue }
+        try LogReader(directory: directory.log).read(from: 0, wantPayload: skipFixes) { record in
             payloadBytes += record.storedPayload.count
             types.append(record.header.type)
             return true
