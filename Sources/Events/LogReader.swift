@@ -30,6 +30,9 @@ public struct LogReader: Sendable {
     let writer: LogWriter?
     /// How often a reader in another process looks for new durable records while tailing.
     public var tailPollMicros: Int64 = 20_000
+    /// Where the last read stopped, so that the next read from there (tailing, a projector's
+    /// next batch) continues in place instead of rescanning the segment from its start.
+    private let resumePoint = ResumePoint()
 
     public init(directory: String, io: any FileIO = PosixFileIO(), writer: LogWriter? = nil) {
         self.directory = directory
@@ -69,9 +72,16 @@ public struct LogReader: Sendable {
             if base >= limit { break }
             let path = segments.segmentPath(base: base)
             var stopped = false
-            let scan = try scanner.scan(path: path) { frame in
+            var lastFrameEnd: ScanPosition?
+            let resume = resumePoint.get(base: base, nextOffset: start)
+            let scan = try scanner.scan(path: path, resume: resume) { frame in
                 if frame.header.offset >= limit { return false }
                 if frame.header.offset < start { return true }
+                defer {
+                    lastFrameEnd = ScanPosition(
+                        salt: frame.header.salt, position: frame.position + frame.frameBytes,
+                        nextOffset: frame.header.offset + 1)
+                }
                 var record = LogRecord(
                     header: frame.header, storedPayload: [], segmentPath: path, position: frame.position)
                 if wantPayload(frame.header) { record.storedPayload = frame.payload }
@@ -82,6 +92,7 @@ public struct LogReader: Sendable {
                 }
                 return true
             }
+            if let lastFrameEnd { resumePoint.set(base: base, lastFrameEnd) }
             if stopped { return next }
             if let (damage, position, expected) = scan.damage, expected < limit {
                 throw LogError.corrupt(
@@ -116,5 +127,23 @@ public struct LogReader: Sendable {
             }
         }
         return next
+    }
+}
+
+/// The one remembered position of a reader (the end of the last frame it handed out).
+private final class ResumePoint: @unchecked Sendable {
+    private let lock = ConditionLock(conditions: 0)
+    private var base: UInt64 = 0
+    private var position: ScanPosition?
+
+    func get(base wanted: UInt64, nextOffset: UInt64) -> ScanPosition? {
+        lock.withLock { base == wanted && position?.nextOffset == nextOffset ? position : nil }
+    }
+
+    func set(base newBase: UInt64, _ newPosition: ScanPosition) {
+        lock.withLock {
+            base = newBase
+            position = newPosition
+        }
     }
 }

@@ -53,6 +53,15 @@ struct SegmentScan {
     var damage: (FrameDamage, position: Int, expectedOffset: UInt64)?
     /// What the scanned records add up to, for sealing or checking a seal.
     var accumulated: Seal
+    /// The scan started at a remembered position rather than at the first record.
+    var resumed = false
+}
+
+/// A frame boundary in a segment, remembered so that tailing does not rescan the file.
+struct ScanPosition: Sendable, Equatable {
+    var salt: UInt64
+    var position: Int
+    var nextOffset: UInt64
 }
 
 /// Reads a segment file frame by frame, applying every validity rule of docs/log-format.md.
@@ -73,17 +82,24 @@ struct SegmentScanner {
     /// Scans `path`; `visit` sees every valid record (not the seal) and returns false to stop early.
     /// Stops at the first damage and reports it rather than throwing: the caller decides whether
     /// it is a torn tail or corruption.
-    func scan(path: String, visit: (DecodedFrame) throws -> Bool = { _ in true }) throws -> SegmentScan {
+    ///
+    /// `resume` starts at a frame boundary found by an earlier scan of the same file (same salt, so
+    /// not rewritten since) instead of the first record; the seal's record count is then not checked.
+    func scan(
+        path: String, resume: ScanPosition? = nil, visit: (DecodedFrame) throws -> Bool = { _ in true }
+    ) throws -> SegmentScan {
         let fd = try io.open(path, flags: O_RDONLY, mode: 0)
         defer { io.close(fd) }
         let header = try header(path: path, fd: fd)
         let fileSize = try io.fileSize(fd, path: path)
+        let start = resume.flatMap { $0.salt == header.salt ? $0 : nil }
         var result = SegmentScan(
-            path: path, header: header, fileSize: fileSize, validEnd: LogFormat.segmentHeaderBytes,
-            nextOffset: header.baseOffset, seal: nil, damage: nil,
-            accumulated: Seal(firstOffset: header.baseOffset))
-        var decoder = FrameDecoder(startPosition: LogFormat.segmentHeaderBytes)
-        var readPosition = LogFormat.segmentHeaderBytes
+            path: path, header: header, fileSize: fileSize,
+            validEnd: start?.position ?? LogFormat.segmentHeaderBytes,
+            nextOffset: start?.nextOffset ?? header.baseOffset, seal: nil, damage: nil,
+            accumulated: Seal(firstOffset: header.baseOffset), resumed: start != nil)
+        var decoder = FrameDecoder(startPosition: result.validEnd)
+        var readPosition = result.validEnd
         scanning: while true {
             switch decoder.next() {
             case .frame(let frame):
@@ -134,7 +150,7 @@ struct SegmentScanner {
             guard seal.endOffset >= scan.nextOffset, header.offset == seal.endOffset else {
                 return .badSeal("end offset \(seal.endOffset) before the records it seals")
             }
-            guard seal.recordCount == scan.accumulated.recordCount else {
+            guard scan.resumed || seal.recordCount == scan.accumulated.recordCount else {
                 return .badSeal(
                     "counts \(seal.recordCount) records, the segment holds \(scan.accumulated.recordCount)")
             }

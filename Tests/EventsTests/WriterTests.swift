@@ -135,3 +135,52 @@ import Workload
         #expect(payloadBytes > 0 && payloadBytes < 100)
     }
 }
+
+@Suite struct ReaderResumeTests {
+    @Test func readingInStepsMatchesReadingWhole() throws {
+        let directory = TemporaryDirectory()
+        var options = quietOptions()
+        options.segmentBytesMax = 3_000
+        let writer = try LogWriter(directory: directory.log, options: options)
+        var track = TrackGenerator(seed: 11, startMicros: 0)
+        for index in 0..<60 {
+            let batch = FixBatch(
+                deviceID: 1, batchID: UUID128(high: 0, low: UInt64(index)), fixes: track.next(3))
+            try writer.append(.fixBatch(batch))
+        }
+        let wholeRecords = try readAll(directory.log)
+        #expect(Set(wholeRecords.map(\.segmentPath)).count > 3)
+        // One reader, reading a few records at a time as a projector does: it resumes in place.
+        let reader = LogReader(directory: directory.log)
+        var stepped: [RecordHeader] = []
+        var next: UInt64 = 0
+        var step = 1
+        while next < 60 {
+            next = try reader.read(from: next, upTo: min(60, next + UInt64(step))) { record in
+                stepped.append(record.header)
+                return true
+            }
+            step = step % 7 + 1
+        }
+        #expect(stepped == wholeRecords.map(\.header))
+
+        // After a rewrite the remembered position is not trusted (the segment's salt changed).
+        let firstPath = try segmentFiles(directory.log)[0]
+        let first = LogFormat.baseOffset(fileName: (firstPath as NSString).lastPathComponent)!
+        try reader.read(from: 0, upTo: 3) { _ in true }  // the reader now remembers a place in that segment
+        _ = try writer.rewriteSegment(base: first) { record in record.offset % 2 == 0 ? .drop : .keep }
+        let dropped = Set(
+            wholeRecords.filter { $0.segmentPath == firstPath && $0.offset % 2 == 0 }.map(\.offset))
+        var afterRewrite: [UInt64] = []
+        var position: UInt64 = 3
+        afterRewrite = wholeRecords.map(\.offset).filter { $0 < 3 && !dropped.contains($0) }
+        while position < 60 {
+            position = try reader.read(from: position, upTo: min(60, position + 2)) { record in
+                afterRewrite.append(record.offset)
+                return true
+            }
+        }
+        #expect(afterRewrite == wholeRecords.map(\.offset).filter { !dropped.contains($0) })
+        writer.close()
+    }
+}
