@@ -19,6 +19,7 @@ let package = Package(
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
@@ -32,10 +33,15 @@ let package = Package(
         // A small blocking HTTP/1.1 client over POSIX sockets, for tests, load and admin commands.
         .target(name: "HTTPClient", swiftSettings: strict),
 
+        // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster.
+        // The one module that calls libpq.
+        .target(name: "Postgres", dependencies: ["CPQ"], swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events", "Workload"], swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
     ]
 )
