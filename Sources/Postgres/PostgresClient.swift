@@ -66,6 +66,7 @@ public final class PostgresClient: Sendable {
         try withConnection { try $0.execute(sql, parameters) }
     }
 
+    @discardableResult
     public func transaction<T: Sendable>(_ body: (PostgresConnection) throws -> T) throws -> T {
         try withConnection { try $0.transaction(body) }
     }

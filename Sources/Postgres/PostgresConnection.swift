@@ -101,6 +101,7 @@ public final class PostgresConnection {
     /// Runs `body` between BEGIN and COMMIT; ROLLBACK when it throws (the error is rethrown).
     /// A COMMIT that the server turns into a ROLLBACK (a statement failed and `body` caught it)
     /// throws too, so a caller never believes a rolled-back transaction was committed.
+    @discardableResult
     public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         let status = handle.map { PQtransactionStatus($0) }
         precondition(

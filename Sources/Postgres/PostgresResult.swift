@@ -14,7 +14,7 @@ public final class PostgresResult: @unchecked Sendable {
     init(_ result: OpaquePointer) {
         self.result = result
         rowCount = Int(PQntuples(result))
-        columnNames = (0..<PQnfields(result)).map { String(cString: PQfname(result, $0)) }
+        columnNames = (0..<PQnfields(result)).map { PQfname(result, $0).map { String(cString: $0) } ?? "" }
     }
 
     deinit { PQclear(result) }
