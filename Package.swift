@@ -21,6 +21,7 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
@@ -42,6 +43,9 @@ let package = Package(
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
+        // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster.
+        // The one module that calls libpq.
+        .target(name: "Postgres", dependencies: ["CPQ"], swiftSettings: strict),
 
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events", "Workload", "JSON"], swiftSettings: strict),
@@ -53,5 +57,6 @@ let package = Package(
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient"], swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
     ]
 )

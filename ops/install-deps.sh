@@ -3,7 +3,8 @@
 # Safe to run again; needs root (or sudo) only when something is actually missing.
 set -euo pipefail
 
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev)
+# postgresql-15 is the server the embedded cluster runs (initdb, pg_ctl, postgres): `make run` needs it.
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libpq-dev postgresql-15)
 test_packages=()
 
 want=("${build_packages[@]}")
@@ -28,5 +29,11 @@ if [[ $(id -u) -ne 0 ]]; then
     sudo_cmd=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive
+# Debian's postgresql package would otherwise create and start a "main" cluster listening on
+# localhost:5432; findmy runs its own private cluster (docs/postgres.md) and needs none.
+if [[ " ${missing[*]} " == *" postgresql-"* && ! -e /etc/postgresql-common/createcluster.conf ]]; then
+    "${sudo_cmd[@]}" mkdir -p /etc/postgresql-common
+    echo "create_main_cluster = false" | "${sudo_cmd[@]}" tee /etc/postgresql-common/createcluster.conf >/dev/null
+fi
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

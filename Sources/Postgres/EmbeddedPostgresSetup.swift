@@ -1,0 +1,185 @@
+import Foundation
+
+/// A Unix socket path is at most 107 bytes (`sun_path` is 108, with the terminating NUL).
+let socketPathBytesMax = 107
+
+extension EmbeddedPostgres {
+    func prepareDirectories() throws(EmbeddedPostgresError) {
+        try makeDirectory(clusterDirectory, intermediate: true)
+        try makeDirectory(socketDirectory, intermediate: socketDirectory.hasPrefix(clusterDirectory))
+        guard let osUser else { return }
+        let (uid, gid) = try ensureOSUser(osUser)
+        try checkOwner(socketDirectory, allowed: [0, uid])
+        for path in [clusterDirectory, socketDirectory] where chown(path, uid, gid) != 0 {
+            throw EmbeddedPostgresError(
+                "cannot give \(path) to OS user \(osUser): \(String(cString: strerror(errno)))")
+        }
+        let access = try runCommand(
+            "/usr/bin/test", ["-w", clusterDirectory, "-a", "-x", clusterDirectory], as: osUser)
+        guard access.succeeded else {
+            throw EmbeddedPostgresError(
+                "PostgreSQL runs as OS user \(osUser), who cannot reach \(clusterDirectory): make the data directory "
+                    + "and every directory above it searchable by that user (chmod o+x), or choose another data directory"
+            )
+        }
+    }
+
+    func initCluster() throws(EmbeddedPostgresError) {
+        let building = pgData + ".initdb"
+        try? FileManager.default.removeItem(atPath: building)
+        let outcome = try runCommand(
+            binDirectory + "/initdb",
+            [
+                "-D", building, "--username=\(configuration.user)", "--auth-local=trust",
+                "--auth-host=reject",
+                "--encoding=UTF8", "--locale=C", "--no-instructions",
+            ], as: osUser, in: clusterDirectory)
+        guard outcome.succeeded else {
+            throw EmbeddedPostgresError("initdb failed for \(building): \(outcome.output)")
+        }
+        guard let conf = FileHandle(forWritingAtPath: building + "/postgresql.conf") else {
+            throw EmbeddedPostgresError("initdb left no \(building)/postgresql.conf")
+        }
+        _ = try? conf.seekToEnd()
+        conf.write(
+            Data(
+                "\n# findmy's own settings, rewritten at every start\ninclude_if_exists = 'findmy.conf'\n"
+                    .utf8))
+        try? conf.close()
+        // Renamed only when complete, so a crash during initdb leaves nothing that looks like a cluster.
+        guard rename(building, pgData) == 0 else {
+            throw EmbeddedPostgresError(
+                "cannot rename \(building) to \(pgData): \(String(cString: strerror(errno)))")
+        }
+        configuration.log(
+            "created a PostgreSQL cluster in \(pgData) (OS user \(osUser ?? NSUserName()), no TCP port)")
+    }
+
+    func checkVersion() throws(EmbeddedPostgresError) {
+        let cluster =
+            (try? String(contentsOfFile: pgData + "/PG_VERSION", encoding: .utf8)).map(trimmed) ?? "?"
+        let version = try runCommand(binDirectory + "/pg_ctl", ["--version"]).output
+        let binaries = version.split(separator: " ").last { $0.first?.isNumber == true }?.split(
+            separator: "."
+        ).first
+        guard let binaries, String(binaries) == cluster else {
+            throw EmbeddedPostgresError(
+                "the cluster in \(pgData) was created by PostgreSQL \(cluster) but \(binDirectory) is '\(version)': "
+                    + "set FINDMY_PG_BIN=/usr/lib/postgresql/\(cluster)/bin, or upgrade the cluster with pg_upgrade"
+            )
+        }
+    }
+
+    /// Settings findmy owns, rewritten at every start so a moved socket directory takes effect.
+    func writeSettings() throws(EmbeddedPostgresError) {
+        let socket = socketDirectory.replacing("'", with: "''")
+        let text = """
+            # Written by findmy at every start; edits here are lost (use ALTER SYSTEM instead).
+            listen_addresses = ''
+            port = \(Self.port)
+            unix_socket_directories = '\(socket)'
+            unix_socket_permissions = 0700
+
+            """
+        do {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: pgData + "/findmy.conf"), options: .atomic)
+        } catch {
+            throw EmbeddedPostgresError("cannot write \(pgData)/findmy.conf: \(error.localizedDescription)")
+        }
+    }
+}
+
+/// `FINDMY_PG_BIN`, else the highest-numbered `/usr/lib/postgresql/N/bin` holding pg_ctl.
+func findBinDirectory() throws(EmbeddedPostgresError) -> String {
+    let fileManager = FileManager.default
+    if let configured = ProcessInfo.processInfo.environment["FINDMY_PG_BIN"] {
+        guard fileManager.isExecutableFile(atPath: configured + "/pg_ctl") else {
+            throw EmbeddedPostgresError(
+                "FINDMY_PG_BIN=\(configured) holds no pg_ctl; point it at PostgreSQL's bin directory")
+        }
+        return configured
+    }
+    let versions = ((try? fileManager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+        .compactMap { Int($0) }.sorted(by: >)
+    guard
+        let version = versions.first(where: {
+            fileManager.isExecutableFile(atPath: "/usr/lib/postgresql/\($0)/bin/pg_ctl")
+        })
+    else {
+        throw EmbeddedPostgresError(
+            "no PostgreSQL server found under /usr/lib/postgresql/*/bin: install postgresql-15 (ops/install-deps.sh), "
+                + "set FINDMY_PG_BIN to a bin directory, or give findmy an external server's URL")
+    }
+    return "/usr/lib/postgresql/\(version)/bin"
+}
+
+func chooseSocketDirectory(_ clusterDirectory: String, _ log: (String) -> Void) -> String {
+    let preferred = clusterDirectory + "/socket"
+    let socketPath = preferred + "/.s.PGSQL.\(EmbeddedPostgres.port)"
+    if socketPath.utf8.count <= socketPathBytesMax { return preferred }
+    // FNV-1a of the cluster path: stable across restarts, distinct per data directory.
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in clusterDirectory.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    let fallback = "/tmp/findmy-pg-" + String(hash, radix: 16)
+    log(
+        "the socket path \(socketPath) is \(socketPath.utf8.count) bytes, over the \(socketPathBytesMax)-byte limit; using \(fallback) instead"
+    )
+    return fallback
+}
+
+/// Nil when not root; else `postgres` when it exists, else `findmy` (created on first start).
+func clusterOSUser() -> String? {
+    guard geteuid() == 0 else { return nil }
+    return getpwnam("postgres") != nil ? "postgres" : "findmy"
+}
+
+func ensureOSUser(_ name: String) throws(EmbeddedPostgresError) -> (uid_t, gid_t) {
+    if getpwnam(name) == nil {
+        let outcome = try runCommand(
+            "/usr/sbin/useradd",
+            [
+                "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                "--shell", "/usr/sbin/nologin", name,
+            ])
+        guard outcome.succeeded else {
+            throw EmbeddedPostgresError("cannot create OS user \(name): \(outcome.output)")
+        }
+    }
+    guard let entry = getpwnam(name) else { throw EmbeddedPostgresError("OS user \(name) does not exist") }
+    return (entry.pointee.pw_uid, entry.pointee.pw_gid)
+}
+
+func makeDirectory(_ path: String, intermediate: Bool) throws(EmbeddedPostgresError) {
+    do {
+        try FileManager.default.createDirectory(
+            atPath: path, withIntermediateDirectories: intermediate, attributes: [.posixPermissions: 0o700])
+    } catch {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue
+        else {
+            throw EmbeddedPostgresError("cannot create directory \(path): \(error.localizedDescription)")
+        }
+    }
+}
+
+/// A directory under /tmp could have been made by anyone: it must be a real directory owned by us.
+func checkOwner(_ path: String, allowed: [uid_t]) throws(EmbeddedPostgresError) {
+    var status = stat()
+    guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR, allowed.contains(status.st_uid)
+    else {
+        throw EmbeddedPostgresError(
+            "\(path) is not a directory owned by root or the PostgreSQL user; remove it")
+    }
+}
+
+/// Alive, not a zombie, and a postgres: after `kill -9`, an unreaped postmaster stays a zombie and
+/// its PID can be reused by anything, and either would block the next start.
+func isLivePostgres(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else {
+        return kill(pid, 0) == 0 && !FileManager.default.fileExists(atPath: "/proc/self")
+    }
+    guard let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return false }
+    let name = stat[stat.index(after: open)..<close]
+    let state = stat[stat.index(after: close)...].dropFirst().first
+    return (name == "postgres" || name == "postmaster") && state != "Z" && state != "X"
+}

@@ -1,0 +1,129 @@
+import CPQ
+
+/// The rows of one statement, read in text format and decoded on access.
+///
+/// Owns a `PGresult`, freed with `PQclear` when the last reference goes. libpq never changes a
+/// PGresult after creating it and documents it as safe to read from any thread, hence Sendable.
+/// Rows and columns are 0-based; an index out of range, or a column name the statement did not
+/// select, is a programmer error and traps. A value of another type than asked throws `.decode`.
+public final class PostgresResult: @unchecked Sendable {
+    private let result: OpaquePointer
+    public let rowCount: Int
+    public let columnNames: [String]
+
+    init(_ result: OpaquePointer) {
+        self.result = result
+        rowCount = Int(PQntuples(result))
+        columnNames = (0..<PQnfields(result)).map { PQfname(result, $0).map { String(cString: $0) } ?? "" }
+    }
+
+    deinit { PQclear(result) }
+
+    /// Rows inserted, updated, deleted, copied or selected, from the command tag (`PQcmdTuples`).
+    public var affectedRows: Int { Int(String(cString: PQcmdTuples(result))) ?? 0 }
+    /// The command tag: `INSERT 0 1`, `COPY 10000`, ...
+    public var commandTag: String { String(cString: PQcmdStatus(result)) }
+
+    public func columnIndex(_ name: String) -> Int {
+        guard let index = columnNames.firstIndex(of: name) else {
+            preconditionFailure("no column \(name) in result with columns \(columnNames)")
+        }
+        return index
+    }
+
+    public func isNull(_ row: Int, _ column: Int) -> Bool {
+        check(row, column)
+        return PQgetisnull(result, Int32(row), Int32(column)) == 1
+    }
+
+    public func string(_ row: Int, _ column: Int) -> String? {
+        guard !isNull(row, column) else { return nil }
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        return PQgetvalue(result, Int32(row), Int32(column)).withMemoryRebound(
+            to: UInt8.self, capacity: length
+        ) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+        }
+    }
+
+    public func int64(_ row: Int, _ column: Int) throws(PostgresError) -> Int64? {
+        try decode(row, column, "bigint") { Int64($0) }
+    }
+
+    public func double(_ row: Int, _ column: Int) throws(PostgresError) -> Double? {
+        try decode(row, column, "double precision") { Double($0) }
+    }
+
+    public func bool(_ row: Int, _ column: Int) throws(PostgresError) -> Bool? {
+        try decode(row, column, "boolean") { $0 == "t" ? true : $0 == "f" ? false : nil }
+    }
+
+    /// A `timestamptz` as microseconds since the epoch, exactly.
+    public func timestampMicros(_ row: Int, _ column: Int) throws(PostgresError) -> Int64? {
+        try decode(row, column, "timestamptz") { PostgresTimestamp.micros(text: $0) }
+    }
+
+    /// A `bytea` in the hex output format (`\x0a1b`), which every connection sets.
+    public func bytes(_ row: Int, _ column: Int) throws(PostgresError) -> [UInt8]? {
+        try decode(row, column, "bytea (hex format)") { decodeHex($0) }
+    }
+
+    public func string(_ row: Int, _ column: String) -> String? { string(row, columnIndex(column)) }
+    public func isNull(_ row: Int, _ column: String) -> Bool { isNull(row, columnIndex(column)) }
+    public func int64(_ row: Int, _ column: String) throws(PostgresError) -> Int64? {
+        try int64(row, columnIndex(column))
+    }
+    public func double(_ row: Int, _ column: String) throws(PostgresError) -> Double? {
+        try double(row, columnIndex(column))
+    }
+    public func bool(_ row: Int, _ column: String) throws(PostgresError) -> Bool? {
+        try bool(row, columnIndex(column))
+    }
+    public func timestampMicros(_ row: Int, _ column: String) throws(PostgresError) -> Int64? {
+        try timestampMicros(row, columnIndex(column))
+    }
+    public func bytes(_ row: Int, _ column: String) throws(PostgresError) -> [UInt8]? {
+        try bytes(row, columnIndex(column))
+    }
+
+    private func check(_ row: Int, _ column: Int) {
+        precondition(row >= 0 && row < rowCount, "row \(row) out of range 0..<\(rowCount)")
+        precondition(column >= 0 && column < columnNames.count, "column \(column) out of range")
+    }
+
+    private func decode<T>(_ row: Int, _ column: Int, _ type: String, _ parse: (String) -> T?)
+        throws(PostgresError) -> T?
+    {
+        guard let text = string(row, column) else { return nil }
+        guard let value = parse(text) else {
+            throw PostgresError(
+                .decode,
+                message: "column \(columnNames[column]) row \(row) holds '\(text.prefix(64))', not \(type)")
+        }
+        return value
+    }
+}
+
+private func decodeHex(_ text: String) -> [UInt8]? {
+    let utf8 = Array(text.utf8)
+    guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0
+    else { return nil }
+    var bytes = [UInt8]()
+    bytes.reserveCapacity(utf8.count / 2 - 1)
+    var index = 2
+    while index < utf8.count {
+        guard let high = hexValue(utf8[index]), let low = hexValue(utf8[index + 1]) else { return nil }
+        bytes.append(high << 4 | low)
+        index += 2
+    }
+    return bytes
+}
+
+private func hexValue(_ digit: UInt8) -> UInt8? {
+    switch digit {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}
