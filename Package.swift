@@ -47,6 +47,9 @@ let package = Package(
         // The one module that calls libpq.
         .target(name: "Postgres", dependencies: ["CPQ"], swiftSettings: strict),
 
+        // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
+        .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(name: "findmy", dependencies: ["Events", "Workload", "JSON"], swiftSettings: strict),
 
@@ -58,5 +61,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
+        .testTarget(
+            name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload"], swiftSettings: strict),
     ]
 )

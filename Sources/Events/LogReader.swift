@@ -12,6 +12,13 @@ public struct LogRecord: Sendable {
 
     public var offset: UInt64 { header.offset }
 
+    public init(header: RecordHeader, storedPayload: [UInt8], segmentPath: String, position: Int) {
+        self.header = header
+        self.storedPayload = storedPayload
+        self.segmentPath = segmentPath
+        self.position = position
+    }
+
     /// Decodes the event; decompresses the payload.
     public func event() throws -> Event {
         try EventCodec.decode(header: header, stored: storedPayload)
@@ -103,6 +110,19 @@ public struct LogReader: Sendable {
         return limit
     }
 
+    /// Waits until the durable end passes `end`, or the timeout elapses: at once when the writer is
+    /// in this process, by polling `log/durable` otherwise.
+    public func waitForNewRecords(after end: UInt64, timeoutMicros: Int64) {
+        if let writer {
+            _ = writer.waitForDurable(beyond: end, timeoutMicros: timeoutMicros)
+            return
+        }
+        let deadline = monotonicMicros() + timeoutMicros
+        while durableEnd() <= end && monotonicMicros() < deadline {
+            usleep(UInt32(min(tailPollMicros, max(1, deadline - monotonicMicros()))))
+        }
+    }
+
     /// Reads everything from `start`, then waits for new durable records and reads them too, until
     /// `shouldStop` says so (checked at least every `tailPollMicros`). Returns the next offset.
     @discardableResult
@@ -120,11 +140,7 @@ public struct LogReader: Sendable {
                 }
                 continue
             }
-            if let writer {
-                _ = writer.waitForDurable(beyond: next, timeoutMicros: tailPollMicros)
-            } else {
-                usleep(UInt32(tailPollMicros))
-            }
+            waitForNewRecords(after: end, timeoutMicros: tailPollMicros)
         }
         return next
     }

@@ -1,0 +1,148 @@
+import Events
+
+/// One fix as a row of `device_locations` (and a candidate for `device_latest`).
+public struct LocationRow: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var logOffset: UInt64
+    public var fixIndex: Int
+    public var receivedAtMicros: Int64
+    public var fix: Fix
+
+    public init(deviceID: UInt64, logOffset: UInt64, fixIndex: Int, receivedAtMicros: Int64, fix: Fix) {
+        self.deviceID = deviceID
+        self.logOffset = logOffset
+        self.fixIndex = fixIndex
+        self.receivedAtMicros = receivedAtMicros
+        self.fix = fix
+    }
+}
+
+/// One accepted request, as a row of `device_batches` ("what arrived when").
+public struct BatchRow: Equatable, Sendable {
+    public var logOffset: UInt64
+    public var deviceID: UInt64
+    public var batchID: UUID128
+    public var receivedAtMicros: Int64
+    public var fixCount: Int
+    public var rejectedCount: Int
+    public var recordedMinMicros: Int64?
+    public var recordedMaxMicros: Int64?
+
+    public init(
+        logOffset: UInt64, deviceID: UInt64, batchID: UUID128, receivedAtMicros: Int64, fixCount: Int,
+        rejectedCount: Int, recordedMinMicros: Int64?, recordedMaxMicros: Int64?
+    ) {
+        self.logOffset = logOffset
+        self.deviceID = deviceID
+        self.batchID = batchID
+        self.receivedAtMicros = receivedAtMicros
+        self.fixCount = fixCount
+        self.rejectedCount = rejectedCount
+        self.recordedMinMicros = recordedMinMicros
+        self.recordedMaxMicros = recordedMaxMicros
+    }
+}
+
+/// A registry change, applied in log order before the rows of the same transaction.
+public enum RegistryChange: Equatable, Sendable {
+    case user(UserCreated, atMicros: Int64)
+    case device(DeviceEnrolled, atMicros: Int64)
+    case paused(deviceID: UInt64, Bool)
+    case pushToken(PushTokenRegistered, atMicros: Int64)
+    case pushTokenInvalidated(PushTokenInvalidated, atMicros: Int64)
+}
+
+/// What one projector transaction writes: the pure result of folding a run of log records. The
+/// database side (`ProjectionStore`) only executes it, so the fold's rules are tested without
+/// PostgreSQL.
+public struct ProjectionBatch: Sendable {
+    public var firstOffset: UInt64
+    /// The checkpoint after this batch: the offset of the next record to fold.
+    public var nextOffset: UInt64
+    public var registry: [RegistryChange] = []
+    public var locations: [LocationRow] = []
+    public var batches: [BatchRow] = []
+    /// Per device, the best fix of this batch by `LatestRule`.
+    public var latest: [UInt64: LocationRow] = [:]
+    /// Per device, the latest `received_at` of a report in this batch.
+    public var lastSeen: [UInt64: Int64] = [:]
+    public var lastReceivedAtMicros: Int64?
+
+    public init(firstOffset: UInt64) {
+        self.firstOffset = firstOffset
+        self.nextOffset = firstOffset
+    }
+
+    public var isEmpty: Bool { nextOffset == firstOffset }
+
+    /// Folds one record in. Records must come in offset order; gaps (records a compaction removed)
+    /// are fine.
+    public mutating func add(_ record: LogRecord) throws {
+        precondition(record.offset >= nextOffset, "records are folded in offset order")
+        nextOffset = record.offset + 1
+        let received = record.header.receivedAtMicros
+        lastReceivedAtMicros = received
+        guard !record.header.isPayloadRemoved else { return }
+        switch try record.event() {
+        case .fixBatch(let batch):
+            add(batch, offset: record.offset, receivedAtMicros: received, header: record.header)
+        case .userCreated(let user):
+            registry.append(.user(user, atMicros: received))
+        case .deviceEnrolled(let device):
+            registry.append(.device(device, atMicros: received))
+        case .reportingChanged(let change):
+            registry.append(.paused(deviceID: change.deviceID, change.paused))
+        case .pushTokenRegistered(let push):
+            registry.append(.pushToken(push, atMicros: received))
+        case .pushTokenInvalidated(let push):
+            registry.append(.pushTokenInvalidated(push, atMicros: received))
+        case .userTokenIssued, .deviceTokenIssued, .deviceTokenRevoked:
+            break  // credentials are the ingest registry's; no table shows them
+        case .unknown:
+            break  // a newer findmy's event: nothing this version projects
+        }
+    }
+
+    private mutating func add(
+        _ batch: FixBatch, offset: UInt64, receivedAtMicros: Int64, header: RecordHeader
+    ) {
+        batches.append(
+            BatchRow(
+                logOffset: offset, deviceID: batch.deviceID, batchID: batch.batchID,
+                receivedAtMicros: receivedAtMicros,
+                fixCount: batch.fixes.count, rejectedCount: batch.rejections.count,
+                recordedMinMicros: batch.fixes.isEmpty ? nil : header.recordedMinMicros,
+                recordedMaxMicros: batch.fixes.isEmpty ? nil : header.recordedMaxMicros))
+        lastSeen[batch.deviceID] = max(lastSeen[batch.deviceID] ?? .min, receivedAtMicros)
+        for (index, fix) in batch.fixes.enumerated() {
+            let row = LocationRow(
+                deviceID: batch.deviceID, logOffset: offset, fixIndex: index,
+                receivedAtMicros: receivedAtMicros, fix: fix)
+            locations.append(row)
+            if let current = latest[batch.deviceID], !LatestRule.replaces(row, current) { continue }
+            latest[batch.deviceID] = row
+        }
+    }
+}
+
+/// Which fix is a device's latest: `device_latest` only moves forward by this rule.
+public enum LatestRule {
+    /// True when `candidate` should replace `current`. A sound fix always beats a clock-suspect one
+    /// (a suspect fix is in the future, and would otherwise pin the device there); a suspect fix never
+    /// displaces a sound one; otherwise the later `recorded_at` wins, then the later log position.
+    public static func replaces(_ candidate: LocationRow, _ current: LocationRow) -> Bool {
+        if candidate.fix.clockSuspect != current.fix.clockSuspect { return !candidate.fix.clockSuspect }
+        return (candidate.fix.recordedAtMicros, candidate.logOffset, candidate.fixIndex)
+            > (current.fix.recordedAtMicros, current.logOffset, current.fixIndex)
+    }
+
+    /// The same rule as SQL, for the upsert: `excluded` is the candidate, `device_latest` the current row.
+    static let sqlCondition = """
+        (NOT excluded.clock_suspect AND t.clock_suspect)
+        OR (excluded.clock_suspect = t.clock_suspect
+            AND (excluded.recorded_at, excluded.log_offset, excluded.fix_index) > (t.recorded_at, t.log_offset, t.fix_index))
+        """
+
+    /// The same rule as an ORDER BY over history, to recompute `device_latest` from `device_locations`.
+    public static let sqlOrder = "clock_suspect ASC, recorded_at DESC, log_offset DESC, fix_index DESC"
+}

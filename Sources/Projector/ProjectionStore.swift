@@ -1,0 +1,219 @@
+import Events
+import Postgres
+
+public enum ProjectorError: Error, Equatable, CustomStringConvertible {
+    /// Another projector (or a rebuild's swap) advanced the checkpoint first; nothing was written.
+    case checkpointMoved(expected: UInt64, found: UInt64?)
+    /// The log ends before what the projection already holds: it was restored from an older backup.
+    case logBehindCheckpoint(logEnd: UInt64, checkpoint: UInt64)
+    case noGeneration(schema: String)
+
+    public var description: String {
+        switch self {
+        case .checkpointMoved(let expected, let found):
+            "the projection's checkpoint moved from \(expected) to \(found.map(String.init) ?? "nothing") under this "
+                + "projector (another projector, or a rebuild was swapped in); nothing was written"
+        case .logBehindCheckpoint(let logEnd, let checkpoint):
+            "the event log ends at offset \(logEnd), but the projection already holds records up to offset "
+                + "\(checkpoint): the log was probably restored from an older backup. Stopping rather than skipping. "
+                + "Restore the matching log, or rebuild the projection from this log with `findmy replay`"
+        case .noGeneration(let schema):
+            "the database has no findmy projection in schema \(schema); start `findmy serve` once to create it"
+        }
+    }
+}
+
+/// Executes projection batches against one generation schema, each in one transaction together
+/// with its checkpoint.
+public struct ProjectionStore: Sendable {
+    public let schema: String
+
+    public init(schema: String = Schema.live) { self.schema = schema }
+
+    private var s: String { PostgresConnection.quoteIdentifier(schema) }
+
+    /// The next offset to fold, and the `received_at` of the last record folded.
+    public func checkpoint(_ connection: PostgresConnection) throws -> (
+        next: UInt64, lastReceivedAtMicros: Int64?
+    ) {
+        let result = try connection.execute(
+            "SELECT next_offset, last_received_at FROM \(s).projector_checkpoints WHERE projection = $1",
+            [.text(Schema.projectionName)])
+        guard result.rowCount == 1 else { throw ProjectorError.noGeneration(schema: schema) }
+        return (UInt64(try result.int64(0, 0) ?? 0), try result.timestampMicros(0, 1))
+    }
+
+    /// Writes `batch` and moves the checkpoint from `batch.firstOffset` to `batch.nextOffset`, in one
+    /// transaction. If the checkpoint is not where the batch starts, nothing is written.
+    public func apply(_ batch: ProjectionBatch, nowMicros: Int64, _ connection: PostgresConnection) throws {
+        try connection.transaction { connection in
+            // Shared with other projectors, exclusive with a generation swap (Schema.swapIn), so a
+            // transaction never writes half into one generation and half into the next.
+            _ = try connection.execute("SELECT pg_advisory_xact_lock_shared(7402)")
+            let moved = try connection.execute(
+                """
+                UPDATE \(s).projector_checkpoints
+                SET next_offset = $1, last_received_at = coalesce($2, last_received_at), updated_at = now()
+                WHERE projection = $3 AND next_offset = $4
+                """,
+                [
+                    .int64(Int64(batch.nextOffset)),
+                    batch.lastReceivedAtMicros.map { .timestamp(micros: $0) },
+                    .text(Schema.projectionName), .int64(Int64(batch.firstOffset)),
+                ])
+            guard moved.affectedRows == 1 else {
+                let found = try? checkpoint(connection).next
+                throw ProjectorError.checkpointMoved(expected: batch.firstOffset, found: found)
+            }
+            for change in batch.registry { try apply(change, connection) }
+            try writeLocations(batch, nowMicros: nowMicros, connection)
+            try writeBatches(batch.batches, connection)
+            try writeLatest(Array(batch.latest.values), connection)
+            try writeLastSeen(batch.lastSeen, connection)
+        }
+    }
+
+    private func apply(_ change: RegistryChange, _ connection: PostgresConnection) throws {
+        switch change {
+        case .user(let user, let at):
+            _ = try connection.execute(
+                "INSERT INTO \(s).users (id, name, role, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
+                [
+                    .int64(Int64(user.userID)), .text(user.name),
+                    .text(user.role == .admin ? "admin" : "member"), .timestamp(micros: at),
+                ])
+        case .device(let device, let at):
+            _ = try connection.execute(
+                """
+                INSERT INTO \(s).devices (id, user_id, device_uuid, name, platform, model, created_at)
+                VALUES ($1, $2, $3::uuid, $4, $5, $6, $7)
+                ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform, model = excluded.model
+                """,
+                [
+                    .int64(Int64(device.deviceID)), .int64(Int64(device.userID)),
+                    .text(device.deviceUUID.description),
+                    .text(device.name), .text(device.platform), .text(device.model), .timestamp(micros: at),
+                ])
+        case .paused(let deviceID, let paused):
+            _ = try connection.execute(
+                "UPDATE \(s).devices SET paused = $2 WHERE id = $1", [.int64(Int64(deviceID)), .bool(paused)])
+        case .pushToken(let push, let at):
+            _ = try connection.execute(
+                """
+                INSERT INTO \(s).push_devices (token, provider, device_id, topic, environment, registered_at)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (token) DO UPDATE SET provider = excluded.provider, device_id = excluded.device_id,
+                    topic = excluded.topic, environment = excluded.environment, registered_at = excluded.registered_at,
+                    invalidated_at = NULL, invalidated_reason = NULL
+                """,
+                [
+                    .text(push.token), .text(push.provider), .int64(Int64(push.deviceID)), .text(push.topic),
+                    .text(push.environment), .timestamp(micros: at),
+                ])
+            // A rotated token replaces the device's earlier ones of the same provider.
+            _ = try connection.execute(
+                """
+                UPDATE \(s).push_devices SET invalidated_at = $4, invalidated_reason = 'replaced'
+                WHERE device_id = $1 AND provider = $2 AND token <> $3 AND invalidated_at IS NULL
+                """,
+                [
+                    .int64(Int64(push.deviceID)), .text(push.provider), .text(push.token),
+                    .timestamp(micros: at),
+                ])
+        case .pushTokenInvalidated(let push, let at):
+            _ = try connection.execute(
+                "UPDATE \(s).push_devices SET invalidated_at = $3, invalidated_reason = $2 WHERE token = $1",
+                [.text(push.token), .text(push.reason), .timestamp(micros: at)])
+        }
+    }
+
+    static let locationColumns = [
+        "device_id", "log_offset", "fix_index", "recorded_at", "received_at", "latitude", "longitude",
+        "accuracy_m",
+        "altitude_m", "speed_mps", "heading_deg", "battery_pct", "is_charging", "source", "clock_suspect",
+    ]
+
+    static func values(_ row: LocationRow) -> [PostgresValue?] {
+        let fix = row.fix
+        return [
+            .int64(Int64(row.deviceID)), .int64(Int64(row.logOffset)), .int64(Int64(row.fixIndex)),
+            .timestamp(micros: fix.recordedAtMicros), .timestamp(micros: row.receivedAtMicros),
+            .double(fix.latitude),
+            .double(fix.longitude), .double(fix.accuracyMeters), fix.altitudeMeters.map { .double($0) },
+            fix.speedMetersPerSecond.map { .double($0) }, fix.headingDegrees.map { .double($0) },
+            fix.batteryPercent.map { .int64(Int64($0)) }, fix.isCharging.map { .bool($0) }, .text(fix.source),
+            .bool(fix.clockSuspect),
+        ]
+    }
+
+    private func writeLocations(_ batch: ProjectionBatch, nowMicros: Int64, _ connection: PostgresConnection)
+        throws
+    {
+        guard !batch.locations.isEmpty else { return }
+        var months = Set<Int>()
+        for row in batch.locations where months.insert(Month(micros: row.fix.recordedAtMicros).index).inserted
+        {
+            try Schema.ensurePartition(
+                schema, monthOf: row.fix.recordedAtMicros, nowMicros: nowMicros, connection)
+        }
+        try connection.copyIn(
+            table: schema + ".device_locations", columns: Self.locationColumns,
+            rows: batch.locations.lazy.map(Self.values))
+    }
+
+    private func writeBatches(_ rows: [BatchRow], _ connection: PostgresConnection) throws {
+        guard !rows.isEmpty else { return }
+        try connection.copyIn(
+            table: schema + ".device_batches",
+            columns: [
+                "log_offset", "device_id", "batch_id", "received_at", "fix_count", "rejected_count",
+                "recorded_min",
+                "recorded_max",
+            ],
+            rows: rows.lazy.map { row in
+                [
+                    .int64(Int64(row.logOffset)), .int64(Int64(row.deviceID)), .text(row.batchID.description),
+                    .timestamp(micros: row.receivedAtMicros), .int64(Int64(row.fixCount)),
+                    .int64(Int64(row.rejectedCount)),
+                    row.recordedMinMicros.map { .timestamp(micros: $0) },
+                    row.recordedMaxMicros.map { .timestamp(micros: $0) },
+                ]
+            })
+    }
+
+    /// One statement for all devices of the batch: candidates as arrays, the rule in the WHERE.
+    private func writeLatest(_ rows: [LocationRow], _ connection: PostgresConnection) throws {
+        guard !rows.isEmpty else { return }
+        var columns = [[PostgresValue?]](repeating: [], count: Self.locationColumns.count)
+        for row in rows {
+            for (index, value) in Self.values(row).enumerated() { columns[index].append(value) }
+        }
+        let types = [
+            "bigint", "bigint", "integer", "timestamptz", "timestamptz", "float8", "float8", "float8",
+            "float8", "float8",
+            "float8", "smallint", "boolean", "text", "boolean",
+        ]
+        let arrays = types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
+        let names = Self.locationColumns.joined(separator: ", ")
+        let updates = Self.locationColumns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(
+            separator: ", ")
+        _ = try connection.execute(
+            """
+            INSERT INTO \(s).device_latest AS t (\(names))
+            SELECT * FROM unnest(\(arrays))
+            ON CONFLICT (device_id) DO UPDATE SET \(updates)
+            WHERE \(LatestRule.sqlCondition)
+            """, columns.map { PostgresValue.array($0) })
+    }
+
+    private func writeLastSeen(_ lastSeen: [UInt64: Int64], _ connection: PostgresConnection) throws {
+        guard !lastSeen.isEmpty else { return }
+        let pairs = Array(lastSeen)
+        _ = try connection.execute(
+            """
+            UPDATE \(s).devices d SET last_seen_at = greatest(d.last_seen_at, v.seen)
+            FROM unnest($1::bigint[], $2::timestamptz[]) AS v (id, seen) WHERE d.id = v.id
+            """,
+            [.int64Array(pairs.map { Int64($0.key) }), .timestampArray(micros: pairs.map { $0.value })])
+    }
+}

@@ -1,0 +1,174 @@
+import Events
+import Postgres
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What the projector reports about itself, for /metrics, /healthz and progress lines.
+public struct ProjectorStatus: Sendable, Equatable {
+    /// The next offset to fold.
+    public var checkpoint: UInt64 = 0
+    /// The durable end of the log when last looked at.
+    public var logEnd: UInt64 = 0
+    public var lagOffsets: UInt64 { logEnd > checkpoint ? logEnd - checkpoint : 0 }
+    /// Seconds since the oldest record not yet folded arrived; 0 when caught up.
+    public var lagSeconds: Double = 0
+    public var recordsFolded = 0
+    public var fixesFolded = 0
+    public var transactions = 0
+    public var reconnects = 0
+    /// The last error, cleared by the next successful transaction.
+    public var lastError: String?
+    /// Set when the projector stopped for good (the log is behind its checkpoint).
+    public var stopped = false
+}
+
+/// Folds the log into one generation of the projection tables, exactly once: each transaction
+/// writes its rows and the new checkpoint together, conditional on the old checkpoint.
+public final class Projector: Sendable {
+    public struct Options: Sendable {
+        /// Records folded in one transaction at most.
+        public var recordsPerTransactionMax = 5_000
+        /// Fixes folded in one transaction at most (bounds the projector's memory, whatever the backlog).
+        public var fixesPerTransactionMax = 50_000
+        /// How long the tailing projector waits for new records before looking again.
+        public var idleWaitMicros: Int64 = 200_000
+        /// Pause after a failed transaction before trying again (PostgreSQL down, say).
+        public var retryDelayMicros: Int64 = 500_000
+        public var log: @Sendable (String) -> Void = { writeStandardError($0) }
+
+        public init() {}
+    }
+
+    public let client: PostgresClient
+    public let reader: LogReader
+    public let store: ProjectionStore
+    public let options: Options
+    private let state = Mutex(ProjectorStatus())
+    private let clock: @Sendable () -> Int64
+
+    public init(
+        client: PostgresClient, reader: LogReader, schema: String = Schema.live, options: Options = Options(),
+        clock: @escaping @Sendable () -> Int64 = wallClockMicros
+    ) {
+        self.client = client
+        self.reader = reader
+        self.store = ProjectionStore(schema: schema)
+        self.options = options
+        self.clock = clock
+    }
+
+    public var status: ProjectorStatus { state.withLock { $0 } }
+
+    /// Applies the meta migrations and makes sure the live generation exists and is of the current
+    /// projection version; an older or missing one is (re)built from offset 0 before serving.
+    public func prepare() throws {
+        try client.withConnection { connection in
+            try Schema.migrate(connection)
+            let version = try Schema.version(of: store.schema, connection)
+            if version == Schema.projectionVersion { return }
+            if version != nil {
+                options.log(
+                    "projector: projection version \(version!) in schema \(store.schema) is not \(Schema.projectionVersion); rebuilding it from the log"
+                )
+            }
+            try Schema.createGeneration(store.schema, connection)
+        }
+        let checkpoint = try client.withConnection { try store.checkpoint($0) }
+        state.withLock { $0.checkpoint = checkpoint.next }
+    }
+
+    /// Folds the next run of records (at most one transaction's worth) up to `logEnd`. Returns the
+    /// number of records folded; 0 when there was nothing to do.
+    @discardableResult
+    public func step(logEnd: UInt64) throws -> Int {
+        let start = try client.withConnection { try store.checkpoint($0) }.next
+        state.withLock { $0.checkpoint = start }
+        guard logEnd >= start else {
+            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
+        }
+        guard logEnd > start else {
+            state.withLock {
+                $0.logEnd = logEnd
+                $0.lagSeconds = 0
+            }
+            return 0
+        }
+        var batch = ProjectionBatch(firstOffset: start)
+        var records = 0
+        var oldestUnfolded: Int64?
+        let fixesMax = options.fixesPerTransactionMax
+        let recordsMax = options.recordsPerTransactionMax
+        try reader.read(from: start, upTo: logEnd) { record in
+            if records > 0
+                && (records >= recordsMax || batch.locations.count + Int(record.header.fixCount) > fixesMax)
+            {
+                oldestUnfolded = record.header.receivedAtMicros
+                return false
+            }
+            try batch.add(record)
+            records += 1
+            return true
+        }
+        // A run of records that a compaction removed entirely still moves the checkpoint.
+        if batch.nextOffset < logEnd && records < recordsMax && oldestUnfolded == nil {
+            batch.nextOffset = logEnd
+        }
+        try client.withConnection { try store.apply(batch, nowMicros: clock(), $0) }
+        let now = clock()
+        state.withLock {
+            $0.checkpoint = batch.nextOffset
+            $0.logEnd = logEnd
+            $0.recordsFolded += records
+            $0.fixesFolded += batch.locations.count
+            $0.transactions += 1
+            $0.lastError = nil
+            let pending = oldestUnfolded ?? (batch.nextOffset < logEnd ? batch.lastReceivedAtMicros : nil)
+            $0.lagSeconds = pending.map { Double(max(0, now - $0)) / 1_000_000 } ?? 0
+        }
+        return records
+    }
+
+    /// Tails the log until `shouldStop`, surviving PostgreSQL restarts: a failed transaction is
+    /// retried from the checkpoint stored in the database, which says whether it committed.
+    public func run(shouldStop: @Sendable () -> Bool) {
+        var prepared = false
+        while !shouldStop() {
+            do {
+                if !prepared {
+                    try prepare()
+                    prepared = true
+                }
+                let logEnd = reader.durableEnd()
+                if try step(logEnd: logEnd) == 0 {
+                    reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros)
+                }
+            } catch let error as ProjectorError {
+                switch error {
+                case .checkpointMoved:
+                    continue  // a swap or another projector: reread the checkpoint and go on
+                case .logBehindCheckpoint, .noGeneration:
+                    options.log("projector: stopped: \(error)")
+                    state.withLock {
+                        $0.lastError = error.description
+                        $0.stopped = true
+                    }
+                    return
+                }
+            } catch {
+                let message = "\(error)"
+                let first = state.withLock { status -> Bool in
+                    defer {
+                        status.lastError = message
+                        status.reconnects += 1
+                    }
+                    return status.lastError != message
+                }
+                if first { options.log("projector: \(message); retrying") }
+                usleep(UInt32(options.retryDelayMicros))
+            }
+        }
+    }
+}

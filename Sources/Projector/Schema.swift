@@ -1,0 +1,247 @@
+import Postgres
+
+/// The PostgreSQL side of findmy: a small `findmy_meta` schema with versioned migrations, and the
+/// projection tables, which live in one schema per generation.
+///
+/// The projection is a pure function of the log, so a new projection version is not migrated in
+/// place: it is built as a new generation from offset 0 while the current one keeps serving, then
+/// swapped in (`findmy replay`). `projectionVersion` says which table layout the code writes; a live
+/// generation of another version is rebuilt at start.
+public enum Schema {
+    /// The schema the read side queries: always the live generation.
+    public static let live = "findmy"
+    /// Where a rebuild writes until it is swapped in.
+    public static let building = "findmy_next"
+    /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
+    public static let projectionVersion = 1
+    /// The projection's name in `projector_checkpoints`.
+    public static let projectionName = "main"
+
+    /// Migrations of `findmy_meta`, applied in order, each exactly once.
+    static let metaMigrations: [String] = [
+        """
+        CREATE TABLE findmy_meta.generations (
+            schema_name text PRIMARY KEY,
+            projection_version integer NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        """
+    ]
+
+    /// Applies the meta migrations that have not run yet. Safe to call from several processes: each
+    /// migration runs in a transaction holding an advisory lock.
+    public static func migrate(_ connection: PostgresConnection) throws {
+        try connection.executeScript(
+            """
+            CREATE SCHEMA IF NOT EXISTS findmy_meta;
+            CREATE TABLE IF NOT EXISTS findmy_meta.schema_migrations (
+                version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+            """)
+        try connection.transaction { connection in
+            _ = try connection.execute("SELECT pg_advisory_xact_lock(7401)")
+            let applied = try connection.execute(
+                "SELECT coalesce(max(version), 0) FROM findmy_meta.schema_migrations")
+            let current = Int(try applied.int64(0, 0) ?? 0)
+            for (index, sql) in metaMigrations.enumerated() where index + 1 > current {
+                try connection.executeScript(sql)
+                _ = try connection.execute(
+                    "INSERT INTO findmy_meta.schema_migrations (version) VALUES ($1)",
+                    [.int64(Int64(index + 1))])
+            }
+        }
+    }
+
+    /// The projection version of the generation in `schema`, or nil when there is none.
+    public static func version(of schema: String, _ connection: PostgresConnection) throws -> Int? {
+        let result = try connection.execute(
+            "SELECT projection_version FROM findmy_meta.generations WHERE schema_name = $1", [.text(schema)])
+        guard result.rowCount > 0 else { return nil }
+        return Int(try result.int64(0, 0) ?? 0)
+    }
+
+    /// Creates an empty generation in `schema` (dropping anything there), checkpoint at offset 0.
+    public static func createGeneration(_ schema: String, _ connection: PostgresConnection) throws {
+        let s = PostgresConnection.quoteIdentifier(schema)
+        try connection.executeScript(
+            """
+            DROP SCHEMA IF EXISTS \(s) CASCADE;
+            CREATE SCHEMA \(s);
+            CREATE TABLE \(s).users (
+                id bigint PRIMARY KEY,
+                name text NOT NULL,
+                role text NOT NULL,
+                created_at timestamptz NOT NULL
+            );
+            CREATE TABLE \(s).devices (
+                id bigint PRIMARY KEY,
+                user_id bigint NOT NULL REFERENCES \(s).users (id),
+                device_uuid uuid NOT NULL,
+                name text NOT NULL,
+                platform text NOT NULL,
+                model text NOT NULL,
+                created_at timestamptz NOT NULL,
+                last_seen_at timestamptz,
+                paused boolean NOT NULL DEFAULT false,
+                UNIQUE (user_id, device_uuid)
+            );
+            CREATE TABLE \(s).push_devices (
+                token text PRIMARY KEY,
+                provider text NOT NULL,
+                device_id bigint NOT NULL REFERENCES \(s).devices (id),
+                topic text NOT NULL,
+                environment text NOT NULL,
+                registered_at timestamptz NOT NULL,
+                invalidated_at timestamptz,
+                invalidated_reason text
+            );
+            CREATE INDEX ON \(s).push_devices (device_id);
+            CREATE TABLE \(s).device_locations (
+                device_id bigint NOT NULL,
+                log_offset bigint NOT NULL,
+                fix_index integer NOT NULL,
+                recorded_at timestamptz NOT NULL,
+                received_at timestamptz NOT NULL,
+                latitude double precision NOT NULL,
+                longitude double precision NOT NULL,
+                accuracy_m double precision NOT NULL,
+                altitude_m double precision,
+                speed_mps double precision,
+                heading_deg double precision,
+                battery_pct smallint,
+                is_charging boolean,
+                source text NOT NULL,
+                clock_suspect boolean NOT NULL,
+                UNIQUE (log_offset, fix_index, recorded_at)
+            ) PARTITION BY RANGE (recorded_at);
+            CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;
+            CREATE INDEX ON \(s).device_locations (device_id, recorded_at DESC);
+            CREATE TABLE \(s).device_latest (
+                device_id bigint PRIMARY KEY,
+                log_offset bigint NOT NULL,
+                fix_index integer NOT NULL,
+                recorded_at timestamptz NOT NULL,
+                received_at timestamptz NOT NULL,
+                latitude double precision NOT NULL,
+                longitude double precision NOT NULL,
+                accuracy_m double precision NOT NULL,
+                altitude_m double precision,
+                speed_mps double precision,
+                heading_deg double precision,
+                battery_pct smallint,
+                is_charging boolean,
+                source text NOT NULL,
+                clock_suspect boolean NOT NULL
+            );
+            CREATE TABLE \(s).device_batches (
+                log_offset bigint PRIMARY KEY,
+                device_id bigint NOT NULL,
+                batch_id uuid NOT NULL,
+                received_at timestamptz NOT NULL,
+                fix_count integer NOT NULL,
+                rejected_count integer NOT NULL,
+                recorded_min timestamptz,
+                recorded_max timestamptz
+            );
+            CREATE INDEX ON \(s).device_batches (device_id, received_at);
+            CREATE TABLE \(s).projector_checkpoints (
+                projection text PRIMARY KEY,
+                next_offset bigint NOT NULL,
+                last_received_at timestamptz,
+                updated_at timestamptz NOT NULL DEFAULT now()
+            );
+            """)
+        _ = try connection.execute(
+            "INSERT INTO \(s).projector_checkpoints (projection, next_offset) VALUES ($1, 0)",
+            [.text(projectionName)])
+        _ = try connection.execute(
+            """
+            INSERT INTO findmy_meta.generations (schema_name, projection_version) VALUES ($1, $2)
+            ON CONFLICT (schema_name) DO UPDATE SET projection_version = excluded.projection_version, created_at = now()
+            """, [.text(schema), .int64(Int64(projectionVersion))])
+    }
+
+    /// Makes the generation in `building` the live one, in one transaction: readers see either the
+    /// old tables or the new ones, never a mix.
+    public static func swapIn(_ connection: PostgresConnection) throws {
+        try connection.transaction { connection in
+            _ = try connection.execute("SELECT pg_advisory_xact_lock(7402)")
+            let retired = "findmy_retired"
+            try connection.executeScript(
+                """
+                DROP SCHEMA IF EXISTS \(retired) CASCADE;
+                ALTER SCHEMA \(live) RENAME TO \(retired);
+                ALTER SCHEMA \(building) RENAME TO \(live);
+                DROP SCHEMA \(retired) CASCADE;
+                """)
+            _ = try connection.execute(
+                "DELETE FROM findmy_meta.generations WHERE schema_name = $1", [.text(live)])
+            _ = try connection.execute(
+                "UPDATE findmy_meta.generations SET schema_name = $1 WHERE schema_name = $2",
+                [.text(live), .text(building)])
+        }
+    }
+
+    /// The monthly partition of `device_locations` that holds `micros`, created if missing.
+    ///
+    /// Partitions are made for months near the present (`partitionMonthsBack` to
+    /// `partitionMonthsAhead`); a fix whose device clock is further off lands in the default
+    /// partition, which is never split, so a wrong clock cannot make partition creation fail.
+    static let partitionMonthsBack = 24
+    static let partitionMonthsAhead = 3
+
+    static func ensurePartition(
+        _ schema: String, monthOf micros: Int64, nowMicros: Int64, _ connection: PostgresConnection
+    ) throws {
+        let month = Month(micros: micros)
+        let now = Month(micros: nowMicros)
+        guard month.index >= now.index - partitionMonthsBack, month.index <= now.index + partitionMonthsAhead
+        else {
+            return
+        }
+        let next = Month(index: month.index + 1)
+        let s = PostgresConnection.quoteIdentifier(schema)
+        // Identifiers and bounds come from integers computed here, never from input.
+        try connection.executeScript(
+            """
+            CREATE TABLE IF NOT EXISTS \(s).device_locations_\(month.name) PARTITION OF \(s).device_locations
+            FOR VALUES FROM ('\(month.firstDay)') TO ('\(next.firstDay)')
+            """)
+    }
+}
+
+/// A calendar month (UTC), for naming and bounding partitions.
+struct Month {
+    /// Months since January of year 0.
+    var index: Int
+
+    init(index: Int) { self.index = index }
+
+    init(micros: Int64) {
+        let days = Int(micros >= 0 ? micros / 86_400_000_000 : (micros + 1) / 86_400_000_000 - 1)
+        let (year, month, _) = civil(fromDays: days)
+        index = year * 12 + (month - 1)
+    }
+
+    var year: Int { index >= 0 ? index / 12 : (index - 11) / 12 }
+    var month: Int { index - year * 12 + 1 }
+    var name: String { "y\(year)m" + (month < 10 ? "0" : "") + "\(month)" }
+    var firstDay: String {
+        let yearText = String(year)
+        return String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText + "-"
+            + (month < 10 ? "0" : "") + "\(month)-01 00:00:00+00"
+    }
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
+func civil(fromDays days: Int) -> (Int, Int, Int) {
+    let z = days + 719_468
+    let era = (z >= 0 ? z : z - 146_096) / 146_097
+    let doe = z - era * 146_097
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+    let y = yoe + era * 400
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+    let mp = (5 * doy + 2) / 153
+    let d = doy - (153 * mp + 2) / 5 + 1
+    let m = mp < 10 ? mp + 3 : mp - 9
+    return (m <= 2 ? y + 1 : y, m, d)
+}

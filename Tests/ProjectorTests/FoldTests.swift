@@ -1,0 +1,82 @@
+import Events
+import Projector
+import Testing
+
+@Suite struct LatestRuleTests {
+    func row(recorded: Int64, offset: UInt64, index: Int = 0, suspect: Bool = false) -> LocationRow {
+        LocationRow(
+            deviceID: 1, logOffset: offset, fixIndex: index, receivedAtMicros: 0,
+            fix: Fix(
+                latitude: 0, longitude: 0, accuracyMeters: 5, source: "significant",
+                recordedAtMicros: recorded, clockSuspect: suspect))
+    }
+
+    @Test func laterRecordedAtWinsThenLaterPosition() {
+        #expect(LatestRule.replaces(row(recorded: 2, offset: 1), row(recorded: 1, offset: 9)))
+        #expect(!LatestRule.replaces(row(recorded: 1, offset: 9), row(recorded: 2, offset: 1)))
+        #expect(LatestRule.replaces(row(recorded: 5, offset: 2), row(recorded: 5, offset: 1)))
+        #expect(
+            LatestRule.replaces(row(recorded: 5, offset: 2, index: 3), row(recorded: 5, offset: 2, index: 2)))
+        #expect(!LatestRule.replaces(row(recorded: 5, offset: 2), row(recorded: 5, offset: 2)))
+    }
+
+    @Test func aSuspectClockNeverDisplacesASoundFixAndASoundFixAlwaysDisplacesASuspectOne() {
+        let sound = row(recorded: 100, offset: 1)
+        let suspectFuture = row(recorded: 9_999, offset: 2, suspect: true)
+        #expect(!LatestRule.replaces(suspectFuture, sound))
+        #expect(LatestRule.replaces(row(recorded: 50, offset: 3), suspectFuture))
+        #expect(LatestRule.replaces(row(recorded: 10_000, offset: 4, suspect: true), suspectFuture))
+    }
+}
+
+@Suite struct ProjectionBatchTests {
+    func record(_ event: Event, offset: UInt64, received: Int64) -> LogRecord {
+        var encoded = EventCodec.encode(event, receivedAtMicros: received)
+        encoded.header.offset = offset
+        return LogRecord(header: encoded.header, storedPayload: encoded.payload, segmentPath: "", position: 0)
+    }
+
+    @Test func foldsFixesBatchesAndRegistryChangesInLogOrder() throws {
+        var batch = ProjectionBatch(firstOffset: 10)
+        let user = UserCreated(
+            userID: 1, name: "ada", role: .member, tokenHash: Array(repeating: 0, count: 32))
+        let device = DeviceEnrolled(
+            deviceID: 7, userID: 1, deviceUUID: UUID128.random(), name: "phone", platform: "ios", model: "x")
+        let fixes = [
+            Fix(latitude: 1, longitude: 1, accuracyMeters: 5, source: "significant", recordedAtMicros: 300),
+            Fix(latitude: 2, longitude: 2, accuracyMeters: 5, source: "significant", recordedAtMicros: 100),
+            Fix(
+                latitude: 3, longitude: 3, accuracyMeters: 5, source: "significant", recordedAtMicros: 900,
+                clockSuspect: true),
+        ]
+        try batch.add(record(.userCreated(user), offset: 10, received: 1))
+        try batch.add(record(.deviceEnrolled(device), offset: 11, received: 2))
+        let batchID = UUID128.random()
+        try batch.add(
+            record(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: 7, batchID: batchID, fixes: fixes,
+                        rejections: [Rejection(index: 3, reason: "x")])),
+                offset: 13, received: 50))
+        try batch.add(
+            record(.reportingChanged(ReportingChanged(deviceID: 7, paused: true)), offset: 14, received: 60))
+
+        #expect(batch.nextOffset == 15)
+        #expect(
+            batch.registry == [
+                .user(user, atMicros: 1), .device(device, atMicros: 2), .paused(deviceID: 7, true),
+            ])
+        #expect(batch.locations.map(\.fixIndex) == [0, 1, 2])
+        #expect(batch.locations.allSatisfy { $0.logOffset == 13 && $0.receivedAtMicros == 50 })
+        #expect(batch.latest[7]?.fix.recordedAtMicros == 300)
+        #expect(batch.lastSeen == [7: 50])
+        #expect(
+            batch.batches == [
+                BatchRow(
+                    logOffset: 13, deviceID: 7, batchID: batchID, receivedAtMicros: 50, fixCount: 3,
+                    rejectedCount: 1,
+                    recordedMinMicros: 100, recordedMaxMicros: 900)
+            ])
+    }
+}

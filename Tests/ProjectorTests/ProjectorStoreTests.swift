@@ -1,0 +1,123 @@
+import Events
+import Foundation
+import Postgres
+import Projector
+import Testing
+
+@Suite(ProjectorClusterTrait()) struct ProjectorStoreTests {
+    @Test func everyFixIsProjectedOnceAndLatestMatchesHistory() throws {
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 7, batches: 300, fixesPerBatch: 9)
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        let projector = Projector(client: client, reader: LogReader(directory: log.path, writer: writer))
+        try projector.prepare()
+        try catchUp(projector)
+        let connection = try PostgresConnection(client.conninfo)
+        defer { connection.close() }
+        #expect(try count(connection, "SELECT count(*) FROM findmy.device_locations") == 300 * 9)
+        #expect(
+            try count(
+                connection, "SELECT count(DISTINCT (log_offset, fix_index)) FROM findmy.device_locations")
+                == 300 * 9)
+        #expect(try count(connection, "SELECT count(*) FROM findmy.device_batches") == 300)
+        #expect(
+            try count(connection, "SELECT count(*) FROM findmy.devices WHERE last_seen_at IS NOT NULL") == 7)
+        #expect(
+            try count(connection, "SELECT next_offset FROM findmy.projector_checkpoints")
+                == Int64(writer.durableEnd))
+        // device_latest equals a recomputation from history by the same rule.
+        let mismatches = try count(
+            connection,
+            """
+            SELECT count(*) FROM findmy.device_latest l FULL JOIN (
+                SELECT DISTINCT ON (device_id) device_id, log_offset, fix_index FROM findmy.device_locations
+                ORDER BY device_id, \(LatestRule.sqlOrder)
+            ) r USING (device_id)
+            WHERE l.log_offset IS DISTINCT FROM r.log_offset OR l.fix_index IS DISTINCT FROM r.fix_index
+            """)
+        #expect(mismatches == 0)
+        // Both clocks are kept as sent and received.
+        #expect(
+            try count(
+                connection,
+                "SELECT count(*) FROM findmy.device_locations WHERE received_at IS NULL OR recorded_at IS NULL"
+            ) == 0)
+        // The month partitions exist; a clock a year ahead lands in the default partition.
+        #expect(try count(connection, "SELECT count(*) FROM findmy.device_locations_default") > 0)
+        #expect(
+            try count(
+                connection,
+                "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE c.relname LIKE 'device_locations_y%'"
+            ) >= 1)
+        writer.close()
+    }
+
+    @Test func aBatchAppliesOnlyOnTopOfItsCheckpoint() throws {
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 2, batches: 20, fixesPerBatch: 3)
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        let projector = Projector(client: client, reader: LogReader(directory: log.path, writer: writer))
+        try projector.prepare()
+        var batch = ProjectionBatch(firstOffset: 0)
+        try LogReader(directory: log.path).read(from: 0) { record in
+            try batch.add(record)
+            return true
+        }
+        let store = ProjectionStore()
+        let connection = try PostgresConnection(client.conninfo)
+        defer { connection.close() }
+        try store.apply(batch, nowMicros: wallClockMicros(), connection)
+        // The same batch again (a second projector, or a retry after a commit that did succeed).
+        #expect(throws: ProjectorError.checkpointMoved(expected: 0, found: batch.nextOffset)) {
+            try store.apply(batch, nowMicros: wallClockMicros(), connection)
+        }
+        #expect(try count(connection, "SELECT count(*) FROM findmy.device_locations") == 60)
+        writer.close()
+    }
+
+    @Test func aLogBehindTheCheckpointStopsTheProjector() throws {
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 1, batches: 10, fixesPerBatch: 2)
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        let projector = Projector(client: client, reader: LogReader(directory: log.path, writer: writer))
+        try projector.prepare()
+        try catchUp(projector)
+        // As if the log had been restored from an older backup: it now ends before the checkpoint.
+        #expect(throws: ProjectorError.logBehindCheckpoint(logEnd: 5, checkpoint: writer.durableEnd)) {
+            try projector.step(logEnd: 5)
+        }
+        writer.close()
+    }
+
+    @Test func aRebuildWhileServingGivesTheSameRows() throws {
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 5, batches: 200, fixesPerBatch: 5)
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        let reader = LogReader(directory: log.path, writer: writer)
+        let projector = Projector(client: client, reader: reader)
+        try projector.prepare()
+        try catchUp(projector)
+        let connection = try PostgresConnection(client.conninfo)
+        defer { connection.close() }
+        let fingerprint = """
+            SELECT md5(string_agg(concat_ws(',', device_id, log_offset, fix_index, recorded_at, received_at, latitude,
+                longitude, accuracy_m, altitude_m, battery_pct, source, clock_suspect), ';'
+                ORDER BY log_offset, fix_index)) FROM findmy.device_locations
+            """
+        let latestPrint =
+            "SELECT md5(string_agg(concat_ws(',', device_id, log_offset, fix_index), ';' ORDER BY device_id)) FROM findmy.device_latest"
+        let before = try connection.execute(fingerprint).string(0, 0)
+        let latestBefore = try connection.execute(latestPrint).string(0, 0)
+        var progressLines = 0
+        let result = try Rebuild.run(client: client, reader: reader) { _ in progressLines += 1 }
+        #expect(result.checkpoint == writer.durableEnd)
+        #expect(progressLines > 0)
+        #expect(try connection.execute(fingerprint).string(0, 0) == before)
+        #expect(try connection.execute(latestPrint).string(0, 0) == latestBefore)
+        // The live projector goes on with the new generation.
+        try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
+        try catchUp(projector)
+        #expect(try count(connection, "SELECT count(*) FROM findmy.devices WHERE paused") == 1)
+        writer.close()
+    }
+}
