@@ -5,7 +5,9 @@
 #endif
 
 let commands: [Command] = [
-    LogCommand.command
+    LogCommand.command,
+    ServeCommand.command,
+    UserCommand.command,
 ]
 
 exit(runMain(CommandLine.arguments, commands: commands))
