@@ -10,7 +10,8 @@ final class ServerProcess: @unchecked Sendable {
 
     init(data: String, extraArguments: [String] = []) throws {
         dataDirectory = data
-        process = try FindmyProcess(["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + extraArguments)
+        process = try FindmyProcess(
+            ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + extraArguments)
         let deadline = Date().addingTimeInterval(30)
         while process.outputLines.isEmpty {
             guard Date() < deadline, process.process.isRunning else {
@@ -64,16 +65,22 @@ func addUser(_ name: String, data: String) throws -> String {
     return try JSONParser.parse(result.output)["token"]!.stringValue
 }
 
-func enrol(_ connection: HTTPConnection, userToken: String, uuid: String, name: String = "phone") throws -> Answer {
+func enrol(_ connection: HTTPConnection, userToken: String, uuid: String, name: String = "phone") throws
+    -> Answer
+{
     try post(
         connection, "/api/find-my/devices", token: userToken,
-        body: "{\"device_uuid\": \"\(uuid)\", \"name\": \"\(name)\", \"platform\": \"ios\", \"model\": \"iPhone 15\"}")
+        body:
+            "{\"device_uuid\": \"\(uuid)\", \"name\": \"\(name)\", \"platform\": \"ios\", \"model\": \"iPhone 15\"}"
+    )
 }
 
 /// A fix recorded `secondsAgo` before now, JSON.
 func fixJSON(latitude: Double = 52.52, secondsAgo: Int = 60, extra: String = "") -> String {
-    let recordedAt = RFC3339.formatMillis(Int64(Date().timeIntervalSince1970 * 1_000_000) - Int64(secondsAgo) * 1_000_000)
-    return "{\"latitude\": \(latitude), \"longitude\": 13.405, \"accuracy_m\": 12, \"battery_pct\": 81, \"source\": \"significant\", \"recorded_at\": \"\(recordedAt)\"\(extra)}"
+    let recordedAt = RFC3339.formatMillis(
+        Int64(Date().timeIntervalSince1970 * 1_000_000) - Int64(secondsAgo) * 1_000_000)
+    return
+        "{\"latitude\": \(latitude), \"longitude\": 13.405, \"accuracy_m\": 12, \"battery_pct\": 81, \"source\": \"significant\", \"recorded_at\": \"\(recordedAt)\"\(extra)}"
 }
 
 func reportBody(batchID: String, fixes: [String]) -> String {
