@@ -8,6 +8,7 @@ let commands: [Command] = [
     LogCommand.command,
     ServeCommand.command,
     UserCommand.command,
+    BenchCommand.command,
 ]
 
 exit(runMain(CommandLine.arguments, commands: commands))
