@@ -104,7 +104,7 @@ extension IngestService {
         let token = Token.generate()
         let (deviceID, offset, created) = try mutations.withLock {
             _ throws(APIError) -> (UInt64, UInt64, Bool) in
-            let (existing, nextID) = registry.withLock {
+            let (existing, nextID) = registry.read {
                 ($0.registry.device(userID: userID, uuid: uuid), $0.registry.nextDeviceID)
             }
             let deviceID = existing?.id ?? nextID
@@ -209,7 +209,7 @@ extension IngestService {
         let deviceID = try deviceID(request)
         let decoded = try ReportDecoder.decode(request.body, receivedAtMicros: received, limits: limits)
         let key = BatchKey(deviceID: deviceID, batchID: decoded.batchID)
-        let admission = try registry.withLock { state throws(APIError) -> Admission in
+        let admission = try registry.write { state throws(APIError) -> Admission in
             if let result = state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID) {
                 return .duplicate(result)
             }
@@ -243,10 +243,10 @@ extension IngestService {
         do {
             offset = try append(encoded)
         } catch {
-            registry.withLock { _ = $0.batchesInFlight.remove(key) }
+            registry.write { _ = $0.batchesInFlight.remove(key) }
             throw error
         }
-        let result = registry.withLock { state in
+        let result = registry.write { state in
             state.batchesInFlight.remove(key)
             state.registry.apply(event, offset: offset)
             return state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID)

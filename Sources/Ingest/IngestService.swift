@@ -16,7 +16,7 @@ public final class IngestService: Sendable {
     public let log: LogWriter
     public let limits: IngestLimits
     public let metrics = IngestMetrics()
-    let registry: Mutex<RegistryState>
+    let registry: ReadWriteLocked<RegistryState>
     let mutations = Mutex(())
     let clockMicros: @Sendable () -> Int64
     /// Set when the last append failed, cleared by the next success; `/healthz` reports it.
@@ -43,18 +43,18 @@ public final class IngestService: Sendable {
         let reader = LogReader(directory: log.directory, writer: log)
         let registry = try Registry.replay(
             reader, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
-        self.registry = Mutex(RegistryState(registry: registry))
+        self.registry = ReadWriteLocked(RegistryState(registry: registry))
     }
 
     /// A copy of the registry, for tests and admin listings.
-    public var registrySnapshot: Registry { registry.withLock { $0.registry } }
+    public var registrySnapshot: Registry { registry.read { $0.registry } }
 
     // MARK: appending
 
     /// Appends and, once durable, applies the event: the one way the server changes its registry.
     func appendAndApply(_ event: Event, receivedAtMicros: Int64) throws(APIError) -> UInt64 {
         let offset = try append(EventCodec.encode(event, receivedAtMicros: receivedAtMicros))
-        registry.withLock { $0.registry.apply(event, offset: offset) }
+        registry.write { $0.registry.apply(event, offset: offset) }
         return offset
     }
 
@@ -88,7 +88,7 @@ public final class IngestService: Sendable {
     public func createUser(name: String, role: Role) throws(APIError) -> CreatedUser {
         try checkText(name, field: "name", allowEmpty: false)
         return try mutations.withLock { _ throws(APIError) -> CreatedUser in
-            let (existing, userID) = registry.withLock {
+            let (existing, userID) = registry.read {
                 ($0.registry.user(named: name), $0.registry.nextUserID)
             }
             guard existing == nil else {
@@ -121,7 +121,7 @@ public final class IngestService: Sendable {
         }
         let token = header.dropFirst(7).trimmingSpaces
         let hash = SHA256.hash(Array(token.utf8))
-        guard let principal = registry.withLock({ $0.registry.principal(tokenHash: hash) }) else {
+        guard let principal = registry.read({ $0.registry.principal(tokenHash: hash) }) else {
             throw APIError(
                 status: 401, code: "invalid_token",
                 message:
@@ -168,8 +168,13 @@ public final class IngestService: Sendable {
 }
 
 extension Substring {
+    /// Without leading and trailing spaces and tabs. On the UTF-8 view: this runs on every request,
+    /// and a Character-based version was 15 % of the server's CPU in a profile.
     var trimmingSpaces: String {
-        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        let bytes = utf8
+        guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return "" }
+        let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })!
+        return String(self[first...last])
     }
 }
 

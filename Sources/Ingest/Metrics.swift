@@ -25,7 +25,7 @@ public final class IngestMetrics: Sendable {
         var appendMicrosSum: Int64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 
