@@ -125,29 +125,44 @@ public enum ReportDecoder {
         guard case .object(let object) = value else {
             throw FixRejection(.notAnObject, "a fix must be an object, found \(value.typeName)")
         }
-        for member in object.members where !fixKeys.contains(member.key) {
-            throw FixRejection(
-                .unknownField,
-                "\(member.key.prefix(64)) is not a fix field; allowed: \(fixKeys.sorted().joined(separator: ", "))"
-            )
+        // One pass over the members: a fix has about ten, and this is the hot loop of a report.
+        var fields = FixFields()
+        for member in object.members {
+            switch member.key {
+            case "latitude": fields.latitude = member.value
+            case "longitude": fields.longitude = member.value
+            case "accuracy_m": fields.accuracy = member.value
+            case "altitude_m": fields.altitude = member.value
+            case "speed_mps": fields.speed = member.value
+            case "heading_deg": fields.heading = member.value
+            case "battery_pct": fields.battery = member.value
+            case "is_charging": fields.charging = member.value
+            case "source": fields.source = member.value
+            case "recorded_at": fields.recordedAt = member.value
+            default:
+                throw FixRejection(
+                    .unknownField,
+                    "\(member.key.prefix(64)) is not a fix field; allowed: \(fixKeys.sorted().joined(separator: ", "))"
+                )
+            }
         }
-        let latitude = try number(object, "latitude", required: true, in: -90...90)!
-        let longitude = try number(object, "longitude", required: true, in: -180...180)!
+        let latitude = try number(fields.latitude, "latitude", required: true, in: -90...90)!
+        let longitude = try number(fields.longitude, "longitude", required: true, in: -180...180)!
         let accuracy = try number(
-            object, "accuracy_m", required: true, in: 0...Double.greatestFiniteMagnitude)!
+            fields.accuracy, "accuracy_m", required: true, in: 0...Double.greatestFiniteMagnitude)!
         guard accuracy > 0 else {
             throw FixRejection(.outOfRange, "accuracy_m must be greater than 0, got \(accuracy)")
         }
-        let altitude = try number(object, "altitude_m", required: false, in: -12_000...100_000)
-        let speed = try number(object, "speed_mps", required: false, in: 0...2_000)
-        let heading = try number(object, "heading_deg", required: false, in: 0...360)
+        let altitude = try number(fields.altitude, "altitude_m", required: false, in: -12_000...100_000)
+        let speed = try number(fields.speed, "speed_mps", required: false, in: 0...2_000)
+        let heading = try number(fields.heading, "heading_deg", required: false, in: 0...360)
         if let heading, heading == 360 {
             throw FixRejection(.outOfRange, "heading_deg must be within [0, 360), got 360; send 0")
         }
-        let battery = try batteryPercent(object)
-        let charging = try optionalBool(object, "is_charging")
-        let source = try decodeSource(object, limits: limits)
-        let recordedAt = try timestamp(object)
+        let battery = try batteryPercent(fields.battery)
+        let charging = try optionalBool(fields.charging, "is_charging")
+        let source = try decodeSource(fields.source)
+        let recordedAt = try timestamp(fields.recordedAt)
         // A wrong device clock can make a fix look young; its age counts from the earlier clock.
         let ageMicros = receivedAtMicros - min(recordedAt, receivedAtMicros)
         guard ageMicros <= limits.retentionMicros else {
@@ -164,11 +179,17 @@ public enum ReportDecoder {
             clockSuspect: recordedAt > receivedAtMicros + limits.clockSkewToleranceMicros)
     }
 
+    /// The members of one fix, before their rules are applied.
+    struct FixFields {
+        var latitude, longitude, accuracy, altitude, speed, heading, battery, charging, source,
+            recordedAt: JSONValue?
+    }
+
     /// Absent and null are the same for optional fields; a required field must be a number.
-    static func number(_ object: JSONObject, _ key: String, required: Bool, in range: ClosedRange<Double>)
+    static func number(_ value: JSONValue?, _ key: String, required: Bool, in range: ClosedRange<Double>)
         throws(FixRejection) -> Double?
     {
-        guard let value = object[key], value != .null else {
+        guard let value, value != .null else {
             if required { throw FixRejection(.missingField, "\(key) is required") }
             return nil
         }
@@ -191,8 +212,8 @@ public enum ReportDecoder {
         bound == bound.rounded() && abs(bound) < 1e15 ? String(Int64(bound)) : String(bound)
     }
 
-    static func batteryPercent(_ object: JSONObject) throws(FixRejection) -> UInt8? {
-        guard let value = object["battery_pct"], value != .null else { return nil }
+    static func batteryPercent(_ value: JSONValue?) throws(FixRejection) -> UInt8? {
+        guard let value, value != .null else { return nil }
         let number: Double
         switch value {
         case .integer(let integer): number = Double(integer)
@@ -208,16 +229,16 @@ public enum ReportDecoder {
         return UInt8(number.rounded())
     }
 
-    static func optionalBool(_ object: JSONObject, _ key: String) throws(FixRejection) -> Bool? {
-        guard let value = object[key], value != .null else { return nil }
+    static func optionalBool(_ value: JSONValue?, _ key: String) throws(FixRejection) -> Bool? {
+        guard let value, value != .null else { return nil }
         guard case .bool(let flag) = value else {
             throw FixRejection(.wrongType, "\(key) must be true or false, found \(value.typeName)")
         }
         return flag
     }
 
-    static func decodeSource(_ object: JSONObject, limits: IngestLimits) throws(FixRejection) -> String {
-        guard let value = object["source"], value != .null else {
+    static func decodeSource(_ value: JSONValue?) throws(FixRejection) -> String {
+        guard let value, value != .null else {
             throw FixRejection(
                 .missingField, "source is required (significant, ondemand, visit, manual, geofence, ...)")
         }
@@ -235,8 +256,8 @@ public enum ReportDecoder {
         return source
     }
 
-    static func timestamp(_ object: JSONObject) throws(FixRejection) -> Int64 {
-        guard let value = object["recorded_at"], value != .null else {
+    static func timestamp(_ value: JSONValue?) throws(FixRejection) -> Int64 {
+        guard let value, value != .null else {
             throw FixRejection(
                 .missingField, "recorded_at is required (RFC 3339, e.g. 2026-12-02T14:00:00.123Z)")
         }
