@@ -25,5 +25,26 @@ test: test-deps
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
+# Builds a release binary and runs the server on ./data (or $FINDMY_DATA_DIR) at 127.0.0.1:8080
+# (or $FINDMY_LISTEN), after printing how to create a user and enrol a device.
+FINDMY_DATA_DIR ?= $(CURDIR)/data
+FINDMY_LISTEN ?= 127.0.0.1:8080
+run: release
+	@bin="$$($(SWIFT) build -c release $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy"; \
+	url="http://$(FINDMY_LISTEN)"; \
+	echo ""; \
+	echo "findmy: serving $$url with data in $(FINDMY_DATA_DIR) (Ctrl-C stops it)"; \
+	echo ""; \
+	echo "In another terminal, create a user (prints its API token once):"; \
+	echo "  $$bin user add alice --data-dir $(FINDMY_DATA_DIR)"; \
+	echo "Enrol a device with that token (prints the device token):"; \
+	echo "  curl -s -X POST $$url/api/find-my/devices -H 'Authorization: Bearer USER_TOKEN' \\"; \
+	echo "    -d '{\"device_uuid\": \"1b4e28ba-2fa1-11d2-883f-0016d3cca427\", \"name\": \"phone\", \"platform\": \"ios\"}'"; \
+	echo "Report a fix with the device token:"; \
+	echo "  curl -s -X POST $$url/api/find-my/report -H 'Authorization: Bearer DEVICE_TOKEN' \\"; \
+	echo "    -d '{\"batch_id\": \"'\$$(cat /proc/sys/kernel/random/uuid)'\", \"fixes\": [{\"latitude\": 52.52, \"longitude\": 13.405, \"accuracy_m\": 12, \"source\": \"manual\", \"recorded_at\": \"'\$$(date -u +%Y-%m-%dT%H:%M:%SZ)'\"}]}'"; \
+	echo ""; \
+	exec "$$bin" serve --data-dir "$(FINDMY_DATA_DIR)" --listen "$(FINDMY_LISTEN)"
+
 clean:
 	rm -rf .build

@@ -41,6 +41,10 @@ let package = Package(
         // The one module that touches libcrypto: SHA-256, secure random bytes, tokens.
         .target(name: "Crypto", dependencies: ["CCrypto"], swiftSettings: strict),
 
+        // Enrolment, push tokens, pause and the report endpoint: validation, the in-memory registry
+        // rebuilt from the log, and the HTTP handlers. See docs/api.md.
+        .target(name: "Ingest", dependencies: ["Events", "HTTP", "JSON", "Crypto"], swiftSettings: strict),
+
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster.
@@ -51,12 +55,17 @@ let package = Package(
         .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
 
         // The command-line entry point.
-        .executableTarget(name: "findmy", dependencies: ["Events", "Workload", "JSON"], swiftSettings: strict),
+        .executableTarget(
+            name: "findmy",
+            dependencies: ["Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto"],
+            swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
+        .testTarget(
+            name: "IngestTests", dependencies: ["Ingest", "Events", "JSON", "HTTP"], swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient"], swiftSettings: strict),

@@ -5,7 +5,10 @@
 #endif
 
 let commands: [Command] = [
-    LogCommand.command
+    LogCommand.command,
+    ServeCommand.command,
+    UserCommand.command,
+    BenchCommand.command,
 ]
 
 exit(runMain(CommandLine.arguments, commands: commands))

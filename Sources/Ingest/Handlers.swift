@@ -1,0 +1,285 @@
+import Crypto
+import Events
+import HTTP
+import JSON
+
+extension IngestService {
+    /// The public routes. `/metrics` and `/healthz` are unauthenticated: bind the server to a
+    /// trusted network or put a proxy in front (docs/configuration.md).
+    public func addRoutes(to router: inout Router) {
+        router.add("POST", "/api/find-my/devices") { [self] request in
+            respond { () throws(APIError) in try enrol(request) }
+        }
+        router.add("POST", "/api/find-my/push-tokens") { [self] request in
+            respond { () throws(APIError) in try registerPushToken(request) }
+        }
+        router.add("POST", "/api/find-my/reporting") { [self] request in
+            respond { () throws(APIError) in try changeReporting(request) }
+        }
+        router.add("POST", "/api/find-my/report") { [self] request in
+            respond { () throws(APIError) in try report(request) }
+        }
+        router.add("GET", "/healthz") { [self] _ in healthz() }
+        router.add("GET", "/metrics") { [self] _ in
+            var response = HTTPResponse.text(metrics.render(log: log.statistics))
+            response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            return response
+        }
+    }
+
+    /// The admin routes, served only on the owner-only unix socket DATA_DIR/admin.sock.
+    public func addAdminRoutes(to router: inout Router) {
+        router.add("POST", "/admin/users") { [self] request in
+            respond { () throws(APIError) in
+                let object = try parseObject(request.body, allowed: ["name", "admin"])
+                let name = try field { () throws(JSONAccessError) in try object.string("name") }
+                let admin =
+                    try field { () throws(JSONAccessError) in try object.boolIfPresent("admin") } ?? false
+                let created = try createUser(name: name, role: admin ? .admin : .member)
+                var writer = JSONWriter(capacity: 128)
+                writer.beginObject()
+                writer.key("user_id")
+                writer.int64(Int64(created.userID))
+                writer.key("token")
+                writer.string(created.token)
+                writer.key("offset")
+                writer.int64(Int64(created.offset))
+                writer.endObject()
+                return .json(writer.bytes, status: 201)
+            }
+        }
+    }
+
+    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
+        do {
+            return try body()
+        } catch {
+            var response = error.response
+            if error.status == 409 && error.code == "batch_in_progress" {
+                response.headers.set("Retry-After", "1")
+            }
+            return response
+        }
+    }
+
+    func healthz() -> HTTPResponse {
+        if logFailing.load(ordering: .relaxed) {
+            return .error(
+                status: 503, code: "log_unavailable",
+                message:
+                    "the last append to the event log failed (disk full or I/O error); see the server log")
+        }
+        return .json("{\"status\": \"ok\", \"log\": \"writable\", \"durable_end\": \(log.durableEnd)}")
+    }
+
+    // MARK: enrolment
+
+    static let platformBytesMax = 32
+
+    func enrol(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let userID = try userID(request)
+        let object = try parseObject(request.body, allowed: ["device_uuid", "name", "platform", "model"])
+        let uuidText = try field { () throws(JSONAccessError) in try object.string("device_uuid") }
+        guard let uuid = UUID128(uuidText) else {
+            throw .badRequest(
+                "invalid_field",
+                "device_uuid: '\(uuidText.prefix(64))' is not a UUID; generate one once on the device and keep it"
+            )
+        }
+        let name = try field { () throws(JSONAccessError) in try object.string("name") }
+        let platform = try field { () throws(JSONAccessError) in try object.string("platform") }
+        let model = try field { () throws(JSONAccessError) in try object.stringIfPresent("model") } ?? ""
+        try checkText(name, field: "name", allowEmpty: false)
+        try checkText(model, field: "model", allowEmpty: true)
+        guard !platform.isEmpty, platform.utf8.count <= Self.platformBytesMax,
+            platform.utf8.allSatisfy({
+                ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D
+            })
+        else {
+            throw .badRequest(
+                "invalid_field",
+                "platform must be 1 to \(Self.platformBytesMax) characters of a-z, 0-9, '_', '-' (ios, android, macos, linux, ...)"
+            )
+        }
+        let token = Token.generate()
+        let (deviceID, offset, created) = try mutations.withLock {
+            _ throws(APIError) -> (UInt64, UInt64, Bool) in
+            let (existing, nextID) = registry.read {
+                ($0.registry.device(userID: userID, uuid: uuid), $0.registry.nextDeviceID)
+            }
+            let deviceID = existing?.id ?? nextID
+            let received = clockMicros()
+            if existing == nil || existing?.name != name || existing?.platform != platform
+                || existing?.model != model
+            {
+                _ = try appendAndApply(
+                    .deviceEnrolled(
+                        DeviceEnrolled(
+                            deviceID: deviceID, userID: userID, deviceUUID: uuid, name: name,
+                            platform: platform, model: model)),
+                    receivedAtMicros: received)
+            }
+            // Issuing the token revokes the device's earlier one: a reinstalled app gets a fresh token.
+            let offset = try appendAndApply(
+                .deviceTokenIssued(
+                    DeviceTokenIssued(deviceID: deviceID, tokenHash: SHA256.hash(Array(token.utf8)))),
+                receivedAtMicros: received)
+            return (deviceID, offset, existing == nil)
+        }
+        StructuredLog.info(
+            created ? "device_enrolled" : "device_reenrolled",
+            [
+                "user_id": .int(Int64(userID)), "device_id": .int(Int64(deviceID)),
+                "platform": .string(platform),
+            ])
+        var writer = JSONWriter(capacity: 160)
+        writer.beginObject()
+        writer.key("device_id")
+        writer.int64(Int64(deviceID))
+        writer.key("device_token")
+        writer.string(token)
+        writer.key("offset")
+        writer.int64(Int64(offset))
+        writer.endObject()
+        return .json(writer.bytes, status: created ? 201 : 200)
+    }
+
+    // MARK: push tokens
+
+    static let pushProviders: Set<String> = ["apns", "fcm", "unifiedpush"]
+
+    func registerPushToken(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let deviceID = try deviceID(request)
+        let object = try parseObject(request.body, allowed: ["provider", "token", "topic", "environment"])
+        let provider = try field { () throws(JSONAccessError) in try object.string("provider") }
+        let token = try field { () throws(JSONAccessError) in try object.string("token") }
+        let topic = try field { () throws(JSONAccessError) in try object.stringIfPresent("topic") } ?? ""
+        let environment =
+            try field { () throws(JSONAccessError) in try object.stringIfPresent("environment") } ?? ""
+        guard Self.pushProviders.contains(provider) else {
+            throw .badRequest(
+                "invalid_field",
+                "provider must be one of \(Self.pushProviders.sorted().joined(separator: ", "))")
+        }
+        guard !token.isEmpty, token.utf8.count <= limits.pushTokenBytesMax,
+            !token.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F })
+        else {
+            throw .badRequest(
+                "invalid_field",
+                "token must be 1 to \(limits.pushTokenBytesMax) bytes without spaces or control characters")
+        }
+        try checkText(topic, field: "topic", allowEmpty: true)
+        try checkText(environment, field: "environment", allowEmpty: true)
+        let event = Event.pushTokenRegistered(
+            PushTokenRegistered(
+                deviceID: deviceID, provider: provider, token: token, topic: topic, environment: environment))
+        let offset = try mutations.withLock { _ throws(APIError) in
+            try appendAndApply(event, receivedAtMicros: clockMicros())
+        }
+        StructuredLog.info(
+            "push_token_registered", ["device_id": .int(Int64(deviceID)), "provider": .string(provider)])
+        return .json("{\"offset\": \(offset)}")
+    }
+
+    // MARK: pause
+
+    func changeReporting(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let deviceID = try deviceID(request)
+        let object = try parseObject(request.body, allowed: ["paused"])
+        let paused = try field { () throws(JSONAccessError) in try object.bool("paused") }
+        let offset = try mutations.withLock { _ throws(APIError) in
+            try appendAndApply(
+                .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused)),
+                receivedAtMicros: clockMicros())
+        }
+        StructuredLog.info(
+            "reporting_changed", ["device_id": .int(Int64(deviceID)), "paused": .bool(paused)])
+        return .json("{\"paused\": \(paused), \"offset\": \(offset)}")
+    }
+
+    // MARK: report
+
+    enum Admission {
+        case duplicate(Registry.BatchResult)
+        case append
+    }
+
+    func report(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let received = clockMicros()
+        let deviceID = try deviceID(request)
+        let decoded = try ReportDecoder.decode(request.body, receivedAtMicros: received, limits: limits)
+        let key = BatchKey(deviceID: deviceID, batchID: decoded.batchID)
+        let admission = try registry.write { state throws(APIError) -> Admission in
+            if let result = state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID) {
+                return .duplicate(result)
+            }
+            if state.registry.devices[deviceID]?.paused == true {
+                throw APIError(
+                    status: 409, code: "reporting_paused",
+                    message:
+                        "reporting is paused for this device; nothing was stored. Resume with POST /api/find-my/reporting {\"paused\": false}"
+                )
+            }
+            guard state.batchesInFlight.insert(key).inserted else {
+                throw APIError(
+                    status: 409, code: "batch_in_progress",
+                    message:
+                        "this batch_id is being stored by another request right now; retry in a second for its result"
+                )
+            }
+            return .append
+        }
+        if case .duplicate(let result) = admission {
+            metrics.recordDuplicate()
+            return reportAnswer(result, duplicate: true)
+        }
+        let event = Event.fixBatch(
+            FixBatch(
+                deviceID: deviceID, batchID: decoded.batchID, fixes: decoded.fixes,
+                rejections: decoded.rejections))
+        // Encoding compresses with LZ4; it runs here, in parallel, not under any lock.
+        let encoded = EventCodec.encode(event, receivedAtMicros: received)
+        let offset: UInt64
+        do {
+            offset = try append(encoded)
+        } catch {
+            registry.write { _ = $0.batchesInFlight.remove(key) }
+            throw error
+        }
+        let result = registry.write { state in
+            state.batchesInFlight.remove(key)
+            state.registry.apply(event, offset: offset)
+            return state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID)
+        }
+        metrics.recordReport(accepted: decoded.fixes.count, rejected: decoded.rejectionCounts)
+        return reportAnswer(
+            result
+                ?? Registry.BatchResult(
+                    offset: offset, accepted: decoded.fixes.count, rejections: decoded.rejections),
+            duplicate: false)
+    }
+
+    func reportAnswer(_ result: Registry.BatchResult, duplicate: Bool) -> HTTPResponse {
+        var writer = JSONWriter(capacity: 96 + result.rejections.count * 80)
+        writer.beginObject()
+        writer.key("accepted")
+        writer.int64(Int64(result.accepted))
+        writer.key("rejected")
+        writer.beginArray()
+        for rejection in result.rejections {
+            writer.beginObject()
+            writer.key("index")
+            writer.int64(Int64(rejection.index))
+            writer.key("reason")
+            writer.string(rejection.reason)
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.key("duplicate")
+        writer.bool(duplicate)
+        writer.key("offset")
+        writer.int64(Int64(result.offset))
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+}

@@ -1,0 +1,185 @@
+import Events
+
+/// Everything ingest must know to answer a request without a database: users, devices, token
+/// hashes, push tokens, pause switches and the recent batch results of each device.
+///
+/// It is a pure value folded from the log: `apply(_:offset:)` is the one code path, used both
+/// while replaying the log at start and after each append the server makes, so the registry a
+/// restarted server rebuilds is the one it had. Callers serialise access (see `IngestService`).
+public struct Registry: Sendable {
+    public struct User: Equatable, Sendable {
+        public var id: UInt64
+        public var name: String
+        public var role: Role
+    }
+
+    public struct Device: Equatable, Sendable {
+        public var id: UInt64
+        public var userID: UInt64
+        public var uuid: UUID128
+        public var name: String
+        public var platform: String
+        public var model: String
+        public var paused = false
+        /// The one token that works for this device; issuing a new one revokes it.
+        public var tokenHash: [UInt8]?
+    }
+
+    /// Who a bearer token belongs to.
+    public enum Principal: Equatable, Sendable {
+        case user(UInt64)
+        case device(UInt64)
+    }
+
+    public struct PushKey: Hashable, Sendable {
+        public var provider: String
+        public var token: String
+        public init(provider: String, token: String) {
+            self.provider = provider
+            self.token = token
+        }
+    }
+
+    public struct PushRegistration: Equatable, Sendable {
+        public var deviceID: UInt64
+        public var topic: String
+        public var environment: String
+    }
+
+    /// What a batch got when it was first stored; a retry is answered with it.
+    public struct BatchResult: Equatable, Sendable {
+        public var offset: UInt64
+        public var accepted: Int
+        public var rejections: [Rejection]
+    }
+
+    struct DeviceKey: Hashable {
+        var userID: UInt64
+        var uuid: UUID128
+    }
+
+    /// The last `capacity` batch results of one device, oldest evicted first.
+    struct RecentBatches {
+        var results: [UUID128: BatchResult] = [:]
+        var order: [UUID128] = []
+        var head = 0
+
+        mutating func insert(_ id: UUID128, _ result: BatchResult, capacity: Int) {
+            if results.updateValue(result, forKey: id) != nil { return }
+            if order.count < capacity {
+                order.append(id)
+            } else {
+                results[order[head]] = nil
+                order[head] = id
+                head = (head + 1) % capacity
+            }
+        }
+    }
+
+    public let recentBatchesPerDeviceMax: Int
+    public private(set) var users: [UInt64: User] = [:]
+    public private(set) var devices: [UInt64: Device] = [:]
+    public private(set) var pushTokens: [PushKey: PushRegistration] = [:]
+    var userIDsByName: [String: UInt64] = [:]
+    var deviceIDsByKey: [DeviceKey: UInt64] = [:]
+    var principals: [[UInt8]: Principal] = [:]
+    var recentBatches: [UInt64: RecentBatches] = [:]
+    /// The offset after the last event applied.
+    public private(set) var nextOffset: UInt64 = 0
+
+    public init(recentBatchesPerDeviceMax: Int) {
+        precondition(recentBatchesPerDeviceMax > 0)
+        self.recentBatchesPerDeviceMax = recentBatchesPerDeviceMax
+    }
+
+    // MARK: queries
+
+    public func principal(tokenHash: [UInt8]) -> Principal? { principals[tokenHash] }
+    public func user(named name: String) -> User? { userIDsByName[name].flatMap { users[$0] } }
+    public func device(userID: UInt64, uuid: UUID128) -> Device? {
+        deviceIDsByKey[DeviceKey(userID: userID, uuid: uuid)].flatMap { devices[$0] }
+    }
+    public func batchResult(deviceID: UInt64, batchID: UUID128) -> BatchResult? {
+        recentBatches[deviceID]?.results[batchID]
+    }
+    public func pushTokens(deviceID: UInt64) -> [PushKey] {
+        pushTokens.filter { $0.value.deviceID == deviceID }.map(\.key).sorted {
+            ($0.provider, $0.token) < ($1.provider, $1.token)
+        }
+    }
+    public var nextUserID: UInt64 { (users.keys.max() ?? 0) + 1 }
+    public var nextDeviceID: UInt64 { (devices.keys.max() ?? 0) + 1 }
+
+    // MARK: the fold
+
+    /// Folds one event in. Events about unknown users or devices are kept out rather than trusted:
+    /// the log is written by this server, so they only appear if a later tool rewrote it.
+    public mutating func apply(_ event: Event, offset: UInt64) {
+        nextOffset = max(nextOffset, offset + 1)
+        switch event {
+        case .fixBatch(let batch):
+            let result = BatchResult(
+                offset: offset, accepted: batch.fixes.count, rejections: batch.rejections)
+            recentBatches[batch.deviceID, default: RecentBatches()].insert(
+                batch.batchID, result, capacity: recentBatchesPerDeviceMax)
+        case .userCreated(let created):
+            users[created.userID] = User(id: created.userID, name: created.name, role: created.role)
+            userIDsByName[created.name] = created.userID
+            principals[created.tokenHash] = .user(created.userID)
+        case .userTokenIssued(let issued):
+            guard users[issued.userID] != nil else { return }
+            principals[issued.tokenHash] = .user(issued.userID)
+        case .deviceEnrolled(let enrolled):
+            var device =
+                devices[enrolled.deviceID]
+                ?? Device(
+                    id: enrolled.deviceID, userID: enrolled.userID, uuid: enrolled.deviceUUID, name: "",
+                    platform: "",
+                    model: "")
+            device.name = enrolled.name
+            device.platform = enrolled.platform
+            device.model = enrolled.model
+            devices[enrolled.deviceID] = device
+            deviceIDsByKey[DeviceKey(userID: device.userID, uuid: device.uuid)] = device.id
+        case .deviceTokenIssued(let issued):
+            guard var device = devices[issued.deviceID] else { return }
+            if let old = device.tokenHash { principals[old] = nil }
+            device.tokenHash = issued.tokenHash
+            devices[device.id] = device
+            principals[issued.tokenHash] = .device(device.id)
+        case .deviceTokenRevoked(let revoked):
+            guard var device = devices[revoked.deviceID], device.tokenHash == revoked.tokenHash else {
+                return
+            }
+            principals[revoked.tokenHash] = nil
+            device.tokenHash = nil
+            devices[device.id] = device
+        case .pushTokenRegistered(let registered):
+            guard devices[registered.deviceID] != nil else { return }
+            // A rotated token replaces the device's previous token of the same provider.
+            for (key, registration) in pushTokens
+            where registration.deviceID == registered.deviceID && key.provider == registered.provider {
+                pushTokens[key] = nil
+            }
+            // Token-keyed: a token seen on another device moves here.
+            pushTokens[PushKey(provider: registered.provider, token: registered.token)] = PushRegistration(
+                deviceID: registered.deviceID, topic: registered.topic, environment: registered.environment)
+        case .pushTokenInvalidated(let invalidated):
+            pushTokens[PushKey(provider: invalidated.provider, token: invalidated.token)] = nil
+        case .reportingChanged(let changed):
+            devices[changed.deviceID]?.paused = changed.paused
+        case .unknown:
+            break
+        }
+    }
+
+    /// Rebuilds the registry from every durable record of a log.
+    public static func replay(_ reader: LogReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
+        var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
+        try reader.read(from: 0) { record in
+            registry.apply(try record.event(), offset: record.offset)
+            return true
+        }
+        return registry
+    }
+}

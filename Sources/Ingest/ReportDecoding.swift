@@ -1,0 +1,275 @@
+import Events
+import JSON
+
+/// Why one fix of a report was not accepted. `code` is the stable part (a metrics label and what a
+/// client matches on); the reason sent back is `code: detail`, e.g.
+/// `out_of_range: latitude must be within [-90, 90], got 91.5`.
+public struct FixRejection: Error, Equatable, Sendable {
+    public enum Code: String, Sendable, CaseIterable {
+        case notAnObject = "not_an_object"
+        case unknownField = "unknown_field"
+        case missingField = "missing_field"
+        case wrongType = "wrong_type"
+        case outOfRange = "out_of_range"
+        case badTimestamp = "bad_timestamp"
+        case badSource = "bad_source"
+        case expired
+    }
+
+    public var code: Code
+    public var detail: String
+
+    public init(_ code: Code, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+
+    public var reason: String { "\(code.rawValue): \(detail)" }
+}
+
+/// A report request after decoding and per-fix validation: what will be appended.
+public struct DecodedReport: Sendable {
+    public var batchID: UUID128
+    public var fixes: [Fix]
+    public var rejections: [Rejection]
+    /// How many fixes were rejected per reason code, for metrics.
+    public var rejectionCounts: [FixRejection.Code: Int]
+}
+
+/// Decodes `POST /api/find-my/report` bodies.
+///
+/// What fails the whole request (400/413) and what rejects only one fix follows one rule: a
+/// problem with the envelope (not JSON, not an object, an unknown top-level member, a missing or bad
+/// `batch_id`, `fixes` not an array, empty or too long) fails the request, because nothing in it can
+/// be trusted to belong where it says. A problem inside one element of `fixes` (including an
+/// unknown member, a wrong type, or an element that is not an object) rejects only that fix, with
+/// its index and reason, so that one bad fix never blocks the fixes queued behind it on a phone.
+public enum ReportDecoder {
+    static let batchKeys: Set<String> = ["batch_id", "fixes"]
+    static let fixKeys: Set<String> = [
+        "latitude", "longitude", "accuracy_m", "altitude_m", "speed_mps", "heading_deg", "battery_pct",
+        "is_charging", "source", "recorded_at",
+    ]
+
+    public static func decode(_ body: [UInt8], receivedAtMicros: Int64, limits: IngestLimits) throws(APIError)
+        -> DecodedReport
+    {
+        let document: JSONValue
+        do {
+            document = try JSONParser.parse(body)
+        } catch {
+            throw .badRequest("malformed_json", "the body is not valid JSON: \(error.description)")
+        }
+        guard case .object(let object) = document else {
+            throw .badRequest(
+                "wrong_type",
+                "the body must be a JSON object {\"batch_id\": ..., \"fixes\": [...]}, found \(document.typeName)"
+            )
+        }
+        do {
+            try object.checkKeys(allowed: batchKeys)
+        } catch {
+            throw .badRequest("unknown_field", "\(error.pathDescription): \(error.message)")
+        }
+        let batchID = try decodeBatchID(object)
+        guard let fixesValue = object["fixes"] else {
+            throw .badRequest("missing_field", "fixes: required member is missing; send an array of fixes")
+        }
+        guard case .array(let elements) = fixesValue else {
+            throw .badRequest("wrong_type", "fixes: expected an array, found \(fixesValue.typeName)")
+        }
+        guard !elements.isEmpty else {
+            throw .badRequest("empty_batch", "fixes is empty; send at least one fix, or nothing at all")
+        }
+        guard elements.count <= limits.batchFixesMax else {
+            throw APIError(
+                status: 413, code: "too_many_fixes",
+                message:
+                    "\(elements.count) fixes in one batch; batchFixesMax is \(limits.batchFixesMax): split the batch"
+            )
+        }
+        var report = DecodedReport(batchID: batchID, fixes: [], rejections: [], rejectionCounts: [:])
+        report.fixes.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            do {
+                report.fixes.append(
+                    try decodeFix(element, receivedAtMicros: receivedAtMicros, limits: limits))
+            } catch {
+                report.rejections.append(Rejection(index: UInt32(index), reason: error.reason))
+                report.rejectionCounts[error.code, default: 0] += 1
+            }
+        }
+        return report
+    }
+
+    static func decodeBatchID(_ object: JSONObject) throws(APIError) -> UUID128 {
+        guard let value = object["batch_id"] else {
+            throw .badRequest(
+                "missing_field", "batch_id: required member is missing; send a UUID generated once per batch")
+        }
+        guard case .string(let text) = value else {
+            throw .badRequest("wrong_type", "batch_id: expected a UUID string, found \(value.typeName)")
+        }
+        guard let id = UUID128(text) else {
+            throw .badRequest(
+                "invalid_batch_id",
+                "batch_id: '\(text.prefix(64))' is not a UUID (like 1b4e28ba-2fa1-11d2-883f-0016d3cca427)")
+        }
+        return id
+    }
+
+    /// One fix, every rule of docs/api.md "Fix rules" in order; the first broken rule is the reason.
+    public static func decodeFix(_ value: JSONValue, receivedAtMicros: Int64, limits: IngestLimits)
+        throws(FixRejection) -> Fix
+    {
+        guard case .object(let object) = value else {
+            throw FixRejection(.notAnObject, "a fix must be an object, found \(value.typeName)")
+        }
+        // One pass over the members: a fix has about ten, and this is the hot loop of a report.
+        var fields = FixFields()
+        for member in object.members {
+            switch member.key {
+            case "latitude": fields.latitude = member.value
+            case "longitude": fields.longitude = member.value
+            case "accuracy_m": fields.accuracy = member.value
+            case "altitude_m": fields.altitude = member.value
+            case "speed_mps": fields.speed = member.value
+            case "heading_deg": fields.heading = member.value
+            case "battery_pct": fields.battery = member.value
+            case "is_charging": fields.charging = member.value
+            case "source": fields.source = member.value
+            case "recorded_at": fields.recordedAt = member.value
+            default:
+                throw FixRejection(
+                    .unknownField,
+                    "\(member.key.prefix(64)) is not a fix field; allowed: \(fixKeys.sorted().joined(separator: ", "))"
+                )
+            }
+        }
+        let latitude = try number(fields.latitude, "latitude", required: true, in: -90...90)!
+        let longitude = try number(fields.longitude, "longitude", required: true, in: -180...180)!
+        let accuracy = try number(
+            fields.accuracy, "accuracy_m", required: true, in: 0...Double.greatestFiniteMagnitude)!
+        guard accuracy > 0 else {
+            throw FixRejection(.outOfRange, "accuracy_m must be greater than 0, got \(accuracy)")
+        }
+        let altitude = try number(fields.altitude, "altitude_m", required: false, in: -12_000...100_000)
+        let speed = try number(fields.speed, "speed_mps", required: false, in: 0...2_000)
+        let heading = try number(fields.heading, "heading_deg", required: false, in: 0...360)
+        if let heading, heading == 360 {
+            throw FixRejection(.outOfRange, "heading_deg must be within [0, 360), got 360; send 0")
+        }
+        let battery = try batteryPercent(fields.battery)
+        let charging = try optionalBool(fields.charging, "is_charging")
+        let source = try decodeSource(fields.source)
+        let recordedAt = try timestamp(fields.recordedAt)
+        // A wrong device clock can make a fix look young; its age counts from the earlier clock.
+        let ageMicros = receivedAtMicros - min(recordedAt, receivedAtMicros)
+        guard ageMicros <= limits.retentionMicros else {
+            throw FixRejection(
+                .expired,
+                "recorded_at \(RFC3339.formatMillis(recordedAt)) is older than the retention window of \(limits.retentionDays) days"
+            )
+        }
+        return Fix(
+            latitude: latitude, longitude: longitude, accuracyMeters: accuracy, altitudeMeters: altitude,
+            speedMetersPerSecond: speed, headingDegrees: heading, batteryPercent: battery,
+            isCharging: charging,
+            source: source, recordedAtMicros: recordedAt,
+            clockSuspect: recordedAt > receivedAtMicros + limits.clockSkewToleranceMicros)
+    }
+
+    /// The members of one fix, before their rules are applied.
+    struct FixFields {
+        var latitude, longitude, accuracy, altitude, speed, heading, battery, charging, source,
+            recordedAt: JSONValue?
+    }
+
+    /// Absent and null are the same for optional fields; a required field must be a number.
+    static func number(_ value: JSONValue?, _ key: String, required: Bool, in range: ClosedRange<Double>)
+        throws(FixRejection) -> Double?
+    {
+        guard let value, value != .null else {
+            if required { throw FixRejection(.missingField, "\(key) is required") }
+            return nil
+        }
+        let number: Double
+        switch value {
+        case .integer(let integer): number = Double(integer)
+        case .double(let double): number = double
+        default: throw FixRejection(.wrongType, "\(key) must be a number, found \(value.typeName)")
+        }
+        // The parser never produces NaN or infinities; the check keeps this true for any caller.
+        guard number.isFinite, range.contains(number) else {
+            let upper = range.upperBound == .greatestFiniteMagnitude ? "" : ", \(format(range.upperBound))"
+            throw FixRejection(
+                .outOfRange, "\(key) must be within [\(format(range.lowerBound))\(upper)], got \(number)")
+        }
+        return number
+    }
+
+    static func format(_ bound: Double) -> String {
+        bound == bound.rounded() && abs(bound) < 1e15 ? String(Int64(bound)) : String(bound)
+    }
+
+    static func batteryPercent(_ value: JSONValue?) throws(FixRejection) -> UInt8? {
+        guard let value, value != .null else { return nil }
+        let number: Double
+        switch value {
+        case .integer(let integer): number = Double(integer)
+        case .double(let double): number = double
+        default:
+            throw FixRejection(
+                .wrongType, "battery_pct must be a whole number 0 to 100, found \(value.typeName)")
+        }
+        guard number >= 0, number <= 100 else {
+            throw FixRejection(.outOfRange, "battery_pct must be within [0, 100], got \(number)")
+        }
+        // Some platforms report 81.0 or 80.5; the percentage is kept whole, rounded.
+        return UInt8(number.rounded())
+    }
+
+    static func optionalBool(_ value: JSONValue?, _ key: String) throws(FixRejection) -> Bool? {
+        guard let value, value != .null else { return nil }
+        guard case .bool(let flag) = value else {
+            throw FixRejection(.wrongType, "\(key) must be true or false, found \(value.typeName)")
+        }
+        return flag
+    }
+
+    static func decodeSource(_ value: JSONValue?) throws(FixRejection) -> String {
+        guard let value, value != .null else {
+            throw FixRejection(
+                .missingField, "source is required (significant, ondemand, visit, manual, geofence, ...)")
+        }
+        guard case .string(let source) = value else {
+            throw FixRejection(.wrongType, "source must be a string, found \(value.typeName)")
+        }
+        let allowed = source.utf8.allSatisfy { byte in
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+        }
+        guard !source.isEmpty, source.utf8.count <= 64, allowed else {
+            throw FixRejection(.badSource, "source must be 1 to 64 characters of a-z, 0-9, '_', '-', '.'")
+        }
+        return source
+    }
+
+    static func timestamp(_ value: JSONValue?) throws(FixRejection) -> Int64 {
+        guard let value, value != .null else {
+            throw FixRejection(
+                .missingField, "recorded_at is required (RFC 3339, e.g. 2026-12-02T14:00:00.123Z)")
+        }
+        guard case .string(let text) = value else {
+            throw FixRejection(.wrongType, "recorded_at must be an RFC 3339 string, found \(value.typeName)")
+        }
+        do {
+            return try RFC3339.parseMicros(text)
+        } catch {
+            throw FixRejection(
+                .badTimestamp,
+                "recorded_at is not RFC 3339 (\(error.description)); e.g. 2026-12-02T14:00:00.123Z")
+        }
+    }
+}

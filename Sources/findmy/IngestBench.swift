@@ -1,0 +1,296 @@
+import Events
+import HTTPClient
+import Ingest
+import JSON
+import Synchronization
+import Workload
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `findmy bench ingest --dir DIR [--seconds S]`: starts `findmy serve` as a child process on
+/// loopback, drives it with keep-alive HTTP clients (one thread and connection each), and prints
+/// one JSON object: per batch size and connection count the acknowledged fixes/s, p50/p99
+/// latency and fsyncs per request, the log's own append rate for the same shape without HTTP
+/// (measured in the same run), their ratio, and the server's peak resident memory.
+enum BenchCommand {
+    static let command = Command(
+        name: "bench", summary: "benchmarks: `findmy bench ingest` (see docs/benchmarks.md)"
+    ) {
+        try run($0)
+    }
+
+    static let help = """
+        usage: findmy bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
+
+        Starts `findmy serve` on DIR/server (a scratch directory: it is emptied first) at 127.0.0.1:0,
+        enrols one device per connection, and reports for S seconds (default 3) per configuration.
+        Then appends the same shapes straight to a log in DIR/baseline, for the HTTP-over-log ratio.
+        Build with -c release to measure. The client runs on the same machine and takes CPU from the
+        server, so the figures are a floor.
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        guard arguments.first == "ingest" else {
+            print(help)
+            return arguments.contains("--help") ? 0 : 2
+        }
+        let options = try Options(
+            Array(arguments.dropFirst()), valued: ["dir", "seconds", "connections", "fixes"], flags: [])
+        if options.flag("help") {
+            print(help)
+            return 0
+        }
+        let root = try options.required("dir")
+        let seconds = Double(try options.integer("seconds", default: 3))
+        let connectionCounts = try list(options.value("connections") ?? "1,16,64")
+        let batchSizes = try list(options.value("fixes") ?? "1,100")
+        try PosixFileIO().makeDirectory(root)
+        let serverDirectory = root + "/server"
+        removeData(serverDirectory)
+
+        let user = try UserCommand.offline(serverDirectory, name: "bench", admin: false)
+        let server = try ChildServer(dataDirectory: serverDirectory, logPath: root + "/server.log")
+        defer { server.stop() }
+        let setup = HTTPConnection(address: server.address)
+        var deviceTokens: [String] = []
+        for index in 0..<(connectionCounts.max() ?? 1) {
+            let body =
+                "{\"device_uuid\": \"00000000-0000-4000-8000-\(String(index + 1).leftPadded(12))\", \"name\": \"bench \(index)\", \"platform\": \"linux\"}"
+            let response = try setup.send(
+                "POST", "/api/find-my/devices", headers: [("Authorization", "Bearer \(user.token)")],
+                body: Array(body.utf8))
+            guard response.status == 201 else { throw UsageError("enrolment failed: \(response.bodyText)") }
+            deviceTokens.append(try JSONParser.parse(response.body)["device_token"]!.stringValue)
+        }
+
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("seconds_per_run")
+        writer.double(seconds)
+        writer.key("runs")
+        writer.beginArray()
+        for fixes in batchSizes {
+            for connections in connectionCounts {
+                let fsyncsBefore = try server.metric("findmy_log_fsyncs_total", setup)
+                let http = try drive(
+                    server.address, tokens: Array(deviceTokens.prefix(connections)), fixesPerBatch: fixes,
+                    seconds: seconds)
+                let fsyncs = try server.metric("findmy_log_fsyncs_total", setup) - fsyncsBefore
+                let baseline = try LogBench.appendRate(
+                    root + "/baseline", fixesPerBatch: fixes, appenders: connections, seconds: seconds)
+                LogBench.removeTree(root + "/baseline")
+                writer.beginObject()
+                writer.key("fixes_per_batch")
+                writer.int64(Int64(fixes))
+                writer.key("connections")
+                writer.int64(Int64(connections))
+                writer.key("requests_per_s")
+                writer.double(http.requestsPerSecond.rounded())
+                writer.key("acknowledged_fixes_per_s")
+                writer.double(http.fixesPerSecond.rounded())
+                writer.key("p50_ms")
+                writer.double(rounded(Double(http.p50Micros) / 1000))
+                writer.key("p99_ms")
+                writer.double(rounded(Double(http.p99Micros) / 1000))
+                writer.key("fsyncs_per_request")
+                writer.double(rounded(fsyncs / Double(max(1, http.requests))))
+                writer.key("failed_requests")
+                writer.int64(Int64(http.failures))
+                writer.key("log_only_fixes_per_s")
+                writer.double(baseline.fixesPerSecond.rounded())
+                writer.key("http_over_log_ratio")
+                writer.double(rounded(http.fixesPerSecond / baseline.fixesPerSecond))
+                writer.endObject()
+            }
+        }
+        writer.endArray()
+        writer.key("server_peak_rss_bytes")
+        writer.int64(server.peakResidentBytes())
+        writer.endObject()
+        printLine(String(decoding: writer.bytes, as: UTF8.self))
+        return 0
+    }
+
+    static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
+    static func list(_ text: String) throws -> [Int] {
+        try text.split(separator: ",").map {
+            guard let number = Int($0), number > 0 else {
+                throw UsageError("expected a list like 1,16,64, got '\(text)'")
+            }
+            return number
+        }
+    }
+
+    static func removeData(_ directory: String) {
+        LogBench.removeTree(directory + "/log/quarantine")
+        LogBench.removeTree(directory + "/log")
+        unlink(directory + "/admin.sock")
+    }
+
+    struct DriveResult {
+        var requests = 0
+        var failures = 0
+        var fixesPerSecond = 0.0
+        var requestsPerSecond = 0.0
+        var p50Micros: Int64 = 0
+        var p99Micros: Int64 = 0
+    }
+
+    /// One thread and keep-alive connection per device token, each sending batches back to back.
+    static func drive(_ address: String, tokens: [String], fixesPerBatch: Int, seconds: Double) throws
+        -> DriveResult
+    {
+        struct ThreadResult: Sendable {
+            var latencies: [Int64] = []
+            var accepted = 0
+            var failures = 0
+        }
+        let results = Mutex<[ThreadResult]>([])
+        let now = wallClockMicros()
+        // Bodies are generated before the clock starts; only the batch id changes per request.
+        let fixesJSON: [[UInt8]] = (0..<tokens.count).map { index in
+            var track = TrackGenerator(seed: UInt64(index), startMicros: now - 600_000_000)
+            return Array(track.next(fixesPerBatch).map(fixJSON).joined(separator: ",").utf8)
+        }
+        let start = monotonicMicros()
+        let end = start + Int64(seconds * 1_000_000)
+        let threads = tokens.enumerated().map { index, token in
+            spawnThread {
+                let connection = HTTPConnection(address: address)
+                var result = ThreadResult()
+                result.latencies.reserveCapacity(100_000)
+                let headers = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
+                while monotonicMicros() < end {
+                    var body = Array("{\"batch_id\": \"\(UUID128.random())\", \"fixes\": [".utf8)
+                    body += fixesJSON[index]
+                    body += Array("]}".utf8)
+                    let sent = monotonicMicros()
+                    guard
+                        let response = try? connection.send(
+                            "POST", "/api/find-my/report", headers: headers, body: body),
+                        response.status == 200
+                    else {
+                        result.failures += 1
+                        continue
+                    }
+                    result.latencies.append(monotonicMicros() - sent)
+                    result.accepted += fixesPerBatch
+                }
+                results.withLock { $0.append(result) }
+            }
+        }
+        for thread in threads { pthread_join(thread, nil) }
+        let elapsed = Double(monotonicMicros() - start) / 1_000_000
+        let all = results.withLock { $0 }
+        let latencies = all.flatMap(\.latencies).sorted()
+        var outcome = DriveResult()
+        outcome.requests = latencies.count
+        outcome.failures = all.reduce(0) { $0 + $1.failures }
+        outcome.requestsPerSecond = Double(latencies.count) / elapsed
+        outcome.fixesPerSecond = Double(all.reduce(0) { $0 + $1.accepted }) / elapsed
+        if !latencies.isEmpty {
+            outcome.p50Micros = latencies[latencies.count / 2]
+            outcome.p99Micros = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
+        }
+        return outcome
+    }
+
+    /// A fix as a phone would send it, every optional field present.
+    static func fixJSON(_ fix: Fix) -> String {
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("latitude")
+        writer.double(fix.latitude)
+        writer.key("longitude")
+        writer.double(fix.longitude)
+        writer.key("accuracy_m")
+        writer.double(fix.accuracyMeters)
+        writer.key("altitude_m")
+        writer.double(fix.altitudeMeters ?? 34)
+        writer.key("speed_mps")
+        writer.double(max(0, fix.speedMetersPerSecond ?? 0))
+        writer.key("heading_deg")
+        writer.double(min(359.9, max(0, fix.headingDegrees ?? 0)))
+        writer.key("battery_pct")
+        writer.int64(Int64(fix.batteryPercent ?? 80))
+        writer.key("is_charging")
+        writer.bool(fix.isCharging ?? false)
+        writer.key("source")
+        writer.string(fix.source)
+        writer.key("recorded_at")
+        writer.string(RFC3339.formatMillis(fix.recordedAtMicros))
+        writer.endObject()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+}
+
+/// `findmy serve` started from this executable, its URL read from its first line of output.
+final class ChildServer {
+    let pid: pid_t
+    let address: String
+
+    init(dataDirectory: String, logPath: String) throws {
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw UsageError("pipe failed") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
+        posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
+        posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let arguments = ["findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0"]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var child: pid_t = 0
+        let status = posix_spawn(&child, "/proc/self/exe", &actions, nil, &argv, environ)
+        close(pipeFDs[1])
+        guard status == 0 else {
+            throw UsageError("cannot start findmy serve: \(String(cString: strerror(status)))")
+        }
+        pid = child
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(pipeFDs[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+        close(pipeFDs[0])
+        let url = String(decoding: line, as: UTF8.self)
+        guard url.hasPrefix("http://") else { throw UsageError("findmy serve did not start; see \(logPath)") }
+        address = String(url.dropFirst("http://".count))
+    }
+
+    /// VmHWM of the child: its peak resident set so far.
+    func peakResidentBytes() -> Int64 {
+        guard let file = fopen("/proc/\(pid)/status", "r") else { return -1 }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        while fgets(&buffer, 256, file) != nil {
+            let line = String(
+                decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if line.hasPrefix("VmHWM:") {
+                let kilobytes = line.split(separator: " ").compactMap { Int64($0) }.first ?? -1
+                return kilobytes * 1024
+            }
+        }
+        return -1
+    }
+
+    func metric(_ name: String, _ connection: HTTPConnection) throws -> Double {
+        let text = try connection.send("GET", "/metrics").bodyText
+        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return 0
+    }
+
+    func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}

@@ -1,0 +1,184 @@
+import Events
+import HTTP
+import Ingest
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `findmy serve`: the server. Opens the log (taking its single-writer lock), rebuilds the registry
+/// from it, serves the API on --listen and admin commands on DATA_DIR/admin.sock, and shuts down
+/// gracefully on SIGTERM or SIGINT.
+enum ServeCommand {
+    static let command = Command(
+        name: "serve", summary: "run the server: the ingest API and the admin socket"
+    ) {
+        try run($0)
+    }
+
+    /// Every option: the flag, its environment variable, and what it sets. `--help` prints this.
+    static let settings: [(flag: String, environment: String, help: String)] = [
+        (
+            "data-dir", "FINDMY_DATA_DIR",
+            "data directory: the event log is DIR/log, the admin socket DIR/admin.sock (required)"
+        ),
+        (
+            "listen", "FINDMY_LISTEN",
+            "HOST:PORT or unix:/path to serve HTTP on (default 127.0.0.1:8080; port 0 picks one)"
+        ),
+        ("batch-fixes-max", "FINDMY_BATCH_FIXES_MAX", "most fixes in one report (default 10000)"),
+        ("body-bytes-max", "FINDMY_BODY_BYTES_MAX", "largest request body in bytes (default 8388608)"),
+        (
+            "clock-skew-tolerance-seconds", "FINDMY_CLOCK_SKEW_TOLERANCE_SECONDS",
+            "recorded_at this far past received_at is flagged clock-suspect (default 300)"
+        ),
+        (
+            "retention-days", "FINDMY_RETENTION_DAYS",
+            "fixes older than this are rejected as expired (default 30)"
+        ),
+        (
+            "recent-batches-per-device-max", "FINDMY_RECENT_BATCHES_PER_DEVICE_MAX",
+            "batch ids remembered per device for idempotent retries (default 256)"
+        ),
+        (
+            "connections-max", "FINDMY_CONNECTIONS_MAX",
+            "simultaneous HTTP connections, one thread each (default 512)"
+        ),
+        (
+            "request-timeout-seconds", "FINDMY_REQUEST_TIMEOUT_SECONDS",
+            "idle seconds before a connection is closed (default 30)"
+        ),
+        (
+            "group-commit-delay-micros", "FINDMY_GROUP_COMMIT_DELAY_MICROS",
+            "extra wait of a group commit for more appends (default 0: natural batching)"
+        ),
+    ]
+
+    static var help: String {
+        var lines = [
+            "usage: findmy serve --data-dir DIR [--listen HOST:PORT] [options]",
+            "",
+            "Runs the server. Prints the URL it listens on as the first line of standard output; logs go to",
+            "standard error, one JSON object per line (never coordinates or tokens). SIGTERM or SIGINT: stop",
+            "accepting, finish requests in flight, close the log, exit 0.",
+            "",
+            "options (each also from its environment variable; a flag wins):",
+        ]
+        for setting in settings {
+            lines.append("  --" + setting.flag.padding(32) + setting.environment)
+            lines.append("      " + setting.help)
+        }
+        lines.append("")
+        lines.append("See docs/configuration.md.")
+        return lines.joined(separator: "\n")
+    }
+
+    struct Configuration {
+        var dataDirectory: String
+        var listen: String
+        var limits = IngestLimits()
+        var http = HTTPServer.Limits()
+        var log = LogOptions()
+    }
+
+    static func configuration(_ arguments: [String]) throws -> Configuration? {
+        let options = try Options(arguments, valued: Set(settings.map(\.flag)), flags: [])
+        if options.flag("help") { return nil }
+        guard options.positional.isEmpty else {
+            throw UsageError("unexpected argument '\(options.positional[0])'")
+        }
+        func integer(_ flag: String, _ fallback: Int, min: Int = 0) throws -> Int {
+            let environment = settings.first { $0.flag == flag }!.environment
+            guard let text = options.value(flag, environment: environment), !text.isEmpty else {
+                return fallback
+            }
+            guard let number = Int(text), number >= min else {
+                throw UsageError(
+                    "--\(flag) (\(environment)) must be a whole number of at least \(min), got '\(text)'")
+            }
+            return number
+        }
+        var configuration = Configuration(
+            dataDirectory: try options.required("data-dir", environment: "FINDMY_DATA_DIR"),
+            listen: options.value("listen", environment: "FINDMY_LISTEN") ?? "127.0.0.1:8080")
+        configuration.limits.batchFixesMax = try integer(
+            "batch-fixes-max", configuration.limits.batchFixesMax, min: 1)
+        configuration.limits.bodyBytesMax = try integer(
+            "body-bytes-max", configuration.limits.bodyBytesMax, min: 1024)
+        configuration.limits.clockSkewToleranceSeconds = try integer(
+            "clock-skew-tolerance-seconds", configuration.limits.clockSkewToleranceSeconds)
+        configuration.limits.retentionDays = try integer(
+            "retention-days", configuration.limits.retentionDays, min: 1)
+        configuration.limits.recentBatchesPerDeviceMax = try integer(
+            "recent-batches-per-device-max", configuration.limits.recentBatchesPerDeviceMax, min: 1)
+        configuration.http = HTTPServer.Limits(
+            bodyBytesMax: configuration.limits.bodyBytesMax,
+            connectionsMax: try integer("connections-max", 512, min: 1),
+            requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1))
+        configuration.log.groupCommitDelayMicros = try integer("group-commit-delay-micros", 0)
+        return configuration
+    }
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        guard let configuration = try configuration(arguments) else {
+            print(help)
+            return 0
+        }
+        // Block the shutdown signals in this thread before any other starts: every thread inherits
+        // the mask, and this thread takes them with sigwait. No C signal handler touches Swift state.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let data = configuration.dataDirectory
+        try PosixFileIO().makeDirectory(data)
+        let log = try LogWriter(directory: data + "/log", options: configuration.log)
+        let started = monotonicMicros()
+        let service = try IngestService(log: log, limits: configuration.limits)
+        let registry = service.registrySnapshot
+        StructuredLog.info(
+            "registry_rebuilt",
+            [
+                "records": .int(Int64(registry.nextOffset)), "users": .int(Int64(registry.users.count)),
+                "devices": .int(Int64(registry.devices.count)),
+                "millis": .int((monotonicMicros() - started) / 1000),
+            ])
+
+        var adminRouter = Router()
+        service.addAdminRoutes(to: &adminRouter)
+        let admin = try HTTPServer.start(listen: "unix:" + data + "/admin.sock", router: adminRouter)
+        var router = Router()
+        service.addRoutes(to: &router)
+        let metrics = service.metrics
+        let server: HTTPServer
+        do {
+            server = try HTTPServer.start(
+                listen: configuration.listen, router: router, limits: configuration.http,
+                observer: { metrics.observe($0) })
+        } catch {
+            admin.stop(gracePeriodSeconds: 0)
+            throw error
+        }
+        printLine(url(configuration.listen, port: server.port))
+        StructuredLog.info(
+            "serving", ["listen": .string(configuration.listen), "port": .int(Int64(server.port))])
+
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        StructuredLog.info("shutting_down", ["signal": .string(received == SIGTERM ? "SIGTERM" : "SIGINT")])
+        server.stop()
+        admin.stop()
+        log.close()
+        StructuredLog.info("stopped", ["durable_end": .int(Int64(log.durableEnd))])
+        return 0
+    }
+
+    static func url(_ listen: String, port: Int) -> String {
+        if listen.hasPrefix("unix:") { return listen }
+        let host = listen.split(separator: ":").first.map(String.init) ?? "127.0.0.1"
+        return "http://\(host):\(port)"
+    }
+}

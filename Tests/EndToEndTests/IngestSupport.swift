@@ -1,0 +1,115 @@
+import Foundation
+import HTTPClient
+import JSON
+
+/// A started `findmy serve` on a free loopback port; its first stdout line is its URL.
+final class ServerProcess: @unchecked Sendable {
+    let process: FindmyProcess
+    let address: String
+    let dataDirectory: String
+
+    init(data: String, extraArguments: [String] = []) throws {
+        dataDirectory = data
+        process = try FindmyProcess(
+            ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + extraArguments)
+        let deadline = Date().addingTimeInterval(30)
+        while process.outputLines.isEmpty {
+            guard Date() < deadline, process.process.isRunning else {
+                throw TestFailure("findmy serve did not print its URL: \(process.standardError)")
+            }
+            usleep(10_000)
+        }
+        let url = process.outputLines[0]
+        guard url.hasPrefix("http://") else { throw TestFailure("unexpected first line '\(url)'") }
+        address = String(url.dropFirst("http://".count))
+    }
+
+    /// SIGTERM, and the exit status.
+    @discardableResult
+    func stop() -> Int32? {
+        process.kill(SIGTERM)
+        return process.wait(timeoutSeconds: 30)
+    }
+
+    func kill9() {
+        process.kill(SIGKILL)
+        process.wait(timeoutSeconds: 30)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A JSON answer: status and parsed body (null when the body is not JSON).
+struct Answer {
+    var status: Int
+    var body: JSONValue
+    var errorCode: String? { try? body["error"]?["code"]?.stringValue }
+    func int(_ key: String) -> Int64? { try? body[key]?.int64Value }
+    func string(_ key: String) -> String? { try? body[key]?.stringValue }
+}
+
+func post(_ connection: HTTPConnection, _ path: String, token: String?, body: String) throws -> Answer {
+    var headers: [(name: String, value: String)] = [("Content-Type", "application/json")]
+    if let token { headers.append(("Authorization", "Bearer \(token)")) }
+    let response = try connection.send("POST", path, headers: headers, body: Array(body.utf8))
+    return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
+}
+
+/// `findmy user add NAME --json`; returns the token.
+func addUser(_ name: String, data: String) throws -> String {
+    let result = try FindmyProcess.run(["user", "add", name, "--json", "--data-dir", data])
+    guard result.status == 0 else { throw TestFailure("user add failed: \(result.error)") }
+    return try JSONParser.parse(result.output)["token"]!.stringValue
+}
+
+func enrol(_ connection: HTTPConnection, userToken: String, uuid: String, name: String = "phone") throws
+    -> Answer
+{
+    try post(
+        connection, "/api/find-my/devices", token: userToken,
+        body:
+            "{\"device_uuid\": \"\(uuid)\", \"name\": \"\(name)\", \"platform\": \"ios\", \"model\": \"iPhone 15\"}"
+    )
+}
+
+/// A fix recorded `secondsAgo` before now, JSON.
+func fixJSON(latitude: Double = 52.52, secondsAgo: Int = 60, extra: String = "") -> String {
+    let recordedAt = RFC3339.formatMillis(
+        Int64(Date().timeIntervalSince1970 * 1_000_000) - Int64(secondsAgo) * 1_000_000)
+    return
+        "{\"latitude\": \(latitude), \"longitude\": 13.405, \"accuracy_m\": 12, \"battery_pct\": 81, \"source\": \"significant\", \"recorded_at\": \"\(recordedAt)\"\(extra)}"
+}
+
+func reportBody(batchID: String, fixes: [String]) -> String {
+    "{\"batch_id\": \"\(batchID)\", \"fixes\": [\(fixes.joined(separator: ", "))]}"
+}
+
+/// A stored fix batch as `findmy log dump --json` shows it.
+struct DumpedBatch {
+    var offset: Int64
+    var device: Int64
+    var batchID: String
+    var fixes: [JSONValue]
+}
+
+/// Every record of the log, as JSON objects, and the fix batches among them.
+func dumpLog(_ data: String) throws -> (records: [JSONValue], batches: [DumpedBatch]) {
+    let dump = try FindmyProcess.run(["log", "dump", "--json", "--data-dir", data], timeoutSeconds: 300)
+    guard dump.status == 0 else { throw TestFailure("log dump failed: \(dump.error)") }
+    var records: [JSONValue] = []
+    var batches: [DumpedBatch] = []
+    for line in dump.output.split(separator: "\n") {
+        let record = try JSONParser.parse(String(line))
+        records.append(record)
+        if record["type"] == .string("fix_batch") {
+            batches.append(
+                DumpedBatch(
+                    offset: try record["offset"]!.int64Value, device: try record["device"]!.int64Value,
+                    batchID: try record["batch_id"]!.stringValue, fixes: try record["fixes"]!.arrayValue))
+        }
+    }
+    return (records, batches)
+}

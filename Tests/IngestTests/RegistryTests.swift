@@ -1,0 +1,99 @@
+import Events
+import Ingest
+import Testing
+
+/// The registry is a fold of events: the same events give the same registry, whether applied as
+/// the server appends them or replayed at start.
+@Suite struct RegistryTests {
+    let aliceHash = [UInt8](repeating: 1, count: 32)
+    let phoneUUID = UUID128("1b4e28ba-2fa1-11d2-883f-0016d3cca427")!
+
+    func enrolled() -> Registry {
+        var registry = Registry(recentBatchesPerDeviceMax: 3)
+        registry.apply(
+            .userCreated(UserCreated(userID: 1, name: "alice", role: .member, tokenHash: aliceHash)),
+            offset: 0)
+        registry.apply(
+            .deviceEnrolled(
+                DeviceEnrolled(
+                    deviceID: 1, userID: 1, deviceUUID: phoneUUID, name: "phone", platform: "ios", model: "")),
+            offset: 1)
+        registry.apply(
+            .deviceTokenIssued(DeviceTokenIssued(deviceID: 1, tokenHash: [UInt8](repeating: 2, count: 32))),
+            offset: 2)
+        return registry
+    }
+
+    @Test func tokensIdentifyUsersAndDevices() {
+        let registry = enrolled()
+        #expect(registry.principal(tokenHash: aliceHash) == .user(1))
+        #expect(registry.principal(tokenHash: [UInt8](repeating: 2, count: 32)) == .device(1))
+        #expect(registry.device(userID: 1, uuid: phoneUUID)?.id == 1)
+        #expect(registry.device(userID: 2, uuid: phoneUUID) == nil)
+        #expect(registry.nextDeviceID == 2 && registry.nextUserID == 2 && registry.nextOffset == 3)
+    }
+
+    @Test func issuingADeviceTokenRevokesTheEarlierOne() {
+        var registry = enrolled()
+        registry.apply(
+            .deviceTokenIssued(DeviceTokenIssued(deviceID: 1, tokenHash: [UInt8](repeating: 3, count: 32))),
+            offset: 3)
+        #expect(registry.principal(tokenHash: [UInt8](repeating: 2, count: 32)) == nil)
+        #expect(registry.principal(tokenHash: [UInt8](repeating: 3, count: 32)) == .device(1))
+    }
+
+    @Test func pushTokensRotateAndMove() {
+        var registry = enrolled()
+        registry.apply(
+            .deviceEnrolled(
+                DeviceEnrolled(
+                    deviceID: 2, userID: 1, deviceUUID: .zero, name: "tablet", platform: "ios", model: "")),
+            offset: 3)
+        func register(_ device: UInt64, _ token: String, _ offset: UInt64) {
+            registry.apply(
+                .pushTokenRegistered(
+                    PushTokenRegistered(
+                        deviceID: device, provider: "apns", token: token, topic: "t",
+                        environment: "production")),
+                offset: offset)
+        }
+        register(1, "A", 4)
+        register(1, "B", 5)  // rotation: B replaces A
+        #expect(registry.pushTokens(deviceID: 1).map(\.token) == ["B"])
+        register(2, "B", 6)  // the same token seen on another device moves there
+        #expect(registry.pushTokens(deviceID: 1).isEmpty)
+        #expect(registry.pushTokens(deviceID: 2).map(\.token) == ["B"])
+        registry.apply(
+            .pushTokenInvalidated(PushTokenInvalidated(provider: "apns", token: "B", reason: "gone")),
+            offset: 7)
+        #expect(registry.pushTokens.isEmpty)
+    }
+
+    @Test func pauseIsAFlagOnTheDevice() {
+        var registry = enrolled()
+        registry.apply(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)), offset: 3)
+        #expect(registry.devices[1]?.paused == true)
+        registry.apply(.reportingChanged(ReportingChanged(deviceID: 1, paused: false)), offset: 4)
+        #expect(registry.devices[1]?.paused == false)
+    }
+
+    @Test func recentBatchesAreBoundedPerDevice() {
+        var registry = enrolled()
+        let ids = (0..<5).map { UUID128(high: 9, low: UInt64($0)) }
+        for (index, id) in ids.enumerated() {
+            registry.apply(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: 1, batchID: id, fixes: [],
+                        rejections: [Rejection(index: 0, reason: "expired: old")])),
+                offset: UInt64(10 + index))
+        }
+        // recentBatchesPerDeviceMax is 3: the two oldest are forgotten.
+        #expect(registry.batchResult(deviceID: 1, batchID: ids[0]) == nil)
+        #expect(registry.batchResult(deviceID: 1, batchID: ids[1]) == nil)
+        #expect(registry.batchResult(deviceID: 1, batchID: ids[4])?.offset == 14)
+        #expect(
+            registry.batchResult(deviceID: 1, batchID: ids[2])?.rejections.first?.reason == "expired: old")
+        #expect(registry.batchResult(deviceID: 2, batchID: ids[4]) == nil)
+    }
+}
