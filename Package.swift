@@ -57,7 +57,7 @@ let package = Package(
         // The command-line entry point.
         .executableTarget(
             name: "findmy",
-            dependencies: ["Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto"],
+            dependencies: ["Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector"],
             swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),

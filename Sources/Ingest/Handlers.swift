@@ -21,7 +21,9 @@ extension IngestService {
         }
         router.add("GET", "/healthz") { [self] _ in healthz() }
         router.add("GET", "/metrics") { [self] _ in
-            var response = HTTPResponse.text(metrics.render(log: log.statistics))
+            var text = metrics.render(log: log.statistics)
+            for source in statusSources.all { text += source.metricsText() }
+            var response = HTTPResponse.text(text)
             response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             return response
         }
@@ -69,7 +71,23 @@ extension IngestService {
                 message:
                     "the last append to the event log failed (disk full or I/O error); see the server log")
         }
-        return .json("{\"status\": \"ok\", \"log\": \"writable\", \"durable_end\": \(log.durableEnd)}")
+        var degraded = false
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("log")
+        writer.string("writable")
+        writer.key("durable_end")
+        writer.int64(Int64(log.durableEnd))
+        for source in statusSources.all {
+            let (sourceDegraded, members) = source.health()
+            degraded = degraded || sourceDegraded
+            writer.key(source.name)
+            writer.value(.object(JSONObject(members.map { JSONObject.Member(key: $0.0, value: $0.1) })))
+        }
+        writer.key("status")
+        writer.string(degraded ? "degraded" : "ok")
+        writer.endObject()
+        return .json(writer.bytes)
     }
 
     // MARK: enrolment

@@ -16,6 +16,7 @@ public final class IngestService: Sendable {
     public let log: LogWriter
     public let limits: IngestLimits
     public let metrics = IngestMetrics()
+    let statusSources = StatusSources()
     let registry: ReadWriteLocked<RegistryState>
     let mutations = Mutex(())
     let clockMicros: @Sendable () -> Int64
@@ -45,6 +46,9 @@ public final class IngestService: Sendable {
             reader, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
         self.registry = ReadWriteLocked(RegistryState(registry: registry))
     }
+
+    /// Adds a component's health and metrics to `/healthz` and `/metrics`.
+    public func addStatusSource(_ source: any StatusSource) { statusSources.add(source) }
 
     /// A copy of the registry, for tests and admin listings.
     public var registrySnapshot: Registry { registry.read { $0.registry } }

@@ -1,6 +1,8 @@
 import Events
 import HTTP
 import Ingest
+import Projector
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -52,6 +54,12 @@ enum ServeCommand {
             "group-commit-delay-micros", "FINDMY_GROUP_COMMIT_DELAY_MICROS",
             "extra wait of a group commit for more appends (default 0: natural batching)"
         ),
+        Database.setting,
+        (
+            "projector", "FINDMY_PROJECTOR",
+            "on: fold the log into PostgreSQL inside this process (default); off: ingest only, no database "
+                + "(run `findmy project` beside it)"
+        ),
     ]
 
     static var help: String {
@@ -79,6 +87,8 @@ enum ServeCommand {
         var limits = IngestLimits()
         var http = HTTPServer.Limits()
         var log = LogOptions()
+        var databaseURL: String?
+        var projector = true
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -116,6 +126,13 @@ enum ServeCommand {
             connectionsMax: try integer("connections-max", 512, min: 1),
             requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1))
         configuration.log.groupCommitDelayMicros = try integer("group-commit-delay-micros", 0)
+        configuration.databaseURL = options.value(
+            Database.setting.flag, environment: Database.setting.environment)
+        switch options.value("projector", environment: "FINDMY_PROJECTOR") ?? "on" {
+        case "on": configuration.projector = true
+        case "off": configuration.projector = false
+        case let other: throw UsageError("--projector (FINDMY_PROJECTOR) is on or off, got '\(other)'")
+        }
         return configuration
     }
 
@@ -147,9 +164,37 @@ enum ServeCommand {
                 "millis": .int((monotonicMicros() - started) / 1000),
             ])
 
+        // The projector and its database: started after the log (whose lock keeps a second server off
+        // this data directory and its cluster), stopped before it.
+        var database: Database?
+        var projectorThread: pthread_t?
+        let stopProjector = Atomic<Bool>(false)
+        if configuration.projector {
+            let opened = try Database.open(dataDirectory: data, url: configuration.databaseURL)
+            database = opened
+            let projector = Projector(
+                client: opened.client, reader: LogReader(directory: data + "/log", writer: log))
+            service.addStatusSource(ProjectorStatusSource(projector: projector))
+            projectorThread = spawnThread {
+                projector.run(shouldStop: { stopProjector.load(ordering: .relaxed) })
+            }
+            StructuredLog.info("projector_started", ["database": .string(opened.description)])
+        }
+        func stopDatabase() {
+            stopProjector.store(true, ordering: .relaxed)
+            if let projectorThread { pthread_join(projectorThread, nil) }
+            database?.close()
+        }
+
         var adminRouter = Router()
         service.addAdminRoutes(to: &adminRouter)
-        let admin = try HTTPServer.start(listen: "unix:" + data + "/admin.sock", router: adminRouter)
+        let admin: HTTPServer
+        do {
+            admin = try HTTPServer.start(listen: "unix:" + data + "/admin.sock", router: adminRouter)
+        } catch {
+            stopDatabase()
+            throw error
+        }
         var router = Router()
         service.addRoutes(to: &router)
         let metrics = service.metrics
@@ -160,6 +205,7 @@ enum ServeCommand {
                 observer: { metrics.observe($0) })
         } catch {
             admin.stop(gracePeriodSeconds: 0)
+            stopDatabase()
             throw error
         }
         printLine(url(configuration.listen, port: server.port))
@@ -171,6 +217,7 @@ enum ServeCommand {
         StructuredLog.info("shutting_down", ["signal": .string(received == SIGTERM ? "SIGTERM" : "SIGINT")])
         server.stop()
         admin.stop()
+        stopDatabase()
         log.close()
         StructuredLog.info("stopped", ["durable_end": .int(Int64(log.durableEnd))])
         return 0

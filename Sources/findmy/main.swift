@@ -7,6 +7,8 @@
 let commands: [Command] = [
     LogCommand.command,
     ServeCommand.command,
+    ProjectCommand.project,
+    ProjectCommand.replay,
     UserCommand.command,
     BenchCommand.command,
 ]

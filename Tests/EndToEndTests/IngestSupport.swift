@@ -8,11 +8,14 @@ final class ServerProcess: @unchecked Sendable {
     let address: String
     let dataDirectory: String
 
+    /// Without `--projector` in `extraArguments` the server runs ingest only (`--projector off`), so
+    /// that tests of the report path neither need nor wait for PostgreSQL.
     init(data: String, extraArguments: [String] = []) throws {
         dataDirectory = data
+        let projector = extraArguments.contains("--projector") ? [] : ["--projector", "off"]
         process = try FindmyProcess(
-            ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + extraArguments)
-        let deadline = Date().addingTimeInterval(30)
+            ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + projector + extraArguments)
+        let deadline = Date().addingTimeInterval(120)
         while process.outputLines.isEmpty {
             guard Date() < deadline, process.process.isRunning else {
                 throw TestFailure("findmy serve did not print its URL: \(process.standardError)")

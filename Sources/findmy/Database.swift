@@ -1,0 +1,105 @@
+import Events
+import Ingest
+import JSON
+import Postgres
+import Projector
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The PostgreSQL a command works with: an external server (`--database-url`), or the private
+/// cluster in DATA_DIR/postgres, started if it is not running and stopped again only by whoever
+/// started it (so `findmy replay` next to a running server leaves the server's cluster alone).
+struct Database {
+    let client: PostgresClient
+    let description: String
+    private let cluster: EmbeddedPostgres?
+    private let startedCluster: Bool
+
+    static let setting = (
+        flag: "database-url", environment: "FINDMY_DATABASE_URL",
+        help:
+            "PostgreSQL conninfo or postgresql:// URL; default: a private cluster in DIR/postgres (no TCP port)"
+    )
+
+    static func open(dataDirectory: String, url: String?) throws -> Database {
+        if let url, !url.isEmpty {
+            return Database(
+                client: PostgresClient(conninfo: url), description: "external PostgreSQL", cluster: nil,
+                startedCluster: false)
+        }
+        allowTraversal(dataDirectory)
+        let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
+        let wasRunning = cluster.postmasterPID() != nil
+        try cluster.start()
+        return Database(
+            client: PostgresClient(conninfo: cluster.conninfo),
+            description: "embedded PostgreSQL in \(cluster.clusterDirectory)", cluster: cluster,
+            startedCluster: !wasRunning)
+    }
+
+    /// When findmy runs as root the cluster runs as an unprivileged user, who must be able to pass
+    /// through the data directory to reach DIR/postgres: add search permission for others (not
+    /// read: the directory cannot be listed, and DIR/log stays 0700).
+    private static func allowTraversal(_ directory: String) {
+        guard getuid() == 0 else { return }
+        var info = stat()
+        guard stat(directory, &info) == 0 else { return }
+        if info.st_mode & S_IXOTH == 0 { chmod(directory, (info.st_mode & 0o7777) | S_IXOTH) }
+    }
+
+    /// Closes the connection, and stops the embedded cluster if this process started it.
+    func close() {
+        client.close()
+        guard startedCluster, let cluster else { return }
+        do {
+            try cluster.stop()
+        } catch {
+            writeStandardError("findmy: \(error)")
+        }
+    }
+}
+
+/// The projector as `/healthz` and `/metrics` show it.
+struct ProjectorStatusSource: StatusSource {
+    let projector: Projector
+    var name: String { "projector" }
+
+    func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+        let status = projector.status
+        var members: [(String, JSONValue)] = [
+            ("checkpoint", .integer(Int64(status.checkpoint))),
+            ("lag_offsets", .integer(Int64(status.lagOffsets))),
+            ("lag_seconds", .double(status.lagSeconds)),
+            ("running", .bool(!status.stopped)),
+        ]
+        if let error = status.lastError { members.append(("error", .string(error))) }
+        return (status.lastError != nil || status.stopped, members)
+    }
+
+    func metricsText() -> String {
+        let status = projector.status
+        return """
+            # HELP findmy_projector_checkpoint The next log offset the projector will fold.
+            # TYPE findmy_projector_checkpoint gauge
+            findmy_projector_checkpoint \(status.checkpoint)
+            # HELP findmy_projector_lag_offsets Durable records not yet folded into PostgreSQL.
+            # TYPE findmy_projector_lag_offsets gauge
+            findmy_projector_lag_offsets \(status.lagOffsets)
+            # HELP findmy_projector_lag_seconds Age of the oldest record not yet folded (0 when caught up).
+            # TYPE findmy_projector_lag_seconds gauge
+            findmy_projector_lag_seconds \(status.lagSeconds)
+            # HELP findmy_projector_records_total Records folded by this process.
+            # TYPE findmy_projector_records_total counter
+            findmy_projector_records_total \(status.recordsFolded)
+            # HELP findmy_projector_fixes_total Fixes written to device_locations by this process.
+            # TYPE findmy_projector_fixes_total counter
+            findmy_projector_fixes_total \(status.fixesFolded)
+            # HELP findmy_projector_failures_total Failed projector transactions (retried from the checkpoint).
+            # TYPE findmy_projector_failures_total counter
+            findmy_projector_failures_total \(status.reconnects)
+
+            """
+    }
+}
