@@ -68,7 +68,7 @@ let package = Package(
             name: "IngestTests", dependencies: ["Ingest", "Events", "JSON", "HTTP"], swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient"], swiftSettings: strict),
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload"], swiftSettings: strict),

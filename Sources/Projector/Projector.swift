@@ -35,8 +35,10 @@ public final class Projector: Sendable {
         public var fixesPerTransactionMax = 50_000
         /// How long the tailing projector waits for new records before looking again.
         public var idleWaitMicros: Int64 = 200_000
-        /// Pause after a failed transaction before trying again (PostgreSQL down, say).
-        public var retryDelayMicros: Int64 = 500_000
+        /// Pause after a failed transaction before trying again (PostgreSQL down, say), doubled after
+        /// each further failure up to the maximum, back to the minimum after a success.
+        public var retryDelayMicrosMin: Int64 = 100_000
+        public var retryDelayMicrosMax: Int64 = 5_000_000
         public var log: @Sendable (String) -> Void = { writeStandardError($0) }
 
         public init() {}
@@ -135,6 +137,7 @@ public final class Projector: Sendable {
     /// retried from the checkpoint stored in the database, which says whether it committed.
     public func run(shouldStop: @Sendable () -> Bool) {
         var prepared = false
+        var retryDelay = options.retryDelayMicrosMin
         while !shouldStop() {
             do {
                 if !prepared {
@@ -142,7 +145,9 @@ public final class Projector: Sendable {
                     prepared = true
                 }
                 let logEnd = reader.durableEnd()
-                if try step(logEnd: logEnd) == 0 {
+                let folded = try step(logEnd: logEnd)
+                retryDelay = options.retryDelayMicrosMin
+                if folded == 0 {
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros)
                 }
             } catch let error as ProjectorError {
@@ -167,7 +172,10 @@ public final class Projector: Sendable {
                     return status.lastError != message
                 }
                 if first { options.log("projector: \(message); retrying") }
-                usleep(UInt32(options.retryDelayMicros))
+                // Sleep in short steps so that a shutdown is not held up by a long back-off.
+                let wakeAt = monotonicMicros() + retryDelay
+                while !shouldStop() && monotonicMicros() < wakeAt { usleep(50_000) }
+                retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
             }
         }
     }

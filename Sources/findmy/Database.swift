@@ -23,10 +23,15 @@ struct Database {
             "PostgreSQL conninfo or postgresql:// URL; default: a private cluster in DIR/postgres (no TCP port)"
     )
 
+    /// One connection attempt per call: the projector retries with its own growing back-off, and
+    /// reports each failure at once in /healthz instead of blocking inside the client.
+    static let projectorPolicy = PostgresClient.ReconnectPolicy(reconnectAttemptsMax: 1)
+
     static func open(dataDirectory: String, url: String?) throws -> Database {
         if let url, !url.isEmpty {
             return Database(
-                client: PostgresClient(conninfo: url), description: "external PostgreSQL", cluster: nil,
+                client: PostgresClient(conninfo: url, policy: projectorPolicy),
+                description: "external PostgreSQL", cluster: nil,
                 startedCluster: false)
         }
         allowTraversal(dataDirectory)
@@ -34,7 +39,7 @@ struct Database {
         let wasRunning = cluster.postmasterPID() != nil
         try cluster.start()
         return Database(
-            client: PostgresClient(conninfo: cluster.conninfo),
+            client: PostgresClient(conninfo: cluster.conninfo, policy: projectorPolicy),
             description: "embedded PostgreSQL in \(cluster.clusterDirectory)", cluster: cluster,
             startedCluster: !wasRunning)
     }

@@ -1,0 +1,67 @@
+import Foundation
+import HTTPClient
+import JSON
+import Postgres
+import Testing
+
+/// PostgreSQL goes away under a running server and comes back: reports keep being acknowledged,
+/// the projector reconnects and catches up, nothing is lost or doubled.
+@Suite struct ProjectorOutageTests {
+    @Test func ingestOutlivesAPostgreSQLRestart() throws {
+        let data = ScratchDirectory("findmy-pgoutage")
+        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        defer { server.stop() }
+        let cluster = try EmbeddedPostgres(dataDirectory: data.path)
+        let connection = HTTPConnection(address: server.address)
+        let userToken = try addUser("ada", data: data.path)
+        let device = try enrol(connection, userToken: userToken, uuid: UUID().uuidString)
+        let deviceToken = try #require(device.string("device_token"))
+
+        var acknowledged = 0
+        func report(_ count: Int) throws {
+            for _ in 0..<count {
+                let answer = try post(
+                    connection, "/api/find-my/report", token: deviceToken,
+                    body: reportBody(batchID: UUID().uuidString, fixes: [fixJSON(), fixJSON(secondsAgo: 30)]))
+                #expect(answer.status == 200, "\(answer.body)")
+                if answer.status == 200 { acknowledged += 2 }
+            }
+        }
+        func projectedFixes() -> Int64? {
+            guard let connection = try? PostgresConnection(cluster.conninfo) else { return nil }
+            defer { connection.close() }
+            return try? connection.execute("SELECT count(*) FROM findmy.device_locations").int64(0, 0)
+        }
+        func waitUntilProjected(_ expected: Int) -> Bool {
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline {
+                if projectedFixes() == Int64(expected) { return true }
+                usleep(100_000)
+            }
+            return false
+        }
+
+        try report(20)
+        #expect(waitUntilProjected(acknowledged))
+
+        try cluster.stop()
+        try report(50)  // PostgreSQL is down: the report path does not care
+        let health = try connection.send("GET", "/healthz")
+        #expect(health.status == 200)
+        usleep(1_500_000)
+        let degraded = try JSONParser.parse(try connection.send("GET", "/healthz").body)
+        #expect(degraded["status"] == .string("degraded"), "the projector's trouble shows in /healthz")
+
+        try cluster.start()
+        try report(20)
+        #expect(waitUntilProjected(acknowledged), "the projector did not catch up after PostgreSQL came back")
+        let pg = try PostgresConnection(cluster.conninfo)
+        defer { pg.close() }
+        #expect(
+            try pg.execute("SELECT count(DISTINCT (log_offset, fix_index)) FROM findmy.device_locations")
+                .int64(0, 0) == Int64(acknowledged))
+        let healthy = try JSONParser.parse(try connection.send("GET", "/healthz").body)
+        #expect(healthy["status"] == .string("ok"))
+        #expect(healthy["projector"]?["lag_offsets"] == .integer(0))
+    }
+}
