@@ -59,7 +59,8 @@ public final class EmbeddedPostgres: Sendable {
     public init(_ configuration: Configuration) throws(EmbeddedPostgresError) {
         self.configuration = configuration
         let dataDirectory = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
-        clusterDirectory = dataDirectory + "/postgres"
+        osUser = clusterOSUser()
+        clusterDirectory = try resolveClusterDirectory(dataDirectory, osUser: osUser, configuration.log)
         pgData = clusterDirectory + "/data"
         if let configured = configuration.binDirectory {
             binDirectory = configured
@@ -67,7 +68,6 @@ public final class EmbeddedPostgres: Sendable {
             binDirectory = try findBinDirectory()
         }
         socketDirectory = chooseSocketDirectory(clusterDirectory, configuration.log)
-        osUser = clusterOSUser()
     }
 
     public convenience init(dataDirectory: String) throws(EmbeddedPostgresError) {

@@ -183,3 +183,41 @@ func isLivePostgres(_ pid: Int32) -> Bool {
     let state = stat[stat.index(after: close)...].dropFirst().first
     return (name == "postgres" || name == "postmaster") && state != "Z" && state != "X"
 }
+
+/// Where the cluster lives: `DATA_DIR/postgres`, unless the cluster's OS user cannot pass through
+/// the directories above DATA_DIR (a data directory under /root, or under a private `mktemp -d`).
+/// Then the cluster goes to `/var/lib/findmy/postgres-<hash of DATA_DIR>` and `DATA_DIR/postgres`
+/// becomes a symbolic link to it, so that the data directory still shows where its cluster is.
+/// An existing link is followed.
+func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @Sendable (String) -> Void)
+    throws(EmbeddedPostgresError) -> String
+{
+    let inside = dataDirectory + "/postgres"
+    if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: inside) { return target }
+    guard let osUser, FileManager.default.fileExists(atPath: dataDirectory) else { return inside }
+    if try runCommand("/usr/bin/test", ["-x", dataDirectory], as: osUser).succeeded { return inside }
+    var isDirectory: ObjCBool = false
+    if FileManager.default.fileExists(atPath: inside, isDirectory: &isDirectory) {
+        let contents = (try? FileManager.default.contentsOfDirectory(atPath: inside)) ?? []
+        guard isDirectory.boolValue, contents.isEmpty, rmdir(inside) == 0 else {
+            throw EmbeddedPostgresError(
+                "PostgreSQL runs as OS user \(osUser), who cannot reach \(inside): make \(dataDirectory) and every "
+                    + "directory above it searchable by that user (chmod o+x), or choose another data directory")
+        }
+    }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in dataDirectory.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    let parent = "/var/lib/findmy"
+    let target = parent + "/postgres-" + String(hash, radix: 16)
+    do {
+        try FileManager.default.createDirectory(
+            atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createSymbolicLink(atPath: inside, withDestinationPath: target)
+    } catch {
+        throw EmbeddedPostgresError("cannot place the PostgreSQL cluster in \(target): \(error)")
+    }
+    log(
+        "OS user \(osUser) cannot pass through the directories above \(dataDirectory); the PostgreSQL cluster lives in "
+            + "\(target), linked from \(inside) (back up both, see docs/postgres.md)")
+    return target
+}
