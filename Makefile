@@ -21,6 +21,7 @@ release: deps
 test: test-deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" $(SWIFT) test $(SWIFT_BUILD_FLAGS)
+	ops/tests/make-run.sh
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift

@@ -5,7 +5,7 @@ set -euo pipefail
 
 # postgresql-15 is the server the embedded cluster runs (initdb, pg_ctl, postgres): `make run` needs it.
 build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libpq-dev postgresql-15)
-test_packages=()
+test_packages=(curl git)
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then
