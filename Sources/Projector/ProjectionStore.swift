@@ -149,16 +149,23 @@ public struct ProjectionStore: Sendable {
     private func writeLocations(_ batch: ProjectionBatch, nowMicros: Int64, _ connection: PostgresConnection)
         throws
     {
-        guard !batch.locations.isEmpty else { return }
+        try copyLocations(batch.locations, nowMicros: nowMicros, connection)
+    }
+
+    /// COPY of fix rows into `device_locations`, creating the month partitions they need: the
+    /// projector's bulk path, and on its own the physical baseline its benchmark compares against.
+    public func copyLocations(_ rows: [LocationRow], nowMicros: Int64, _ connection: PostgresConnection)
+        throws
+    {
+        guard !rows.isEmpty else { return }
         var months = Set<Int>()
-        for row in batch.locations where months.insert(Month(micros: row.fix.recordedAtMicros).index).inserted
-        {
+        for row in rows where months.insert(Month(micros: row.fix.recordedAtMicros).index).inserted {
             try Schema.ensurePartition(
                 schema, monthOf: row.fix.recordedAtMicros, nowMicros: nowMicros, connection)
         }
         try connection.copyIn(
             table: schema + ".device_locations", columns: Self.locationColumns,
-            rows: batch.locations.lazy.map(Self.values))
+            rows: rows.lazy.map(Self.values))
     }
 
     private func writeBatches(_ rows: [BatchRow], _ connection: PostgresConnection) throws {

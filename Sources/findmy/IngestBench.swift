@@ -23,6 +23,7 @@ enum BenchCommand {
 
     static let help = """
         usage: findmy bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
+               findmy bench project --dir DIR [--fixes N] [--devices N]   (see findmy bench project --help)
 
         Starts `findmy serve` on DIR/server (a scratch directory: it is emptied first) at 127.0.0.1:0,
         enrols one device per connection, and reports for S seconds (default 3) per configuration.
@@ -32,6 +33,7 @@ enum BenchCommand {
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
+        if arguments.first == "project" { return try ProjectBench.run(Array(arguments.dropFirst())) }
         guard arguments.first == "ingest" else {
             print(help)
             return arguments.contains("--help") ? 0 : 2
