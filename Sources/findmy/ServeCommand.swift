@@ -54,6 +54,14 @@ enum ServeCommand {
             "group-commit-delay-micros", "FINDMY_GROUP_COMMIT_DELAY_MICROS",
             "extra wait of a group commit for more appends (default 0: natural batching)"
         ),
+        (
+            "segment-bytes-max", "FINDMY_SEGMENT_BYTES_MAX",
+            "a log segment is sealed and a new one started once it holds this many bytes (default 67108864)"
+        ),
+        (
+            "segment-age-seconds-max", "FINDMY_SEGMENT_AGE_SECONDS_MAX",
+            "... or once it is this old at the next append (default 3600)"
+        ),
         Database.setting,
         (
             "projector", "FINDMY_PROJECTOR",
@@ -126,6 +134,10 @@ enum ServeCommand {
             connectionsMax: try integer("connections-max", 512, min: 1),
             requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1))
         configuration.log.groupCommitDelayMicros = try integer("group-commit-delay-micros", 0)
+        configuration.log.segmentBytesMax = try integer(
+            "segment-bytes-max", configuration.log.segmentBytesMax, min: 4096)
+        configuration.log.segmentAgeSecondsMax = try integer(
+            "segment-age-seconds-max", configuration.log.segmentAgeSecondsMax, min: 1)
         configuration.databaseURL = options.value(
             Database.setting.flag, environment: Database.setting.environment)
         switch options.value("projector", environment: "FINDMY_PROJECTOR") ?? "on" {
