@@ -59,6 +59,16 @@ public enum Schema {
         return Int(try result.int64(0, 0) ?? 0)
     }
 
+    /// The columns of one fix, shared by `device_locations` (history) and `device_latest`.
+    static let fixColumns = """
+        log_offset bigint NOT NULL, fix_index integer NOT NULL,
+                recorded_at timestamptz NOT NULL, received_at timestamptz NOT NULL,
+                latitude double precision NOT NULL, longitude double precision NOT NULL,
+                accuracy_m double precision NOT NULL, altitude_m double precision, speed_mps double precision,
+                heading_deg double precision, battery_pct smallint, is_charging boolean, source text NOT NULL,
+                clock_suspect boolean NOT NULL
+        """
+
     /// Creates an empty generation in `schema` (dropping anything there), checkpoint at offset 0.
     public static func createGeneration(_ schema: String, _ connection: PostgresConnection) throws {
         let s = PostgresConnection.quoteIdentifier(schema)
@@ -97,40 +107,14 @@ public enum Schema {
             CREATE INDEX ON \(s).push_devices (device_id);
             CREATE TABLE \(s).device_locations (
                 device_id bigint NOT NULL,
-                log_offset bigint NOT NULL,
-                fix_index integer NOT NULL,
-                recorded_at timestamptz NOT NULL,
-                received_at timestamptz NOT NULL,
-                latitude double precision NOT NULL,
-                longitude double precision NOT NULL,
-                accuracy_m double precision NOT NULL,
-                altitude_m double precision,
-                speed_mps double precision,
-                heading_deg double precision,
-                battery_pct smallint,
-                is_charging boolean,
-                source text NOT NULL,
-                clock_suspect boolean NOT NULL,
+                \(fixColumns),
                 UNIQUE (log_offset, fix_index, recorded_at)
             ) PARTITION BY RANGE (recorded_at);
             CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;
             CREATE INDEX ON \(s).device_locations (device_id, recorded_at DESC);
             CREATE TABLE \(s).device_latest (
                 device_id bigint PRIMARY KEY,
-                log_offset bigint NOT NULL,
-                fix_index integer NOT NULL,
-                recorded_at timestamptz NOT NULL,
-                received_at timestamptz NOT NULL,
-                latitude double precision NOT NULL,
-                longitude double precision NOT NULL,
-                accuracy_m double precision NOT NULL,
-                altitude_m double precision,
-                speed_mps double precision,
-                heading_deg double precision,
-                battery_pct smallint,
-                is_charging boolean,
-                source text NOT NULL,
-                clock_suspect boolean NOT NULL
+                \(fixColumns)
             );
             CREATE TABLE \(s).device_batches (
                 log_offset bigint PRIMARY KEY,
@@ -216,9 +200,13 @@ struct Month {
 
     init(index: Int) { self.index = index }
 
+    /// From the timestamp's own text form (`2026-12-02 ...`), so the calendar arithmetic lives in
+    /// one place (PostgresTimestamp). Years before 1 fall in the default partition anyway.
     init(micros: Int64) {
-        let days = Int(micros >= 0 ? micros / 86_400_000_000 : (micros + 1) / 86_400_000_000 - 1)
-        let (year, month, _) = civil(fromDays: days)
+        let text = Array(PostgresTimestamp.text(micros: micros).utf8)
+        let dash = text.firstIndex(of: UInt8(ascii: "-")) ?? 4
+        let year = Int(String(decoding: text[..<dash], as: UTF8.self)) ?? 0
+        let month = Int(String(decoding: text[(dash + 1)..<(dash + 3)], as: UTF8.self)) ?? 1
         index = year * 12 + (month - 1)
     }
 
@@ -228,20 +216,7 @@ struct Month {
     var firstDay: String {
         let yearText = String(year)
         return String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText + "-"
-            + (month < 10 ? "0" : "") + "\(month)-01 00:00:00+00"
+            + (month < 10 ? "0" : "")
+            + "\(month)-01 00:00:00+00"
     }
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
-func civil(fromDays days: Int) -> (Int, Int, Int) {
-    let z = days + 719_468
-    let era = (z >= 0 ? z : z - 146_096) / 146_097
-    let doe = z - era * 146_097
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-    let y = yoe + era * 400
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-    let mp = (5 * doy + 2) / 153
-    let d = doy - (153 * mp + 2) / 5 + 1
-    let m = mp < 10 ? mp + 3 : mp - 9
-    return (m <= 2 ? y + 1 : y, m, d)
 }
