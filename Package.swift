@@ -54,10 +54,17 @@ let package = Package(
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
         .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
 
+        // The read API (and later the web panel): devices, latest fixes, history, arrivals.
+        .target(
+            name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(
             name: "findmy",
-            dependencies: ["Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector"],
+            dependencies: [
+                "Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector", "Panel",
+            ],
             swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
@@ -69,6 +76,7 @@ let package = Package(
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
+        .testTarget(name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload"], swiftSettings: strict),

@@ -158,6 +158,23 @@ public final class IngestService: Sendable {
         }
     }
 
+    /// The user a read request acts for: its bearer token must be a user token (401 otherwise).
+    public func authenticatedUser(_ request: HTTPRequest) throws(APIError) -> UInt64 {
+        switch try principal(request) {
+        case .user(let id): return id
+        case .device:
+            throw APIError(
+                status: 401, code: "invalid_token",
+                message: "this is a device token; reading locations takes a user token (findmy user add)")
+        }
+    }
+
+    /// The user who enrolled `deviceID`, or nil for a device the log does not know. The registry is
+    /// ahead of the projection: a device may be known here before its rows reach PostgreSQL.
+    public func deviceOwner(_ deviceID: UInt64) -> UInt64? {
+        registry.read { $0.registry.devices[deviceID]?.userID }
+    }
+
     func checkText(_ text: String, field: String, allowEmpty: Bool) throws(APIError) {
         guard allowEmpty || !text.isEmpty else {
             throw .badRequest("invalid_field", "\(field) must not be empty")

@@ -16,7 +16,7 @@ import Workload
 /// (measured in the same run), their ratio, and the server's peak resident memory.
 enum BenchCommand {
     static let command = Command(
-        name: "bench", summary: "benchmarks: `findmy bench ingest` (see docs/benchmarks.md)"
+        name: "bench", summary: "benchmarks: `findmy bench ingest`, `findmy bench read` (docs/benchmarks.md)"
     ) {
         try run($0)
     }
@@ -24,6 +24,7 @@ enum BenchCommand {
     static let help = """
         usage: findmy bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
                findmy bench project --dir DIR [--fixes N] [--devices N]   (see findmy bench project --help)
+               findmy bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
 
         Starts `findmy serve` on DIR/server (a scratch directory: it is emptied first) at 127.0.0.1:0,
         enrols one device per connection, and reports for S seconds (default 3) per configuration.
@@ -34,6 +35,7 @@ enum BenchCommand {
 
     static func run(_ arguments: [String]) throws -> Int32 {
         if arguments.first == "project" { return try ProjectBench.run(Array(arguments.dropFirst())) }
+        if arguments.first == "read" { return try ReadBench.run(Array(arguments.dropFirst())) }
         guard arguments.first == "ingest" else {
             print(help)
             return arguments.contains("--help") ? 0 : 2

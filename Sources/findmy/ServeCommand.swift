@@ -1,6 +1,8 @@
 import Events
 import HTTP
 import Ingest
+import Panel
+import Postgres
 import Projector
 import Synchronization
 
@@ -66,7 +68,15 @@ enum ServeCommand {
         (
             "projector", "FINDMY_PROJECTOR",
             "on: fold the log into PostgreSQL inside this process (default); off: ingest only, no database "
-                + "(run `findmy project` beside it)"
+                + "(run `findmy project` beside it); the read API then answers 503 reads_unavailable"
+        ),
+        (
+            "read-connections-max", "FINDMY_READ_CONNECTIONS_MAX",
+            "PostgreSQL connections the read API uses at most (default 8)"
+        ),
+        (
+            "read-after-offset-wait-millis-max", "FINDMY_READ_AFTER_OFFSET_WAIT_MILLIS_MAX",
+            "how long a read with after_offset waits for the projection (default 5000)"
         ),
     ]
 
@@ -97,6 +107,8 @@ enum ServeCommand {
         var log = LogOptions()
         var databaseURL: String?
         var projector = true
+        var readConnectionsMax = 8
+        var read = ReadLimits()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -145,6 +157,9 @@ enum ServeCommand {
         case "off": configuration.projector = false
         case let other: throw UsageError("--projector (FINDMY_PROJECTOR) is on or off, got '\(other)'")
         }
+        configuration.readConnectionsMax = try integer("read-connections-max", 8, min: 1)
+        configuration.read.readAfterOffsetWaitMillisMax = try integer(
+            "read-after-offset-wait-millis-max", configuration.read.readAfterOffsetWaitMillisMax)
         return configuration
     }
 
@@ -180,6 +195,7 @@ enum ServeCommand {
         // this data directory and its cluster), stopped before it.
         var database: Database?
         var projectorThread: pthread_t?
+        var reads: ReadService?
         let stopProjector = Atomic<Bool>(false)
         if configuration.projector {
             let opened = try Database.open(dataDirectory: data, url: configuration.databaseURL)
@@ -187,6 +203,12 @@ enum ServeCommand {
             let projector = Projector(
                 client: opened.client, reader: LogReader(directory: data + "/log", writer: log))
             service.addStatusSource(ProjectorStatusSource(projector: projector))
+            reads = ReadService(
+                ingest: service,
+                pool: PostgresPool(
+                    conninfo: opened.client.conninfo,
+                    limits: .init(connectionsMax: configuration.readConnectionsMax)),
+                limits: configuration.read, projectedEnd: { projector.status.checkpoint })
             projectorThread = spawnThread {
                 projector.run(shouldStop: { stopProjector.load(ordering: .relaxed) })
             }
@@ -195,6 +217,7 @@ enum ServeCommand {
         func stopDatabase() {
             stopProjector.store(true, ordering: .relaxed)
             if let projectorThread { pthread_join(projectorThread, nil) }
+            reads?.pool.close()
             database?.close()
         }
 
@@ -209,6 +232,11 @@ enum ServeCommand {
         }
         var router = Router()
         service.addRoutes(to: &router)
+        if let reads {
+            reads.addRoutes(to: &router)
+        } else {
+            ReadService.addUnavailableRoutes(to: &router)
+        }
         let metrics = service.metrics
         let server: HTTPServer
         do {

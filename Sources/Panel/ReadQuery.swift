@@ -1,0 +1,184 @@
+import Crypto
+import Ingest
+import JSON
+
+/// The limits of the read API, each with its unit; docs/api.md lists them.
+public struct ReadLimits: Sendable {
+    /// Fixes in one page of `/locations` at most. A 30-day history at a 5-minute cadence is 8,640
+    /// fixes: it fits in one page.
+    public var historyPageFixesMax = 10_000
+    /// Fixes in a page when the request has no `limit`.
+    public var historyPageFixesDefault = 1_000
+    /// Batches in one page of `/arrivals` at most, and when the request has no `limit`.
+    public var arrivalsPageBatchesMax = 10_000
+    public var arrivalsPageBatchesDefault = 1_000
+    /// How long a read with `after_offset` waits for the projection to reach the offset before it
+    /// answers 503 `projection_behind`.
+    public var readAfterOffsetWaitMillisMax = 5_000
+    /// How often a waiting read looks at the projector's checkpoint again.
+    public var afterOffsetPollMillis = 2
+
+    public init() {}
+}
+
+/// A position in a device's history or arrivals, handed to clients as an opaque `next_cursor`.
+///
+/// Layout (then Base64URL without padding): version 1 (1 byte), kind (1 byte: 1 locations,
+/// 2 arrivals), device id (8 bytes), time in microseconds (8 bytes: `recorded_at` for locations,
+/// `received_at` for arrivals), log offset (8 bytes), fix index (4 bytes; 0 for arrivals); integers
+/// big-endian. The device id and kind are checked on the way back, so a cursor from another
+/// device or another listing is refused instead of silently skipping rows.
+public struct HistoryCursor: Equatable, Sendable {
+    public enum Kind: UInt8, Sendable {
+        case locations = 1
+        case arrivals = 2
+    }
+
+    public var kind: Kind
+    public var deviceID: UInt64
+    public var micros: Int64
+    public var logOffset: UInt64
+    public var fixIndex: UInt32
+
+    static let version: UInt8 = 1
+    static let byteCount = 30
+
+    public init(kind: Kind, deviceID: UInt64, micros: Int64, logOffset: UInt64, fixIndex: UInt32 = 0) {
+        self.kind = kind
+        self.deviceID = deviceID
+        self.micros = micros
+        self.logOffset = logOffset
+        self.fixIndex = fixIndex
+    }
+
+    public var encoded: String {
+        var bytes: [UInt8] = [Self.version, kind.rawValue]
+        bytes.reserveCapacity(Self.byteCount)
+        func put<T: FixedWidthInteger>(_ value: T) {
+            for shift in stride(from: T.bitWidth - 8, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: value >> T(shift)))
+            }
+        }
+        put(deviceID)
+        put(micros)
+        put(logOffset)
+        put(fixIndex)
+        assert(bytes.count == Self.byteCount)
+        return Base64URL.encode(bytes)
+    }
+
+    /// Decodes a cursor for `kind` of `deviceID`; a 400 `invalid_cursor` for anything else.
+    public static func decode(_ text: String, kind: Kind, deviceID: UInt64) throws(APIError) -> HistoryCursor
+    {
+        let invalid = APIError(
+            status: 400, code: "invalid_cursor",
+            message:
+                "cursor is not a next_cursor this listing returned; pass next_cursor unchanged, or omit cursor to start from the beginning"
+        )
+        guard let bytes = Base64URL.decode(text), bytes.count == byteCount, bytes[0] == version,
+            let found = Kind(rawValue: bytes[1])
+        else { throw invalid }
+        var index = 2
+        func take<T: FixedWidthInteger>(_: T.Type) -> T {
+            var value: T = 0
+            for _ in 0..<(T.bitWidth / 8) {
+                value = value << 8 | T(bytes[index])
+                index += 1
+            }
+            return value
+        }
+        let cursor = HistoryCursor(
+            kind: found, deviceID: take(UInt64.self), micros: Int64(bitPattern: take(UInt64.self)),
+            logOffset: take(UInt64.self), fixIndex: take(UInt32.self))
+        guard cursor.kind == kind, cursor.deviceID == deviceID, cursor.logOffset <= UInt64(Int64.max),
+            cursor.micros >= RFC3339.microsMin, cursor.micros <= RFC3339.microsMax
+        else { throw invalid }
+        return cursor
+    }
+}
+
+/// The query of a history or arrivals request: `from` (inclusive) and `to` (exclusive) as
+/// RFC 3339 times, `limit`, `cursor`; `after_offset` is read separately by `afterOffset`.
+public struct HistoryQuery: Equatable, Sendable {
+    public var fromMicros: Int64?
+    public var toMicros: Int64?
+    public var limit: Int
+    public var cursor: HistoryCursor?
+
+    /// Parses and checks the query items; every problem is a 400 that names the parameter.
+    public static func parse(
+        _ items: [(name: String, value: String)], kind: HistoryCursor.Kind, deviceID: UInt64,
+        limitDefault: Int, limitMax: Int
+    ) throws(APIError) -> HistoryQuery {
+        let values = try checkedParameters(items, allowed: ["from", "to", "limit", "cursor", "after_offset"])
+        let from = try values["from"].map { text throws(APIError) in try time(text, "from") }
+        let to = try values["to"].map { text throws(APIError) in try time(text, "to") }
+        if let from, let to, from > to {
+            throw APIError(
+                status: 400, code: "invalid_range",
+                message:
+                    "from (\(RFC3339.formatMicros(from))) is after to (\(RFC3339.formatMicros(to))); from is inclusive, to exclusive"
+            )
+        }
+        var limit = limitDefault
+        if let text = values["limit"] {
+            guard let number = Int(text), number >= 1, number <= limitMax else {
+                throw APIError(
+                    status: 400, code: "invalid_limit",
+                    message: "limit must be a whole number from 1 to \(limitMax), got '\(text.prefix(32))'")
+            }
+            limit = number
+        }
+        let cursor = try values["cursor"].map { text throws(APIError) in
+            try HistoryCursor.decode(text, kind: kind, deviceID: deviceID)
+        }
+        return HistoryQuery(fromMicros: from, toMicros: to, limit: limit, cursor: cursor)
+    }
+
+    static func time(_ text: String, _ name: String) throws(APIError) -> Int64 {
+        do {
+            return try RFC3339.parseMicros(text)
+        } catch {
+            throw APIError(
+                status: 400, code: "invalid_range",
+                message:
+                    "\(name) must be an RFC 3339 time like 2026-05-01T09:00:00Z (a '+' offset must be sent as %2B): \(error.description)"
+            )
+        }
+    }
+}
+
+/// `after_offset=N`: the `offset` a write returned. Nil when absent.
+public func afterOffset(_ items: [(name: String, value: String)]) throws(APIError) -> UInt64? {
+    guard let text = items.first(where: { $0.name == "after_offset" })?.value else { return nil }
+    guard let offset = UInt64(text), offset <= UInt64(Int64.max) else {
+        throw APIError(
+            status: 400, code: "invalid_after_offset",
+            message:
+                "after_offset must be the offset a write answered (a whole number), got '\(text.prefix(32))'")
+    }
+    return offset
+}
+
+/// The query items as a dictionary; an unknown or repeated parameter is a 400, so that a typo
+/// (`form=`) is not silently ignored.
+func checkedParameters(_ items: [(name: String, value: String)], allowed: Set<String>) throws(APIError)
+    -> [String: String]
+{
+    var values: [String: String] = [:]
+    for item in items {
+        guard allowed.contains(item.name) else {
+            throw APIError(
+                status: 400, code: "unknown_parameter",
+                message:
+                    "unknown query parameter '\(item.name.prefix(64))'; this endpoint takes \(allowed.sorted().joined(separator: ", "))"
+            )
+        }
+        guard values.updateValue(item.value, forKey: item.name) == nil else {
+            throw APIError(
+                status: 400, code: "unknown_parameter",
+                message: "query parameter '\(item.name)' is given twice")
+        }
+    }
+    return values
+}

@@ -1,0 +1,403 @@
+import Events
+import HTTP
+import Ingest
+import JSON
+import Postgres
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The read API (docs/api.md, "Read API"): the caller's devices with their latest fix and
+/// staleness, a device's history and what arrived when. Reads PostgreSQL only.
+///
+/// Every read is ONE statement against `findmy.`: a rebuild swaps the schema under an advisory
+/// lock (`Schema.swapIn`), and a statement resolves its tables when it is parsed, so it sees the
+/// old generation or the new one, never a mix. A multi-statement transaction could straddle a swap.
+///
+/// Authentication and who owns which device come from the ingest registry (in memory, ahead of the
+/// projection); the rule of who may read what lives in `ReadAccess` alone.
+public final class ReadService: Sendable {
+    public let ingest: IngestService
+    public let pool: PostgresPool
+    public let limits: ReadLimits
+    /// The projection's checkpoint: every offset below it is in PostgreSQL.
+    let projectedEnd: @Sendable () -> UInt64
+    let clockMicros: @Sendable () -> Int64
+    let access: ReadAccess
+
+    public init(
+        ingest: IngestService, pool: PostgresPool, limits: ReadLimits = ReadLimits(),
+        projectedEnd: @escaping @Sendable () -> UInt64,
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+    ) {
+        self.ingest = ingest
+        self.pool = pool
+        self.limits = limits
+        self.projectedEnd = projectedEnd
+        self.clockMicros = clockMicros
+        access = ReadAccess(ingest: ingest)
+    }
+
+    public func addRoutes(to router: inout Router) {
+        router.add("GET", "/api/find-my/devices") { [self] request in
+            respond { () throws(APIError) in try devices(request) }
+        }
+        router.add("GET", "/api/find-my/devices/{id}") { [self] request in
+            respond { () throws(APIError) in try device(request) }
+        }
+        router.add("GET", "/api/find-my/devices/{id}/locations") { [self] request in
+            respond { () throws(APIError) in try locations(request) }
+        }
+        router.add("GET", "/api/find-my/devices/{id}/arrivals") { [self] request in
+            respond { () throws(APIError) in try arrivals(request) }
+        }
+    }
+
+    /// The read routes of a server without a database (`--projector off`): each answers 503
+    /// `reads_unavailable`, so a client learns why instead of getting a 404 or a 405.
+    public static func addUnavailableRoutes(to router: inout Router) {
+        let error = APIError(
+            status: 503, code: "reads_unavailable",
+            message:
+                "this server runs with --projector off and has no database to read from; start it with --projector on"
+        )
+        for pattern in [
+            "/api/find-my/devices", "/api/find-my/devices/{id}", "/api/find-my/devices/{id}/locations",
+            "/api/find-my/devices/{id}/arrivals",
+        ] {
+            router.add("GET", pattern) { _ in error.response }
+        }
+    }
+
+    // MARK: handlers
+
+    func devices(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let reader = try ingest.authenticatedUser(request)
+        _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
+        try waitForProjection(request)
+        let owners = access.scope(of: reader).ownerIDs.map { Int64($0) }
+        let result = try query(
+            Self.deviceSelect + " WHERE d.user_id = ANY($1::bigint[]) ORDER BY d.id", [.int64Array(owners)])
+        let now = clockMicros()
+        var writer = JSONWriter(capacity: 256 + result.rowCount * 512)
+        writer.beginObject()
+        writer.key("devices")
+        writer.beginArray()
+        for row in 0..<result.rowCount {
+            try decoding { () throws(PostgresError) in
+                try writeDevice(&writer, result, row, nowMicros: now)
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+
+    func device(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let reader = try ingest.authenticatedUser(request)
+        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader)
+        _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
+        try waitForProjection(request)
+        let result = try query(Self.deviceSelect + " WHERE d.id = $1", [.int64(Int64(deviceID))])
+        // Known to the registry but not projected yet: the same answer as any unknown device.
+        guard result.rowCount == 1 else { throw ReadAccess.notFound }
+        var writer = JSONWriter(capacity: 768)
+        let now = clockMicros()
+        try decoding { () throws(PostgresError) in try writeDevice(&writer, result, 0, nowMicros: now) }
+        return .json(writer.bytes)
+    }
+
+    func locations(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let reader = try ingest.authenticatedUser(request)
+        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader)
+        let query = try HistoryQuery.parse(
+            request.queryItems, kind: .locations, deviceID: deviceID,
+            limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
+        try waitForProjection(request)
+        // The keyset (recorded_at, log_offset, fix_index) is unique, so pages neither repeat nor skip
+        // a fix, even among fixes with the same recorded_at. One row more than the page tells whether
+        // another page follows.
+        let result = try self.query(
+            """
+            SELECT \(Self.fixColumns("l")), l.log_offset, l.fix_index
+            FROM findmy.device_locations l
+            WHERE l.device_id = $1
+              AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
+              AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
+              AND l.recorded_at >= coalesce($4::timestamptz, '-infinity')
+              AND ($4::timestamptz IS NULL OR (l.recorded_at, l.log_offset, l.fix_index) > ($4, $5, $6))
+            ORDER BY l.recorded_at, l.log_offset, l.fix_index
+            LIMIT $7
+            """,
+            [
+                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
+                query.toMicros.map { .timestamp(micros: $0) },
+                query.cursor.map { .timestamp(micros: $0.micros) },
+                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
+                .int64(Int64(query.limit + 1)),
+            ])
+        let rows = min(result.rowCount, query.limit)
+        var writer = JSONWriter(capacity: 256 + rows * 330)
+        writer.beginObject()
+        writer.key("locations")
+        writer.beginArray()
+        try decoding { () throws(PostgresError) in
+            for row in 0..<rows { try writeFix(&writer, result, row, 0) }
+        }
+        writer.endArray()
+        writer.key("next_cursor")
+        if result.rowCount > query.limit {
+            let last = rows - 1
+            let cursor = try decoding { () throws(PostgresError) in
+                HistoryCursor(
+                    kind: .locations, deviceID: deviceID,
+                    micros: try result.timestampMicros(last, Self.fixColumnCount - 3) ?? 0,
+                    logOffset: UInt64(try result.int64(last, Self.fixColumnCount) ?? 0),
+                    fixIndex: UInt32(try result.int64(last, Self.fixColumnCount + 1) ?? 0))
+            }
+            writer.string(cursor.encoded)
+        } else {
+            writer.null()
+        }
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+
+    func arrivals(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let reader = try ingest.authenticatedUser(request)
+        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader)
+        let query = try HistoryQuery.parse(
+            request.queryItems, kind: .arrivals, deviceID: deviceID,
+            limitDefault: limits.arrivalsPageBatchesDefault, limitMax: limits.arrivalsPageBatchesMax)
+        try waitForProjection(request)
+        let result = try self.query(
+            """
+            SELECT b.received_at, b.batch_id::text, b.fix_count, b.rejected_count, b.recorded_min,
+                b.recorded_max, b.log_offset
+            FROM findmy.device_batches b
+            WHERE b.device_id = $1
+              AND b.received_at >= coalesce($2::timestamptz, '-infinity')
+              AND b.received_at < coalesce($3::timestamptz, 'infinity')
+              AND ($4::timestamptz IS NULL OR (b.received_at, b.log_offset) > ($4, $5))
+            ORDER BY b.received_at, b.log_offset
+            LIMIT $6
+            """,
+            [
+                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
+                query.toMicros.map { .timestamp(micros: $0) },
+                query.cursor.map { .timestamp(micros: $0.micros) },
+                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.limit + 1)),
+            ])
+        let rows = min(result.rowCount, query.limit)
+        var writer = JSONWriter(capacity: 256 + rows * 220)
+        writer.beginObject()
+        writer.key("arrivals")
+        writer.beginArray()
+        try decoding { () throws(PostgresError) in
+            for row in 0..<rows {
+                writer.beginObject()
+                writer.key("received_at")
+                try writeTime(&writer, result, row, 0)
+                writer.key("batch_id")
+                writer.string(result.string(row, 1) ?? "")
+                writer.key("fix_count")
+                writer.int64(try result.int64(row, 2) ?? 0)
+                writer.key("rejected_count")
+                writer.int64(try result.int64(row, 3) ?? 0)
+                writer.key("recorded_min")
+                try writeTime(&writer, result, row, 4)
+                writer.key("recorded_max")
+                try writeTime(&writer, result, row, 5)
+                writer.key("offset")
+                writer.int64(try result.int64(row, 6) ?? 0)
+                writer.endObject()
+            }
+        }
+        writer.endArray()
+        writer.key("next_cursor")
+        if result.rowCount > query.limit {
+            let last = rows - 1
+            let cursor = try decoding { () throws(PostgresError) in
+                HistoryCursor(
+                    kind: .arrivals, deviceID: deviceID, micros: try result.timestampMicros(last, 0) ?? 0,
+                    logOffset: UInt64(try result.int64(last, 6) ?? 0))
+            }
+            writer.string(cursor.encoded)
+        } else {
+            writer.null()
+        }
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+
+    // MARK: read-your-writes
+
+    /// With `after_offset=N`, waits until the projection holds offset N (its checkpoint is past N),
+    /// at most `readAfterOffsetWaitMillisMax`; then 503 `projection_behind` with Retry-After, rather
+    /// than an answer that silently lacks the client's own write.
+    func waitForProjection(_ request: HTTPRequest) throws(APIError) {
+        guard let offset = try afterOffset(request.queryItems) else { return }
+        let durableEnd = ingest.log.durableEnd
+        guard offset < durableEnd else {
+            throw APIError(
+                status: 400, code: "invalid_after_offset",
+                message:
+                    "after_offset \(offset) was never written: the log ends at offset \(durableEnd); pass the offset a write answered"
+            )
+        }
+        let deadline = monotonicMicros() + Int64(limits.readAfterOffsetWaitMillisMax) * 1_000
+        while projectedEnd() <= offset {
+            guard monotonicMicros() < deadline else {
+                throw APIError(
+                    status: 503, code: "projection_behind",
+                    message:
+                        "the projection has not reached offset \(offset) within \(limits.readAfterOffsetWaitMillisMax) ms "
+                        + "(it is at \(projectedEnd())); retry, or see /healthz for the projector's lag")
+            }
+            usleep(UInt32(limits.afterOffsetPollMillis * 1_000))
+        }
+    }
+
+    // MARK: rows to JSON
+
+    /// A device and its latest fix: columns 0...6 the device, then `fixColumns`.
+    static let deviceSelect = """
+        SELECT d.id, d.name, d.platform, d.model, d.paused, d.created_at, d.last_seen_at, \(fixColumns("l"))
+        FROM findmy.devices d LEFT JOIN findmy.device_latest l ON l.device_id = d.id
+        """
+    static let deviceColumnCount = 7
+
+    /// The fix columns in the order `writeFix` reads them; `recorded_at` is at `fixColumnCount - 3`.
+    static func fixColumns(_ table: String) -> String {
+        [
+            "latitude", "longitude", "accuracy_m", "altitude_m", "speed_mps", "heading_deg", "battery_pct",
+            "is_charging", "source", "recorded_at", "received_at", "clock_suspect",
+        ].map { "\(table).\($0)" }.joined(separator: ", ")
+    }
+    static let fixColumnCount = 12
+
+    func writeDevice(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, nowMicros: Int64)
+        throws(PostgresError)
+    {
+        writer.beginObject()
+        writer.key("id")
+        writer.int64(try result.int64(row, 0) ?? 0)
+        writer.key("name")
+        writer.string(result.string(row, 1) ?? "")
+        writer.key("platform")
+        writer.string(result.string(row, 2) ?? "")
+        writer.key("model")
+        writer.string(result.string(row, 3) ?? "")
+        writer.key("paused")
+        writer.bool(try result.bool(row, 4) ?? false)
+        writer.key("created_at")
+        try writeTime(&writer, result, row, 5)
+        writer.key("last_seen_at")
+        let lastSeen = try result.timestampMicros(row, 6)
+        writeTime(&writer, lastSeen)
+        writer.key("since_last_report_seconds")
+        writeSeconds(&writer, lastSeen.map { nowMicros - $0 })
+        let fixColumn = Self.deviceColumnCount
+        let recorded = try result.timestampMicros(row, fixColumn + Self.fixColumnCount - 3)
+        writer.key("fix_age_seconds")
+        writeSeconds(&writer, recorded.map { nowMicros - $0 })
+        writer.key("latest")
+        if recorded == nil {
+            writer.null()
+        } else {
+            try writeFix(&writer, result, row, fixColumn)
+        }
+        writer.endObject()
+    }
+
+    /// The fix in columns `first ..< first + fixColumnCount`, as an object.
+    func writeFix(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ first: Int)
+        throws(PostgresError)
+    {
+        writer.beginObject()
+        writer.key("latitude")
+        writer.double(try result.double(row, first) ?? 0)
+        writer.key("longitude")
+        writer.double(try result.double(row, first + 1) ?? 0)
+        writer.key("accuracy_m")
+        writer.double(try result.double(row, first + 2) ?? 0)
+        writer.key("altitude_m")
+        writeOptional(&writer, try result.double(row, first + 3)) { $0.double($1) }
+        writer.key("speed_mps")
+        writeOptional(&writer, try result.double(row, first + 4)) { $0.double($1) }
+        writer.key("heading_deg")
+        writeOptional(&writer, try result.double(row, first + 5)) { $0.double($1) }
+        writer.key("battery_pct")
+        writeOptional(&writer, try result.int64(row, first + 6)) { $0.int64($1) }
+        writer.key("is_charging")
+        writeOptional(&writer, try result.bool(row, first + 7)) { $0.bool($1) }
+        writer.key("source")
+        writer.string(result.string(row, first + 8) ?? "")
+        writer.key("recorded_at")
+        try writeTime(&writer, result, row, first + 9)
+        writer.key("received_at")
+        try writeTime(&writer, result, row, first + 10)
+        writer.key("clock_suspect")
+        writer.bool(try result.bool(row, first + 11) ?? false)
+        writer.endObject()
+    }
+
+    func writeTime(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
+        throws(PostgresError)
+    {
+        writeTime(&writer, try result.timestampMicros(row, column))
+    }
+
+    /// RFC 3339 with microseconds, or null. Ingest accepts only years 0001-9999, so every stored
+    /// time can be written.
+    func writeTime(_ writer: inout JSONWriter, _ micros: Int64?) {
+        guard let micros else { return writer.null() }
+        writer.string(RFC3339.formatMicros(min(max(micros, RFC3339.microsMin), RFC3339.microsMax)))
+    }
+
+    /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.
+    func writeSeconds(_ writer: inout JSONWriter, _ micros: Int64?) {
+        guard let micros else { return writer.null() }
+        writer.int64(micros >= 0 ? micros / 1_000_000 : (micros + 1) / 1_000_000 - 1)
+    }
+
+    func writeOptional<T>(_ writer: inout JSONWriter, _ value: T?, _ write: (inout JSONWriter, T) -> Void) {
+        if let value { write(&writer, value) } else { writer.null() }
+    }
+
+    // MARK: errors
+
+    func query(_ sql: String, _ parameters: [PostgresValue?]) throws(APIError) -> PostgresResult {
+        do {
+            return try pool.execute(sql, parameters)
+        } catch {
+            StructuredLog.error("read_failed", ["error": .string("\(error)")])
+            throw Self.databaseUnavailable
+        }
+    }
+
+    func decoding<T>(_ body: () throws(PostgresError) -> T) throws(APIError) -> T {
+        do {
+            return try body()
+        } catch {
+            // Not the error's text: a decode error quotes the value, and values are coordinates.
+            StructuredLog.error("read_decode_failed", ["kind": .string("\(error.kind)")])
+            throw Self.databaseUnavailable
+        }
+    }
+
+    static let databaseUnavailable = APIError(
+        status: 503, code: "database_unavailable",
+        message: "the database did not answer this read; retry shortly (the server log has the cause)")
+
+    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
+        do {
+            return try body()
+        } catch {
+            var response = error.response
+            if error.status == 503 { response.headers.set("Retry-After", "1") }
+            return response
+        }
+    }
+}

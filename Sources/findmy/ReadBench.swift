@@ -1,0 +1,207 @@
+import Crypto
+import Events
+import HTTPClient
+import JSON
+import Workload
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `findmy bench read --dir DIR`: the read API's latency over HTTP against a release server.
+///
+/// Seeds a log directly (no HTTP): one user with `devices` devices, each with one recent fix, and
+/// device 1 with `historyDays` days of fixes at a 5-minute cadence (30 days: 8,640 fixes). Starts
+/// `findmy serve` on it, waits until the projector has folded the whole log into its embedded
+/// PostgreSQL, then times `GET /api/find-my/devices` and the history page of device 1 (one
+/// keep-alive connection, requests back to back, after a warm-up) and prints p50/p99 as JSON.
+enum ReadBench {
+    static let help = """
+        usage: findmy bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
+
+        DIR/server is a scratch directory: it is emptied first (log and embedded PostgreSQL). Build with
+        -c release to measure. The client runs on the same machine and takes CPU from the server.
+        """
+
+    static let cadenceMicros: Int64 = 300_000_000
+    static let historyBatchFixes = 288  // one day at 5 minutes
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        let options = try Options(
+            arguments, valued: ["dir", "devices", "history-days", "requests"], flags: [])
+        if options.flag("help") {
+            print(help)
+            return 0
+        }
+        let root = try options.required("dir")
+        let deviceCount = try options.integer("devices", default: 1_000)
+        let historyDays = try options.integer("history-days", default: 30)
+        let requests = try options.integer("requests", default: 1_000)
+        guard deviceCount >= 1, historyDays >= 1, requests >= 10 else {
+            throw UsageError("--devices and --history-days must be at least 1, --requests at least 10")
+        }
+        try PosixFileIO().makeDirectory(root)
+        // As root the embedded cluster runs as an unprivileged user, who must pass through DIR.
+        var info = stat()
+        if getuid() == 0, stat(root, &info) == 0 { chmod(root, (info.st_mode & 0o7777) | S_IXOTH) }
+        let serverDirectory = root + "/server"
+        try removeRecursively(serverDirectory)
+
+        let user = try UserCommand.offline(serverDirectory, name: "bench", admin: false)
+        let historyFixes = try seed(
+            serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
+
+        let seeded = monotonicMicros()
+        let server = try ChildServer(dataDirectory: serverDirectory, logPath: root + "/server.log")
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        try waitForProjection(connection)
+        let projectedSeconds = Double(monotonicMicros() - seeded) / 1_000_000
+
+        let headers = [("Authorization", "Bearer \(user.token)")]
+        let list = try measure(connection, "/api/find-my/devices", headers, requests: requests) { body in
+            try JSONParser.parse(body)["devices"]?.arrayValue.count == deviceCount
+        }
+        let history = try measure(
+            connection, "/api/find-my/devices/1/locations?limit=10000", headers,
+            requests: max(10, requests / 5)
+        ) { body in
+            let document = try JSONParser.parse(body)
+            return try document["locations"]?.arrayValue.count == historyFixes
+                && document["next_cursor"] == .null
+        }
+
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("devices")
+        writer.int64(Int64(deviceCount))
+        writer.key("history_fixes")
+        writer.int64(Int64(historyFixes))
+        writer.key("server_start_and_projection_seconds")
+        writer.double(BenchCommand.rounded(projectedSeconds))
+        for (name, result, targetMillis) in [("devices_list", list, 5.0), ("history_page", history, 25.0)] {
+            writer.key(name)
+            writer.beginObject()
+            writer.key("requests")
+            writer.int64(Int64(result.latencies.count))
+            writer.key("response_bytes")
+            writer.int64(Int64(result.responseBytes))
+            writer.key("p50_ms")
+            writer.double(BenchCommand.rounded(Double(result.percentile(50)) / 1000))
+            writer.key("p99_ms")
+            writer.double(BenchCommand.rounded(Double(result.percentile(99)) / 1000))
+            writer.key("p99_target_ms")
+            writer.double(targetMillis)
+            writer.endObject()
+        }
+        writer.key("server_peak_rss_bytes")
+        writer.int64(server.peakResidentBytes())
+        writer.endObject()
+        printLine(String(decoding: writer.bytes, as: UTF8.self))
+        return 0
+    }
+
+    /// Appends the devices and their fixes; returns the number of fixes of device 1.
+    static func seed(_ directory: String, userID: UInt64, devices: Int, historyDays: Int) throws -> Int {
+        let log = try LogWriter(directory: directory + "/log")
+        defer { log.close() }
+        let now = wallClockMicros()
+        var random = SeededGenerator(seed: 4)
+        for index in 1...devices {
+            _ = try log.append(
+                .deviceEnrolled(
+                    DeviceEnrolled(
+                        deviceID: UInt64(index), userID: userID, deviceUUID: UUID128.random(using: &random),
+                        name: "bench device \(index)", platform: "ios", model: "iPhone 15")))
+        }
+        // Device 1: the 30-day history, a day per batch, oldest first, on the exact cadence.
+        let historyFixes = historyDays * 86_400_000_000 / Int(cadenceMicros)
+        var track = TrackGenerator(seed: 1, startMicros: now)
+        let first = now - Int64(historyFixes) * cadenceMicros
+        var fixes: [Fix] = []
+        for index in 0..<historyFixes {
+            var fix = track.next()
+            fix.recordedAtMicros = first + Int64(index + 1) * cadenceMicros
+            fixes.append(fix)
+            if fixes.count == historyBatchFixes || index == historyFixes - 1 {
+                _ = try log.append(
+                    .fixBatch(FixBatch(deviceID: 1, batchID: UUID128.random(using: &random), fixes: fixes)),
+                    receivedAtMicros: fix.recordedAtMicros + 1_000_000)
+                fixes.removeAll(keepingCapacity: true)
+            }
+        }
+        // Every other device: one fix a few minutes old, so each has a latest position.
+        for index in 2...max(2, devices) where index <= devices {
+            var other = TrackGenerator(seed: UInt64(index), startMicros: now - 600_000_000)
+            _ = try log.append(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: UInt64(index), batchID: UUID128.random(using: &random),
+                        fixes: [other.next()])),
+                receivedAtMicros: now)
+        }
+        return historyFixes
+    }
+
+    /// Until /healthz shows the projector's checkpoint at the log's durable end.
+    static func waitForProjection(_ connection: HTTPConnection) throws {
+        let deadline = monotonicMicros() + 600_000_000
+        while monotonicMicros() < deadline {
+            let health = try JSONParser.parse(try connection.send("GET", "/healthz").body)
+            if let end = try? health["durable_end"]?.int64Value,
+                let checkpoint = try? health["projector"]?["checkpoint"]?.int64Value, checkpoint >= end,
+                end > 0
+            {
+                return
+            }
+            usleep(50_000)
+        }
+        throw UsageError("the projector did not catch up within 600 s")
+    }
+
+    /// `rm -rf DIR`: the scratch server directory holds a whole PostgreSQL cluster.
+    static func removeRecursively(_ path: String) throws {
+        let words: [String] = ["rm", "-rf", "--", path]
+        var argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var child: pid_t = 0
+        guard posix_spawnp(&child, "rm", nil, nil, &argv, environ) == 0 else {
+            throw UsageError("cannot run rm -rf \(path)")
+        }
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        guard status == 0 else { throw UsageError("rm -rf \(path) failed; remove it by hand") }
+    }
+
+    struct Measurement {
+        var latencies: [Int64]
+        var responseBytes: Int
+
+        func percentile(_ p: Int) -> Int64 { latencies[min(latencies.count - 1, latencies.count * p / 100)] }
+    }
+
+    /// `requests` timed GETs after a tenth as many untimed ones; the first answer is checked whole.
+    static func measure(
+        _ connection: HTTPConnection, _ target: String, _ headers: [(String, String)], requests: Int,
+        check: ([UInt8]) throws -> Bool
+    ) throws -> Measurement {
+        let first = try connection.send("GET", target, headers: headers)
+        guard first.status == 200, try check(first.body) else {
+            throw UsageError(
+                "GET \(target) answered \(first.status) with an unexpected body: \(first.bodyText.prefix(300))"
+            )
+        }
+        for _ in 0..<(requests / 10) { _ = try connection.send("GET", target, headers: headers) }
+        var latencies: [Int64] = []
+        latencies.reserveCapacity(requests)
+        for _ in 0..<requests {
+            let start = monotonicMicros()
+            let response = try connection.send("GET", target, headers: headers)
+            latencies.append(monotonicMicros() - start)
+            guard response.status == 200 else {
+                throw UsageError("GET \(target) answered \(response.status)")
+            }
+        }
+        return Measurement(latencies: latencies.sorted(), responseBytes: first.body.count)
+    }
+}

@@ -1,0 +1,257 @@
+import Foundation
+import HTTPClient
+import JSON
+import Testing
+
+func get(_ connection: HTTPConnection, _ target: String, token: String?) throws -> Answer {
+    var headers: [(name: String, value: String)] = []
+    if let token { headers.append(("Authorization", "Bearer \(token)")) }
+    let response = try connection.send("GET", target, headers: headers)
+    return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
+}
+
+/// The read API over real HTTP against `findmy serve --projector on` (embedded PostgreSQL).
+@Suite(.serialized) struct ReadAPITests {
+    let nowMicros = Int64(Date().timeIntervalSince1970) * 1_000_000
+    /// An hour ago, on a whole second.
+    var baseMicros: Int64 { nowMicros - 3_600_000_000 }
+
+    func fix(minute: Int, latitude: Double) -> String {
+        let recordedAt = RFC3339.formatMillis(baseMicros + Int64(minute) * 60_000_000)
+        return
+            "{\"latitude\": \(latitude), \"longitude\": 13.405, \"accuracy_m\": 12, \"battery_pct\": 81, \"is_charging\": true, \"source\": \"significant\", \"recorded_at\": \"\(recordedAt)\"}"
+    }
+
+    /// Every location of the history, walking `next_cursor` with pages of `limit`.
+    func walk(_ connection: HTTPConnection, _ path: String, token: String, limit: Int, query: String = "")
+        throws -> (locations: [JSONValue], pages: Int)
+    {
+        var all: [JSONValue] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            var target = "\(path)?limit=\(limit)\(query)"
+            if let cursor { target += "&cursor=\(cursor)" }
+            let page = try get(connection, target, token: token)
+            guard page.status == 200 else { throw TestFailure("page \(pages): \(page.status) \(page.body)") }
+            let locations = try page.body["locations"]!.arrayValue
+            #expect(locations.count <= limit)
+            all += locations
+            pages += 1
+            cursor = page.string("next_cursor")
+            if cursor != nil { #expect(locations.count == limit, "only a full page has a next page") }
+        } while cursor != nil && pages < 100
+        return (all, pages)
+    }
+
+    @Test func devicesHistoryPaginationRangesArrivalsAndAccess() throws {
+        let data = ScratchDirectory("findmy-read")
+        let alice = try addUser("alice", data: data.path)
+        let bob = try addUser("bob", data: data.path)
+        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        let phone = try enrol(connection, userToken: alice, uuid: "4b4e28ba-2fa1-11d2-883f-0016d3cca427")
+        let tablet = try enrol(
+            connection, userToken: alice, uuid: "5b4e28ba-2fa1-11d2-883f-0016d3cca427", name: "tablet")
+        let bobs = try enrol(connection, userToken: bob, uuid: "6b4e28ba-2fa1-11d2-883f-0016d3cca427")
+        let phoneID = try #require(phone.int("device_id"))
+        let tabletID = try #require(tablet.int("device_id"))
+        let bobsID = try #require(bobs.int("device_id"))
+        let phoneToken = try #require(phone.string("device_token"))
+
+        // Three batches, out of order within and across batches, two fixes at the same minute: the
+        // history must come back by recorded_at, then by log offset and index.
+        let batches = [
+            [fix(minute: 10, latitude: 10), fix(minute: 2, latitude: 2), fix(minute: 5, latitude: 5)],
+            [fix(minute: 1, latitude: 1), fix(minute: 7, latitude: 7.1), fix(minute: 7, latitude: 7.2)],
+            [fix(minute: 3, latitude: 3), fix(minute: 12, latitude: 12), fix(minute: 9, latitude: 9)],
+        ]
+        var offsets: [Int64] = []
+        for fixes in batches {
+            let answer = try post(
+                connection, "/api/find-my/report", token: phoneToken,
+                body: reportBody(batchID: UUID().uuidString, fixes: fixes))
+            #expect(answer.status == 200 && answer.int("accepted") == 3)
+            offsets.append(try #require(answer.int("offset")))
+        }
+        let last = offsets.last!
+
+        // The list: alice's two devices, not bob's, with the latest fix and staleness.
+        let list = try get(connection, "/api/find-my/devices?after_offset=\(last)", token: alice)
+        #expect(list.status == 200, "\(list.body)")
+        let devices = try #require(try? list.body["devices"]?.arrayValue)
+        #expect(devices.compactMap { try? $0["id"]?.int64Value } == [phoneID, tabletID])
+        let listed = devices[0]
+        #expect(listed["name"] == .string("phone") && listed["platform"] == .string("ios"))
+        #expect(listed["model"] == .string("iPhone 15") && listed["paused"] == .bool(false))
+        let latest = try #require(listed["latest"])
+        #expect(latest["latitude"] == .double(12) || latest["latitude"] == .integer(12))
+        #expect(latest["accuracy_m"] != nil && latest["battery_pct"] == .integer(81))
+        #expect(latest["is_charging"] == .bool(true) && latest["source"] == .string("significant"))
+        #expect(latest["altitude_m"] == .null && latest["clock_suspect"] == .bool(false))
+        #expect(
+            try RFC3339.parseMicros(latest["recorded_at"]!.stringValue) == baseMicros + 12 * 60_000_000)
+        _ = try RFC3339.parseMicros(latest["received_at"]!.stringValue)
+        // The newest fix was taken 48 minutes ago; the last report arrived just now.
+        let age = try #require(try? listed["fix_age_seconds"]?.int64Value)
+        #expect(age >= 48 * 60 && age < 48 * 60 + 120)
+        let sinceReport = try #require(try? listed["since_last_report_seconds"]?.int64Value)
+        #expect(sinceReport >= 0 && sinceReport < 60)
+        _ = try RFC3339.parseMicros(listed["last_seen_at"]!.stringValue)
+        // A device that never reported: no fix, no staleness.
+        let quiet = devices[1]
+        #expect(quiet["latest"] == .null && quiet["fix_age_seconds"] == .null)
+        #expect(quiet["last_seen_at"] == .null && quiet["since_last_report_seconds"] == .null)
+
+        // One device: the same fields.
+        let one = try get(connection, "/api/find-my/devices/\(phoneID)", token: alice)
+        #expect(one.status == 200)
+        #expect(one.body["latest"] == listed["latest"] && one.body["name"] == listed["name"])
+        #expect(one.body.objectKeys == listed.objectKeys)
+
+        // The whole history in one page, ordered.
+        let path = "/api/find-my/devices/\(phoneID)/locations"
+        let full = try get(connection, path, token: alice)
+        #expect(full.status == 200 && full.body["next_cursor"] == .null)
+        let history = try full.body["locations"]!.arrayValue
+        let latitudes = history.compactMap { try? $0["latitude"]!.doubleValue }
+        #expect(latitudes == [1, 2, 3, 5, 7.1, 7.2, 9, 10, 12])
+        let recorded = try history.map { try RFC3339.parseMicros($0["recorded_at"]!.stringValue) }
+        #expect(recorded == recorded.sorted())
+
+        // Pages of every size walk the same history: no duplicate, no gap.
+        for limit in [1, 2, 4, 9, 10] {
+            let (walked, pages) = try walk(connection, path, token: alice, limit: limit)
+            #expect(walked == history, "limit \(limit)")
+            // One row more than a page is fetched, so a last full page has no next_cursor.
+            #expect(pages == (history.count + limit - 1) / limit, "limit \(limit)")
+        }
+
+        // Ranges: from inclusive, to exclusive, with and without pagination.
+        let from = RFC3339.formatMillis(baseMicros + 3 * 60_000_000)
+        let to = RFC3339.formatMillis(baseMicros + 9 * 60_000_000)
+        let ranged = try get(connection, "\(path)?from=\(from)&to=\(to)", token: alice)
+        #expect(
+            (try? ranged.body["locations"]?.arrayValue.compactMap { try? $0["latitude"]!.doubleValue })
+                == [3, 5, 7.1, 7.2])
+        let rangedWalk = try walk(connection, path, token: alice, limit: 3, query: "&from=\(from)&to=\(to)")
+        #expect(rangedWalk.locations == (try? ranged.body["locations"]?.arrayValue))
+        let sinceOnly = try get(connection, "\(path)?from=\(to)", token: alice)
+        #expect((try? sinceOnly.body["locations"]?.arrayValue.count) == 3)
+        let empty = try get(connection, "\(path)?from=\(from)&to=\(from)", token: alice)
+        #expect(empty.status == 200 && (try? empty.body["locations"]?.arrayValue.count) == 0)
+
+        // Arrivals: one per batch, by received_at, with its offset and recorded_at range.
+        let arrivals = try get(connection, "/api/find-my/devices/\(phoneID)/arrivals", token: alice)
+        #expect(arrivals.status == 200 && arrivals.body["next_cursor"] == .null)
+        let rows = try #require(try? arrivals.body["arrivals"]?.arrayValue)
+        #expect(rows.compactMap { try? $0["offset"]?.int64Value } == offsets)
+        #expect(rows.allSatisfy { $0["fix_count"] == .integer(3) && $0["rejected_count"] == .integer(0) })
+        #expect(
+            try RFC3339.parseMicros(rows[0]["recorded_min"]!.stringValue) == baseMicros + 2 * 60_000_000)
+        #expect(
+            try RFC3339.parseMicros(rows[0]["recorded_max"]!.stringValue) == baseMicros + 10 * 60_000_000)
+        let received = try rows.map { try RFC3339.parseMicros($0["received_at"]!.stringValue) }
+        #expect(received == received.sorted())
+        let arrivalPage = try get(
+            connection, "/api/find-my/devices/\(phoneID)/arrivals?limit=2", token: alice)
+        let arrivalCursor = try #require(arrivalPage.string("next_cursor"))
+        let arrivalRest = try get(
+            connection, "/api/find-my/devices/\(phoneID)/arrivals?limit=2&cursor=\(arrivalCursor)",
+            token: alice)
+        #expect(
+            (try? arrivalRest.body["arrivals"]?.arrayValue.compactMap { try? $0["offset"]?.int64Value })
+                == [offsets[2]])
+
+        // Another user's device answers exactly like a missing one, on every route.
+        for suffix in ["", "/locations", "/arrivals"] {
+            let others = try get(connection, "/api/find-my/devices/\(bobsID)\(suffix)", token: alice)
+            let missing = try get(connection, "/api/find-my/devices/987654\(suffix)", token: alice)
+            let garbage = try get(connection, "/api/find-my/devices/not-an-id\(suffix)", token: alice)
+            #expect(others.status == 404 && others.errorCode == "device_not_found")
+            #expect(others.body == missing.body && missing.body == garbage.body && missing.status == 404)
+            #expect(
+                try get(connection, "/api/find-my/devices/\(phoneID)\(suffix)", token: bob).body
+                    == missing.body)
+        }
+        #expect(
+            (try? get(connection, "/api/find-my/devices", token: bob).body["devices"]?.arrayValue.count) == 1)
+
+        // Clear 400s.
+        let cursor = try #require(try get(connection, "\(path)?limit=2", token: alice).string("next_cursor"))
+        for (target, code) in [
+            ("\(path)?from=yesterday", "invalid_range"),
+            ("\(path)?from=\(to)&to=\(from)", "invalid_range"),
+            ("\(path)?to=2026-13-01T00:00:00Z", "invalid_range"),
+            ("\(path)?limit=0", "invalid_limit"), ("\(path)?limit=10001", "invalid_limit"),
+            ("\(path)?limit=many", "invalid_limit"),
+            ("\(path)?cursor=garbage", "invalid_cursor"),
+            ("/api/find-my/devices/\(tabletID)/locations?cursor=\(cursor)", "invalid_cursor"),
+            ("/api/find-my/devices/\(phoneID)/arrivals?cursor=\(cursor)", "invalid_cursor"),
+            ("\(path)?after_offset=-1", "invalid_after_offset"),
+            ("\(path)?after_offset=99999999", "invalid_after_offset"),
+            ("/api/find-my/devices?limit=5", "unknown_parameter"),
+            ("\(path)?form=\(from)", "unknown_parameter"),
+        ] {
+            let answer = try get(connection, target, token: alice)
+            #expect(answer.status == 400 && answer.errorCode == code, "\(target): \(answer.body)")
+            #expect((try? answer.body["error"]?["message"]?.stringValue.isEmpty) == false)
+        }
+        // Reading takes a user token.
+        #expect(try get(connection, "/api/find-my/devices", token: phoneToken).status == 401)
+        #expect(try get(connection, "/api/find-my/devices", token: nil).errorCode == "missing_token")
+    }
+
+    @Test func aReadWithTheOffsetOfAWriteSeesTheWrite() throws {
+        let data = ScratchDirectory("findmy-read")
+        let alice = try addUser("alice", data: data.path)
+        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        let phone = try enrol(connection, userToken: alice, uuid: "7b4e28ba-2fa1-11d2-883f-0016d3cca427")
+        let phoneID = try #require(phone.int("device_id"))
+        let phoneToken = try #require(phone.string("device_token"))
+        // The enrolment's offset: the device is in the list at once.
+        let enrolled = try get(
+            connection, "/api/find-my/devices?after_offset=\(try #require(phone.int("offset")))", token: alice
+        )
+        #expect((try? enrolled.body["devices"]?.arrayValue.count) == 1)
+        for round in 1...20 {
+            let answer = try post(
+                connection, "/api/find-my/report", token: phoneToken,
+                body: reportBody(
+                    batchID: UUID().uuidString, fixes: [fix(minute: round, latitude: Double(round))]))
+            let offset = try #require(answer.int("offset"))
+            let history = try get(
+                connection, "/api/find-my/devices/\(phoneID)/locations?after_offset=\(offset)", token: alice)
+            #expect(history.status == 200)
+            #expect((try? history.body["locations"]?.arrayValue.count) == round, "round \(round)")
+            let one = try get(
+                connection, "/api/find-my/devices/\(phoneID)?after_offset=\(offset)", token: alice)
+            #expect(one.body["latest"]?["latitude"].flatMap { try? $0.doubleValue } == Double(round))
+            let arrivals = try get(
+                connection, "/api/find-my/devices/\(phoneID)/arrivals?after_offset=\(offset)", token: alice)
+            #expect((try? arrivals.body["arrivals"]?.arrayValue.last?["offset"]?.int64Value) == offset)
+        }
+    }
+
+    @Test func withoutTheProjectorReadsAnswer503() throws {
+        let data = ScratchDirectory("findmy-read")
+        let alice = try addUser("alice", data: data.path)
+        let server = try ServerProcess(data: data.path)
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        for target in ["/api/find-my/devices", "/api/find-my/devices/1/locations"] {
+            let answer = try get(connection, target, token: alice)
+            #expect(answer.status == 503 && answer.errorCode == "reads_unavailable")
+        }
+    }
+}
+
+extension JSONValue {
+    var objectKeys: [String] {
+        if case .object(let object) = self { return object.keys }
+        return []
+    }
+}

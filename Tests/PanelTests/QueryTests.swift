@@ -1,0 +1,112 @@
+import Crypto
+import Ingest
+import Panel
+import Testing
+
+/// The read API's query parsing and cursors, without a server.
+@Suite struct QueryTests {
+    func parse(_ query: [(String, String)], kind: HistoryCursor.Kind = .locations, deviceID: UInt64 = 7)
+        throws(APIError) -> HistoryQuery
+    {
+        try HistoryQuery.parse(
+            query.map { (name: $0.0, value: $0.1) }, kind: kind, deviceID: deviceID, limitDefault: 1_000,
+            limitMax: 10_000)
+    }
+
+    func error(_ query: [(String, String)], kind: HistoryCursor.Kind = .locations) -> APIError? {
+        do {
+            _ = try parse(query, kind: kind)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func aCursorRoundTripsEveryFieldAtItsExtremes() throws {
+        for cursor in [
+            HistoryCursor(
+                kind: .locations, deviceID: 7, micros: 1_777_000_000_123_456, logOffset: 42, fixIndex: 3),
+            HistoryCursor(
+                kind: .arrivals, deviceID: UInt64.max, micros: -62_135_596_800_000_000, logOffset: 0),
+            HistoryCursor(
+                kind: .locations, deviceID: 0, micros: 253_402_300_799_999_999, logOffset: UInt64(Int64.max),
+                fixIndex: UInt32.max),
+        ] {
+            let text = cursor.encoded
+            #expect(
+                text.utf8.allSatisfy {
+                    $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "=")
+                })
+            #expect(try HistoryCursor.decode(text, kind: cursor.kind, deviceID: cursor.deviceID) == cursor)
+        }
+    }
+
+    @Test func aCursorOfAnotherDeviceOrListingOrGarbageIsA400() throws {
+        let cursor = HistoryCursor(kind: .locations, deviceID: 7, micros: 1_000, logOffset: 5, fixIndex: 1)
+        let good = cursor.encoded
+        #expect(try parse([("cursor", good)]).cursor == cursor)
+        var truncated = good
+        truncated.removeLast()
+        var bytes = Base64URL.decode(good)!
+        bytes[0] = 2  // an unknown version
+        for (text, kind, device) in [
+            (good, HistoryCursor.Kind.locations, UInt64(8)), (good, .arrivals, 7), ("", .locations, 7),
+            ("not a cursor", .locations, 7), (truncated, .locations, 7), (good + "A", .locations, 7),
+            (Base64URL.encode(bytes), .locations, 7),
+        ] {
+            #expect(throws: APIError.self) { try HistoryCursor.decode(text, kind: kind, deviceID: device) }
+            do {
+                _ = try HistoryCursor.decode(text, kind: kind, deviceID: device)
+            } catch {
+                #expect(error.status == 400 && error.code == "invalid_cursor")
+            }
+        }
+    }
+
+    @Test func fromAndToAreRFC3339AndFromMustNotBeAfterTo() throws {
+        let query = try parse([("from", "2026-05-01T09:00:00Z"), ("to", "2026-05-01T18:00:00+02:00")])
+        #expect(query.fromMicros == 1_777_626_000_000_000)
+        #expect(query.toMicros == 1_777_651_200_000_000)
+        #expect(query.limit == 1_000 && query.cursor == nil)
+        let empty = try parse([])
+        #expect(
+            empty.fromMicros == nil && empty.toMicros == nil && empty.limit == 1_000 && empty.cursor == nil)
+        // Equal bounds are an empty range, not an error.
+        #expect(try parse([("from", "2026-05-01T09:00:00Z"), ("to", "2026-05-01T09:00:00Z")]).limit == 1_000)
+
+        for bad in [
+            [("from", "yesterday")], [("to", "2026-05-01")], [("from", "2026-05-01T09:00:00 02:00")],
+            [("from", "2026-02-30T00:00:00Z")],
+            [("from", "2026-05-02T00:00:00Z"), ("to", "2026-05-01T00:00:00Z")],
+        ] {
+            let found = error(bad)
+            #expect(found?.status == 400 && found?.code == "invalid_range", "\(bad)")
+        }
+        #expect(error([("from", "2026-05-01 09:00:00 02:00")])?.message.contains("%2B") == true)
+    }
+
+    @Test func limitIsAWholeNumberWithinTheMaximum() throws {
+        #expect(try parse([("limit", "1")]).limit == 1)
+        #expect(try parse([("limit", "10000")]).limit == 10_000)
+        for bad in ["0", "-1", "10001", "ten", "", "1.5", "99999999999999999999"] {
+            let found = error([("limit", bad)])
+            #expect(found?.code == "invalid_limit", "\(bad)")
+            #expect(found?.message.contains("1 to 10000") == true)
+        }
+    }
+
+    @Test func unknownAndRepeatedParametersAreRefused() throws {
+        #expect(error([("form", "2026-05-01T09:00:00Z")])?.code == "unknown_parameter")
+        #expect(error([("limit", "5"), ("limit", "6")])?.code == "unknown_parameter")
+        #expect(try parse([("after_offset", "12")]).limit == 1_000)
+    }
+
+    @Test func afterOffsetIsAWholeNumber() throws {
+        #expect(try afterOffset([]) == nil)
+        #expect(try afterOffset([(name: "after_offset", value: "0")]) == 0)
+        #expect(try afterOffset([(name: "after_offset", value: "123456")]) == 123_456)
+        for bad in ["-1", "x", "", "9223372036854775808"] {
+            #expect(throws: APIError.self) { try afterOffset([(name: "after_offset", value: bad)]) }
+        }
+    }
+}
