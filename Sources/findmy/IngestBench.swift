@@ -23,12 +23,18 @@ enum BenchCommand {
 
     static let help = """
         usage: findmy bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
+                                   [--client wrk|swift] [--wrk-script PATH]
 
         Starts `findmy serve` on DIR/server (a scratch directory: it is emptied first) at 127.0.0.1:0,
         enrols one device per connection, and reports for S seconds (default 3) per configuration.
         Then appends the same shapes straight to a log in DIR/baseline, for the HTTP-over-log ratio.
         Build with -c release to measure. The client runs on the same machine and takes CPU from the
         server, so the figures are a floor.
+
+        --client wrk (the default when /usr/bin/wrk exists) drives the server with wrk, 2 threads,
+        and ops/bench/report.lua (found from the working directory or next to the build, or
+        --wrk-script): far cheaper per request than --client swift, one Swift thread and
+        HTTPConnection per connection.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -37,7 +43,8 @@ enum BenchCommand {
             return arguments.contains("--help") ? 0 : 2
         }
         let options = try Options(
-            Array(arguments.dropFirst()), valued: ["dir", "seconds", "connections", "fixes"], flags: [])
+            Array(arguments.dropFirst()),
+            valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script"], flags: [])
         if options.flag("help") {
             print(help)
             return 0
@@ -46,6 +53,11 @@ enum BenchCommand {
         let seconds = Double(try options.integer("seconds", default: 3))
         let connectionCounts = try list(options.value("connections") ?? "1,16,64")
         let batchSizes = try list(options.value("fixes") ?? "1,100")
+        let client = options.value("client") ?? (access(WrkDriver.executable, X_OK) == 0 ? "wrk" : "swift")
+        guard client == "wrk" || client == "swift" else {
+            throw UsageError("--client is wrk or swift, got '\(client)'")
+        }
+        let wrk = client == "wrk" ? try WrkDriver(root: root, script: options.value("wrk-script")) : nil
         try PosixFileIO().makeDirectory(root)
         let serverDirectory = root + "/server"
         removeData(serverDirectory)
@@ -67,6 +79,8 @@ enum BenchCommand {
 
         var writer = JSONWriter()
         writer.beginObject()
+        writer.key("client")
+        writer.string(client)
         writer.key("seconds_per_run")
         writer.double(seconds)
         writer.key("runs")
@@ -74,9 +88,10 @@ enum BenchCommand {
         for fixes in batchSizes {
             for connections in connectionCounts {
                 let fsyncsBefore = try server.metric("findmy_log_fsyncs_total", setup)
-                let http = try drive(
-                    server.address, tokens: Array(deviceTokens.prefix(connections)), fixesPerBatch: fixes,
-                    seconds: seconds)
+                let tokens = Array(deviceTokens.prefix(connections))
+                let http =
+                    try wrk?.drive(server.address, tokens: tokens, fixesPerBatch: fixes, seconds: seconds)
+                    ?? drive(server.address, tokens: tokens, fixesPerBatch: fixes, seconds: seconds)
                 let fsyncs = try server.metric("findmy_log_fsyncs_total", setup) - fsyncsBefore
                 let baseline = try LogBench.appendRate(
                     root + "/baseline", fixesPerBatch: fixes, appenders: connections, seconds: seconds)
