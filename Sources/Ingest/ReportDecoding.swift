@@ -210,23 +210,6 @@ public enum ReportDecoder {
             }
             return true
         }
-
-        /// Whether the member `key` was already stored (a duplicate key, which the tree refuses).
-        func has(_ key: String) -> Bool {
-            switch key {
-            case "latitude": latitude != nil
-            case "longitude": longitude != nil
-            case "accuracy_m": accuracy != nil
-            case "altitude_m": altitude != nil
-            case "speed_mps": speed != nil
-            case "heading_deg": heading != nil
-            case "battery_pct": battery != nil
-            case "is_charging": charging != nil
-            case "source": source != nil
-            case "recorded_at": recordedAt != nil
-            default: false
-            }
-        }
     }
 
     /// Absent and null are the same for optional fields; a required field must be a number.

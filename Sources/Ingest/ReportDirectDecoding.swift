@@ -1,6 +1,10 @@
 import Events
 import JSON
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension ReportDecoder {
     /// Decodes a report straight from its bytes, without a `JSONValue` tree: half of the server's
     /// CPU went to building the tree and walking it for 100-fix batches.
@@ -12,7 +16,7 @@ extension ReportDecoder {
     /// 2. it gives up (nil) on anything outside the plain shape: a top-level member other than
     ///    `batch_id` and `fixes`, either missing or repeated, a `batch_id` that is not a UUID string,
     ///    `fixes` not a non-empty array of at most `batchFixesMax` objects, a fix member that is
-    ///    unknown, repeated or an object or array, and any JSON syntax error;
+    ///    unknown, repeated, an object or array, or whose name is escaped, and any JSON syntax error;
     /// 3. within that shape, each fix's members are the very values the tree would hold, and go
     ///    through the same `validate`, so rejections (index, reason) are the tree path's too.
     /// A body it gives up on is parsed again by `decodeTree`: bad input costs two passes.
@@ -65,9 +69,10 @@ extension ReportDecoder {
             var fields = FixFields()
             if !scanner.take(UInt8(ascii: "}")) {
                 repeat {
-                    guard let key = scanner.string(), !fields.has(key), scanner.take(UInt8(ascii: ":")),
-                        let value = scanner.scalar(), fields.set(key, value)
+                    guard let key = scanner.plainString().flatMap(FixFields.Member.init(named:)),
+                        !fields.has(key), scanner.take(UInt8(ascii: ":")), let value = scanner.scalar()
                     else { return nil }
+                    fields.set(key, value)
                 } while scanner.take(UInt8(ascii: ","))
                 guard scanner.take(UInt8(ascii: "}")) else { return nil }
             }
@@ -81,5 +86,70 @@ extension ReportDecoder {
         } while scanner.take(UInt8(ascii: ","))
         guard scanner.take(UInt8(ascii: "]")) else { return nil }
         return report
+    }
+}
+
+extension ReportDecoder.FixFields {
+    /// A fix member, named by its bytes (`JSONScanner.plainString`) without making a String.
+    enum Member: CaseIterable {
+        case latitude, longitude, accuracy, altitude, speed, heading, battery, charging, source, recordedAt
+
+        var name: StaticString {
+            switch self {
+            case .latitude: "latitude"
+            case .longitude: "longitude"
+            case .accuracy: "accuracy_m"
+            case .altitude: "altitude_m"
+            case .speed: "speed_mps"
+            case .heading: "heading_deg"
+            case .battery: "battery_pct"
+            case .charging: "is_charging"
+            case .source: "source"
+            case .recordedAt: "recorded_at"
+            }
+        }
+
+        init?(named bytes: UnsafeBufferPointer<UInt8>) {
+            for member in Self.allCases {
+                let name = member.name
+                if name.utf8CodeUnitCount == bytes.count,
+                    memcmp(name.utf8Start, bytes.baseAddress!, bytes.count) == 0
+                {
+                    self = member
+                    return
+                }
+            }
+            return nil
+        }
+    }
+
+    mutating func set(_ member: Member, _ value: JSONValue) {
+        switch member {
+        case .latitude: latitude = value
+        case .longitude: longitude = value
+        case .accuracy: accuracy = value
+        case .altitude: altitude = value
+        case .speed: speed = value
+        case .heading: heading = value
+        case .battery: battery = value
+        case .charging: charging = value
+        case .source: source = value
+        case .recordedAt: recordedAt = value
+        }
+    }
+
+    func has(_ member: Member) -> Bool {
+        switch member {
+        case .latitude: latitude != nil
+        case .longitude: longitude != nil
+        case .accuracy: accuracy != nil
+        case .altitude: altitude != nil
+        case .speed: speed != nil
+        case .heading: heading != nil
+        case .battery: battery != nil
+        case .charging: charging != nil
+        case .source: source != nil
+        case .recordedAt: recordedAt != nil
+        }
     }
 }

@@ -37,6 +37,26 @@ public struct JSONScanner: ~Copyable {
         return try? parser.parseString()
     }
 
+    /// The bytes of the string that comes next when they are printable ASCII without escapes
+    /// (so that they are also its value), or nil. Valid while the scanned buffer is; allocates
+    /// nothing, for matching member names.
+    public mutating func plainString() -> UnsafeBufferPointer<UInt8>? {
+        parser.skipWhitespace()
+        let start = parser.index + 1
+        guard start <= parser.count, parser.base[parser.index] == UInt8(ascii: "\"") else { return nil }
+        var end = start
+        while end < parser.count {
+            let byte = parser.base[end]
+            if byte == UInt8(ascii: "\"") {
+                parser.index = end + 1
+                return UnsafeBufferPointer(start: parser.base + start, count: end - start)
+            }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
+            end += 1
+        }
+        return nil
+    }
+
     /// The string, number, boolean or null that comes next, or nil (for an object or an array too).
     public mutating func scalar() -> JSONValue? {
         parser.skipWhitespace()

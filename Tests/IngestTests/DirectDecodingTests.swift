@@ -80,6 +80,9 @@ import Testing
         body([fullFix], batchID: "\"1b4e28ba-2fa1-11d2-883f-0016d3cca42\\u0037\""),
         String(repeating: "[", count: 100),
         body([fullFix.replacingOccurrences("1.2", "1e400")]),
+        body([fullFix.replacingOccurrences("\"latitude\"", "\"lat\\u0069tude\"")]),
+        body([fullFix.replacingOccurrences("\"latitude\"", "\"latitude\u{7F}\"")]),
+        body([fullFix.replacingOccurrences("\"latitude\"", "\"lätitude\"")]),
     ]
 
     func outcome(_ result: () throws(APIError) -> DecodedReport) -> Result<DecodedReport, APIError> {
