@@ -47,4 +47,23 @@ final class ConditionLock: @unchecked Sendable {
 
     func broadcast(_ index: Int) { pthread_cond_broadcast(conditions + index) }
     func signal(_ index: Int) { pthread_cond_signal(conditions + index) }
+
+    /// Waits on `wakeUp`, whose waiters all use this lock; the lock must be held.
+    func wait(_ wakeUp: WakeUp) { pthread_cond_wait(wakeUp.condition, mutex) }
+}
+
+/// A condition variable of its own for one waiter (an appender's ticket), so that whoever sets
+/// that waiter's outcome wakes it alone instead of every thread waiting on the lock.
+final class WakeUp: @unchecked Sendable {
+    fileprivate let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() { pthread_cond_init(condition, nil) }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
+    }
+
+    /// Call with the lock held, after changing what the waiter checks.
+    func signal() { pthread_cond_signal(condition) }
 }

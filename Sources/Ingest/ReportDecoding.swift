@@ -28,7 +28,7 @@ public struct FixRejection: Error, Equatable, Sendable {
 }
 
 /// A report request after decoding and per-fix validation: what will be appended.
-public struct DecodedReport: Sendable {
+public struct DecodedReport: Equatable, Sendable {
     public var batchID: UUID128
     public var fixes: [Fix]
     public var rejections: [Rejection]
@@ -51,8 +51,21 @@ public enum ReportDecoder {
         "is_charging", "source", "recorded_at",
     ]
 
+    /// The report in `body`, or the error that fails the whole request. Tries `decodeDirect`
+    /// first and, when it gives up, `decodeTree`, whose results are the contract.
     public static func decode(_ body: [UInt8], receivedAtMicros: Int64, limits: IngestLimits) throws(APIError)
         -> DecodedReport
+    {
+        if let report = decodeDirect(body, receivedAtMicros: receivedAtMicros, limits: limits) {
+            return report
+        }
+        return try decodeTree(body, receivedAtMicros: receivedAtMicros, limits: limits)
+    }
+
+    /// Parses the whole body into a `JSONValue` tree, then decodes the report from it. Every error
+    /// message a client can get comes from here.
+    public static func decodeTree(_ body: [UInt8], receivedAtMicros: Int64, limits: IngestLimits)
+        throws(APIError) -> DecodedReport
     {
         let document: JSONValue
         do {
@@ -128,24 +141,20 @@ public enum ReportDecoder {
         // One pass over the members: a fix has about ten, and this is the hot loop of a report.
         var fields = FixFields()
         for member in object.members {
-            switch member.key {
-            case "latitude": fields.latitude = member.value
-            case "longitude": fields.longitude = member.value
-            case "accuracy_m": fields.accuracy = member.value
-            case "altitude_m": fields.altitude = member.value
-            case "speed_mps": fields.speed = member.value
-            case "heading_deg": fields.heading = member.value
-            case "battery_pct": fields.battery = member.value
-            case "is_charging": fields.charging = member.value
-            case "source": fields.source = member.value
-            case "recorded_at": fields.recordedAt = member.value
-            default:
+            guard fields.set(member.key, member.value) else {
                 throw FixRejection(
                     .unknownField,
                     "\(member.key.prefix(64)) is not a fix field; allowed: \(fixKeys.sorted().joined(separator: ", "))"
                 )
             }
         }
+        return try validate(fields, receivedAtMicros: receivedAtMicros, limits: limits)
+    }
+
+    /// Applies the fix rules to a fix's members, however they were read.
+    static func validate(_ fields: FixFields, receivedAtMicros: Int64, limits: IngestLimits)
+        throws(FixRejection) -> Fix
+    {
         let latitude = try number(fields.latitude, "latitude", required: true, in: -90...90)!
         let longitude = try number(fields.longitude, "longitude", required: true, in: -180...180)!
         let accuracy = try number(
@@ -183,6 +192,24 @@ public enum ReportDecoder {
     struct FixFields {
         var latitude, longitude, accuracy, altitude, speed, heading, battery, charging, source,
             recordedAt: JSONValue?
+
+        /// Stores the member `key`; false when it is not a fix field.
+        mutating func set(_ key: String, _ value: JSONValue) -> Bool {
+            switch key {
+            case "latitude": latitude = value
+            case "longitude": longitude = value
+            case "accuracy_m": accuracy = value
+            case "altitude_m": altitude = value
+            case "speed_mps": speed = value
+            case "heading_deg": heading = value
+            case "battery_pct": battery = value
+            case "is_charging": charging = value
+            case "source": source = value
+            case "recorded_at": recordedAt = value
+            default: return false
+            }
+            return true
+        }
     }
 
     /// Absent and null are the same for optional fields; a required field must be a number.

@@ -44,7 +44,7 @@ public struct JSONParser: ~Copyable {
     /// Reused for strings with escapes, so only the final String allocates.
     var scratch: [UInt8] = []
 
-    private init(base: UnsafePointer<UInt8>, count: Int, depthMax: Int) {
+    init(base: UnsafePointer<UInt8>, count: Int, depthMax: Int) {
         self.base = base
         self.count = count
         self.depthMax = depthMax
@@ -165,7 +165,7 @@ public struct JSONParser: ~Copyable {
         }
     }
 
-    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
         let length = literal.utf8CodeUnitCount
         let bytes = literal.utf8Start
         for offset in 0..<length where index + offset >= count || base[index + offset] != bytes[offset] {
@@ -175,7 +175,7 @@ public struct JSONParser: ~Copyable {
     }
 
     @inline(__always)
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while index < count {
             switch base[index] {
             case 0x20, 0x0A, 0x0D, 0x09: index += 1

@@ -23,6 +23,7 @@ enum BenchCommand {
 
     static let help = """
         usage: findmy bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
+                                   [--client wrk|swift] [--wrk-script PATH]
                findmy bench project --dir DIR [--fixes N] [--devices N]   (see findmy bench project --help)
                findmy bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
 
@@ -31,6 +32,11 @@ enum BenchCommand {
         Then appends the same shapes straight to a log in DIR/baseline, for the HTTP-over-log ratio.
         Build with -c release to measure. The client runs on the same machine and takes CPU from the
         server, so the figures are a floor.
+
+        --client wrk (the default when /usr/bin/wrk exists) drives the server with wrk, 2 threads,
+        and ops/bench/report.lua (found from the working directory or next to the build, or
+        --wrk-script): far cheaper per request than --client swift, one Swift thread and
+        HTTPConnection per connection.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -41,7 +47,8 @@ enum BenchCommand {
             return arguments.contains("--help") ? 0 : 2
         }
         let options = try Options(
-            Array(arguments.dropFirst()), valued: ["dir", "seconds", "connections", "fixes"], flags: [])
+            Array(arguments.dropFirst()),
+            valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script"], flags: [])
         if options.flag("help") {
             print(help)
             return 0
@@ -50,6 +57,11 @@ enum BenchCommand {
         let seconds = Double(try options.integer("seconds", default: 3))
         let connectionCounts = try list(options.value("connections") ?? "1,16,64")
         let batchSizes = try list(options.value("fixes") ?? "1,100")
+        let client = options.value("client") ?? (access(WrkDriver.executable, X_OK) == 0 ? "wrk" : "swift")
+        guard client == "wrk" || client == "swift" else {
+            throw UsageError("--client is wrk or swift, got '\(client)'")
+        }
+        let wrk = client == "wrk" ? try WrkDriver(root: root, script: options.value("wrk-script")) : nil
         try PosixFileIO().makeDirectory(root)
         let serverDirectory = root + "/server"
         removeData(serverDirectory)
@@ -71,6 +83,8 @@ enum BenchCommand {
 
         var writer = JSONWriter()
         writer.beginObject()
+        writer.key("client")
+        writer.string(client)
         writer.key("seconds_per_run")
         writer.double(seconds)
         writer.key("runs")
@@ -78,9 +92,10 @@ enum BenchCommand {
         for fixes in batchSizes {
             for connections in connectionCounts {
                 let fsyncsBefore = try server.metric("findmy_log_fsyncs_total", setup)
-                let http = try drive(
-                    server.address, tokens: Array(deviceTokens.prefix(connections)), fixesPerBatch: fixes,
-                    seconds: seconds)
+                let tokens = Array(deviceTokens.prefix(connections))
+                let http =
+                    try wrk?.drive(server.address, tokens: tokens, fixesPerBatch: fixes, seconds: seconds)
+                    ?? drive(server.address, tokens: tokens, fixesPerBatch: fixes, seconds: seconds)
                 let fsyncs = try server.metric("findmy_log_fsyncs_total", setup) - fsyncsBefore
                 let baseline = try LogBench.appendRate(
                     root + "/baseline", fixesPerBatch: fixes, appenders: connections, seconds: seconds)
