@@ -260,7 +260,10 @@ final class ChildServer {
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
         posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let arguments = ["findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0"]
+        // Ingest alone: a projector and its database would take CPU from the path being measured.
+        let arguments = [
+            "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector", "off",
+        ]
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var child: pid_t = 0
