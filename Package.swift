@@ -54,10 +54,14 @@ let package = Package(
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
         .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
 
+        // The retention job: which fixes are live, the log rewrite and the database deletes.
+        .target(name: "Compactor", dependencies: ["Events", "Postgres", "Projector"], swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(
             name: "findmy",
-            dependencies: ["Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector"],
+            dependencies: ["Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector",
+                "Compactor"],
             swiftSettings: strict),
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
@@ -72,5 +76,6 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload"], swiftSettings: strict),
+        .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
     ]
 )

@@ -36,7 +36,7 @@ enum ServeCommand {
         ),
         (
             "retention-days", "FINDMY_RETENTION_DAYS",
-            "fixes older than this are rejected as expired (default 30)"
+            "fixes are kept this long (from the earlier of recorded_at and received_at) unless a device or user override says otherwise; older ones are rejected at arrival and deleted by the compactor (default 30)"
         ),
         (
             "recent-batches-per-device-max", "FINDMY_RECENT_BATCHES_PER_DEVICE_MAX",
@@ -68,7 +68,7 @@ enum ServeCommand {
             "on: fold the log into PostgreSQL inside this process (default); off: ingest only, no database "
                 + "(run `findmy project` beside it)"
         ),
-    ]
+    ] + CompactService.settings
 
     static var help: String {
         var lines = [
@@ -97,6 +97,7 @@ enum ServeCommand {
         var log = LogOptions()
         var databaseURL: String?
         var projector = true
+        var compactor = CompactService.Configuration()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -138,6 +139,8 @@ enum ServeCommand {
             "segment-bytes-max", configuration.log.segmentBytesMax, min: 4096)
         configuration.log.segmentAgeSecondsMax = try integer(
             "segment-age-seconds-max", configuration.log.segmentAgeSecondsMax, min: 1)
+        configuration.compactor = try CompactService.configuration(
+            retentionDays: configuration.limits.retentionDays, integer)
         configuration.databaseURL = options.value(
             Database.setting.flag, environment: Database.setting.environment)
         switch options.value("projector", environment: "FINDMY_PROJECTOR") ?? "on" {
@@ -180,6 +183,7 @@ enum ServeCommand {
         // this data directory and its cluster), stopped before it.
         var database: Database?
         var projectorThread: pthread_t?
+        var projectorCheckpoint: @Sendable () -> UInt64? = { nil }
         let stopProjector = Atomic<Bool>(false)
         if configuration.projector {
             let opened = try Database.open(dataDirectory: data, url: configuration.databaseURL)
@@ -187,12 +191,17 @@ enum ServeCommand {
             let projector = Projector(
                 client: opened.client, reader: LogReader(directory: data + "/log", writer: log))
             service.addStatusSource(ProjectorStatusSource(projector: projector))
+            projectorCheckpoint = { projector.status.checkpoint }
             projectorThread = spawnThread {
                 projector.run(shouldStop: { stopProjector.load(ordering: .relaxed) })
             }
             StructuredLog.info("projector_started", ["database": .string(opened.description)])
         }
+        let compaction = CompactService.start(
+            configuration.compactor, log: log, service: service, client: database?.client,
+            readerCheckpoint: projectorCheckpoint)
         func stopDatabase() {
+            compaction.stop()
             stopProjector.store(true, ordering: .relaxed)
             if let projectorThread { pthread_join(projectorThread, nil) }
             database?.close()
@@ -200,6 +209,7 @@ enum ServeCommand {
 
         var adminRouter = Router()
         service.addAdminRoutes(to: &adminRouter)
+        CompactService.addAdminRoute(to: &adminRouter, compactor: compaction.compactor)
         let admin: HTTPServer
         do {
             admin = try HTTPServer.start(listen: "unix:" + data + "/admin.sock", router: adminRouter)
