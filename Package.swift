@@ -59,11 +59,15 @@ let package = Package(
             name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
             swiftSettings: strict),
 
+        // The retention job: which fixes are live, the log rewrite and the database deletes.
+        .target(name: "Compactor", dependencies: ["Events", "Postgres", "Projector"], swiftSettings: strict),
+
         // The command-line entry point.
         .executableTarget(
             name: "findmy",
             dependencies: [
                 "Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector", "Panel",
+                "Compactor",
             ],
             swiftSettings: strict),
 
@@ -80,5 +84,6 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload"], swiftSettings: strict),
+        .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
     ]
 )

@@ -12,6 +12,9 @@ public enum Event: Equatable, Sendable {
     case pushTokenRegistered(PushTokenRegistered)
     case pushTokenInvalidated(PushTokenInvalidated)
     case reportingChanged(ReportingChanged)
+    case retentionChanged(RetentionChanged)
+    case historyErased(HistoryErased)
+    case deviceRemoved(DeviceRemoved)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -26,6 +29,9 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case pushTokenRegistered = 7
     case pushTokenInvalidated = 8
     case reportingChanged = 9
+    case retentionChanged = 10
+    case historyErased = 11
+    case deviceRemoved = 12
 
     public var name: String {
         switch self {
@@ -38,6 +44,9 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .pushTokenRegistered: "push_token_registered"
         case .pushTokenInvalidated: "push_token_invalidated"
         case .reportingChanged: "reporting_changed"
+        case .retentionChanged: "retention_changed"
+        case .historyErased: "history_erased"
+        case .deviceRemoved: "device_removed"
         }
     }
 }

@@ -88,6 +88,8 @@ public enum EventCodec {
             deviceKey = change.deviceID
             writer.u64(change.deviceID)
             writer.u8(change.paused ? 1 : 0)
+        case .retentionChanged, .historyErased, .deviceRemoved:
+            (type, deviceKey) = encodeRetention(event, into: &writer)!
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -199,6 +201,8 @@ public enum EventCodec {
             let paused = try reader.u8()
             guard paused <= 1 else { throw DecodeError.invalid("paused flag \(paused) is not 0 or 1") }
             event = .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused == 1))
+        case .retentionChanged, .historyErased, .deviceRemoved:
+            event = try decodeRetention(type, &reader)!
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

@@ -100,7 +100,8 @@ public struct LogInspector {
     private func count(_ frame: DecodedFrame, into report: inout VerifyReport, path: String, decode: Bool) {
         let header = frame.header
         report.records += 1
-        report.fixes += Int(header.fixCount)
+        // An envelope (payload removed by the compactor) keeps its original count but holds no fix.
+        if !header.isPayloadRemoved { report.fixes += Int(header.fixCount) }
         report.firstOffset = min(report.firstOffset ?? header.offset, header.offset)
         report.lastOffset = max(report.lastOffset ?? header.offset, header.offset)
         report.recordsByType[header.type, default: 0] += 1

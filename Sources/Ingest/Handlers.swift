@@ -19,6 +19,7 @@ extension IngestService {
         router.add("POST", "/api/find-my/report") { [self] request in
             respond { () throws(APIError) in try report(request) }
         }
+        addRetentionRoutes(to: &router)
         router.add("GET", "/healthz") { [self] _ in healthz() }
         router.add("GET", "/metrics") { [self] _ in
             var text = metrics.render(log: log.statistics)
@@ -31,6 +32,7 @@ extension IngestService {
 
     /// The admin routes, served only on the owner-only unix socket DATA_DIR/admin.sock.
     public func addAdminRoutes(to router: inout Router) {
+        addRetentionAdminRoutes(to: &router)
         router.add("POST", "/admin/users") { [self] request in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["name", "admin"])

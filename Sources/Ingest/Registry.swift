@@ -11,6 +11,8 @@ public struct Registry: Sendable {
         public var id: UInt64
         public var name: String
         public var role: Role
+        /// The user's retention override (days), nil for the server's default.
+        public var retentionDays: UInt32?
     }
 
     public struct Device: Equatable, Sendable {
@@ -23,6 +25,10 @@ public struct Registry: Sendable {
         public var paused = false
         /// The one token that works for this device; issuing a new one revokes it.
         public var tokenHash: [UInt8]?
+        /// The device's retention override (days), nil for its user's window.
+        public var retentionDays: UInt32?
+        /// Removed by its owner: kept only so that its id is never given to another device.
+        public var removed = false
     }
 
     /// Who a bearer token belongs to.
@@ -99,6 +105,10 @@ public struct Registry: Sendable {
     public func device(userID: UInt64, uuid: UUID128) -> Device? {
         deviceIDsByKey[DeviceKey(userID: userID, uuid: uuid)].flatMap { devices[$0] }
     }
+    /// A device that exists and was not removed.
+    public func liveDevice(_ id: UInt64) -> Device? {
+        devices[id].flatMap { $0.removed ? nil : $0 }
+    }
     public func batchResult(deviceID: UInt64, batchID: UUID128) -> BatchResult? {
         recentBatches[deviceID]?.results[batchID]
     }
@@ -130,6 +140,7 @@ public struct Registry: Sendable {
             guard users[issued.userID] != nil else { return }
             principals[issued.tokenHash] = .user(issued.userID)
         case .deviceEnrolled(let enrolled):
+            guard devices[enrolled.deviceID]?.removed != true else { return }
             var device =
                 devices[enrolled.deviceID]
                 ?? Device(
@@ -168,16 +179,46 @@ public struct Registry: Sendable {
             pushTokens[PushKey(provider: invalidated.provider, token: invalidated.token)] = nil
         case .reportingChanged(let changed):
             devices[changed.deviceID]?.paused = changed.paused
+        case .retentionChanged(let change):
+            switch change.scope {
+            case .device(let id): devices[id]?.retentionDays = change.days
+            case .user(let id): users[id]?.retentionDays = change.days
+            }
+        case .historyErased:
+            break  // history is the projection's and the compactor's; nothing ingest answers changes
+        case .deviceRemoved(let removed):
+            guard var device = devices[removed.deviceID] else { return }
+            if let token = device.tokenHash { principals[token] = nil }
+            device.tokenHash = nil
+            device.removed = true
+            devices[device.id] = device
+            deviceIDsByKey[DeviceKey(userID: device.userID, uuid: device.uuid)] = nil
+            for (key, registration) in pushTokens where registration.deviceID == device.id { pushTokens[key] = nil }
+            recentBatches[device.id] = nil
         case .unknown:
             break
         }
+    }
+
+    /// A record whose payload the compactor removed (an expired batch whose envelope is kept): a
+    /// retry of its batch id is still answered with what it got, as far as the header tells.
+    public mutating func applyEnvelope(_ header: RecordHeader) {
+        nextOffset = max(nextOffset, header.offset + 1)
+        guard header.type == EventType.fixBatch.rawValue else { return }
+        let result = BatchResult(offset: header.offset, accepted: Int(header.fixCount), rejections: [])
+        recentBatches[header.deviceKey, default: RecentBatches()].insert(
+            header.idempotencyKey, result, capacity: recentBatchesPerDeviceMax)
     }
 
     /// Rebuilds the registry from every durable record of a log.
     public static func replay(_ reader: LogReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         try reader.read(from: 0) { record in
-            registry.apply(try record.event(), offset: record.offset)
+            if record.header.isPayloadRemoved {
+                registry.applyEnvelope(record.header)
+            } else {
+                registry.apply(try record.event(), offset: record.offset)
+            }
             return true
         }
         return registry

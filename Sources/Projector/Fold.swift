@@ -50,6 +50,11 @@ public enum RegistryChange: Equatable, Sendable {
     case paused(deviceID: UInt64, Bool)
     case pushToken(PushTokenRegistered, atMicros: Int64)
     case pushTokenInvalidated(PushTokenInvalidated, atMicros: Int64)
+    /// Delete the device's history rows in the range from earlier transactions, and recompute its
+    /// latest position (rows of the same transaction were already filtered by the fold).
+    case erased(HistoryErased, atOffset: UInt64)
+    /// Delete everything of the device: history, latest, envelopes, push tokens, its row.
+    case removed(deviceID: UInt64)
 }
 
 /// What one projector transaction writes: the pure result of folding a run of log records. The
@@ -82,7 +87,11 @@ public struct ProjectionBatch: Sendable {
         nextOffset = record.offset + 1
         let received = record.header.receivedAtMicros
         lastReceivedAtMicros = received
-        guard !record.header.isPayloadRemoved else { return }
+        guard !record.header.isPayloadRemoved else {
+            // An envelope whose fixes the compactor removed: "what arrived when" stays.
+            if record.header.type == EventType.fixBatch.rawValue { addEnvelope(record.header) }
+            return
+        }
         switch try record.event() {
         case .fixBatch(let batch):
             add(batch, offset: record.offset, receivedAtMicros: received, header: record.header)
@@ -98,9 +107,39 @@ public struct ProjectionBatch: Sendable {
             registry.append(.pushTokenInvalidated(push, atMicros: received))
         case .userTokenIssued, .deviceTokenIssued, .deviceTokenRevoked:
             break  // credentials are the ingest registry's; no table shows them
+        case .retentionChanged:
+            break  // the compactor applies windows; the projection shows what is still held
+        case .historyErased(let erase):
+            registry.append(.erased(erase, atOffset: record.offset))
+            locations.removeAll { $0.deviceID == erase.deviceID && erase.covers(recordedAtMicros: $0.fix.recordedAtMicros) }
+            recomputeLatest(erase.deviceID)
+        case .deviceRemoved(let removed):
+            registry.append(.removed(deviceID: removed.deviceID))
+            locations.removeAll { $0.deviceID == removed.deviceID }
+            batches.removeAll { $0.deviceID == removed.deviceID }
+            latest[removed.deviceID] = nil
+            lastSeen[removed.deviceID] = nil
         case .unknown:
             break  // a newer findmy's event: nothing this version projects
         }
+    }
+
+    /// The device's best fix among the rows this batch still holds.
+    private mutating func recomputeLatest(_ deviceID: UInt64) {
+        latest[deviceID] = nil
+        for row in locations where row.deviceID == deviceID {
+            if let current = latest[deviceID], !LatestRule.replaces(row, current) { continue }
+            latest[deviceID] = row
+        }
+    }
+
+    private mutating func addEnvelope(_ header: RecordHeader) {
+        batches.append(
+            BatchRow(
+                logOffset: header.offset, deviceID: header.deviceKey, batchID: header.idempotencyKey,
+                receivedAtMicros: header.receivedAtMicros, fixCount: Int(header.fixCount), rejectedCount: 0,
+                recordedMinMicros: header.fixCount == 0 || header.recordedMinMicros == 0 ? nil : header.recordedMinMicros,
+                recordedMaxMicros: header.fixCount == 0 || header.recordedMaxMicros == 0 ? nil : header.recordedMaxMicros))
     }
 
     private mutating func add(

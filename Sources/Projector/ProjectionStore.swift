@@ -124,6 +124,10 @@ public struct ProjectionStore: Sendable {
             _ = try connection.execute(
                 "UPDATE \(s).push_devices SET invalidated_at = $3, invalidated_reason = $2 WHERE token = $1",
                 [.text(push.token), .text(push.reason), .timestamp(micros: at)])
+        case .erased(let erase, let offset):
+            try eraseRows(erase, beforeOffset: offset, connection)
+        case .removed(let deviceID):
+            try removeDevice(deviceID, connection)
         }
     }
 

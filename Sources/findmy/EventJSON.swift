@@ -80,6 +80,27 @@ enum EventJSON {
             writer.int64(Int64(bitPattern: change.deviceID))
             writer.key("paused")
             writer.bool(change.paused)
+        case .retentionChanged(let change):
+            switch change.scope {
+            case .device(let id):
+                writer.key("device")
+                writer.int64(Int64(bitPattern: id))
+            case .user(let id):
+                writer.key("user")
+                writer.int64(Int64(bitPattern: id))
+            }
+            writer.key("days")
+            if let days = change.days { writer.int64(Int64(days)) } else { writer.null() }
+        case .historyErased(let erase):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: erase.deviceID))
+            writer.key("from")
+            if let from = erase.fromMicros { writer.string(RFC3339.formatMicros(from)) } else { writer.null() }
+            writer.key("to")
+            if let to = erase.toMicros { writer.string(RFC3339.formatMicros(to)) } else { writer.null() }
+        case .deviceRemoved(let removed):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: removed.deviceID))
         case .unknown(_, let version, let payload):
             writer.key("event_version")
             writer.int64(Int64(version))
@@ -152,6 +173,18 @@ enum EventJSON {
         case .pushTokenInvalidated(let push): return prefix + "  \(push.provider): \(push.reason)"
         case .reportingChanged(let change):
             return prefix + "  device \(change.deviceID) " + (change.paused ? "paused" : "resumed")
+        case .retentionChanged(let change):
+            let whom =
+                switch change.scope {
+                case .device(let id): "device \(id)"
+                case .user(let id): "user \(id)"
+                }
+            return prefix + "  \(whom) " + (change.days.map { "\($0) days" } ?? "cleared")
+        case .historyErased(let erase):
+            return prefix + "  device \(erase.deviceID) from "
+                + (erase.fromMicros.map { RFC3339.formatMillis($0) } ?? "the start") + " to "
+                + (erase.toMicros.map { RFC3339.formatMillis($0) } ?? "the end")
+        case .deviceRemoved(let removed): return prefix + "  device \(removed.deviceID)"
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
         }

@@ -21,64 +21,65 @@ enum ServeCommand {
     }
 
     /// Every option: the flag, its environment variable, and what it sets. `--help` prints this.
-    static let settings: [(flag: String, environment: String, help: String)] = [
-        (
-            "data-dir", "FINDMY_DATA_DIR",
-            "data directory: the event log is DIR/log, the admin socket DIR/admin.sock (required)"
-        ),
-        (
-            "listen", "FINDMY_LISTEN",
-            "HOST:PORT or unix:/path to serve HTTP on (default 127.0.0.1:8080; port 0 picks one)"
-        ),
-        ("batch-fixes-max", "FINDMY_BATCH_FIXES_MAX", "most fixes in one report (default 10000)"),
-        ("body-bytes-max", "FINDMY_BODY_BYTES_MAX", "largest request body in bytes (default 8388608)"),
-        (
-            "clock-skew-tolerance-seconds", "FINDMY_CLOCK_SKEW_TOLERANCE_SECONDS",
-            "recorded_at this far past received_at is flagged clock-suspect (default 300)"
-        ),
-        (
-            "retention-days", "FINDMY_RETENTION_DAYS",
-            "fixes older than this are rejected as expired (default 30)"
-        ),
-        (
-            "recent-batches-per-device-max", "FINDMY_RECENT_BATCHES_PER_DEVICE_MAX",
-            "batch ids remembered per device for idempotent retries (default 256)"
-        ),
-        (
-            "connections-max", "FINDMY_CONNECTIONS_MAX",
-            "simultaneous HTTP connections, one thread each (default 512)"
-        ),
-        (
-            "request-timeout-seconds", "FINDMY_REQUEST_TIMEOUT_SECONDS",
-            "idle seconds before a connection is closed (default 30)"
-        ),
-        (
-            "group-commit-delay-micros", "FINDMY_GROUP_COMMIT_DELAY_MICROS",
-            "extra wait of a group commit for more appends (default 0: natural batching)"
-        ),
-        (
-            "segment-bytes-max", "FINDMY_SEGMENT_BYTES_MAX",
-            "a log segment is sealed and a new one started once it holds this many bytes (default 67108864)"
-        ),
-        (
-            "segment-age-seconds-max", "FINDMY_SEGMENT_AGE_SECONDS_MAX",
-            "... or once it is this old at the next append (default 3600)"
-        ),
-        Database.setting,
-        (
-            "projector", "FINDMY_PROJECTOR",
-            "on: fold the log into PostgreSQL inside this process (default); off: ingest only, no database "
-                + "(run `findmy project` beside it); the read API then answers 503 reads_unavailable"
-        ),
-        (
-            "read-connections-max", "FINDMY_READ_CONNECTIONS_MAX",
-            "PostgreSQL connections the read API uses at most (default 8)"
-        ),
-        (
-            "read-after-offset-wait-millis-max", "FINDMY_READ_AFTER_OFFSET_WAIT_MILLIS_MAX",
-            "how long a read with after_offset waits for the projection (default 5000)"
-        ),
-    ]
+    static let settings: [(flag: String, environment: String, help: String)] =
+        [
+            (
+                "data-dir", "FINDMY_DATA_DIR",
+                "data directory: the event log is DIR/log, the admin socket DIR/admin.sock (required)"
+            ),
+            (
+                "listen", "FINDMY_LISTEN",
+                "HOST:PORT or unix:/path to serve HTTP on (default 127.0.0.1:8080; port 0 picks one)"
+            ),
+            ("batch-fixes-max", "FINDMY_BATCH_FIXES_MAX", "most fixes in one report (default 10000)"),
+            ("body-bytes-max", "FINDMY_BODY_BYTES_MAX", "largest request body in bytes (default 8388608)"),
+            (
+                "clock-skew-tolerance-seconds", "FINDMY_CLOCK_SKEW_TOLERANCE_SECONDS",
+                "recorded_at this far past received_at is flagged clock-suspect (default 300)"
+            ),
+            (
+                "retention-days", "FINDMY_RETENTION_DAYS",
+                "fixes are kept this long (from the earlier of recorded_at and received_at) unless a device or user override says otherwise; older ones are rejected at arrival and deleted by the compactor (default 30)"
+            ),
+            (
+                "recent-batches-per-device-max", "FINDMY_RECENT_BATCHES_PER_DEVICE_MAX",
+                "batch ids remembered per device for idempotent retries (default 256)"
+            ),
+            (
+                "connections-max", "FINDMY_CONNECTIONS_MAX",
+                "simultaneous HTTP connections, one thread each (default 512)"
+            ),
+            (
+                "request-timeout-seconds", "FINDMY_REQUEST_TIMEOUT_SECONDS",
+                "idle seconds before a connection is closed (default 30)"
+            ),
+            (
+                "group-commit-delay-micros", "FINDMY_GROUP_COMMIT_DELAY_MICROS",
+                "extra wait of a group commit for more appends (default 0: natural batching)"
+            ),
+            (
+                "segment-bytes-max", "FINDMY_SEGMENT_BYTES_MAX",
+                "a log segment is sealed and a new one started once it holds this many bytes (default 67108864)"
+            ),
+            (
+                "segment-age-seconds-max", "FINDMY_SEGMENT_AGE_SECONDS_MAX",
+                "... or once it is this old at the next append (default 3600)"
+            ),
+            Database.setting,
+            (
+                "projector", "FINDMY_PROJECTOR",
+                "on: fold the log into PostgreSQL inside this process (default); off: ingest only, no database "
+                    + "(run `findmy project` beside it); the read API then answers 503 reads_unavailable"
+            ),
+            (
+                "read-connections-max", "FINDMY_READ_CONNECTIONS_MAX",
+                "PostgreSQL connections the read API uses at most (default 8)"
+            ),
+            (
+                "read-after-offset-wait-millis-max", "FINDMY_READ_AFTER_OFFSET_WAIT_MILLIS_MAX",
+                "how long a read with after_offset waits for the projection (default 5000)"
+            ),
+        ] + CompactService.settings
 
     static var help: String {
         var lines = [
@@ -109,6 +110,7 @@ enum ServeCommand {
         var projector = true
         var readConnectionsMax = 8
         var read = ReadLimits()
+        var compactor = CompactService.Configuration()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -150,6 +152,8 @@ enum ServeCommand {
             "segment-bytes-max", configuration.log.segmentBytesMax, min: 4096)
         configuration.log.segmentAgeSecondsMax = try integer(
             "segment-age-seconds-max", configuration.log.segmentAgeSecondsMax, min: 1)
+        configuration.compactor = try CompactService.configuration(
+            retentionDays: configuration.limits.retentionDays, integer)
         configuration.databaseURL = options.value(
             Database.setting.flag, environment: Database.setting.environment)
         switch options.value("projector", environment: "FINDMY_PROJECTOR") ?? "on" {
@@ -196,6 +200,7 @@ enum ServeCommand {
         var database: Database?
         var projectorThread: pthread_t?
         var reads: ReadService?
+        var projectorCheckpoint: @Sendable () -> UInt64? = { nil }
         let stopProjector = Atomic<Bool>(false)
         if configuration.projector {
             let opened = try Database.open(dataDirectory: data, url: configuration.databaseURL)
@@ -209,12 +214,17 @@ enum ServeCommand {
                     conninfo: opened.client.conninfo,
                     limits: .init(connectionsMax: configuration.readConnectionsMax)),
                 limits: configuration.read, projectedEnd: { projector.status.checkpoint })
+            projectorCheckpoint = { projector.status.checkpoint }
             projectorThread = spawnThread {
                 projector.run(shouldStop: { stopProjector.load(ordering: .relaxed) })
             }
             StructuredLog.info("projector_started", ["database": .string(opened.description)])
         }
+        let compaction = CompactService.start(
+            configuration.compactor, log: log, service: service, client: database?.client,
+            readerCheckpoint: projectorCheckpoint)
         func stopDatabase() {
+            compaction.stop()
             stopProjector.store(true, ordering: .relaxed)
             if let projectorThread { pthread_join(projectorThread, nil) }
             reads?.pool.close()
@@ -223,6 +233,7 @@ enum ServeCommand {
 
         var adminRouter = Router()
         service.addAdminRoutes(to: &adminRouter)
+        CompactService.addAdminRoute(to: &adminRouter, compactor: compaction.compactor)
         let admin: HTTPServer
         do {
             admin = try HTTPServer.start(listen: "unix:" + data + "/admin.sock", router: adminRouter)

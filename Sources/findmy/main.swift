@@ -10,6 +10,8 @@ let commands: [Command] = [
     ProjectCommand.project,
     ProjectCommand.replay,
     UserCommand.command,
+    CompactCommand.command,
+    RetentionCommand.command,
     BenchCommand.command,
 ]
 

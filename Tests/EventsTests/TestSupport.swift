@@ -93,7 +93,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<10, using: &random) {
+        switch Int.random(in: 0..<14, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -124,6 +124,16 @@ struct EventFuzzer {
         case 8:
             return .pushTokenInvalidated(
                 PushTokenInvalidated(provider: string(), token: string(), reason: string()))
+        case 10:
+            let days = Bool.random(using: &random) ? nil : UInt32.random(in: 0...UInt32.max, using: &random)
+            return .retentionChanged(
+                RetentionChanged(scope: Bool.random(using: &random) ? .device(id()) : .user(id()), days: days))
+        case 11:
+            let from = Bool.random(using: &random) ? time() : nil
+            let to = Bool.random(using: &random) ? time() : nil
+            return .historyErased(HistoryErased(deviceID: id(), fromMicros: from, toMicros: to))
+        case 12:
+            return .deviceRemoved(DeviceRemoved(deviceID: id()))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

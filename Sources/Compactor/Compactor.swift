@@ -1,0 +1,103 @@
+import Events
+import Postgres
+import Synchronization
+
+/// Everything one compaction run did (or, dry, would do).
+public struct CompactionReport: Sendable, Equatable {
+    public var asOfMicros: Int64
+    public var dryRun: Bool
+    public var log = LogCompactionReport()
+    public var database: DatabaseCompactionReport?
+    public var elapsedMicros: Int64 = 0
+}
+
+/// Totals since the process started, for `/metrics`.
+public struct CompactorTotals: Sendable, Equatable {
+    public var runs = 0
+    public var failures = 0
+    public var fixesRemoved = 0
+    public var bytesFreed = 0
+    public var segmentsDeleted = 0
+    public var segmentsRewritten = 0
+    public var locationRowsDeleted = 0
+    public var partitionsDropped = 0
+    public var batchRowsDeleted = 0
+    public var lastRunMicros: Int64?
+    public var lastError: String?
+}
+
+/// The retention job: one `run` compacts the log (holding its writer) and then the database.
+/// Runs are serialised; the scheduled run inside `findmy serve` and one asked for through the
+/// admin socket never overlap.
+public final class Compactor: Sendable {
+    public struct Options: Sendable {
+        public var settings = RetentionSettings()
+        /// Rows one DELETE removes at most; each such statement is its own short transaction.
+        public var deleteRowsPerBatchMax = 5_000
+        public init() {}
+    }
+
+    public let writer: LogWriter
+    public let client: PostgresClient?
+    public let options: Options
+    /// The projector's checkpoint, when it runs in this process: whole segments are deleted only
+    /// below it, so that it never finds a file gone under it.
+    let readerCheckpoint: @Sendable () -> UInt64?
+    private let serial = Mutex(())
+    private let state = Mutex(CompactorTotals())
+
+    public init(
+        writer: LogWriter, client: PostgresClient?, options: Options,
+        readerCheckpoint: @escaping @Sendable () -> UInt64? = { nil }
+    ) {
+        self.writer = writer
+        self.client = client
+        self.options = options
+        self.readerCheckpoint = readerCheckpoint
+    }
+
+    public var totals: CompactorTotals { state.withLock { $0 } }
+
+    public func run(asOfMicros: Int64? = nil, dryRun: Bool = false) throws -> CompactionReport {
+        try serial.withLock { _ in
+            let started = monotonicMicros()
+            let now = asOfMicros ?? wallClockMicros()
+            var report = CompactionReport(asOfMicros: now, dryRun: dryRun)
+            do {
+                let reader = LogReader(directory: writer.directory, writer: writer)
+                let policy = try RetentionPolicy.fold(
+                    reader, upTo: writer.durableEnd, settings: options.settings)
+                report.log = try LogCompaction(
+                    writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint()
+                ).run(dryRun: dryRun)
+                if let client {
+                    let database = DatabaseCompaction(
+                        policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax)
+                    report.database = try client.withConnection { try database.run($0, dryRun: dryRun) }
+                }
+            } catch {
+                state.withLock {
+                    $0.failures += 1
+                    $0.lastError = "\(error)"
+                }
+                throw error
+            }
+            report.elapsedMicros = monotonicMicros() - started
+            if !dryRun {
+                state.withLock { totals in
+                    totals.runs += 1
+                    totals.lastError = nil
+                    totals.lastRunMicros = now
+                    totals.fixesRemoved += report.log.fixesRemoved
+                    totals.bytesFreed += report.log.bytesFreed
+                    totals.segmentsDeleted += report.log.segmentsDeleted
+                    totals.segmentsRewritten += report.log.segmentsRewritten
+                    totals.locationRowsDeleted += report.database?.locationRowsDeleted ?? 0
+                    totals.partitionsDropped += report.database?.partitionsDropped.count ?? 0
+                    totals.batchRowsDeleted += report.database?.batchRowsDeleted ?? 0
+                }
+            }
+            return report
+        }
+    }
+}

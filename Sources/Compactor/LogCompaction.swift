@@ -1,0 +1,216 @@
+import Events
+
+/// What the compactor does with one record. A pure function of the record, the policy and the time,
+/// so the dry run, the count and the rewrite decide the same.
+public enum RecordPlan: Equatable, Sendable {
+    case keep
+    /// A fix batch without its dead fixes (`removedFixes` of them).
+    case shrink(FixBatch, removedFixes: Int)
+    /// Every fix is dead but "what arrived when" lives: keep the header only.
+    case envelope(removedFixes: Int, erased: Bool)
+    case drop(removedFixes: Int)
+
+    public var removedFixes: Int {
+        switch self {
+        case .keep: 0
+        case .shrink(_, let count), .envelope(let count, _), .drop(let count): count
+        }
+    }
+}
+
+extension RetentionPolicy {
+    public func plan(_ record: LogRecord, nowMicros: Int64) throws -> RecordPlan {
+        let header = record.header
+        // Registry events (users, devices, tokens, retention, erasures, removals) are never dropped:
+        // they hold no coordinates, and without them a rebuild would not know what to delete.
+        guard header.type == EventType.fixBatch.rawValue else { return .keep }
+        let device = header.deviceKey
+        let envelopeLive = isEnvelopeLive(
+            device: device, recordOffset: header.offset, receivedAtMicros: header.receivedAtMicros,
+            nowMicros: nowMicros)
+        if header.isPayloadRemoved { return envelopeLive ? .keep : .drop(removedFixes: 0) }
+        let verdict = verdict(header, nowMicros: nowMicros)
+        if verdict == .allLive { return .keep }
+        let removedAll = removedAt[device].map { $0 > header.offset } ?? false
+        var survivors: [Fix] = []
+        var erased = false
+        var batch: FixBatch?
+        if verdict == .allDead && !removedAll {
+            survivors = []
+        } else if !removedAll {
+            guard case .fixBatch(let decoded) = try record.event() else { return .keep }
+            batch = decoded
+            for fix in decoded.fixes {
+                switch fixDeath(
+                    device: device, recordOffset: header.offset, receivedAtMicros: header.receivedAtMicros,
+                    recordedAtMicros: fix.recordedAtMicros, nowMicros: nowMicros)
+                {
+                case nil: survivors.append(fix)
+                case .erased?: erased = true
+                case .expired?, .removed?: break
+                }
+            }
+        }
+        let total = Int(header.fixCount)
+        if var batch, !survivors.isEmpty {
+            if survivors.count == total { return .keep }
+            batch.fixes = survivors
+            return .shrink(batch, removedFixes: total - survivors.count)
+        }
+        if removedAll || !envelopeLive { return .drop(removedFixes: total) }
+        return .envelope(removedFixes: total, erased: erased)
+    }
+}
+
+extension RecordPlan {
+    /// What `LogWriter.rewriteSegment` is told to do.
+    func decision(for header: RecordHeader) -> RewriteDecision {
+        switch self {
+        case .keep:
+            return .keep
+        case .shrink(let batch, _):
+            return .replace(EventCodec.encode(.fixBatch(batch), receivedAtMicros: header.receivedAtMicros))
+        case .envelope(_, let erased):
+            var envelope = header
+            envelope.flags |= LogFormat.recordFlagPayloadRemoved
+            envelope.codec = Codec.none.rawValue
+            envelope.uncompressedBytes = 0
+            if erased {
+                // When an erased range was can be telling too: keep only when it arrived.
+                envelope.recordedMinMicros = 0
+                envelope.recordedMaxMicros = 0
+            }
+            return .replace(EncodedEvent(header: envelope, payload: []))
+        case .drop:
+            return .drop
+        }
+    }
+}
+
+/// What one compaction did to the log (or, in a dry run, would do).
+public struct LogCompactionReport: Sendable, Equatable {
+    public var segmentsScanned = 0
+    public var segmentsRewritten = 0
+    public var segmentsDeleted = 0
+    public var activeSegmentRolled = false
+    public var fixesRemoved = 0
+    public var recordsShrunk = 0
+    public var envelopesMade = 0
+    public var recordsDropped = 0
+    public var bytesBefore = 0
+    public var bytesAfter = 0
+    public var bytesFreed: Int { max(0, bytesBefore - bytesAfter) }
+
+    public init() {}
+}
+
+/// The log half of a compaction run (docs/retention.md).
+public struct LogCompaction {
+    public let writer: LogWriter
+    public let policy: RetentionPolicy
+    public let nowMicros: Int64
+    /// Whole segments are deleted only below this offset (the projector's checkpoint, when it runs
+    /// in this process): a reader past it never opens them. nil: no reader to wait for.
+    public var deleteBelowOffset: UInt64?
+
+    public init(
+        writer: LogWriter, policy: RetentionPolicy, nowMicros: Int64, deleteBelowOffset: UInt64? = nil
+    ) {
+        self.writer = writer
+        self.policy = policy
+        self.nowMicros = nowMicros
+        self.deleteBelowOffset = deleteBelowOffset
+    }
+
+    public func run(dryRun: Bool) throws -> LogCompactionReport {
+        var report = LogCompactionReport()
+        let reader = LogReader(directory: writer.directory, writer: writer)
+        // The open segment: rolled when it holds anything dead, so that nothing outlives its window
+        // by more than the compaction interval while waiting for the segment to fill or age.
+        if let active = try writer.segmentLayout().active {
+            var holdsDead = false
+            try reader.read(from: active, wantPayload: { _ in false }) { record in
+                if let death = policy.firstDeathMicros(record.header), death <= nowMicros { holdsDead = true }
+                return !holdsDead
+            }
+            if holdsDead {
+                report.activeSegmentRolled = true
+                if !dryRun { try writer.roll() }
+            }
+        }
+        let layout = try writer.segmentLayout()
+        var sealed = layout.sealed
+        if dryRun && report.activeSegmentRolled, let active = layout.active {
+            sealed.append(SealedSegment(base: active, endOffset: writer.durableEnd, bytes: 0))
+        }
+        var prefix = true
+        for (index, segment) in sealed.enumerated() {
+            report.segmentsScanned += 1
+            var plans = SegmentPlan()
+            try reader.read(from: segment.base, upTo: segment.endOffset) { record in
+                let plan = try policy.plan(record, nowMicros: nowMicros)
+                plans.add(plan)
+                return true
+            }
+            let isLastFile = index == sealed.count - 1 && layout.active == nil
+            let deletable =
+                prefix && plans.kept == 0 && !isLastFile
+                && (deleteBelowOffset.map { segment.endOffset <= $0 } ?? true)
+            if deletable {
+                report.segmentsDeleted += 1
+                report.recordsDropped += plans.dropped
+                report.fixesRemoved += plans.fixesRemoved
+                report.bytesBefore += segment.bytes
+                if !dryRun { try writer.deleteFirstSegment(base: segment.base) }
+                continue
+            }
+            prefix = false
+            guard plans.changes > 0 else { continue }
+            report.segmentsRewritten += 1
+            report.fixesRemoved += plans.fixesRemoved
+            report.recordsShrunk += plans.shrunk
+            report.envelopesMade += plans.envelopes
+            report.recordsDropped += plans.dropped
+            if dryRun {
+                report.bytesBefore += segment.bytes
+                report.bytesAfter += segment.bytes
+                continue
+            }
+            let rewrite = try writer.rewriteSegment(base: segment.base) { record in
+                try policy.plan(record, nowMicros: nowMicros).decision(for: record.header)
+            }
+            report.bytesBefore += rewrite.bytesBefore
+            report.bytesAfter += rewrite.bytesAfter
+        }
+        return report
+    }
+}
+
+/// Tallies of the plans of one segment's records.
+struct SegmentPlan {
+    /// Records that stay in the file in some form.
+    var kept = 0
+    var changes = 0
+    var shrunk = 0
+    var envelopes = 0
+    var dropped = 0
+    var fixesRemoved = 0
+
+    mutating func add(_ plan: RecordPlan) {
+        fixesRemoved += plan.removedFixes
+        switch plan {
+        case .keep: kept += 1
+        case .shrink:
+            kept += 1
+            changes += 1
+            shrunk += 1
+        case .envelope:
+            kept += 1
+            changes += 1
+            envelopes += 1
+        case .drop:
+            changes += 1
+            dropped += 1
+        }
+    }
+}

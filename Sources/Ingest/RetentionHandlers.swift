@@ -1,0 +1,139 @@
+import Events
+import HTTP
+import JSON
+
+/// Retention and erasure: the owner's endpoints (docs/api.md) and the admin's retention setting.
+/// Each is one event in the log; the projector and the compactor do the deleting
+/// (docs/retention.md). For now "owner" is the device's user; sharing and roles come later.
+extension IngestService {
+    /// Windows longer than this (a century) are refused: the arithmetic would overflow.
+    public static let retentionDaysMax = 36_500
+
+    public func addRetentionRoutes(to router: inout Router) {
+        router.add("PUT", "/api/find-my/devices/{id}/retention") { [self] request in
+            respond { () throws(APIError) in try setDeviceRetention(request) }
+        }
+        router.add("POST", "/api/find-my/devices/{id}/erase") { [self] request in
+            respond { () throws(APIError) in try eraseHistory(request) }
+        }
+        router.add("DELETE", "/api/find-my/devices/{id}") { [self] request in
+            respond { () throws(APIError) in try removeDevice(request) }
+        }
+    }
+
+    public func addRetentionAdminRoutes(to router: inout Router) {
+        router.add("POST", "/admin/retention") { [self] request in
+            respond { () throws(APIError) in
+                let object = try parseObject(request.body, allowed: ["device", "user", "days"])
+                let device = try field { () throws(JSONAccessError) in try object.int64IfPresent("device") }
+                let user = try field { () throws(JSONAccessError) in try object.stringIfPresent("user") }
+                let days = try Self.days(object)
+                let scope: RetentionScope
+                switch (device, user) {
+                case (let id?, nil):
+                    guard id > 0, registry.read({ $0.registry.liveDevice(UInt64(id)) }) != nil else {
+                        throw APIError(status: 404, code: "device_not_found", message: "no device \(id)")
+                    }
+                    scope = .device(UInt64(id))
+                case (nil, let name?):
+                    guard let found = registry.read({ $0.registry.user(named: name) }) else {
+                        throw APIError(status: 404, code: "user_not_found", message: "no user named '\(name)'")
+                    }
+                    scope = .user(found.id)
+                default:
+                    throw .badRequest("invalid_field", "give exactly one of device (an id) and user (a name)")
+                }
+                let offset = try mutations.withLock { _ throws(APIError) in
+                    try appendAndApply(
+                        .retentionChanged(RetentionChanged(scope: scope, days: days)), receivedAtMicros: clockMicros())
+                }
+                return .json(Self.retentionAnswer(days: days, offset: offset))
+            }
+        }
+    }
+
+    /// The caller's own device named by the path, or 404 exactly as for a device that does not
+    /// exist, so that ids of other users' devices cannot be probed.
+    func ownedDevice(_ request: HTTPRequest) throws(APIError) -> UInt64 {
+        let userID = try userID(request)
+        let notFound = APIError(
+            status: 404, code: "device_not_found",
+            message: "you have no device with this id (GET your devices, or enrol one with POST /api/find-my/devices)")
+        guard let text = request.pathParameters["id"], let id = UInt64(text),
+            let device = registry.read({ $0.registry.liveDevice(id) }), device.userID == userID
+        else { throw notFound }
+        return id
+    }
+
+    static func days(_ object: JSONObject) throws(APIError) -> UInt32? {
+        guard let value = object["days"] else {
+            throw .badRequest("missing_field", "days: give a whole number of days, or null to use the default")
+        }
+        if value == .null { return nil }
+        guard case .integer(let days) = value, days >= 1, days <= Int64(retentionDaysMax) else {
+            throw .badRequest(
+                "invalid_field", "days must be a whole number from 1 to \(retentionDaysMax), or null to clear it")
+        }
+        return UInt32(days)
+    }
+
+    static func retentionAnswer(days: UInt32?, offset: UInt64) -> [UInt8] {
+        var writer = JSONWriter(capacity: 64)
+        writer.beginObject()
+        writer.key("days")
+        if let days { writer.int64(Int64(days)) } else { writer.null() }
+        writer.key("offset")
+        writer.int64(Int64(offset))
+        writer.endObject()
+        return writer.bytes
+    }
+
+    func setDeviceRetention(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let deviceID = try ownedDevice(request)
+        let object = try parseObject(request.body, allowed: ["days"])
+        let days = try Self.days(object)
+        let offset = try mutations.withLock { _ throws(APIError) in
+            try appendAndApply(
+                .retentionChanged(RetentionChanged(scope: .device(deviceID), days: days)),
+                receivedAtMicros: clockMicros())
+        }
+        StructuredLog.info("retention_changed", ["device_id": .int(Int64(deviceID))])
+        return .json(Self.retentionAnswer(days: days, offset: offset))
+    }
+
+    func eraseHistory(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let deviceID = try ownedDevice(request)
+        let object = try parseObject(request.body.isEmpty ? Array("{}".utf8) : request.body, allowed: ["from", "to"])
+        func time(_ key: String) throws(APIError) -> Int64? {
+            guard let text = try field({ () throws(JSONAccessError) in try object.stringIfPresent(key) }) else {
+                return nil
+            }
+            do {
+                return try RFC3339.parseMicros(text)
+            } catch {
+                throw .badRequest("invalid_field", "\(key): '\(text.prefix(64))' is not an RFC 3339 time")
+            }
+        }
+        let from = try time("from")
+        let to = try time("to")
+        if let from, let to, from >= to {
+            throw .badRequest("invalid_field", "from must be before to")
+        }
+        let offset = try mutations.withLock { _ throws(APIError) in
+            try appendAndApply(
+                .historyErased(HistoryErased(deviceID: deviceID, fromMicros: from, toMicros: to)),
+                receivedAtMicros: clockMicros())
+        }
+        StructuredLog.info("history_erased", ["device_id": .int(Int64(deviceID))])
+        return .json("{\"erased\": true, \"offset\": \(offset)}")
+    }
+
+    func removeDevice(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let deviceID = try ownedDevice(request)
+        let offset = try mutations.withLock { _ throws(APIError) in
+            try appendAndApply(.deviceRemoved(DeviceRemoved(deviceID: deviceID)), receivedAtMicros: clockMicros())
+        }
+        StructuredLog.info("device_removed", ["device_id": .int(Int64(deviceID))])
+        return .json("{\"removed\": true, \"offset\": \(offset)}")
+    }
+}

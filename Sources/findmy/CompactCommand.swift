@@ -1,0 +1,402 @@
+import Compactor
+import Events
+import HTTP
+import HTTPClient
+import Ingest
+import JSON
+import Postgres
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The retention compactor inside `findmy serve`: its settings, its schedule, its admin route and
+/// its metrics (docs/retention.md).
+final class CompactService: Sendable {
+    static let settings: [(flag: String, environment: String, help: String)] = [
+        (
+            "arrivals-retention-days", "FINDMY_ARRIVALS_RETENTION_DAYS",
+            "batch envelopes (what arrived when, without coordinates) are kept this long (default 90)"
+        ),
+        (
+            "compact-interval-seconds", "FINDMY_COMPACT_INTERVAL_SECONDS",
+            "the retention compactor runs this often; expired data outlives its window by at most this (default 3600)"
+        ),
+        (
+            "delete-rows-per-batch-max", "FINDMY_DELETE_ROWS_PER_BATCH_MAX",
+            "rows one DELETE of the compactor removes at most (default 5000)"
+        ),
+    ]
+
+    struct Configuration: Sendable {
+        var options = Compactor.Options()
+        var intervalSeconds = 3600
+    }
+
+    /// Reads the settings with `integer(flag, default, min)`, the serve command's parser.
+    static func configuration(retentionDays: Int, _ integer: (String, Int, Int) throws -> Int) throws -> Configuration {
+        var configuration = Configuration()
+        configuration.options.settings = RetentionSettings(
+            retentionDays: retentionDays,
+            arrivalsRetentionDays: try integer("arrivals-retention-days", 90, 1))
+        configuration.intervalSeconds = try integer("compact-interval-seconds", 3600, 1)
+        configuration.options.deleteRowsPerBatchMax = try integer("delete-rows-per-batch-max", 5000, 1)
+        return configuration
+    }
+
+    let compactor: Compactor
+    let stopFlag = Atomic<Bool>(false)
+    let thread: ThreadBox
+
+    init(compactor: Compactor, thread: ThreadBox) {
+        self.compactor = compactor
+        self.thread = thread
+    }
+
+    final class ThreadBox: @unchecked Sendable {
+        var thread: pthread_t?
+    }
+
+    /// Starts the schedule: a first run shortly after start, then one every interval.
+    static func start(
+        _ configuration: Configuration, log: LogWriter, service: IngestService, client: PostgresClient?,
+        readerCheckpoint: @escaping @Sendable () -> UInt64?
+    ) -> CompactService {
+        let compactor = Compactor(
+            writer: log, client: client, options: configuration.options, readerCheckpoint: readerCheckpoint)
+        let compaction = CompactService(compactor: compactor, thread: ThreadBox())
+        service.addStatusSource(CompactorStatusSource(compactor: compactor))
+        let interval = Int64(configuration.intervalSeconds) * 1_000_000
+        compaction.thread.thread = spawnThread { [compaction] in
+            var next = monotonicMicros() + min(interval, firstRunDelayMicros)
+            while !compaction.stopFlag.load(ordering: .relaxed) {
+                if monotonicMicros() < next {
+                    usleep(100_000)
+                    continue
+                }
+                next = monotonicMicros() + interval
+                do {
+                    let report = try compactor.run()
+                    StructuredLog.info(
+                        "compacted",
+                        [
+                            "fixes_removed": .int(Int64(report.log.fixesRemoved)),
+                            "bytes_freed": .int(Int64(report.log.bytesFreed)),
+                            "segments_deleted": .int(Int64(report.log.segmentsDeleted)),
+                            "segments_rewritten": .int(Int64(report.log.segmentsRewritten)),
+                            "location_rows_deleted": .int(Int64(report.database?.locationRowsDeleted ?? 0)),
+                            "millis": .int(report.elapsedMicros / 1000),
+                        ])
+                } catch {
+                    StructuredLog.error("compaction_failed", ["error": .string("\(error)")])
+                }
+            }
+        }
+        return compaction
+    }
+
+    static let firstRunDelayMicros: Int64 = 30_000_000
+
+    func stop() {
+        stopFlag.store(true, ordering: .relaxed)
+        if let thread = thread.thread { pthread_join(thread, nil) }
+    }
+
+    /// `POST /admin/compact {"as_of": "...", "dry_run": false}`: one run now, its report as JSON.
+    static func addAdminRoute(to router: inout Router, compactor: Compactor) {
+        router.add("POST", "/admin/compact") { request in
+            let object: JSONObject
+            var asOf: Int64?
+            var dryRun = false
+            do {
+                guard case .object(let parsed) = try JSONParser.parse(request.body.isEmpty ? Array("{}".utf8) : request.body)
+                else { return .error(status: 400, code: "wrong_type", message: "the body must be a JSON object") }
+                object = parsed
+                try object.checkKeys(allowed: ["as_of", "dry_run"])
+                if let text = try object.stringIfPresent("as_of") { asOf = try RFC3339.parseMicros(text) }
+                dryRun = try object.boolIfPresent("dry_run") ?? false
+            } catch {
+                return .error(status: 400, code: "invalid_field", message: "\(error)")
+            }
+            do {
+                return .json(CompactReportJSON.encode(try compactor.run(asOfMicros: asOf, dryRun: dryRun)))
+            } catch {
+                return .error(status: 500, code: "compaction_failed", message: "\(error)")
+            }
+        }
+    }
+}
+
+struct CompactorStatusSource: StatusSource {
+    let compactor: Compactor
+    var name: String { "compactor" }
+
+    func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+        let totals = compactor.totals
+        var members: [(String, JSONValue)] = [("runs", .integer(Int64(totals.runs)))]
+        if let last = totals.lastRunMicros { members.append(("last_run", .string(RFC3339.formatMillis(last)))) }
+        if let error = totals.lastError { members.append(("error", .string(error))) }
+        return (totals.lastError != nil, members)
+    }
+
+    func metricsText() -> String {
+        let totals = compactor.totals
+        let lines: [(String, String, String, Int)] = [
+            ("runs_total", "counter", "Compaction runs completed by this process.", totals.runs),
+            ("failures_total", "counter", "Compaction runs that failed (retried at the next interval).", totals.failures),
+            ("fixes_removed_total", "counter", "Fixes removed from log segments.", totals.fixesRemoved),
+            ("log_bytes_freed_total", "counter", "Bytes of log segments freed by rewrites and deletions.", totals.bytesFreed),
+            ("segments_deleted_total", "counter", "Log segments deleted whole.", totals.segmentsDeleted),
+            ("segments_rewritten_total", "counter", "Log segments rewritten without dead records.", totals.segmentsRewritten),
+            ("location_rows_deleted_total", "counter", "Rows removed from device_locations.", totals.locationRowsDeleted),
+            ("partitions_dropped_total", "counter", "Monthly device_locations partitions dropped.", totals.partitionsDropped),
+            ("batch_rows_deleted_total", "counter", "Rows removed from device_batches.", totals.batchRowsDeleted),
+        ]
+        var text = ""
+        for (name, type, help, value) in lines {
+            text += "# HELP findmy_compactor_\(name) \(help)\n# TYPE findmy_compactor_\(name) \(type)\nfindmy_compactor_\(name) \(value)\n"
+        }
+        return text
+    }
+}
+
+enum CompactReportJSON {
+    static func encode(_ report: CompactionReport) -> [UInt8] {
+        var writer = JSONWriter(capacity: 512)
+        writer.beginObject()
+        writer.key("as_of")
+        writer.string(RFC3339.formatMicros(report.asOfMicros))
+        writer.key("dry_run")
+        writer.bool(report.dryRun)
+        writer.key("log")
+        writer.beginObject()
+        let log = report.log
+        for (key, value) in [
+            ("segments_scanned", log.segmentsScanned), ("segments_rewritten", log.segmentsRewritten),
+            ("segments_deleted", log.segmentsDeleted), ("fixes_removed", log.fixesRemoved),
+            ("records_shrunk", log.recordsShrunk), ("envelopes_made", log.envelopesMade),
+            ("records_dropped", log.recordsDropped), ("bytes_before", log.bytesBefore),
+            ("bytes_after", log.bytesAfter), ("bytes_freed", log.bytesFreed),
+        ] {
+            writer.key(key)
+            writer.int64(Int64(value))
+        }
+        writer.key("active_segment_rolled")
+        writer.bool(log.activeSegmentRolled)
+        writer.endObject()
+        writer.key("database")
+        if let database = report.database {
+            writer.beginObject()
+            writer.key("location_rows_deleted")
+            writer.int64(Int64(database.locationRowsDeleted))
+            writer.key("partitions_dropped")
+            writer.beginArray()
+            for name in database.partitionsDropped { writer.string(name) }
+            writer.endArray()
+            writer.key("batch_rows_deleted")
+            writer.int64(Int64(database.batchRowsDeleted))
+            writer.key("latest_recomputed")
+            writer.int64(Int64(database.latestRecomputed))
+            if let skipped = database.skipped {
+                writer.key("skipped")
+                writer.string(skipped)
+            }
+            writer.endObject()
+        } else {
+            writer.null()
+        }
+        writer.key("elapsed_ms")
+        writer.int64(report.elapsedMicros / 1000)
+        writer.endObject()
+        return writer.bytes
+    }
+}
+
+/// An admin request: through the running server's socket when one answers, otherwise served in
+/// this process by the same routes over a log opened here (the log has exactly one writer).
+enum AdminCall {
+    static func send(
+        data: String, _ method: String, _ path: String, body: [UInt8],
+        offline: (LogWriter) throws -> (Router, () -> Void)
+    ) throws -> (status: Int, body: [UInt8]) {
+        let socket = data + "/admin.sock"
+        var info = stat()
+        if stat(socket, &info) == 0 {
+            let connection = HTTPConnection(address: "unix:" + socket, reconnect: false)
+            do {
+                let response = try connection.send(
+                    method, path, headers: [("Content-Type", "application/json")], body: body)
+                return (response.status, response.body)
+            } catch {
+                guard case .connectFailed = error else { throw error }
+            }
+        }
+        try LogCommand.requireLog(data + "/log")
+        let log: LogWriter
+        do {
+            log = try LogWriter(directory: data + "/log")
+        } catch LogError.locked {
+            throw UsageError(
+                "a server holds the log in \(data) but its admin socket \(socket) does not answer; "
+                    + "wait for it to start, or stop it")
+        }
+        defer { log.close() }
+        let (router, close) = try offline(log)
+        defer { close() }
+        let response = router.respond(to: HTTPRequest(method: method, target: path, body: body)).response
+        return (response.status, response.body)
+    }
+
+    /// The body of a successful answer, or the server's error message as a usage error.
+    static func check(_ answer: (status: Int, body: [UInt8])) throws -> JSONValue {
+        let document = try? JSONParser.parse(answer.body)
+        guard answer.status == 200 || answer.status == 201, let document else {
+            let message = (try? document?["error"]?["message"]?.stringValue) ?? String(decoding: answer.body, as: UTF8.self)
+            throw UsageError(message)
+        }
+        return document
+    }
+}
+
+/// `findmy compact`: one compaction run now (or as of a given time), through the server or alone.
+enum CompactCommand {
+    static let command = Command(name: "compact", summary: "enforce retention now: rewrite the log, delete rows") {
+        try run($0)
+    }
+
+    static let help = """
+        usage: findmy compact --data-dir DIR [--as-of TIME] [--dry-run] [--json] [--retention-days N]
+                              [--arrivals-retention-days N] [--database-url URL]
+
+        Runs the retention compactor once (docs/retention.md): fixes past their window, erased fixes and
+        removed devices' fixes leave the log segments (rewritten; whole segments deleted when possible)
+        and the PostgreSQL projection. Prints what was removed.
+
+        When a server runs on DIR, the run happens inside it, through its admin socket, with the server's
+        settings (the retention flags here are then ignored); otherwise this command opens the log itself.
+
+        options:
+          --as-of TIME     run as if it were TIME (RFC 3339): to preview, and for tests
+          --dry-run        report what would be removed, remove nothing
+          --json           print the report as JSON
+          --retention-days N, --arrivals-retention-days N   as for findmy serve (defaults 30 and 90)
+          --\(Database.setting.flag.padding(15))\(Database.setting.help)
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        let options = try Options(
+            arguments,
+            valued: ["data-dir", "as-of", "retention-days", "arrivals-retention-days", Database.setting.flag],
+            flags: ["dry-run", "json"])
+        if options.flag("help") {
+            print(help)
+            return 0
+        }
+        let data = try options.required("data-dir", environment: "FINDMY_DATA_DIR")
+        var writer = JSONWriter(capacity: 64)
+        writer.beginObject()
+        if let asOf = options.value("as-of") {
+            guard (try? RFC3339.parseMicros(asOf)) != nil else {
+                throw UsageError("--as-of must be an RFC 3339 time, like 2025-01-31T12:00:00Z")
+            }
+            writer.key("as_of")
+            writer.string(asOf)
+        }
+        writer.key("dry_run")
+        writer.bool(options.flag("dry-run"))
+        writer.endObject()
+        var compactorOptions = Compactor.Options()
+        compactorOptions.settings = RetentionSettings(
+            retentionDays: try options.integer("retention-days", default: 30),
+            arrivalsRetentionDays: try options.integer("arrivals-retention-days", default: 90))
+        let url = options.value(Database.setting.flag, environment: Database.setting.environment)
+        let answer = try AdminCall.send(data: data, "POST", "/admin/compact", body: writer.bytes) { log in
+            let database = try Database.open(dataDirectory: data, url: url)
+            let compactor = Compactor(writer: log, client: database.client, options: compactorOptions)
+            var router = Router()
+            CompactService.addAdminRoute(to: &router, compactor: compactor)
+            return (router, { database.close() })
+        }
+        let document = try AdminCall.check(answer)
+        if options.flag("json") {
+            printLine(String(decoding: answer.body, as: UTF8.self))
+            return 0
+        }
+        let log = document["log"]
+        func number(_ value: JSONValue?) -> Int64 { (try? value?.int64Value) ?? 0 }
+        let verb = (try? document["dry_run"]?.boolValue) == true ? "would remove" : "removed"
+        printLine(
+            "log: \(verb) \(number(log?["fixes_removed"])) fixes; \(number(log?["segments_rewritten"])) segments rewritten, "
+                + "\(number(log?["segments_deleted"])) deleted, \(number(log?["bytes_freed"])) bytes freed")
+        if let database = document["database"], database != .null {
+            printLine(
+                "database: \(verb) \(number(database["location_rows_deleted"])) location rows, "
+                    + "\(number(database["batch_rows_deleted"])) batch rows; "
+                    + "\(((try? database["partitions_dropped"]?.arrayValue) ?? []).count) partitions dropped, "
+                    + "\(number(database["latest_recomputed"])) latest positions recomputed")
+        }
+        return 0
+    }
+}
+
+/// `findmy retention set --device ID | --user NAME --days N | --clear`: an admin's override.
+enum RetentionCommand {
+    static let command = Command(name: "retention", summary: "set or clear a device's or a user's retention window") {
+        try run($0)
+    }
+
+    static let help = """
+        usage: findmy retention set (--device ID | --user NAME) (--days N | --clear) --data-dir DIR
+
+        Sets how many days the fixes of one device, or of every device of one user, are kept (a device's
+        own window wins over its user's), or clears the override. The change is an event in the log; the
+        next compaction applies it (docs/retention.md). Through the server's admin socket when it runs.
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        let options = try Options(arguments, valued: ["data-dir", "device", "user", "days"], flags: ["clear", "json"])
+        if options.flag("help") || options.positional.isEmpty {
+            print(help)
+            return options.flag("help") ? 0 : 2
+        }
+        guard options.positional == ["set"] else { throw UsageError("the only subcommand is 'set'") }
+        let data = try options.required("data-dir", environment: "FINDMY_DATA_DIR")
+        var writer = JSONWriter(capacity: 96)
+        writer.beginObject()
+        switch (options.value("device"), options.value("user")) {
+        case (let device?, nil):
+            guard let id = Int64(device) else { throw UsageError("--device takes a device id (a number)") }
+            writer.key("device")
+            writer.int64(id)
+        case (nil, let user?):
+            writer.key("user")
+            writer.string(user)
+        default:
+            throw UsageError("give exactly one of --device ID and --user NAME")
+        }
+        writer.key("days")
+        switch (options.value("days"), options.flag("clear")) {
+        case (let days?, false):
+            guard let number = Int64(days) else { throw UsageError("--days takes a whole number") }
+            writer.int64(number)
+        case (nil, true): writer.null()
+        default: throw UsageError("give exactly one of --days N and --clear")
+        }
+        writer.endObject()
+        let answer = try AdminCall.send(data: data, "POST", "/admin/retention", body: writer.bytes) { log in
+            let service = try IngestService(log: log)
+            var router = Router()
+            service.addAdminRoutes(to: &router)
+            return (router, {})
+        }
+        let document = try AdminCall.check(answer)
+        if options.flag("json") {
+            printLine(String(decoding: answer.body, as: UTF8.self))
+        } else {
+            let days = (try? document["days"]?.int64Value).map { "\($0) days" } ?? "cleared (back to the default)"
+            printLine("retention \(days), offset \((try? document["offset"]?.int64Value) ?? 0)")
+        }
+        return 0
+    }
+}
