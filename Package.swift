@@ -22,6 +22,7 @@ let package = Package(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
@@ -38,8 +39,9 @@ let package = Package(
         // Strict JSON parsing and writing, and RFC 3339 timestamps. No Foundation.
         .target(name: "JSON", swiftSettings: strict),
 
-        // The one module that touches libcrypto: SHA-256, secure random bytes, tokens.
-        .target(name: "Crypto", dependencies: ["CCrypto"], swiftSettings: strict),
+        // The one module that touches libcrypto (SHA-256, secure random bytes, tokens) and libsodium
+        // (Argon2id password hashes).
+        .target(name: "Crypto", dependencies: ["CCrypto", "CSodium"], swiftSettings: strict),
 
         // Enrolment, push tokens, pause and the report endpoint: validation, the in-memory registry
         // rebuilt from the log, and the HTTP handlers. See docs/api.md.

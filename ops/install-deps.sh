@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # postgresql-15 is the server the embedded cluster runs (initdb, pg_ctl, postgres): `make run` needs it.
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libpq-dev postgresql-15)
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev postgresql-15)
 test_packages=(curl git)
 
 want=("${build_packages[@]}")

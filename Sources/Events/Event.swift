@@ -15,6 +15,10 @@ public enum Event: Equatable, Sendable {
     case retentionChanged(RetentionChanged)
     case historyErased(HistoryErased)
     case deviceRemoved(DeviceRemoved)
+    case userPasswordSet(UserPasswordSet)
+    case userRoleChanged(UserRoleChanged)
+    case shareGranted(ShareGranted)
+    case shareRevoked(ShareRevoked)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -32,6 +36,11 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case retentionChanged = 10
     case historyErased = 11
     case deviceRemoved = 12
+    // 20 and up: users, roles and sharing (issue 5). 10-19 are left to the retention events.
+    case userPasswordSet = 20
+    case userRoleChanged = 21
+    case shareGranted = 22
+    case shareRevoked = 23
 
     public var name: String {
         switch self {
@@ -47,6 +56,10 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .retentionChanged: "retention_changed"
         case .historyErased: "history_erased"
         case .deviceRemoved: "device_removed"
+        case .userPasswordSet: "user_password_set"
+        case .userRoleChanged: "user_role_changed"
+        case .shareGranted: "share_granted"
+        case .shareRevoked: "share_revoked"
         }
     }
 }
@@ -234,5 +247,51 @@ public struct ReportingChanged: Equatable, Sendable {
     public init(deviceID: UInt64, paused: Bool) {
         self.deviceID = deviceID
         self.paused = paused
+    }
+}
+
+/// A user's login password was set or changed. Only the Argon2id hash string (libsodium's
+/// `crypto_pwhash_str` format, with its own salt and parameters) is stored, never the password.
+public struct UserPasswordSet: Equatable, Sendable {
+    public var userID: UInt64
+    public var passwordHash: String
+
+    public init(userID: UInt64, passwordHash: String) {
+        self.userID = userID
+        self.passwordHash = passwordHash
+    }
+}
+
+public struct UserRoleChanged: Equatable, Sendable {
+    public var userID: UInt64
+    public var role: Role
+
+    public init(userID: UInt64, role: Role) {
+        self.userID = userID
+        self.role = role
+    }
+}
+
+/// The owner of `deviceID` lets `granteeUserID` see its locations, until `untilMicros` (exclusive)
+/// or, when nil, until the share is revoked. Granting again replaces the earlier `until`.
+public struct ShareGranted: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var granteeUserID: UInt64
+    public var untilMicros: Int64?
+
+    public init(deviceID: UInt64, granteeUserID: UInt64, untilMicros: Int64?) {
+        self.deviceID = deviceID
+        self.granteeUserID = granteeUserID
+        self.untilMicros = untilMicros
+    }
+}
+
+public struct ShareRevoked: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var granteeUserID: UInt64
+
+    public init(deviceID: UInt64, granteeUserID: UInt64) {
+        self.deviceID = deviceID
+        self.granteeUserID = granteeUserID
     }
 }

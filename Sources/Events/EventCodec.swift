@@ -90,6 +90,26 @@ public enum EventCodec {
             writer.u8(change.paused ? 1 : 0)
         case .retentionChanged, .historyErased, .deviceRemoved:
             (type, deviceKey) = encodeRetention(event, into: &writer)!
+        case .userPasswordSet(let set):
+            type = EventType.userPasswordSet.rawValue
+            writer.u64(set.userID)
+            writer.string(set.passwordHash)
+        case .userRoleChanged(let change):
+            type = EventType.userRoleChanged.rawValue
+            writer.u64(change.userID)
+            writer.u8(change.role.rawValue)
+        case .shareGranted(let share):
+            type = EventType.shareGranted.rawValue
+            deviceKey = share.deviceID
+            writer.u64(share.deviceID)
+            writer.u64(share.granteeUserID)
+            writer.u8(share.untilMicros == nil ? 0 : 1)
+            writer.u64(UInt64(bitPattern: share.untilMicros ?? 0))
+        case .shareRevoked(let share):
+            type = EventType.shareRevoked.rawValue
+            deviceKey = share.deviceID
+            writer.u64(share.deviceID)
+            writer.u64(share.granteeUserID)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -203,6 +223,27 @@ public enum EventCodec {
             event = .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused == 1))
         case .retentionChanged, .historyErased, .deviceRemoved:
             event = try decodeRetention(type, &reader)!
+        case .userPasswordSet:
+            event = .userPasswordSet(
+                UserPasswordSet(userID: try reader.u64(), passwordHash: try reader.string()))
+        case .userRoleChanged:
+            let userID = try reader.u64()
+            guard let role = Role(rawValue: try reader.u8()) else {
+                throw DecodeError.invalid("unknown role")
+            }
+            event = .userRoleChanged(UserRoleChanged(userID: userID, role: role))
+        case .shareGranted:
+            let deviceID = try reader.u64()
+            let granteeUserID = try reader.u64()
+            let hasUntil = try reader.u8()
+            let until = Int64(bitPattern: try reader.u64())
+            guard hasUntil <= 1 else { throw DecodeError.invalid("until flag \(hasUntil) is not 0 or 1") }
+            event = .shareGranted(
+                ShareGranted(
+                    deviceID: deviceID, granteeUserID: granteeUserID, untilMicros: hasUntil == 1 ? until : nil
+                ))
+        case .shareRevoked:
+            event = .shareRevoked(ShareRevoked(deviceID: try reader.u64(), granteeUserID: try reader.u64()))
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

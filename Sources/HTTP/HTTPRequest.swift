@@ -40,6 +40,11 @@ public struct HTTPRequest: Sendable {
     }
 }
 
+/// The fields of an `application/x-www-form-urlencoded` body, percent-decoded, `+` read as a space.
+public func parseForm(_ body: [UInt8]) -> [(name: String, value: String)] {
+    parseQuery(Substring(String(decoding: body, as: UTF8.self)))
+}
+
 func parseQuery(_ query: Substring) -> [(name: String, value: String)] {
     query.split(separator: "&").map { pair in
         if let equals = pair.firstIndex(of: "=") {

@@ -17,6 +17,13 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var response: HTTPResponse { .error(status: status, code: code, message: message) }
 
+    /// A device the caller may not see answers exactly like one that does not exist, body included,
+    /// so that ids cannot be probed.
+    public static let deviceNotFound = APIError(
+        status: 404, code: "device_not_found",
+        message:
+            "no device with this id among the devices you can see; list yours with GET /api/find-my/devices")
+
     static func badRequest(_ code: String, _ message: String) -> APIError {
         APIError(status: 400, code: code, message: message)
     }

@@ -6,7 +6,7 @@ import JSON
 extension IngestService {
     /// The public routes. `/metrics` and `/healthz` are unauthenticated: bind the server to a
     /// trusted network or put a proxy in front (docs/configuration.md).
-    public func addRoutes(to router: inout Router) {
+    public func addRoutes(to router: inout GuardedRouter) {
         router.add("POST", "/api/find-my/devices") { [self] request in
             respond { () throws(APIError) in try enrol(request) }
         }
@@ -31,7 +31,7 @@ extension IngestService {
     }
 
     /// The admin routes, served only on the owner-only unix socket DATA_DIR/admin.sock.
-    public func addAdminRoutes(to router: inout Router) {
+    public func addAdminRoutes(to router: inout GuardedRouter) {
         addRetentionAdminRoutes(to: &router)
         router.add("POST", "/admin/users") { [self] request in
             respond { () throws(APIError) in

@@ -21,7 +21,29 @@ public struct IngestLimits: Sendable {
     /// Bytes of a push token (an UnifiedPush endpoint is a URL).
     public var pushTokenBytesMax = 4096
 
+    // Login and sessions (docs/privacy.md, docs/configuration.md).
+
+    /// A session unused for this long ends; the next request with its cookie gets 401.
+    public var sessionIdleSecondsMax = 1_800
+    /// A session ends this long after its login, however busy: a stolen cookie does not live forever.
+    public var sessionAgeSecondsMax = 43_200
+    /// Sessions kept in memory at most; a login past it ends the least recently used one.
+    public var sessionsMax = 10_000
+    /// Login attempts for one name within a minute (right or wrong); more answer 429. At 5 a
+    /// minute an online guesser gets 7,200 guesses a day per name.
+    public var loginAttemptsPerMinuteMax = 5
+    /// Password checks running at once; each holds Argon2id's 64 MiB. More answer 503 with Retry-After.
+    public var passwordChecksConcurrentMax = 4
+    /// Shortest password `findmy user passwd` accepts, in bytes.
+    public var passwordBytesMin = 8
+    /// Always mark the session cookie Secure, also on requests that did not arrive over TLS (a proxy
+    /// that terminates TLS without sending `X-Forwarded-Proto: https`).
+    public var cookieSecure = false
+
     public init() {}
+
+    public var sessionIdleMicros: Int64 { Int64(sessionIdleSecondsMax) * 1_000_000 }
+    public var sessionAgeMicros: Int64 { Int64(sessionAgeSecondsMax) * 1_000_000 }
 
     public var retentionMicros: Int64 { Int64(retentionDays) * 86_400 * 1_000_000 }
     public var clockSkewToleranceMicros: Int64 { Int64(clockSkewToleranceSeconds) * 1_000_000 }

@@ -22,6 +22,9 @@ public final class IngestService: Sendable {
     let clockMicros: @Sendable () -> Int64
     /// Set when the last append failed, cleared by the next success; `/healthz` reports it.
     let logFailing = Atomic<Bool>(false)
+    let sessions: SessionStore
+    let loginThrottle: LoginThrottle
+    let passwordChecksInFlight = Atomic<Int>(0)
 
     struct RegistryState: Sendable {
         var registry: Registry
@@ -41,6 +44,8 @@ public final class IngestService: Sendable {
         self.log = log
         self.limits = limits
         self.clockMicros = clockMicros
+        sessions = SessionStore(limits: limits)
+        loginThrottle = LoginThrottle(attemptsPerMinuteMax: limits.loginAttemptsPerMinuteMax)
         let reader = LogReader(directory: log.directory, writer: log)
         let registry = try Registry.replay(
             reader, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
@@ -114,9 +119,21 @@ public final class IngestService: Sendable {
 
     // MARK: authentication
 
+    /// Who sent `request`: a bearer token (user or device) or, without an Authorization header, the
+    /// `findmy_session` cookie of a login, which stands for its user exactly like a user token.
     func principal(_ request: HTTPRequest) throws(APIError) -> Registry.Principal {
         guard let header = request.headers["Authorization"] else {
-            throw APIError(status: 401, code: "missing_token", message: "send Authorization: Bearer <token>")
+            if let session = sessionCookie(request) {
+                guard let userID = sessions.user(token: session, nowMicros: clockMicros()) else {
+                    throw APIError(
+                        status: 401, code: "invalid_session",
+                        message: "the session expired or was ended; log in again with POST /login")
+                }
+                return .user(userID)
+            }
+            throw APIError(
+                status: 401, code: "missing_token",
+                message: "send Authorization: Bearer <token>, or log in with POST /login for a session cookie")
         }
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             throw APIError(
@@ -172,8 +189,23 @@ public final class IngestService: Sendable {
     /// The user who enrolled `deviceID`, or nil for a device the log does not know. The registry is
     /// ahead of the projection: a device may be known here before its rows reach PostgreSQL.
     public func deviceOwner(_ deviceID: UInt64) -> UInt64? {
-        registry.read { $0.registry.devices[deviceID]?.userID }
+        registry.read { $0.registry.liveDevice(deviceID)?.userID }
     }
+
+    /// Whether `reader` may read `deviceID`'s locations now, and who shared it: the registry's rule
+    /// (`Registry.visibility`) at the server's clock.
+    public func visibility(of deviceID: UInt64, to reader: UInt64) -> Registry.VisibleDevice? {
+        let now = clockMicros()
+        return registry.read { $0.registry.visibility(of: deviceID, to: reader, atMicros: now) }
+    }
+
+    /// Every device `reader` may read now, by id.
+    public func visibleDevices(to reader: UInt64) -> [Registry.VisibleDevice] {
+        let now = clockMicros()
+        return registry.read { $0.registry.visibleDevices(to: reader, atMicros: now) }
+    }
+
+    public func userName(_ userID: UInt64) -> String? { registry.read { $0.registry.users[userID]?.name } }
 
     func checkText(_ text: String, field: String, allowEmpty: Bool) throws(APIError) {
         guard allowEmpty || !text.isEmpty else {

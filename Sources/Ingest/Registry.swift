@@ -13,6 +13,29 @@ public struct Registry: Sendable {
         public var role: Role
         /// The user's retention override (days), nil for the server's default.
         public var retentionDays: UInt32?
+        /// The Argon2id string of the login password; nil until `findmy user passwd` sets one.
+        public var passwordHash: String?
+    }
+
+    /// A share of one device with one user: it works while `untilMicros` is nil or in the future.
+    public struct Share: Equatable, Sendable {
+        public var granteeUserID: UInt64
+        public var untilMicros: Int64?
+
+        /// Whether the share works at `nowMicros`: an expired share stops by itself, with no event.
+        public func isActive(atMicros nowMicros: Int64) -> Bool {
+            untilMicros.map { nowMicros < $0 } ?? true
+        }
+    }
+
+    /// A device a reader may see, and the owner who shared it (nil for the reader's own).
+    public struct VisibleDevice: Equatable, Sendable {
+        public var deviceID: UInt64
+        public var sharedByUserID: UInt64?
+        public init(deviceID: UInt64, sharedByUserID: UInt64?) {
+            self.deviceID = deviceID
+            self.sharedByUserID = sharedByUserID
+        }
     }
 
     public struct Device: Equatable, Sendable {
@@ -86,6 +109,9 @@ public struct Registry: Sendable {
     public private(set) var users: [UInt64: User] = [:]
     public private(set) var devices: [UInt64: Device] = [:]
     public private(set) var pushTokens: [PushKey: PushRegistration] = [:]
+    /// Shares by device, then by grantee. Revoked shares are removed; expired ones stay until
+    /// revoked or granted again, and `isActive` tells them apart.
+    public private(set) var shares: [UInt64: [UInt64: Share]] = [:]
     var userIDsByName: [String: UInt64] = [:]
     var deviceIDsByKey: [DeviceKey: UInt64] = [:]
     var principals: [[UInt8]: Principal] = [:]
@@ -117,6 +143,33 @@ public struct Registry: Sendable {
             ($0.provider, $0.token) < ($1.provider, $1.token)
         }
     }
+
+    /// THE rule of who sees whom (DESIGN.md, "Privacy"): a reader sees its own devices and the
+    /// devices whose owner shared them with it, while the share is active. Nothing else, whatever
+    /// the reader's role: an administrator is no exception.
+    public func visibility(of deviceID: UInt64, to reader: UInt64, atMicros nowMicros: Int64)
+        -> VisibleDevice?
+    {
+        guard let device = liveDevice(deviceID) else { return nil }
+        if device.userID == reader { return VisibleDevice(deviceID: deviceID, sharedByUserID: nil) }
+        guard let share = shares[deviceID]?[reader], share.isActive(atMicros: nowMicros) else { return nil }
+        return VisibleDevice(deviceID: deviceID, sharedByUserID: device.userID)
+    }
+
+    /// Every device `reader` may see at `nowMicros`, by id (see `visibility`).
+    public func visibleDevices(to reader: UInt64, atMicros nowMicros: Int64) -> [VisibleDevice] {
+        var visible = devices.values.filter { $0.userID == reader && !$0.removed }.map {
+            VisibleDevice(deviceID: $0.id, sharedByUserID: nil)
+        }
+        for (deviceID, grantees) in shares {
+            guard let share = grantees[reader], share.isActive(atMicros: nowMicros),
+                let owner = liveDevice(deviceID)?.userID, owner != reader
+            else { continue }
+            visible.append(VisibleDevice(deviceID: deviceID, sharedByUserID: owner))
+        }
+        return visible.sorted { $0.deviceID < $1.deviceID }
+    }
+
     public var nextUserID: UInt64 { (users.keys.max() ?? 0) + 1 }
     public var nextDeviceID: UInt64 { (devices.keys.max() ?? 0) + 1 }
 
@@ -193,8 +246,21 @@ public struct Registry: Sendable {
             device.removed = true
             devices[device.id] = device
             deviceIDsByKey[DeviceKey(userID: device.userID, uuid: device.uuid)] = nil
-            for (key, registration) in pushTokens where registration.deviceID == device.id { pushTokens[key] = nil }
+            for (key, registration) in pushTokens where registration.deviceID == device.id {
+                pushTokens[key] = nil
+            }
             recentBatches[device.id] = nil
+        case .userPasswordSet(let set):
+            users[set.userID]?.passwordHash = set.passwordHash
+        case .userRoleChanged(let changed):
+            users[changed.userID]?.role = changed.role
+        case .shareGranted(let granted):
+            guard devices[granted.deviceID] != nil, users[granted.granteeUserID] != nil else { return }
+            shares[granted.deviceID, default: [:]][granted.granteeUserID] = Share(
+                granteeUserID: granted.granteeUserID, untilMicros: granted.untilMicros)
+        case .shareRevoked(let revoked):
+            shares[revoked.deviceID]?[revoked.granteeUserID] = nil
+            if shares[revoked.deviceID]?.isEmpty == true { shares[revoked.deviceID] = nil }
         case .unknown:
             break
         }

@@ -9,7 +9,7 @@ extension IngestService {
     /// Windows longer than this (a century) are refused: the arithmetic would overflow.
     public static let retentionDaysMax = 36_500
 
-    public func addRetentionRoutes(to router: inout Router) {
+    public func addRetentionRoutes(to router: inout GuardedRouter) {
         router.add("PUT", "/api/find-my/devices/{id}/retention") { [self] request in
             respond { () throws(APIError) in try setDeviceRetention(request) }
         }
@@ -21,7 +21,7 @@ extension IngestService {
         }
     }
 
-    public func addRetentionAdminRoutes(to router: inout Router) {
+    public func addRetentionAdminRoutes(to router: inout GuardedRouter) {
         router.add("POST", "/admin/retention") { [self] request in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["device", "user", "days"])
@@ -37,7 +37,8 @@ extension IngestService {
                     scope = .device(UInt64(id))
                 case (nil, let name?):
                     guard let found = registry.read({ $0.registry.user(named: name) }) else {
-                        throw APIError(status: 404, code: "user_not_found", message: "no user named '\(name)'")
+                        throw APIError(
+                            status: 404, code: "user_not_found", message: "no user named '\(name)'")
                     }
                     scope = .user(found.id)
                 default:
@@ -45,7 +46,8 @@ extension IngestService {
                 }
                 let offset = try mutations.withLock { _ throws(APIError) in
                     try appendAndApply(
-                        .retentionChanged(RetentionChanged(scope: scope, days: days)), receivedAtMicros: clockMicros())
+                        .retentionChanged(RetentionChanged(scope: scope, days: days)),
+                        receivedAtMicros: clockMicros())
                 }
                 return .json(Self.retentionAnswer(days: days, offset: offset))
             }
@@ -54,25 +56,16 @@ extension IngestService {
 
     /// The caller's own device named by the path, or 404 exactly as for a device that does not
     /// exist, so that ids of other users' devices cannot be probed.
-    func ownedDevice(_ request: HTTPRequest) throws(APIError) -> UInt64 {
-        let userID = try userID(request)
-        let notFound = APIError(
-            status: 404, code: "device_not_found",
-            message: "you have no device with this id (GET your devices, or enrol one with POST /api/find-my/devices)")
-        guard let text = request.pathParameters["id"], let id = UInt64(text),
-            let device = registry.read({ $0.registry.liveDevice(id) }), device.userID == userID
-        else { throw notFound }
-        return id
-    }
-
     static func days(_ object: JSONObject) throws(APIError) -> UInt32? {
         guard let value = object["days"] else {
-            throw .badRequest("missing_field", "days: give a whole number of days, or null to use the default")
+            throw .badRequest(
+                "missing_field", "days: give a whole number of days, or null to use the default")
         }
         if value == .null { return nil }
         guard case .integer(let days) = value, days >= 1, days <= Int64(retentionDaysMax) else {
             throw .badRequest(
-                "invalid_field", "days must be a whole number from 1 to \(retentionDaysMax), or null to clear it")
+                "invalid_field",
+                "days must be a whole number from 1 to \(retentionDaysMax), or null to clear it")
         }
         return UInt32(days)
     }
@@ -89,7 +82,7 @@ extension IngestService {
     }
 
     func setDeviceRetention(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try ownedDevice(request)
+        let deviceID = try ownedDevice(request).deviceID
         let object = try parseObject(request.body, allowed: ["days"])
         let days = try Self.days(object)
         let offset = try mutations.withLock { _ throws(APIError) in
@@ -102,10 +95,12 @@ extension IngestService {
     }
 
     func eraseHistory(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try ownedDevice(request)
-        let object = try parseObject(request.body.isEmpty ? Array("{}".utf8) : request.body, allowed: ["from", "to"])
+        let deviceID = try ownedDevice(request).deviceID
+        let object = try parseObject(
+            request.body.isEmpty ? Array("{}".utf8) : request.body, allowed: ["from", "to"])
         func time(_ key: String) throws(APIError) -> Int64? {
-            guard let text = try field({ () throws(JSONAccessError) in try object.stringIfPresent(key) }) else {
+            guard let text = try field({ () throws(JSONAccessError) in try object.stringIfPresent(key) })
+            else {
                 return nil
             }
             do {
@@ -129,9 +124,10 @@ extension IngestService {
     }
 
     func removeDevice(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try ownedDevice(request)
+        let deviceID = try ownedDevice(request).deviceID
         let offset = try mutations.withLock { _ throws(APIError) in
-            try appendAndApply(.deviceRemoved(DeviceRemoved(deviceID: deviceID)), receivedAtMicros: clockMicros())
+            try appendAndApply(
+                .deviceRemoved(DeviceRemoved(deviceID: deviceID)), receivedAtMicros: clockMicros())
         }
         StructuredLog.info("device_removed", ["device_id": .int(Int64(deviceID))])
         return .json("{\"removed\": true, \"offset\": \(offset)}")

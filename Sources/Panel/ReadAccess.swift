@@ -1,32 +1,39 @@
 import Ingest
 
-/// Who may read which device: the one place the rule lives (DESIGN.md, "who can see whom").
-///
-/// Today a reader sees exactly the devices it enrolled. Sharing comes with issue 5 and extends
-/// `ReadScope` here; an administrator gets no exception (it does not see others' locations unless
-/// they were shared). Every read route goes through `scope(of:)` and `device(_:visibleTo:)`.
+/// Who may read which device: every read route goes through `scope(of:)` and
+/// `device(_:visibleTo:)`, which apply the registry's one rule (`Registry.visibility`): a reader
+/// sees its own devices and the devices shared with it while the share is active. An administrator
+/// gets no exception (docs/privacy.md). The permission table (`RoutePermissions`) checks the same
+/// rule before a handler runs; this is the second, independent check.
 struct ReadAccess: Sendable {
     let ingest: IngestService
 
-    /// What `reader` may read: the owners whose devices it sees.
+    /// What `reader` may read now: device ids, and for a shared device the owner's name.
     struct ReadScope: Sendable {
-        var ownerIDs: [UInt64]
-        func includes(owner: UInt64) -> Bool { ownerIDs.contains(owner) }
+        var deviceIDs: [UInt64]
+        var sharedBy: [UInt64: String]
     }
 
-    func scope(of reader: UInt64) -> ReadScope { ReadScope(ownerIDs: [reader]) }
+    func scope(of reader: UInt64) -> ReadScope {
+        let visible = ingest.visibleDevices(to: reader)
+        var sharedBy: [UInt64: String] = [:]
+        for device in visible {
+            if let owner = device.sharedByUserID { sharedBy[device.deviceID] = ingest.userName(owner) ?? "" }
+        }
+        return ReadScope(deviceIDs: visible.map(\.deviceID), sharedBy: sharedBy)
+    }
 
-    /// `deviceID` parsed from the path, if `reader` may read it. A device of someone else and a
-    /// device that does not exist give the same 404, body included, so that ids cannot be probed.
-    func device(_ pathID: String?, visibleTo reader: UInt64) throws(APIError) -> UInt64 {
-        guard let pathID, let deviceID = UInt64(pathID), let owner = ingest.deviceOwner(deviceID),
-            scope(of: reader).includes(owner: owner)
+    /// `deviceID` parsed from the path, if `reader` may read it, with the owner's name when shared.
+    /// A device of someone else and a device that does not exist give the same 404, body included,
+    /// so that ids cannot be probed.
+    func device(_ pathID: String?, visibleTo reader: UInt64) throws(APIError) -> (
+        id: UInt64, sharedBy: String?
+    ) {
+        guard let pathID, let deviceID = UInt64(pathID),
+            let visible = ingest.visibility(of: deviceID, to: reader)
         else { throw Self.notFound }
-        return deviceID
+        return (deviceID, visible.sharedByUserID.map { ingest.userName($0) ?? "" })
     }
 
-    static let notFound = APIError(
-        status: 404, code: "device_not_found",
-        message:
-            "no device with this id among the devices you can see; list yours with GET /api/find-my/devices")
+    static let notFound = APIError.deviceNotFound
 }

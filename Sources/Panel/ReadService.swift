@@ -39,7 +39,7 @@ public final class ReadService: Sendable {
         access = ReadAccess(ingest: ingest)
     }
 
-    public func addRoutes(to router: inout Router) {
+    public func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", "/api/find-my/devices") { [self] request in
             respond { () throws(APIError) in try devices(request) }
         }
@@ -52,11 +52,14 @@ public final class ReadService: Sendable {
         router.add("GET", "/api/find-my/devices/{id}/arrivals") { [self] request in
             respond { () throws(APIError) in try arrivals(request) }
         }
+        router.add("GET", "/api/find-my/admin/devices") { [self] request in
+            respond { () throws(APIError) in try adminDevices(request) }
+        }
     }
 
     /// The read routes of a server without a database (`--projector off`): each answers 503
     /// `reads_unavailable`, so a client learns why instead of getting a 404 or a 405.
-    public static func addUnavailableRoutes(to router: inout Router) {
+    public static func addUnavailableRoutes(to router: inout GuardedRouter) {
         let error = APIError(
             status: 503, code: "reads_unavailable",
             message:
@@ -64,7 +67,7 @@ public final class ReadService: Sendable {
         )
         for pattern in [
             "/api/find-my/devices", "/api/find-my/devices/{id}", "/api/find-my/devices/{id}/locations",
-            "/api/find-my/devices/{id}/arrivals",
+            "/api/find-my/devices/{id}/arrivals", "/api/find-my/admin/devices",
         ] {
             router.add("GET", pattern) { _ in error.response }
         }
@@ -76,9 +79,10 @@ public final class ReadService: Sendable {
         let reader = try ingest.authenticatedUser(request)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
-        let owners = access.scope(of: reader).ownerIDs.map { Int64($0) }
+        let scope = access.scope(of: reader)
         let result = try query(
-            Self.deviceSelect + " WHERE d.user_id = ANY($1::bigint[]) ORDER BY d.id", [.int64Array(owners)])
+            Self.deviceSelect + " WHERE d.id = ANY($1::bigint[]) ORDER BY d.id",
+            [.int64Array(scope.deviceIDs.map { Int64($0) })])
         let now = clockMicros()
         var writer = JSONWriter(capacity: 256 + result.rowCount * 512)
         writer.beginObject()
@@ -86,7 +90,8 @@ public final class ReadService: Sendable {
         writer.beginArray()
         for row in 0..<result.rowCount {
             try decoding { () throws(PostgresError) in
-                try writeDevice(&writer, result, row, nowMicros: now)
+                let id = UInt64(try result.int64(row, 0) ?? 0)
+                try writeDevice(&writer, result, row, nowMicros: now, sharedBy: scope.sharedBy[id])
             }
         }
         writer.endArray()
@@ -96,7 +101,7 @@ public final class ReadService: Sendable {
 
     func device(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         let reader = try ingest.authenticatedUser(request)
-        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader)
+        let (deviceID, sharedBy) = try access.device(request.pathParameters["id"], visibleTo: reader)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
         let result = try query(Self.deviceSelect + " WHERE d.id = $1", [.int64(Int64(deviceID))])
@@ -104,13 +109,15 @@ public final class ReadService: Sendable {
         guard result.rowCount == 1 else { throw ReadAccess.notFound }
         var writer = JSONWriter(capacity: 768)
         let now = clockMicros()
-        try decoding { () throws(PostgresError) in try writeDevice(&writer, result, 0, nowMicros: now) }
+        try decoding { () throws(PostgresError) in
+            try writeDevice(&writer, result, 0, nowMicros: now, sharedBy: sharedBy)
+        }
         return .json(writer.bytes)
     }
 
     func locations(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         let reader = try ingest.authenticatedUser(request)
-        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader)
+        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader).id
         let query = try HistoryQuery.parse(
             request.queryItems, kind: .locations, deviceID: deviceID,
             limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
@@ -166,7 +173,7 @@ public final class ReadService: Sendable {
 
     func arrivals(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         let reader = try ingest.authenticatedUser(request)
-        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader)
+        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader).id
         let query = try HistoryQuery.parse(
             request.queryItems, kind: .arrivals, deviceID: deviceID,
             limitDefault: limits.arrivalsPageBatchesDefault, limitMax: limits.arrivalsPageBatchesMax)
@@ -277,9 +284,10 @@ public final class ReadService: Sendable {
     }
     static let fixColumnCount = 12
 
-    func writeDevice(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, nowMicros: Int64)
-        throws(PostgresError)
-    {
+    /// `sharedBy`: the owner's name for a device shared with the reader; null for the reader's own.
+    func writeDevice(
+        _ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, nowMicros: Int64, sharedBy: String?
+    ) throws(PostgresError) {
         writer.beginObject()
         writer.key("id")
         writer.int64(try result.int64(row, 0) ?? 0)
@@ -291,6 +299,8 @@ public final class ReadService: Sendable {
         writer.string(result.string(row, 3) ?? "")
         writer.key("paused")
         writer.bool(try result.bool(row, 4) ?? false)
+        writer.key("shared_by")
+        if let sharedBy { writer.string(sharedBy) } else { writer.null() }
         writer.key("created_at")
         try writeTime(&writer, result, row, 5)
         writer.key("last_seen_at")

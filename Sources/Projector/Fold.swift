@@ -111,7 +111,9 @@ public struct ProjectionBatch: Sendable {
             break  // the compactor applies windows; the projection shows what is still held
         case .historyErased(let erase):
             registry.append(.erased(erase, atOffset: record.offset))
-            locations.removeAll { $0.deviceID == erase.deviceID && erase.covers(recordedAtMicros: $0.fix.recordedAtMicros) }
+            locations.removeAll {
+                $0.deviceID == erase.deviceID && erase.covers(recordedAtMicros: $0.fix.recordedAtMicros)
+            }
             recomputeLatest(erase.deviceID)
         case .deviceRemoved(let removed):
             registry.append(.removed(deviceID: removed.deviceID))
@@ -119,6 +121,8 @@ public struct ProjectionBatch: Sendable {
             batches.removeAll { $0.deviceID == removed.deviceID }
             latest[removed.deviceID] = nil
             lastSeen[removed.deviceID] = nil
+        case .userPasswordSet, .userRoleChanged, .shareGranted, .shareRevoked:
+            break  // who may see whom is decided from the ingest registry, not from a table
         case .unknown:
             break  // a newer findmy's event: nothing this version projects
         }
@@ -138,8 +142,10 @@ public struct ProjectionBatch: Sendable {
             BatchRow(
                 logOffset: header.offset, deviceID: header.deviceKey, batchID: header.idempotencyKey,
                 receivedAtMicros: header.receivedAtMicros, fixCount: Int(header.fixCount), rejectedCount: 0,
-                recordedMinMicros: header.fixCount == 0 || header.recordedMinMicros == 0 ? nil : header.recordedMinMicros,
-                recordedMaxMicros: header.fixCount == 0 || header.recordedMaxMicros == 0 ? nil : header.recordedMaxMicros))
+                recordedMinMicros: header.fixCount == 0 || header.recordedMinMicros == 0
+                    ? nil : header.recordedMinMicros,
+                recordedMaxMicros: header.fixCount == 0 || header.recordedMaxMicros == 0
+                    ? nil : header.recordedMaxMicros))
     }
 
     private mutating func add(

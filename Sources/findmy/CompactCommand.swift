@@ -35,7 +35,9 @@ final class CompactService: Sendable {
     }
 
     /// Reads the settings with `integer(flag, default, min)`, the serve command's parser.
-    static func configuration(retentionDays: Int, _ integer: (String, Int, Int) throws -> Int) throws -> Configuration {
+    static func configuration(retentionDays: Int, _ integer: (String, Int, Int) throws -> Int) throws
+        -> Configuration
+    {
         var configuration = Configuration()
         configuration.options.settings = RetentionSettings(
             retentionDays: retentionDays,
@@ -104,14 +106,18 @@ final class CompactService: Sendable {
     }
 
     /// `POST /admin/compact {"as_of": "...", "dry_run": false}`: one run now, its report as JSON.
-    static func addAdminRoute(to router: inout Router, compactor: Compactor) {
+    static func addAdminRoute(to router: inout GuardedRouter, compactor: Compactor) {
         router.add("POST", "/admin/compact") { request in
             let object: JSONObject
             var asOf: Int64?
             var dryRun = false
             do {
-                guard case .object(let parsed) = try JSONParser.parse(request.body.isEmpty ? Array("{}".utf8) : request.body)
-                else { return .error(status: 400, code: "wrong_type", message: "the body must be a JSON object") }
+                guard
+                    case .object(let parsed) = try JSONParser.parse(
+                        request.body.isEmpty ? Array("{}".utf8) : request.body)
+                else {
+                    return .error(status: 400, code: "wrong_type", message: "the body must be a JSON object")
+                }
                 object = parsed
                 try object.checkKeys(allowed: ["as_of", "dry_run"])
                 if let text = try object.stringIfPresent("as_of") { asOf = try RFC3339.parseMicros(text) }
@@ -135,7 +141,9 @@ struct CompactorStatusSource: StatusSource {
     func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
         let totals = compactor.totals
         var members: [(String, JSONValue)] = [("runs", .integer(Int64(totals.runs)))]
-        if let last = totals.lastRunMicros { members.append(("last_run", .string(RFC3339.formatMillis(last)))) }
+        if let last = totals.lastRunMicros {
+            members.append(("last_run", .string(RFC3339.formatMillis(last))))
+        }
         if let error = totals.lastError { members.append(("error", .string(error))) }
         return (totals.lastError != nil, members)
     }
@@ -144,18 +152,37 @@ struct CompactorStatusSource: StatusSource {
         let totals = compactor.totals
         let lines: [(String, String, String, Int)] = [
             ("runs_total", "counter", "Compaction runs completed by this process.", totals.runs),
-            ("failures_total", "counter", "Compaction runs that failed (retried at the next interval).", totals.failures),
+            (
+                "failures_total", "counter", "Compaction runs that failed (retried at the next interval).",
+                totals.failures
+            ),
             ("fixes_removed_total", "counter", "Fixes removed from log segments.", totals.fixesRemoved),
-            ("log_bytes_freed_total", "counter", "Bytes of log segments freed by rewrites and deletions.", totals.bytesFreed),
+            (
+                "log_bytes_freed_total", "counter", "Bytes of log segments freed by rewrites and deletions.",
+                totals.bytesFreed
+            ),
             ("segments_deleted_total", "counter", "Log segments deleted whole.", totals.segmentsDeleted),
-            ("segments_rewritten_total", "counter", "Log segments rewritten without dead records.", totals.segmentsRewritten),
-            ("location_rows_deleted_total", "counter", "Rows removed from device_locations.", totals.locationRowsDeleted),
-            ("partitions_dropped_total", "counter", "Monthly device_locations partitions dropped.", totals.partitionsDropped),
-            ("batch_rows_deleted_total", "counter", "Rows removed from device_batches.", totals.batchRowsDeleted),
+            (
+                "segments_rewritten_total", "counter", "Log segments rewritten without dead records.",
+                totals.segmentsRewritten
+            ),
+            (
+                "location_rows_deleted_total", "counter", "Rows removed from device_locations.",
+                totals.locationRowsDeleted
+            ),
+            (
+                "partitions_dropped_total", "counter", "Monthly device_locations partitions dropped.",
+                totals.partitionsDropped
+            ),
+            (
+                "batch_rows_deleted_total", "counter", "Rows removed from device_batches.",
+                totals.batchRowsDeleted
+            ),
         ]
         var text = ""
         for (name, type, help, value) in lines {
-            text += "# HELP findmy_compactor_\(name) \(help)\n# TYPE findmy_compactor_\(name) \(type)\nfindmy_compactor_\(name) \(value)\n"
+            text +=
+                "# HELP findmy_compactor_\(name) \(help)\n# TYPE findmy_compactor_\(name) \(type)\nfindmy_compactor_\(name) \(value)\n"
         }
         return text
     }
@@ -252,7 +279,9 @@ enum AdminCall {
     static func check(_ answer: (status: Int, body: [UInt8])) throws -> JSONValue {
         let document = try? JSONParser.parse(answer.body)
         guard answer.status == 200 || answer.status == 201, let document else {
-            let message = (try? document?["error"]?["message"]?.stringValue) ?? String(decoding: answer.body, as: UTF8.self)
+            let message =
+                (try? document?["error"]?["message"]?.stringValue)
+                ?? String(decoding: answer.body, as: UTF8.self)
             throw UsageError(message)
         }
         return document
@@ -261,7 +290,9 @@ enum AdminCall {
 
 /// `findmy compact`: one compaction run now (or as of a given time), through the server or alone.
 enum CompactCommand {
-    static let command = Command(name: "compact", summary: "enforce retention now: rewrite the log, delete rows") {
+    static let command = Command(
+        name: "compact", summary: "enforce retention now: rewrite the log, delete rows"
+    ) {
         try run($0)
     }
 
@@ -287,7 +318,9 @@ enum CompactCommand {
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
             arguments,
-            valued: ["data-dir", "as-of", "retention-days", "arrivals-retention-days", Database.setting.flag],
+            valued: [
+                "data-dir", "as-of", "retention-days", "arrivals-retention-days", Database.setting.flag,
+            ],
             flags: ["dry-run", "json"])
         if options.flag("help") {
             print(help)
@@ -314,9 +347,14 @@ enum CompactCommand {
         let answer = try AdminCall.send(data: data, "POST", "/admin/compact", body: writer.bytes) { log in
             let database = try Database.open(dataDirectory: data, url: url)
             let compactor = Compactor(writer: log, client: database.client, options: compactorOptions)
-            var router = Router()
+            var router = GuardedRouter(service: try IngestService(log: log), listener: .adminSocket)
             CompactService.addAdminRoute(to: &router, compactor: compactor)
-            return (router, { database.close() })
+            do {
+                return (try router.build(), { database.close() })
+            } catch {
+                database.close()
+                throw error
+            }
         }
         let document = try AdminCall.check(answer)
         if options.flag("json") {
@@ -342,7 +380,9 @@ enum CompactCommand {
 
 /// `findmy retention set --device ID | --user NAME --days N | --clear`: an admin's override.
 enum RetentionCommand {
-    static let command = Command(name: "retention", summary: "set or clear a device's or a user's retention window") {
+    static let command = Command(
+        name: "retention", summary: "set or clear a device's or a user's retention window"
+    ) {
         try run($0)
     }
 
@@ -355,7 +395,8 @@ enum RetentionCommand {
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let options = try Options(arguments, valued: ["data-dir", "device", "user", "days"], flags: ["clear", "json"])
+        let options = try Options(
+            arguments, valued: ["data-dir", "device", "user", "days"], flags: ["clear", "json"])
         if options.flag("help") || options.positional.isEmpty {
             print(help)
             return options.flag("help") ? 0 : 2
@@ -386,15 +427,16 @@ enum RetentionCommand {
         writer.endObject()
         let answer = try AdminCall.send(data: data, "POST", "/admin/retention", body: writer.bytes) { log in
             let service = try IngestService(log: log)
-            var router = Router()
+            var router = GuardedRouter(service: service, listener: .adminSocket)
             service.addAdminRoutes(to: &router)
-            return (router, {})
+            return (try router.build(), {})
         }
         let document = try AdminCall.check(answer)
         if options.flag("json") {
             printLine(String(decoding: answer.body, as: UTF8.self))
         } else {
-            let days = (try? document["days"]?.int64Value).map { "\($0) days" } ?? "cleared (back to the default)"
+            let days =
+                (try? document["days"]?.int64Value).map { "\($0) days" } ?? "cleared (back to the default)"
             printLine("retention \(days), offset \((try? document["offset"]?.int64Value) ?? 0)")
         }
         return 0

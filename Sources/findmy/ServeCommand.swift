@@ -1,3 +1,4 @@
+import Compactor
 import Events
 import HTTP
 import Ingest
@@ -70,6 +71,22 @@ enum ServeCommand {
                 "projector", "FINDMY_PROJECTOR",
                 "on: fold the log into PostgreSQL inside this process (default); off: ingest only, no database "
                     + "(run `findmy project` beside it); the read API then answers 503 reads_unavailable"
+            ),
+            (
+                "session-idle-seconds-max", "FINDMY_SESSION_IDLE_SECONDS_MAX",
+                "a login session unused this long ends (default 1800)"
+            ),
+            (
+                "session-age-seconds-max", "FINDMY_SESSION_AGE_SECONDS_MAX",
+                "a login session ends this long after the login, however busy (default 43200)"
+            ),
+            (
+                "login-attempts-per-minute-max", "FINDMY_LOGIN_ATTEMPTS_PER_MINUTE_MAX",
+                "login attempts per user name within a minute; more answer 429 (default 5)"
+            ),
+            (
+                "cookie-secure", "FINDMY_COOKIE_SECURE",
+                "on: always mark the session cookie Secure; off (default): only when X-Forwarded-Proto is https"
             ),
             (
                 "read-connections-max", "FINDMY_READ_CONNECTIONS_MAX",
@@ -161,6 +178,18 @@ enum ServeCommand {
         case "off": configuration.projector = false
         case let other: throw UsageError("--projector (FINDMY_PROJECTOR) is on or off, got '\(other)'")
         }
+        configuration.limits.sessionIdleSecondsMax = try integer(
+            "session-idle-seconds-max", configuration.limits.sessionIdleSecondsMax, min: 1)
+        configuration.limits.sessionAgeSecondsMax = try integer(
+            "session-age-seconds-max", configuration.limits.sessionAgeSecondsMax, min: 1)
+        configuration.limits.loginAttemptsPerMinuteMax = try integer(
+            "login-attempts-per-minute-max", configuration.limits.loginAttemptsPerMinuteMax, min: 1)
+        switch options.value("cookie-secure", environment: "FINDMY_COOKIE_SECURE") ?? "off" {
+        case "on": configuration.limits.cookieSecure = true
+        case "off": configuration.limits.cookieSecure = false
+        case let other:
+            throw UsageError("--cookie-secure (FINDMY_COOKIE_SECURE) is on or off, got '\(other)'")
+        }
         configuration.readConnectionsMax = try integer("read-connections-max", 8, min: 1)
         configuration.read.readAfterOffsetWaitMillisMax = try integer(
             "read-after-offset-wait-millis-max", configuration.read.readAfterOffsetWaitMillisMax)
@@ -231,22 +260,21 @@ enum ServeCommand {
             database?.close()
         }
 
-        var adminRouter = Router()
-        service.addAdminRoutes(to: &adminRouter)
-        CompactService.addAdminRoute(to: &adminRouter, compactor: compaction.compactor)
+        // Every route passes through the permission table; a route without an entry stops the start.
+        let adminRouter: Router
+        let router: Router
+        do {
+            (router, adminRouter) = try routers(service, reads: reads, compactor: compaction.compactor)
+        } catch {
+            stopDatabase()
+            throw error
+        }
         let admin: HTTPServer
         do {
             admin = try HTTPServer.start(listen: "unix:" + data + "/admin.sock", router: adminRouter)
         } catch {
             stopDatabase()
             throw error
-        }
-        var router = Router()
-        service.addRoutes(to: &router)
-        if let reads {
-            reads.addRoutes(to: &router)
-        } else {
-            ReadService.addUnavailableRoutes(to: &router)
         }
         let metrics = service.metrics
         let server: HTTPServer
@@ -272,6 +300,25 @@ enum ServeCommand {
         log.close()
         StructuredLog.info("stopped", ["durable_end": .int(Int64(log.durableEnd))])
         return 0
+    }
+
+    /// The network API's router and the admin socket's, each built through the permission table.
+    static func routers(_ service: IngestService, reads: ReadService?, compactor: Compactor) throws
+        -> (api: Router, admin: Router)
+    {
+        var api = GuardedRouter(service: service, listener: .api)
+        service.addRoutes(to: &api)
+        service.addAccountRoutes(to: &api)
+        if let reads {
+            reads.addRoutes(to: &api)
+        } else {
+            ReadService.addUnavailableRoutes(to: &api)
+        }
+        var admin = GuardedRouter(service: service, listener: .adminSocket)
+        service.addAdminRoutes(to: &admin)
+        service.addAccountAdminRoutes(to: &admin)
+        CompactService.addAdminRoute(to: &admin, compactor: compactor)
+        return (try api.build(), try admin.build())
     }
 
     static func url(_ listen: String, port: Int) -> String {

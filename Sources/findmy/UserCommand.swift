@@ -18,17 +18,27 @@ enum UserCommand {
 
     static let help = """
         usage: findmy user add NAME [--admin] [--json] --data-dir DIR
+               findmy user passwd NAME --data-dir DIR
+               findmy user role NAME admin|member --data-dir DIR
+               findmy user list [--json] --data-dir DIR
 
-        Creates a user and prints its API token once; only the token's SHA-256 is stored, so a lost
-        token cannot be shown again. The user token enrols devices (POST /api/find-my/devices).
+        add     creates a user and prints its API token once; only the token's SHA-256 is stored, so a
+                lost token cannot be shown again. The user token enrols devices and reads locations.
+        passwd  sets the user's login password (POST /login). Read from standard input when it is not
+                a terminal (`echo "$PW" | findmy user passwd anna`; one trailing newline is dropped),
+                otherwise prompted for twice without echo. Only its Argon2id hash is stored; the
+                user's login sessions end.
+        role    makes the user an administrator or a member. An administrator manages users and
+                devices; it does NOT see other users' locations unless they share them.
+        list    the users with their role, whether a password is set, and their number of devices.
 
         When a server runs on DIR, the command goes through its admin socket DIR/admin.sock (owner
         only); otherwise it opens the event log itself.
 
         options:
           --data-dir DIR   the server's data directory; or set FINDMY_DATA_DIR
-          --admin          the user administers users and devices (it still sees only its own locations)
-          --json           print {"user_id": ..., "token": "..."}
+          --admin          (add) the user administers users and devices (it still sees only its own locations)
+          --json           (add, list) print JSON
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -37,12 +47,63 @@ enum UserCommand {
             print(help)
             return options.flag("help") ? 0 : 2
         }
-        guard options.positional[0] == "add" else {
+        let data = try options.required("data-dir", environment: "FINDMY_DATA_DIR")
+        switch options.positional[0] {
+        case "add": return try add(options, data: data)
+        case "passwd":
+            guard options.positional.count == 2 else {
+                throw UsageError("user passwd takes exactly one NAME")
+            }
+            let name = options.positional[1]
+            let password = try readPassword()
+            try mutate(
+                data, path: "/admin/users/\(percentEncoded(name))/password", body: ["password": password]
+            ) {
+                service throws(APIError) in _ = try service.setPassword(name: name, password: password)
+            }
+            printLine("password set for '\(name)'")
+            return 0
+        case "role":
+            guard options.positional.count == 3, let role = Role(name: options.positional[2]) else {
+                throw UsageError("user role takes NAME and admin or member")
+            }
+            let name = options.positional[1]
+            try mutate(data, path: "/admin/users/\(percentEncoded(name))/role", body: ["role": role.name]) {
+                service throws(APIError) in _ = try service.changeRole(name: name, role: role)
+            }
+            printLine("'\(name)' is now \(role == .admin ? "an admin" : "a member")")
+            return 0
+        case "list":
+            let document: JSONValue
+            if let answer = try socketRequest(data, "GET", "/admin/users", body: nil) {
+                document = answer.body
+            } else {
+                let service = try offlineService(data)
+                defer { service.log.close() }
+                document = try JSONParser.parse(service.usersJSON())
+            }
+            if options.flag("json") {
+                var writer = JSONWriter(capacity: 256)
+                writer.value(document)
+                printLine(String(decoding: writer.bytes, as: UTF8.self))
+            } else {
+                for user in try document["users"]!.arrayValue {
+                    let role = try user["role"]!.stringValue
+                    let password = user["has_password"] == .bool(true) ? "password set" : "no password"
+                    printLine(
+                        "\(try user["id"]!.int64Value)  \(try user["name"]!.stringValue)  \(role)  \(password)  "
+                            + "\(try user["devices"]!.int64Value) devices")
+                }
+            }
+            return 0
+        default:
             throw UsageError("unknown subcommand '\(options.positional[0])'")
         }
+    }
+
+    static func add(_ options: Options, data: String) throws -> Int32 {
         guard options.positional.count == 2 else { throw UsageError("user add takes exactly one NAME") }
         let name = options.positional[1]
-        let data = try options.required("data-dir", environment: "FINDMY_DATA_DIR")
         let admin = options.flag("admin")
         let created = try viaSocket(data, name: name, admin: admin) ?? offline(data, name: name, admin: admin)
         if options.flag("json") {
@@ -59,6 +120,133 @@ enum UserCommand {
             printLine("API token (shown once, keep it): \(created.token)")
         }
         return 0
+    }
+
+    /// The password from standard input: all of it (one trailing newline dropped) when it is not a
+    /// terminal; on a terminal, prompted twice with echo off.
+    static func readPassword() throws -> String {
+        guard isatty(STDIN_FILENO) == 1 else {
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(STDIN_FILENO, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                bytes += buffer[0..<count]
+            }
+            if bytes.last == 0x0A { bytes.removeLast() }
+            if bytes.last == 0x0D { bytes.removeLast() }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        let first = try promptWithoutEcho("new password: ")
+        let second = try promptWithoutEcho("again: ")
+        guard first == second else { throw UsageError("the two passwords differ; nothing was changed") }
+        return first
+    }
+
+    static func promptWithoutEcho(_ prompt: String) throws -> String {
+        var saved = termios()
+        tcgetattr(STDIN_FILENO, &saved)
+        var quiet = saved
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
+            writeStandardError("")
+        }
+        writeStandardErrorRaw(prompt)
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(STDIN_FILENO, &byte, 1) == 1, byte != 0x0A { bytes.append(byte) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func writeStandardErrorRaw(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+
+    /// A user name as one path segment: unreserved characters kept, every other byte %XX.
+    static func percentEncoded(_ text: String) -> String {
+        var output = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                output.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let digits = Array("0123456789ABCDEF")
+                output += "%\(digits[Int(byte >> 4)])\(digits[Int(byte & 0xF)])"
+            }
+        }
+        return output
+    }
+
+    /// Through the admin socket when a server answers, otherwise on the log directly.
+    static func mutate(
+        _ data: String, path: String, body: [String: String],
+        offline: (IngestService) throws(APIError) -> Void
+    ) throws {
+        var writer = JSONWriter(capacity: 128)
+        writer.beginObject()
+        for (key, value) in body.sorted(by: { $0.key < $1.key }) {
+            writer.key(key)
+            writer.string(value)
+        }
+        writer.endObject()
+        if let answer = try socketRequest(data, "POST", path, body: writer.bytes) {
+            guard answer.status == 200 else {
+                throw UsageError(
+                    (try? answer.body["error"]?["message"]?.stringValue) ?? "status \(answer.status)")
+            }
+            return
+        }
+        let service = try offlineService(data)
+        defer { service.log.close() }
+        do {
+            try offline(service)
+        } catch {
+            throw UsageError(error.message)
+        }
+    }
+
+    /// nil when no server answers on the admin socket.
+    static func socketRequest(_ data: String, _ method: String, _ path: String, body: [UInt8]?) throws -> (
+        status: Int, body: JSONValue
+    )? {
+        let socket = data + "/admin.sock"
+        var info = stat()
+        guard stat(socket, &info) == 0 else { return nil }
+        let connection = HTTPConnection(address: "unix:" + socket, reconnect: false)
+        do {
+            let response = try connection.send(
+                method, path, headers: body == nil ? [] : [("Content-Type", "application/json")],
+                body: body ?? [])
+            return (response.status, (try? JSONParser.parse(response.body)) ?? .null)
+        } catch {
+            if case .connectFailed = error { return nil }
+            throw error
+        }
+    }
+
+    static func offlineService(_ data: String) throws -> IngestService {
+        try PosixFileIO().makeDirectory(data)
+        let log: LogWriter
+        do {
+            log = try LogWriter(directory: data + "/log")
+        } catch LogError.locked {
+            throw UsageError(
+                "a server holds the log in \(data) but its admin socket \(data)/admin.sock does not answer; "
+                    + "wait for it to start, or stop it")
+        }
+        do {
+            return try IngestService(log: log)
+        } catch {
+            log.close()
+            throw error
+        }
     }
 
     /// nil when no server answers on the socket.

@@ -58,3 +58,17 @@ import Testing
     #expect(Hex.decode("0") == nil)
     #expect(Hex.decode("zz") == nil)
 }
+
+@Suite struct PasswordHashTests {
+    @Test func hashVerifiesItsPasswordAndNothingElse() {
+        let stored = PasswordHash.hash("correct horse battery staple")
+        #expect(stored.hasPrefix("$argon2id$v=19$m=65536,t=2,p=1$"), "\(stored)")
+        #expect(PasswordHash.verify("correct horse battery staple", against: stored))
+        #expect(!PasswordHash.verify("correct horse battery stapler", against: stored))
+        #expect(!PasswordHash.verify("", against: stored))
+        // A fresh salt each time: the same password never gives the same string.
+        #expect(PasswordHash.hash("correct horse battery staple") != stored)
+        #expect(!PasswordHash.verify("x", against: "not a hash"))
+        #expect(PasswordHash.verify("ünïcødé pässwörd", against: PasswordHash.hash("ünïcødé pässwörd")))
+    }
+}

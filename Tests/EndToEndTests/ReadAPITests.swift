@@ -242,7 +242,11 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         let server = try ServerProcess(data: data.path)
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
-        for target in ["/api/find-my/devices", "/api/find-my/devices/1/locations"] {
+        // The permission gate runs first: a device the caller may not see is a 404 even here, so
+        // ask about one of alice's own.
+        let phone = try enrol(connection, userToken: alice, uuid: "7b4e28ba-2fa1-11d2-883f-0016d3cca427")
+        let phoneID = try #require(phone.int("device_id"))
+        for target in ["/api/find-my/devices", "/api/find-my/devices/\(phoneID)/locations"] {
             let answer = try get(connection, target, token: alice)
             #expect(answer.status == 503 && answer.errorCode == "reads_unavailable")
         }

@@ -93,7 +93,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<14, using: &random) {
+        switch Int.random(in: 0..<18, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -127,13 +127,26 @@ struct EventFuzzer {
         case 10:
             let days = Bool.random(using: &random) ? nil : UInt32.random(in: 0...UInt32.max, using: &random)
             return .retentionChanged(
-                RetentionChanged(scope: Bool.random(using: &random) ? .device(id()) : .user(id()), days: days))
+                RetentionChanged(scope: Bool.random(using: &random) ? .device(id()) : .user(id()), days: days)
+            )
         case 11:
             let from = Bool.random(using: &random) ? time() : nil
             let to = Bool.random(using: &random) ? time() : nil
             return .historyErased(HistoryErased(deviceID: id(), fromMicros: from, toMicros: to))
         case 12:
             return .deviceRemoved(DeviceRemoved(deviceID: id()))
+        case 13:
+            return .userPasswordSet(UserPasswordSet(userID: id(), passwordHash: string()))
+        case 14:
+            return .userRoleChanged(
+                UserRoleChanged(userID: id(), role: Bool.random(using: &random) ? .admin : .member))
+        case 15:
+            return .shareGranted(
+                ShareGranted(
+                    deviceID: id(), granteeUserID: id(),
+                    untilMicros: Bool.random(using: &random) ? nil : time()))
+        case 16:
+            return .shareRevoked(ShareRevoked(deviceID: id(), granteeUserID: id()))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

@@ -1,0 +1,336 @@
+import Crypto
+import Events
+import HTTP
+import JSON
+
+/// Login and sessions, passwords and roles, sharing, and the admin listing of users.
+/// docs/api.md documents the routes; docs/privacy.md what they mean for who sees whom.
+extension IngestService {
+    public static let sessionCookieName = "findmy_session"
+
+    public func addAccountRoutes(to router: inout GuardedRouter) {
+        router.add("POST", "/login") { [self] request in respond { () throws(APIError) in try login(request) }
+        }
+        router.add("POST", "/logout") { [self] request in logout(request) }
+        router.add("GET", "/api/find-my/devices/{id}/shares") { [self] request in
+            respond { () throws(APIError) in try listShares(request) }
+        }
+        router.add("POST", "/api/find-my/devices/{id}/shares") { [self] request in
+            respond { () throws(APIError) in try grantShare(request) }
+        }
+        router.add("DELETE", "/api/find-my/devices/{id}/shares/{user}") { [self] request in
+            respond { () throws(APIError) in try revokeShare(request) }
+        }
+        router.add("GET", "/api/find-my/admin/users") { [self] _ in .json(usersJSON()) }
+    }
+
+    public func addAccountAdminRoutes(to router: inout GuardedRouter) {
+        router.add("GET", "/admin/users") { [self] _ in .json(usersJSON()) }
+        router.add("POST", "/admin/users/{name}/password") { [self] request in
+            respond { () throws(APIError) in
+                let object = try parseObject(request.body, allowed: ["password"])
+                let password = try field { () throws(JSONAccessError) in try object.string("password") }
+                let offset = try setPassword(name: request.pathParameters["name"] ?? "", password: password)
+                return .json("{\"offset\": \(offset)}")
+            }
+        }
+        router.add("POST", "/admin/users/{name}/role") { [self] request in
+            respond { () throws(APIError) in
+                let object = try parseObject(request.body, allowed: ["role"])
+                let text = try field { () throws(JSONAccessError) in try object.string("role") }
+                guard let role = Role(name: text) else {
+                    throw .badRequest(
+                        "invalid_field", "role must be admin or member, got '\(text.prefix(32))'")
+                }
+                let offset = try changeRole(name: request.pathParameters["name"] ?? "", role: role)
+                return .json("{\"offset\": \(offset)}")
+            }
+        }
+    }
+
+    // MARK: login
+
+    static let invalidCredentials = APIError(
+        status: 401, code: "invalid_credentials", message: "the name or the password is wrong")
+
+    func login(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let (name, password) = try credentials(request)
+        let now = clockMicros()
+        if let retryAfter = loginThrottle.admit(name, nowMicros: now) {
+            var response = APIError(
+                status: 429, code: "too_many_attempts",
+                message:
+                    "more than \(limits.loginAttemptsPerMinuteMax) login attempts for this name within a minute; wait \(retryAfter) s"
+            ).response
+            response.headers.set("Retry-After", "\(retryAfter)")
+            return response
+        }
+        guard passwordChecksInFlight.add(1, ordering: .relaxed).newValue <= limits.passwordChecksConcurrentMax
+        else {
+            passwordChecksInFlight.subtract(1, ordering: .relaxed)
+            var response = APIError(
+                status: 503, code: "busy", message: "too many logins at once; retry in a second"
+            ).response
+            response.headers.set("Retry-After", "1")
+            return response
+        }
+        defer { passwordChecksInFlight.subtract(1, ordering: .relaxed) }
+        let user = registry.read { $0.registry.user(named: name) }
+        // An unknown name, or a user without a password, costs one full Argon2id check too, so the
+        // time of the answer does not tell whether the name exists; the answer itself never does.
+        let matches = PasswordHash.verify(password, against: user?.passwordHash ?? PasswordHash.decoy)
+        guard let user, user.passwordHash != nil, matches else {
+            StructuredLog.info("login_failed", [:])
+            throw Self.invalidCredentials
+        }
+        let token = sessions.create(userID: user.id, nowMicros: now)
+        StructuredLog.info("login", ["user_id": .int(Int64(user.id))])
+        var writer = JSONWriter(capacity: 160)
+        writer.beginObject()
+        writer.key("user")
+        writer.string(user.name)
+        writer.key("role")
+        writer.string(user.role.name)
+        writer.key("expires_at")
+        writer.string(RFC3339.formatMicros(now + limits.sessionAgeMicros))
+        writer.key("idle_seconds_max")
+        writer.int64(Int64(limits.sessionIdleSecondsMax))
+        writer.endObject()
+        var response = HTTPResponse.json(writer.bytes)
+        response.headers.add(
+            "Set-Cookie",
+            cookie(token, maxAgeSeconds: limits.sessionAgeSecondsMax, secure: cookieSecure(request)))
+        return response
+    }
+
+    /// `name` and `password` from a form-encoded body (a browser form) or a JSON object.
+    func credentials(_ request: HTTPRequest) throws(APIError) -> (name: String, password: String) {
+        let type = request.headers["Content-Type"]?.lowercased() ?? ""
+        if type.hasPrefix("application/x-www-form-urlencoded") {
+            var values: [String: String] = [:]
+            for item in parseForm(request.body) {
+                guard item.name == "name" || item.name == "password" else {
+                    throw .badRequest(
+                        "unknown_field",
+                        "login takes the fields name and password, not '\(item.name.prefix(32))'")
+                }
+                guard values.updateValue(item.value, forKey: item.name) == nil else {
+                    throw .badRequest("unknown_field", "\(item.name) is given twice")
+                }
+            }
+            guard let name = values["name"], let password = values["password"] else {
+                throw .badRequest("missing_field", "login needs both name and password")
+            }
+            return (name, password)
+        }
+        let object = try parseObject(request.body, allowed: ["name", "password"])
+        let name = try field { () throws(JSONAccessError) in try object.string("name") }
+        let password = try field { () throws(JSONAccessError) in try object.string("password") }
+        return (name, password)
+    }
+
+    func logout(_ request: HTTPRequest) -> HTTPResponse {
+        if let token = sessionCookie(request) { sessions.end(token: token) }
+        var response = HTTPResponse.json("{\"logged_out\": true}")
+        response.headers.add("Set-Cookie", cookie("", maxAgeSeconds: 0, secure: cookieSecure(request)))
+        return response
+    }
+
+    /// Secure when the request came over TLS, which findmy learns from the proxy that terminated it
+    /// (`X-Forwarded-Proto: https`), or always with `--cookie-secure on`.
+    func cookieSecure(_ request: HTTPRequest) -> Bool {
+        limits.cookieSecure || request.headers["X-Forwarded-Proto"]?.lowercased() == "https"
+    }
+
+    func cookie(_ value: String, maxAgeSeconds: Int, secure: Bool) -> String {
+        "\(Self.sessionCookieName)=\(value); Path=/; Max-Age=\(maxAgeSeconds); HttpOnly; SameSite=Strict"
+            + (secure ? "; Secure" : "")
+    }
+
+    /// The value of the `findmy_session` cookie, if the request carries one.
+    func sessionCookie(_ request: HTTPRequest) -> String? {
+        for header in request.headers.values("Cookie") {
+            for pair in header.split(separator: ";") {
+                let trimmed = pair.trimmingSpaces
+                guard let equals = trimmed.firstIndex(of: "=") else { continue }
+                if trimmed[..<equals] == Self.sessionCookieName {
+                    let value = String(trimmed[trimmed.index(after: equals)...])
+                    return value.isEmpty ? nil : value
+                }
+            }
+        }
+        return nil
+    }
+
+    // MARK: passwords and roles (admin socket, `findmy user passwd` and `findmy user role`)
+
+    /// Stores the Argon2id hash of `password` for user `name`, and ends the user's sessions.
+    public func setPassword(name: String, password: String) throws(APIError) -> UInt64 {
+        guard password.utf8.count >= limits.passwordBytesMin,
+            password.utf8.count <= PasswordHash.passwordBytesMax
+        else {
+            throw .badRequest(
+                "invalid_field",
+                "the password must be \(limits.passwordBytesMin) to \(PasswordHash.passwordBytesMax) bytes")
+        }
+        let hash = PasswordHash.hash(password)
+        let (userID, offset) = try mutations.withLock { _ throws(APIError) -> (UInt64, UInt64) in
+            let user = try existingUser(name)
+            return (
+                user.id,
+                try appendAndApply(
+                    .userPasswordSet(UserPasswordSet(userID: user.id, passwordHash: hash)),
+                    receivedAtMicros: clockMicros())
+            )
+        }
+        sessions.endAll(userID: userID)
+        StructuredLog.info("user_password_set", ["user_id": .int(Int64(userID))])
+        return offset
+    }
+
+    public func changeRole(name: String, role: Role) throws(APIError) -> UInt64 {
+        try mutations.withLock { _ throws(APIError) -> UInt64 in
+            let user = try existingUser(name)
+            let offset = try appendAndApply(
+                .userRoleChanged(UserRoleChanged(userID: user.id, role: role)),
+                receivedAtMicros: clockMicros())
+            StructuredLog.info(
+                "user_role_changed", ["user_id": .int(Int64(user.id)), "role": .string(role.name)])
+            return offset
+        }
+    }
+
+    func existingUser(_ name: String) throws(APIError) -> Registry.User {
+        guard let user = registry.read({ $0.registry.user(named: name) }) else {
+            throw APIError(status: 404, code: "user_not_found", message: "no user named '\(name.prefix(64))'")
+        }
+        return user
+    }
+
+    /// Users by id with name, role, whether a password is set, and their device count. No locations.
+    public func usersJSON() -> [UInt8] {
+        let registry = registrySnapshot
+        var writer = JSONWriter(capacity: 256 + registry.users.count * 96)
+        writer.beginObject()
+        writer.key("users")
+        writer.beginArray()
+        for user in registry.users.values.sorted(by: { $0.id < $1.id }) {
+            writer.beginObject()
+            writer.key("id")
+            writer.int64(Int64(user.id))
+            writer.key("name")
+            writer.string(user.name)
+            writer.key("role")
+            writer.string(user.role.name)
+            writer.key("has_password")
+            writer.bool(user.passwordHash != nil)
+            writer.key("devices")
+            writer.int64(Int64(registry.devices.values.count { $0.userID == user.id }))
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    // MARK: sharing (owner only: the gate has checked `.owner`)
+
+    func grantShare(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let (owner, deviceID) = try ownedDevice(request)
+        let object = try parseObject(request.body, allowed: ["user", "until"])
+        let name = try field { () throws(JSONAccessError) in try object.string("user") }
+        let untilText = try field { () throws(JSONAccessError) in try object.stringIfPresent("until") }
+        let now = clockMicros()
+        var until: Int64?
+        if let untilText {
+            do {
+                until = try RFC3339.parseMicros(untilText)
+            } catch {
+                throw .badRequest("invalid_until", "until must be an RFC 3339 time: \(error.description)")
+            }
+            guard until! > now else {
+                throw .badRequest("invalid_until", "until (\(untilText.prefix(40))) is not in the future")
+            }
+        }
+        let grantee = try existingUser(name)
+        guard grantee.id != owner else {
+            throw .badRequest("invalid_field", "you see your own devices already; share with another user")
+        }
+        let offset = try mutations.withLock { _ throws(APIError) in
+            try appendAndApply(
+                .shareGranted(
+                    ShareGranted(deviceID: deviceID, granteeUserID: grantee.id, untilMicros: until)),
+                receivedAtMicros: now)
+        }
+        StructuredLog.info(
+            "share_granted", ["device_id": .int(Int64(deviceID)), "grantee_id": .int(Int64(grantee.id))])
+        var writer = JSONWriter(capacity: 128)
+        writer.beginObject()
+        writer.key("user")
+        writer.string(grantee.name)
+        writer.key("until")
+        if let until { writer.string(RFC3339.formatMicros(until)) } else { writer.null() }
+        writer.key("offset")
+        writer.int64(Int64(offset))
+        writer.endObject()
+        return .json(writer.bytes, status: 201)
+    }
+
+    func revokeShare(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let (_, deviceID) = try ownedDevice(request)
+        let grantee = try existingUser(request.pathParameters["user"] ?? "")
+        guard registry.read({ $0.registry.shares[deviceID]?[grantee.id] }) != nil else {
+            throw APIError(
+                status: 404, code: "share_not_found",
+                message: "this device is not shared with '\(grantee.name)'")
+        }
+        let offset = try mutations.withLock { _ throws(APIError) in
+            try appendAndApply(
+                .shareRevoked(ShareRevoked(deviceID: deviceID, granteeUserID: grantee.id)),
+                receivedAtMicros: clockMicros())
+        }
+        StructuredLog.info(
+            "share_revoked", ["device_id": .int(Int64(deviceID)), "grantee_id": .int(Int64(grantee.id))])
+        return .json("{\"offset\": \(offset)}")
+    }
+
+    func listShares(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        let (_, deviceID) = try ownedDevice(request)
+        let now = clockMicros()
+        let registry = registrySnapshot
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("shares")
+        writer.beginArray()
+        for share in (registry.shares[deviceID] ?? [:]).values.sorted(by: {
+            $0.granteeUserID < $1.granteeUserID
+        }) {
+            writer.beginObject()
+            writer.key("user")
+            writer.string(registry.users[share.granteeUserID]?.name ?? "")
+            writer.key("until")
+            if let until = share.untilMicros {
+                writer.string(RFC3339.formatMicros(until))
+            } else {
+                writer.null()
+            }
+            writer.key("active")
+            writer.bool(share.isActive(atMicros: now))
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+}
+
+extension Role {
+    public var name: String { self == .admin ? "admin" : "member" }
+    public init?(name: String) {
+        switch name {
+        case "admin": self = .admin
+        case "member": self = .member
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import HTTP
+
+/// Who may call a route. Every route of the server has exactly one entry in
+/// `RoutePermissions.table`; `GuardedRouter` refuses to build a router with a route that has none,
+/// so a new endpoint cannot be added without deciding who may call it.
+public enum Permission: Equatable, Sendable, CustomStringConvertible {
+    /// Anyone, without credentials (health, metrics, login, logout).
+    case open
+    /// A device token.
+    case device
+    /// A user: a user API token or a login session.
+    case user
+    /// A user who may read the device in path parameter `id`: its owner, or a user it is shared
+    /// with while the share is active. Anyone else gets the same 404 as for a missing device.
+    case viewer
+    /// The owner of the device in path parameter `id`; anyone else gets the 404 of a missing device.
+    case owner
+    /// A user whose role is admin (managing users and devices, never reading locations).
+    case admin
+    /// The owner-only unix socket DATA_DIR/admin.sock; such a route is never served over the network.
+    case adminSocket
+
+    public var description: String {
+        switch self {
+        case .open: "open"
+        case .device: "device"
+        case .user: "user"
+        case .viewer: "viewer"
+        case .owner: "owner"
+        case .admin: "admin"
+        case .adminSocket: "adminSocket"
+        }
+    }
+}
+
+public struct RouteKey: Hashable, Sendable, CustomStringConvertible {
+    public var method: String
+    public var pattern: String
+    public init(_ method: String, _ pattern: String) {
+        self.method = method
+        self.pattern = pattern
+    }
+    public var description: String { "\(method) \(pattern)" }
+}
+
+public enum RoutePermissions {
+    /// THE table. Adding a route: add its line here, in the section of the module that serves it.
+    /// docs/privacy.md prints the same table for people.
+    public static let table: [RouteKey: Permission] = [
+        // Ingest (Sources/Ingest/Handlers.swift)
+        RouteKey("POST", "/api/find-my/devices"): .user,
+        RouteKey("POST", "/api/find-my/push-tokens"): .device,
+        RouteKey("POST", "/api/find-my/reporting"): .device,
+        RouteKey("POST", "/api/find-my/report"): .device,
+        RouteKey("GET", "/healthz"): .open,
+        RouteKey("GET", "/metrics"): .open,
+        // Login, sessions, sharing, users (Sources/Ingest/Accounts.swift)
+        RouteKey("POST", "/login"): .open,
+        RouteKey("POST", "/logout"): .open,  // ends only the session its own cookie names
+        RouteKey("GET", "/api/find-my/devices/{id}/shares"): .owner,
+        RouteKey("POST", "/api/find-my/devices/{id}/shares"): .owner,
+        RouteKey("DELETE", "/api/find-my/devices/{id}/shares/{user}"): .owner,
+        RouteKey("GET", "/api/find-my/admin/users"): .admin,
+        // The read API (Sources/Panel)
+        RouteKey("GET", "/api/find-my/devices"): .user,  // filtered to what the caller may see
+        RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
+        RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
+        RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
+        RouteKey("GET", "/api/find-my/admin/devices"): .admin,
+        // Retention and erasure (Sources/Ingest/RetentionHandlers.swift)
+        RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
+        RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
+        RouteKey("DELETE", "/api/find-my/devices/{id}"): .owner,
+        // The admin socket (Sources/Ingest/Handlers.swift, Accounts.swift)
+        RouteKey("POST", "/admin/users"): .adminSocket,
+        RouteKey("GET", "/admin/users"): .adminSocket,
+        RouteKey("POST", "/admin/users/{name}/password"): .adminSocket,
+        RouteKey("POST", "/admin/users/{name}/role"): .adminSocket,
+        RouteKey("POST", "/admin/retention"): .adminSocket,
+        RouteKey("POST", "/admin/compact"): .adminSocket,
+    ]
+}
+
+/// Why a router could not be built: each route without an entry, or on the wrong listener.
+public struct RoutePermissionError: Error, Equatable, CustomStringConvertible {
+    public var problems: [String]
+    public var description: String {
+        "refusing to start: " + problems.joined(separator: "; ")
+            + " (every route needs one entry in RoutePermissions.table, Sources/Ingest/RoutePermissions.swift)"
+    }
+}
+
+/// Registers routes through the permission table and checks each request against its entry before
+/// the handler runs. Handlers still resolve their caller themselves (defence in depth); this gate
+/// makes the table the truth about who reaches them.
+public struct GuardedRouter {
+    public enum Listener: Sendable {
+        /// The network API.
+        case api
+        /// DATA_DIR/admin.sock.
+        case adminSocket
+    }
+
+    let service: IngestService
+    let listener: Listener
+    let table: [RouteKey: Permission]
+    var router = Router()
+    var problems: [String] = []
+
+    public init(
+        service: IngestService, listener: Listener, table: [RouteKey: Permission] = RoutePermissions.table
+    ) {
+        self.service = service
+        self.listener = listener
+        self.table = table
+    }
+
+    public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Router.Handler) {
+        let key = RouteKey(method, pattern)
+        guard let permission = table[key] else {
+            problems.append("route \(key) has no permission entry")
+            return
+        }
+        guard (permission == .adminSocket) == (listener == .adminSocket) else {
+            problems.append(
+                "route \(key) is \(permission) but registered on the \(listener == .api ? "network API" : "admin socket")"
+            )
+            return
+        }
+        router.add(method, pattern) { [service] request in
+            if let refusal = service.refusal(request, permission) { return refusal }
+            return handler(request)
+        }
+    }
+
+    /// The router, or the list of routes without a decision.
+    public func build() throws(RoutePermissionError) -> Router {
+        guard problems.isEmpty else { throw RoutePermissionError(problems: problems) }
+        return router
+    }
+}
+
+extension IngestService {
+    /// The answer for a caller who may not pass `permission`, or nil.
+    func refusal(_ request: HTTPRequest, _ permission: Permission) -> HTTPResponse? {
+        do throws(APIError) {
+            try authorize(request, permission)
+            return nil
+        } catch {
+            return error.response
+        }
+    }
+
+    /// Checks `request` against `permission`; throws the answer for a caller who may not pass.
+    func authorize(_ request: HTTPRequest, _ permission: Permission) throws(APIError) {
+        switch permission {
+        case .open, .adminSocket:
+            return
+        case .device:
+            _ = try deviceID(request)
+        case .user:
+            _ = try authenticatedUser(request)
+        case .viewer:
+            let reader = try authenticatedUser(request)
+            guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
+                visibility(of: deviceID, to: reader) != nil
+            else { throw APIError.deviceNotFound }
+        case .owner:
+            _ = try ownedDevice(request)
+        case .admin:
+            let userID = try authenticatedUser(request)
+            guard registry.read({ $0.registry.users[userID]?.role }) == .admin else {
+                throw APIError(
+                    status: 403, code: "admin_only",
+                    message: "this endpoint is for administrators (findmy user role NAME admin)")
+            }
+        }
+    }
+
+    /// The device in path parameter `id`, if the caller owns it; the 404 of a missing device otherwise
+    /// (also for a user it is shared with: sharing lends sight, not control).
+    func ownedDevice(_ request: HTTPRequest) throws(APIError) -> (userID: UInt64, deviceID: UInt64) {
+        let userID = try authenticatedUser(request)
+        guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
+            deviceOwner(deviceID) == userID
+        else { throw APIError.deviceNotFound }
+        return (userID, deviceID)
+    }
+}
