@@ -227,7 +227,7 @@ extension IngestService {
     func report(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         let received = clockMicros()
         let deviceID = try deviceID(request)
-        let decoded = try ReportDecoder.decode(request.body, receivedAtMicros: received, limits: limits)
+        let decoded = try ReportDecoder.decode(request.body, receivedAtMicros: received, limits: arrivalLimits(deviceID))
         let key = BatchKey(deviceID: deviceID, batchID: decoded.batchID)
         let admission = try registry.write { state throws(APIError) -> Admission in
             if let result = state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID) {

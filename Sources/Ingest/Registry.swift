@@ -7,6 +7,10 @@ import Events
 /// while replaying the log at start and after each append the server makes, so the registry a
 /// restarted server rebuilds is the one it had. Callers serialise access (see `IngestService`).
 public struct Registry: Sendable {
+    /// The retention overrides, folded by the compactor's own rule (`RetentionPolicy`), so that the
+    /// arrival check and the compactor agree on every device's window. Its default window is set
+    /// by the caller (`IngestLimits.retentionDays`).
+    public private(set) var retention = RetentionPolicy(settings: RetentionSettings())
     public struct User: Equatable, Sendable {
         public var id: UInt64
         public var name: String
@@ -179,6 +183,7 @@ public struct Registry: Sendable {
     /// the log is written by this server, so they only appear if a later tool rewrote it.
     public mutating func apply(_ event: Event, offset: UInt64) {
         nextOffset = max(nextOffset, offset + 1)
+        retention.apply(event, offset: offset)
         switch event {
         case .fixBatch(let batch):
             let result = BatchResult(

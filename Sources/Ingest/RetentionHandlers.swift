@@ -132,4 +132,16 @@ extension IngestService {
         StructuredLog.info("device_removed", ["device_id": .int(Int64(deviceID))])
         return .json("{\"removed\": true, \"offset\": \(offset)}")
     }
+
+    /// The limits a report of this device is checked with: the arrival check refuses fixes older
+    /// than the device's effective window (its override, else its user's, else `retentionDays`),
+    /// the same rule the compactor deletes by, so a longer window accepts older fixes and a
+    /// shorter one refuses what the next compaction would delete anyway.
+    func arrivalLimits(_ deviceID: UInt64) -> IngestLimits {
+        var policy = registry.read { $0.registry.retention }
+        policy.settings.retentionDays = limits.retentionDays
+        var adjusted = limits
+        adjusted.retentionDays = policy.windowDays(device: deviceID)
+        return adjusted
+    }
 }

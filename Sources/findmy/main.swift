@@ -12,6 +12,8 @@ let commands: [Command] = [
     UserCommand.command,
     CompactCommand.command,
     RetentionCommand.command,
+    BackupCommand.backup,
+    BackupCommand.restore,
     BenchCommand.command,
 ]
 

@@ -107,7 +107,8 @@ func dumpLog(_ data: String) throws -> (records: [JSONValue], batches: [DumpedBa
     for line in dump.output.split(separator: "\n") {
         let record = try JSONParser.parse(String(line))
         records.append(record)
-        if record["type"] == .string("fix_batch") {
+        // An envelope (a batch whose fixes a compaction removed) has a header only: no device, no fixes.
+        if record["type"] == .string("fix_batch"), record["fixes"] != nil {
             batches.append(
                 DumpedBatch(
                     offset: try record["offset"]!.int64Value, device: try record["device"]!.int64Value,

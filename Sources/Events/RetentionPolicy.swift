@@ -1,4 +1,3 @@
-import Events
 
 /// The retention settings of a server (docs/configuration.md, docs/retention.md).
 public struct RetentionSettings: Sendable, Equatable {
