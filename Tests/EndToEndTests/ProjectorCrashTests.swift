@@ -68,6 +68,9 @@ import Testing
         let data = ScratchDirectory("findmy-projcrash")
         let cluster = try EmbeddedPostgres(dataDirectory: data.path)
         defer { try? cluster.stop() }
+        // Started by the test, so no findmy process owns it: a projector that started the cluster
+        // would stop it on SIGTERM, and one killed while deciding to restart it can leave it down.
+        try cluster.start()
 
         // A backlog to catch up on.
         let backlog = try FindmyProcess.run([
@@ -89,6 +92,7 @@ import Testing
             load.wait()
         }
         try projectToTheEnd(data.path) { cluster.conninfo }
+        try cluster.start()  // reuses the running server; starts it again if a killed process left it down
         let connection = try PostgresConnection(cluster.conninfo)
         try checkExactlyTheLog(data.path, connection, seed: seed)
 
@@ -98,11 +102,16 @@ import Testing
             usleep(UInt32(500_000 + random.next() % 3_000_000))
             replay.kill(SIGKILL)
             replay.wait()
-            try checkExactlyTheLog(data.path, connection, seed: seed)
+            try cluster.start()
+            let check = try PostgresConnection(cluster.conninfo)
+            try checkExactlyTheLog(data.path, check, seed: seed)
+            check.close()
         }
         connection.close()
+        try cluster.start()
         let replay = try FindmyProcess.run(["replay", "--data-dir", data.path], timeoutSeconds: 300)
         #expect(replay.status == 0, "\(replay.error)")
+        try cluster.start()
         let after = try PostgresConnection(cluster.conninfo)
         try checkExactlyTheLog(data.path, after, seed: seed)
         after.close()
