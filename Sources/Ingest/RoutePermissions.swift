@@ -10,6 +10,9 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
     case device
     /// A user: a user API token or a login session.
     case user
+    /// A page of the web panel: a user, exactly like `.user`, except that a browser without a
+    /// valid session is sent to the login page (303) instead of getting a JSON 401.
+    case page
     /// A user who may read the device in path parameter `id`: its owner, or a user it is shared
     /// with while the share is active. Anyone else gets the same 404 as for a missing device.
     case viewer
@@ -25,6 +28,7 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
         case .open: "open"
         case .device: "device"
         case .user: "user"
+        case .page: "page"
         case .viewer: "viewer"
         case .owner: "owner"
         case .admin: "admin"
@@ -128,7 +132,10 @@ public struct GuardedRouter {
             return
         }
         router.add(method, pattern) { [service] request in
-            if let refusal = service.refusal(request, permission) { return refusal }
+            if let refusal = service.refusal(request, permission) {
+                guard permission == .page, refusal.status == 401 else { return refusal }
+                return IngestService.loginRedirect(request)
+            }
             return handler(request)
         }
     }
@@ -141,6 +148,18 @@ public struct GuardedRouter {
 }
 
 extension IngestService {
+    /// 303 to the login page, which comes back to the page asked for after the login.
+    static func loginRedirect(_ request: HTTPRequest) -> HTTPResponse {
+        var target = request.path
+        if !request.queryItems.isEmpty {
+            target +=
+                "?"
+                + request.queryItems.map { percentEncoded($0.name) + "=" + percentEncoded($0.value) }
+                .joined(separator: "&")
+        }
+        return redirect("/login?next=" + percentEncoded(target))
+    }
+
     /// The answer for a caller who may not pass `permission`, or nil.
     func refusal(_ request: HTTPRequest, _ permission: Permission) -> HTTPResponse? {
         do throws(APIError) {
@@ -158,7 +177,7 @@ extension IngestService {
             return
         case .device:
             _ = try deviceID(request)
-        case .user:
+        case .user, .page:
             _ = try authenticatedUser(request)
         case .viewer:
             let reader = try authenticatedUser(request)
