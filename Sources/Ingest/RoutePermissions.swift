@@ -71,6 +71,14 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
         RouteKey("GET", "/api/find-my/admin/devices"): .admin,
+        // The web panel (Sources/WebPanel): pages need a login, their static files do not
+        RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
+        RouteKey("GET", "/login"): .open,
+        RouteKey("GET", "/static/panel.js"): .open,
+        RouteKey("GET", "/static/panel.css"): .open,
+        RouteKey("GET", "/static/leaflet/leaflet.js"): .open,
+        RouteKey("GET", "/static/leaflet/leaflet.css"): .open,
+        RouteKey("GET", "/static/leaflet/images/{file}"): .open,
         // Retention and erasure (Sources/Ingest/RetentionHandlers.swift)
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
