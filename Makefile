@@ -17,10 +17,12 @@ release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
 # Builds everything (the findmy executable included, which the end-to-end tests start as a real
-# process), then runs every test.
+# process), then runs every test: the Swift tests, the web panel in headless Chromium
+# (ops/tests/browser.sh, screenshots in .build/artifacts/browser) and `make run` from a fresh clone.
 test: test-deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" $(SWIFT) test $(SWIFT_BUILD_FLAGS)
+	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" ops/tests/browser.sh
 	ops/tests/make-run.sh
 
 format:

@@ -61,6 +61,11 @@ let package = Package(
             name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
             swiftSettings: strict),
 
+        // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
+        .target(
+            name: "WebPanel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            swiftSettings: strict),
+
         // The retention job: which fixes are live, the log rewrite and the database deletes.
         .target(name: "Compactor", dependencies: ["Events", "Postgres", "Projector"], swiftSettings: strict),
 
@@ -69,7 +74,7 @@ let package = Package(
             name: "findmy",
             dependencies: [
                 "Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector", "Panel",
-                "Compactor",
+                "Compactor", "WebPanel",
             ],
             swiftSettings: strict),
 
@@ -83,6 +88,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
         .testTarget(name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload"], swiftSettings: strict),

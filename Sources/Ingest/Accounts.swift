@@ -54,7 +54,48 @@ extension IngestService {
         status: 401, code: "invalid_credentials", message: "the name or the password is wrong")
 
     func login(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let (name, password) = try credentials(request)
+        let credentials = try self.credentials(request)
+        if let form = credentials.panelForm {
+            return panelLogin(request, name: credentials.name, password: credentials.password, form: form)
+        }
+        let session: LoginSession
+        switch try startSession(name: credentials.name, password: credentials.password) {
+        case .refused(let response): return response
+        case .started(let started): session = started
+        }
+        var writer = JSONWriter(capacity: 160)
+        writer.beginObject()
+        writer.key("user")
+        writer.string(session.user.name)
+        writer.key("role")
+        writer.string(session.user.role.name)
+        writer.key("expires_at")
+        writer.string(RFC3339.formatMicros(session.nowMicros + limits.sessionAgeMicros))
+        writer.key("idle_seconds_max")
+        writer.int64(Int64(limits.sessionIdleSecondsMax))
+        writer.endObject()
+        var response = HTTPResponse.json(writer.bytes)
+        response.headers.add(
+            "Set-Cookie",
+            cookie(session.token, maxAgeSeconds: limits.sessionAgeSecondsMax, secure: cookieSecure(request)))
+        return response
+    }
+
+    struct LoginSession {
+        var user: Registry.User
+        var token: String
+        var nowMicros: Int64
+    }
+
+    enum LoginOutcome {
+        case started(LoginSession)
+        /// Throttled (429) or too busy (503): the API answer, with its Retry-After.
+        case refused(HTTPResponse)
+    }
+
+    /// Checks the password (throttled, bounded in concurrency) and starts a session; throws
+    /// `invalidCredentials` for a wrong name or password.
+    func startSession(name: String, password: String) throws(APIError) -> LoginOutcome {
         let now = clockMicros()
         if let retryAfter = loginThrottle.admit(name, nowMicros: now) {
             var response = APIError(
@@ -63,7 +104,7 @@ extension IngestService {
                     "more than \(limits.loginAttemptsPerMinuteMax) login attempts for this name within a minute; wait \(retryAfter) s"
             ).response
             response.headers.set("Retry-After", "\(retryAfter)")
-            return response
+            return .refused(response)
         }
         guard passwordChecksInFlight.add(1, ordering: .relaxed).newValue <= limits.passwordChecksConcurrentMax
         else {
@@ -72,7 +113,7 @@ extension IngestService {
                 status: 503, code: "busy", message: "too many logins at once; retry in a second"
             ).response
             response.headers.set("Retry-After", "1")
-            return response
+            return .refused(response)
         }
         defer { passwordChecksInFlight.subtract(1, ordering: .relaxed) }
         let user = registry.read { $0.registry.user(named: name) }
@@ -85,34 +126,89 @@ extension IngestService {
         }
         let token = sessions.create(userID: user.id, nowMicros: now)
         StructuredLog.info("login", ["user_id": .int(Int64(user.id))])
-        var writer = JSONWriter(capacity: 160)
-        writer.beginObject()
-        writer.key("user")
-        writer.string(user.name)
-        writer.key("role")
-        writer.string(user.role.name)
-        writer.key("expires_at")
-        writer.string(RFC3339.formatMicros(now + limits.sessionAgeMicros))
-        writer.key("idle_seconds_max")
-        writer.int64(Int64(limits.sessionIdleSecondsMax))
-        writer.endObject()
-        var response = HTTPResponse.json(writer.bytes)
+        return .started(LoginSession(user: user, token: token, nowMicros: now))
+    }
+
+    // MARK: the web panel's login and logout forms
+
+    /// The double-submit cookie of the panel's login form: `GET /login` sets it to a random value
+    /// and puts the same value in the form's `csrf` field; a form login whose field does not match
+    /// the cookie is refused. (Before a login there is no session to hold a token.)
+    public static let loginCSRFCookieName = "findmy_login_csrf"
+
+    /// The fields a panel form adds to `name` and `password`: `csrf`, and `next`, where to go after.
+    struct PanelLoginForm {
+        var csrf: String
+        var next: String?
+    }
+
+    /// A login from the panel's form answers with redirects, never JSON: to `next` (a `/find-my` URL
+    /// only, so the form cannot be used to send someone elsewhere) with the session cookie, or back
+    /// to `/login?error=CODE`.
+    func panelLogin(_ request: HTTPRequest, name: String, password: String, form: PanelLoginForm)
+        -> HTTPResponse
+    {
+        let next = form.next.flatMap { Self.isPanelPath($0) ? $0 : nil } ?? "/find-my"
+        func back(_ code: String) -> HTTPResponse {
+            Self.redirect("/login?error=\(code)&next=\(percentEncoded(next))")
+        }
+        guard let expected = namedCookie(request, Self.loginCSRFCookieName),
+            constantTimeEquals(expected, form.csrf)
+        else { return back("expired_form") }
+        let session: LoginSession
+        do throws(APIError) {
+            switch try startSession(name: name, password: password) {
+            case .refused(let response):
+                return back(response.status == 429 ? "too_many_attempts" : "busy")
+            case .started(let started): session = started
+            }
+        } catch {
+            return back(error.code)
+        }
+        var response = Self.redirect(next)
         response.headers.add(
             "Set-Cookie",
-            cookie(token, maxAgeSeconds: limits.sessionAgeSecondsMax, secure: cookieSecure(request)))
+            cookie(session.token, maxAgeSeconds: limits.sessionAgeSecondsMax, secure: cookieSecure(request)))
+        response.headers.add(
+            "Set-Cookie", "\(Self.loginCSRFCookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")
         return response
     }
 
+    /// A path of the panel, safe to redirect to: `/find-my`, optionally with a query, and nothing
+    /// that a browser could read as another host (a backslash) or another header (CR, LF): printable
+    /// ASCII only. `//` cannot follow the fixed `/find-my` prefix.
+    static func isPanelPath(_ path: String) -> Bool {
+        (path == "/find-my" || path.hasPrefix("/find-my?"))
+            && !path.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 < 0x21 || $0 > 0x7E })
+    }
+
+    static func redirect(_ location: String) -> HTTPResponse {
+        var response = HTTPResponse(status: 303)
+        response.headers.set("Location", location)
+        response.headers.set("Cache-Control", "no-store")
+        return response
+    }
+
+    /// The CSRF token of the request's live login session, for the panel's forms; nil without one.
+    public func sessionCSRFToken(_ request: HTTPRequest) -> String? {
+        guard let token = sessionCookie(request) else { return nil }
+        return sessions.csrfToken(token: token, nowMicros: clockMicros())
+    }
+
     /// `name` and `password` from a form-encoded body (a browser form) or a JSON object.
-    func credentials(_ request: HTTPRequest) throws(APIError) -> (name: String, password: String) {
+    /// A form with a `csrf` field is the panel's login form (`panelForm`), answered with redirects.
+    func credentials(_ request: HTTPRequest) throws(APIError) -> (
+        name: String, password: String, panelForm: PanelLoginForm?
+    ) {
         let type = request.headers["Content-Type"]?.lowercased() ?? ""
         if type.hasPrefix("application/x-www-form-urlencoded") {
             var values: [String: String] = [:]
             for item in parseForm(request.body) {
-                guard item.name == "name" || item.name == "password" else {
+                guard ["name", "password", "csrf", "next"].contains(item.name) else {
                     throw .badRequest(
                         "unknown_field",
-                        "login takes the fields name and password, not '\(item.name.prefix(32))'")
+                        "login takes the fields name and password (and the panel's csrf and next), not '\(item.name.prefix(32))'"
+                    )
                 }
                 guard values.updateValue(item.value, forKey: item.name) == nil else {
                     throw .badRequest("unknown_field", "\(item.name) is given twice")
@@ -121,17 +217,33 @@ extension IngestService {
             guard let name = values["name"], let password = values["password"] else {
                 throw .badRequest("missing_field", "login needs both name and password")
             }
-            return (name, password)
+            let panelForm = values["csrf"].map { PanelLoginForm(csrf: $0, next: values["next"]) }
+            return (name, password, panelForm)
         }
         let object = try parseObject(request.body, allowed: ["name", "password"])
         let name = try field { () throws(JSONAccessError) in try object.string("name") }
         let password = try field { () throws(JSONAccessError) in try object.string("password") }
-        return (name, password)
+        return (name, password, nil)
     }
 
+    /// A form post (the panel's logout button) must carry the session's CSRF token and is answered
+    /// with a redirect to the login page; a post without a form body answers JSON as before.
     func logout(_ request: HTTPRequest) -> HTTPResponse {
+        let isForm =
+            request.headers["Content-Type"]?.lowercased().hasPrefix("application/x-www-form-urlencoded")
+            ?? false
+        if isForm, let expected = sessionCSRFToken(request) {
+            let sent = parseForm(request.body).first { $0.name == "csrf" }?.value ?? ""
+            guard constantTimeEquals(expected, sent) else {
+                var refused = HTTPResponse.text(
+                    "This form has expired. Go back, reload the page and log out again.", status: 403)
+                refused.headers.set("Cache-Control", "no-store")
+                return refused
+            }
+        }
         if let token = sessionCookie(request) { sessions.end(token: token) }
-        var response = HTTPResponse.json("{\"logged_out\": true}")
+        var response =
+            isForm ? Self.redirect("/login?logged_out=1") : HTTPResponse.json("{\"logged_out\": true}")
         response.headers.add("Set-Cookie", cookie("", maxAgeSeconds: 0, secure: cookieSecure(request)))
         return response
     }
@@ -148,12 +260,15 @@ extension IngestService {
     }
 
     /// The value of the `findmy_session` cookie, if the request carries one.
-    func sessionCookie(_ request: HTTPRequest) -> String? {
+    func sessionCookie(_ request: HTTPRequest) -> String? { namedCookie(request, Self.sessionCookieName) }
+
+    /// The value of cookie `name`, if the request carries a non-empty one.
+    public func namedCookie(_ request: HTTPRequest, _ name: String) -> String? {
         for header in request.headers.values("Cookie") {
             for pair in header.split(separator: ";") {
                 let trimmed = pair.trimmingSpaces
                 guard let equals = trimmed.firstIndex(of: "=") else { continue }
-                if trimmed[..<equals] == Self.sessionCookieName {
+                if trimmed[..<equals] == name {
                     let value = String(trimmed[trimmed.index(after: equals)...])
                     return value.isEmpty ? nil : value
                 }
@@ -333,4 +448,31 @@ extension Role {
         default: return nil
         }
     }
+}
+
+/// Compares two secrets in time independent of where they first differ.
+func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8)
+    let y = Array(b.utf8)
+    guard x.count == y.count else { return false }
+    var difference: UInt8 = 0
+    for index in x.indices { difference |= x[index] ^ y[index] }
+    return difference == 0
+}
+
+/// `text` with everything but unreserved characters (RFC 3986) percent-encoded, for a query value.
+public func percentEncoded(_ text: String) -> String {
+    var out = ""
+    for byte in text.utf8 {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: "~"):
+            out.unicodeScalars.append(Unicode.Scalar(byte))
+        default:
+            let hex = Array("0123456789ABCDEF".utf8)
+            out += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 15)]], as: UTF8.self)
+        }
+    }
+    return out
 }

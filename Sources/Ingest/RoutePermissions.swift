@@ -10,6 +10,9 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
     case device
     /// A user: a user API token or a login session.
     case user
+    /// A page of the web panel: a user, exactly like `.user`, except that a browser without a
+    /// valid session is sent to the login page (303) instead of getting a JSON 401.
+    case page
     /// A user who may read the device in path parameter `id`: its owner, or a user it is shared
     /// with while the share is active. Anyone else gets the same 404 as for a missing device.
     case viewer
@@ -25,6 +28,7 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
         case .open: "open"
         case .device: "device"
         case .user: "user"
+        case .page: "page"
         case .viewer: "viewer"
         case .owner: "owner"
         case .admin: "admin"
@@ -67,6 +71,14 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
         RouteKey("GET", "/api/find-my/admin/devices"): .admin,
+        // The web panel (Sources/WebPanel): pages need a login, their static files do not
+        RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
+        RouteKey("GET", "/login"): .open,
+        RouteKey("GET", "/static/panel.js"): .open,
+        RouteKey("GET", "/static/panel.css"): .open,
+        RouteKey("GET", "/static/leaflet/leaflet.js"): .open,
+        RouteKey("GET", "/static/leaflet/leaflet.css"): .open,
+        RouteKey("GET", "/static/leaflet/images/{file}"): .open,
         // Retention and erasure (Sources/Ingest/RetentionHandlers.swift)
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
@@ -128,7 +140,10 @@ public struct GuardedRouter {
             return
         }
         router.add(method, pattern) { [service] request in
-            if let refusal = service.refusal(request, permission) { return refusal }
+            if let refusal = service.refusal(request, permission) {
+                guard permission == .page, refusal.status == 401 else { return refusal }
+                return IngestService.loginRedirect(request)
+            }
             return handler(request)
         }
     }
@@ -141,6 +156,18 @@ public struct GuardedRouter {
 }
 
 extension IngestService {
+    /// 303 to the login page, which comes back to the page asked for after the login.
+    static func loginRedirect(_ request: HTTPRequest) -> HTTPResponse {
+        var target = request.path
+        if !request.queryItems.isEmpty {
+            target +=
+                "?"
+                + request.queryItems.map { percentEncoded($0.name) + "=" + percentEncoded($0.value) }
+                .joined(separator: "&")
+        }
+        return redirect("/login?next=" + percentEncoded(target))
+    }
+
     /// The answer for a caller who may not pass `permission`, or nil.
     func refusal(_ request: HTTPRequest, _ permission: Permission) -> HTTPResponse? {
         do throws(APIError) {
@@ -158,7 +185,7 @@ extension IngestService {
             return
         case .device:
             _ = try deviceID(request)
-        case .user:
+        case .user, .page:
             _ = try authenticatedUser(request)
         case .viewer:
             let reader = try authenticatedUser(request)

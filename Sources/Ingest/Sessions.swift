@@ -11,6 +11,9 @@ final class SessionStore: Sendable {
         var userID: UInt64
         var createdAtMicros: Int64
         var lastUsedAtMicros: Int64
+        /// The web panel's CSRF token of this session: every panel form carries it, and a form post
+        /// without the session's own token is refused. Random, so it tells nothing about the cookie.
+        var csrfToken: String
     }
 
     let idleMicros: Int64
@@ -38,7 +41,8 @@ final class SessionStore: Sendable {
                 sessions[oldest.key] = nil
             }
             sessions[SHA256.hash(Array(token.utf8))] = Session(
-                userID: userID, createdAtMicros: nowMicros, lastUsedAtMicros: nowMicros)
+                userID: userID, createdAtMicros: nowMicros, lastUsedAtMicros: nowMicros,
+                csrfToken: Token.generate())
         }
         return token
     }
@@ -55,6 +59,15 @@ final class SessionStore: Sendable {
             session.lastUsedAtMicros = nowMicros
             sessions[hash] = session
             return session.userID
+        }
+    }
+
+    /// The CSRF token of a live session, without marking it used; nil when it expired or is unknown.
+    func csrfToken(token: String, nowMicros: Int64) -> String? {
+        let hash = SHA256.hash(Array(token.utf8))
+        return sessions.withLock { sessions in
+            guard let session = sessions[hash], isLive(session, nowMicros) else { return nil }
+            return session.csrfToken
         }
     }
 

@@ -6,6 +6,7 @@ import Panel
 import Postgres
 import Projector
 import Synchronization
+import WebPanel
 
 #if canImport(Glibc)
     import Glibc
@@ -96,6 +97,14 @@ enum ServeCommand {
                 "read-after-offset-wait-millis-max", "FINDMY_READ_AFTER_OFFSET_WAIT_MILLIS_MAX",
                 "how long a read with after_offset waits for the projection (default 5000)"
             ),
+            (
+                "tile-url", "FINDMY_TILE_URL",
+                "map tile URL template of the web panel ({z}/{x}/{y}, optional {s}); the browser fetches tiles from it (default https://tile.openstreetmap.org/{z}/{x}/{y}.png)"
+            ),
+            (
+                "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
+                "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
+            ),
         ] + CompactService.settings
 
     static var help: String {
@@ -128,6 +137,7 @@ enum ServeCommand {
         var readConnectionsMax = 8
         var read = ReadLimits()
         var compactor = CompactService.Configuration()
+        var panel = PanelService.Configuration()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -193,6 +203,18 @@ enum ServeCommand {
         configuration.readConnectionsMax = try integer("read-connections-max", 8, min: 1)
         configuration.read.readAfterOffsetWaitMillisMax = try integer(
             "read-after-offset-wait-millis-max", configuration.read.readAfterOffsetWaitMillisMax)
+        if let tiles = options.value("tile-url", environment: "FINDMY_TILE_URL"), !tiles.isEmpty {
+            guard tiles.hasPrefix("https://") || tiles.hasPrefix("http://"), tiles.contains("{z}") else {
+                throw UsageError(
+                    "--tile-url (FINDMY_TILE_URL) must be an http(s) URL template with {z}, {x} and {y}, got '\(tiles)'"
+                )
+            }
+            configuration.panel.tileURL = tiles
+        }
+        if let text = options.value("tile-attribution", environment: "FINDMY_TILE_ATTRIBUTION"), !text.isEmpty
+        {
+            configuration.panel.tileAttribution = text
+        }
         return configuration
     }
 
@@ -264,7 +286,9 @@ enum ServeCommand {
         let adminRouter: Router
         let router: Router
         do {
-            (router, adminRouter) = try routers(service, reads: reads, compactor: compaction.compactor)
+            let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
+            (router, adminRouter) = try routers(
+                service, reads: reads, panel: panel, compactor: compaction.compactor)
         } catch {
             stopDatabase()
             throw error
@@ -303,7 +327,10 @@ enum ServeCommand {
     }
 
     /// The network API's router and the admin socket's, each built through the permission table.
-    static func routers(_ service: IngestService, reads: ReadService?, compactor: Compactor) throws
+    /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
+    static func routers(
+        _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor
+    ) throws
         -> (api: Router, admin: Router)
     {
         var api = GuardedRouter(service: service, listener: .api)
@@ -314,6 +341,7 @@ enum ServeCommand {
         } else {
             ReadService.addUnavailableRoutes(to: &api)
         }
+        panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)
         service.addAccountAdminRoutes(to: &admin)

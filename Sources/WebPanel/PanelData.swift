@@ -1,0 +1,111 @@
+import Ingest
+import Postgres
+
+/// A device as the panel shows it: what the registry knows plus its latest fix from PostgreSQL.
+struct PanelDevice: Sendable {
+    var id: UInt64
+    var name: String
+    var platform: String
+    var model: String
+    var paused: Bool
+    var sharedBy: String?
+    var lastSeenAtMicros: Int64?
+    var latest: PanelFix?
+}
+
+struct PanelFix: Sendable {
+    var latitude: Double
+    var longitude: Double
+    var accuracyMeters: Double
+    var batteryPercent: Int64?
+    var isCharging: Bool?
+    var source: String
+    var recordedAtMicros: Int64
+    var receivedAtMicros: Int64
+    var clockSuspect: Bool
+}
+
+/// The panel's reads: single statements against `findmy.` through the read API's pool (each one
+/// sees a whole projection generation, like the read API's). Who may see which device is decided
+/// before any of these run, by `IngestService.visibleDevices` / `visibility`.
+struct PanelData: Sendable {
+    let pool: PostgresPool
+
+    /// Most fixes one history range loads before simplifying; a 30-day range at a 5-minute cadence
+    /// (8,640) fits, a range beyond this shows its first `historyFixesMax` and says so.
+    static let historyFixesMax = 50_000
+    /// Recent fixes that estimate a device's usual reporting cadence.
+    static let cadenceFixesCount = 21
+
+    static let fixColumns =
+        "l.latitude, l.longitude, l.accuracy_m, l.battery_pct, l.is_charging, l.source, l.recorded_at, l.received_at, l.clock_suspect"
+
+    func devices(_ visible: [Registry.VisibleDevice], userName: (UInt64) -> String?) throws -> [PanelDevice] {
+        guard !visible.isEmpty else { return [] }
+        let result = try pool.execute(
+            """
+            SELECT d.id, d.name, d.platform, d.model, d.paused, d.last_seen_at, \(Self.fixColumns)
+            FROM findmy.devices d LEFT JOIN findmy.device_latest l ON l.device_id = d.id
+            WHERE d.id = ANY($1::bigint[]) ORDER BY d.name, d.id
+            """, [.int64Array(visible.map { Int64($0.deviceID) })])
+        var sharedBy: [UInt64: UInt64] = [:]
+        for device in visible { sharedBy[device.deviceID] = device.sharedByUserID }
+        var devices: [PanelDevice] = []
+        for row in 0..<result.rowCount {
+            let id = UInt64(try result.int64(row, 0) ?? 0)
+            devices.append(
+                PanelDevice(
+                    id: id, name: result.string(row, 1) ?? "", platform: result.string(row, 2) ?? "",
+                    model: result.string(row, 3) ?? "", paused: try result.bool(row, 4) ?? false,
+                    sharedBy: sharedBy[id].flatMap { userName($0) },
+                    lastSeenAtMicros: try result.timestampMicros(row, 5),
+                    latest: try fix(result, row, first: 6)))
+        }
+        return devices
+    }
+
+    func fix(_ result: PostgresResult, _ row: Int, first: Int) throws -> PanelFix? {
+        guard let recorded = try result.timestampMicros(row, first + 6) else { return nil }
+        return PanelFix(
+            latitude: try result.double(row, first) ?? 0, longitude: try result.double(row, first + 1) ?? 0,
+            accuracyMeters: try result.double(row, first + 2) ?? 0,
+            batteryPercent: try result.int64(row, first + 3), isCharging: try result.bool(row, first + 4),
+            source: result.string(row, first + 5) ?? "", recordedAtMicros: recorded,
+            receivedAtMicros: try result.timestampMicros(row, first + 7) ?? recorded,
+            clockSuspect: try result.bool(row, first + 8) ?? false)
+    }
+
+    /// The median gap between the device's recent reports (by `received_at`), or nil with fewer
+    /// than two: how often it usually reports, against which "not heard from" is judged.
+    func usualCadenceMicros(deviceID: UInt64) throws -> Int64? {
+        let result = try pool.execute(
+            """
+            SELECT received_at FROM findmy.device_batches WHERE device_id = $1 AND fix_count > 0
+            ORDER BY received_at DESC LIMIT \(Self.cadenceFixesCount)
+            """, [.int64(Int64(deviceID))])
+        var times: [Int64] = []
+        for row in 0..<result.rowCount {
+            if let micros = try result.timestampMicros(row, 0) { times.append(micros) }
+        }
+        guard times.count >= 2 else { return nil }
+        let gaps = zip(times, times.dropFirst()).map { $0 - $1 }.sorted()
+        return gaps[gaps.count / 2]
+    }
+
+    /// The device's fixes with `recorded_at` in [from, to), in order; at most `historyFixesMax`.
+    func history(deviceID: UInt64, fromMicros: Int64, toMicros: Int64) throws -> [PanelFix] {
+        let result = try pool.execute(
+            """
+            SELECT \(Self.fixColumns) FROM findmy.device_locations l
+            WHERE l.device_id = $1 AND l.recorded_at >= $2 AND l.recorded_at < $3
+            ORDER BY l.recorded_at, l.log_offset, l.fix_index LIMIT \(Self.historyFixesMax)
+            """,
+            [.int64(Int64(deviceID)), .timestamp(micros: fromMicros), .timestamp(micros: toMicros)])
+        var fixes: [PanelFix] = []
+        fixes.reserveCapacity(result.rowCount)
+        for row in 0..<result.rowCount {
+            if let fix = try fix(result, row, first: 0) { fixes.append(fix) }
+        }
+        return fixes
+    }
+}

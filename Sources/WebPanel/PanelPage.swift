@@ -1,0 +1,350 @@
+import JSON
+
+/// The `/find-my` page: the device list, the selected device's details and history, the map, and
+/// the data island the map script reads. Rendering only; everything it shows was already filtered
+/// to what the reader may see.
+struct PanelPage {
+    var userName: String
+    var csrf: String?
+    var devices: [PanelDevice]
+    var selection: PanelService.Selection
+    var nowMicros: Int64
+    var configuration: PanelService.Configuration
+
+    /// Recorded and received times closer than this are shown as one time.
+    static let sameTimeMicros: Int64 = 60_000_000
+    /// A device is "not heard from" after this many usual cadences...
+    static let cadencesBeforeStale: Int64 = 2
+    /// ...but never before this long,
+    static let staleMicrosMin: Int64 = 10 * 60_000_000
+    /// and, with no cadence known, after this long.
+    static let staleMicrosWithoutCadence: Int64 = 60 * 60_000_000
+    /// Rows of the timeline list at most (the map draws the whole simplified track).
+    static let timelineRowsMax = 300
+
+    var selectedID: UInt64? {
+        if case .device(let device, _, _) = selection { return device.id }
+        return nil
+    }
+
+    func render() -> HTML {
+        var html = HTML(capacity: 8_192 + devices.count * 600)
+        var title = "Find My"
+        if case .device(let device, _, _) = selection { title = device.name }
+        if case .notFound = selection { title = "Device not found" }
+        head(&html, title: title, map: true)
+        html.raw(
+            "<header class=\"top\">\n<h1><a href=\"/find-my\">findmy</a></h1>\n<p class=\"who\">Logged in as "
+        )
+        html.text(userName)
+        html.raw("</p>\n")
+        if let csrf {
+            html.raw(
+                "<form method=\"post\" action=\"/logout\" class=\"logout\">\n<input type=\"hidden\" name=\"csrf\" value=\""
+            )
+            html.attribute(csrf)
+            html.raw("\">\n<button type=\"submit\">Log out</button>\n</form>\n")
+        }
+        html.raw("</header>\n<main id=\"main\">\n<div class=\"side\">\n")
+        deviceList(&html)
+        switch selection {
+        case .none: break
+        case .notFound:
+            html.raw(
+                "<section id=\"details\" aria-labelledby=\"details-heading\">\n<h2 id=\"details-heading\">Device not found</h2>\n<p>There is no device with this id among yours or those shared with you.</p>\n</section>\n"
+            )
+        case .device(let device, let cadence, let history):
+            details(&html, device, cadenceMicros: cadence)
+            historySection(&html, device, history)
+        }
+        html.raw(
+            """
+            </div>
+            <section class="mapbox" aria-label="Map">
+            <div id="map" role="region" aria-label="Map of the positions listed"></div>
+            <p id="live-status" role="status" aria-live="polite">Live updates need JavaScript.</p>
+            </section>
+            </main>
+
+            """)
+        html.jsonIsland(id: "findmy-data", island())
+        html.raw("</body>\n</html>\n")
+        return html
+    }
+
+    func deviceList(_ html: inout HTML) {
+        html.raw("<nav aria-labelledby=\"devices-heading\">\n<h2 id=\"devices-heading\">Devices</h2>\n")
+        guard !devices.isEmpty else {
+            html.raw("<p>No devices yet. Enrol one with the API (see docs/api.md).</p>\n</nav>\n")
+            return
+        }
+        html.raw("<ul id=\"device-list\">\n")
+        for device in devices {
+            html.raw("<li data-device-id=\"")
+            html.attribute(String(device.id))
+            html.raw("\"><a href=\"/find-my?selected=")
+            html.attribute(String(device.id))
+            html.raw("\"")
+            if device.id == selectedID { html.raw(" aria-current=\"page\"") }
+            html.raw(">")
+            html.text(device.name)
+            html.raw("</a>\n<span class=\"meta\">")
+            if let fix = device.latest {
+                html.raw("<span class=\"ago\" data-at=\"")
+                html.attribute(RFC3339.formatMillis(fix.recordedAtMicros))
+                html.raw("\">")
+                html.text(relative(fix.recordedAtMicros))
+                html.raw("</span>")
+                if let battery = fix.batteryPercent {
+                    html.raw(" · battery ")
+                    html.text("\(battery) %")
+                }
+            } else {
+                html.raw("no position yet")
+            }
+            if let owner = device.sharedBy {
+                html.raw(" · shared by ")
+                html.text(owner)
+            }
+            html.raw("</span></li>\n")
+        }
+        html.raw("</ul>\n</nav>\n")
+    }
+
+    func details(_ html: inout HTML, _ device: PanelDevice, cadenceMicros: Int64?) {
+        html.raw("<section id=\"details\" aria-labelledby=\"details-heading\">\n<h2 id=\"details-heading\">")
+        html.text(device.name)
+        html.raw("</h2>\n")
+        if let notice = staleness(device, cadenceMicros: cadenceMicros) {
+            html.raw("<p class=\"stale\" id=\"last-known\">")
+            html.text(notice)
+            html.raw("</p>\n")
+        }
+        html.raw("<dl>\n")
+        row(
+            &html, "Platform", device.model.isEmpty ? device.platform : "\(device.platform) (\(device.model))"
+        )
+        if let owner = device.sharedBy { row(&html, "Shared by", owner) }
+        if let fix = device.latest {
+            html.raw("<dt>Fix taken at</dt><dd id=\"fix-taken\">")
+            time(&html, fix.recordedAtMicros)
+            html.raw("</dd>\n")
+            if abs(fix.receivedAtMicros - fix.recordedAtMicros) >= Self.sameTimeMicros {
+                html.raw("<dt>Reported at</dt><dd id=\"reported\">")
+                time(&html, fix.receivedAtMicros)
+                html.raw("</dd>\n")
+            }
+            row(&html, "Accuracy", "± \(meters(fix.accuracyMeters))", id: "accuracy")
+            var battery = fix.batteryPercent.map { "\($0) %" } ?? "unknown"
+            if let charging = fix.isCharging { battery += charging ? ", charging" : ", not charging" }
+            row(&html, "Battery", battery, id: "battery")
+            row(&html, "Source", fix.source, id: "source")
+            if fix.clockSuspect {
+                row(
+                    &html, "Device clock",
+                    "suspect: the fix claims a time later than its arrival; the device clock may be wrong",
+                    id: "clock")
+            }
+        } else {
+            row(&html, "Position", "none yet: the device has not reported a fix")
+        }
+        row(
+            &html, "Reporting",
+            device.paused ? "paused on the device: it sends nothing until resumed" : "on", id: "paused")
+        html.raw("</dl>\n</section>\n")
+    }
+
+    /// The plain sentence for a device not heard from for longer than usual, or nil.
+    func staleness(_ device: PanelDevice, cadenceMicros: Int64?) -> String? {
+        guard let fix = device.latest else { return nil }
+        let lastHeard = device.lastSeenAtMicros ?? fix.receivedAtMicros
+        let silence = nowMicros - lastHeard
+        let limit =
+            cadenceMicros.map { max($0 * Self.cadencesBeforeStale, Self.staleMicrosMin) }
+            ?? Self.staleMicrosWithoutCadence
+        guard silence > limit || device.paused else { return nil }
+        var text =
+            "This is the last known position, taken \(utcText(fix.recordedAtMicros)) (\(relative(fix.recordedAtMicros))). "
+        text += "The device has not reported since \(utcText(lastHeard)) (\(relative(lastHeard)))"
+        if let cadenceMicros { text += "; it usually reports every \(duration(cadenceMicros))" }
+        text += device.paused ? ", and its reporting is paused." : "."
+        return text
+    }
+
+    func historySection(_ html: inout HTML, _ device: PanelDevice, _ history: History?) {
+        html.raw(
+            "<section id=\"history\" aria-labelledby=\"history-heading\">\n<h2 id=\"history-heading\">History</h2>\n"
+        )
+        html.raw("<ul class=\"ranges\">\n")
+        let dayMicros: Int64 = 86_400_000_000
+        let today = nowMicros - ((nowMicros % dayMicros) + dayMicros) % dayMicros
+        for (label, kind, from, to) in [
+            ("Today", "today", today, today + dayMicros),
+            ("Yesterday", "yesterday", today - dayMicros, today),
+            ("Last 7 days", "7d", nowMicros - 7 * dayMicros, nowMicros + 3_600_000_000),
+        ] {
+            html.raw("<li><a data-range=\"")
+            html.attribute(kind)
+            html.raw("\" data-device=\"")
+            html.attribute(String(device.id))
+            html.raw("\" href=\"")
+            html.attribute(
+                "/find-my?selected=\(device.id)&from=\(RFC3339.formatMillis(from))&to=\(RFC3339.formatMillis(to))"
+            )
+            html.raw("\">")
+            html.text(label)
+            html.raw("</a></li>\n")
+        }
+        html.raw("</ul>\n")
+        guard let history else {
+            html.raw("</section>\n")
+            return
+        }
+        if history.invalid {
+            html.raw(
+                "<p class=\"error\" role=\"alert\">This range is not valid: from and to must be RFC 3339 times (2026-12-02T14:00:00Z), from before to.</p>\n</section>\n"
+            )
+            return
+        }
+        html.raw("<p id=\"range\">From ")
+        time(&html, history.fromMicros, relative: false)
+        html.raw(" to ")
+        time(&html, history.toMicros, relative: false)
+        html.raw(": ")
+        html.text("\(history.fixCount) fix\(history.fixCount == 1 ? "" : "es")")
+        if history.shown.count < history.fixCount {
+            html.text(", \(history.shown.count) drawn (simplified; every stop kept)")
+        }
+        if history.truncated {
+            html.text("; only the first \(history.fixCount) are loaded, choose a shorter range")
+        }
+        html.raw(".</p>\n")
+        guard !history.shown.isEmpty else {
+            html.raw("</section>\n")
+            return
+        }
+        html.raw("<ol id=\"timeline\" aria-label=\"Fixes in this range\">\n")
+        for (index, fix) in history.shown.prefix(Self.timelineRowsMax).enumerated() {
+            html.raw("<li tabindex=\"0\" data-index=\"")
+            html.attribute(String(index))
+            html.raw("\">")
+            time(&html, fix.recordedAtMicros, relative: false)
+            html.text(" · ± \(meters(fix.accuracyMeters))")
+            if let battery = fix.batteryPercent { html.text(" · battery \(battery) %") }
+            html.raw("</li>\n")
+        }
+        html.raw("</ol>\n")
+        if history.shown.count > Self.timelineRowsMax {
+            html.text("The first \(Self.timelineRowsMax) of \(history.shown.count) points are listed.")
+        }
+        html.raw("</section>\n")
+    }
+
+    typealias History = PanelService.History
+
+    func row(_ html: inout HTML, _ label: StaticString, _ value: String, id: StaticString? = nil) {
+        html.raw("<dt>")
+        html.raw(label)
+        html.raw("</dt><dd")
+        if let id {
+            html.raw(" id=\"")
+            html.raw(id)
+            html.raw("\"")
+        }
+        html.raw(">")
+        html.text(value)
+        html.raw("</dd>\n")
+    }
+
+    /// A time as `<time>`: UTC text the script turns into the viewer's time zone, and how long ago.
+    func time(_ html: inout HTML, _ micros: Int64, relative showRelative: Bool = true) {
+        html.raw("<time class=\"local\" datetime=\"")
+        html.attribute(RFC3339.formatMillis(micros))
+        html.raw("\">")
+        html.text(utcText(micros))
+        html.raw("</time>")
+        if showRelative {
+            html.raw(" (<span class=\"ago\" data-at=\"")
+            html.attribute(RFC3339.formatMillis(micros))
+            html.raw("\">")
+            html.text(relative(micros))
+            html.raw("</span>)")
+        }
+    }
+
+    func utcText(_ micros: Int64) -> String {
+        let text = RFC3339.formatMicros(micros)
+        return String(text.prefix(10)) + " " + String(text.dropFirst(11).prefix(5)) + " UTC"
+    }
+
+    func relative(_ micros: Int64) -> String {
+        let seconds = (nowMicros - micros) / 1_000_000
+        if seconds < -60 { return "in the future: " + duration(-seconds * 1_000_000) + " ahead" }
+        if seconds < 60 { return "just now" }
+        return duration(seconds * 1_000_000) + " ago"
+    }
+
+    func duration(_ micros: Int64) -> String {
+        let seconds = micros / 1_000_000
+        if seconds < 90 { return "\(seconds) s" }
+        if seconds < 90 * 60 { return "\((seconds + 30) / 60) min" }
+        if seconds < 36 * 3600 { return "\((seconds + 1800) / 3600) h" }
+        return "\((seconds + 43_200) / 86_400) days"
+    }
+
+    func meters(_ value: Double) -> String {
+        value >= 1000 ? "\(Double(Int(value / 100)) / 10) km" : "\(Int(value.rounded())) m"
+    }
+
+    /// What the map script needs; JSONWriter escapes `<`, `>` and `&` in every string.
+    func island() -> [UInt8] {
+        var writer = JSONWriter(capacity: 1024 + devices.count * 200)
+        writer.beginObject()
+        writer.key("now")
+        writer.string(RFC3339.formatMillis(nowMicros))
+        writer.key("poll_seconds")
+        writer.int64(Int64(configuration.pollSeconds))
+        writer.key("tile_url")
+        writer.string(configuration.tileURL)
+        writer.key("tile_attribution")
+        writer.string(configuration.tileAttribution)
+        writer.key("selected")
+        if let selectedID { writer.int64(Int64(selectedID)) } else { writer.null() }
+        writer.key("devices")
+        writer.beginArray()
+        for device in devices {
+            writer.beginObject()
+            writer.key("id")
+            writer.int64(Int64(device.id))
+            writer.key("name")
+            writer.string(device.name)
+            writer.key("latest")
+            if let fix = device.latest { writeFix(&writer, fix) } else { writer.null() }
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.key("track")
+        if case .device(_, _, let history?) = selection {
+            writer.beginArray()
+            for fix in history.shown { writeFix(&writer, fix) }
+            writer.endArray()
+        } else {
+            writer.null()
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    func writeFix(_ writer: inout JSONWriter, _ fix: PanelFix) {
+        writer.beginObject()
+        writer.key("latitude")
+        writer.double(fix.latitude)
+        writer.key("longitude")
+        writer.double(fix.longitude)
+        writer.key("accuracy_m")
+        writer.double(fix.accuracyMeters)
+        writer.key("recorded_at")
+        writer.string(RFC3339.formatMillis(fix.recordedAtMicros))
+        writer.endObject()
+    }
+}

@@ -1,0 +1,241 @@
+import Crypto
+import Events
+import HTTP
+import Ingest
+import JSON
+import Postgres
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The web panel (docs/panel.md): server-rendered pages over the same data as the read API.
+/// `/find-my` lists the caller's devices beside a map; the selection and the history range are the
+/// URL (`?selected=ID&from=&to=`), so every view can be bookmarked and the back button works.
+/// Who sees which device is `IngestService.visibleDevices` / `visibility`, as for the read API.
+public final class PanelService: Sendable {
+    public struct Configuration: Sendable {
+        /// A Leaflet tile URL template.
+        public var tileURL = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
+        /// Shown on the map as text (never markup).
+        public var tileAttribution = "© OpenStreetMap contributors"
+        /// Where Debian's libjs-leaflet puts Leaflet.
+        public var leafletDirectory = "/usr/share/javascript/leaflet"
+        /// How often the page asks for new positions.
+        public var pollSeconds = 5
+        public init() {}
+    }
+
+    let ingest: IngestService
+    /// nil on a server with `--projector off`: the pages then answer 503.
+    let data: PanelData?
+    let configuration: Configuration
+    let tileSource: String
+    let statics: StaticFiles
+    let clockMicros: @Sendable () -> Int64
+
+    public init(
+        ingest: IngestService, pool: PostgresPool?, configuration: Configuration = Configuration(),
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+    ) {
+        self.ingest = ingest
+        data = pool.map { PanelData(pool: $0) }
+        self.configuration = configuration
+        tileSource = cspSource(tileURL: configuration.tileURL)
+        statics = StaticFiles(leafletDirectory: configuration.leafletDirectory)
+        self.clockMicros = clockMicros
+    }
+
+    public func addRoutes(to router: inout GuardedRouter) {
+        router.add("GET", "/find-my") { [self] request in findMy(request) }
+        router.add("GET", "/login") { [self] request in loginPage(request) }
+        statics.addRoutes(to: &router)
+    }
+
+    // MARK: /login
+
+    func loginPage(_ request: HTTPRequest) -> HTTPResponse {
+        let next = request.query("next").flatMap { $0.hasPrefix("/find-my") ? $0 : nil } ?? "/find-my"
+        if ingest.sessionCSRFToken(request) != nil, request.query("error") == nil {
+            var response = HTTPResponse(status: 303)
+            response.headers.set("Location", "/find-my")
+            return response
+        }
+        let csrf = Token.generate()
+        var html = HTML()
+        head(&html, title: "Log in")
+        html.raw("<main id=\"main\" class=\"login\">\n<h1>findmy</h1>\n<h2>Log in</h2>\n")
+        switch request.query("error") {
+        case nil: break
+        case "expired_form":
+            html.raw("<p class=\"error\" role=\"alert\">The form had expired. Please try again.</p>\n")
+        case "too_many_attempts":
+            html.raw(
+                "<p class=\"error\" role=\"alert\">Too many attempts for this name. Wait a minute and try again.</p>\n"
+            )
+        case "busy":
+            html.raw("<p class=\"error\" role=\"alert\">The server is busy. Try again in a second.</p>\n")
+        default:
+            html.raw("<p class=\"error\" role=\"alert\">The name or the password is wrong.</p>\n")
+        }
+        if request.query("logged_out") != nil {
+            html.raw("<p role=\"status\">You are logged out.</p>\n")
+        }
+        html.raw("<form method=\"post\" action=\"/login\">\n<input type=\"hidden\" name=\"csrf\" value=\"")
+        html.attribute(csrf)
+        html.raw("\">\n<input type=\"hidden\" name=\"next\" value=\"")
+        html.attribute(next)
+        html.raw(
+            """
+            ">
+            <label for="name">Name</label>
+            <input id="name" name="name" autocomplete="username" autocapitalize="none" required autofocus>
+            <label for="password">Password</label>
+            <input id="password" name="password" type="password" autocomplete="current-password" required>
+            <button type="submit">Log in</button>
+            </form>
+            </main>
+            </body>
+            </html>
+
+            """)
+        var response = pageResponse(html, tileSource: "'none'")
+        response.headers.add(
+            "Set-Cookie",
+            "\(IngestService.loginCSRFCookieName)=\(csrf); Path=/; Max-Age=3600; HttpOnly; SameSite=Strict")
+        return response
+    }
+
+    // MARK: /find-my
+
+    enum Selection {
+        case none
+        case notFound
+        case device(PanelDevice, cadenceMicros: Int64?, history: History?)
+    }
+
+    struct History {
+        var fromMicros: Int64
+        var toMicros: Int64
+        var fixCount: Int
+        var truncated: Bool
+        /// The simplified track: every fix for a short range.
+        var shown: [PanelFix]
+        var invalid: Bool
+    }
+
+    func findMy(_ request: HTTPRequest) -> HTTPResponse {
+        guard let data else { return unavailablePage() }
+        // The gate (.page) let only a user through; this resolves which one.
+        guard let reader = try? ingest.authenticatedUser(request) else {
+            var response = HTTPResponse(status: 303)
+            response.headers.set("Location", "/login")
+            return response
+        }
+        let now = clockMicros()
+        do {
+            let visible = ingest.visibleDevices(to: reader)
+            let devices = try data.devices(visible, userName: { [ingest] in ingest.userName($0) })
+            var selection = Selection.none
+            if let selected = request.query("selected") {
+                selection = .notFound
+                // Only a device the reader may see now is looked up at all: another user's id
+                // gets the same page as an id that never existed.
+                if let id = UInt64(selected), ingest.visibility(of: id, to: reader) != nil,
+                    let device = devices.first(where: { $0.id == id })
+                {
+                    let cadence = try data.usualCadenceMicros(deviceID: id)
+                    let history = try history(request, deviceID: id, data: data, nowMicros: now)
+                    selection = .device(device, cadenceMicros: cadence, history: history)
+                }
+            }
+            let page = PanelPage(
+                userName: ingest.userName(reader) ?? "", csrf: ingest.sessionCSRFToken(request),
+                devices: devices, selection: selection, nowMicros: now, configuration: configuration)
+            var status = 200
+            if case .notFound = selection { status = 404 }
+            return pageResponse(page.render(), status: status, tileSource: tileSource)
+        } catch {
+            StructuredLog.error("panel_read_failed", ["kind": .string("\(type(of: error))")])
+            return messagePage(
+                status: 503, title: "Database unavailable",
+                message: "The database did not answer. Reload the page in a moment.")
+        }
+    }
+
+    func history(_ request: HTTPRequest, deviceID: UInt64, data: PanelData, nowMicros: Int64) throws
+        -> History?
+    {
+        let fromText = request.query("from")
+        let toText = request.query("to")
+        guard fromText != nil || toText != nil else { return nil }
+        func parse(_ text: String?) -> Int64?? {
+            guard let text else { return .some(nil) }
+            guard let micros = try? RFC3339.parseMicros(text) else { return nil }
+            return .some(micros)
+        }
+        guard let from = parse(fromText), let to = parse(toText) else {
+            return History(
+                fromMicros: 0, toMicros: 0, fixCount: 0, truncated: false, shown: [], invalid: true)
+        }
+        let fromMicros = from ?? (nowMicros - 86_400_000_000)
+        let toMicros = to ?? (nowMicros + 3_600_000_000)
+        guard fromMicros < toMicros else {
+            return History(
+                fromMicros: 0, toMicros: 0, fixCount: 0, truncated: false, shown: [], invalid: true)
+        }
+        let fixes = try data.history(deviceID: deviceID, fromMicros: fromMicros, toMicros: toMicros)
+        let kept = TrackSimplifier().keep(
+            fixes.map {
+                .init(latitude: $0.latitude, longitude: $0.longitude, recordedAtMicros: $0.recordedAtMicros)
+            })
+        return History(
+            fromMicros: fromMicros, toMicros: toMicros, fixCount: fixes.count,
+            truncated: fixes.count == PanelData.historyFixesMax, shown: kept.map { fixes[$0] }, invalid: false
+        )
+    }
+
+    func unavailablePage() -> HTTPResponse {
+        messagePage(
+            status: 503, title: "The panel needs the database",
+            message:
+                "This server runs with --projector off, so it has no database to show positions from. Start it with --projector on."
+        )
+    }
+
+    func messagePage(status: Int, title: String, message: String) -> HTTPResponse {
+        var html = HTML()
+        head(&html, title: title)
+        html.raw("<main id=\"main\" class=\"login\">\n<h1>")
+        html.text(title)
+        html.raw("</h1>\n<p>")
+        html.text(message)
+        html.raw("</p>\n</main>\n</body>\n</html>\n")
+        var response = pageResponse(html, status: status, tileSource: "'none'")
+        if status == 503 { response.headers.set("Retry-After", "5") }
+        return response
+    }
+}
+
+/// The document head shared by every page; `title` is escaped.
+func head(_ html: inout HTML, title: String, map: Bool = false) {
+    html.raw(
+        """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>
+        """)
+    html.text(title)
+    html.raw(" · findmy</title>\n")
+    if map { html.raw("<link rel=\"stylesheet\" href=\"/static/leaflet/leaflet.css\">\n") }
+    html.raw("<link rel=\"stylesheet\" href=\"/static/panel.css\">\n")
+    if map {
+        html.raw(
+            "<script src=\"/static/leaflet/leaflet.js\" defer></script>\n<script src=\"/static/panel.js\" defer></script>\n"
+        )
+    }
+    html.raw("</head>\n<body>\n<a class=\"skip\" href=\"#main\">Skip to content</a>\n")
+}

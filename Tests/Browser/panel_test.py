@@ -1,0 +1,331 @@
+#!/usr/bin/python3
+"""The web panel in a real browser: headless Chromium driven by Selenium against a started
+`findmy serve --projector on` with seeded data. Run by `make test` (ops/tests/browser.sh).
+
+Each check is a step; the run stops at the first failing step (the later ones depend on it) and
+prints `browser: N passed, M failed`. Screenshots go to --artifacts (default .build/artifacts/browser).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+PASSWORD = "correct horse battery"
+SCRIPT_NAME = "<script>alert(1)</script>"
+
+
+def rfc3339(moment):
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class Server:
+    def __init__(self, binary, data):
+        self.binary, self.data = binary, data
+        for name in ("alice", "bob"):
+            out = subprocess.run([binary, "user", "add", name, "--data-dir", data],
+                                 check=True, capture_output=True, text=True).stdout
+            token = [word for line in out.splitlines() for word in line.split() if len(word) == 43]
+            setattr(self, name + "_token", token[0])
+            subprocess.run([binary, "user", "passwd", name, "--data-dir", data],
+                           input=PASSWORD + "\n", check=True, capture_output=True, text=True)
+        self.process = subprocess.Popen(
+            [binary, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--projector", "on",
+             # A tile server that never answers: the panel must work on its plain background.
+             "--tile-url", "http://127.0.0.1:9/{z}/{x}/{y}.png"],
+            stdout=subprocess.PIPE, stderr=open(os.path.join(data, "server.log"), "w"), text=True)
+        self.url = self.process.stdout.readline().strip()
+        if not self.url.startswith("http://"):
+            raise RuntimeError("findmy serve did not print its URL: %r" % self.url)
+
+    def call(self, path, token, body):
+        request = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(), method="POST",
+            headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def enrol(self, token, name):
+        return self.call("/api/find-my/devices", token,
+                         {"device_uuid": str(uuid.uuid4()), "name": name, "platform": "ios", "model": "iPhone 15"})
+
+    def report(self, device_token, fixes):
+        return self.call("/api/find-my/report", device_token, {"batch_id": str(uuid.uuid4()), "fixes": fixes})
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def fix(latitude, longitude, accuracy, at, battery=None, charging=None):
+    value = {"latitude": latitude, "longitude": longitude, "accuracy_m": accuracy,
+             "source": "significant", "recorded_at": rfc3339(at)}
+    if battery is not None:
+        value["battery_pct"] = battery
+    if charging is not None:
+        value["is_charging"] = charging
+    return value
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--findmy", default=os.environ.get("FINDMY_BIN", ".build/debug/findmy"))
+    parser.add_argument("--artifacts", default=".build/artifacts/browser")
+    arguments = parser.parse_args()
+    os.makedirs(arguments.artifacts, exist_ok=True)
+    data = tempfile.mkdtemp(prefix="findmy-browser-")
+    passed, failed = [], []
+    server = driver = None
+    try:
+        server = Server(os.path.abspath(arguments.findmy), data)
+        now = datetime.now(timezone.utc)
+        phone = server.enrol(server.alice_token, "Anna's phone")
+        script = server.enrol(server.alice_token, SCRIPT_NAME)
+        bobs = server.enrol(server.bob_token, "Bob's secret tablet")
+        # The phone walked north for 20 fixes over the last 100 minutes; its latest: 52.52, 13.405 ± 120 m.
+        track = [fix(52.50 + i * 0.001, 13.405, 30, now - timedelta(minutes=100 - i * 5), battery=90 - i)
+                 for i in range(19)]
+        track.append(fix(52.52, 13.405, 120, now - timedelta(minutes=3), battery=71, charging=True))
+        server.report(phone["device_token"], track)
+        server.report(script["device_token"], [fix(48.85, 2.35, 3000, now - timedelta(minutes=30))])
+        last = server.report(bobs["device_token"], [fix(40.0, -3.7, 10, now - timedelta(minutes=1))])
+        wait_projected(server, last["offset"])
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                     "--lang=en-US"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
+                                  options=options)
+        driver.set_page_load_timeout(30)
+        wait = WebDriverWait(driver, 20)
+        phone_id, script_id, bobs_id = phone["device_id"], script["device_id"], bobs["device_id"]
+
+        def step(name, check):
+            try:
+                check()
+            except Exception as error:  # noqa: BLE001 - every failure is reported, then the run stops
+                failed.append(name)
+                print("FAIL %s: %s: %s" % (name, type(error).__name__, error), flush=True)
+                shot("failed-" + name.replace(" ", "-"))
+                raise StopRun()
+            passed.append(name)
+            print("ok   %s" % name, flush=True)
+
+        def shot(name):
+            try:
+                driver.save_screenshot(os.path.join(arguments.artifacts, name + ".png"))
+            except Exception:  # noqa: BLE001
+                pass
+
+        def expect(condition, message):
+            if not condition:
+                raise AssertionError(message)
+
+        def map_ready():
+            wait.until(lambda d: d.execute_script(
+                "return !!(window.findmyPanel && window.findmyPanel.map)"))
+
+        def layers(device_id):
+            return driver.execute_script(
+                "var p = window.findmyPanel, m = p.markers[arguments[0]], c = p.circles[arguments[0]];"
+                "if (!m || !c) { return null; }"
+                "return {lat: m.getLatLng().lat, lng: m.getLatLng().lng, clat: c.getLatLng().lat,"
+                " clng: c.getLatLng().lng, radius: c.getRadius(), onMap: p.map.hasLayer(c) && p.map.hasLayer(m)};",
+                device_id)
+
+        def log_in():
+            driver.get(server.url + "/find-my")
+            wait.until(lambda d: "/login" in d.current_url)
+            expect(driver.find_element(By.CSS_SELECTOR, "label[for=name]").text == "Name", "labelled name field")
+            shot("01-login")
+            driver.find_element(By.ID, "name").send_keys("alice")
+            driver.find_element(By.ID, "password").send_keys(PASSWORD)
+            driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+            wait.until(lambda d: d.current_url.endswith("/find-my"))
+
+        step("log in", log_in)
+
+        def devices_listed():
+            links = driver.find_elements(By.CSS_SELECTOR, "#device-list li a")
+            names = sorted(link.text for link in links)
+            expect(names == sorted(["Anna's phone", SCRIPT_NAME]), "alice's two devices, got %r" % names)
+            expect(all(link.get_attribute("href").startswith(server.url + "/find-my?selected=") for link in links),
+                   "each row is a real link")
+            map_ready()
+            shot("02-devices")
+
+        step("see the devices", devices_listed)
+
+        def escaped():
+            try:
+                text = driver.switch_to.alert.text
+                raise AssertionError("an alert ran: %r" % text)
+            except NoAlertPresentException:
+                pass
+            expect(driver.find_elements(By.XPATH, "//a[text()='%s']" % SCRIPT_NAME), "the name shows as text")
+            expect(not driver.execute_script(
+                "return Array.from(document.scripts).some(function (s) { return s.text === 'alert(1)'; })"),
+                "no script element was created from the name")
+
+        step("a device named <script> renders as text", escaped)
+
+        def follow_link():
+            driver.find_element(By.LINK_TEXT, "Anna's phone").click()
+            wait.until(lambda d: d.current_url.endswith("/find-my?selected=%d" % phone_id))
+            details = driver.find_element(By.ID, "details").text
+            for expected in ("Anna's phone", "ios (iPhone 15)", "Fix taken at", "3 min ago", "± 120 m",
+                             "71 %, charging", "significant", "Reporting"):
+                expect(expected in details, "details show %r: %r" % (expected, details))
+            expect(driver.find_element(By.CSS_SELECTOR, "a[aria-current=page]").text == "Anna's phone",
+                   "the selected row is marked")
+            map_ready()
+            shot("03-device")
+
+        step("follow a device link: URL and details", follow_link)
+
+        def marker_and_circle():
+            state = layers(phone_id)
+            expect(state is not None and state["onMap"], "a marker and a circle for the phone: %r" % state)
+            expect(abs(state["lat"] - 52.52) < 1e-9 and abs(state["lng"] - 13.405) < 1e-9, "marker at the fix")
+            expect(abs(state["clat"] - 52.52) < 1e-9 and abs(state["clng"] - 13.405) < 1e-9, "circle at the fix")
+            expect(state["radius"] == 120, "circle radius is accuracy_m: %r" % state["radius"])
+            other = layers(script_id)
+            expect(other is not None and other["radius"] == 3000, "a 3 km fix draws a 3 km circle: %r" % other)
+
+        step("marker and accuracy circle at the right place", marker_and_circle)
+
+        def not_found():
+            driver.get(server.url + "/find-my?selected=%d" % bobs_id)
+            text = driver.find_element(By.TAG_NAME, "body").text
+            expect("Device not found" in text, "another user's device is not found")
+            expect("Bob" not in text and "40.0" not in driver.page_source, "nothing of bob's device shows")
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            map_ready()
+
+        step("another user's device id shows not found", not_found)
+
+        def history():
+            driver.find_element(By.LINK_TEXT, "Last 7 days").click()
+            wait.until(lambda d: "from=" in d.current_url and "to=" in d.current_url)
+            map_ready()
+            points = driver.execute_script(
+                "var t = window.findmyPanel.track; return t ? t.getLatLngs().length : 0;")
+            expect(points == 20, "the track has the 20 fixes: %r" % points)
+            rows = driver.find_elements(By.CSS_SELECTOR, "#timeline li")
+            expect(len(rows) == 20, "the timeline lists 20 fixes: %d" % len(rows))
+            expect("± 30 m" in rows[0].text, "a timeline row shows its accuracy: %r" % rows[0].text)
+            rows[0].send_keys("")  # focus
+            driver.execute_script("arguments[0].focus();", rows[0])
+            tooltip = driver.execute_script(
+                "var p = window.findmyPanel.trackPoints[0]; return p.isTooltipOpen() && p.getTooltip().getContent();")
+            expect(tooltip and "± 30 m" in tooltip, "focusing a row shows the point's accuracy: %r" % tooltip)
+            shot("04-history")
+
+        step("open a history range and see the track", history)
+
+        def back():
+            driver.back()
+            wait.until(lambda d: d.current_url.endswith("/find-my?selected=%d" % phone_id))
+            map_ready()
+            expect(driver.execute_script("return window.findmyPanel.track") is None, "no track after going back")
+
+        step("go back", back)
+
+        def phone_screenshot():
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                   {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
+            driver.refresh()
+            map_ready()
+            width = driver.execute_script("return document.documentElement.scrollWidth")
+            expect(width <= 390, "no horizontal scrolling on a phone: %r" % width)
+            shot("05-device-phone-390x844")
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            driver.refresh()
+            map_ready()
+
+        step("phone-sized device view", phone_screenshot)
+
+        def live_update():
+            driver.execute_script("window.findmyNoReload = true;")
+            server.report(phone["device_token"],
+                          [fix(52.53, 13.41, 45, datetime.now(timezone.utc), battery=70)])
+            WebDriverWait(driver, 30).until(lambda d: (layers(phone_id) or {}).get("radius") == 45)
+            state = layers(phone_id)
+            expect(abs(state["lat"] - 52.53) < 1e-9 and abs(state["lng"] - 13.41) < 1e-9, "the marker moved")
+            expect(driver.execute_script("return window.findmyNoReload === true"), "without a reload")
+            expect("± 45 m" in driver.find_element(By.ID, "accuracy").text, "the details follow")
+            expect("Live" in driver.find_element(By.ID, "live-status").text, "the status says live")
+            shot("06-live")
+
+        step("see a live update arrive", live_update)
+
+        def log_out():
+            driver.find_element(By.CSS_SELECTOR, "form.logout button").click()
+            wait.until(lambda d: "/login" in d.current_url)
+            expect("You are logged out" in driver.find_element(By.TAG_NAME, "body").text, "says logged out")
+            driver.get(server.url + "/find-my")
+            wait.until(lambda d: "/login" in d.current_url)
+
+        step("log out", log_out)
+
+        def connection_lost():
+            log_in()
+            map_ready()
+            server.stop()
+            WebDriverWait(driver, 30).until(
+                lambda d: "Connection to the server lost" in d.find_element(By.ID, "live-status").text)
+            shot("07-connection-lost")
+
+        step("show when the connection is lost", connection_lost)
+    except StopRun:
+        pass
+    except Exception as error:  # noqa: BLE001 - setup failures count as a failed run
+        failed.append("setup")
+        print("FAIL setup: %s: %s" % (type(error).__name__, error), flush=True)
+    finally:
+        if driver is not None:
+            driver.quit()
+        if server is not None:
+            server.stop()
+            if failed:
+                with open(os.path.join(data, "server.log")) as log:
+                    print("server log (last lines):\n" + "".join(log.readlines()[-20:]))
+        shutil.rmtree(data, ignore_errors=True)
+    print("browser: %d passed, %d failed (screenshots in %s)" % (len(passed), len(failed), arguments.artifacts))
+    return 1 if failed or not passed else 0
+
+
+def wait_projected(server, offset):
+    """Waits until the projection holds `offset` (the read API's after_offset), so pages show the seed."""
+    request = urllib.request.Request(server.url + "/api/find-my/devices?after_offset=%d" % offset,
+                                     headers={"Authorization": "Bearer " + server.alice_token})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+
+
+class StopRun(Exception):
+    pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

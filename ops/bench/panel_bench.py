@@ -1,0 +1,40 @@
+#!/usr/bin/python3
+"""The web panel's page times over HTTP (server work + transfer, not browser rendering): /find-my for a
+user with 100 devices, one device selected, and a 30-day history at a 5-minute cadence (8,600 fixes).
+Usage: ops/bench/panel_bench.py "$(swift build -c release --show-bin-path)/findmy". See docs/benchmarks.md.
+"""
+import json, os, subprocess, sys, tempfile, time, urllib.request, uuid, signal, shutil
+from datetime import datetime, timedelta, timezone
+B=sys.argv[1]
+d=tempfile.mkdtemp(prefix="findmy-perf-")
+tok=[w for w in subprocess.run([B,"user","add","alice","--data-dir",d],capture_output=True,text=True).stdout.split() if len(w)==43][0]
+p=subprocess.Popen([B,"serve","--data-dir",d,"--listen","127.0.0.1:0","--projector","on"],stdout=subprocess.PIPE,stderr=subprocess.DEVNULL,text=True)
+url=p.stdout.readline().strip()
+def call(path,token,body):
+    r=urllib.request.Request(url+path,data=json.dumps(body).encode(),method="POST",headers={"Authorization":"Bearer "+token})
+    return json.loads(urllib.request.urlopen(r).read())
+def rfc(t): return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]+"Z"
+now=datetime.now(timezone.utc)
+last=0; first=None
+for i in range(100):
+    dev=call("/api/find-my/devices",tok,{"device_uuid":str(uuid.uuid4()),"name":"device %d"%i,"platform":"ios"})
+    if first is None:
+        first=dev
+        fixes=[{"latitude":52.5+0.0001*k,"longitude":13.4+0.0002*(k%50),"accuracy_m":20,"source":"significant","recorded_at":rfc(now-timedelta(days=29.9)+timedelta(minutes=5*k))} for k in range(8600)]
+    else:
+        fixes=[{"latitude":52.5+i*0.001,"longitude":13.4,"accuracy_m":20,"source":"significant","recorded_at":rfc(now-timedelta(minutes=i))}]
+    last=call("/api/find-my/report",dev["device_token"],{"batch_id":str(uuid.uuid4()),"fixes":fixes})["offset"]
+urllib.request.urlopen(urllib.request.Request(url+"/api/find-my/devices?after_offset=%d"%last,headers={"Authorization":"Bearer "+tok})).read()
+def timed(target,n):
+    ts=[]
+    for _ in range(n):
+        t=time.perf_counter()
+        body=urllib.request.urlopen(urllib.request.Request(url+target,headers={"Authorization":"Bearer "+tok})).read()
+        ts.append((time.perf_counter()-t)*1000)
+    ts.sort()
+    return ts[len(ts)//2], ts[int(len(ts)*0.99)-1], len(body)
+print("find-my 100 devices: p50 %.1f ms p99 %.1f ms, %d bytes"%timed("/find-my",300))
+print("find-my selected (cadence): p50 %.1f ms p99 %.1f ms, %d bytes"%timed("/find-my?selected=%d"%first["device_id"],100))
+rng="/find-my?selected=%d&from=%s&to=%s"%(first["device_id"],rfc(now-timedelta(days=30)),rfc(now+timedelta(hours=1)))
+print("30-day history (8600 fixes) page: p50 %.1f ms p99 %.1f ms, %d bytes"%timed(rng,20))
+p.send_signal(signal.SIGTERM); p.wait(30); shutil.rmtree(d,ignore_errors=True)
