@@ -76,9 +76,7 @@ public final class ReadService: Sendable {
         let reader = try ingest.authenticatedUser(request)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
-        let owners = access.scope(of: reader).ownerIDs.map { Int64($0) }
-        let result = try query(
-            Self.deviceSelect + " WHERE d.user_id = ANY($1::bigint[]) ORDER BY d.id", [.int64Array(owners)])
+        let result = try query(Self.devicesStatement(ownerIDs: access.scope(of: reader).ownerIDs))
         let now = clockMicros()
         var writer = JSONWriter(capacity: 256 + result.rowCount * 512)
         writer.beginObject()
@@ -115,28 +113,7 @@ public final class ReadService: Sendable {
             request.queryItems, kind: .locations, deviceID: deviceID,
             limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
         try waitForProjection(request)
-        // The keyset (recorded_at, log_offset, fix_index) is unique, so pages neither repeat nor skip
-        // a fix, even among fixes with the same recorded_at. One row more than the page tells whether
-        // another page follows.
-        let result = try self.query(
-            """
-            SELECT \(Self.fixColumns("l")), l.log_offset, l.fix_index
-            FROM findmy.device_locations l
-            WHERE l.device_id = $1
-              AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
-              AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
-              AND l.recorded_at >= coalesce($4::timestamptz, '-infinity')
-              AND ($4::timestamptz IS NULL OR (l.recorded_at, l.log_offset, l.fix_index) > ($4, $5, $6))
-            ORDER BY l.recorded_at, l.log_offset, l.fix_index
-            LIMIT $7
-            """,
-            [
-                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
-                query.toMicros.map { .timestamp(micros: $0) },
-                query.cursor.map { .timestamp(micros: $0.micros) },
-                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
-                .int64(Int64(query.limit + 1)),
-            ])
+        let result = try self.query(Self.locationsStatement(deviceID: deviceID, query))
         let rows = min(result.rowCount, query.limit)
         var writer = JSONWriter(capacity: 256 + rows * 330)
         writer.beginObject()
@@ -259,6 +236,50 @@ public final class ReadService: Sendable {
         }
     }
 
+    // MARK: statements
+
+    /// One statement, its parameters and the format of its result. Public so that `findmy bench
+    /// read` can time the very statements of the read API over a bare connection, as the baseline of
+    /// its ratios.
+    public struct Statement: Sendable {
+        public var sql: String
+        public var parameters: [PostgresValue?]
+        public var format: PostgresResultFormat
+    }
+
+    /// The devices of `ownerIDs` by id, each with its latest fix.
+    public static func devicesStatement(ownerIDs: [UInt64]) -> Statement {
+        Statement(
+            sql: deviceSelect + " WHERE d.user_id = ANY($1::bigint[]) ORDER BY d.id",
+            parameters: [.int64Array(ownerIDs.map { Int64($0) })], format: .text)
+    }
+
+    /// A page of a device's history and one row more, which tells whether another page follows.
+    ///
+    /// The keyset (recorded_at, log_offset, fix_index) is unique, so pages neither repeat nor skip a
+    /// fix, even among fixes with the same recorded_at.
+    public static func locationsStatement(deviceID: UInt64, _ query: HistoryQuery) -> Statement {
+        Statement(
+            sql: """
+                SELECT \(fixColumns("l")), l.log_offset, l.fix_index
+                FROM findmy.device_locations l
+                WHERE l.device_id = $1
+                  AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
+                  AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
+                  AND l.recorded_at >= coalesce($4::timestamptz, '-infinity')
+                  AND ($4::timestamptz IS NULL OR (l.recorded_at, l.log_offset, l.fix_index) > ($4, $5, $6))
+                ORDER BY l.recorded_at, l.log_offset, l.fix_index
+                LIMIT $7
+                """,
+            parameters: [
+                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
+                query.toMicros.map { .timestamp(micros: $0) },
+                query.cursor.map { .timestamp(micros: $0.micros) },
+                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
+                .int64(Int64(query.limit + 1)),
+            ], format: .text)
+    }
+
     // MARK: rows to JSON
 
     /// A device and its latest fix: columns 0...6 the device, then `fixColumns`.
@@ -368,9 +389,15 @@ public final class ReadService: Sendable {
 
     // MARK: errors
 
-    func query(_ sql: String, _ parameters: [PostgresValue?]) throws(APIError) -> PostgresResult {
+    func query(_ statement: Statement) throws(APIError) -> PostgresResult {
+        try query(statement.sql, statement.parameters, format: statement.format)
+    }
+
+    func query(_ sql: String, _ parameters: [PostgresValue?], format: PostgresResultFormat = .text)
+        throws(APIError) -> PostgresResult
+    {
         do {
-            return try pool.execute(sql, parameters)
+            return try pool.execute(sql, parameters, format: format)
         } catch {
             StructuredLog.error("read_failed", ["error": .string("\(error)")])
             throw Self.databaseUnavailable
