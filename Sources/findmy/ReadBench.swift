@@ -59,7 +59,8 @@ enum ReadBench {
             serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
 
         let seeded = monotonicMicros()
-        let server = try ChildServer(dataDirectory: serverDirectory, logPath: root + "/server.log")
+        let server = try ChildServer(
+            dataDirectory: serverDirectory, logPath: root + "/server.log", projector: true)
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
         try waitForProjection(connection)
@@ -212,7 +213,9 @@ enum ReadBench {
     static func measureSQL(
         _ connection: PostgresConnection, _ statement: ReadService.Statement, requests: Int, rows: Int
     ) throws -> Measurement {
-        for _ in 0..<(requests / 10) { _ = try connection.execute(statement.sql, statement.parameters, format: statement.format) }
+        for _ in 0..<(requests / 10) {
+            _ = try connection.execute(statement.sql, statement.parameters, format: statement.format)
+        }
         var latencies: [Int64] = []
         latencies.reserveCapacity(requests)
         for _ in 0..<requests {
