@@ -97,7 +97,10 @@ public final class ReadService: Sendable {
         let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
-        let result = try query(Self.deviceSelect + " WHERE d.id = $1", [.int64(Int64(deviceID))])
+        let result = try query(
+            Statement(
+                sql: Self.deviceSelect + " WHERE d.id = $1", parameters: [.int64(Int64(deviceID))],
+                format: .binary))
         // Known to the registry but not projected yet: the same answer as any unknown device.
         guard result.rowCount == 1 else { throw ReadAccess.notFound }
         var writer = JSONWriter(capacity: 768)
@@ -129,9 +132,9 @@ public final class ReadService: Sendable {
             let cursor = try decoding { () throws(PostgresError) in
                 HistoryCursor(
                     kind: .locations, deviceID: deviceID,
-                    micros: try result.timestampMicros(last, Self.fixColumnCount - 3) ?? 0,
-                    logOffset: UInt64(try result.int64(last, Self.fixColumnCount) ?? 0),
-                    fixIndex: UInt32(try result.int64(last, Self.fixColumnCount + 1) ?? 0))
+                    micros: try result.binaryTimestampMicros(last, Self.fixColumnCount - 3) ?? 0,
+                    logOffset: UInt64(try result.binaryInt64(last, Self.fixColumnCount) ?? 0),
+                    fixIndex: UInt32(try result.binaryInt64(last, Self.fixColumnCount + 1) ?? 0))
             }
             writer.string(cursor.encoded)
         } else {
@@ -244,6 +247,7 @@ public final class ReadService: Sendable {
     public struct Statement: Sendable {
         public var sql: String
         public var parameters: [PostgresValue?]
+        /// Binary for the large reads: nothing is formatted as text on either side.
         public var format: PostgresResultFormat
     }
 
@@ -251,7 +255,7 @@ public final class ReadService: Sendable {
     public static func devicesStatement(ownerIDs: [UInt64]) -> Statement {
         Statement(
             sql: deviceSelect + " WHERE d.user_id = ANY($1::bigint[]) ORDER BY d.id",
-            parameters: [.int64Array(ownerIDs.map { Int64($0) })], format: .text)
+            parameters: [.int64Array(ownerIDs.map { Int64($0) })], format: .binary)
     }
 
     /// A page of a device's history and one row more, which tells whether another page follows.
@@ -277,7 +281,7 @@ public final class ReadService: Sendable {
                 query.cursor.map { .timestamp(micros: $0.micros) },
                 .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
                 .int64(Int64(query.limit + 1)),
-            ], format: .text)
+            ], format: .binary)
     }
 
     // MARK: rows to JSON
@@ -298,29 +302,30 @@ public final class ReadService: Sendable {
     }
     static let fixColumnCount = 12
 
+    /// A device of a binary-format result (`deviceSelect`) and its latest fix.
     func writeDevice(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, nowMicros: Int64)
         throws(PostgresError)
     {
         writer.beginObject()
         writer.key("id")
-        writer.int64(try result.int64(row, 0) ?? 0)
+        writer.int64(try result.binaryInt64(row, 0) ?? 0)
         writer.key("name")
-        writer.string(result.string(row, 1) ?? "")
+        try writeText(&writer, result, row, 1)
         writer.key("platform")
-        writer.string(result.string(row, 2) ?? "")
+        try writeText(&writer, result, row, 2)
         writer.key("model")
-        writer.string(result.string(row, 3) ?? "")
+        try writeText(&writer, result, row, 3)
         writer.key("paused")
-        writer.bool(try result.bool(row, 4) ?? false)
+        writer.bool(try result.binaryBool(row, 4) ?? false)
         writer.key("created_at")
-        try writeTime(&writer, result, row, 5)
+        writeTime(&writer, try result.binaryTimestampMicros(row, 5))
         writer.key("last_seen_at")
-        let lastSeen = try result.timestampMicros(row, 6)
+        let lastSeen = try result.binaryTimestampMicros(row, 6)
         writeTime(&writer, lastSeen)
         writer.key("since_last_report_seconds")
         writeSeconds(&writer, lastSeen.map { nowMicros - $0 })
         let fixColumn = Self.deviceColumnCount
-        let recorded = try result.timestampMicros(row, fixColumn + Self.fixColumnCount - 3)
+        let recorded = try result.binaryTimestampMicros(row, fixColumn + Self.fixColumnCount - 3)
         writer.key("fix_age_seconds")
         writeSeconds(&writer, recorded.map { nowMicros - $0 })
         writer.key("latest")
@@ -332,36 +337,49 @@ public final class ReadService: Sendable {
         writer.endObject()
     }
 
-    /// The fix in columns `first ..< first + fixColumnCount`, as an object.
+    /// The fix in columns `first ..< first + fixColumnCount` of a binary-format result, as an object.
+    /// Values go from libpq's buffer into the JSON without a `String` in between, except doubles,
+    /// which Swift's shortest round-trip `description` writes as the API always has.
     func writeFix(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ first: Int)
         throws(PostgresError)
     {
         writer.beginObject()
         writer.key("latitude")
-        writer.double(try result.double(row, first) ?? 0)
+        writer.double(try result.binaryDouble(row, first) ?? 0)
         writer.key("longitude")
-        writer.double(try result.double(row, first + 1) ?? 0)
+        writer.double(try result.binaryDouble(row, first + 1) ?? 0)
         writer.key("accuracy_m")
-        writer.double(try result.double(row, first + 2) ?? 0)
+        writer.double(try result.binaryDouble(row, first + 2) ?? 0)
         writer.key("altitude_m")
-        writeOptional(&writer, try result.double(row, first + 3)) { $0.double($1) }
+        writeOptional(&writer, try result.binaryDouble(row, first + 3)) { $0.double($1) }
         writer.key("speed_mps")
-        writeOptional(&writer, try result.double(row, first + 4)) { $0.double($1) }
+        writeOptional(&writer, try result.binaryDouble(row, first + 4)) { $0.double($1) }
         writer.key("heading_deg")
-        writeOptional(&writer, try result.double(row, first + 5)) { $0.double($1) }
+        writeOptional(&writer, try result.binaryDouble(row, first + 5)) { $0.double($1) }
         writer.key("battery_pct")
-        writeOptional(&writer, try result.int64(row, first + 6)) { $0.int64($1) }
+        writeOptional(&writer, try result.binaryInt64(row, first + 6)) { $0.int64($1) }
         writer.key("is_charging")
-        writeOptional(&writer, try result.bool(row, first + 7)) { $0.bool($1) }
+        writeOptional(&writer, try result.binaryBool(row, first + 7)) { $0.bool($1) }
         writer.key("source")
-        writer.string(result.string(row, first + 8) ?? "")
+        try writeText(&writer, result, row, first + 8)
         writer.key("recorded_at")
-        try writeTime(&writer, result, row, first + 9)
+        writeTime(&writer, try result.binaryTimestampMicros(row, first + 9))
         writer.key("received_at")
-        try writeTime(&writer, result, row, first + 10)
+        writeTime(&writer, try result.binaryTimestampMicros(row, first + 10))
         writer.key("clock_suspect")
-        writer.bool(try result.bool(row, first + 11) ?? false)
+        writer.bool(try result.binaryBool(row, first + 11) ?? false)
         writer.endObject()
+    }
+
+    /// A `text` column of a binary-format result; "" for NULL, as before (the columns are NOT NULL).
+    func writeText(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
+        throws(PostgresError)
+    {
+        let written = try result.withBinaryText(row, column) { bytes -> Bool in
+            writer.string(utf8: bytes)
+            return true
+        }
+        if written == nil { writer.string("") }
     }
 
     func writeTime(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
@@ -374,7 +392,7 @@ public final class ReadService: Sendable {
     /// time can be written.
     func writeTime(_ writer: inout JSONWriter, _ micros: Int64?) {
         guard let micros else { return writer.null() }
-        writer.string(RFC3339.formatMicros(min(max(micros, RFC3339.microsMin), RFC3339.microsMax)))
+        writer.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
     }
 
     /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.

@@ -103,3 +103,20 @@ private func randomString(using generator: inout SeededGenerator) -> String {
     }
     return String(text)
 }
+
+/// The byte-level variants write exactly what their String counterparts write.
+@Test func utf8StringsAndTimestampsMatchTheStringForms() {
+    for sample in ["", "plain", "<b>&amp;</b>", "quote\" back\\ tab\t", "a\u{2028}b\u{2029}", "😀 ünï"] {
+        var fromString = JSONWriter()
+        fromString.string(sample)
+        var fromBytes = JSONWriter()
+        var copy = sample
+        copy.withUTF8 { fromBytes.string(utf8: $0) }
+        #expect(fromBytes.bytes == fromString.bytes, "\(sample)")
+    }
+    for micros: Int64 in [0, 1_764_684_000_123_000, -62_135_596_800_000_000, 253_402_300_799_999_999, -1] {
+        var writer = JSONWriter()
+        writer.timestamp(micros: micros)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"\(RFC3339.formatMicros(micros))\"")
+    }
+}
