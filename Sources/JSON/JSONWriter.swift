@@ -57,6 +57,26 @@ public struct JSONWriter: Sendable {
         expectingKey = false
     }
 
+    /// The key of the next object member, written as is: for the fixed keys of a large answer
+    /// (`"latitude"` 8,640 times a page), which need no escaping. The key must be ASCII letters,
+    /// digits and `_` (checked in debug builds).
+    public mutating func plainKey(_ key: StaticString) {
+        assert(containers.last == true && expectingKey, "key outside an object or twice in a row")
+        let utf8 = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+        assert(
+            utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+            }, "plainKey takes [A-Za-z0-9_] only")
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: utf8)
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+        expectingKey = false
+    }
+
     public mutating func string(_ value: String) {
         beginValue()
         appendQuoted(value)

@@ -120,3 +120,22 @@ private func randomString(using generator: inout SeededGenerator) -> String {
         #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"\(RFC3339.formatMicros(micros))\"")
     }
 }
+
+@Test func plainKeysWriteWhatKeysWrite() {
+    var plain = JSONWriter()
+    var escaped = JSONWriter()
+    plain.beginObject()
+    escaped.beginObject()
+    plain.plainKey("accuracy_m")
+    escaped.key("accuracy_m")
+    plain.int64(12)
+    escaped.int64(12)
+    plain.plainKey("recorded_at")
+    escaped.key("recorded_at")
+    plain.null()
+    escaped.null()
+    plain.endObject()
+    escaped.endObject()
+    #expect(plain.bytes == escaped.bytes)
+    #expect(String(decoding: plain.bytes, as: UTF8.self) == #"{"accuracy_m":12,"recorded_at":null}"#)
+}
