@@ -57,9 +57,47 @@ public struct JSONWriter: Sendable {
         expectingKey = false
     }
 
+    /// The key of the next object member, written as is: for the fixed keys of a large answer
+    /// (`"latitude"` 8,640 times a page), which need no escaping. The key must be ASCII letters,
+    /// digits and `_` (checked in debug builds).
+    public mutating func plainKey(_ key: StaticString) {
+        assert(containers.last == true && expectingKey, "key outside an object or twice in a row")
+        let utf8 = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+        assert(
+            utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+            }, "plainKey takes [A-Za-z0-9_] only")
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: utf8)
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+        expectingKey = false
+    }
+
     public mutating func string(_ value: String) {
         beginValue()
         appendQuoted(value)
+        endValue()
+    }
+
+    /// A string given as UTF-8 bytes (a value read straight from a database buffer), escaped as
+    /// `string(_:)` escapes it.
+    public mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
+        beginValue()
+        appendQuoted(utf8)
+        endValue()
+    }
+
+    /// A time as an RFC 3339 string in UTC with microseconds (`RFC3339.formatMicros`), formatted
+    /// into the output without an intermediate `String`. Traps outside years 0001-9999.
+    public mutating func timestamp(micros: Int64) {
+        beginValue()
+        bytes.append(UInt8(ascii: "\""))
+        RFC3339.append(micros, fractionDigits: 6, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
         endValue()
     }
 
@@ -154,46 +192,48 @@ public struct JSONWriter: Sendable {
     }
 
     private mutating func appendQuoted(_ text: String) {
-        bytes.append(UInt8(ascii: "\""))
         var text = text
-        text.withUTF8 { utf8 in
-            var runStart = 0
-            var index = 0
-            while index < utf8.count {
-                let byte = utf8[index]
-                var escape: StaticString? = nil
-                var length = 1
-                switch byte {
-                case UInt8(ascii: "\""): escape = "\\\""
-                case UInt8(ascii: "\\"): escape = "\\\\"
-                case 0x0A: escape = "\\n"
-                case 0x0D: escape = "\\r"
-                case 0x09: escape = "\\t"
-                case 0x00..<0x20, UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"): escape = ""
-                case 0xE2
-                where index + 2 < utf8.count && utf8[index + 1] == 0x80
-                    && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
-                    escape = utf8[index + 2] == 0xA8 ? "\\u2028" : "\\u2029"
-                    length = 3
-                default: break
-                }
-                guard let escape else {
-                    index += 1
-                    continue
-                }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
-                if escape.utf8CodeUnitCount == 0 {
-                    appendUnicodeEscape(byte)
-                } else {
-                    bytes.append(
-                        contentsOf: UnsafeBufferPointer(
-                            start: escape.utf8Start, count: escape.utf8CodeUnitCount))
-                }
-                index += length
-                runStart = index
+        text.withUTF8 { appendQuoted($0) }
+    }
+
+    private mutating func appendQuoted(_ utf8: UnsafeBufferPointer<UInt8>) {
+        bytes.append(UInt8(ascii: "\""))
+        var runStart = 0
+        var index = 0
+        while index < utf8.count {
+            let byte = utf8[index]
+            var escape: StaticString? = nil
+            var length = 1
+            switch byte {
+            case UInt8(ascii: "\""): escape = "\\\""
+            case UInt8(ascii: "\\"): escape = "\\\\"
+            case 0x0A: escape = "\\n"
+            case 0x0D: escape = "\\r"
+            case 0x09: escape = "\\t"
+            case 0x00..<0x20, UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"): escape = ""
+            case 0xE2
+            where index + 2 < utf8.count && utf8[index + 1] == 0x80
+                && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
+                escape = utf8[index + 2] == 0xA8 ? "\\u2028" : "\\u2029"
+                length = 3
+            default: break
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+            guard let escape else {
+                index += 1
+                continue
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+            if escape.utf8CodeUnitCount == 0 {
+                appendUnicodeEscape(byte)
+            } else {
+                bytes.append(
+                    contentsOf: UnsafeBufferPointer(
+                        start: escape.utf8Start, count: escape.utf8CodeUnitCount))
+            }
+            index += length
+            runStart = index
         }
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         bytes.append(UInt8(ascii: "\""))
     }
 

@@ -105,6 +105,13 @@ public struct HistoryQuery: Equatable, Sendable {
     public var limit: Int
     public var cursor: HistoryCursor?
 
+    public init(fromMicros: Int64? = nil, toMicros: Int64? = nil, limit: Int, cursor: HistoryCursor? = nil) {
+        self.fromMicros = fromMicros
+        self.toMicros = toMicros
+        self.limit = limit
+        self.cursor = cursor
+    }
+
     /// Parses and checks the query items; every problem is a 400 that names the parameter.
     public static func parse(
         _ items: [(name: String, value: String)], kind: HistoryCursor.Kind, deviceID: UInt64,

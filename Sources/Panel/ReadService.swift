@@ -80,9 +80,7 @@ public final class ReadService: Sendable {
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
         let scope = access.scope(of: reader)
-        let result = try query(
-            Self.deviceSelect + " WHERE d.id = ANY($1::bigint[]) ORDER BY d.id",
-            [.int64Array(scope.deviceIDs.map { Int64($0) })])
+        let result = try query(Self.devicesStatement(deviceIDs: scope.deviceIDs))
         let now = clockMicros()
         var writer = JSONWriter(capacity: 256 + result.rowCount * 512)
         writer.beginObject()
@@ -90,7 +88,7 @@ public final class ReadService: Sendable {
         writer.beginArray()
         for row in 0..<result.rowCount {
             try decoding { () throws(PostgresError) in
-                let id = UInt64(try result.int64(row, 0) ?? 0)
+                let id = UInt64(try result.binaryInt64(row, 0) ?? 0)
                 try writeDevice(&writer, result, row, nowMicros: now, sharedBy: scope.sharedBy[id])
             }
         }
@@ -104,7 +102,10 @@ public final class ReadService: Sendable {
         let (deviceID, sharedBy) = try access.device(request.pathParameters["id"], visibleTo: reader)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
-        let result = try query(Self.deviceSelect + " WHERE d.id = $1", [.int64(Int64(deviceID))])
+        let result = try query(
+            Statement(
+                sql: Self.deviceSelect + " WHERE d.id = $1", parameters: [.int64(Int64(deviceID))],
+                format: .binary))
         // Known to the registry but not projected yet: the same answer as any unknown device.
         guard result.rowCount == 1 else { throw ReadAccess.notFound }
         var writer = JSONWriter(capacity: 768)
@@ -122,28 +123,7 @@ public final class ReadService: Sendable {
             request.queryItems, kind: .locations, deviceID: deviceID,
             limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
         try waitForProjection(request)
-        // The keyset (recorded_at, log_offset, fix_index) is unique, so pages neither repeat nor skip
-        // a fix, even among fixes with the same recorded_at. One row more than the page tells whether
-        // another page follows.
-        let result = try self.query(
-            """
-            SELECT \(Self.fixColumns("l")), l.log_offset, l.fix_index
-            FROM findmy.device_locations l
-            WHERE l.device_id = $1
-              AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
-              AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
-              AND l.recorded_at >= coalesce($4::timestamptz, '-infinity')
-              AND ($4::timestamptz IS NULL OR (l.recorded_at, l.log_offset, l.fix_index) > ($4, $5, $6))
-            ORDER BY l.recorded_at, l.log_offset, l.fix_index
-            LIMIT $7
-            """,
-            [
-                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
-                query.toMicros.map { .timestamp(micros: $0) },
-                query.cursor.map { .timestamp(micros: $0.micros) },
-                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
-                .int64(Int64(query.limit + 1)),
-            ])
+        let result = try self.query(Self.locationsStatement(deviceID: deviceID, query))
         let rows = min(result.rowCount, query.limit)
         var writer = JSONWriter(capacity: 256 + rows * 330)
         writer.beginObject()
@@ -159,9 +139,9 @@ public final class ReadService: Sendable {
             let cursor = try decoding { () throws(PostgresError) in
                 HistoryCursor(
                     kind: .locations, deviceID: deviceID,
-                    micros: try result.timestampMicros(last, Self.fixColumnCount - 3) ?? 0,
-                    logOffset: UInt64(try result.int64(last, Self.fixColumnCount) ?? 0),
-                    fixIndex: UInt32(try result.int64(last, Self.fixColumnCount + 1) ?? 0))
+                    micros: try result.binaryTimestampMicros(last, Self.fixColumnCount - 3) ?? 0,
+                    logOffset: UInt64(try result.binaryInt64(last, Self.fixColumnCount) ?? 0),
+                    fixIndex: UInt32(try result.binaryInt64(last, Self.fixColumnCount + 1) ?? 0))
             }
             writer.string(cursor.encoded)
         } else {
@@ -266,6 +246,52 @@ public final class ReadService: Sendable {
         }
     }
 
+    // MARK: statements
+
+    /// One statement, its parameters and the format of its result. Public so that `findmy bench
+    /// read` can time the very statements of the read API over a bare connection, as the baseline of
+    /// its ratios.
+    public struct Statement: Sendable {
+        public var sql: String
+        public var parameters: [PostgresValue?]
+        /// Binary for the large reads: nothing is formatted as text on either side.
+        public var format: PostgresResultFormat
+    }
+
+    /// The devices of `ownerIDs` by id, each with its latest fix.
+    /// The devices a reader may see (`ReadAccess.scope`: own and shared), with their latest fixes.
+    public static func devicesStatement(deviceIDs: [UInt64]) -> Statement {
+        Statement(
+            sql: deviceSelect + " WHERE d.id = ANY($1::bigint[]) ORDER BY d.id",
+            parameters: [.int64Array(deviceIDs.map { Int64($0) })], format: .binary)
+    }
+
+    /// A page of a device's history and one row more, which tells whether another page follows.
+    ///
+    /// The keyset (recorded_at, log_offset, fix_index) is unique, so pages neither repeat nor skip a
+    /// fix, even among fixes with the same recorded_at.
+    public static func locationsStatement(deviceID: UInt64, _ query: HistoryQuery) -> Statement {
+        Statement(
+            sql: """
+                SELECT \(fixColumns("l")), l.log_offset, l.fix_index
+                FROM findmy.device_locations l
+                WHERE l.device_id = $1
+                  AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
+                  AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
+                  AND l.recorded_at >= coalesce($4::timestamptz, '-infinity')
+                  AND ($4::timestamptz IS NULL OR (l.recorded_at, l.log_offset, l.fix_index) > ($4, $5, $6))
+                ORDER BY l.recorded_at, l.log_offset, l.fix_index
+                LIMIT $7
+                """,
+            parameters: [
+                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
+                query.toMicros.map { .timestamp(micros: $0) },
+                query.cursor.map { .timestamp(micros: $0.micros) },
+                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
+                .int64(Int64(query.limit + 1)),
+            ], format: .binary)
+    }
+
     // MARK: rows to JSON
 
     /// A device and its latest fix: columns 0...6 the device, then `fixColumns`.
@@ -284,35 +310,36 @@ public final class ReadService: Sendable {
     }
     static let fixColumnCount = 12
 
-    /// `sharedBy`: the owner's name for a device shared with the reader; null for the reader's own.
+    /// A device of a binary-format result (`deviceSelect`) and its latest fix. `sharedBy`: the
+    /// owner's name for a device shared with the reader; null for the reader's own.
     func writeDevice(
         _ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, nowMicros: Int64, sharedBy: String?
     ) throws(PostgresError) {
         writer.beginObject()
-        writer.key("id")
-        writer.int64(try result.int64(row, 0) ?? 0)
-        writer.key("name")
-        writer.string(result.string(row, 1) ?? "")
-        writer.key("platform")
-        writer.string(result.string(row, 2) ?? "")
-        writer.key("model")
-        writer.string(result.string(row, 3) ?? "")
-        writer.key("paused")
-        writer.bool(try result.bool(row, 4) ?? false)
-        writer.key("shared_by")
+        writer.plainKey("id")
+        writer.int64(try result.binaryInt64(row, 0) ?? 0)
+        writer.plainKey("name")
+        try writeText(&writer, result, row, 1)
+        writer.plainKey("platform")
+        try writeText(&writer, result, row, 2)
+        writer.plainKey("model")
+        try writeText(&writer, result, row, 3)
+        writer.plainKey("paused")
+        writer.bool(try result.binaryBool(row, 4) ?? false)
+        writer.plainKey("shared_by")
         if let sharedBy { writer.string(sharedBy) } else { writer.null() }
-        writer.key("created_at")
-        try writeTime(&writer, result, row, 5)
-        writer.key("last_seen_at")
-        let lastSeen = try result.timestampMicros(row, 6)
+        writer.plainKey("created_at")
+        writeTime(&writer, try result.binaryTimestampMicros(row, 5))
+        writer.plainKey("last_seen_at")
+        let lastSeen = try result.binaryTimestampMicros(row, 6)
         writeTime(&writer, lastSeen)
-        writer.key("since_last_report_seconds")
+        writer.plainKey("since_last_report_seconds")
         writeSeconds(&writer, lastSeen.map { nowMicros - $0 })
         let fixColumn = Self.deviceColumnCount
-        let recorded = try result.timestampMicros(row, fixColumn + Self.fixColumnCount - 3)
-        writer.key("fix_age_seconds")
+        let recorded = try result.binaryTimestampMicros(row, fixColumn + Self.fixColumnCount - 3)
+        writer.plainKey("fix_age_seconds")
         writeSeconds(&writer, recorded.map { nowMicros - $0 })
-        writer.key("latest")
+        writer.plainKey("latest")
         if recorded == nil {
             writer.null()
         } else {
@@ -321,36 +348,49 @@ public final class ReadService: Sendable {
         writer.endObject()
     }
 
-    /// The fix in columns `first ..< first + fixColumnCount`, as an object.
+    /// The fix in columns `first ..< first + fixColumnCount` of a binary-format result, as an object.
+    /// Values go from libpq's buffer into the JSON without a `String` in between, except doubles,
+    /// which Swift's shortest round-trip `description` writes as the API always has.
     func writeFix(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ first: Int)
         throws(PostgresError)
     {
         writer.beginObject()
-        writer.key("latitude")
-        writer.double(try result.double(row, first) ?? 0)
-        writer.key("longitude")
-        writer.double(try result.double(row, first + 1) ?? 0)
-        writer.key("accuracy_m")
-        writer.double(try result.double(row, first + 2) ?? 0)
-        writer.key("altitude_m")
-        writeOptional(&writer, try result.double(row, first + 3)) { $0.double($1) }
-        writer.key("speed_mps")
-        writeOptional(&writer, try result.double(row, first + 4)) { $0.double($1) }
-        writer.key("heading_deg")
-        writeOptional(&writer, try result.double(row, first + 5)) { $0.double($1) }
-        writer.key("battery_pct")
-        writeOptional(&writer, try result.int64(row, first + 6)) { $0.int64($1) }
-        writer.key("is_charging")
-        writeOptional(&writer, try result.bool(row, first + 7)) { $0.bool($1) }
-        writer.key("source")
-        writer.string(result.string(row, first + 8) ?? "")
-        writer.key("recorded_at")
-        try writeTime(&writer, result, row, first + 9)
-        writer.key("received_at")
-        try writeTime(&writer, result, row, first + 10)
-        writer.key("clock_suspect")
-        writer.bool(try result.bool(row, first + 11) ?? false)
+        writer.plainKey("latitude")
+        writer.double(try result.binaryDouble(row, first) ?? 0)
+        writer.plainKey("longitude")
+        writer.double(try result.binaryDouble(row, first + 1) ?? 0)
+        writer.plainKey("accuracy_m")
+        writer.double(try result.binaryDouble(row, first + 2) ?? 0)
+        writer.plainKey("altitude_m")
+        writeOptional(&writer, try result.binaryDouble(row, first + 3)) { $0.double($1) }
+        writer.plainKey("speed_mps")
+        writeOptional(&writer, try result.binaryDouble(row, first + 4)) { $0.double($1) }
+        writer.plainKey("heading_deg")
+        writeOptional(&writer, try result.binaryDouble(row, first + 5)) { $0.double($1) }
+        writer.plainKey("battery_pct")
+        writeOptional(&writer, try result.binaryInt64(row, first + 6)) { $0.int64($1) }
+        writer.plainKey("is_charging")
+        writeOptional(&writer, try result.binaryBool(row, first + 7)) { $0.bool($1) }
+        writer.plainKey("source")
+        try writeText(&writer, result, row, first + 8)
+        writer.plainKey("recorded_at")
+        writeTime(&writer, try result.binaryTimestampMicros(row, first + 9))
+        writer.plainKey("received_at")
+        writeTime(&writer, try result.binaryTimestampMicros(row, first + 10))
+        writer.plainKey("clock_suspect")
+        writer.bool(try result.binaryBool(row, first + 11) ?? false)
         writer.endObject()
+    }
+
+    /// A `text` column of a binary-format result; "" for NULL, as before (the columns are NOT NULL).
+    func writeText(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
+        throws(PostgresError)
+    {
+        let written = try result.withBinaryText(row, column) { bytes -> Bool in
+            writer.string(utf8: bytes)
+            return true
+        }
+        if written == nil { writer.string("") }
     }
 
     func writeTime(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
@@ -363,7 +403,7 @@ public final class ReadService: Sendable {
     /// time can be written.
     func writeTime(_ writer: inout JSONWriter, _ micros: Int64?) {
         guard let micros else { return writer.null() }
-        writer.string(RFC3339.formatMicros(min(max(micros, RFC3339.microsMin), RFC3339.microsMax)))
+        writer.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
     }
 
     /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.
@@ -378,9 +418,15 @@ public final class ReadService: Sendable {
 
     // MARK: errors
 
-    func query(_ sql: String, _ parameters: [PostgresValue?]) throws(APIError) -> PostgresResult {
+    func query(_ statement: Statement) throws(APIError) -> PostgresResult {
+        try query(statement.sql, statement.parameters, format: statement.format)
+    }
+
+    func query(_ sql: String, _ parameters: [PostgresValue?], format: PostgresResultFormat = .text)
+        throws(APIError) -> PostgresResult
+    {
         do {
-            return try pool.execute(sql, parameters)
+            return try pool.execute(sql, parameters, format: format)
         } catch {
             StructuredLog.error("read_failed", ["error": .string("\(error)")])
             throw Self.databaseUnavailable

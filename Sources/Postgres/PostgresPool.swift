@@ -83,8 +83,10 @@ public final class PostgresPool: @unchecked Sendable {
     }
 
     @discardableResult
-    public func execute(_ sql: String, _ parameters: [PostgresValue?] = []) throws -> PostgresResult {
-        try withConnection { try $0.execute(sql, parameters) }
+    public func execute(
+        _ sql: String, _ parameters: [PostgresValue?] = [], format: PostgresResultFormat = .text
+    ) throws -> PostgresResult {
+        try withConnection { try $0.execute(sql, parameters, format: format) }
     }
 
     /// Closes the idle connections and refuses new borrowers; borrowed ones close when returned.

@@ -86,6 +86,78 @@ public final class PostgresResult: @unchecked Sendable {
         try bytes(row, columnIndex(column))
     }
 
+    // MARK: binary format
+
+    /// The accessors below read a result of `execute(..., format: .binary)` straight from the bytes
+    /// `PQgetvalue` points at, without a `String` in between. Each checks the column's type (`PQftype`)
+    /// and the value's length, and throws `.decode` when they are not what it reads.
+
+    /// A `bigint`, `integer` or `smallint`.
+    public func binaryInt64(_ row: Int, _ column: Int) throws(PostgresError) -> Int64? {
+        try binary(row, column, "bigint, integer or smallint") { type, bytes in
+            switch (type, bytes.count) {
+            case (PostgresTypeOID.int8, 8): Int64(bigEndian: bytes.loadUnaligned(as: Int64.self))
+            case (PostgresTypeOID.int4, 4): Int64(Int32(bigEndian: bytes.loadUnaligned(as: Int32.self)))
+            case (PostgresTypeOID.int2, 2): Int64(Int16(bigEndian: bytes.loadUnaligned(as: Int16.self)))
+            default: nil
+            }
+        }
+    }
+
+    /// A `double precision`.
+    public func binaryDouble(_ row: Int, _ column: Int) throws(PostgresError) -> Double? {
+        try binary(row, column, "double precision") { type, bytes in
+            guard type == PostgresTypeOID.float8, bytes.count == 8 else { return nil }
+            return Double(bitPattern: UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))
+        }
+    }
+
+    public func binaryBool(_ row: Int, _ column: Int) throws(PostgresError) -> Bool? {
+        try binary(row, column, "boolean") { type, bytes in
+            guard type == PostgresTypeOID.bool, bytes.count == 1 else { return nil }
+            return bytes[0] != 0
+        }
+    }
+
+    /// A `timestamptz` as microseconds since the Unix epoch. PostgreSQL sends microseconds since
+    /// 2000-01-01 00:00:00 UTC; `infinity` and `-infinity` (Int64.max and .min) are refused.
+    public func binaryTimestampMicros(_ row: Int, _ column: Int) throws(PostgresError) -> Int64? {
+        try binary(row, column, "timestamptz") { type, bytes in
+            guard type == PostgresTypeOID.timestamptz, bytes.count == 8 else { return nil }
+            let sincePostgresEpoch = Int64(bigEndian: bytes.loadUnaligned(as: Int64.self))
+            guard sincePostgresEpoch != .max && sincePostgresEpoch != .min else { return nil }
+            return sincePostgresEpoch + PostgresTypeOID.postgresEpochMicros
+        }
+    }
+
+    /// Calls `body` with the UTF-8 bytes of a `text` value (valid only during the call); nil for NULL.
+    public func withBinaryText<T>(_ row: Int, _ column: Int, _ body: (UnsafeBufferPointer<UInt8>) -> T)
+        throws(PostgresError) -> T?
+    {
+        try binary(row, column, "text") { type, bytes in
+            guard type == PostgresTypeOID.text else { return nil }
+            return body(bytes.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
+    private func binary<T>(
+        _ row: Int, _ column: Int, _ typeName: String, _ parse: (Oid, UnsafeRawBufferPointer) -> T?
+    ) throws(PostgresError) -> T? {
+        guard !isNull(row, column) else { return nil }
+        precondition(PQfformat(result, Int32(column)) == 1, "column \(column) was not read in binary format")
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        let bytes = UnsafeRawBufferPointer(
+            start: PQgetvalue(result, Int32(row), Int32(column)), count: length)
+        guard let value = parse(PQftype(result, Int32(column)), bytes) else {
+            throw PostgresError(
+                .decode,
+                message:
+                    "column \(columnNames[column]) row \(row) holds \(length) bytes of type oid \(PQftype(result, Int32(column))), not \(typeName)"
+            )
+        }
+        return value
+    }
+
     private func check(_ row: Int, _ column: Int) {
         precondition(row >= 0 && row < rowCount, "row \(row) out of range 0..<\(rowCount)")
         precondition(column >= 0 && column < columnNames.count, "column \(column) out of range")
@@ -102,6 +174,19 @@ public final class PostgresResult: @unchecked Sendable {
         }
         return value
     }
+}
+
+/// The type OIDs of the binary accessors (`pg_type.oid`, fixed in every PostgreSQL).
+enum PostgresTypeOID {
+    static let bool: Oid = 16
+    static let int8: Oid = 20
+    static let int2: Oid = 21
+    static let int4: Oid = 23
+    static let text: Oid = 25
+    static let float8: Oid = 701
+    static let timestamptz: Oid = 1184
+    /// 2000-01-01 00:00:00 UTC, PostgreSQL's epoch, in microseconds since the Unix epoch.
+    static let postgresEpochMicros: Int64 = 946_684_800_000_000
 }
 
 private func decodeHex(_ text: String) -> [UInt8]? {

@@ -18,6 +18,10 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var recordsFolded = 0
     public var fixesFolded = 0
     public var transactions = 0
+    /// `ANALYZE` runs of the projection tables (see `Projector.Options.analyzeAfterFixesMin`), and
+    /// `fixesFolded` at the last one.
+    public var analyzes = 0
+    public var fixesFoldedAtLastAnalyze = 0
     public var reconnects = 0
     /// The last error, cleared by the next successful transaction.
     public var lastError: String?
@@ -39,6 +43,12 @@ public final class Projector: Sendable {
         /// each further failure up to the maximum, back to the minimum after a success.
         public var retryDelayMicrosMin: Int64 = 100_000
         public var retryDelayMicrosMax: Int64 = 5_000_000
+        /// Once this many fixes were folded since the last `ANALYZE` (a catch-up after a backlog, a
+        /// replay, or enough steady traffic), the projector analyzes the projection tables the next
+        /// time it is idle. Autovacuum analyzes leaf partitions only after a delay and never the
+        /// partitioned `device_locations` itself; until then the planner guesses row counts from
+        /// empty-table statistics (37 rows for a 30-day history of 8,640) and picks bitmap scans and sorts.
+        public var analyzeAfterFixesMin = 5_000
         public var log: @Sendable (String) -> Void = { writeStandardError($0) }
 
         public init() {}
@@ -133,6 +143,25 @@ public final class Projector: Sendable {
         return records
     }
 
+    /// `ANALYZE` of the tables the read API queries, so that the planner knows their real row
+    /// counts, once `analyzeAfterFixesMin` fixes were folded since the last one. `run` calls it when
+    /// idle: it reads a sample of each partition (up to 30,000 rows each) and must not slow a
+    /// catch-up down. Returns whether it analyzed.
+    @discardableResult
+    public func analyzeIfDue() throws -> Bool {
+        let folded = status.fixesFolded
+        guard folded - status.fixesFoldedAtLastAnalyze >= options.analyzeAfterFixesMin else { return false }
+        let s = PostgresConnection.quoteIdentifier(store.schema)
+        try client.withConnection {
+            try $0.executeScript("ANALYZE \(s).device_locations, \(s).device_latest, \(s).devices")
+        }
+        state.withLock {
+            $0.analyzes += 1
+            $0.fixesFoldedAtLastAnalyze = folded
+        }
+        return true
+    }
+
     /// Tails the log until `shouldStop`, surviving PostgreSQL restarts: a failed transaction is
     /// retried from the checkpoint stored in the database, which says whether it committed.
     public func run(shouldStop: @Sendable () -> Bool) {
@@ -148,6 +177,7 @@ public final class Projector: Sendable {
                 let folded = try step(logEnd: logEnd)
                 retryDelay = options.retryDelayMicrosMin
                 if folded == 0 {
+                    if try analyzeIfDue() { continue }
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros)
                 }
             } catch let error as ProjectorError {

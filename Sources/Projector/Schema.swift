@@ -13,7 +13,8 @@ public enum Schema {
     /// Where a rebuild writes until it is swapped in.
     public static let building = "findmy_next"
     /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
-    public static let projectionVersion = 1
+    /// 2: the history index is `(device_id, recorded_at, log_offset, fix_index)`, the read API's order.
+    public static let projectionVersion = 2
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -111,7 +112,9 @@ public enum Schema {
                 UNIQUE (log_offset, fix_index, recorded_at)
             ) PARTITION BY RANGE (recorded_at);
             CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;
-            CREATE INDEX ON \(s).device_locations (device_id, recorded_at DESC);
+            -- The history's order, keyset included: a page is an index range scan without a sort
+            -- (scanned backwards, it also serves "newest first").
+            CREATE INDEX ON \(s).device_locations (device_id, recorded_at, log_offset, fix_index);
             CREATE TABLE \(s).device_latest (
                 device_id bigint PRIMARY KEY,
                 \(fixColumns)

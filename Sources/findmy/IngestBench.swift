@@ -251,7 +251,9 @@ final class ChildServer {
     let pid: pid_t
     let address: String
 
-    init(dataDirectory: String, logPath: String) throws {
+    /// `projector: false` measures ingest alone: a projector and its database would take CPU from
+    /// the path being measured. The read bench needs both.
+    init(dataDirectory: String, logPath: String, projector: Bool = false) throws {
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw UsageError("pipe failed") }
         var actions = posix_spawn_file_actions_t()
@@ -260,9 +262,9 @@ final class ChildServer {
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
         posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        // Ingest alone: a projector and its database would take CPU from the path being measured.
         let arguments = [
-            "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector", "off",
+            "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector",
+            projector ? "on" : "off",
         ]
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }

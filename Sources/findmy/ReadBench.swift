@@ -2,6 +2,8 @@ import Crypto
 import Events
 import HTTPClient
 import JSON
+import Panel
+import Postgres
 import Workload
 
 #if canImport(Glibc)
@@ -15,6 +17,11 @@ import Workload
 /// `findmy serve` on it, waits until the projector has folded the whole log into its embedded
 /// PostgreSQL, then times `GET /api/find-my/devices` and the history page of device 1 (one
 /// keep-alive connection, requests back to back, after a warm-up) and prints p50/p99 as JSON.
+///
+/// The baseline, measured in the same run: the read API's own statements (`ReadService.
+/// devicesStatement`, `locationsStatement`) over a bare `PostgresConnection` to the same cluster,
+/// without HTTP, authentication or JSON. Each HTTP figure is also printed as a ratio to it: what the
+/// server adds on top of what PostgreSQL must do anyway.
 enum ReadBench {
     static let help = """
         usage: findmy bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
@@ -52,7 +59,8 @@ enum ReadBench {
             serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
 
         let seeded = monotonicMicros()
-        let server = try ChildServer(dataDirectory: serverDirectory, logPath: root + "/server.log")
+        let server = try ChildServer(
+            dataDirectory: serverDirectory, logPath: root + "/server.log", projector: true)
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
         try waitForProjection(connection)
@@ -71,6 +79,16 @@ enum ReadBench {
                 && document["next_cursor"] == .null
         }
 
+        // The same statements with the same parameters, as the server runs them.
+        let sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: serverDirectory).conninfo)
+        defer { sql.close() }
+        let bareList = try measureSQL(
+            sql, ReadService.devicesStatement(deviceIDs: Array(1...UInt64(deviceCount))), requests: requests,
+            rows: deviceCount)
+        let bareHistory = try measureSQL(
+            sql, ReadService.locationsStatement(deviceID: 1, HistoryQuery(limit: 10_000)),
+            requests: max(10, requests / 5), rows: historyFixes)
+
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("devices")
@@ -79,7 +97,9 @@ enum ReadBench {
         writer.int64(Int64(historyFixes))
         writer.key("server_start_and_projection_seconds")
         writer.double(BenchCommand.rounded(projectedSeconds))
-        for (name, result, targetMillis) in [("devices_list", list, 5.0), ("history_page", history, 25.0)] {
+        for (name, result, bare, targetMillis) in [
+            ("devices_list", list, bareList, 5.0), ("history_page", history, bareHistory, 25.0),
+        ] {
             writer.key(name)
             writer.beginObject()
             writer.key("requests")
@@ -92,6 +112,13 @@ enum ReadBench {
             writer.double(BenchCommand.rounded(Double(result.percentile(99)) / 1000))
             writer.key("p99_target_ms")
             writer.double(targetMillis)
+            writer.key("bare_sql_p50_ms")
+            writer.double(BenchCommand.rounded(Double(bare.percentile(50)) / 1000))
+            writer.key("bare_sql_p99_ms")
+            writer.double(BenchCommand.rounded(Double(bare.percentile(99)) / 1000))
+            writer.key("p50_over_bare_sql")
+            writer.double(
+                BenchCommand.rounded(Double(result.percentile(50)) / Double(max(1, bare.percentile(50)))))
             writer.endObject()
         }
         writer.key("server_peak_rss_bytes")
@@ -178,6 +205,28 @@ enum ReadBench {
         var responseBytes: Int
 
         func percentile(_ p: Int) -> Int64 { latencies[min(latencies.count - 1, latencies.count * p / 100)] }
+    }
+
+    /// `requests` timed executions of `statement` after a tenth as many untimed ones; every result
+    /// must have `rows` rows (the history statement fetches one row more than its page when one
+    /// follows, and the bench's page holds the whole history).
+    static func measureSQL(
+        _ connection: PostgresConnection, _ statement: ReadService.Statement, requests: Int, rows: Int
+    ) throws -> Measurement {
+        for _ in 0..<(requests / 10) {
+            _ = try connection.execute(statement.sql, statement.parameters, format: statement.format)
+        }
+        var latencies: [Int64] = []
+        latencies.reserveCapacity(requests)
+        for _ in 0..<requests {
+            let start = monotonicMicros()
+            let result = try connection.execute(statement.sql, statement.parameters, format: statement.format)
+            latencies.append(monotonicMicros() - start)
+            guard result.rowCount == rows else {
+                throw UsageError("the bare statement returned \(result.rowCount) rows, expected \(rows)")
+            }
+        }
+        return Measurement(latencies: latencies.sorted(), responseBytes: 0)
     }
 
     /// `requests` timed GETs after a tenth as many untimed ones; the first answer is checked whole.

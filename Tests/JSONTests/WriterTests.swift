@@ -103,3 +103,39 @@ private func randomString(using generator: inout SeededGenerator) -> String {
     }
     return String(text)
 }
+
+/// The byte-level variants write exactly what their String counterparts write.
+@Test func utf8StringsAndTimestampsMatchTheStringForms() {
+    for sample in ["", "plain", "<b>&amp;</b>", "quote\" back\\ tab\t", "a\u{2028}b\u{2029}", "😀 ünï"] {
+        var fromString = JSONWriter()
+        fromString.string(sample)
+        var fromBytes = JSONWriter()
+        var copy = sample
+        copy.withUTF8 { fromBytes.string(utf8: $0) }
+        #expect(fromBytes.bytes == fromString.bytes, "\(sample)")
+    }
+    for micros: Int64 in [0, 1_764_684_000_123_000, -62_135_596_800_000_000, 253_402_300_799_999_999, -1] {
+        var writer = JSONWriter()
+        writer.timestamp(micros: micros)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"\(RFC3339.formatMicros(micros))\"")
+    }
+}
+
+@Test func plainKeysWriteWhatKeysWrite() {
+    var plain = JSONWriter()
+    var escaped = JSONWriter()
+    plain.beginObject()
+    escaped.beginObject()
+    plain.plainKey("accuracy_m")
+    escaped.key("accuracy_m")
+    plain.int64(12)
+    escaped.int64(12)
+    plain.plainKey("recorded_at")
+    escaped.key("recorded_at")
+    plain.null()
+    escaped.null()
+    plain.endObject()
+    escaped.endObject()
+    #expect(plain.bytes == escaped.bytes)
+    #expect(String(decoding: plain.bytes, as: UTF8.self) == #"{"accuracy_m":12,"recorded_at":null}"#)
+}

@@ -121,3 +121,48 @@ extension PostgresTests {
         #expect(try connection.execute("SELECT 1").int64(0, 0) == 1)
     }
 }
+
+extension PostgresTests {
+    /// The binary accessors read exactly what was stored: every double bit for bit (a latitude like
+    /// 52.520008 and the awkward ones), every timestamp to the microsecond, text unchanged.
+    @Test func binaryFormatReadsEveryValueExactly() throws {
+        let connection = try Cluster.connect()
+        for value in [
+            52.520008, 13.404954, -33.868820, 0.1 + 0.2, -0.0, 12, 1e-300, .leastNonzeroMagnitude,
+            .greatestFiniteMagnitude, 1.0 / 3,
+        ] {
+            let back = try connection.execute("SELECT $1::float8", [.double(value)], format: .binary)
+                .binaryDouble(0, 0)
+            #expect(back?.bitPattern == value.bitPattern, "\(value)")
+        }
+        for micros in timestampSamples {
+            let result = try connection.execute(
+                "SELECT $1::timestamptz", [.timestamp(micros: micros)], format: .binary)
+            #expect(try result.binaryTimestampMicros(0, 0) == micros)
+        }
+        for value in [Int64.min, -1, 0, 1, Int64.max] {
+            #expect(
+                try connection.execute("SELECT $1::int8", [.int64(value)], format: .binary).binaryInt64(0, 0)
+                    == value)
+        }
+        let small = try connection.execute("SELECT 81::smallint, (-7)::integer, true, false", format: .binary)
+        #expect(try small.binaryInt64(0, 0) == 81 && small.binaryInt64(0, 1) == -7)
+        #expect(try small.binaryBool(0, 2) == true && small.binaryBool(0, 3) == false)
+        for text in awkwardTexts {
+            let result = try connection.execute("SELECT $1::text", [.text(text)], format: .binary)
+            #expect(try result.withBinaryText(0, 0) { String(decoding: $0, as: UTF8.self) } == text)
+        }
+        let nulls = try connection.execute(
+            "SELECT NULL::float8, NULL::timestamptz, NULL::int8, NULL::bool, NULL::text", format: .binary)
+        #expect(try nulls.binaryDouble(0, 0) == nil && nulls.binaryTimestampMicros(0, 1) == nil)
+        #expect(try nulls.binaryInt64(0, 2) == nil && nulls.binaryBool(0, 3) == nil)
+        #expect(try nulls.withBinaryText(0, 4) { _ in true } == nil)
+        // Another type than asked, or infinity, is a decode error, not a wrong number.
+        let others = try connection.execute(
+            "SELECT 1.5::float4, 'infinity'::timestamptz, 'x'::varchar, now()::timestamp", format: .binary)
+        _ = expectPostgresError(kind: .decode) { _ = try others.binaryDouble(0, 0) }
+        _ = expectPostgresError(kind: .decode) { _ = try others.binaryTimestampMicros(0, 1) }
+        _ = expectPostgresError(kind: .decode) { _ = try others.withBinaryText(0, 2) { _ in 0 } }
+        _ = expectPostgresError(kind: .decode) { _ = try others.binaryTimestampMicros(0, 3) }
+    }
+}

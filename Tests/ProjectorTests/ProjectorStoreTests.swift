@@ -121,3 +121,39 @@ import Testing
         writer.close()
     }
 }
+
+extension ProjectorStoreTests {
+    /// After a catch-up the partitioned history has statistics (autovacuum never analyzes the
+    /// partitioned table itself), and the history is read in index order without a sort.
+    @Test func aCatchUpIsAnalyzedAndTheHistoryNeedsNoSort() throws {
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 3, batches: 60, fixesPerBatch: 9)
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        var options = Projector.Options()
+        options.analyzeAfterFixesMin = 500
+        let projector = Projector(
+            client: client, reader: LogReader(directory: log.path, writer: writer), options: options)
+        try projector.prepare()
+        let connection = try PostgresConnection(client.conninfo)
+        defer { connection.close() }
+        let statistics =
+            "SELECT count(*) FROM pg_stats WHERE schemaname = 'findmy' AND tablename = 'device_locations'"
+        #expect(try projector.analyzeIfDue() == false)
+        try catchUp(projector)
+        #expect(try count(connection, statistics) == 0)
+        #expect(try projector.analyzeIfDue() == true)
+        #expect(try count(connection, statistics) > 0)
+        #expect(projector.status.analyzes == 1)
+        #expect(try projector.analyzeIfDue() == false, "nothing folded since")
+        // Without a sort, unless nothing else gives the order: the index must give it.
+        try connection.executeScript("SET enable_sort = off")
+        let plan = try connection.execute(
+            """
+            EXPLAIN SELECT * FROM findmy.device_locations WHERE device_id = 1
+            ORDER BY recorded_at, log_offset, fix_index LIMIT 10001
+            """)
+        let lines = (0..<plan.rowCount).compactMap { plan.string($0, 0) }
+        #expect(!lines.contains { $0.contains("Sort  (") }, "\(lines.joined(separator: "\n"))")
+        writer.close()
+    }
+}
