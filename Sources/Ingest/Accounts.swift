@@ -325,7 +325,8 @@ extension IngestService {
         guard passwordChecksInFlight.add(1, ordering: .relaxed).newValue <= limits.passwordChecksConcurrentMax
         else {
             passwordChecksInFlight.subtract(1, ordering: .relaxed)
-            throw APIError(status: 503, code: "busy", message: "too many password checks at once; retry in a second")
+            throw APIError(
+                status: 503, code: "busy", message: "too many password checks at once; retry in a second")
         }
         let matches = PasswordHash.verify(current, against: user.passwordHash ?? PasswordHash.decoy)
         passwordChecksInFlight.subtract(1, ordering: .relaxed)
@@ -418,7 +419,9 @@ extension IngestService {
 
     /// Lets user `name` see `deviceID` until `untilMicros` (nil: until revoked). The caller has
     /// checked that `owner` owns the device. Used by the API and by the panel's share form.
-    public func shareDevice(_ deviceID: UInt64, owner: UInt64, withUser name: String, untilMicros until: Int64?)
+    public func shareDevice(
+        _ deviceID: UInt64, owner: UInt64, withUser name: String, untilMicros until: Int64?
+    )
         throws(APIError) -> (grantee: Registry.User, offset: UInt64)
     {
         precondition(deviceOwner(deviceID) == owner, "the caller checks ownership first")

@@ -93,7 +93,8 @@ extension IngestService {
     /// checked ownership. Used by the API and by the panel's retention form.
     public func setRetention(deviceID: UInt64, days: UInt32?) throws(APIError) -> UInt64 {
         if let days, days < 1 || days > UInt32(Self.retentionDaysMax) {
-            throw .badRequest("invalid_field", "days must be a whole number from 1 to \(Self.retentionDaysMax)")
+            throw .badRequest(
+                "invalid_field", "days must be a whole number from 1 to \(Self.retentionDaysMax)")
         }
         let offset = try mutations.withLock { _ throws(APIError) in
             try appendAndApply(

@@ -29,7 +29,9 @@ extension PanelService {
         guard caller.isAdmin else {
             return messagePage(
                 status: 403, title: "Administrators only",
-                message: "This page is for administrators. An administrator can give you the role with findmy user role.")
+                message:
+                    "This page is for administrators. An administrator can give you the role with findmy user role."
+            )
         }
         return body()
     }

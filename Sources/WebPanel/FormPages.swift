@@ -26,7 +26,9 @@ extension PanelService {
     }
 
     func addFormRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/find-my/account") { [self] request in withCaller(request) { accountPage(request, $0) } }
+        router.add("GET", "/find-my/account") { [self] request in
+            withCaller(request) { accountPage(request, $0) }
+        }
         router.add("POST", "/find-my/account/password") { [self] request in
             withForm(request) { changePassword(request, $0, $1) }
         }
@@ -60,19 +62,24 @@ extension PanelService {
 
     /// A form post: the caller, and the form's fields (first value of each) once its `csrf` field
     /// matched the session's token; a 403 page otherwise.
-    func withForm(_ request: HTTPRequest, _ body: (Caller, [String: String]) -> HTTPResponse) -> HTTPResponse {
+    func withForm(_ request: HTTPRequest, _ body: (Caller, [String: String]) -> HTTPResponse) -> HTTPResponse
+    {
         withCaller(request) { caller in
             var fields: [String: String] = [:]
             let isForm =
                 request.headers["Content-Type"]?.lowercased().hasPrefix("application/x-www-form-urlencoded")
                 ?? false
             if isForm {
-                for item in parseForm(request.body) where fields[item.name] == nil { fields[item.name] = item.value }
+                for item in parseForm(request.body) where fields[item.name] == nil {
+                    fields[item.name] = item.value
+                }
             }
             guard ingest.formCSRFMatches(request, sent: fields["csrf"]) else {
                 return messagePage(
                     status: 403, title: "This form has expired",
-                    message: "The form did not carry this session's token. Go back, reload the page and try again.")
+                    message:
+                        "The form did not carry this session's token. Go back, reload the page and try again."
+                )
             }
             return body(caller, fields)
         }
@@ -107,7 +114,7 @@ extension PanelService {
     // MARK: /find-my/account
 
     static let accountFlashes: [String: String] = [
-        "password": "Your password is changed. Your other sessions have ended; this one stays logged in.",
+        "password": "Your password is changed. Your other sessions have ended; this one stays logged in."
     ]
     static let accountErrors: [String: String] = [
         "wrong_password": "The current password is wrong.",
@@ -160,7 +167,8 @@ extension PanelService {
         return pageResponse(html, tileSource: "'none'")
     }
 
-    func changePassword(_ request: HTTPRequest, _ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
+    func changePassword(_ request: HTTPRequest, _ caller: Caller, _ fields: [String: String]) -> HTTPResponse
+    {
         func back(_ query: String) -> HTTPResponse { IngestService.redirect("/find-my/account?\(query)") }
         let new = fields["new"] ?? ""
         guard new == fields["again"] ?? "" else { return back("error=mismatch") }
@@ -183,7 +191,8 @@ extension PanelService {
         "shared": "The device is shared.",
         "revoked": "The share is revoked: that user no longer sees this device.",
         "retention": "The retention window is saved.",
-        "erased": "The history is erased. The fixes left the database now and leave the log files at the next compaction.",
+        "erased":
+            "The history is erased. The fixes left the database now and leave the log files at the next compaction.",
     ]
     static let settingsErrors: [String: String] = [
         "user_not_found": "There is no user with that name.",
@@ -245,7 +254,8 @@ extension PanelService {
                 formStart(&html, action: "/find-my/devices/\(id)/shares/revoke", caller: caller, inline: true)
                 html.raw("<input type=\"hidden\" name=\"user\" value=\"")
                 html.attribute(share.user)
-                html.raw("\">\n<button type=\"submit\">Revoke<span class=\"visually-hidden\"> the share with ")
+                html.raw(
+                    "\">\n<button type=\"submit\">Revoke<span class=\"visually-hidden\"> the share with ")
                 html.text(share.user)
                 html.raw("</span></button>\n</form></td></tr>\n")
             }
@@ -327,7 +337,9 @@ extension PanelService {
         let back = form.settingsPath
         var until: Int64?
         if let text = form.fields["until"], !text.isEmpty {
-            guard let micros = Self.parseLocalUTC(text) else { return IngestService.redirect(back + "?error=invalid_until") }
+            guard let micros = Self.parseLocalUTC(text) else {
+                return IngestService.redirect(back + "?error=invalid_until")
+            }
             until = micros
         }
         do throws(APIError) {
@@ -350,7 +362,8 @@ extension PanelService {
             _ = try ingest.unshareDevice(form.device.id, fromUser: form.fields["user"] ?? "")
             return IngestService.redirect(form.settingsPath + "?done=revoked")
         } catch {
-            let code = ["user_not_found", "share_not_found"].contains(error.code) ? "share_not_found" : "failed"
+            let code =
+                ["user_not_found", "share_not_found"].contains(error.code) ? "share_not_found" : "failed"
             return IngestService.redirect(form.settingsPath + "?error=" + code)
         }
     }
@@ -398,13 +411,17 @@ extension PanelService {
             utcTime(&html, to)
             html.raw(" will be erased.")
         } else {
-            html.raw("<strong>All</strong> of this device's history will be erased, its latest position included.")
+            html.raw(
+                "<strong>All</strong> of this device's history will be erased, its latest position included.")
         }
         html.raw(
             "</p>\n<p>This cannot be undone. The fixes leave the database at once and the log files at the next compaction; a backup taken earlier still holds them.</p>\n"
         )
         formStart(&html, action: "/find-my/devices/\(form.device.id)/erase", caller: caller)
-        for (name, value) in [("scope", scope ?? "all"), ("from", request.query("from") ?? ""), ("to", request.query("to") ?? "")] {
+        for (name, value) in [
+            ("scope", scope ?? "all"), ("from", request.query("from") ?? ""),
+            ("to", request.query("to") ?? ""),
+        ] {
             html.raw("<input type=\"hidden\" name=\"")
             html.attribute(name)
             html.raw("\" value=\"")
@@ -456,7 +473,9 @@ extension PanelService {
     }
 
     func navigation(_ html: inout HTML, caller: Caller) {
-        html.raw("<nav class=\"links\" aria-label=\"Pages\"><a href=\"/find-my\">Devices</a> <a href=\"/find-my/account\">Account</a>")
+        html.raw(
+            "<nav class=\"links\" aria-label=\"Pages\"><a href=\"/find-my\">Devices</a> <a href=\"/find-my/account\">Account</a>"
+        )
         if caller.isAdmin { html.raw(" <a href=\"/find-my/admin\">Admin</a>") }
         html.raw("</nav>\n<p class=\"who\">Logged in as ")
         html.text(caller.name)
@@ -472,7 +491,8 @@ extension PanelService {
 
     /// `<form method="post">` with the session's CSRF token.
     func formStart(_ html: inout HTML, action: String, caller: Caller, inline: Bool = false) {
-        html.raw(inline ? "<form method=\"post\" class=\"inline\" action=\"" : "<form method=\"post\" action=\"")
+        html.raw(
+            inline ? "<form method=\"post\" class=\"inline\" action=\"" : "<form method=\"post\" action=\"")
         html.attribute(action)
         html.raw("\">\n<input type=\"hidden\" name=\"csrf\" value=\"")
         html.attribute(caller.csrf ?? "")

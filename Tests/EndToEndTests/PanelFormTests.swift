@@ -31,7 +31,8 @@ import Testing
     ) throws -> PanelPageTests.Page {
         #expect(try pages.request(connection, "POST", path, cookies: [session], form: form).status == 403)
         #expect(
-            try pages.request(connection, "POST", path, cookies: [session], form: form + "&csrf=forged").status
+            try pages.request(connection, "POST", path, cookies: [session], form: form + "&csrf=forged")
+                .status
                 == 403)
         return try pages.request(connection, "POST", path, cookies: [session], form: form + "&csrf=\(csrf)")
     }
@@ -40,7 +41,9 @@ import Testing
         let data = ScratchDirectory("findmy-panel-forms")
         let alice = try addUser("alice", data: data.path)
         _ = try addUser("bob", data: data.path)
-        let admin = try FindmyProcess.run(["user", "add", "root", "--admin", "--json", "--data-dir", data.path])
+        let admin = try FindmyProcess.run([
+            "user", "add", "root", "--admin", "--json", "--data-dir", data.path,
+        ])
         #expect(admin.status == 0)
         try pages.setPassword("alice", "a long passphrase", data: data.path)
         try pages.setPassword("bob", "bobs passphrase", data: data.path)
@@ -66,19 +69,25 @@ import Testing
         let settings = try pages.request(connection, "GET", settingsPath, cookies: [aliceSession])
         #expect(settings.status == 200)
         #expect(settings.body.contains("On: the device reports its position."))
-        #expect(settings.body.contains("<label for=\"share-user\">") && settings.body.contains("<label for=\"days\">"))
+        #expect(
+            settings.body.contains("<label for=\"share-user\">")
+                && settings.body.contains("<label for=\"days\">"))
         #expect(settings.body.contains("Fixes are kept 30 days, the default window."))
         let csrf = try pages.hiddenField("csrf", in: settings.body)
         // The device page links to it, for the owner.
-        let devicePage = try pages.request(connection, "GET", "/find-my?selected=\(phoneID)", cookies: [aliceSession])
+        let devicePage = try pages.request(
+            connection, "GET", "/find-my?selected=\(phoneID)", cookies: [aliceSession])
         #expect(devicePage.body.contains("href=\"/find-my/devices/\(phoneID)/settings\""))
 
         // Bob and a missing id: the same "Device not found", nothing of alice's device, for every route.
         for id in [phoneID, 99_999] {
-            let page = try pages.request(connection, "GET", "/find-my/devices/\(id)/settings", cookies: [bobSession])
+            let page = try pages.request(
+                connection, "GET", "/find-my/devices/\(id)/settings", cookies: [bobSession])
             #expect(page.status == 404 && page.body.contains("Device not found"))
             #expect(!page.body.contains("alices-phone"))
-            let bobCSRF = try pages.hiddenField("csrf", in: try pages.request(connection, "GET", "/find-my/account", cookies: [bobSession]).body)
+            let bobCSRF = try pages.hiddenField(
+                "csrf",
+                in: try pages.request(connection, "GET", "/find-my/account", cookies: [bobSession]).body)
             for action in ["shares", "shares/revoke", "retention", "erase"] {
                 let post = try pages.request(
                     connection, "POST", "/find-my/devices/\(id)/\(action)", cookies: [bobSession],
@@ -89,34 +98,44 @@ import Testing
 
         // Share with bob: bob sees the device; revoke: he does not.
         let shared = try postChecked(
-            connection, "/find-my/devices/\(phoneID)/shares", session: aliceSession, csrf: csrf, form: "user=bob&until=")
+            connection, "/find-my/devices/\(phoneID)/shares", session: aliceSession, csrf: csrf,
+            form: "user=bob&until=")
         #expect(shared.status == 303 && shared.header("Location") == settingsPath + "?done=shared")
-        let listed = try pages.request(connection, "GET", settingsPath + "?done=shared", cookies: [aliceSession])
+        let listed = try pages.request(
+            connection, "GET", settingsPath + "?done=shared", cookies: [aliceSession])
         #expect(listed.body.contains("The device is shared.") && listed.body.contains("<td>bob</td>"))
-        #expect(try pages.request(connection, "GET", "/find-my", cookies: [bobSession]).body.contains("alices-phone"))
+        #expect(
+            try pages.request(connection, "GET", "/find-my", cookies: [bobSession]).body.contains(
+                "alices-phone"))
         let unknown = try pages.request(
             connection, "POST", "/find-my/devices/\(phoneID)/shares", cookies: [aliceSession],
             form: "user=nobody&csrf=\(csrf)")
         #expect(unknown.header("Location") == settingsPath + "?error=user_not_found")
         let revoked = try postChecked(
-            connection, "/find-my/devices/\(phoneID)/shares/revoke", session: aliceSession, csrf: csrf, form: "user=bob")
+            connection, "/find-my/devices/\(phoneID)/shares/revoke", session: aliceSession, csrf: csrf,
+            form: "user=bob")
         #expect(revoked.status == 303 && revoked.header("Location") == settingsPath + "?done=revoked")
-        #expect(!(try pages.request(connection, "GET", "/find-my", cookies: [bobSession]).body.contains("alices-phone")))
+        #expect(
+            !(try pages.request(connection, "GET", "/find-my", cookies: [bobSession]).body.contains(
+                "alices-phone")))
 
         // Retention: 7 days, then back to the default.
         let retention = try postChecked(
-            connection, "/find-my/devices/\(phoneID)/retention", session: aliceSession, csrf: csrf, form: "days=7")
+            connection, "/find-my/devices/\(phoneID)/retention", session: aliceSession, csrf: csrf,
+            form: "days=7")
         #expect(retention.header("Location") == settingsPath + "?done=retention")
         #expect(
             try pages.request(connection, "GET", settingsPath, cookies: [aliceSession]).body.contains(
                 "Fixes are kept 7 days, this device&#39;s own setting."))
         let bad = try pages.request(
-            connection, "POST", "/find-my/devices/\(phoneID)/retention", cookies: [aliceSession], form: "days=0&csrf=\(csrf)")
+            connection, "POST", "/find-my/devices/\(phoneID)/retention", cookies: [aliceSession],
+            form: "days=0&csrf=\(csrf)")
         #expect(bad.header("Location") == settingsPath + "?error=invalid_days")
 
         // Erase: the confirmation step changes nothing; the post erases.
         let confirm = try pages.request(
-            connection, "GET", "/find-my/devices/\(phoneID)/erase?scope=all&from=&to=", cookies: [aliceSession])
+            connection, "GET", "/find-my/devices/\(phoneID)/erase?scope=all&from=&to=",
+            cookies: [aliceSession])
         #expect(confirm.status == 200 && confirm.body.contains("This cannot be undone"))
         var history = try get(connection, "/api/find-my/devices/\(phoneID)/locations", token: alice)
         #expect((try? history.body["locations"]?.arrayValue)?.count == 2)
@@ -136,7 +155,8 @@ import Testing
         // The account page: a wrong current password, a mismatch, then the change. The other
         // session of alice ends; this one stays.
         let accountCSRF = try pages.hiddenField(
-            "csrf", in: try pages.request(connection, "GET", "/find-my/account", cookies: [aliceSession]).body)
+            "csrf", in: try pages.request(connection, "GET", "/find-my/account", cookies: [aliceSession]).body
+        )
         // (Bob tries the wrong current password: each check counts against the login throttle of
         // the name, 5 a minute, and alice logs in four times here.)
         let bobAccountCSRF = try pages.hiddenField(
@@ -167,7 +187,8 @@ import Testing
             "csrf", in: try pages.request(connection, "GET", "/find-my/account", cookies: [bobSession]).body)
         #expect(
             try pages.request(
-                connection, "POST", "/find-my/admin/users", cookies: [bobSession], form: "name=mallory&csrf=\(bobCSRF)"
+                connection, "POST", "/find-my/admin/users", cookies: [bobSession],
+                form: "name=mallory&csrf=\(bobCSRF)"
             ).status == 403)
         let rootSession = try logIn(connection, "root", "root passphrase")
         let adminPage = try pages.request(connection, "GET", "/find-my/admin", cookies: [rootSession])
@@ -178,16 +199,20 @@ import Testing
         #expect(!adminPage.body.contains("battery") && !adminPage.body.contains("Fix taken"))
         let adminCSRF = try pages.hiddenField("csrf", in: adminPage.body)
         let created = try postChecked(
-            connection, "/find-my/admin/users", session: rootSession, csrf: adminCSRF, form: "name=carol&role=member")
+            connection, "/find-my/admin/users", session: rootSession, csrf: adminCSRF,
+            form: "name=carol&role=member")
         #expect(created.status == 200 && created.header("Cache-Control") == "no-store")
         let tokenStart = try #require(created.body.range(of: "<code id=\"created-token\">"))
         let token = String(created.body[tokenStart.upperBound...].prefix { $0 != "<" })
-        #expect(try get(connection, "/api/find-my/devices", token: token).status == 200, "the new token works")
+        #expect(
+            try get(connection, "/api/find-my/devices", token: token).status == 200, "the new token works")
         let again = try pages.request(
-            connection, "POST", "/find-my/admin/users", cookies: [rootSession], form: "name=carol&csrf=\(adminCSRF)")
+            connection, "POST", "/find-my/admin/users", cookies: [rootSession],
+            form: "name=carol&csrf=\(adminCSRF)")
         #expect(again.header("Location") == "/find-my/admin?error=user_exists")
         let role = try postChecked(
-            connection, "/find-my/admin/users/role", session: rootSession, csrf: adminCSRF, form: "user=bob&role=admin")
+            connection, "/find-my/admin/users/role", session: rootSession, csrf: adminCSRF,
+            form: "user=bob&role=admin")
         #expect(role.header("Location") == "/find-my/admin?done=role")
         #expect(try pages.request(connection, "GET", "/find-my/admin", cookies: [bobSession]).status == 200)
     }
