@@ -174,15 +174,16 @@ extension IngestService {
         return response
     }
 
-    /// A path of the panel, safe to redirect to: `/find-my`, optionally with a query, and nothing
+    /// A path of the panel, safe to redirect to: `/find-my` or a page under `/find-my/`, optionally
+    /// with a query, and nothing
     /// that a browser could read as another host (a backslash) or another header (CR, LF): printable
     /// ASCII only. `//` cannot follow the fixed `/find-my` prefix.
     static func isPanelPath(_ path: String) -> Bool {
-        (path == "/find-my" || path.hasPrefix("/find-my?"))
+        (path == "/find-my" || path.hasPrefix("/find-my?") || path.hasPrefix("/find-my/"))
             && !path.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 < 0x21 || $0 > 0x7E })
     }
 
-    static func redirect(_ location: String) -> HTTPResponse {
+    public static func redirect(_ location: String) -> HTTPResponse {
         var response = HTTPResponse(status: 303)
         response.headers.set("Location", location)
         response.headers.set("Cache-Control", "no-store")
@@ -279,8 +280,12 @@ extension IngestService {
 
     // MARK: passwords and roles (admin socket, `findmy user passwd` and `findmy user role`)
 
-    /// Stores the Argon2id hash of `password` for user `name`, and ends the user's sessions.
-    public func setPassword(name: String, password: String) throws(APIError) -> UInt64 {
+    /// Stores the Argon2id hash of `password` for user `name`, and ends the user's sessions except
+    /// the one whose cookie is `keepingSession` (the panel's account page: whoever changed their own
+    /// password stays logged in in that browser; every other session ends).
+    public func setPassword(name: String, password: String, keepingSession: String? = nil) throws(APIError)
+        -> UInt64
+    {
         guard password.utf8.count >= limits.passwordBytesMin,
             password.utf8.count <= PasswordHash.passwordBytesMax
         else {
@@ -298,9 +303,45 @@ extension IngestService {
                     receivedAtMicros: clockMicros())
             )
         }
-        sessions.endAll(userID: userID)
+        sessions.endAll(userID: userID, except: keepingSession)
         StructuredLog.info("user_password_set", ["user_id": .int(Int64(userID))])
         return offset
+    }
+
+    /// The panel's "change your password": the caller's current password is checked like a login
+    /// (the same throttle per name, the same bound on concurrent Argon2id checks), then the new one
+    /// is stored by `setPassword`, the path `findmy user passwd` takes. The request's own session
+    /// stays; every other session of the user ends.
+    public func changeOwnPassword(_ request: HTTPRequest, current: String, new: String) throws(APIError)
+        -> UInt64
+    {
+        let userID = try authenticatedUser(request)
+        guard let user = registry.read({ $0.registry.users[userID] }) else { throw Self.invalidCredentials }
+        if let retryAfter = loginThrottle.admit(user.name, nowMicros: clockMicros()) {
+            throw APIError(
+                status: 429, code: "too_many_attempts",
+                message: "too many password attempts within a minute; wait \(retryAfter) s")
+        }
+        guard passwordChecksInFlight.add(1, ordering: .relaxed).newValue <= limits.passwordChecksConcurrentMax
+        else {
+            passwordChecksInFlight.subtract(1, ordering: .relaxed)
+            throw APIError(
+                status: 503, code: "busy", message: "too many password checks at once; retry in a second")
+        }
+        let matches = PasswordHash.verify(current, against: user.passwordHash ?? PasswordHash.decoy)
+        passwordChecksInFlight.subtract(1, ordering: .relaxed)
+        guard user.passwordHash != nil, matches else { throw Self.invalidCredentials }
+        return try setPassword(name: user.name, password: new, keepingSession: sessionCookie(request))
+    }
+
+    /// The role of a user, or nil for an unknown id.
+    public func role(of userID: UInt64) -> Role? { registry.read { $0.registry.users[userID]?.role } }
+
+    /// Whether a panel form post carries its session's CSRF token in field `csrf`. A request
+    /// without a live session has no token to match and is refused.
+    public func formCSRFMatches(_ request: HTTPRequest, sent: String?) -> Bool {
+        guard let expected = sessionCSRFToken(request), let sent else { return false }
+        return constantTimeEquals(expected, sent)
     }
 
     public func changeRole(name: String, role: Role) throws(APIError) -> UInt64 {
@@ -355,7 +396,6 @@ extension IngestService {
         let object = try parseObject(request.body, allowed: ["user", "until"])
         let name = try field { () throws(JSONAccessError) in try object.string("user") }
         let untilText = try field { () throws(JSONAccessError) in try object.stringIfPresent("until") }
-        let now = clockMicros()
         var until: Int64?
         if let untilText {
             do {
@@ -363,9 +403,31 @@ extension IngestService {
             } catch {
                 throw .badRequest("invalid_until", "until must be an RFC 3339 time: \(error.description)")
             }
-            guard until! > now else {
-                throw .badRequest("invalid_until", "until (\(untilText.prefix(40))) is not in the future")
-            }
+        }
+        let (grantee, offset) = try shareDevice(deviceID, owner: owner, withUser: name, untilMicros: until)
+        var writer = JSONWriter(capacity: 128)
+        writer.beginObject()
+        writer.key("user")
+        writer.string(grantee.name)
+        writer.key("until")
+        if let until { writer.string(RFC3339.formatMicros(until)) } else { writer.null() }
+        writer.key("offset")
+        writer.int64(Int64(offset))
+        writer.endObject()
+        return .json(writer.bytes, status: 201)
+    }
+
+    /// Lets user `name` see `deviceID` until `untilMicros` (nil: until revoked). The caller has
+    /// checked that `owner` owns the device. Used by the API and by the panel's share form.
+    public func shareDevice(
+        _ deviceID: UInt64, owner: UInt64, withUser name: String, untilMicros until: Int64?
+    )
+        throws(APIError) -> (grantee: Registry.User, offset: UInt64)
+    {
+        precondition(deviceOwner(deviceID) == owner, "the caller checks ownership first")
+        let now = clockMicros()
+        if let until, until <= now {
+            throw .badRequest("invalid_until", "until (\(RFC3339.formatMicros(until))) is not in the future")
         }
         let grantee = try existingUser(name)
         guard grantee.id != owner else {
@@ -379,21 +441,19 @@ extension IngestService {
         }
         StructuredLog.info(
             "share_granted", ["device_id": .int(Int64(deviceID)), "grantee_id": .int(Int64(grantee.id))])
-        var writer = JSONWriter(capacity: 128)
-        writer.beginObject()
-        writer.key("user")
-        writer.string(grantee.name)
-        writer.key("until")
-        if let until { writer.string(RFC3339.formatMicros(until)) } else { writer.null() }
-        writer.key("offset")
-        writer.int64(Int64(offset))
-        writer.endObject()
-        return .json(writer.bytes, status: 201)
+        return (grantee, offset)
     }
 
     func revokeShare(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         let (_, deviceID) = try ownedDevice(request)
-        let grantee = try existingUser(request.pathParameters["user"] ?? "")
+        let offset = try unshareDevice(deviceID, fromUser: request.pathParameters["user"] ?? "")
+        return .json("{\"offset\": \(offset)}")
+    }
+
+    /// Ends the share of `deviceID` with user `name` at once (the caller has checked ownership);
+    /// 404 `share_not_found` when there is none.
+    public func unshareDevice(_ deviceID: UInt64, fromUser name: String) throws(APIError) -> UInt64 {
+        let grantee = try existingUser(name)
         guard registry.read({ $0.registry.shares[deviceID]?[grantee.id] }) != nil else {
             throw APIError(
                 status: 404, code: "share_not_found",
@@ -406,23 +466,39 @@ extension IngestService {
         }
         StructuredLog.info(
             "share_revoked", ["device_id": .int(Int64(deviceID)), "grantee_id": .int(Int64(grantee.id))])
-        return .json("{\"offset\": \(offset)}")
+        return offset
+    }
+
+    /// A share of a device as its owner sees it listed.
+    public struct ShareListing: Sendable {
+        public var user: String
+        public var untilMicros: Int64?
+        /// False once `untilMicros` has passed; an expired share is listed until revoked.
+        public var active: Bool
+    }
+
+    /// The shares of `deviceID` by grantee id, at the server's clock.
+    public func shares(of deviceID: UInt64) -> [ShareListing] {
+        let now = clockMicros()
+        let registry = registrySnapshot
+        return (registry.shares[deviceID] ?? [:]).values.sorted(by: { $0.granteeUserID < $1.granteeUserID })
+            .map {
+                ShareListing(
+                    user: registry.users[$0.granteeUserID]?.name ?? "", untilMicros: $0.untilMicros,
+                    active: $0.isActive(atMicros: now))
+            }
     }
 
     func listShares(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         let (_, deviceID) = try ownedDevice(request)
-        let now = clockMicros()
-        let registry = registrySnapshot
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("shares")
         writer.beginArray()
-        for share in (registry.shares[deviceID] ?? [:]).values.sorted(by: {
-            $0.granteeUserID < $1.granteeUserID
-        }) {
+        for share in shares(of: deviceID) {
             writer.beginObject()
             writer.key("user")
-            writer.string(registry.users[share.granteeUserID]?.name ?? "")
+            writer.string(share.user)
             writer.key("until")
             if let until = share.untilMicros {
                 writer.string(RFC3339.formatMicros(until))
@@ -430,7 +506,7 @@ extension IngestService {
                 writer.null()
             }
             writer.key("active")
-            writer.bool(share.isActive(atMicros: now))
+            writer.bool(share.active)
             writer.endObject()
         }
         writer.endArray()

@@ -85,13 +85,31 @@ extension IngestService {
         let deviceID = try ownedDevice(request).deviceID
         let object = try parseObject(request.body, allowed: ["days"])
         let days = try Self.days(object)
+        let offset = try setRetention(deviceID: deviceID, days: days)
+        return .json(Self.retentionAnswer(days: days, offset: offset))
+    }
+
+    /// Sets the device's own window (nil: back to its user's or the server's). The caller has
+    /// checked ownership. Used by the API and by the panel's retention form.
+    public func setRetention(deviceID: UInt64, days: UInt32?) throws(APIError) -> UInt64 {
+        if let days, days < 1 || days > UInt32(Self.retentionDaysMax) {
+            throw .badRequest(
+                "invalid_field", "days must be a whole number from 1 to \(Self.retentionDaysMax)")
+        }
         let offset = try mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .retentionChanged(RetentionChanged(scope: .device(deviceID), days: days)),
                 receivedAtMicros: clockMicros())
         }
         StructuredLog.info("retention_changed", ["device_id": .int(Int64(deviceID))])
-        return .json(Self.retentionAnswer(days: days, offset: offset))
+        return offset
+    }
+
+    /// The device's own retention override, and the window that applies to it (the override, else
+    /// its user's, else the server's `retentionDays`), as the compactor and the arrival check use it.
+    public func retentionDays(deviceID: UInt64) -> (override: UInt32?, effective: Int) {
+        let override = registry.read { $0.registry.devices[deviceID]?.retentionDays }
+        return (override, arrivalLimits(deviceID).retentionDays)
     }
 
     func eraseHistory(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
@@ -111,6 +129,15 @@ extension IngestService {
         }
         let from = try time("from")
         let to = try time("to")
+        let offset = try eraseHistory(deviceID: deviceID, fromMicros: from, toMicros: to)
+        return .json("{\"erased\": true, \"offset\": \(offset)}")
+    }
+
+    /// Erases the device's fixes with `recorded_at` in [from, to) (nil: unbounded on that side).
+    /// The caller has checked ownership. Used by the API and by the panel's erase form.
+    public func eraseHistory(deviceID: UInt64, fromMicros from: Int64?, toMicros to: Int64?) throws(APIError)
+        -> UInt64
+    {
         if let from, let to, from >= to {
             throw .badRequest("invalid_field", "from must be before to")
         }
@@ -120,7 +147,7 @@ extension IngestService {
                 receivedAtMicros: clockMicros())
         }
         StructuredLog.info("history_erased", ["device_id": .int(Int64(deviceID))])
-        return .json("{\"erased\": true, \"offset\": \(offset)}")
+        return offset
     }
 
     func removeDevice(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {

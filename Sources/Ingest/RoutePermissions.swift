@@ -74,6 +74,21 @@ public enum RoutePermissions {
         // The web panel (Sources/WebPanel): pages need a login, their static files do not
         RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
         RouteKey("GET", "/login"): .open,
+        // The panel's forms (Sources/WebPanel/FormPages.swift, AdminPage.swift). Each handler checks
+        // more than the gate, and answers with a page rather than JSON: a device page answers the
+        // panel's "Device not found" (404) unless the caller owns the device; an admin page a plain
+        // 403 page unless the caller's role is admin; every POST the session's CSRF token (403).
+        RouteKey("GET", "/find-my/account"): .page,
+        RouteKey("POST", "/find-my/account/password"): .page,
+        RouteKey("GET", "/find-my/devices/{id}/settings"): .page,  // owner only, in the handler
+        RouteKey("POST", "/find-my/devices/{id}/shares"): .page,  // owner only
+        RouteKey("POST", "/find-my/devices/{id}/shares/revoke"): .page,  // owner only
+        RouteKey("POST", "/find-my/devices/{id}/retention"): .page,  // owner only
+        RouteKey("GET", "/find-my/devices/{id}/erase"): .page,  // owner only: the confirmation step
+        RouteKey("POST", "/find-my/devices/{id}/erase"): .page,  // owner only
+        RouteKey("GET", "/find-my/admin"): .page,  // admin role only, in the handler
+        RouteKey("POST", "/find-my/admin/users"): .page,  // admin role only
+        RouteKey("POST", "/find-my/admin/users/role"): .page,  // admin role only
         RouteKey("GET", "/static/panel.js"): .open,
         RouteKey("GET", "/static/panel.css"): .open,
         RouteKey("GET", "/static/leaflet/leaflet.js"): .open,

@@ -76,8 +76,12 @@ final class SessionStore: Sendable {
         sessions.withLock { _ = $0.removeValue(forKey: hash) }
     }
 
-    func endAll(userID: UInt64) {
-        sessions.withLock { sessions in sessions = sessions.filter { $0.value.userID != userID } }
+    /// Ends every session of `userID` but the one whose cookie is `kept`.
+    func endAll(userID: UInt64, except kept: String? = nil) {
+        let keptHash = kept.map { SHA256.hash(Array($0.utf8)) }
+        sessions.withLock { sessions in
+            sessions = sessions.filter { $0.value.userID != userID || $0.key == keptHash }
+        }
     }
 
     private func isLive(_ session: Session, _ nowMicros: Int64) -> Bool {

@@ -5,6 +5,7 @@ import JSON
 /// to what the reader may see.
 struct PanelPage {
     var userName: String
+    var isAdmin = false
     var csrf: String?
     var devices: [PanelDevice]
     var selection: PanelService.Selection
@@ -34,8 +35,10 @@ struct PanelPage {
         if case .notFound = selection { title = "Device not found" }
         head(&html, title: title, map: true)
         html.raw(
-            "<header class=\"top\">\n<h1><a href=\"/find-my\">findmy</a></h1>\n<p class=\"who\">Logged in as "
+            "<header class=\"top\">\n<h1><a href=\"/find-my\">findmy</a></h1>\n<nav class=\"links\" aria-label=\"Pages\"><a href=\"/find-my/account\">Account</a>"
         )
+        if isAdmin { html.raw(" <a href=\"/find-my/admin\">Admin</a>") }
+        html.raw("</nav>\n<p class=\"who\">Logged in as ")
         html.text(userName)
         html.raw("</p>\n")
         if let csrf {
@@ -151,7 +154,13 @@ struct PanelPage {
         row(
             &html, "Reporting",
             device.paused ? "paused on the device: it sends nothing until resumed" : "on", id: "paused")
-        html.raw("</dl>\n</section>\n")
+        html.raw("</dl>\n")
+        if device.sharedBy == nil {
+            html.raw("<p><a id=\"settings-link\" href=\"/find-my/devices/")
+            html.attribute(String(device.id))
+            html.raw("/settings\">Sharing, retention and erasing</a></p>\n")
+        }
+        html.raw("</section>\n")
     }
 
     /// The plain sentence for a device not heard from for longer than usual, or nil.

@@ -231,7 +231,23 @@ let panelStyle = #"""
     main.login form { display: flex; flex-direction: column; gap: 6px; }
     main.login input { font: inherit; padding: 8px; min-height: 44px; border: 1px solid #8c959f; border-radius: 6px; }
     main.login button { margin-top: 12px; }
+    nav.links { display: flex; gap: 12px; }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+    main.forms { display: block; max-width: 48rem; margin: 0 auto; padding: 8px 16px 32px; height: auto; }
+    main.forms section { border-top: 1px solid #d0d7de; margin-top: 16px; }
+    main.forms form:not(.inline) { display: flex; flex-direction: column; align-items: flex-start; gap: 6px; }
+    main.forms form.inline { margin: 0; }
+    main.forms input:not([type=radio]), main.forms select { font: inherit; padding: 8px; min-height: 44px; border: 1px solid #8c959f; border-radius: 6px; max-width: 100%; }
+    main.forms fieldset { border: 1px solid #d0d7de; border-radius: 6px; display: flex; flex-direction: column; gap: 6px; }
+    main.forms label.inline { display: inline; }
+    table { border-collapse: collapse; width: 100%; }
+    th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid #eaeef2; vertical-align: middle; }
+    .flash { background: #dafbe1; border-left: 4px solid #1a7f37; padding: 8px; }
+    .note { color: #57606a; font-size: 0.9rem; }
+    code { overflow-wrap: anywhere; }
+    button.danger { border-color: #cf222e; color: #82071e; }
     @media (min-width: 800px) {
+      main.forms { height: auto; }
       main { flex-direction: row; height: calc(100vh - 62px); }
       .side { width: 24rem; overflow: auto; flex: none; }
       .mapbox { flex: 1; display: flex; flex-direction: column; }

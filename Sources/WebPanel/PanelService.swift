@@ -49,6 +49,7 @@ public final class PanelService: Sendable {
     public func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", "/find-my") { [self] request in findMy(request) }
         router.add("GET", "/login") { [self] request in loginPage(request) }
+        addFormRoutes(to: &router)
         statics.addRoutes(to: &router)
     }
 
@@ -150,7 +151,8 @@ public final class PanelService: Sendable {
                 }
             }
             let page = PanelPage(
-                userName: ingest.userName(reader) ?? "", csrf: ingest.sessionCSRFToken(request),
+                userName: ingest.userName(reader) ?? "", isAdmin: ingest.role(of: reader) == .admin,
+                csrf: ingest.sessionCSRFToken(request),
                 devices: devices, selection: selection, nowMicros: now, configuration: configuration)
             var status = 200
             if case .notFound = selection { status = 404 }

@@ -36,8 +36,9 @@ def rfc3339(moment):
 class Server:
     def __init__(self, binary, data):
         self.binary, self.data = binary, data
-        for name in ("alice", "bob"):
-            out = subprocess.run([binary, "user", "add", name, "--data-dir", data],
+        for name in ("alice", "bob", "root"):
+            out = subprocess.run([binary, "user", "add", name, "--data-dir", data]
+                                 + (["--admin"] if name == "root" else []),
                                  check=True, capture_output=True, text=True).stdout
             token = [word for line in out.splitlines() for word in line.split() if len(word) == 43]
             setattr(self, name + "_token", token[0])
@@ -93,7 +94,7 @@ def main():
     os.makedirs(arguments.artifacts, exist_ok=True)
     data = tempfile.mkdtemp(prefix="findmy-browser-")
     passed, failed = [], []
-    server = driver = None
+    server = driver = other = None
     try:
         server = Server(os.path.abspath(arguments.findmy), data)
         now = datetime.now(timezone.utc)
@@ -114,9 +115,16 @@ def main():
         for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
                      "--lang=en-US"):
             options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
-                                  options=options)
-        driver.set_page_load_timeout(30)
+        def new_driver():
+            started = webdriver.Chrome(
+                service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+            started.set_page_load_timeout(30)
+            return started
+
+        driver = new_driver()
+        # A second browser (its own cookies) for the other users: bob, then the admin.
+        other = None
+        passwords = {"alice": PASSWORD, "bob": PASSWORD, "root": PASSWORD}
         wait = WebDriverWait(driver, 20)
         phone_id, script_id, bobs_id = phone["device_id"], script["device_id"], bobs["device_id"]
 
@@ -153,15 +161,17 @@ def main():
                 " clng: c.getLatLng().lng, radius: c.getRadius(), onMap: p.map.hasLayer(c) && p.map.hasLayer(m)};",
                 device_id)
 
-        def log_in():
-            driver.get(server.url + "/find-my")
-            wait.until(lambda d: "/login" in d.current_url)
-            expect(driver.find_element(By.CSS_SELECTOR, "label[for=name]").text == "Name", "labelled name field")
-            shot("01-login")
-            driver.find_element(By.ID, "name").send_keys("alice")
-            driver.find_element(By.ID, "password").send_keys(PASSWORD)
-            driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-            wait.until(lambda d: d.current_url.endswith("/find-my"))
+        def log_in(browser=None, name="alice"):
+            browser = browser or driver
+            browser.get(server.url + "/find-my")
+            WebDriverWait(browser, 20).until(lambda d: "/login" in d.current_url)
+            expect(browser.find_element(By.CSS_SELECTOR, "label[for=name]").text == "Name", "labelled name field")
+            if browser is driver and name == "alice":
+                shot("01-login")
+            browser.find_element(By.ID, "name").send_keys(name)
+            browser.find_element(By.ID, "password").send_keys(passwords[name])
+            browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+            WebDriverWait(browser, 20).until(lambda d: d.current_url.endswith("/find-my"))
 
         step("log in", log_in)
 
@@ -279,6 +289,92 @@ def main():
 
         step("see a live update arrive", live_update)
 
+        def device_names(browser):
+            return [link.text for link in browser.find_elements(By.CSS_SELECTOR, "#device-list li a")]
+
+        def share_and_revoke():
+            nonlocal other
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            driver.find_element(By.ID, "settings-link").click()
+            wait.until(lambda d: d.current_url.endswith("/find-my/devices/%d/settings" % phone_id))
+            expect("On: the device reports" in driver.find_element(By.ID, "paused").text, "pause switch shown")
+            driver.find_element(By.ID, "share-user").send_keys("bob")
+            driver.find_element(By.CSS_SELECTOR, "form[action$='/shares'] button[type=submit]").click()
+            wait.until(lambda d: d.current_url.endswith("?done=shared"))
+            expect("The device is shared." in driver.find_element(By.ID, "flash").text, "flash after sharing")
+            expect("bob" in driver.find_element(By.ID, "shares").text, "the share is listed")
+            shot("08-settings-shared")
+            other = new_driver()
+            log_in(other, "bob")
+            expect("Anna's phone" in device_names(other), "bob sees the shared device: %r" % device_names(other))
+            other.get(server.url + "/find-my/admin")
+            expect("Administrators only" in other.find_element(By.TAG_NAME, "body").text, "a member gets 403")
+            driver.find_element(By.CSS_SELECTOR, "#shares button[type=submit]").click()
+            wait.until(lambda d: d.current_url.endswith("?done=revoked"))
+            expect("no longer sees" in driver.find_element(By.ID, "flash").text, "flash after revoking")
+            other.get(server.url + "/find-my")
+            expect("Anna's phone" not in device_names(other), "gone for bob: %r" % device_names(other))
+
+        step("add and revoke a share: the device appears and disappears for bob", share_and_revoke)
+
+        def erase_history():
+            driver.find_element(By.CSS_SELECTOR, "form[action$='/erase'] button[type=submit]").click()
+            wait.until(lambda d: "/erase?scope=all" in d.current_url)
+            expect("This cannot be undone" in driver.find_element(By.TAG_NAME, "main").text, "a confirmation step")
+            shot("09-erase-confirm")
+            driver.find_element(By.CSS_SELECTOR, "button.danger").click()
+            wait.until(lambda d: d.current_url.endswith("?done=erased"))
+            expect("history is erased" in driver.find_element(By.ID, "flash").text, "flash after erasing")
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            driver.find_element(By.LINK_TEXT, "Last 7 days").click()
+            deadline = time.time() + 20
+            while True:
+                map_ready()
+                points = driver.execute_script(
+                    "var t = window.findmyPanel.track; return t ? t.getLatLngs().length : 0;")
+                if points == 0 or time.time() > deadline:
+                    break
+                time.sleep(0.3)
+                driver.refresh()
+            expect(points == 0, "no track after erasing: %r points" % points)
+            expect(": 0 fixes" in driver.find_element(By.ID, "range").text, "the range holds nothing")
+
+        step("erase the history: the track is gone", erase_history)
+
+        def change_password():
+            driver.find_element(By.LINK_TEXT, "Account").click()
+            wait.until(lambda d: d.current_url.endswith("/find-my/account"))
+            driver.find_element(By.ID, "current").send_keys(PASSWORD)
+            driver.find_element(By.ID, "new").send_keys("a brand new passphrase")
+            driver.find_element(By.ID, "again").send_keys("a brand new passphrase")
+            driver.find_element(By.CSS_SELECTOR, "form[action$='/password'] button[type=submit]").click()
+            wait.until(lambda d: d.current_url.endswith("?done=password"))
+            expect("password is changed" in driver.find_element(By.ID, "flash").text, "flash after the change")
+            driver.find_element(By.CSS_SELECTOR, "form.logout button").click()
+            wait.until(lambda d: "/login" in d.current_url)
+            passwords["alice"] = "a brand new passphrase"
+            log_in()
+
+        step("change the password, then log in with the new one", change_password)
+
+        def admin_page():
+            other.find_element(By.CSS_SELECTOR, "form.logout button").click()
+            WebDriverWait(other, 20).until(lambda d: "/login" in d.current_url)
+            log_in(other, "root")
+            other.find_element(By.LINK_TEXT, "Admin").click()
+            WebDriverWait(other, 20).until(lambda d: d.current_url.endswith("/find-my/admin"))
+            users = other.find_element(By.ID, "users").text
+            for name in ("alice", "bob", "root"):
+                expect(name in users, "%s listed: %r" % (name, users))
+            devices = other.find_element(By.ID, "devices").text
+            expect("Anna's phone" in devices and "Bob's secret tablet" in devices, "devices listed: %r" % devices)
+            source = other.page_source
+            for position in ("52.5", "13.40", "40.0", "battery", "±"):
+                expect(position not in source, "no position on the admin page: found %r" % position)
+            other.save_screenshot(os.path.join(arguments.artifacts, "10-admin.png"))
+
+        step("the admin page lists users and devices without positions", admin_page)
+
         def log_out():
             driver.find_element(By.CSS_SELECTOR, "form.logout button").click()
             wait.until(lambda d: "/login" in d.current_url)
@@ -305,6 +401,8 @@ def main():
     finally:
         if driver is not None:
             driver.quit()
+        if other is not None:
+            other.quit()
         if server is not None:
             server.stop()
             if failed:

@@ -1,0 +1,533 @@
+import Events
+import HTTP
+import Ingest
+import JSON
+
+/// The panel's forms (docs/panel.md): the account page (change your password) and, per device you
+/// own, its settings (shares, retention, erase history with a confirmation step, the pause switch
+/// shown). Every form is a plain POST carrying the session's CSRF token and works without
+/// JavaScript: success is a 303 back to the page with a flash message named in the URL
+/// (`?done=CODE`, `?error=CODE`), each code mapped to a fixed sentence, so no request text is ever
+/// echoed. Each operation is the one the JSON API uses (`IngestService.shareDevice`, ...).
+extension PanelService {
+    /// Who is looking: the gate (`.page`) let only a user through.
+    struct Caller {
+        var userID: UInt64
+        var name: String
+        var isAdmin: Bool
+        var csrf: String?
+    }
+
+    func caller(_ request: HTTPRequest) -> Caller? {
+        guard let userID = try? ingest.authenticatedUser(request) else { return nil }
+        return Caller(
+            userID: userID, name: ingest.userName(userID) ?? "", isAdmin: ingest.role(of: userID) == .admin,
+            csrf: ingest.sessionCSRFToken(request))
+    }
+
+    func addFormRoutes(to router: inout GuardedRouter) {
+        router.add("GET", "/find-my/account") { [self] request in
+            withCaller(request) { accountPage(request, $0) }
+        }
+        router.add("POST", "/find-my/account/password") { [self] request in
+            withForm(request) { changePassword(request, $0, $1) }
+        }
+        router.add("GET", "/find-my/devices/{id}/settings") { [self] request in
+            withOwnedDevice(request) { settingsPage(request, $0, $1) }
+        }
+        router.add("POST", "/find-my/devices/{id}/shares") { [self] request in
+            withOwnedDevice(request, form: true) { addShare(request, $0, $1) }
+        }
+        router.add("POST", "/find-my/devices/{id}/shares/revoke") { [self] request in
+            withOwnedDevice(request, form: true) { revokeShare(request, $0, $1) }
+        }
+        router.add("POST", "/find-my/devices/{id}/retention") { [self] request in
+            withOwnedDevice(request, form: true) { setRetention(request, $0, $1) }
+        }
+        router.add("GET", "/find-my/devices/{id}/erase") { [self] request in
+            withOwnedDevice(request) { eraseConfirmation(request, $0, $1) }
+        }
+        router.add("POST", "/find-my/devices/{id}/erase") { [self] request in
+            withOwnedDevice(request, form: true) { erase(request, $0, $1) }
+        }
+        addAdminRoutes(to: &router)
+    }
+
+    // MARK: guards shared by the form routes
+
+    func withCaller(_ request: HTTPRequest, _ body: (Caller) -> HTTPResponse) -> HTTPResponse {
+        guard let caller = caller(request) else { return IngestService.redirect("/login") }
+        return body(caller)
+    }
+
+    /// A form post: the caller, and the form's fields (first value of each) once its `csrf` field
+    /// matched the session's token; a 403 page otherwise.
+    func withForm(_ request: HTTPRequest, _ body: (Caller, [String: String]) -> HTTPResponse) -> HTTPResponse
+    {
+        withCaller(request) { caller in
+            var fields: [String: String] = [:]
+            let isForm =
+                request.headers["Content-Type"]?.lowercased().hasPrefix("application/x-www-form-urlencoded")
+                ?? false
+            if isForm {
+                for item in parseForm(request.body) where fields[item.name] == nil {
+                    fields[item.name] = item.value
+                }
+            }
+            guard ingest.formCSRFMatches(request, sent: fields["csrf"]) else {
+                return messagePage(
+                    status: 403, title: "This form has expired",
+                    message:
+                        "The form did not carry this session's token. Go back, reload the page and try again."
+                )
+            }
+            return body(caller, fields)
+        }
+    }
+
+    /// A page of a device the caller owns; anyone else, and an id that does not exist, gets the same
+    /// "Device not found" page (a user the device is shared with too: sharing lends sight, not control).
+    func withOwnedDevice(
+        _ request: HTTPRequest, form: Bool = false, _ body: (Caller, FormDevice) -> HTTPResponse
+    ) -> HTTPResponse {
+        func resolve(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
+            guard let id = request.pathParameters["id"].flatMap({ UInt64($0) }),
+                ingest.deviceOwner(id) == caller.userID,
+                let device = ingest.registrySnapshot.liveDevice(id)
+            else {
+                return messagePage(
+                    status: 404, title: "Device not found",
+                    message: "There is no device with this id among yours.")
+            }
+            return body(caller, FormDevice(device: device, fields: fields))
+        }
+        if form { return withForm(request, resolve) }
+        return withCaller(request) { resolve($0, [:]) }
+    }
+
+    struct FormDevice {
+        var device: Registry.Device
+        var fields: [String: String]
+        var settingsPath: String { "/find-my/devices/\(device.id)/settings" }
+    }
+
+    // MARK: /find-my/account
+
+    static let accountFlashes: [String: String] = [
+        "password": "Your password is changed. Your other sessions have ended; this one stays logged in."
+    ]
+    static let accountErrors: [String: String] = [
+        "wrong_password": "The current password is wrong.",
+        "mismatch": "The two new passwords differ.",
+        "invalid_password": "The new password is too short or too long.",
+        "too_many_attempts": "Too many attempts within a minute. Wait a minute and try again.",
+        "busy": "The server is busy. Try again in a second.",
+        "failed": "The change could not be stored. Nothing changed; try again.",
+    ]
+
+    func accountPage(_ request: HTTPRequest, _ caller: Caller) -> HTTPResponse {
+        var html = HTML()
+        pageTop(&html, title: "Account", caller: caller)
+        html.raw("<h2>Account</h2>\n<p>Logged in as <strong>")
+        html.text(caller.name)
+        html.raw("</strong> (")
+        html.text(caller.isAdmin ? "admin" : "member")
+        html.raw(").</p>\n")
+        flash(&html, request, done: Self.accountFlashes, errors: Self.accountErrors)
+        html.raw(
+            "<section aria-labelledby=\"password-heading\">\n<h3 id=\"password-heading\">Change your password</h3>\n"
+        )
+        formStart(&html, action: "/find-my/account/password", caller: caller)
+        html.raw(
+            """
+            <input type="text" name="username" autocomplete="username" value="
+            """)
+        html.attribute(caller.name)
+        html.raw(
+            """
+            " hidden>
+            <label for="current">Current password</label>
+            <input id="current" name="current" type="password" autocomplete="current-password" required>
+            <label for="new">New password</label>
+            <input id="new" name="new" type="password" autocomplete="new-password" required minlength="
+            """)
+        html.text(String(ingest.limits.passwordBytesMin))
+        html.raw(
+            """
+            ">
+            <label for="again">New password again</label>
+            <input id="again" name="again" type="password" autocomplete="new-password" required>
+            <button type="submit">Change password</button>
+            </form>
+            <p class="note">Changing it ends your sessions in other browsers.</p>
+            </section>
+
+            """)
+        pageBottom(&html)
+        return pageResponse(html, tileSource: "'none'")
+    }
+
+    func changePassword(_ request: HTTPRequest, _ caller: Caller, _ fields: [String: String]) -> HTTPResponse
+    {
+        func back(_ query: String) -> HTTPResponse { IngestService.redirect("/find-my/account?\(query)") }
+        let new = fields["new"] ?? ""
+        guard new == fields["again"] ?? "" else { return back("error=mismatch") }
+        do throws(APIError) {
+            _ = try ingest.changeOwnPassword(request, current: fields["current"] ?? "", new: new)
+            return back("done=password")
+        } catch {
+            switch error.code {
+            case "invalid_credentials": return back("error=wrong_password")
+            case "invalid_field": return back("error=invalid_password")
+            case "too_many_attempts", "busy": return back("error=\(error.code)")
+            default: return back("error=failed")
+            }
+        }
+    }
+
+    // MARK: /find-my/devices/{id}/settings
+
+    static let settingsFlashes: [String: String] = [
+        "shared": "The device is shared.",
+        "revoked": "The share is revoked: that user no longer sees this device.",
+        "retention": "The retention window is saved.",
+        "erased":
+            "The history is erased. The fixes left the database now and leave the log files at the next compaction.",
+    ]
+    static let settingsErrors: [String: String] = [
+        "user_not_found": "There is no user with that name.",
+        "self": "You see your own devices already; share with another user.",
+        "invalid_until": "“Until” must be a time in the future (or empty: until you revoke it).",
+        "share_not_found": "This device is not shared with that user.",
+        "invalid_days": "Days must be a whole number from 1 to 36500, or empty for the default.",
+        "invalid_range": "Choose a range: a start day before or equal to the end day.",
+        "failed": "The change could not be stored. Nothing changed; try again.",
+    ]
+
+    func settingsPage(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
+        let device = form.device
+        var html = HTML()
+        pageTop(&html, title: "Settings of \(device.name)", caller: caller)
+        html.raw("<h2>Settings of ")
+        html.text(device.name)
+        html.raw("</h2>\n<p><a href=\"/find-my?selected=")
+        html.attribute(String(device.id))
+        html.raw("\">Back to the device</a></p>\n")
+        flash(&html, request, done: Self.settingsFlashes, errors: Self.settingsErrors)
+
+        html.raw(
+            "<section aria-labelledby=\"reporting-heading\">\n<h3 id=\"reporting-heading\">Reporting</h3>\n<p id=\"paused\">"
+        )
+        html.text(
+            device.paused
+                ? "Paused on the device: it sends nothing, and the server stores nothing from it, until it is resumed."
+                : "On: the device reports its position.")
+        html.raw(
+            "</p>\n<p class=\"note\">The pause switch is on the device itself; the server shows it and cannot change it.</p>\n</section>\n"
+        )
+
+        sharesSection(&html, caller, form)
+        retentionSection(&html, caller, form)
+        eraseSection(&html, form)
+        pageBottom(&html)
+        return pageResponse(html, tileSource: "'none'")
+    }
+
+    func sharesSection(_ html: inout HTML, _ caller: Caller, _ form: FormDevice) {
+        let id = String(form.device.id)
+        html.raw("<section aria-labelledby=\"shares-heading\">\n<h3 id=\"shares-heading\">Shared with</h3>\n")
+        let shares = ingest.shares(of: form.device.id)
+        if shares.isEmpty {
+            html.raw("<p id=\"no-shares\">Nobody: only you see this device.</p>\n")
+        } else {
+            html.raw(
+                "<table id=\"shares\">\n<thead><tr><th scope=\"col\">User</th><th scope=\"col\">Until</th><th scope=\"col\">State</th><th scope=\"col\"><span class=\"visually-hidden\">Revoke</span></th></tr></thead>\n<tbody>\n"
+            )
+            for share in shares {
+                html.raw("<tr><td>")
+                html.text(share.user)
+                html.raw("</td><td>")
+                if let until = share.untilMicros { utcTime(&html, until) } else { html.raw("until revoked") }
+                html.raw("</td><td>")
+                html.raw(share.active ? "active" : "expired")
+                html.raw("</td><td>")
+                formStart(&html, action: "/find-my/devices/\(id)/shares/revoke", caller: caller, inline: true)
+                html.raw("<input type=\"hidden\" name=\"user\" value=\"")
+                html.attribute(share.user)
+                html.raw(
+                    "\">\n<button type=\"submit\">Revoke<span class=\"visually-hidden\"> the share with ")
+                html.text(share.user)
+                html.raw("</span></button>\n</form></td></tr>\n")
+            }
+            html.raw("</tbody>\n</table>\n")
+        }
+        html.raw("<h4>Share with someone</h4>\n")
+        formStart(&html, action: "/find-my/devices/\(id)/shares", caller: caller)
+        html.raw(
+            """
+            <label for="share-user">User name</label>
+            <input id="share-user" name="user" autocomplete="off" autocapitalize="none" required>
+            <label for="share-until">Until (UTC; optional, empty: until you revoke it)</label>
+            <input id="share-until" name="until" type="datetime-local">
+            <button type="submit">Share</button>
+            </form>
+            <p class="note">They see this device's position and history while the share lasts, nothing more: they cannot share it on, change its retention or erase it.</p>
+            </section>
+
+            """)
+    }
+
+    func retentionSection(_ html: inout HTML, _ caller: Caller, _ form: FormDevice) {
+        let (override, effective) = ingest.retentionDays(deviceID: form.device.id)
+        html.raw(
+            "<section aria-labelledby=\"retention-heading\">\n<h3 id=\"retention-heading\">Retention</h3>\n<p id=\"retention-now\">"
+        )
+        html.text(
+            "Fixes are kept \(effective) day\(effective == 1 ? "" : "s"), "
+                + (override == nil ? "the default window." : "this device's own setting."))
+        html.raw("</p>\n")
+        formStart(&html, action: "/find-my/devices/\(form.device.id)/retention", caller: caller)
+        html.raw(
+            """
+            <label for="days">Days to keep (1 to 36500; empty: the default)</label>
+            <input id="days" name="days" type="number" min="1" max="36500" inputmode="numeric" value="
+            """)
+        if let override { html.attribute(String(override)) }
+        html.raw(
+            """
+            ">
+            <button type="submit">Save</button>
+            </form>
+            <p class="note">Older fixes are deleted by the next compaction, from the database and from the log files.</p>
+            </section>
+
+            """)
+    }
+
+    func eraseSection(_ html: inout HTML, _ form: FormDevice) {
+        html.raw(
+            "<section aria-labelledby=\"erase-heading\">\n<h3 id=\"erase-heading\">Erase history</h3>\n<form method=\"get\" action=\""
+        )
+        html.attribute("/find-my/devices/\(form.device.id)/erase")
+        html.raw(
+            """
+            ">
+            <fieldset>
+            <legend>What to erase</legend>
+            <input type="radio" id="scope-all" name="scope" value="all" checked>
+            <label for="scope-all" class="inline">Everything</label>
+            <input type="radio" id="scope-range" name="scope" value="range">
+            <label for="scope-range" class="inline">Fixes taken from one day to another</label>
+            <label for="erase-from">From (UTC day, included)</label>
+            <input id="erase-from" name="from" type="date">
+            <label for="erase-to">To (UTC day, included)</label>
+            <input id="erase-to" name="to" type="date">
+            </fieldset>
+            <button type="submit">Continue…</button>
+            </form>
+            <p class="note">The next page asks you to confirm; nothing is erased before.</p>
+            </section>
+
+            """)
+    }
+
+    // MARK: the settings' form posts
+
+    func addShare(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
+        let back = form.settingsPath
+        var until: Int64?
+        if let text = form.fields["until"], !text.isEmpty {
+            guard let micros = Self.parseLocalUTC(text) else {
+                return IngestService.redirect(back + "?error=invalid_until")
+            }
+            until = micros
+        }
+        do throws(APIError) {
+            _ = try ingest.shareDevice(
+                form.device.id, owner: caller.userID, withUser: form.fields["user"] ?? "", untilMicros: until)
+            return IngestService.redirect(back + "?done=shared")
+        } catch {
+            let code =
+                switch error.code {
+                case "user_not_found", "invalid_until": error.code
+                case "invalid_field": "self"
+                default: "failed"
+                }
+            return IngestService.redirect(back + "?error=" + code)
+        }
+    }
+
+    func revokeShare(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
+        do throws(APIError) {
+            _ = try ingest.unshareDevice(form.device.id, fromUser: form.fields["user"] ?? "")
+            return IngestService.redirect(form.settingsPath + "?done=revoked")
+        } catch {
+            let code =
+                ["user_not_found", "share_not_found"].contains(error.code) ? "share_not_found" : "failed"
+            return IngestService.redirect(form.settingsPath + "?error=" + code)
+        }
+    }
+
+    func setRetention(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
+        let text = (form.fields["days"] ?? "").trimmingCharacters(in: " ")
+        var days: UInt32?
+        if !text.isEmpty {
+            guard let value = UInt32(text), value >= 1, value <= UInt32(IngestService.retentionDaysMax) else {
+                return IngestService.redirect(form.settingsPath + "?error=invalid_days")
+            }
+            days = value
+        }
+        do throws(APIError) {
+            _ = try ingest.setRetention(deviceID: form.device.id, days: days)
+            return IngestService.redirect(form.settingsPath + "?done=retention")
+        } catch {
+            return IngestService.redirect(form.settingsPath + "?error=failed")
+        }
+    }
+
+    /// The range an erase form names: everything, or [start of `from` day, end of `to` day) in UTC.
+    /// nil for a range form without valid days.
+    static func eraseRange(scope: String?, from: String?, to: String?) -> (from: Int64?, to: Int64?)? {
+        guard scope == "range" else { return (nil, nil) }
+        guard let from, let to, let start = try? RFC3339.parseMicros(from + "T00:00:00Z"),
+            let end = try? RFC3339.parseMicros(to + "T00:00:00Z"), start <= end
+        else { return nil }
+        return (start, end + 86_400_000_000)
+    }
+
+    func eraseConfirmation(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
+        let scope = request.query("scope")
+        guard let range = Self.eraseRange(scope: scope, from: request.query("from"), to: request.query("to"))
+        else { return IngestService.redirect(form.settingsPath + "?error=invalid_range") }
+        var html = HTML()
+        pageTop(&html, title: "Erase history of \(form.device.name)", caller: caller)
+        html.raw("<h2>Erase history of ")
+        html.text(form.device.name)
+        html.raw("?</h2>\n<p id=\"erase-what\">")
+        if let from = range.from, let to = range.to {
+            html.raw("The fixes taken from ")
+            utcTime(&html, from)
+            html.raw(" to ")
+            utcTime(&html, to)
+            html.raw(" will be erased.")
+        } else {
+            html.raw(
+                "<strong>All</strong> of this device's history will be erased, its latest position included.")
+        }
+        html.raw(
+            "</p>\n<p>This cannot be undone. The fixes leave the database at once and the log files at the next compaction; a backup taken earlier still holds them.</p>\n"
+        )
+        formStart(&html, action: "/find-my/devices/\(form.device.id)/erase", caller: caller)
+        for (name, value) in [
+            ("scope", scope ?? "all"), ("from", request.query("from") ?? ""),
+            ("to", request.query("to") ?? ""),
+        ] {
+            html.raw("<input type=\"hidden\" name=\"")
+            html.attribute(name)
+            html.raw("\" value=\"")
+            html.attribute(value)
+            html.raw("\">\n")
+        }
+        html.raw("<button type=\"submit\" class=\"danger\">Erase history</button>\n</form>\n<p><a href=\"")
+        html.attribute(form.settingsPath)
+        html.raw("\">Cancel</a></p>\n")
+        pageBottom(&html)
+        return pageResponse(html, tileSource: "'none'")
+    }
+
+    func erase(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
+        guard
+            let range = Self.eraseRange(
+                scope: form.fields["scope"], from: form.fields["from"], to: form.fields["to"])
+        else { return IngestService.redirect(form.settingsPath + "?error=invalid_range") }
+        do throws(APIError) {
+            _ = try ingest.eraseHistory(deviceID: form.device.id, fromMicros: range.from, toMicros: range.to)
+            return IngestService.redirect(form.settingsPath + "?done=erased")
+        } catch {
+            return IngestService.redirect(form.settingsPath + "?error=failed")
+        }
+    }
+
+    /// A `datetime-local` value (`2026-12-24T18:00`, with or without seconds) read as UTC, or a full
+    /// RFC 3339 time.
+    static func parseLocalUTC(_ text: String) -> Int64? {
+        if let micros = try? RFC3339.parseMicros(text) { return micros }
+        if text.count == 16, let micros = try? RFC3339.parseMicros(text + ":00Z") { return micros }
+        if text.count == 19, let micros = try? RFC3339.parseMicros(text + "Z") { return micros }
+        return nil
+    }
+
+    // MARK: page parts
+
+    /// The header of the form pages: where you are, links to the devices, your account and (for an
+    /// admin) the admin page, and the logout button.
+    func pageTop(_ html: inout HTML, title: String, caller: Caller) {
+        head(&html, title: title)
+        html.raw("<header class=\"top\">\n<h1><a href=\"/find-my\">findmy</a></h1>\n")
+        navigation(&html, caller: caller)
+        html.raw("</header>\n<main id=\"main\" class=\"forms\">\n")
+    }
+
+    func pageBottom(_ html: inout HTML) {
+        html.raw("</main>\n</body>\n</html>\n")
+    }
+
+    func navigation(_ html: inout HTML, caller: Caller) {
+        html.raw(
+            "<nav class=\"links\" aria-label=\"Pages\"><a href=\"/find-my\">Devices</a> <a href=\"/find-my/account\">Account</a>"
+        )
+        if caller.isAdmin { html.raw(" <a href=\"/find-my/admin\">Admin</a>") }
+        html.raw("</nav>\n<p class=\"who\">Logged in as ")
+        html.text(caller.name)
+        html.raw("</p>\n")
+        if let csrf = caller.csrf {
+            html.raw(
+                "<form method=\"post\" action=\"/logout\" class=\"logout\">\n<input type=\"hidden\" name=\"csrf\" value=\""
+            )
+            html.attribute(csrf)
+            html.raw("\">\n<button type=\"submit\">Log out</button>\n</form>\n")
+        }
+    }
+
+    /// `<form method="post">` with the session's CSRF token.
+    func formStart(_ html: inout HTML, action: String, caller: Caller, inline: Bool = false) {
+        html.raw(
+            inline ? "<form method=\"post\" class=\"inline\" action=\"" : "<form method=\"post\" action=\"")
+        html.attribute(action)
+        html.raw("\">\n<input type=\"hidden\" name=\"csrf\" value=\"")
+        html.attribute(caller.csrf ?? "")
+        html.raw("\">\n")
+    }
+
+    /// The flash message a redirect named: a fixed sentence per code, never text from the URL.
+    func flash(_ html: inout HTML, _ request: HTTPRequest, done: [String: String], errors: [String: String]) {
+        if let code = request.query("done"), let message = done[code] {
+            html.raw("<p class=\"flash\" role=\"status\" id=\"flash\">")
+            html.text(message)
+            html.raw("</p>\n")
+        }
+        if let code = request.query("error") {
+            html.raw("<p class=\"error\" role=\"alert\" id=\"flash\">")
+            html.text(errors[code] ?? "That did not work. Nothing changed; try again.")
+            html.raw("</p>\n")
+        }
+    }
+
+    func utcTime(_ html: inout HTML, _ micros: Int64) {
+        let text = RFC3339.formatMicros(micros)
+        html.raw("<time datetime=\"")
+        html.attribute(RFC3339.formatMillis(micros))
+        html.raw("\">")
+        html.text(String(text.prefix(10)) + " " + String(text.dropFirst(11).prefix(5)) + " UTC")
+        html.raw("</time>")
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        var scalars = Substring(self)
+        while let first = scalars.first, set.contains(first) { scalars.removeFirst() }
+        while let last = scalars.last, set.contains(last) { scalars.removeLast() }
+        return String(scalars)
+    }
+}
