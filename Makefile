@@ -46,6 +46,8 @@ run: release
 	echo "Report a fix with the device token:"; \
 	echo "  curl -s -X POST $$url/api/find-my/report -H 'Authorization: Bearer DEVICE_TOKEN' \\"; \
 	echo "    -d '{\"batch_id\": \"'\$$(cat /proc/sys/kernel/random/uuid)'\", \"fixes\": [{\"latitude\": 52.52, \"longitude\": 13.405, \"accuracy_m\": 12, \"source\": \"manual\", \"recorded_at\": \"'\$$(date -u +%Y-%m-%dT%H:%M:%SZ)'\"}]}'"; \
+	echo "Set a password, then open the web panel at $$url/find-my:"; \
+	echo "  $$bin user passwd alice --data-dir $(FINDMY_DATA_DIR)"; \
 	echo ""; \
 	exec "$$bin" serve --data-dir "$(FINDMY_DATA_DIR)" --listen "$(FINDMY_LISTEN)"
 
