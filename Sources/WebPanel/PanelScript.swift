@@ -21,8 +21,11 @@ let panelScript = #"""
         status.className = lost ? "lost" : "";
       }
 
+      // One formatter for the page: toLocaleString with options builds a new one per call, which cost
+      // about 0.3 ms per track point, most of a 30-day history's drawing time (docs/benchmarks.md).
+      var localFormat = new Intl.DateTimeFormat([], { dateStyle: "medium", timeStyle: "short" });
       function localTime(iso) {
-        return new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+        return localFormat.format(new Date(iso));
       }
 
       function duration(seconds) {
