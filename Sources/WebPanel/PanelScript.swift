@@ -2,7 +2,8 @@
 /// the page's JSON data island, draws the map (each latest fix as a marker with its accuracy
 /// circle; the history track), shows times in the viewer's time zone, and polls the read API for
 /// new positions. Everything works without it except the map and the live updates.
-/// `window.findmyPanel` exposes the map's layers (the browser tests read them).
+/// `window.findmyPanel` exposes the map's layers (the browser tests read them); `data-map-drawn-at` on
+/// `<html>` says when they were drawn (the browser benchmark reads it).
 let panelScript = #"""
     (function () {
       "use strict";
@@ -20,8 +21,11 @@ let panelScript = #"""
         status.className = lost ? "lost" : "";
       }
 
+      // One formatter for the page: toLocaleString with options builds a new one per call, which cost
+      // about 0.3 ms per track point, most of a 30-day history's drawing time (docs/benchmarks.md).
+      var localFormat = new Intl.DateTimeFormat([], { dateStyle: "medium", timeStyle: "short" });
       function localTime(iso) {
-        return new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+        return localFormat.format(new Date(iso));
       }
 
       function duration(seconds) {
@@ -132,6 +136,9 @@ let panelScript = #"""
         } else {
           state.map.setView([20, 0], 2);
         }
+        // For ops/bench/panel_browser_bench.py: the moment the map's layers (the track included) are
+        // in the DOM, on the page's performance.now() clock; the next paint shows them.
+        document.documentElement.dataset.mapDrawnAt = String(performance.now());
       }
 
       function update(devices) {

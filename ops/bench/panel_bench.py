@@ -1,14 +1,23 @@
 #!/usr/bin/python3
 """The web panel's page times over HTTP (server work + transfer, not browser rendering): /find-my for a
 user with 100 devices, one device selected, and a 30-day history at a 5-minute cadence (8,600 fixes).
-Usage: ops/bench/panel_bench.py "$(swift build -c release --show-bin-path)/findmy". See docs/benchmarks.md.
+Usage: ops/bench/panel_bench.py "$(swift build -c release --show-bin-path)/findmy" [--browser LOADS].
+With --browser, also opens the 30-day history in headless Chromium LOADS times after a warm-up
+(ops/bench/panel_browser.py) and prints one JSON object. Run it with Debian's /usr/bin/python3
+(python3-selenium). See docs/benchmarks.md.
 """
 import json, os, subprocess, sys, tempfile, time, urllib.request, uuid, signal, shutil
 from datetime import datetime, timedelta, timezone
 B=sys.argv[1]
+LOADS=int(sys.argv[sys.argv.index("--browser")+1]) if "--browser" in sys.argv else 0
 d=tempfile.mkdtemp(prefix="findmy-perf-")
-tok=[w for w in subprocess.run([B,"user","add","alice","--data-dir",d],capture_output=True,text=True).stdout.split() if len(w)==43][0]
-p=subprocess.Popen([B,"serve","--data-dir",d,"--listen","127.0.0.1:0","--projector","on"],stdout=subprocess.PIPE,stderr=subprocess.DEVNULL,text=True)
+def user(name):
+    t=[w for w in subprocess.run([B,"user","add",name,"--data-dir",d],capture_output=True,text=True).stdout.split() if len(w)==43][0]
+    subprocess.run([B,"user","passwd",name,"--data-dir",d],input="bench-password\n",check=True,capture_output=True,text=True)
+    return t
+tok=user("alice")
+# A tile server that refuses at once: tiles are not part of the figure, and no request leaves the machine.
+p=subprocess.Popen([B,"serve","--data-dir",d,"--listen","127.0.0.1:0","--projector","on","--tile-url","http://127.0.0.1:9/{z}/{x}/{y}.png"],stdout=subprocess.PIPE,stderr=subprocess.DEVNULL,text=True)
 url=p.stdout.readline().strip()
 def call(path,token,body):
     r=urllib.request.Request(url+path,data=json.dumps(body).encode(),method="POST",headers={"Authorization":"Bearer "+token})
@@ -24,6 +33,11 @@ for i in range(100):
     else:
         fixes=[{"latitude":52.5+i*0.001,"longitude":13.4,"accuracy_m":20,"source":"significant","recorded_at":rfc(now-timedelta(minutes=i))}]
     last=call("/api/find-my/report",dev["device_token"],{"batch_id":str(uuid.uuid4()),"fixes":fixes})["offset"]
+if LOADS:
+    import panel_browser
+    carol=user("carol")
+    cdev=call("/api/find-my/devices",carol,{"device_uuid":str(uuid.uuid4()),"name":"commuter","platform":"ios"})
+    last=call("/api/find-my/report",cdev["device_token"],{"batch_id":str(uuid.uuid4()),"fixes":panel_browser.commuter_track(now,rfc)})["offset"]
 urllib.request.urlopen(urllib.request.Request(url+"/api/find-my/devices?after_offset=%d"%last,headers={"Authorization":"Bearer "+tok})).read()
 def timed(target,n):
     ts=[]
@@ -36,5 +50,11 @@ def timed(target,n):
 print("find-my 100 devices: p50 %.1f ms p99 %.1f ms, %d bytes"%timed("/find-my",300))
 print("find-my selected (cadence): p50 %.1f ms p99 %.1f ms, %d bytes"%timed("/find-my?selected=%d"%first["device_id"],100))
 rng="/find-my?selected=%d&from=%s&to=%s"%(first["device_id"],rfc(now-timedelta(days=30)),rfc(now+timedelta(hours=1)))
-print("30-day history (8600 fixes) page: p50 %.1f ms p99 %.1f ms, %d bytes"%timed(rng,20))
+hist=timed(rng,20)
+print("30-day history (8600 fixes) page: p50 %.1f ms p99 %.1f ms, %d bytes"%hist)
+if LOADS:
+    cfrom,cto=rfc(now-timedelta(days=30)),rfc(now+timedelta(hours=1))
+    print(json.dumps(panel_browser.run(url,LOADS,{
+        "synthetic": ("alice","/find-my?selected=%d"%first["device_id"],rng,hist),
+        "commuter": ("carol","/find-my?selected=%d"%cdev["device_id"],"/find-my?selected=%d&from=%s&to=%s"%(cdev["device_id"],cfrom,cto),None)}),indent=1))
 p.send_signal(signal.SIGTERM); p.wait(30); shutil.rmtree(d,ignore_errors=True)
