@@ -106,8 +106,11 @@ let panelScript = #"""
         if (data.track && data.track.length) {
           var line = data.track.map(function (fix) { return [fix.latitude, fix.longitude]; });
           state.track = L.polyline(line, { weight: 3 }).addTo(state.map);
+          // Thousands of points as SVG elements are what makes a month slow to draw; one canvas
+          // holds them all. Tooltips and focus from the timeline work the same.
+          var pointRenderer = L.canvas({ padding: 0.5 });
           data.track.forEach(function (fix) {
-            var point = L.circleMarker([fix.latitude, fix.longitude], { radius: 4, weight: 1 })
+            var point = L.circleMarker([fix.latitude, fix.longitude], { radius: 4, weight: 1, renderer: pointRenderer })
               .bindTooltip(localTime(fix.recorded_at) + " · ± " + accuracyText(fix.accuracy_m))
               .addTo(state.map);
             state.trackPoints.push(point);
