@@ -54,24 +54,6 @@ import Testing
         return view
     }
 
-    func waitForProjector(_ data: String) throws {
-        let end = LogReader(directory: data + "/log").durableEnd()
-        let conninfo = try EmbeddedPostgres(dataDirectory: data).conninfo
-        let deadline = Date().addingTimeInterval(120)
-        while Date() < deadline {
-            if let connection = try? PostgresConnection(conninfo) {
-                defer { connection.close() }
-                if let next = try? connection.execute("SELECT next_offset FROM findmy.projector_checkpoints").int64(0, 0),
-                    UInt64(next) >= end
-                {
-                    return
-                }
-            }
-            usleep(100_000)
-        }
-        throw TestFailure("the projector did not reach offset \(end)")
-    }
-
     @Test func backupWhileReportingThenRestoreAndServeTheSameHistory() throws {
         let data = ScratchDirectory("findmy-backup")
         let copies = ScratchDirectory("findmy-backup-copies")

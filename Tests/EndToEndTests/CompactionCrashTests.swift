@@ -40,24 +40,6 @@ import Testing
         #expect(verify.status == 0, "seed \(seed): log verify: \(verify.output) \(verify.error)")
     }
 
-    func waitForProjector(_ data: String, _ conninfo: String) throws {
-        let stats = try FindmyProcess.run(["log", "stats", "--json", "--data-dir", data])
-        let end = try JSONParser.parse(stats.output)["durable_end"]!.int64Value
-        let deadline = Date().addingTimeInterval(120)
-        while Date() < deadline {
-            if let connection = try? PostgresConnection(conninfo) {
-                defer { connection.close() }
-                if let next = try? connection.execute("SELECT next_offset FROM findmy.projector_checkpoints").int64(0, 0),
-                    next >= end
-                {
-                    return
-                }
-            }
-            usleep(100_000)
-        }
-        throw TestFailure("the projector did not reach offset \(end)")
-    }
-
     /// Reports batches until the server dies; returns how many were acknowledged.
     func reportUntilKilled(
         _ server: ServerProcess, tokens: [String: String], devices: [String: Int64],

@@ -1,6 +1,8 @@
+import Events
 import Foundation
 import HTTPClient
 import JSON
+import Postgres
 
 /// A started `findmy serve` on a free loopback port; its first stdout line is its URL.
 final class ServerProcess: @unchecked Sendable {
@@ -116,4 +118,44 @@ func dumpLog(_ data: String) throws -> (records: [JSONValue], batches: [DumpedBa
         }
     }
     return (records, batches)
+}
+
+/// `findmy user passwd NAME` with the password on standard input (not a terminal).
+func setPassword(_ name: String, _ password: String, data: String) throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = [
+        "-c", "printf '%s\\n' \"$PW\" | \"$BIN\" user passwd \"$NAME\" --data-dir \"$DATA\"",
+    ]
+    var environment = ProcessInfo.processInfo.environment
+    environment["PW"] = password
+    environment["BIN"] = findmyExecutable()
+    environment["NAME"] = name
+    environment["DATA"] = data
+    process.environment = environment
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw TestFailure("user passwd \(name) failed") }
+}
+
+/// Waits until the projection's checkpoint has reached the log's durable end (the embedded
+/// cluster of `data` unless `conninfo` names another).
+func waitForProjector(_ data: String, _ conninfo: String? = nil) throws {
+    let end = LogReader(directory: data + "/log").durableEnd()
+    let conninfo = try conninfo ?? EmbeddedPostgres(dataDirectory: data).conninfo
+    let deadline = Date().addingTimeInterval(120)
+    while Date() < deadline {
+        if let connection = try? PostgresConnection(conninfo) {
+            defer { connection.close() }
+            if let next = try? connection.execute("SELECT next_offset FROM findmy.projector_checkpoints").int64(0, 0),
+                UInt64(next) >= end
+            {
+                return
+            }
+        }
+        usleep(100_000)
+    }
+    throw TestFailure("the projector did not reach offset \(end)")
 }

@@ -45,9 +45,9 @@ import Testing
             "user", "add", "root", "--admin", "--json", "--data-dir", data.path,
         ])
         #expect(admin.status == 0)
-        try pages.setPassword("alice", "a long passphrase", data: data.path)
-        try pages.setPassword("bob", "bobs passphrase", data: data.path)
-        try pages.setPassword("root", "root passphrase", data: data.path)
+        try setPassword("alice", "a long passphrase", data: data.path)
+        try setPassword("bob", "bobs passphrase", data: data.path)
+        try setPassword("root", "root passphrase", data: data.path)
         let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)

@@ -38,25 +38,6 @@ import Testing
             body: String(decoding: response.body, as: UTF8.self))
     }
 
-    func setPassword(_ name: String, _ password: String, data: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
-            "-c", "printf '%s\\n' \"$PW\" | \"$BIN\" user passwd \"$NAME\" --data-dir \"$DATA\"",
-        ]
-        var environment = ProcessInfo.processInfo.environment
-        environment["PW"] = password
-        environment["BIN"] = findmyExecutable()
-        environment["NAME"] = name
-        environment["DATA"] = data
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestFailure("user passwd failed") }
-    }
-
     func hiddenField(_ name: String, in body: String) throws -> String {
         let marker = "name=\"\(name)\" value=\""
         guard let start = body.range(of: marker) else { throw TestFailure("no \(name) field in \(body)") }

@@ -7,24 +7,6 @@ import Testing
 /// a member and an admin, against their own device, a shared one, a shared-then-revoked one, one
 /// whose share expired, and someone else's. Then password login, sessions and logout.
 @Suite(.serialized) struct PermissionMatrixTests {
-    /// `findmy user passwd NAME` with the password on standard input (not a terminal).
-    func setPassword(_ name: String, _ password: String, data: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
-            "-c", "printf '%s\\n' \"$PW\" | \"$BIN\" user passwd \"$NAME\" --data-dir \"$DATA\"",
-        ]
-        var environment = ProcessInfo.processInfo.environment
-        environment["PW"] = password
-        environment["BIN"] = findmyExecutable()
-        environment["NAME"] = name
-        environment["DATA"] = data
-        process.environment = environment
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestFailure("user passwd \(name) failed") }
-    }
-
     func send(
         _ connection: HTTPConnection, _ method: String, _ target: String, token: String? = nil,
         cookie: String? = nil, body: String? = nil, contentType: String = "application/json"

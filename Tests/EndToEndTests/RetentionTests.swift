@@ -43,23 +43,6 @@ import Testing
         return found
     }
 
-    func waitForProjector(_ data: String, _ conninfo: String) throws {
-        let end = LogReader(directory: data + "/log").durableEnd()
-        let deadline = Date().addingTimeInterval(120)
-        while Date() < deadline {
-            if let connection = try? PostgresConnection(conninfo) {
-                defer { connection.close() }
-                if let next = try? connection.execute("SELECT next_offset FROM findmy.projector_checkpoints").int64(0, 0),
-                    UInt64(next) >= end
-                {
-                    return
-                }
-            }
-            usleep(100_000)
-        }
-        throw TestFailure("the projector did not reach offset \(end)")
-    }
-
     @Test func onlyUnexpiredUnerasedFixesSurviveInTheLogAndEveryTable() throws {
         let data = ScratchDirectory("findmy-retention")
         let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on", "--segment-bytes-max", "8192"])
