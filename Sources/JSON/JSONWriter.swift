@@ -95,9 +95,12 @@ public struct JSONWriter: Sendable {
     /// into the output without an intermediate `String`. Traps outside years 0001-9999.
     public mutating func timestamp(micros: Int64) {
         beginValue()
-        bytes.append(UInt8(ascii: "\""))
-        RFC3339.append(micros, fractionDigits: 6, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+        appendRaw(bytesMax: JSONFlatObject.timestampBytesMax) { output in
+            output[0] = UInt8(ascii: "\"")
+            let written = RFC3339.write(micros, fractionDigits: 6, into: output.baseAddress! + 1)
+            output[written + 1] = UInt8(ascii: "\"")
+            return written + 2
+        }
         endValue()
     }
 
@@ -110,7 +113,13 @@ public struct JSONWriter: Sendable {
     public mutating func double(_ value: Double) {
         precondition(value.isFinite, "JSONWriter cannot write a non-finite double (\(value))")
         beginValue()
-        bytes.append(contentsOf: value.description.utf8)
+        var text = value.description
+        text.withUTF8 { utf8 in
+            appendRaw(bytesMax: utf8.count) { output in
+                output.baseAddress!.update(from: utf8.baseAddress!, count: utf8.count)
+                return utf8.count
+            }
+        }
         endValue()
     }
 
@@ -173,6 +182,25 @@ public struct JSONWriter: Sendable {
         expectingKey = containers.last == true
     }
 
+    /// Writes one complete value of at most `bytesMax` bytes straight into reserved capacity;
+    /// `write` returns how many bytes it wrote.
+    mutating func appendValue(bytesMax: Int, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
+        beginValue()
+        appendRaw(bytesMax: bytesMax, write)
+        endValue()
+    }
+
+    @inline(__always)
+    private mutating func appendRaw(bytesMax: Int, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
+        bytes.append(addingCapacity: bytesMax) { span in
+            span.withUnsafeMutableBufferPointer { output, initialized in
+                let written = write(output)
+                precondition(written <= output.count, "JSONWriter: wrote past the reserved bytes")
+                initialized = written
+            }
+        }
+    }
+
     private mutating func appendDecimal(_ value: Int64) {
         // Digits are produced last first into a fixed buffer: Int64.min has 19 digits and a sign.
         var magnitude = value.magnitude
@@ -197,7 +225,28 @@ public struct JSONWriter: Sendable {
     }
 
     private mutating func appendQuoted(_ utf8: UnsafeBufferPointer<UInt8>) {
-        bytes.append(UInt8(ascii: "\""))
+        appendRaw(bytesMax: JSONFlatObject.stringBytesMax(utf8Count: utf8.count)) { output in
+            JSONEscaping.writeQuoted(utf8, into: output.baseAddress!)
+        }
+    }
+}
+
+/// The escaping of every string the writer writes (see `JSONWriter`).
+enum JSONEscaping {
+    /// Writes `utf8` quoted and escaped at `output`, which must have room for 6 bytes per input
+    /// byte plus 2; returns the number of bytes written.
+    static func writeQuoted(_ utf8: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> Int {
+        var count = 0
+        func put(_ byte: UInt8) {
+            output[count] = byte
+            count += 1
+        }
+        func put(_ run: UnsafeBufferPointer<UInt8>) {
+            guard let start = run.baseAddress, !run.isEmpty else { return }
+            (output + count).update(from: start, count: run.count)
+            count += run.count
+        }
+        put(UInt8(ascii: "\""))
         var runStart = 0
         var index = 0
         while index < utf8.count {
@@ -222,25 +271,20 @@ public struct JSONWriter: Sendable {
                 index += 1
                 continue
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+            put(UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
             if escape.utf8CodeUnitCount == 0 {
-                appendUnicodeEscape(byte)
+                let hex: StaticString = "0123456789abcdef"
+                put(UnsafeBufferPointer(start: ("\\u00" as StaticString).utf8Start, count: 4))
+                put(hex.utf8Start[Int(byte >> 4)])
+                put(hex.utf8Start[Int(byte & 0xF)])
             } else {
-                bytes.append(
-                    contentsOf: UnsafeBufferPointer(
-                        start: escape.utf8Start, count: escape.utf8CodeUnitCount))
+                put(UnsafeBufferPointer(start: escape.utf8Start, count: escape.utf8CodeUnitCount))
             }
             index += length
             runStart = index
         }
-        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
-        bytes.append(UInt8(ascii: "\""))
-    }
-
-    private mutating func appendUnicodeEscape(_ byte: UInt8) {
-        let hex: StaticString = "0123456789abcdef"
-        bytes.append(contentsOf: "\\u00".utf8)
-        bytes.append(hex.utf8Start[Int(byte >> 4)])
-        bytes.append(hex.utf8Start[Int(byte & 0xF)])
+        put(UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        put(UInt8(ascii: "\""))
+        return count
     }
 }

@@ -88,6 +88,21 @@ public enum RFC3339 {
 
     /// Appends the formatted timestamp (fractionDigits 0, 3 or 6) without intermediate Strings.
     public static func append(_ micros: Int64, fractionDigits: Int, to bytes: inout [UInt8]) {
+        // Into a fixed buffer, then one append: a per-byte append checks capacity and uniqueness
+        // each time, which showed in profiles of the read API (two times per fix, 8,640 fixes a page).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: formattedBytesMax) { buffer in
+            let count = write(micros, fractionDigits: fractionDigits, into: buffer.baseAddress!)
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
+        }
+    }
+
+    /// The longest formatted time: `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+    public static let formattedBytesMax = 27
+
+    /// Writes the formatted timestamp at `output`, which must have room for `formattedBytesMax`
+    /// bytes, and returns the number of bytes written.
+    @inline(__always)
+    static func write(_ micros: Int64, fractionDigits: Int, into output: UnsafeMutablePointer<UInt8>) -> Int {
         precondition(
             micros >= microsMin && micros <= microsMax, "timestamp \(micros) µs is outside years 0001-9999")
         precondition(
@@ -97,38 +112,33 @@ public enum RFC3339 {
         let microsOfDay = micros - days * microsPerDay
         let (year, month, day) = civilFromDays(days)
         let secondOfDay = Int(microsOfDay / microsPerSecond)
-        // Into a fixed buffer, then one append: a per-byte append checks capacity and uniqueness
-        // each time, which showed in profiles of the read API (two times per fix, 8,640 fixes a page).
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 27) { buffer in
-            var count = 0
-            func put(_ value: Int, _ width: Int, then separator: Unicode.Scalar? = nil) {
-                var rest = value
-                for position in stride(from: count + width - 1, through: count, by: -1) {
-                    buffer[position] = UInt8(ascii: "0") + UInt8(rest % 10)
-                    rest /= 10
-                }
-                count += width
-                if let separator {
-                    buffer[count] = UInt8(ascii: separator)
-                    count += 1
-                }
+        var count = 0
+        func put(_ value: Int, _ width: Int, then separator: Unicode.Scalar? = nil) {
+            var rest = value
+            for position in stride(from: count + width - 1, through: count, by: -1) {
+                output[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
             }
-            put(year, 4, then: "-")
-            put(month, 2, then: "-")
-            put(day, 2, then: "T")
-            put(secondOfDay / 3600, 2, then: ":")
-            put(secondOfDay / 60 % 60, 2, then: ":")
-            put(secondOfDay % 60, 2)
-            if fractionDigits > 0 {
-                buffer[count] = UInt8(ascii: ".")
+            count += width
+            if let separator {
+                output[count] = UInt8(ascii: separator)
                 count += 1
-                let fraction = Int(microsOfDay % microsPerSecond)
-                put(fractionDigits == 6 ? fraction : fraction / 1000, fractionDigits)
             }
-            buffer[count] = UInt8(ascii: "Z")
-            count += 1
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
         }
+        put(year, 4, then: "-")
+        put(month, 2, then: "-")
+        put(day, 2, then: "T")
+        put(secondOfDay / 3600, 2, then: ":")
+        put(secondOfDay / 60 % 60, 2, then: ":")
+        put(secondOfDay % 60, 2)
+        if fractionDigits > 0 {
+            output[count] = UInt8(ascii: ".")
+            count += 1
+            let fraction = Int(microsOfDay % microsPerSecond)
+            put(fractionDigits == 6 ? fraction : fraction / 1000, fractionDigits)
+        }
+        output[count] = UInt8(ascii: "Z")
+        return count + 1
     }
 
     static func isLeapYear(_ year: Int) -> Bool {

@@ -312,85 +312,145 @@ public final class ReadService: Sendable {
 
     /// A device of a binary-format result (`deviceSelect`) and its latest fix. `sharedBy`: the
     /// owner's name for a device shared with the reader; null for the reader's own.
+    ///
+    /// Each row is read whole, then written as one `JSONFlatObject` (one reservation per device
+    /// instead of one per token), as `writeFix` does for a history page.
     func writeDevice(
         _ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, nowMicros: Int64, sharedBy: String?
     ) throws(PostgresError) {
-        writer.beginObject()
-        writer.plainKey("id")
-        writer.int64(try result.binaryInt64(row, 0) ?? 0)
-        writer.plainKey("name")
-        try writeText(&writer, result, row, 1)
-        writer.plainKey("platform")
-        try writeText(&writer, result, row, 2)
-        writer.plainKey("model")
-        try writeText(&writer, result, row, 3)
-        writer.plainKey("paused")
-        writer.bool(try result.binaryBool(row, 4) ?? false)
-        writer.plainKey("shared_by")
-        if let sharedBy { writer.string(sharedBy) } else { writer.null() }
-        writer.plainKey("created_at")
-        writeTime(&writer, try result.binaryTimestampMicros(row, 5))
-        writer.plainKey("last_seen_at")
+        let id = try result.binaryInt64(row, 0) ?? 0
+        let name = try result.binaryText(row, 1)
+        let platform = try result.binaryText(row, 2)
+        let model = try result.binaryText(row, 3)
+        let paused = try result.binaryBool(row, 4) ?? false
+        let createdAt = try result.binaryTimestampMicros(row, 5)
         let lastSeen = try result.binaryTimestampMicros(row, 6)
-        writeTime(&writer, lastSeen)
-        writer.plainKey("since_last_report_seconds")
-        writeSeconds(&writer, lastSeen.map { nowMicros - $0 })
         let fixColumn = Self.deviceColumnCount
-        let recorded = try result.binaryTimestampMicros(row, fixColumn + Self.fixColumnCount - 3)
-        writer.plainKey("fix_age_seconds")
-        writeSeconds(&writer, recorded.map { nowMicros - $0 })
-        writer.plainKey("latest")
-        if recorded == nil {
-            writer.null()
-        } else {
-            try writeFix(&writer, result, row, fixColumn)
+        let latest: FixRow? =
+            try result.binaryTimestampMicros(row, fixColumn + Self.fixColumnCount - 3) == nil
+            ? nil : try FixRow(result, row, fixColumn)
+        var sharedBy = sharedBy
+        sharedBy.withUTF8Optional { sharedByUTF8 in
+            let bytesMax =
+                Self.deviceBytesMaxFixed + JSONFlatObject.stringBytesMax(utf8Count: name.count)
+                + JSONFlatObject.stringBytesMax(utf8Count: platform.count)
+                + JSONFlatObject.stringBytesMax(utf8Count: model.count)
+                + JSONFlatObject.stringBytesMax(utf8Count: sharedByUTF8?.count ?? 0)
+                + (latest?.bytesMax ?? 0)
+            writer.flatObject(bytesMax: bytesMax) { object in
+                object.key("id")
+                object.int64(id)
+                object.key("name")
+                object.string(utf8: name)
+                object.key("platform")
+                object.string(utf8: platform)
+                object.key("model")
+                object.string(utf8: model)
+                object.key("paused")
+                object.bool(paused)
+                object.key("shared_by")
+                if let sharedByUTF8 { object.string(utf8: sharedByUTF8) } else { object.null() }
+                object.key("created_at")
+                Self.writeTime(&object, createdAt)
+                object.key("last_seen_at")
+                Self.writeTime(&object, lastSeen)
+                object.key("since_last_report_seconds")
+                Self.writeSeconds(&object, lastSeen.map { nowMicros - $0 })
+                object.key("fix_age_seconds")
+                Self.writeSeconds(&object, latest?.recordedAt.map { nowMicros - $0 })
+                object.key("latest")
+                if let latest {
+                    object.beginObject()
+                    latest.write(&object)
+                    object.endObject()
+                } else {
+                    object.null()
+                }
+            }
         }
-        writer.endObject()
     }
 
+    /// The keys, punctuation and fixed-width values of a device, for `writeDevice`'s bound.
+    static let deviceBytesMaxFixed = 512
+
     /// The fix in columns `first ..< first + fixColumnCount` of a binary-format result, as an object.
-    /// Values go from libpq's buffer into the JSON without a `String` in between, except doubles,
-    /// which Swift's shortest round-trip `description` writes as the API always has.
     func writeFix(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ first: Int)
         throws(PostgresError)
     {
-        writer.beginObject()
-        writer.plainKey("latitude")
-        writer.double(try result.binaryDouble(row, first) ?? 0)
-        writer.plainKey("longitude")
-        writer.double(try result.binaryDouble(row, first + 1) ?? 0)
-        writer.plainKey("accuracy_m")
-        writer.double(try result.binaryDouble(row, first + 2) ?? 0)
-        writer.plainKey("altitude_m")
-        writeOptional(&writer, try result.binaryDouble(row, first + 3)) { $0.double($1) }
-        writer.plainKey("speed_mps")
-        writeOptional(&writer, try result.binaryDouble(row, first + 4)) { $0.double($1) }
-        writer.plainKey("heading_deg")
-        writeOptional(&writer, try result.binaryDouble(row, first + 5)) { $0.double($1) }
-        writer.plainKey("battery_pct")
-        writeOptional(&writer, try result.binaryInt64(row, first + 6)) { $0.int64($1) }
-        writer.plainKey("is_charging")
-        writeOptional(&writer, try result.binaryBool(row, first + 7)) { $0.bool($1) }
-        writer.plainKey("source")
-        try writeText(&writer, result, row, first + 8)
-        writer.plainKey("recorded_at")
-        writeTime(&writer, try result.binaryTimestampMicros(row, first + 9))
-        writer.plainKey("received_at")
-        writeTime(&writer, try result.binaryTimestampMicros(row, first + 10))
-        writer.plainKey("clock_suspect")
-        writer.bool(try result.binaryBool(row, first + 11) ?? false)
-        writer.endObject()
+        let fix = try FixRow(result, row, first)
+        writer.flatObject(bytesMax: fix.bytesMax) { object in fix.write(&object) }
     }
 
-    /// A `text` column of a binary-format result; "" for NULL, as before (the columns are NOT NULL).
-    func writeText(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
-        throws(PostgresError)
-    {
-        let written = try result.withBinaryText(row, column) { bytes -> Bool in
-            writer.string(utf8: bytes)
-            return true
+    /// One fix of a binary-format result, read straight from libpq's buffer: `source` points into
+    /// the result, so a `FixRow` must not outlive it.
+    struct FixRow {
+        var latitude, longitude, accuracy: Double
+        var altitude, speed, heading: Double?
+        var battery: Int64?
+        var charging: Bool?
+        var source: UnsafeBufferPointer<UInt8>
+        var recordedAt, receivedAt: Int64?
+        var clockSuspect: Bool
+
+        init(_ result: PostgresResult, _ row: Int, _ first: Int) throws(PostgresError) {
+            latitude = try result.binaryDouble(row, first) ?? 0
+            longitude = try result.binaryDouble(row, first + 1) ?? 0
+            accuracy = try result.binaryDouble(row, first + 2) ?? 0
+            altitude = try result.binaryDouble(row, first + 3)
+            speed = try result.binaryDouble(row, first + 4)
+            heading = try result.binaryDouble(row, first + 5)
+            battery = try result.binaryInt64(row, first + 6)
+            charging = try result.binaryBool(row, first + 7)
+            source = try result.binaryText(row, first + 8)
+            recordedAt = try result.binaryTimestampMicros(row, first + 9)
+            receivedAt = try result.binaryTimestampMicros(row, first + 10)
+            clockSuspect = try result.binaryBool(row, first + 11) ?? false
         }
-        if written == nil { writer.string("") }
+
+        /// Keys and punctuation (about 170 bytes), six doubles, an integer, two times, the source.
+        var bytesMax: Int {
+            256 + 6 * JSONFlatObject.doubleBytesMax + 2 * JSONFlatObject.timestampBytesMax
+                + JSONFlatObject.stringBytesMax(utf8Count: source.count)
+        }
+
+        /// The members (the caller writes the braces), in the order of docs/api.md.
+        func write(_ object: inout JSONFlatObject) {
+            object.key("latitude")
+            object.double(latitude)
+            object.key("longitude")
+            object.double(longitude)
+            object.key("accuracy_m")
+            object.double(accuracy)
+            object.key("altitude_m")
+            if let altitude { object.double(altitude) } else { object.null() }
+            object.key("speed_mps")
+            if let speed { object.double(speed) } else { object.null() }
+            object.key("heading_deg")
+            if let heading { object.double(heading) } else { object.null() }
+            object.key("battery_pct")
+            if let battery { object.int64(battery) } else { object.null() }
+            object.key("is_charging")
+            if let charging { object.bool(charging) } else { object.null() }
+            object.key("source")
+            object.string(utf8: source)
+            object.key("recorded_at")
+            ReadService.writeTime(&object, recordedAt)
+            object.key("received_at")
+            ReadService.writeTime(&object, receivedAt)
+            object.key("clock_suspect")
+            object.bool(clockSuspect)
+        }
+    }
+
+    static func writeTime(_ object: inout JSONFlatObject, _ micros: Int64?) {
+        guard let micros else { return object.null() }
+        object.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
+    }
+
+    /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.
+    static func writeSeconds(_ object: inout JSONFlatObject, _ micros: Int64?) {
+        guard let micros else { return object.null() }
+        object.int64(micros >= 0 ? micros / 1_000_000 : (micros + 1) / 1_000_000 - 1)
     }
 
     func writeTime(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
@@ -404,16 +464,6 @@ public final class ReadService: Sendable {
     func writeTime(_ writer: inout JSONWriter, _ micros: Int64?) {
         guard let micros else { return writer.null() }
         writer.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
-    }
-
-    /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.
-    func writeSeconds(_ writer: inout JSONWriter, _ micros: Int64?) {
-        guard let micros else { return writer.null() }
-        writer.int64(micros >= 0 ? micros / 1_000_000 : (micros + 1) / 1_000_000 - 1)
-    }
-
-    func writeOptional<T>(_ writer: inout JSONWriter, _ value: T?, _ write: (inout JSONWriter, T) -> Void) {
-        if let value { write(&writer, value) } else { writer.null() }
     }
 
     // MARK: errors
@@ -455,5 +505,13 @@ public final class ReadService: Sendable {
             if error.status == 503 { response.headers.set("Retry-After", "1") }
             return response
         }
+    }
+}
+
+extension Optional<String> {
+    /// The UTF-8 of the string, or nil, for the duration of `body`.
+    mutating func withUTF8Optional<R>(_ body: (UnsafeBufferPointer<UInt8>?) -> R) -> R {
+        guard var text = self else { return body(nil) }
+        return text.withUTF8 { body($0) }
     }
 }

@@ -1,0 +1,93 @@
+import JSON
+import Testing
+
+/// Doubles are copied into reserved capacity: the output must be exactly what `description`
+/// writes, for the values clients see (coordinates, accuracies) and the edge cases.
+@Test func doublesMatchDescription() {
+    var random = SeededGenerator(seed: 11)
+    var values: [Double] = [
+        0, -0.0, 1, -1, 0.1, 52.52, 13.405, 1e-7, .leastNonzeroMagnitude, 2.2250738585072014e-308, 1.7976931348623157e308,
+        -1.7976931348623157e308, 123456789012345680, 1e16, 1e15, 9007199254740992, 0.30000000000000004,
+        100, 12.000001, -179.99999999999997, 90,
+    ]
+    for _ in 0..<20_000 {
+        values.append(Double(bitPattern: random.next()))
+        values.append(Double.random(in: -180...180, using: &random))
+        values.append((Double.random(in: -90...90, using: &random) * 1e7).rounded() / 1e7)
+    }
+    for value in values where value.isFinite {
+        var writer = JSONWriter()
+        writer.double(value)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == value.description, "seed \(random.seed)")
+        guard String(decoding: writer.bytes, as: UTF8.self) == value.description else { return }
+    }
+}
+
+/// A flat object writes byte for byte what the token-by-token calls write, commas included, inside
+/// an array and after other values.
+@Test func flatObjectMatchesTokenWriter() {
+    var random = SeededGenerator(seed: 12)
+    let names = ["plain", "a\"b\\c</script>&\n\u{1}", "é€😀", "", "x\u{2028}y"]
+    for round in 0..<500 {
+        let latitude = Double.random(in: -90...90, using: &random)
+        let altitude: Double? = round % 3 == 0 ? nil : Double.random(in: -400...9000, using: &random)
+        let battery = Int64.random(in: Int64.min...Int64.max, using: &random) >> (round % 64)
+        let micros = Int64.random(in: RFC3339.microsMin...RFC3339.microsMax, using: &random)
+        let charging = round % 2 == 0
+        let name = names[round % names.count]
+
+        var tokens = JSONWriter()
+        tokens.beginArray()
+        tokens.int64(7)
+        tokens.beginObject()
+        tokens.plainKey("latitude")
+        tokens.double(latitude)
+        tokens.plainKey("altitude_m")
+        if let altitude { tokens.double(altitude) } else { tokens.null() }
+        tokens.plainKey("battery_pct")
+        tokens.int64(battery)
+        tokens.plainKey("name")
+        tokens.string(name)
+        tokens.plainKey("latest")
+        tokens.beginObject()
+        tokens.plainKey("recorded_at")
+        tokens.timestamp(micros: micros)
+        tokens.plainKey("is_charging")
+        tokens.bool(charging)
+        tokens.endObject()
+        tokens.plainKey("empty")
+        tokens.beginObject()
+        tokens.endObject()
+        tokens.endObject()
+        tokens.endArray()
+
+        var flat = JSONWriter()
+        flat.beginArray()
+        flat.int64(7)
+        flat.flatObject(bytesMax: 400) { object in
+            object.key("latitude")
+            object.double(latitude)
+            object.key("altitude_m")
+            if let altitude { object.double(altitude) } else { object.null() }
+            object.key("battery_pct")
+            object.int64(battery)
+            object.key("name")
+            var copy = name
+            copy.withUTF8 { object.string(utf8: $0) }
+            object.key("latest")
+            object.beginObject()
+            object.key("recorded_at")
+            object.timestamp(micros: micros)
+            object.key("is_charging")
+            object.bool(charging)
+            object.endObject()
+            object.key("empty")
+            object.beginObject()
+            object.endObject()
+        }
+        flat.endArray()
+        #expect(
+            String(decoding: flat.bytes, as: UTF8.self) == String(decoding: tokens.bytes, as: UTF8.self),
+            "round \(round)")
+    }
+}
