@@ -51,11 +51,18 @@ public struct JSONFlatObject: ~Copyable {
     /// `JSONWriter.plainKey`.
     @inline(__always)
     public mutating func key(_ key: StaticString) {
-        if needsComma { put(UInt8(ascii: ",")) }
-        put(UInt8(ascii: "\""))
-        put(key)
-        put(UInt8(ascii: "\""))
-        put(UInt8(ascii: ":"))
+        let length = key.utf8CodeUnitCount
+        let output = reserve(length + 4)
+        var at = 0
+        if needsComma {
+            output[0] = UInt8(ascii: ",")
+            at = 1
+        }
+        output[at] = UInt8(ascii: "\"")
+        (output + at + 1).update(from: key.utf8Start, count: length)
+        output[at + length + 1] = UInt8(ascii: "\"")
+        output[at + length + 2] = UInt8(ascii: ":")
+        count += at + length + 3
         needsComma = true
     }
 
@@ -72,12 +79,15 @@ public struct JSONFlatObject: ~Copyable {
     /// Swift's shortest round-trip form, as `Double.description` writes it.
     public mutating func double(_ value: Double) {
         precondition(value.isFinite, "JSONFlatObject cannot write a non-finite double (\(value))")
-        // Through a String: the runtime's formatter is not public API, and its exported C entry
-        // point (swift_float64ToString) writes something else for whole numbers in Swift 6.3.
+        let output = reserve(Self.doubleBytesMax)
+        if let written = DecimalDouble.write(value, into: output) {
+            count += written
+            return
+        }
         var text = value.description
         text.withUTF8 { utf8 in
             precondition(utf8.count <= Self.doubleBytesMax)
-            reserve(utf8.count).update(from: utf8.baseAddress!, count: utf8.count)
+            output.update(from: utf8.baseAddress!, count: utf8.count)
             count += utf8.count
         }
     }

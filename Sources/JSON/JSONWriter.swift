@@ -113,9 +113,10 @@ public struct JSONWriter: Sendable {
     public mutating func double(_ value: Double) {
         precondition(value.isFinite, "JSONWriter cannot write a non-finite double (\(value))")
         beginValue()
-        var text = value.description
-        text.withUTF8 { utf8 in
-            appendRaw(bytesMax: utf8.count) { output in
+        appendRaw(bytesMax: JSONFlatObject.doubleBytesMax) { output in
+            if let written = DecimalDouble.write(value, into: output.baseAddress!) { return written }
+            var text = value.description
+            return text.withUTF8 { utf8 in
                 output.baseAddress!.update(from: utf8.baseAddress!, count: utf8.count)
                 return utf8.count
             }

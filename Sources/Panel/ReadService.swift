@@ -82,7 +82,9 @@ public final class ReadService: Sendable {
         let scope = access.scope(of: reader)
         let result = try query(Self.devicesStatement(deviceIDs: scope.deviceIDs))
         let now = clockMicros()
-        var writer = JSONWriter(capacity: 256 + result.rowCount * 512)
+        // Room for every device's reservation, so the buffer is never copied to grow: pages that
+        // are reserved but never written cost address space, not memory.
+        var writer = JSONWriter(capacity: 4096 + result.rowCount * 1536)
         writer.beginObject()
         writer.key("devices")
         writer.beginArray()
@@ -125,7 +127,8 @@ public final class ReadService: Sendable {
         try waitForProjection(request)
         let result = try self.query(Self.locationsStatement(deviceID: deviceID, query))
         let rows = min(result.rowCount, query.limit)
-        var writer = JSONWriter(capacity: 256 + rows * 330)
+        // As for the devices: every fix's reservation fits without growing the buffer.
+        var writer = JSONWriter(capacity: 4096 + rows * 768)
         writer.beginObject()
         writer.key("locations")
         writer.beginArray()

@@ -156,9 +156,11 @@ public final class PostgresResult: @unchecked Sendable {
     private func binary<T>(
         _ row: Int, _ column: Int, _ typeName: String, _ parse: (Oid, UnsafeRawBufferPointer) -> T?
     ) throws(PostgresError) -> T? {
-        guard !isNull(row, column) else { return nil }
+        check(row, column)
         precondition(columnIsBinary[column], "column \(column) was not read in binary format")
         let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        // A NULL has length 0, and so has an empty text: only then is PQgetisnull worth a call.
+        if length == 0 && PQgetisnull(result, Int32(row), Int32(column)) == 1 { return nil }
         let bytes = UnsafeRawBufferPointer(
             start: PQgetvalue(result, Int32(row), Int32(column)), count: length)
         guard let value = parse(columnTypes[column], bytes) else {

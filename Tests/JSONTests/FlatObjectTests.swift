@@ -1,4 +1,4 @@
-import JSON
+@testable import JSON
 import Testing
 
 /// Doubles are copied into reserved capacity: the output must be exactly what `description`
@@ -10,17 +10,39 @@ import Testing
         -1.7976931348623157e308, 123456789012345680, 1e16, 1e15, 9007199254740992, 0.30000000000000004,
         100, 12.000001, -179.99999999999997, 90,
     ]
-    for _ in 0..<20_000 {
+    for _ in 0..<100_000 {
         values.append(Double(bitPattern: random.next()))
         values.append(Double.random(in: -180...180, using: &random))
-        values.append((Double.random(in: -90...90, using: &random) * 1e7).rounded() / 1e7)
+        values.append(Double.random(in: 0...1e15, using: &random))
+        values.append(Double.random(in: 0...0.01, using: &random))
+        // Decimals as clients send them: 0 to 17 fraction digits, parsed from their text.
+        let digits = Int.random(in: 0...17, using: &random)
+        let whole = Int.random(in: -999...999, using: &random)
+        let fraction = String(UInt64.random(in: 0...UInt64.max, using: &random)).prefix(digits)
+        values.append(Double("\(whole).\(fraction)0")!)
+        // Neighbours of powers of ten and two, and of the fast path's bounds.
+        let power = Double(sign: .plus, exponent: Int.random(in: -12...52, using: &random), significand: 1)
+        values.append(power)
+        values.append(power.nextUp)
+        values.append(power.nextDown)
+        let ten = DecimalPowers.values[Int.random(in: 0..<DecimalPowers.values.count, using: &random)]
+        values.append(ten.nextUp)
+        values.append(ten.nextDown)
     }
+    var mismatches: [String] = []
     for value in values where value.isFinite {
         var writer = JSONWriter()
         writer.double(value)
-        #expect(String(decoding: writer.bytes, as: UTF8.self) == value.description, "seed \(random.seed)")
-        guard String(decoding: writer.bytes, as: UTF8.self) == value.description else { return }
+        let written = String(decoding: writer.bytes, as: UTF8.self)
+        if written != value.description && mismatches.count < 10 {
+            mismatches.append("\(value.description) (bits \(value.bitPattern)) written as \(written)")
+        }
     }
+    #expect(mismatches.isEmpty, "\(mismatches)")
+}
+
+private enum DecimalPowers {
+    static let values: [Double] = (-4...16).map { exponent in Double("1e\(exponent)")! }
 }
 
 /// A flat object writes byte for byte what the token-by-token calls write, commas included, inside
@@ -89,5 +111,19 @@ import Testing
         #expect(
             String(decoding: flat.bytes, as: UTF8.self) == String(decoding: tokens.bytes, as: UTF8.self),
             "round \(round)")
+    }
+}
+
+/// The fast path is taken for the values a history page is made of (else it would only be tested,
+/// never used), and declines the cases it leaves to `description`.
+@Test func decimalFastPathCoversCoordinates() {
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
+        for value in [52.52, -13.405, 12.0, 0.001, 52.520008123456789, 179.99999999999997, 999_999_999_999_999.0, 0.0012345678901234567] {
+            let written = DecimalDouble.write(value, into: buffer.baseAddress!)
+            #expect(written.map { String(decoding: buffer[..<$0], as: UTF8.self) } == value.description)
+        }
+        for value in [0.0, 1e15, 0.0009, 2.0, 0.5, 1e300] {
+            #expect(DecimalDouble.write(value, into: buffer.baseAddress!) == nil, "\(value)")
+        }
     }
 }
