@@ -236,7 +236,9 @@ public struct JSONWriter: Sendable {
 enum JSONEscaping {
     /// Writes `utf8` quoted and escaped at `output`, which must have room for 6 bytes per input
     /// byte plus 2; returns the number of bytes written.
-    static func writeQuoted(_ utf8: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> Int {
+    static func writeQuoted(_ utf8: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>)
+        -> Int
+    {
         var count = 0
         func put(_ byte: UInt8) {
             output[count] = byte

@@ -10,8 +10,19 @@ struct ReadAccess: Sendable {
 
     /// What `reader` may read now: device ids, and for a shared device the owner's name.
     struct ReadScope: Sendable {
+        /// Ascending.
         var deviceIDs: [UInt64]
         var sharedBy: [UInt64: String]
+
+        func contains(_ deviceID: UInt64) -> Bool {
+            var low = 0
+            var high = deviceIDs.count
+            while low < high {
+                let middle = (low + high) / 2
+                if deviceIDs[middle] < deviceID { low = middle + 1 } else { high = middle }
+            }
+            return low < deviceIDs.count && deviceIDs[low] == deviceID
+        }
     }
 
     func scope(of reader: UInt64) -> ReadScope {

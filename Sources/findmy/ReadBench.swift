@@ -83,7 +83,7 @@ enum ReadBench {
         let sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: serverDirectory).conninfo)
         defer { sql.close() }
         let bareList = try measureSQL(
-            sql, ReadService.devicesStatement(deviceIDs: Array(1...UInt64(deviceCount))), requests: requests,
+            sql, ReadService.devicesStatement(ownerID: user.userID, sharedIDs: []), requests: requests,
             rows: deviceCount)
         let bareHistory = try measureSQL(
             sql, ReadService.locationsStatement(deviceID: 1, HistoryQuery(limit: 10_000)),

@@ -1,13 +1,16 @@
-@testable import JSON
 import Testing
+
+@testable import JSON
 
 /// Doubles are copied into reserved capacity: the output must be exactly what `description`
 /// writes, for the values clients see (coordinates, accuracies) and the edge cases.
 @Test func doublesMatchDescription() {
     var random = SeededGenerator(seed: 11)
     var values: [Double] = [
-        0, -0.0, 1, -1, 0.1, 52.52, 13.405, 1e-7, .leastNonzeroMagnitude, 2.2250738585072014e-308, 1.7976931348623157e308,
-        -1.7976931348623157e308, 123456789012345680, 1e16, 1e15, 9007199254740992, 0.30000000000000004,
+        0, -0.0, 1, -1, 0.1, 52.52, 13.405, 1e-7, .leastNonzeroMagnitude, 2.2250738585072014e-308,
+        1.7976931348623157e308,
+        -1.7976931348623157e308, 123_456_789_012_345_680, 1e16, 1e15, 9_007_199_254_740_992,
+        0.30000000000000004,
         100, 12.000001, -179.99999999999997, 90,
     ]
     for _ in 0..<100_000 {
@@ -118,7 +121,10 @@ private enum DecimalPowers {
 /// never used), and declines the cases it leaves to `description`.
 @Test func decimalFastPathCoversCoordinates() {
     withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
-        for value in [52.52, -13.405, 12.0, 0.001, 52.520008123456789, 179.99999999999997, 999_999_999_999_999.0, 0.0012345678901234567] {
+        for value in [
+            52.52, -13.405, 12.0, 0.001, 52.520008123456789, 179.99999999999997, 999_999_999_999_999.0,
+            0.0012345678901234567,
+        ] {
             let written = DecimalDouble.write(value, into: buffer.baseAddress!)
             #expect(written.map { String(decoding: buffer[..<$0], as: UTF8.self) } == value.description)
         }

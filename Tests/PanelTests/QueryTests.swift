@@ -1,7 +1,8 @@
 import Crypto
 import Ingest
-import Panel
 import Testing
+
+@testable import Panel
 
 /// The read API's query parsing and cursors, without a server.
 @Suite struct QueryTests {
@@ -109,4 +110,13 @@ import Testing
             #expect(throws: APIError.self) { try afterOffset([(name: "after_offset", value: bad)]) }
         }
     }
+}
+
+/// The devices list keeps PostgreSQL's rows that are in the reader's scope: membership by binary
+/// search in the scope's ascending ids.
+@Test func scopeMembership() {
+    let scope = ReadAccess.ReadScope(deviceIDs: [2, 3, 5, 8, 13, 1_000], sharedBy: [:])
+    for id: UInt64 in [0, 1, 4, 6, 7, 9, 12, 14, 999, 1_001, .max] { #expect(!scope.contains(id), "\(id)") }
+    for id: UInt64 in [2, 3, 5, 8, 13, 1_000] { #expect(scope.contains(id), "\(id)") }
+    #expect(!ReadAccess.ReadScope(deviceIDs: [], sharedBy: [:]).contains(1))
 }
