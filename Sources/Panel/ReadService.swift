@@ -13,7 +13,8 @@ import Postgres
 ///
 /// Every read is ONE statement against `findmy.`: a rebuild swaps the schema under an advisory
 /// lock (`Schema.swapIn`), and a statement resolves its tables when it is parsed, so it sees the
-/// old generation or the new one, never a mix. A multi-statement transaction could straddle a swap.
+/// old generation or the new one, never a mix. A multi-statement transaction could straddle a swap
+/// (a large page is one statement's cursor, FETCHed in pieces: see `eachPiece`).
 ///
 /// Authentication and who owns which device come from the ingest registry (in memory, ahead of the
 /// projection); the rule of who may read what lives in `ReadAccess` alone.
@@ -137,26 +138,37 @@ public final class ReadService: Sendable {
             request.queryItems, kind: .locations, deviceID: deviceID,
             limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
         try waitForProjection(request)
-        let result = try self.query(Self.locationsStatement(deviceID: deviceID, query))
-        let rows = min(result.rowCount, query.limit)
         // As for the devices: every fix's reservation fits without growing the buffer.
-        var writer = JSONWriter(capacity: 4096 + rows * 768)
+        var writer = JSONWriter(capacity: 4096 + query.limit * 768)
         writer.beginObject()
         writer.key("locations")
         writer.beginArray()
-        try decoding { () throws(PostgresError) in
-            for row in 0..<rows { try writeFix(&writer, result, row, 0) }
+        var written = 0
+        var nextPage = false
+        var last: (piece: PostgresResult, row: Int)? = nil
+        try eachPiece(Self.locationsStatement(deviceID: deviceID, query), rowsMax: query.limit + 1) {
+            piece throws(APIError) in
+            try decoding { () throws(PostgresError) in
+                for row in 0..<piece.rowCount {
+                    guard written < query.limit else {
+                        nextPage = true
+                        return
+                    }
+                    try writeFix(&writer, piece, row, 0)
+                    written += 1
+                    last = (piece, row)
+                }
+            }
         }
         writer.endArray()
         writer.key("next_cursor")
-        if result.rowCount > query.limit {
-            let last = rows - 1
+        if nextPage, let (piece, row) = last {
             let cursor = try decoding { () throws(PostgresError) in
                 HistoryCursor(
                     kind: .locations, deviceID: deviceID,
-                    micros: try result.binaryTimestampMicros(last, Self.fixColumnCount - 3) ?? 0,
-                    logOffset: UInt64(try result.binaryInt64(last, Self.fixColumnCount) ?? 0),
-                    fixIndex: UInt32(try result.binaryInt64(last, Self.fixColumnCount + 1) ?? 0))
+                    micros: try piece.binaryTimestampMicros(row, Self.fixColumnCount - 3) ?? 0,
+                    logOffset: UInt64(try piece.binaryInt64(row, Self.fixColumnCount) ?? 0),
+                    fixIndex: UInt32(try piece.binaryInt64(row, Self.fixColumnCount + 1) ?? 0))
             }
             writer.string(cursor.encoded)
         } else {
@@ -164,6 +176,51 @@ public final class ReadService: Sendable {
         }
         writer.endObject()
         return .json(writer.bytes)
+    }
+
+    /// Rows per piece of a large read (`eachPiece`).
+    static let pieceRows = 1_024
+
+    /// Runs `statement` and hands its rows (at most `rowsMax`) to `body`. A small read is one
+    /// result. A large one (a 30-day history page is 8,640 rows) goes through a cursor, FETCHed a
+    /// piece at a time with the next FETCH sent before `body` gets the previous piece, so that
+    /// PostgreSQL reads and sends one piece while this thread writes the other: the read takes
+    /// about the longer of the two instead of their sum (docs/benchmarks.md).
+    ///
+    /// Still one statement's view of one generation: the cursor's query resolves its tables once,
+    /// at DECLARE, and its transaction holds them until COMMIT, so a rebuild's swap waits for it.
+    func eachPiece(
+        _ statement: Statement, rowsMax: Int, _ body: (PostgresResult) throws(APIError) -> Void
+    ) throws(APIError) {
+        guard rowsMax > 2 * Self.pieceRows else { return try body(try query(statement)) }
+        do {
+            try pool.withConnection { connection in
+                try connection.transaction { connection in
+                    try connection.execute(
+                        "DECLARE piece NO SCROLL CURSOR FOR " + statement.sql, statement.parameters)
+                    var fetched = 0
+                    func fetchNext() throws -> Int {
+                        let rows = min(Self.pieceRows, rowsMax - fetched)
+                        try connection.send("FETCH \(rows) FROM piece", format: statement.format)
+                        return rows
+                    }
+                    var requested = try fetchNext()
+                    while true {
+                        let piece = try connection.receive()
+                        fetched += piece.rowCount
+                        let done = piece.rowCount < requested || fetched >= rowsMax
+                        if !done { requested = try fetchNext() }
+                        try body(piece)
+                        if done { break }
+                    }
+                }
+            }
+        } catch let error as APIError {
+            throw error
+        } catch {
+            StructuredLog.error("read_failed", ["error": .string("\(error)")])
+            throw Self.databaseUnavailable
+        }
     }
 
     func arrivals(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {

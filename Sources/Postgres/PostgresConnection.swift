@@ -69,25 +69,64 @@ public final class PostgresConnection {
         _ sql: String, _ parameters: [PostgresValue?] = [], format: PostgresResultFormat = .text
     ) throws(PostgresError) -> PostgresResult {
         let handle = try openHandle()
+        let result = try withEncoded(parameters) { count, types, values, lengths, formats in
+            PQexecParams(handle, sql, count, types, values, lengths, formats, format.rawValue)
+        }
+        return try check(result, .statement)
+    }
+
+    /// Sends one statement like `execute` without waiting for its result (`PQsendQueryParams`), so
+    /// that PostgreSQL works on it while the caller works on the previous one. `receive()` must
+    /// read its result before anything else runs on this connection.
+    public func send(
+        _ sql: String, _ parameters: [PostgresValue?] = [], format: PostgresResultFormat = .text
+    ) throws(PostgresError) {
+        let handle = try openHandle()
+        let sent = try withEncoded(parameters) { count, types, values, lengths, formats in
+            PQsendQueryParams(handle, sql, count, types, values, lengths, formats, format.rawValue)
+        }
+        guard sent == 1 else {
+            throw PostgresError(
+                .statement, message: lastError, connectionBroken: PQstatus(handle) != CONNECTION_OK,
+                target: target)
+        }
+    }
+
+    /// The result of the statement `send` sent, once it has all arrived.
+    public func receive() throws(PostgresError) -> PostgresResult {
+        let handle = try openHandle()
+        var first: OpaquePointer? = nil
+        while let next = PQgetResult(handle) {
+            if first == nil { first = next } else { PQclear(next) }
+        }
+        return try check(first, .statement)
+    }
+
+    private func withEncoded<R>(
+        _ parameters: [PostgresValue?],
+        _ body: (
+            Int32, UnsafePointer<Oid>?, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?,
+            UnsafePointer<Int32>?
+        ) -> R
+    ) throws(PostgresError) -> R {
         precondition(parameters.count <= Int(UInt16.max), "PostgreSQL takes at most 65535 parameters")
         var encoded = EncodedParameters()
         defer { encoded.release() }
         for parameter in parameters {
             try encoded.append(parameter)
         }
-        let result: OpaquePointer? = encoded.values.withUnsafeBufferPointer { values in
+        return encoded.values.withUnsafeBufferPointer { values in
             encoded.types.withUnsafeBufferPointer { types in
                 encoded.lengths.withUnsafeBufferPointer { lengths in
                     encoded.formats.withUnsafeBufferPointer { formats in
-                        PQexecParams(
-                            handle, sql, Int32(parameters.count), types.baseAddress,
-                            values.baseAddress, lengths.baseAddress,
-                            formats.baseAddress, format.rawValue)
+                        body(
+                            Int32(parameters.count), types.baseAddress, values.baseAddress,
+                            lengths.baseAddress,
+                            formats.baseAddress)
                     }
                 }
             }
         }
-        return try check(result, .statement)
     }
 
     /// Runs one or more `;`-separated statements without parameters (`PQexec`), for migrations and

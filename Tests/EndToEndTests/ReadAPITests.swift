@@ -203,6 +203,51 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         #expect(try get(connection, "/api/find-my/devices", token: nil).errorCode == "missing_token")
     }
 
+    /// A page larger than two pieces is read through a cursor in pieces (`ReadService.eachPiece`):
+    /// one large page, and walks with page sizes that end inside, at and after a piece, give every
+    /// fix once, in order, with the cursor of the last fix of each page.
+    @Test func largePagesReadInPiecesGiveTheWholeHistory() throws {
+        let data = ScratchDirectory("findmy-read-pieces")
+        let alice = try addUser("alice", data: data.path)
+        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        let phone = try enrol(connection, userToken: alice, uuid: "7b4e28ba-2fa1-11d2-883f-0016d3cca427")
+        let phoneID = try #require(phone.int("device_id"))
+        let phoneToken = try #require(phone.string("device_token"))
+        // 5,000 fixes a second apart, in two batches whose times interleave, and one minute with
+        // three fixes: the order is recorded_at, then log offset and index.
+        let count = 5_000
+        let fixes = (0..<count).map { index in
+            let recordedAt = RFC3339.formatMillis(baseMicros + Int64(index / 3 * 3) * 700_000)
+            return
+                "{\"latitude\": \(Double(index) / 1000), \"longitude\": 13.405, \"accuracy_m\": 12, \"source\": \"gps\", \"recorded_at\": \"\(recordedAt)\"}"
+        }
+        var last: Int64 = 0
+        for half in [stride(from: 0, to: count, by: 2), stride(from: 1, to: count, by: 2)] {
+            let answer = try post(
+                connection, "/api/find-my/report", token: phoneToken,
+                body: reportBody(batchID: UUID().uuidString, fixes: half.map { fixes[$0] }))
+            #expect(answer.status == 200 && answer.int("accepted") == Int64(count / 2))
+            last = try #require(answer.int("offset"))
+        }
+        let path = "/api/find-my/devices/\(phoneID)/locations"
+        let whole = try get(connection, "\(path)?limit=10000&after_offset=\(last)", token: alice)
+        #expect(whole.status == 200 && whole.body["next_cursor"] == .null)
+        let history = try whole.body["locations"]!.arrayValue
+        #expect(history.count == count)
+        let keys = history.map { ($0["recorded_at"].flatMap { try? $0.stringValue } ?? "") }
+        #expect(keys == keys.sorted())
+        // Within each group of three equal times: the even index (first batch) before the odd.
+        let latitudes = history.map { (try? $0["latitude"]?.doubleValue) ?? -1 }
+        #expect(Set(latitudes).count == count)
+        for limit in [1_024, 2_049, 2_500, 4_999, 5_000] {
+            let walked = try walk(connection, path, token: alice, limit: limit)
+            #expect(walked.locations == history, "limit \(limit)")
+            #expect(walked.pages == (count + limit - 1) / limit, "limit \(limit)")
+        }
+    }
+
     @Test func aReadWithTheOffsetOfAWriteSeesTheWrite() throws {
         let data = ScratchDirectory("findmy-read")
         let alice = try addUser("alice", data: data.path)

@@ -66,3 +66,47 @@ extension PostgresTests {
         #expect(try connection.execute("SELECT count(*) FROM \(table)").int64(0, 0) == 1)
     }
 }
+
+extension PostgresTests {
+    /// `send` returns before the result; `receive` reads it. A cursor fetched in pieces, each piece
+    /// sent before the previous one is read, gives the rows of the plain statement, in order, and
+    /// an error arrives at `receive`, leaving the connection usable.
+    @Test func sentStatementsAreReceivedInOrderAndCursorPiecesMatchTheWhole() throws {
+        let connection = try Cluster.connect()
+        let whole = try connection.execute(
+            "SELECT g, g * 0.5, repeat('x', g % 7) FROM generate_series(1, $1::int) g ORDER BY g",
+            [.int64(2_500)], format: .binary)
+        var pieces: [Int64] = []
+        try connection.transaction { connection in
+            try connection.execute(
+                "DECLARE pieces NO SCROLL CURSOR FOR SELECT g, g * 0.5, repeat('x', g % 7) FROM generate_series(1, $1::int) g ORDER BY g",
+                [.int64(2_500)])
+            try connection.send("FETCH 1000 FROM pieces", format: .binary)
+            while true {
+                let piece = try connection.receive()
+                if piece.rowCount == 1000 { try connection.send("FETCH 1000 FROM pieces", format: .binary) }
+                for row in 0..<piece.rowCount { pieces.append(try piece.binaryInt64(row, 0) ?? -1) }
+                if piece.rowCount < 1000 { break }
+            }
+        }
+        #expect(pieces.count == whole.rowCount)
+        #expect(pieces == (0..<whole.rowCount).map { (try? whole.binaryInt64($0, 0)) ?? -2 })
+
+        try connection.send("SELEKT 1")
+        _ = expectPostgresError(sqlState: PostgresError.syntaxError) { _ = try connection.receive() }
+        #expect(try connection.execute("SELECT 41 + 1").int64(0, 0) == 42)
+    }
+
+    /// A statement left unread when the caller gives up (an error of its own) does not stay in the
+    /// way: the transaction's rollback drains it.
+    @Test func anUnreadSentStatementIsDrainedByTheRollback() throws {
+        let connection = try Cluster.connect()
+        do {
+            try connection.transaction { connection in
+                try connection.send("SELECT pg_sleep(0.05), 1", format: .binary)
+                throw Abort()
+            }
+        } catch is Abort {}
+        #expect(try connection.execute("SELECT 2 + 2").int64(0, 0) == 4)
+    }
+}
