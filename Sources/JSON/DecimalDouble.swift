@@ -8,7 +8,7 @@
 /// significand), that is exact integer arithmetic on M * 10^k: the nearest multiple is within half
 /// an ulp (2^-s-1), i.e. twice its distance, in units of 2^-s * 10^-k, is under 10^k (or equal,
 /// when M is even: ties read back to the even significand). Reading back works for every k from
-/// the smallest on, so k is found by bisection. Left to `description`: values outside
+/// the smallest on, so k can be searched for. Left to `description`: values outside
 /// [0.001, 10^15), powers of two (their rounding interval is lopsided), and exact ties between two
 /// multiples. Tested against `description` on a million values.
 enum DecimalDouble {
@@ -23,10 +23,37 @@ enum DecimalDouble {
         guard magnitude >= 1e-3, magnitude < 1e15, magnitude.significandBitPattern != 0 else { return nil }
         let significand = UInt64(magnitude.significandBitPattern) | (1 << 52)
         let shift = 52 - Int(magnitude.exponent)  // 3 ... 62 in this range
-        var low = 0
-        var high = powersOfTen.count - 1
+        // The smallest k at which the nearest multiple of 10^-k reads back. Coordinates and the
+        // like need 15 to 17 significant digits, so k is guessed for 15 first (from the binary
+        // exponent, which puts the decimal one within one), then 16 and 17 are tried; a shorter
+        // value (12.0, 4.5) is found by bisection below the guess. Any guess gives the same k.
+        let decimalExponent = Int((Double(magnitude.exponent) * 0.301_029_995_663_981_2).rounded(.down))
+        let guess = min(max(14 - decimalExponent, 0), powersOfTen.count - 1)
+        var low: Int
+        var high: Int
         var found: UInt64? = nil
-        // Bisection for the smallest k at which the nearest multiple of 10^-k reads back.
+        switch nearestReadingBack(significand, shift: shift, fractionDigits: guess) {
+        case .tie: return nil
+        case .readsBack(let digits):
+            found = digits
+            low = 0
+            high = guess - 1
+        case .doesNot:
+            low = guess + 1
+            high = powersOfTen.count - 1
+            // Upwards one at a time for the next two: where the answer usually is.
+            while low <= min(guess + 2, high) {
+                switch nearestReadingBack(significand, shift: shift, fractionDigits: low) {
+                case .tie: return nil
+                case .readsBack(let digits):
+                    found = digits
+                    high = low - 1
+                case .doesNot:
+                    low += 1
+                }
+                if found != nil { break }
+            }
+        }
         while low <= high {
             let k = (low + high) / 2
             switch nearestReadingBack(significand, shift: shift, fractionDigits: k) {
@@ -53,11 +80,7 @@ enum DecimalDouble {
             output[count] = UInt8(ascii: "0")
             return count + 1
         }
-        var rest = digits % divisor
-        for position in stride(from: count + fractionDigits - 1, through: count, by: -1) {
-            output[position] = UInt8(ascii: "0") + UInt8(rest % 10)
-            rest /= 10
-        }
+        writeDigits(digits % divisor, count: fractionDigits, into: output + count)
         return count + fractionDigits
     }
 
@@ -103,11 +126,24 @@ enum DecimalDouble {
             length += 1
             probe /= 10
         }
-        var rest = value
-        for position in stride(from: length - 1, through: 0, by: -1) {
-            output[position] = UInt8(ascii: "0") + UInt8(rest % 10)
-            rest /= 10
-        }
+        writeDigits(value, count: length, into: output)
         return length
+    }
+
+    /// The last `count` decimal digits of `value`, zero-padded, two at a time from a table.
+    @inline(__always)
+    static func writeDigits(_ value: UInt64, count: Int, into output: UnsafeMutablePointer<UInt8>) {
+        let pairs: StaticString =
+            "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+        var rest = value
+        var position = count
+        while position >= 2 {
+            let pair = Int(rest % 100)
+            rest /= 100
+            position -= 2
+            output[position] = pairs.utf8Start[2 * pair]
+            output[position + 1] = pairs.utf8Start[2 * pair + 1]
+        }
+        if position == 1 { output[0] = UInt8(ascii: "0") + UInt8(rest % 10) }
     }
 }
