@@ -48,6 +48,12 @@ public struct RecoveryReport: Sendable, Equatable {
 /// broadcasting to every waiter (at 64 appenders most of a broadcast went back to sleep). The
 /// rule that keeps this live: whenever `writing` turns false with tickets queued, the head of the
 /// queue is woken (`releaseLeadership`); whenever a ticket gets its outcome, it is woken.
+///
+/// `append(_:completion:)` queues a record without blocking its caller (an HTTP event-loop thread
+/// must not sleep through an fdatasync). Nobody waits on such a ticket, so the writer's own
+/// committer thread, started with the first of them, leads in its place: it is "woken" whenever
+/// such a ticket is at the head of the queue, and the completion runs on whichever thread led the
+/// group, after the writer's lock is released.
 public final class LogWriter: @unchecked Sendable {
     public let directory: String
     public let recovery: RecoveryReport
@@ -66,6 +72,9 @@ public final class LogWriter: @unchecked Sendable {
     private var durable: UInt64
     private var writing = false
     private var closed = false
+    /// Started by the first `append(_:completion:)`; joined by `close`.
+    private var committer: pthread_t?
+    private let committerWakeUp = WakeUp()
 
     private var counters = LogWriterStatistics()
 
@@ -151,11 +160,82 @@ public final class LogWriter: @unchecked Sendable {
             sync.unlock()
             let failure = commit(group)
             sync.lock()
-            finish(group, failure: failure)
+            let completed = finish(group, failure: failure)
+            if !completed.isEmpty {
+                sync.unlock()
+                complete(completed)
+                sync.lock()
+            }
         }
         switch ticket.outcome! {
         case .success: return ticket.offset
         case .failure(let error): throw error
+        }
+    }
+
+    /// Appends an encoded event without blocking: `completion` gets its offset once the record is
+    /// durable, or the error that failed it (nothing of it acknowledged). It runs on the thread
+    /// that led the group commit, without the writer's lock, and must be quick: the next group
+    /// waits for it. It may run before this call returns (a closed writer fails at once).
+    public func append(
+        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<UInt64, LogError>) -> Void
+    ) {
+        let ticket = Ticket(encoded: encoded, completion: completion)
+        sync.lock()
+        guard !closed else {
+            sync.unlock()
+            completion(.failure(.closed))
+            return
+        }
+        if committer == nil { committer = startCommitter() }
+        ticket.offset = nextOffset
+        nextOffset += 1
+        queue.append(ticket)
+        if !writing && queue.count == 1 { committerWakeUp.signal() }
+        sync.unlock()
+    }
+
+    /// Leads the group commits that only non-blocking appenders are waiting for, until `close`.
+    private func runCommitter() {
+        sync.lock()
+        while !closed {
+            if writing || queue.isEmpty {
+                sync.wait(committerWakeUp)
+                continue
+            }
+            writing = true
+            let group = takeGroup()
+            sync.unlock()
+            let failure = commit(group)
+            sync.lock()
+            let completed = finish(group, failure: failure)
+            sync.unlock()
+            complete(completed)
+            sync.lock()
+        }
+        sync.unlock()
+    }
+
+    private func startCommitter() -> pthread_t {
+        var thread = pthread_t()
+        // Unretained: the writer joins this thread in `close`, which `deinit` calls.
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let result = pthread_create(
+            &thread, nil,
+            { context in
+                Unmanaged<LogWriter>.fromOpaque(context!).takeUnretainedValue().runCommitter()
+                return nil
+            }, context)
+        precondition(result == 0, "pthread_create failed: \(result)")
+        return thread
+    }
+
+    private func complete(_ tickets: [Ticket]) {
+        for ticket in tickets {
+            switch ticket.outcome! {
+            case .success: ticket.completion!(.success(ticket.offset))
+            case .failure(let error): ticket.completion!(.failure(error))
+            }
         }
     }
 
@@ -186,13 +266,20 @@ public final class LogWriter: @unchecked Sendable {
         }
         closed = true
         while writing { sync.wait(Self.conditionDone) }
+        var completed: [Ticket] = []
         for ticket in queue {
             ticket.outcome = .failure(.closed)
             ticket.wakeUp.signal()
+            if ticket.completion != nil { completed.append(ticket) }
         }
         queue.removeAll()
         sync.broadcast(Self.conditionDone)
+        committerWakeUp.signal()
+        let committer = self.committer
+        self.committer = nil
         sync.unlock()
+        if let committer { pthread_join(committer, nil) }
+        complete(completed)
         if let segment = active { io.close(segment.fd) }
         active = nil
         io.close(watermarkFD)
@@ -283,13 +370,17 @@ public final class LogWriter: @unchecked Sendable {
         }
     }
 
-    private func finish(_ group: [Ticket], failure: LogError?) {
+    /// Sets the outcome of `group` (and, on failure, of every queued ticket) and wakes their
+    /// waiters; returns the tickets whose completion the caller must run once it has unlocked.
+    private func finish(_ group: [Ticket], failure: LogError?) -> [Ticket] {
+        var completed: [Ticket] = []
         if let failure {
             counters.failedAppends += group.count + queue.count
             // Every queued ticket was numbered after the failed group; fail them too and reuse the offsets.
             for ticket in group + queue {
                 ticket.outcome = .failure(failure)
                 ticket.wakeUp.signal()
+                if ticket.completion != nil { completed.append(ticket) }
             }
             nextOffset = group[0].offset
             queue.removeAll()
@@ -297,6 +388,7 @@ public final class LogWriter: @unchecked Sendable {
             for ticket in group {
                 ticket.outcome = .success
                 ticket.wakeUp.signal()
+                if ticket.completion != nil { completed.append(ticket) }
             }
             durable = group.last!.offset + 1
             counters.groupCommits += 1
@@ -306,6 +398,7 @@ public final class LogWriter: @unchecked Sendable {
             }
         }
         releaseLeadership()
+        return completed
     }
 
     /// Ends a leader's turn: wakes the head of the queue to lead the next group (appenders sleep
@@ -313,7 +406,10 @@ public final class LogWriter: @unchecked Sendable {
     /// waiters, `lead`, `close`). The lock must be held.
     private func releaseLeadership() {
         writing = false
-        queue.first?.wakeUp.signal()
+        if let head = queue.first {
+            // A non-blocking appender has nobody waiting on its ticket: the committer leads for it.
+            (head.completion == nil ? head.wakeUp : committerWakeUp).signal()
+        }
         sync.broadcast(Self.conditionDone)
     }
 
@@ -523,13 +619,18 @@ private final class Ticket {
     var outcome: Outcome?
     /// Signalled, under the writer's lock, when `outcome` is set or the ticket should lead.
     let wakeUp = WakeUp()
+    /// Set for a non-blocking append, whose caller does not wait on `wakeUp`.
+    let completion: (@Sendable (Result<UInt64, LogError>) -> Void)?
 
     enum Outcome {
         case success
         case failure(LogError)
     }
 
-    init(encoded: EncodedEvent) { self.encoded = encoded }
+    init(encoded: EncodedEvent, completion: (@Sendable (Result<UInt64, LogError>) -> Void)? = nil) {
+        self.encoded = encoded
+        self.completion = completion
+    }
 }
 
 struct ActiveSegment {
