@@ -51,9 +51,11 @@ public struct RecoveryReport: Sendable, Equatable {
 ///
 /// `append(_:completion:)` queues a record without blocking its caller (an HTTP event-loop thread
 /// must not sleep through an fdatasync). Nobody waits on such a ticket, so the writer's own
-/// committer thread, started with the first of them, leads in its place: it is "woken" whenever
-/// such a ticket is at the head of the queue, and the completion runs on whichever thread led the
-/// group, after the writer's lock is released.
+/// committer threads, started with the first of them, lead in its place: one is woken whenever
+/// such a ticket is at the head of the queue, and the completions run on whichever thread led the
+/// group, after the writer's lock is released. There are `committerThreads` of them so that one
+/// can start the next group's write while another still runs the last group's completions
+/// (answering HTTP requests), as blocking appenders do each on their own thread.
 public final class LogWriter: @unchecked Sendable {
     public let directory: String
     public let recovery: RecoveryReport
@@ -73,7 +75,8 @@ public final class LogWriter: @unchecked Sendable {
     private var writing = false
     private var closed = false
     /// Started by the first `append(_:completion:)`; joined by `close`.
-    private var committer: pthread_t?
+    private var committers: [pthread_t] = []
+    private static let committerThreads = 2
     private let committerWakeUp = WakeUp()
 
     private var counters = LogWriterStatistics()
@@ -187,7 +190,7 @@ public final class LogWriter: @unchecked Sendable {
             completion(.failure(.closed))
             return
         }
-        if committer == nil { committer = startCommitter() }
+        if committers.isEmpty { committers = (0..<Self.committerThreads).map { _ in startCommitter() } }
         ticket.offset = nextOffset
         nextOffset += 1
         queue.append(ticket)
@@ -196,6 +199,7 @@ public final class LogWriter: @unchecked Sendable {
     }
 
     /// Leads the group commits that only non-blocking appenders are waiting for, until `close`.
+    /// Each committer thread runs this.
     private func runCommitter() {
         sync.lock()
         while !closed {
@@ -218,7 +222,7 @@ public final class LogWriter: @unchecked Sendable {
 
     private func startCommitter() -> pthread_t {
         var thread = pthread_t()
-        // Unretained: the writer joins this thread in `close`, which `deinit` calls.
+        // Unretained: the writer joins these threads in `close`, which `deinit` calls.
         let context = Unmanaged.passUnretained(self).toOpaque()
         let result = pthread_create(
             &thread, nil,
@@ -274,11 +278,11 @@ public final class LogWriter: @unchecked Sendable {
         }
         queue.removeAll()
         sync.broadcast(Self.conditionDone)
-        committerWakeUp.signal()
-        let committer = self.committer
-        self.committer = nil
+        committerWakeUp.broadcast()
+        let committers = self.committers
+        self.committers = []
         sync.unlock()
-        if let committer { pthread_join(committer, nil) }
+        for committer in committers { pthread_join(committer, nil) }
         complete(completed)
         if let segment = active { io.close(segment.fd) }
         active = nil
@@ -407,7 +411,7 @@ public final class LogWriter: @unchecked Sendable {
     private func releaseLeadership() {
         writing = false
         if let head = queue.first {
-            // A non-blocking appender has nobody waiting on its ticket: the committer leads for it.
+            // A non-blocking appender has nobody waiting on its ticket: a committer leads for it.
             (head.completion == nil ? head.wakeUp : committerWakeUp).signal()
         }
         sync.broadcast(Self.conditionDone)
