@@ -208,6 +208,11 @@ public final class LogWriter: @unchecked Sendable {
                 continue
             }
             writing = true
+            if options.groupCommitDelayMicros > 0 {
+                sync.unlock()
+                usleep(UInt32(options.groupCommitDelayMicros))
+                sync.lock()
+            }
             let group = takeGroup()
             sync.unlock()
             let failure = commit(group)

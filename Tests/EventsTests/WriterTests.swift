@@ -267,6 +267,20 @@ import Workload
         #expect(try readAll(directory.log).map(\.offset) == [0, 1])
     }
 
+    @Test func theCommitterWaitsTheGroupCommitDelayForMoreAppends() throws {
+        let directory = TemporaryDirectory()
+        var options = quietOptions()
+        options.groupCommitDelayMicros = 20_000
+        let writer = try LogWriter(directory: directory.log, options: options)
+        let results = collect(40) { completion in
+            for index in 0..<40 { writer.append(batch(UInt64(index)), completion: completion) }
+        }
+        #expect(results.compactMap { try? $0.get() }.sorted() == Array(0..<40))
+        #expect(
+            writer.statistics.groupCommits <= 4, "\(writer.statistics.groupCommits) groups for 40 appends")
+        writer.close()
+    }
+
     @Test func aClosedWriterFailsAtOnce() throws {
         let directory = TemporaryDirectory()
         let writer = try LogWriter(directory: directory.log, options: quietOptions())
