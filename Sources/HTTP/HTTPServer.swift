@@ -129,6 +129,7 @@ public final class HTTPServer: Sendable {
             }
             context.abandonPending()
             MHD_stop_daemon(daemon)
+            context.workers.stop()
             Unmanaged.passUnretained(context).release()
         }
     }

@@ -57,8 +57,9 @@ final class AnswerSlot: @unchecked Sendable {
 }
 
 /// The threads that run blocking handlers, so that the event-loop threads never wait on
-/// PostgreSQL or a durable append. Threads start on demand up to `threadsMax` and then stay;
-/// jobs beyond that wait in order (at most one per connection, so at most `connectionsMax`).
+/// PostgreSQL or a durable append. Threads start on demand up to `threadsMax` and stay until
+/// `stop`; jobs beyond that wait in order (at most one per connection, so at most
+/// `connectionsMax`).
 final class WorkerPool: @unchecked Sendable {
     typealias Job = @Sendable () -> Void
 
@@ -70,6 +71,7 @@ final class WorkerPool: @unchecked Sendable {
     private var threads = 0
     /// Workers waiting for a job and not yet claimed by `submit`.
     private var idle = 0
+    private var stopping = false
 
     init(threadsMax: Int) {
         precondition(threadsMax > 0)
@@ -82,7 +84,10 @@ final class WorkerPool: @unchecked Sendable {
         // An idle worker is claimed here, not when it wakes: two quick submits must not both
         // count on the same sleeper while a new thread could have taken the second job.
         var start = false
-        if idle > 0 {
+        if stopping {
+            threads += 1
+            start = true
+        } else if idle > 0 {
             idle -= 1
             lock.signal()
         } else if threads < threadsMax {
@@ -93,6 +98,15 @@ final class WorkerPool: @unchecked Sendable {
         if start { startThread() }
     }
 
+    /// Lets every worker exit once the jobs already queued are done. Jobs submitted later still
+    /// run, each on a thread of its own that then exits.
+    func stop() {
+        lock.withLock {
+            stopping = true
+            lock.broadcast()
+        }
+    }
+
     private func startThread() {
         var thread = pthread_t()
         // Each worker holds the pool; the pool lives as long as any worker.
@@ -101,15 +115,21 @@ final class WorkerPool: @unchecked Sendable {
             &thread, nil,
             { context in
                 Unmanaged<WorkerPool>.fromOpaque(context!).takeRetainedValue().work()
+                return nil
             }, context)
         precondition(result == 0, "pthread_create failed: \(result)")
         pthread_detach(thread)
     }
 
-    private func work() -> Never {
+    private func work() {
         while true {
             lock.lock()
             while jobsHead == jobs.count {
+                if stopping {
+                    threads -= 1
+                    lock.unlock()
+                    return
+                }
                 idle += 1
                 lock.wait()
             }
