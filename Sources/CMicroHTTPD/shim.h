@@ -5,14 +5,17 @@
 #include <microhttpd.h>
 
 /// MHD_start_daemon on a listening socket the caller created (so bind errors are the caller's
-/// to report precisely). MHD owns `listen_fd` from here until MHD_quiesce_daemon hands it back.
+/// to report precisely), with `thread_pool_size` event-loop threads (1: one internal thread).
+/// MHD owns `listen_fd` from here until MHD_quiesce_daemon hands it back.
 static inline struct MHD_Daemon *findmy_mhd_start(
     unsigned int flags, int listen_fd, unsigned int connections_max, size_t memory_bytes_max,
-    unsigned int timeout_seconds, MHD_AccessHandlerCallback access, void *context,
-    MHD_RequestCompletedCallback completed, MHD_NotifyConnectionCallback notify_connection,
+    unsigned int timeout_seconds, unsigned int thread_pool_size, MHD_AccessHandlerCallback access,
+    void *context, MHD_RequestCompletedCallback completed,
+    MHD_NotifyConnectionCallback notify_connection,
     void *(*uri_log)(void *context, const char *uri, struct MHD_Connection *connection)) {
     return MHD_start_daemon(
         flags, 0, NULL, NULL, access, context,
+        MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
         MHD_OPTION_CONNECTION_LIMIT, connections_max,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_bytes_max,

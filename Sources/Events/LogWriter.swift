@@ -48,6 +48,14 @@ public struct RecoveryReport: Sendable, Equatable {
 /// broadcasting to every waiter (at 64 appenders most of a broadcast went back to sleep). The
 /// rule that keeps this live: whenever `writing` turns false with tickets queued, the head of the
 /// queue is woken (`releaseLeadership`); whenever a ticket gets its outcome, it is woken.
+///
+/// `append(_:completion:)` queues a record without blocking its caller (an HTTP event-loop thread
+/// must not sleep through an fdatasync). Nobody waits on such a ticket, so the writer's own
+/// committer threads, started with the first of them, lead in its place: one is woken whenever
+/// such a ticket is at the head of the queue, and the completions run on whichever thread led the
+/// group, after the writer's lock is released. There are `committerThreads` of them so that one
+/// can start the next group's write while another still runs the last group's completions
+/// (answering HTTP requests), as blocking appenders do each on their own thread.
 public final class LogWriter: @unchecked Sendable {
     public let directory: String
     public let recovery: RecoveryReport
@@ -66,6 +74,10 @@ public final class LogWriter: @unchecked Sendable {
     private var durable: UInt64
     private var writing = false
     private var closed = false
+    /// Started by the first `append(_:completion:)`; joined by `close`.
+    private var committers: [pthread_t] = []
+    private static let committerThreads = 2
+    private let committerWakeUp = WakeUp()
 
     private var counters = LogWriterStatistics()
 
@@ -151,11 +163,88 @@ public final class LogWriter: @unchecked Sendable {
             sync.unlock()
             let failure = commit(group)
             sync.lock()
-            finish(group, failure: failure)
+            let completed = finish(group, failure: failure)
+            if !completed.isEmpty {
+                sync.unlock()
+                complete(completed)
+                sync.lock()
+            }
         }
         switch ticket.outcome! {
         case .success: return ticket.offset
         case .failure(let error): throw error
+        }
+    }
+
+    /// Appends an encoded event without blocking: `completion` gets its offset once the record is
+    /// durable, or the error that failed it (nothing of it acknowledged). It runs on the thread
+    /// that led the group commit, without the writer's lock, and must be quick: the next group
+    /// waits for it. It may run before this call returns (a closed writer fails at once).
+    public func append(
+        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<UInt64, LogError>) -> Void
+    ) {
+        let ticket = Ticket(encoded: encoded, completion: completion)
+        sync.lock()
+        guard !closed else {
+            sync.unlock()
+            completion(.failure(.closed))
+            return
+        }
+        if committers.isEmpty { committers = (0..<Self.committerThreads).map { _ in startCommitter() } }
+        ticket.offset = nextOffset
+        nextOffset += 1
+        queue.append(ticket)
+        if !writing && queue.count == 1 { committerWakeUp.signal() }
+        sync.unlock()
+    }
+
+    /// Leads the group commits that only non-blocking appenders are waiting for, until `close`.
+    /// Each committer thread runs this.
+    private func runCommitter() {
+        sync.lock()
+        while !closed {
+            if writing || queue.isEmpty {
+                sync.wait(committerWakeUp)
+                continue
+            }
+            writing = true
+            if options.groupCommitDelayMicros > 0 {
+                sync.unlock()
+                usleep(UInt32(options.groupCommitDelayMicros))
+                sync.lock()
+            }
+            let group = takeGroup()
+            sync.unlock()
+            let failure = commit(group)
+            sync.lock()
+            let completed = finish(group, failure: failure)
+            sync.unlock()
+            complete(completed)
+            sync.lock()
+        }
+        sync.unlock()
+    }
+
+    private func startCommitter() -> pthread_t {
+        var thread = pthread_t()
+        // Unretained: the writer joins these threads in `close`, which `deinit` calls.
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let result = pthread_create(
+            &thread, nil,
+            { context in
+                Unmanaged<LogWriter>.fromOpaque(context!).takeUnretainedValue().runCommitter()
+                return nil
+            }, context)
+        precondition(result == 0, "pthread_create failed: \(result)")
+        return thread
+    }
+
+    private func complete(_ tickets: [Ticket]) {
+        for ticket in tickets {
+            switch ticket.outcome! {
+            case .success: ticket.completion!(.success(ticket.offset))
+            case .failure(let error): ticket.completion!(.failure(error))
+            }
         }
     }
 
@@ -186,13 +275,20 @@ public final class LogWriter: @unchecked Sendable {
         }
         closed = true
         while writing { sync.wait(Self.conditionDone) }
+        var completed: [Ticket] = []
         for ticket in queue {
             ticket.outcome = .failure(.closed)
             ticket.wakeUp.signal()
+            if ticket.completion != nil { completed.append(ticket) }
         }
         queue.removeAll()
         sync.broadcast(Self.conditionDone)
+        committerWakeUp.broadcast()
+        let committers = self.committers
+        self.committers = []
         sync.unlock()
+        for committer in committers { pthread_join(committer, nil) }
+        complete(completed)
         if let segment = active { io.close(segment.fd) }
         active = nil
         io.close(watermarkFD)
@@ -283,13 +379,17 @@ public final class LogWriter: @unchecked Sendable {
         }
     }
 
-    private func finish(_ group: [Ticket], failure: LogError?) {
+    /// Sets the outcome of `group` (and, on failure, of every queued ticket) and wakes their
+    /// waiters; returns the tickets whose completion the caller must run once it has unlocked.
+    private func finish(_ group: [Ticket], failure: LogError?) -> [Ticket] {
+        var completed: [Ticket] = []
         if let failure {
             counters.failedAppends += group.count + queue.count
             // Every queued ticket was numbered after the failed group; fail them too and reuse the offsets.
             for ticket in group + queue {
                 ticket.outcome = .failure(failure)
                 ticket.wakeUp.signal()
+                if ticket.completion != nil { completed.append(ticket) }
             }
             nextOffset = group[0].offset
             queue.removeAll()
@@ -297,6 +397,7 @@ public final class LogWriter: @unchecked Sendable {
             for ticket in group {
                 ticket.outcome = .success
                 ticket.wakeUp.signal()
+                if ticket.completion != nil { completed.append(ticket) }
             }
             durable = group.last!.offset + 1
             counters.groupCommits += 1
@@ -306,6 +407,7 @@ public final class LogWriter: @unchecked Sendable {
             }
         }
         releaseLeadership()
+        return completed
     }
 
     /// Ends a leader's turn: wakes the head of the queue to lead the next group (appenders sleep
@@ -313,7 +415,10 @@ public final class LogWriter: @unchecked Sendable {
     /// waiters, `lead`, `close`). The lock must be held.
     private func releaseLeadership() {
         writing = false
-        queue.first?.wakeUp.signal()
+        if let head = queue.first {
+            // A non-blocking appender has nobody waiting on its ticket: a committer leads for it.
+            (head.completion == nil ? head.wakeUp : committerWakeUp).signal()
+        }
         sync.broadcast(Self.conditionDone)
     }
 
@@ -523,13 +628,18 @@ private final class Ticket {
     var outcome: Outcome?
     /// Signalled, under the writer's lock, when `outcome` is set or the ticket should lead.
     let wakeUp = WakeUp()
+    /// Set for a non-blocking append, whose caller does not wait on `wakeUp`.
+    let completion: (@Sendable (Result<UInt64, LogError>) -> Void)?
 
     enum Outcome {
         case success
         case failure(LogError)
     }
 
-    init(encoded: EncodedEvent) { self.encoded = encoded }
+    init(encoded: EncodedEvent, completion: (@Sendable (Result<UInt64, LogError>) -> Void)? = nil) {
+        self.encoded = encoded
+        self.completion = completion
+    }
 }
 
 struct ActiveSegment {

@@ -52,8 +52,9 @@ final class ConditionLock: @unchecked Sendable {
     func wait(_ wakeUp: WakeUp) { pthread_cond_wait(wakeUp.condition, mutex) }
 }
 
-/// A condition variable of its own for one waiter (an appender's ticket), so that whoever sets
-/// that waiter's outcome wakes it alone instead of every thread waiting on the lock.
+/// A condition variable of its own for one waiter (an appender's ticket, or the writer's
+/// committer threads), so that whoever sets that waiter's outcome wakes it alone instead of every
+/// thread waiting on the lock.
 final class WakeUp: @unchecked Sendable {
     fileprivate let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
@@ -66,4 +67,5 @@ final class WakeUp: @unchecked Sendable {
 
     /// Call with the lock held, after changing what the waiter checks.
     func signal() { pthread_cond_signal(condition) }
+    func broadcast() { pthread_cond_broadcast(condition) }
 }

@@ -1,15 +1,21 @@
 import CMicroHTTPD
 import Synchronization
 
-// libmicrohttpd calls these C callbacks on connection threads. They capture nothing and reach the
-// server through the context pointer given to MHD_start_daemon (a retained ServerContext) and
-// each request through its MHD request pointer (a retained RequestState).
+// libmicrohttpd calls these C callbacks on its event-loop threads (epoll, a small pool). They
+// capture nothing and reach the server through the context pointer given to MHD_start_daemon (a
+// retained ServerContext) and each request through its MHD request pointer (a retained
+// RequestState). No callback may block: a blocking handler runs on a worker thread and a deferred
+// one answers from wherever its work completes, while MHD holds the connection suspended.
 //
 // Lifecycle of one request, as MHD drives it:
 //   requestLineArrived   create RequestState, count it in flight
 //   accessHandler #1     headers are in: refuse an oversized Content-Length with 413
 //   accessHandler #2..n  body bytes: append; past bodyBytesMax discard, up to 2x
-//   accessHandler last   body complete (upload size 0): 413, or route and queue the response
+//   accessHandler last   body complete (upload size 0): 413, or route; a router answer is queued
+//                        at once, a handler gets a PendingReply and the connection is suspended
+//                        unless the handler answered before returning (a deferred one may)
+//   PendingReply.answer  any thread: keep the response, MHD_resume_connection
+//   accessHandler again  after the resume: queue the kept response
 //   requestCompleted     response sent or connection lost: observe, release, uncount
 // A body that never completes (client closed, or idle past the timeout) skips "last", so a
 // handler never sees a partial body.
@@ -18,17 +24,48 @@ final class ServerContext: Sendable {
     let router: Router
     let limits: HTTPServer.Limits
     let observer: HTTPServer.Observer?
+    let workers: WorkerPool
     private let counters = Mutex(Counters())
 
     private struct Counters {
         var connectionsOpened: UInt64 = 0
         var requestsInFlight = 0
+        /// Requests whose handler has not answered yet, so that stop() can answer them.
+        var pending: [ObjectIdentifier: PendingReply] = [:]
+        var stopping = false
     }
 
     init(router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?) {
         self.router = router
         self.limits = limits
         self.observer = observer
+        workers = WorkerPool(threadsMax: limits.blockingThreadsMax)
+    }
+
+    /// A reply slot for a request about to be handed to its handler; already abandoned (answered
+    /// 503) once the server is stopping, so that no connection is suspended after stop() looked.
+    func pendingReply(_ connection: OpaquePointer, routeName: String) -> PendingReply {
+        let pending = PendingReply(connection: connection, routeName: routeName)
+        let stopping = counters.withLock {
+            if !$0.stopping { $0.pending[ObjectIdentifier(pending)] = pending }
+            return $0.stopping
+        }
+        if stopping { pending.abandon() }
+        return pending
+    }
+
+    func forget(_ pending: PendingReply) {
+        _ = counters.withLock { $0.pending.removeValue(forKey: ObjectIdentifier(pending)) }
+    }
+
+    /// Answers every request still waiting for its handler with 503 and resumes its connection;
+    /// handlers that answer later are ignored. MHD_stop_daemon must not see a suspended connection.
+    func abandonPending() {
+        let pending = counters.withLock {
+            $0.stopping = true
+            return Array($0.pending.values)
+        }
+        for reply in pending { reply.abandon() }
     }
 
     var requestsInFlight: Int { counters.withLock { $0.requestsInFlight } }
@@ -56,6 +93,8 @@ final class RequestState {
     var bodyTooLarge = false
     var bytesReceived = 0
     var answered: (routeName: String, status: Int)?
+    /// Set while a handler works on the request; the connection is suspended meanwhile.
+    var pending: PendingReply?
 
     init(target: String, remoteAddress: String, connectionID: UInt64) {
         self.target = target
@@ -128,6 +167,12 @@ func accessHandler(
         }
         return .YES
     }
+    if let pending = state.pending {
+        // Called again after MHD_resume_connection: the handler has answered.
+        state.pending = nil
+        server.forget(pending)
+        return queue(pending.takeAnswer(), routeName: pending.routeName, on: connection, state)
+    }
     guard state.answered == nil else { return .YES }
     if state.bodyTooLarge { return answerBodyTooLarge(connection, state, server) }
 
@@ -135,8 +180,30 @@ func accessHandler(
         method: state.method, target: state.target, headers: collectHeaders(connection), body: state.body,
         remoteAddress: state.remoteAddress, connectionID: state.connectionID)
     state.body = []
-    let (routeName, response) = server.router.respond(to: request)
-    return queue(response, routeName: routeName, on: connection, state)
+    let (routeName, resolution) = server.router.resolve(request)
+    switch resolution {
+    case .answer(let response):
+        return queue(response, routeName: routeName, on: connection, state)
+    case .blocking(let handler, let request):
+        let pending = server.pendingReply(connection, routeName: routeName)
+        if let answer = pending.suspendUnlessAnswered() {
+            server.forget(pending)
+            return queue(answer, routeName: routeName, on: connection, state)
+        }
+        state.pending = pending
+        server.workers.submit { pending.answer(handler(request)) }
+        return .YES
+    case .deferred(let handler, let request):
+        let pending = server.pendingReply(connection, routeName: routeName)
+        handler(request, HTTPReply { pending.answer($0) })
+        // An answer given before the handler returned (a refusal, a duplicate) goes out now.
+        if let answer = pending.suspendUnlessAnswered() {
+            server.forget(pending)
+            return queue(answer, routeName: routeName, on: connection, state)
+        }
+        state.pending = pending
+        return .YES
+    }
 }
 
 func requestCompleted(
@@ -147,6 +214,7 @@ func requestCompleted(
     requestContext?.pointee = nil
     let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeRetainedValue()
+    if let pending = state.pending { server.forget(pending) }
     server.requestEnded()
     guard let observer = server.observer, let answered = state.answered else { return }
     let elapsed = (ContinuousClock.now - state.started).components
@@ -205,4 +273,94 @@ private func collectHeaders(_ connection: OpaquePointer) -> HTTPHeaders {
             }, Unmanaged.passUnretained(collector).toOpaque())
     }
     return collector.headers
+}
+
+/// The answer to one request whose handler runs off the event loop, and the suspension of its
+/// connection meanwhile. Every transition happens under `lock`, and so do MHD_suspend_connection
+/// and MHD_resume_connection: once `abandon` has returned, nobody touches the connection again.
+///
+///     running    --answer-->                 early(response)   the event thread queues it
+///     running    --suspendUnlessAnswered-->  suspended         MHD_suspend_connection
+///     suspended  --answer-->                 resumed(response) MHD_resume_connection
+///     running    --abandon-->                abandoned(503)    the event thread queues it
+///     suspended  --abandon-->                abandoned(503)    MHD_resume_connection
+///     early, resumed, abandoned: answer and abandon change nothing
+final class PendingReply: @unchecked Sendable {
+    let routeName: String
+    private let connection: OpaquePointer
+    private let lock = LockAndCondition()
+    private var state = State.running  // guarded by `lock`
+
+    private enum State {
+        case running
+        case early(HTTPResponse)
+        case suspended
+        case resumed(HTTPResponse)
+        case abandoned(HTTPResponse)
+    }
+
+    init(connection: OpaquePointer, routeName: String) {
+        self.connection = connection
+        self.routeName = routeName
+    }
+
+    /// From any thread, once; later answers are ignored.
+    func answer(_ response: HTTPResponse) {
+        lock.withLock {
+            switch state {
+            case .running:
+                state = .early(response)
+            case .suspended:
+                state = .resumed(response)
+                MHD_resume_connection(connection)
+            case .early, .resumed, .abandoned:
+                break
+            }
+        }
+    }
+
+    /// On the event thread, from the access handler: the answer if there is one already,
+    /// otherwise suspends the connection (until `answer` or `abandon` resumes it) and returns nil.
+    func suspendUnlessAnswered() -> HTTPResponse? {
+        lock.withLock {
+            switch state {
+            case .running:
+                state = .suspended
+                MHD_suspend_connection(connection)
+                return nil
+            case .early(let response), .abandoned(let response):
+                return response
+            case .suspended, .resumed:
+                preconditionFailure("a request is suspended once")
+            }
+        }
+    }
+
+    /// On the event thread, after the resume.
+    func takeAnswer() -> HTTPResponse {
+        lock.withLock {
+            switch state {
+            case .resumed(let response), .abandoned(let response): return response
+            case .running, .early, .suspended: preconditionFailure("resumed without an answer")
+            }
+        }
+    }
+
+    /// From stop(), after the grace period.
+    func abandon() {
+        lock.withLock {
+            let response = HTTPResponse.error(
+                status: 503, code: "server_stopping",
+                message: "the server stopped before this request was finished; send it again")
+            switch state {
+            case .running:
+                state = .abandoned(response)
+            case .suspended:
+                state = .abandoned(response)
+                MHD_resume_connection(connection)
+            case .early, .resumed, .abandoned:
+                break
+            }
+        }
+    }
 }

@@ -5,8 +5,11 @@ import Synchronization
     import Glibc
 #endif
 
-/// An HTTP/1.1 server on libmicrohttpd, one thread per connection, so handlers may block (on a
-/// durable log append, say) without holding up other connections.
+/// An HTTP/1.1 server on libmicrohttpd: a few event-loop threads (epoll) read requests and write
+/// responses for every connection; blocking handlers run on a pool of worker threads and deferred
+/// handlers answer when their work completes, each while MHD holds its connection suspended. So a
+/// handler may block (on PostgreSQL, say) without holding up other connections, and a deferred
+/// one (the report's durable append) costs no thread while it waits. See docs/http.md.
 public final class HTTPServer: Sendable {
     /// Every limit the server enforces, each with its unit. See docs/http.md.
     public struct Limits: Sendable {
@@ -19,19 +22,28 @@ public final class HTTPServer: Sendable {
         /// Connections served at once; libmicrohttpd refuses (closes) further ones.
         public var connectionsMax: Int
         /// A connection idle this long (a stalled body, a quiet keep-alive) is closed; a request
-        /// whose body never completes never reaches its handler.
+        /// whose body never completes never reaches its handler. A request waiting for its
+        /// handler is not idle (MHD does not time out a suspended connection).
         public var requestTimeoutSeconds: Int
+        /// libmicrohttpd's event-loop threads (MHD_OPTION_THREAD_POOL_SIZE); each serves its
+        /// share of the connections, and `connectionsMax` is split among them.
+        public var eventLoopThreads: Int
+        /// Blocking handlers running at once; further ones wait for a free worker thread.
+        public var blockingThreadsMax: Int
 
         public init(
             bodyBytesMax: Int = 16 << 20, headerBytesMax: Int = 32 << 10, connectionsMax: Int = 512,
-            requestTimeoutSeconds: Int = 30
+            requestTimeoutSeconds: Int = 30, eventLoopThreads: Int = 2, blockingThreadsMax: Int = 64
         ) {
             precondition(bodyBytesMax >= 0 && headerBytesMax >= 4096 && connectionsMax > 0)
-            precondition(requestTimeoutSeconds > 0)
+            precondition(requestTimeoutSeconds > 0 && blockingThreadsMax > 0)
+            precondition(eventLoopThreads > 0)
             self.bodyBytesMax = bodyBytesMax
             self.headerBytesMax = headerBytesMax
             self.connectionsMax = connectionsMax
             self.requestTimeoutSeconds = requestTimeoutSeconds
+            self.eventLoopThreads = eventLoopThreads
+            self.blockingThreadsMax = blockingThreadsMax
         }
     }
 
@@ -45,7 +57,7 @@ public final class HTTPServer: Sendable {
         public var durationMicros: Int64
     }
 
-    /// Called on the connection's thread after each response; keep it quick.
+    /// Called on an event-loop thread after each response; keep it quick.
     public typealias Observer = @Sendable (Observation) -> Void
 
     /// The address as given to `start`.
@@ -78,14 +90,16 @@ public final class HTTPServer: Sendable {
         if case .unix(let path) = address { unixPath = path }
         let context = ServerContext(router: router, limits: limits, observer: observer)
         let flags =
-            MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_INTERNAL_POLLING_THREAD.rawValue
-            | MHD_USE_ITC.rawValue | MHD_USE_ERROR_LOG.rawValue
+            MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            | MHD_USE_ERROR_LOG.rawValue
         // The daemon holds this retain until stop() releases it after MHD_stop_daemon.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()
         guard
             let daemon = findmy_mhd_start(
                 flags, fd, UInt32(limits.connectionsMax), limits.headerBytesMax,
-                UInt32(limits.requestTimeoutSeconds), accessHandler, contextPointer, requestCompleted,
+                UInt32(limits.requestTimeoutSeconds),
+                UInt32(min(limits.eventLoopThreads, limits.connectionsMax)),
+                accessHandler, contextPointer, requestCompleted,
                 connectionNotified, requestLineArrived)
         else {
             Unmanaged<ServerContext>.fromOpaque(contextPointer).release()
@@ -100,7 +114,8 @@ public final class HTTPServer: Sendable {
     }
 
     /// Stops accepting connections at once, lets requests already in progress finish (for at most
-    /// `gracePeriodSeconds`), then closes every connection. Idempotent.
+    /// `gracePeriodSeconds`), answers 503 to those still waiting for their handler, then closes
+    /// every connection. Idempotent.
     public func stop(gracePeriodSeconds: Double = 10) {
         daemon.withLock { handle in
             guard let daemon = handle?.pointer else { return }
@@ -112,7 +127,9 @@ public final class HTTPServer: Sendable {
             while context.requestsInFlight > 0 && ContinuousClock.now < deadline {
                 usleep(5_000)
             }
+            context.abandonPending()
             MHD_stop_daemon(daemon)
+            context.workers.stop()
             Unmanaged.passUnretained(context).release()
         }
     }

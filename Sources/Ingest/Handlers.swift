@@ -16,8 +16,13 @@ extension IngestService {
         router.add("POST", "/api/find-my/reporting") { [self] request in
             respond { () throws(APIError) in try changeReporting(request) }
         }
-        router.add("POST", "/api/find-my/report") { [self] request in
-            respond { () throws(APIError) in try report(request) }
+        // Deferred: the event-loop thread decodes and queues the append, and the group commit
+        // that makes the batch durable sends the answer; no thread waits for the fdatasync.
+        router.addDeferred("POST", "/api/find-my/report") { [self] request, principal, reply in
+            guard case .device(let deviceID) = principal else {
+                preconditionFailure("the report route's permission is .device")
+            }
+            report(request, deviceID: deviceID, reply: reply)
         }
         addRetentionRoutes(to: &router)
         router.add("GET", "/healthz") { [self] _ in healthz() }
@@ -224,10 +229,44 @@ extension IngestService {
         case append
     }
 
-    func report(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+    /// A report ready to append: decoded, admitted (its batch id marked in flight), encoded.
+    struct AdmittedReport: Sendable {
+        var key: BatchKey
+        var event: Event
+        var encoded: EncodedEvent
+        var acceptedCount: Int
+        var rejections: [Rejection]
+        var rejectionCounts: [FixRejection.Code: Int]
+    }
+
+    enum ReportAdmission {
+        /// Answered without appending: a duplicate's original result.
+        case answered(HTTPResponse)
+        case admitted(AdmittedReport)
+    }
+
+    /// Answers a report once it is durable, without blocking the calling thread: `reply` runs on
+    /// the thread that led the group commit (or at once, for an answer that needs no append).
+    func report(_ request: HTTPRequest, deviceID: UInt64, reply: HTTPReply) {
+        let admitted: AdmittedReport
+        do {
+            switch try admitReport(request, deviceID: deviceID) {
+            case .answered(let response): return reply(response)
+            case .admitted(let report): admitted = report
+            }
+        } catch {
+            return reply(respond { () throws(APIError) in throw error })
+        }
+        append(admitted.encoded) { [self] result in
+            reply(respond { () throws(APIError) in try finishReport(admitted, offset: result.get()) })
+        }
+    }
+
+    /// `deviceID`: the caller, as the token in `request` resolved.
+    func admitReport(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> ReportAdmission {
         let received = clockMicros()
-        let deviceID = try deviceID(request)
-        let decoded = try ReportDecoder.decode(request.body, receivedAtMicros: received, limits: arrivalLimits(deviceID))
+        let decoded = try ReportDecoder.decode(
+            request.body, receivedAtMicros: received, limits: arrivalLimits(deviceID))
         let key = BatchKey(deviceID: deviceID, batchID: decoded.batchID)
         let admission = try registry.write { state throws(APIError) -> Admission in
             if let result = state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID) {
@@ -251,31 +290,43 @@ extension IngestService {
         }
         if case .duplicate(let result) = admission {
             metrics.recordDuplicate()
-            return reportAnswer(result, duplicate: true)
+            return .answered(reportAnswer(result, duplicate: true))
         }
         let event = Event.fixBatch(
             FixBatch(
                 deviceID: deviceID, batchID: decoded.batchID, fixes: decoded.fixes,
                 rejections: decoded.rejections))
         // Encoding compresses with LZ4; it runs here, in parallel, not under any lock.
-        let encoded = EventCodec.encode(event, receivedAtMicros: received)
-        let offset: UInt64
+        return .admitted(
+            AdmittedReport(
+                key: key, event: event, encoded: EventCodec.encode(event, receivedAtMicros: received),
+                acceptedCount: decoded.fixes.count, rejections: decoded.rejections,
+                rejectionCounts: decoded.rejectionCounts))
+    }
+
+    /// After the append: the batch leaves the in-flight set, and its result is what a retry gets.
+    /// `offset` throws the append's failure, after which the batch may be sent again.
+    func finishReport(_ admitted: AdmittedReport, offset: @autoclosure () throws(APIError) -> UInt64)
+        throws(APIError) -> HTTPResponse
+    {
+        let key = admitted.key
+        let durableOffset: UInt64
         do {
-            offset = try append(encoded)
+            durableOffset = try offset()
         } catch {
             registry.write { _ = $0.batchesInFlight.remove(key) }
             throw error
         }
         let result = registry.write { state in
             state.batchesInFlight.remove(key)
-            state.registry.apply(event, offset: offset)
-            return state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID)
+            state.registry.apply(admitted.event, offset: durableOffset)
+            return state.registry.batchResult(deviceID: key.deviceID, batchID: key.batchID)
         }
-        metrics.recordReport(accepted: decoded.fixes.count, rejected: decoded.rejectionCounts)
+        metrics.recordReport(accepted: admitted.acceptedCount, rejected: admitted.rejectionCounts)
         return reportAnswer(
             result
                 ?? Registry.BatchResult(
-                    offset: offset, accepted: decoded.fixes.count, rejections: decoded.rejections),
+                    offset: durableOffset, accepted: admitted.acceptedCount, rejections: admitted.rejections),
             duplicate: false)
     }
 

@@ -10,8 +10,9 @@ import Synchronization
 /// Locking: `registry` is read and updated under its mutex, never while appending. Mutations whose
 /// append must be decided together with the registry (a new device id, a token, a push token move)
 /// hold `mutations` across check, append and apply, so they are applied in log order. Reports do
-/// not take `mutations`: decoding, validation and encoding run in parallel on the connection
-/// threads, and a batch id in flight is marked so that a concurrent retry cannot append it twice.
+/// not take `mutations`: decoding, validation and encoding run in parallel on the HTTP event-loop
+/// threads, the append does not block them (the group commit answers), and a batch id in flight is
+/// marked so that a concurrent retry cannot append it twice.
 public final class IngestService: Sendable {
     public let log: LogWriter
     public let limits: IngestLimits
@@ -71,18 +72,43 @@ public final class IngestService: Sendable {
         let start = monotonicMicros()
         do {
             let offset = try log.append(encoded)
-            metrics.recordAppend(micros: monotonicMicros() - start)
-            logFailing.store(false, ordering: .relaxed)
+            appendSucceeded(startMicros: start)
             return offset
         } catch {
-            logFailing.store(true, ordering: .relaxed)
-            StructuredLog.error("append_failed", ["error": .string("\(error)")])
-            throw APIError(
-                status: 503, code: "log_unavailable",
-                message:
-                    "the server could not store the request durably (\(error)); nothing was stored, send it again later"
-            )
+            throw appendFailed(error)
         }
+    }
+
+    /// Appends without blocking; `completion` runs once the record is durable (or failed), on the
+    /// thread that led its group commit.
+    func append(
+        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
+    ) {
+        let start = monotonicMicros()
+        log.append(encoded) { [self] result in
+            switch result {
+            case .success(let offset):
+                appendSucceeded(startMicros: start)
+                completion(.success(offset))
+            case .failure(let error):
+                completion(.failure(appendFailed(error)))
+            }
+        }
+    }
+
+    private func appendSucceeded(startMicros: Int64) {
+        metrics.recordAppend(micros: monotonicMicros() - startMicros)
+        logFailing.store(false, ordering: .relaxed)
+    }
+
+    private func appendFailed(_ error: any Error) -> APIError {
+        logFailing.store(true, ordering: .relaxed)
+        StructuredLog.error("append_failed", ["error": .string("\(error)")])
+        return APIError(
+            status: 503, code: "log_unavailable",
+            message:
+                "the server could not store the request durably (\(error)); nothing was stored, send it again later"
+        )
     }
 
     // MARK: users (admin)
@@ -133,7 +159,8 @@ public final class IngestService: Sendable {
             }
             throw APIError(
                 status: 401, code: "missing_token",
-                message: "send Authorization: Bearer <token>, or log in with POST /login for a session cookie")
+                message: "send Authorization: Bearer <token>, or log in with POST /login for a session cookie"
+            )
         }
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             throw APIError(

@@ -143,17 +143,7 @@ public struct GuardedRouter {
     }
 
     public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Router.Handler) {
-        let key = RouteKey(method, pattern)
-        guard let permission = table[key] else {
-            problems.append("route \(key) has no permission entry")
-            return
-        }
-        guard (permission == .adminSocket) == (listener == .adminSocket) else {
-            problems.append(
-                "route \(key) is \(permission) but registered on the \(listener == .api ? "network API" : "admin socket")"
-            )
-            return
-        }
+        guard let permission = permission(method, pattern) else { return }
         router.add(method, pattern) { [service] request in
             if let refusal = service.refusal(request, permission) {
                 guard permission == .page, refusal.status == 401 else { return refusal }
@@ -161,6 +151,41 @@ public struct GuardedRouter {
             }
             return handler(request)
         }
+    }
+
+    /// A route whose handler answers later (`Router.DeferredHandler`); a refusal is answered at
+    /// once. The handler gets the caller this gate resolved (nil for an open route), so that a
+    /// hot route does not hash the same token twice.
+    public mutating func addDeferred(
+        _ method: String, _ pattern: String,
+        _ handler: @escaping @Sendable (HTTPRequest, Registry.Principal?, HTTPReply) -> Void
+    ) {
+        guard let permission = permission(method, pattern) else { return }
+        precondition(permission != .page, "a page's refusal is a redirect; serve pages with add")
+        router.addDeferred(method, pattern) { [service] request, reply in
+            let principal: Registry.Principal?
+            do throws(APIError) {
+                principal = try service.authorize(request, permission)
+            } catch {
+                return reply(error.response)
+            }
+            handler(request, principal, reply)
+        }
+    }
+
+    private mutating func permission(_ method: String, _ pattern: String) -> Permission? {
+        let key = RouteKey(method, pattern)
+        guard let permission = table[key] else {
+            problems.append("route \(key) has no permission entry")
+            return nil
+        }
+        guard (permission == .adminSocket) == (listener == .adminSocket) else {
+            problems.append(
+                "route \(key) is \(permission) but registered on the \(listener == .api ? "network API" : "admin socket")"
+            )
+            return nil
+        }
+        return permission
     }
 
     /// The router, or the list of routes without a decision.
@@ -193,22 +218,25 @@ extension IngestService {
         }
     }
 
-    /// Checks `request` against `permission`; throws the answer for a caller who may not pass.
-    func authorize(_ request: HTTPRequest, _ permission: Permission) throws(APIError) {
+    /// Checks `request` against `permission`; throws the answer for a caller who may not pass,
+    /// and returns the caller who may (nil for a route that takes no credentials).
+    @discardableResult
+    func authorize(_ request: HTTPRequest, _ permission: Permission) throws(APIError) -> Registry.Principal? {
         switch permission {
         case .open, .adminSocket:
-            return
+            return nil
         case .device:
-            _ = try deviceID(request)
+            return .device(try deviceID(request))
         case .user, .page:
-            _ = try authenticatedUser(request)
+            return .user(try authenticatedUser(request))
         case .viewer:
             let reader = try authenticatedUser(request)
             guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
                 visibility(of: deviceID, to: reader) != nil
             else { throw APIError.deviceNotFound }
+            return .user(reader)
         case .owner:
-            _ = try ownedDevice(request)
+            return .user(try ownedDevice(request).userID)
         case .admin:
             let userID = try authenticatedUser(request)
             guard registry.read({ $0.registry.users[userID]?.role }) == .admin else {
@@ -216,6 +244,7 @@ extension IngestService {
                     status: 403, code: "admin_only",
                     message: "this endpoint is for administrators (findmy user role NAME admin)")
             }
+            return .user(userID)
         }
     }
 

@@ -49,11 +49,19 @@ enum ServeCommand {
             ),
             (
                 "connections-max", "FINDMY_CONNECTIONS_MAX",
-                "simultaneous HTTP connections, one thread each (default 512)"
+                "simultaneous HTTP connections (default 512)"
             ),
             (
                 "request-timeout-seconds", "FINDMY_REQUEST_TIMEOUT_SECONDS",
                 "idle seconds before a connection is closed (default 30)"
+            ),
+            (
+                "event-loop-threads", "FINDMY_EVENT_LOOP_THREADS",
+                "HTTP event-loop threads, each serving its share of the connections (default 2)"
+            ),
+            (
+                "blocking-threads-max", "FINDMY_BLOCKING_THREADS_MAX",
+                "HTTP handlers that may block (reads, enrolment) running at once (default 64)"
             ),
             (
                 "group-commit-delay-micros", "FINDMY_GROUP_COMMIT_DELAY_MICROS",
@@ -173,7 +181,9 @@ enum ServeCommand {
         configuration.http = HTTPServer.Limits(
             bodyBytesMax: configuration.limits.bodyBytesMax,
             connectionsMax: try integer("connections-max", 512, min: 1),
-            requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1))
+            requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1),
+            eventLoopThreads: try integer("event-loop-threads", 2, min: 1),
+            blockingThreadsMax: try integer("blocking-threads-max", 64, min: 1))
         configuration.log.groupCommitDelayMicros = try integer("group-commit-delay-micros", 0)
         configuration.log.segmentBytesMax = try integer(
             "segment-bytes-max", configuration.log.segmentBytesMax, min: 4096)

@@ -149,8 +149,10 @@ func waitForProjector(_ data: String, _ conninfo: String? = nil) throws {
     while Date() < deadline {
         if let connection = try? PostgresConnection(conninfo) {
             defer { connection.close() }
-            if let next = try? connection.execute("SELECT next_offset FROM findmy.projector_checkpoints").int64(0, 0),
-                UInt64(next) >= end
+            // No row yet (a fresh database, before the projector's first commit) means not yet;
+            // reading row 0 of an empty result would trap.
+            if let result = try? connection.execute("SELECT next_offset FROM findmy.projector_checkpoints"),
+                result.rowCount > 0, let next = try? result.int64(0, 0), UInt64(next) >= end
             {
                 return
             }

@@ -184,3 +184,112 @@ import Workload
         writer.close()
     }
 }
+
+/// `append(_:completion:)`: the non-blocking append the HTTP report route uses.
+@Suite struct NonBlockingAppendTests {
+    func batch(_ device: UInt64) -> EncodedEvent {
+        var track = TrackGenerator(seed: device, startMicros: 0)
+        return EventCodec.encode(
+            .fixBatch(FixBatch(deviceID: device, batchID: UUID128.random(), fixes: [track.next()])),
+            receivedAtMicros: 0)
+    }
+
+    /// Waits for `count` completions, at most 10 s.
+    func collect(_ count: Int, _ start: (@escaping @Sendable (Result<UInt64, LogError>) -> Void) -> Void)
+        -> [Result<UInt64, LogError>]
+    {
+        let results = Locked<[Result<UInt64, LogError>]>([])
+        let done = DispatchSemaphore(value: 0)
+        start { result in
+            results.withLock { $0.append(result) }
+            done.signal()
+        }
+        for _ in 0..<count { _ = done.wait(timeout: .now() + 10) }
+        return results.withLock { $0 }
+    }
+
+    @Test func completionsComeOnlyOnceDurableAndCoverEveryOffset() throws {
+        let directory = TemporaryDirectory()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions())
+        let durableAtCompletion = Locked<[Bool]>([])
+        let results = collect(200) { completion in
+            // Nobody waits on these tickets: only the writer's committer thread can lead them.
+            for index in 0..<200 {
+                writer.append(batch(UInt64(index))) { result in
+                    if case .success(let offset) = result {
+                        durableAtCompletion.withLock { $0.append(writer.durableEnd > offset) }
+                    }
+                    completion(result)
+                }
+            }
+        }
+        let offsets = results.compactMap { try? $0.get() }
+        #expect(offsets.sorted() == Array(0..<200))
+        #expect(durableAtCompletion.withLock { $0 }.allSatisfy { $0 })
+        writer.close()
+        #expect(try readAll(directory.log).map(\.offset) == Array(0..<200))
+    }
+
+    @Test func blockingAndNonBlockingAppendsMix() throws {
+        let directory = TemporaryDirectory()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions())
+        let blockingOffsets = Locked<[UInt64]>([])
+        let results = collect(8 * 50) { completion in
+            DispatchQueue.concurrentPerform(iterations: 16) { appender in
+                for _ in 0..<50 {
+                    if appender % 2 == 0 {
+                        writer.append(batch(UInt64(appender)), completion: completion)
+                    } else {
+                        let offset = try! writer.append(batch(UInt64(appender)))
+                        blockingOffsets.withLock { $0.append(offset) }
+                    }
+                }
+            }
+        }
+        let all = results.compactMap { try? $0.get() } + blockingOffsets.withLock { $0 }
+        #expect(all.sorted() == Array(0..<UInt64(16 * 50)))
+        writer.close()
+        #expect(try readAll(directory.log).count == 16 * 50)
+    }
+
+    @Test func aFailedWriteFailsTheCompletionAndNothingIsAcknowledged() throws {
+        let directory = TemporaryDirectory()
+        let io = FaultyFileIO()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions(io))
+        #expect(collect(1) { writer.append(batch(0), completion: $0) }.map { try? $0.get() } == [0])
+        io.armWriteFailure(errno: EIO)
+        let failed = collect(1) { writer.append(batch(1), completion: $0) }
+        #expect(failed.count == 1)
+        #expect((try? failed.first?.get()) == nil)
+        #expect(writer.durableEnd == 1)
+        #expect(collect(1) { writer.append(batch(2), completion: $0) }.map { try? $0.get() } == [1])
+        writer.close()
+        #expect(try readAll(directory.log).map(\.offset) == [0, 1])
+    }
+
+    @Test func theCommitterWaitsTheGroupCommitDelayForMoreAppends() throws {
+        let directory = TemporaryDirectory()
+        var options = quietOptions()
+        options.groupCommitDelayMicros = 20_000
+        let writer = try LogWriter(directory: directory.log, options: options)
+        let results = collect(40) { completion in
+            for index in 0..<40 { writer.append(batch(UInt64(index)), completion: completion) }
+        }
+        #expect(results.compactMap { try? $0.get() }.sorted() == Array(0..<40))
+        #expect(
+            writer.statistics.groupCommits <= 4, "\(writer.statistics.groupCommits) groups for 40 appends")
+        writer.close()
+    }
+
+    @Test func aClosedWriterFailsAtOnce() throws {
+        let directory = TemporaryDirectory()
+        let writer = try LogWriter(directory: directory.log, options: quietOptions())
+        writer.close()
+        let results = collect(1) { writer.append(batch(0), completion: $0) }
+        #expect(results.count == 1)
+        if case .failure(.closed) = results.first {
+        } else {
+            Issue.record("expected LogError.closed, got \(results)")
+        }
+    }
+}

@@ -175,3 +175,93 @@ func stopWaitsForTheRequestInFlight(listen: String) throws {
     #expect(seen == ["/api/find-my/devices/{id}/locations GET 200", "unmatched GET 404", "/echo PUT 405"])
     #expect(test.observations.withLock { $0 }.allSatisfy { $0.durationMicros >= 0 })
 }
+
+@Test(arguments: listenAddresses)
+func deferredHandlersAnswerFromAnotherThreadOnAKeptAliveConnection(listen: String) throws {
+    let test = try startServer(listen)
+    defer { test.server.stop() }
+    let connection = test.connection()
+    for index in 0..<5 {
+        let response = try connection.send(
+            "POST", "/deferred/later?ms=\(index * 5)", body: Array("b\(index)".utf8))
+        #expect(response.status == 202)
+        #expect(response.bodyText == "b\(index)")
+        #expect(try connection.send("GET", "/deferred/now").bodyText == "at once")
+    }
+    #expect(connection.connectsCount == 1)
+    let seen = test.observations.withLock { $0 }.map { "\($0.routeName) \($0.status)" }
+    #expect(seen.prefix(2) == ["/deferred/later 202", "/deferred/now 200"])
+}
+
+@Test func aSlowBlockingHandlerDoesNotDelayDeferredAnswersOnOtherConnections() throws {
+    let test = try startServer("127.0.0.1:0")
+    defer { test.server.stop() }
+    let slow = Thread { _ = try? test.connection().send("GET", "/sleep?ms=2000") }
+    slow.start()
+    #expect(waitUntil { test.handlersRunning.withLock { $0.now } == 1 })
+    let connection = test.connection()
+    let started = Date()
+    for _ in 0..<20 {
+        #expect(try connection.send("POST", "/deferred/later?ms=1").status == 202)
+        #expect(try connection.send("GET", "/whoami").status == 200)
+    }
+    #expect(Date().timeIntervalSince(started) < 1.5, "other requests waited for the slow handler")
+    #expect(test.handlersRunning.withLock { $0.now } == 1)
+}
+
+@Test func manyDeferredRequestsInFlightAcross64Connections() throws {
+    let test = try startServer("127.0.0.1:0")
+    defer { test.server.stop() }
+    let failures = Mutex<[String]>([])
+    onThreads(64) { index in
+        let connection = test.connection()
+        for round in 0..<20 {
+            let body = Array("\(index)-\(round)".utf8)
+            do {
+                let response = try connection.send("POST", "/deferred/later?ms=2", body: body)
+                if response.status != 202 || response.body != body {
+                    failures.withLock { $0.append("\(index): \(response.status) \(response.bodyText)") }
+                }
+            } catch {
+                failures.withLock { $0.append("\(index): \(error)") }
+            }
+        }
+    }
+    #expect(failures.withLock { $0 } == [])
+}
+
+@Test func stopAnswers503ToADeferredRequestNeverAnsweredAndIgnoresALateAnswer() throws {
+    let test = try startServer("127.0.0.1:0")
+    let result = Mutex<Int?>(nil)
+    let client = Thread {
+        let status = (try? test.connection(reconnect: false).send("GET", "/deferred/held"))?.status ?? -1
+        result.withLock { $0 = status }
+    }
+    client.start()
+    #expect(waitUntil { test.heldReplies.withLock { $0.count } == 1 })
+    let started = Date()
+    test.server.stop(gracePeriodSeconds: 0.3)
+    #expect(Date().timeIntervalSince(started) < 5)
+    #expect(waitUntil { result.withLock { $0 } != nil })
+    // Either the 503 went out before the connection closed, or the close came first.
+    #expect([503, -1].contains(result.withLock { $0 }))
+    // The handler's answer after the stop must touch nothing (the connection is gone).
+    test.heldReplies.withLock { $0 }.first?(.text("too late"))
+}
+
+@Test func stopWaitsForADeferredRequestInFlight() throws {
+    let test = try startServer("127.0.0.1:0")
+    let result = Mutex<String?>(nil)
+    let client = Thread {
+        let text =
+            (try? test.connection().send("POST", "/deferred/later?ms=400", body: Array("kept".utf8)))?
+            .bodyText ?? "failed"
+        result.withLock { $0 = text }
+    }
+    client.start()
+    #expect(waitUntil { test.observations.withLock { $0.isEmpty } && result.withLock { $0 } == nil })
+    usleep(100_000)
+    test.server.stop()
+    #expect(waitUntil { result.withLock { $0 } != nil })
+    #expect(result.withLock { $0 } == "kept")
+}

@@ -10,6 +10,8 @@ final class TestServer: Sendable {
     let handlersRunning = Mutex((now: 0, max: 0))
     let observations = Mutex<[HTTPServer.Observation]>([])
     let slowStarted = Mutex(false)
+    /// Replies of `/deferred/held` requests, kept until the test answers them.
+    let heldReplies = Mutex<[HTTPReply]>([])
 
     init(listen: String = "127.0.0.1:0", limits: HTTPServer.Limits = HTTPServer.Limits()) throws {
         let box = RoutesBox()
@@ -57,6 +59,22 @@ private final class RoutesBox: Sendable {
             usleep(UInt32(request.query("ms").flatMap { Int($0) } ?? 10) * 1000)
             owner?.handlersRunning.withLock { $0.now -= 1 }
             return .text("slept")
+        }
+        // Answered from another thread after `ms` milliseconds, as the log's group commit does.
+        router.addDeferred("POST", "/deferred/later") { request, reply in
+            let milliseconds = request.query("ms").flatMap { Int($0) } ?? 10
+            let body = request.body
+            Thread.detachNewThread {
+                usleep(UInt32(milliseconds) * 1000)
+                reply(HTTPResponse(status: 202, body: body))
+            }
+        }
+        router.addDeferred("GET", "/deferred/now") { _, reply in
+            reply(.text("at once"))
+            reply(.text("a second answer is ignored"))
+        }
+        router.addDeferred("GET", "/deferred/held") { [self] _, reply in
+            owner?.heldReplies.withLock { $0.append(reply) }
         }
         router.add("GET", "/slow") { [self] _ in
             owner?.slowStarted.withLock { $0 = true }
