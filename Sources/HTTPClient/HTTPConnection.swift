@@ -21,6 +21,7 @@ public final class HTTPConnection {
     private var bufferStart = 0
     private static let lineBytesMax = 64 << 10
     private static let readChunkBytes = 64 << 10
+    private static let reserveBytesMax = 64 << 20
 
     public init(address: String, reconnect: Bool = true, timeoutSeconds: Int = 30) {
         self.address = address
@@ -77,7 +78,7 @@ public final class HTTPConnection {
             response.body = []
         } else if response.header("Transfer-Encoding")?.lowercased().contains("chunked") == true {
             response.body = try readChunkedBody()
-        } else if let length = response.header("Content-Length").flatMap({ Int($0) }) {
+        } else if let length = response.header("Content-Length").flatMap({ Int($0) }), length >= 0 {
             response.body = try readExactly(length)
         } else {
             response.body = try readToEnd()
@@ -219,7 +220,9 @@ public final class HTTPConnection {
             bufferStart = 0
         }
         // Room for the whole answer and one more piece, so that the buffer never grows by copying.
-        if expectedBytes > buffer.count { buffer.reserveCapacity(expectedBytes + Self.readChunkBytes) }
+        // Bounded: the length comes from the peer.
+        let expected = min(expectedBytes, Self.reserveBytesMax)
+        if expected > buffer.count { buffer.reserveCapacity(expected + Self.readChunkBytes) }
         while true {
             var received = 0
             buffer.append(addingCapacity: Self.readChunkBytes) { span in

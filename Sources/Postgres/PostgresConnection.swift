@@ -59,6 +59,12 @@ public final class PostgresConnection {
         return PQstatus(handle) == CONNECTION_OK
     }
 
+    /// Open, outside any transaction, with no statement in flight: fit for another borrower.
+    public var isIdle: Bool {
+        guard let handle else { return false }
+        return PQtransactionStatus(handle) == PQTRANS_IDLE
+    }
+
     /// Runs one statement with `$1, $2, ...` parameters (nil is NULL). `PQexecParams`.
     ///
     /// `format: .binary` asks for every column in PostgreSQL's binary form, read with the

@@ -145,8 +145,11 @@ public final class PostgresPool: @unchecked Sendable {
     }
 
     private func release(_ connection: PostgresConnection, broken: Bool) {
+        // A connection left inside a transaction (a ROLLBACK that failed) or with a statement in
+        // flight would break its next borrower: close it instead.
+        let reusable = !broken && connection.isIdle
         let keep = locked { () -> Bool in
-            guard !broken && !closed else {
+            guard reusable && !closed else {
                 openCount -= 1
                 return false
             }

@@ -215,9 +215,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         let phone = try enrol(connection, userToken: alice, uuid: "7b4e28ba-2fa1-11d2-883f-0016d3cca427")
         let phoneID = try #require(phone.int("device_id"))
         let phoneToken = try #require(phone.string("device_token"))
-        // 5,000 fixes a second apart, in two batches whose times interleave, and one minute with
-        // three fixes: the order is recorded_at, then log offset and index.
-        let count = 5_000
+        // 4,096 fixes (four whole pieces), in two batches whose times interleave, three at each
+        // time: the order is recorded_at, then log offset and index.
+        let count = 4_096
         let fixes = (0..<count).map { index in
             let recordedAt = RFC3339.formatMillis(baseMicros + Int64(index / 3 * 3) * 700_000)
             return
@@ -238,10 +238,13 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         #expect(history.count == count)
         let keys = history.map { ($0["recorded_at"].flatMap { try? $0.stringValue } ?? "") }
         #expect(keys == keys.sorted())
-        // Within each group of three equal times: the even index (first batch) before the odd.
+        // Within each group of three equal times: the even indexes (first batch) before the odd.
         let latitudes = history.map { (try? $0["latitude"]?.doubleValue) ?? -1 }
-        #expect(Set(latitudes).count == count)
-        for limit in [1_024, 2_049, 2_500, 4_999, 5_000] {
+        let expected = (0..<count).sorted { ($0 / 3, $0 % 2, $0) < ($1 / 3, $1 % 2, $1) }
+        #expect(latitudes == expected.map { Double($0) / 1000 })
+        // Pages that end inside a piece, at its end (3,072: the extra row alone in the next
+        // piece), one short of the whole, and the whole (the last FETCH comes back empty).
+        for limit in [1_024, 2_049, 2_500, 3_072, 4_095, 4_096] {
             let walked = try walk(connection, path, token: alice, limit: limit)
             #expect(walked.locations == history, "limit \(limit)")
             #expect(walked.pages == (count + limit - 1) / limit, "limit \(limit)")

@@ -123,7 +123,7 @@ private enum DecimalPowers {
     withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer in
         for value in [
             52.52, -13.405, 12.0, 0.001, 52.520008123456789, 179.99999999999997, 999_999_999_999_999.0,
-            0.0012345678901234567,
+            0.0012345678901234567, 12.5, 4.25, 7.75, 100.125,
         ] {
             let written = DecimalDouble.write(value, into: buffer.baseAddress!)
             #expect(written.map { String(decoding: buffer[..<$0], as: UTF8.self) } == value.description)
