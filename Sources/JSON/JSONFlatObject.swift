@@ -43,7 +43,7 @@ public struct JSONFlatObject: ~Copyable {
     @inline(__always)
     private mutating func put(_ text: StaticString) {
         let output = reserve(text.utf8CodeUnitCount)
-        output.update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+        copyBytes(text.utf8Start, to: output, count: text.utf8CodeUnitCount)
         count += text.utf8CodeUnitCount
     }
 
@@ -59,7 +59,7 @@ public struct JSONFlatObject: ~Copyable {
             at = 1
         }
         output[at] = UInt8(ascii: "\"")
-        (output + at + 1).update(from: key.utf8Start, count: length)
+        copyBytes(key.utf8Start, to: output + at + 1, count: length)
         output[at + length + 1] = UInt8(ascii: "\"")
         output[at + length + 2] = UInt8(ascii: ":")
         count += at + length + 3
@@ -87,7 +87,7 @@ public struct JSONFlatObject: ~Copyable {
         var text = value.description
         text.withUTF8 { utf8 in
             precondition(utf8.count <= Self.doubleBytesMax)
-            output.update(from: utf8.baseAddress!, count: utf8.count)
+            copyBytes(utf8.baseAddress!, to: output, count: utf8.count)
             count += utf8.count
         }
     }

@@ -117,7 +117,7 @@ public struct JSONWriter: Sendable {
             if let written = DecimalDouble.write(value, into: output.baseAddress!) { return written }
             var text = value.description
             return text.withUTF8 { utf8 in
-                output.baseAddress!.update(from: utf8.baseAddress!, count: utf8.count)
+                copyBytes(utf8.baseAddress!, to: output.baseAddress!, count: utf8.count)
                 return utf8.count
             }
         }
@@ -246,7 +246,7 @@ enum JSONEscaping {
         }
         func put(_ run: UnsafeBufferPointer<UInt8>) {
             guard let start = run.baseAddress, !run.isEmpty else { return }
-            (output + count).update(from: start, count: run.count)
+            copyBytes(start, to: output + count, count: run.count)
             count += run.count
         }
         put(UInt8(ascii: "\""))

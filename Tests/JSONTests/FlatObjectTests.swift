@@ -133,3 +133,20 @@ private enum DecimalPowers {
         }
     }
 }
+
+/// Every length, short ones through overlapping words and long ones through `memcpy`, copies
+/// exactly its bytes and nothing around them.
+@Test func copyBytesCopiesExactlyCountBytes() {
+    let source = (0..<64).map { UInt8($0 + 1) }
+    for count in 0...40 {
+        var destination = [UInt8](repeating: 0, count: 64)
+        source.withUnsafeBufferPointer { from in
+            destination.withUnsafeMutableBufferPointer { to in
+                copyBytes(from.baseAddress!, to: to.baseAddress! + 3, count: count)
+            }
+        }
+        #expect(destination[3..<(3 + count)].elementsEqual(source[0..<count]), "count \(count)")
+        #expect(
+            destination[0..<3].allSatisfy { $0 == 0 } && destination[(3 + count)...].allSatisfy { $0 == 0 })
+    }
+}
