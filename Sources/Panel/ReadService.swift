@@ -1,3 +1,4 @@
+import Dispatch
 import Events
 import HTTP
 import Ingest
@@ -96,20 +97,50 @@ public final class ReadService: Sendable {
         }
         rows.sort { $0.id < $1.id }
         let now = clockMicros()
-        // Room for every device's reservation, so the buffer is never copied to grow: pages that
-        // are reserved but never written cost address space, not memory.
-        var writer = JSONWriter(capacity: 4096 + rows.count * 1536)
-        writer.beginObject()
-        writer.key("devices")
-        writer.beginArray()
-        for (id, row) in rows {
-            try decoding { () throws(PostgresError) in
-                try writeDevice(&writer, result, row, nowMicros: now, sharedBy: scope.sharedBy[id])
+        // A long list is written as two halves at once, on this thread and one more: by then
+        // PostgreSQL has answered and the client waits, so the second core is free, and writing is
+        // most of the list's time (1,000 devices: about 2.5 ms of 4).
+        let halves = rows.count >= Self.parallelDevicesMin ? 2 : 1
+        let parts = (0..<halves).map { _ in DevicesPart() }
+        let sorted = rows
+        DispatchQueue.concurrentPerform(iterations: halves) { half in
+            let part = parts[half]
+            let slice = sorted[(sorted.count * half / halves)..<(sorted.count * (half + 1) / halves)]
+            // Room for every device's reservation, so the buffer is never copied to grow: pages
+            // that are reserved but never written cost address space, not memory.
+            part.writer = JSONWriter(capacity: 4096 + slice.count * 1536)
+            part.writer.beginArray()
+            do throws(PostgresError) {
+                for (id, row) in slice {
+                    try writeDevice(&part.writer, result, row, nowMicros: now, sharedBy: scope.sharedBy[id])
+                }
+            } catch {
+                part.failure = error
             }
+            part.writer.endArray()
         }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer.bytes)
+        var body: [UInt8] = []
+        body.reserveCapacity(parts.reduce(32) { $0 + $1.writer.bytes.count })
+        body.append(contentsOf: #"{"devices":["#.utf8)
+        for part in parts {
+            if let failure = part.failure { try decoding { () throws(PostgresError) in throw failure } }
+            // The devices between the part's "[" and "]", after a comma when some precede them.
+            let devices = part.writer.bytes.dropFirst().dropLast()
+            guard !devices.isEmpty else { continue }
+            if body.count > 12 { body.append(UInt8(ascii: ",")) }
+            body.append(contentsOf: devices)
+        }
+        body.append(contentsOf: "]}".utf8)
+        return .json(body)
+    }
+
+    /// Lists of at least this many devices are written in two halves at once.
+    static let parallelDevicesMin = 256
+
+    /// One half of a devices list being written; touched by one thread at a time.
+    final class DevicesPart: @unchecked Sendable {
+        var writer = JSONWriter(capacity: 0)
+        var failure: PostgresError?
     }
 
     func device(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {

@@ -251,6 +251,46 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         }
     }
 
+    /// A list of 256 devices or more is written in two halves at once (`ReadService.devices`): the
+    /// answer is every device once, by id, each exactly as `GET /api/find-my/devices/{id}` gives it,
+    /// another user's device left out.
+    @Test func aLongDevicesListIsWholeAndInOrder() throws {
+        let data = ScratchDirectory("findmy-read-long-list")
+        let alice = try addUser("alice", data: data.path)
+        let bob = try addUser("bob", data: data.path)
+        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        var ids: [Int64] = []
+        var last: Int64 = 0
+        for index in 0..<301 {
+            let uuid = String(format: "%08x-2fa1-11d2-883f-0016d3cca427", index)
+            let enrolled = try enrol(
+                connection, userToken: index == 150 ? bob : alice, uuid: uuid, name: "device \(index)")
+            let id = try #require(enrolled.int("device_id"))
+            last = try #require(enrolled.int("offset"))
+            if index != 150 { ids.append(id) }
+            if index % 7 == 0, let token = enrolled.string("device_token") {
+                let answer = try post(
+                    connection, "/api/find-my/report", token: token,
+                    body: reportBody(
+                        batchID: UUID().uuidString, fixes: [fixJSON(latitude: 52 + Double(index) / 1000)]))
+                last = try #require(answer.int("offset"))
+            }
+        }
+        let list = try get(connection, "/api/find-my/devices?after_offset=\(last)", token: alice)
+        #expect(list.status == 200)
+        let devices = try list.body["devices"]!.arrayValue
+        #expect(devices.compactMap { try? $0["id"]?.int64Value } == ids)
+        for device in devices where (try? device["id"]?.int64Value).map({ $0 % 37 == 1 }) == true {
+            let id = try #require(try device["id"]?.int64Value)
+            let one = try get(connection, "/api/find-my/devices/\(id)", token: alice)
+            #expect(one.status == 200 && one.body["latest"] == device["latest"])
+            #expect(one.body["name"] == device["name"] && one.body.objectKeys == device.objectKeys)
+        }
+        #expect(devices.filter { $0["latest"] != .null }.count == ids.filter { ($0 - 1) % 7 == 0 }.count)
+    }
+
     @Test func aReadWithTheOffsetOfAWriteSeesTheWrite() throws {
         let data = ScratchDirectory("findmy-read")
         let alice = try addUser("alice", data: data.path)
