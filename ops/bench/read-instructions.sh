@@ -1,0 +1,39 @@
+#!/bin/bash
+# Server instructions per read request, counted by valgrind's callgrind: repeatable to about 0.1 %
+# whatever else the machine runs, unlike latency on a shared machine.
+#
+#   ops/bench/read-instructions.sh BINARY SCRATCH_DIR [REQUESTS]
+#
+# Seeds SCRATCH_DIR with `BINARY bench read` (one user "bench" with 1,000 devices, device 1 with
+# 30 days of fixes), gives "bench" a password, then for the devices list and the 30-day history
+# page: starts `findmy serve` under callgrind with instrumentation off, logs in, warms up, turns
+# instrumentation on around REQUESTS requests (curl), and prints the total divided by REQUESTS.
+# PostgreSQL runs outside valgrind and is not counted. Needs valgrind and curl.
+set -euo pipefail
+bin=$(readlink -f "$1"); scratch=$2; requests=${3:-5}; port=18390
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+"$bin" bench read --dir "$scratch" --requests 10 >/dev/null 2>&1
+data="$scratch/server"
+echo 'bench-password-1' | "$bin" user passwd bench --data-dir "$data" >/dev/null 2>&1
+cookies=$(mktemp); out=$(mktemp -d)
+trap 'rm -rf "$cookies" "$out"' EXIT
+for path in "/api/find-my/devices" "/api/find-my/devices/1/locations?limit=10000"; do
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.%p" \
+    "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port >"$out/serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 600); do
+    health=$(curl -s http://127.0.0.1:$port/healthz || true)
+    python3 -c 'import json,sys; h=json.loads(sys.argv[1]); sys.exit(0 if h["projector"]["checkpoint"] >= h["durable_end"] > 0 else 1)' "$health" 2>/dev/null && break
+    sleep 0.5
+  done
+  curl -s -c "$cookies" -H 'Content-Type: application/json' \
+    -d '{"name":"bench","password":"bench-password-1"}' http://127.0.0.1:$port/login >/dev/null
+  for _ in 1 2 3; do curl -s -b "$cookies" "http://127.0.0.1:$port$path" -o /dev/null; done
+  callgrind_control -i on $server >/dev/null 2>&1
+  for _ in $(seq 1 "$requests"); do curl -s -b "$cookies" "http://127.0.0.1:$port$path" -o "$out/body"; done
+  callgrind_control -i off $server >/dev/null 2>&1
+  kill -TERM $server; wait $server || true
+  total=$(cat "$out"/cg.* | awk '/^(summary|totals):/ {s += $2} END {print s}')
+  echo "$path: $(wc -c <"$out/body") bytes, $((total / requests)) instructions per request"
+  rm -f "$out"/cg.*
+done
