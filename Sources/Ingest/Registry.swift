@@ -118,6 +118,9 @@ public struct Registry: Sendable {
     public private(set) var shares: [UInt64: [UInt64: Share]] = [:]
     var userIDsByName: [String: UInt64] = [:]
     var deviceIDsByKey: [DeviceKey: UInt64] = [:]
+    /// Each user's device ids, ascending, removed ones included: the read API's devices list asks
+    /// for them on every request, which a scan of every device of every user made slow.
+    var deviceIDsByUser: [UInt64: [UInt64]] = [:]
     var principals: [[UInt8]: Principal] = [:]
     var recentBatches: [UInt64: RecentBatches] = [:]
     /// The offset after the last event applied.
@@ -162,16 +165,20 @@ public struct Registry: Sendable {
 
     /// Every device `reader` may see at `nowMicros`, by id (see `visibility`).
     public func visibleDevices(to reader: UInt64, atMicros nowMicros: Int64) -> [VisibleDevice] {
-        var visible = devices.values.filter { $0.userID == reader && !$0.removed }.map {
-            VisibleDevice(deviceID: $0.id, sharedByUserID: nil)
+        var visible: [VisibleDevice] = []
+        for id in deviceIDsByUser[reader] ?? [] where devices[id]?.removed == false {
+            visible.append(VisibleDevice(deviceID: id, sharedByUserID: nil))
         }
+        let own = visible.count
         for (deviceID, grantees) in shares {
             guard let share = grantees[reader], share.isActive(atMicros: nowMicros),
                 let owner = liveDevice(deviceID)?.userID, owner != reader
             else { continue }
             visible.append(VisibleDevice(deviceID: deviceID, sharedByUserID: owner))
         }
-        return visible.sorted { $0.deviceID < $1.deviceID }
+        // The own devices are in order already; only shared ones make a sort necessary.
+        if visible.count > own { visible.sort { $0.deviceID < $1.deviceID } }
+        return visible
     }
 
     public var nextUserID: UInt64 { (users.keys.max() ?? 0) + 1 }
@@ -199,6 +206,13 @@ public struct Registry: Sendable {
             principals[issued.tokenHash] = .user(issued.userID)
         case .deviceEnrolled(let enrolled):
             guard devices[enrolled.deviceID]?.removed != true else { return }
+            if devices[enrolled.deviceID] == nil {
+                // Ids come in ascending order from the server; insert in place all the same.
+                var ids = deviceIDsByUser[enrolled.userID, default: []]
+                let position = ids.lastIndex(where: { $0 < enrolled.deviceID }).map { $0 + 1 } ?? 0
+                ids.insert(enrolled.deviceID, at: position)
+                deviceIDsByUser[enrolled.userID] = ids
+            }
             var device =
                 devices[enrolled.deviceID]
                 ?? Device(

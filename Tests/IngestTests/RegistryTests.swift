@@ -96,4 +96,46 @@ import Testing
             registry.batchResult(deviceID: 1, batchID: ids[2])?.rejections.first?.reason == "expired: old")
         #expect(registry.batchResult(deviceID: 2, batchID: ids[4]) == nil)
     }
+
+    /// Who sees what, in id order: a reader's own devices (removed ones left out, re-enrolment not
+    /// counted twice) and the devices shared with it while the share is active, interleaved by id.
+    @Test func visibleDevicesAreOwnAndSharedInIdOrder() {
+        var registry = Registry(recentBatchesPerDeviceMax: 3)
+        var offset: UInt64 = 0
+        func apply(_ event: Event) {
+            registry.apply(event, offset: offset)
+            offset += 1
+        }
+        for user: UInt64 in [1, 2] {
+            apply(
+                .userCreated(
+                    UserCreated(userID: user, name: "u\(user)", role: .member, tokenHash: [UInt8(user)])))
+        }
+        // Devices 1...9: odd ones alice's, even ones bob's.
+        for id: UInt64 in 1...9 {
+            let uuid = UUID128(high: 0, low: id)
+            apply(
+                .deviceEnrolled(
+                    DeviceEnrolled(
+                        deviceID: id, userID: id % 2 == 1 ? 1 : 2, deviceUUID: uuid, name: "d\(id)",
+                        platform: "ios", model: "")))
+        }
+        // Re-enrolling device 3 (same id) and removing device 5.
+        apply(
+            .deviceEnrolled(
+                DeviceEnrolled(
+                    deviceID: 3, userID: 1, deviceUUID: UUID128(high: 0, low: 3), name: "again",
+                    platform: "ios",
+                    model: "")))
+        apply(.deviceRemoved(DeviceRemoved(deviceID: 5)))
+        // Bob shares 8 and 4 with alice; 6 only until a time already past.
+        apply(.shareGranted(ShareGranted(deviceID: 8, granteeUserID: 1, untilMicros: nil)))
+        apply(.shareGranted(ShareGranted(deviceID: 4, granteeUserID: 1, untilMicros: nil)))
+        apply(.shareGranted(ShareGranted(deviceID: 6, granteeUserID: 1, untilMicros: 1_000)))
+        let visible = registry.visibleDevices(to: 1, atMicros: 2_000)
+        #expect(visible.map(\.deviceID) == [1, 3, 4, 7, 8, 9])
+        #expect(visible.map(\.sharedByUserID) == [nil, nil, 2, nil, 2, nil])
+        #expect(registry.visibleDevices(to: 2, atMicros: 2_000).map(\.deviceID) == [2, 4, 6, 8])
+        #expect(registry.visibleDevices(to: 3, atMicros: 2_000).isEmpty)
+    }
 }
