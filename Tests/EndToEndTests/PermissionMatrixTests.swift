@@ -154,6 +154,8 @@ import Testing
         let connection = HTTPConnection(address: server.address)
         let enrolled = try enrol(connection, userToken: nina, uuid: UUID().uuidString)
         let deviceID = try #require(enrolled.int("device_id"))
+        // The device is read back through the projection: wait for the enrolment to reach it.
+        let enrolledAt = try #require(enrolled.int("offset"))
 
         func login(_ name: String, _ password: String) throws -> (Answer, String?, String?) {
             let form = "name=\(name)&password=\(password.replacingOccurrences(of: " ", with: "+"))"
@@ -178,8 +180,10 @@ import Testing
         let cookie = try #require(session)
         #expect(cookie.count >= 43)
         #expect(
-            try send(connection, "GET", "/api/find-my/devices/\(deviceID)", cookie: cookie).answer.status
-                == 200)
+            try send(
+                connection, "GET", "/api/find-my/devices/\(deviceID)?after_offset=\(enrolledAt)",
+                cookie: cookie
+            ).answer.status == 200)
 
         // Wrong password and unknown name: the same 401, the same body.
         let (wrong, wrongCookie, _) = try login("nina", "not it at all")
