@@ -153,22 +153,7 @@ public final class LogWriter: @unchecked Sendable {
                 sync.wait(ticket.wakeUp)
                 continue
             }
-            writing = true
-            if options.groupCommitDelayMicros > 0 {
-                sync.unlock()
-                usleep(UInt32(options.groupCommitDelayMicros))
-                sync.lock()
-            }
-            let group = takeGroup()
-            sync.unlock()
-            let failure = commit(group)
-            sync.lock()
-            let completed = finish(group, failure: failure)
-            if !completed.isEmpty {
-                sync.unlock()
-                complete(completed)
-                sync.lock()
-            }
+            leadGroupCommit()
         }
         switch ticket.outcome! {
         case .success: return ticket.offset
@@ -207,22 +192,31 @@ public final class LogWriter: @unchecked Sendable {
                 sync.wait(committerWakeUp)
                 continue
             }
-            writing = true
-            if options.groupCommitDelayMicros > 0 {
-                sync.unlock()
-                usleep(UInt32(options.groupCommitDelayMicros))
-                sync.lock()
-            }
-            let group = takeGroup()
+            leadGroupCommit()
+        }
+        sync.unlock()
+    }
+
+    /// One group commit led by this thread, blocking appender or committer: takes the group,
+    /// writes and syncs it without the lock, settles its tickets, and runs the completions of the
+    /// non-blocking ones without the lock. Called and returns with `sync` held and `writing` false.
+    private func leadGroupCommit() {
+        writing = true
+        if options.groupCommitDelayMicros > 0 {
             sync.unlock()
-            let failure = commit(group)
+            usleep(UInt32(options.groupCommitDelayMicros))
             sync.lock()
-            let completed = finish(group, failure: failure)
+        }
+        let group = takeGroup()
+        sync.unlock()
+        let failure = commit(group)
+        sync.lock()
+        let completed = finish(group, failure: failure)
+        if !completed.isEmpty {
             sync.unlock()
             complete(completed)
             sync.lock()
         }
-        sync.unlock()
     }
 
     private func startCommitter() -> pthread_t {
