@@ -44,14 +44,14 @@ enum DecimalDouble {
             count = 1
         }
         let divisor = powersOfTen[fractionDigits]
-        count += writeDecimal(digits / divisor, into: output + count)
+        count += Digits.write(digits / divisor, into: output + count)
         output[count] = UInt8(ascii: ".")
         count += 1
         if fractionDigits == 0 {
             output[count] = UInt8(ascii: "0")
             return count + 1
         }
-        writeDigits(digits % divisor, count: fractionDigits, into: output + count)
+        Digits.write(digits % divisor, count: fractionDigits, into: output + count)
         return count + fractionDigits
     }
 
@@ -91,33 +91,5 @@ enum DecimalDouble {
         var power: UInt64 = 1
         for _ in 0..<exponent { power *= 10 }
         return power
-    }
-
-    static func writeDecimal(_ value: UInt64, into output: UnsafeMutablePointer<UInt8>) -> Int {
-        var length = 1
-        var probe = value / 10
-        while probe != 0 {
-            length += 1
-            probe /= 10
-        }
-        writeDigits(value, count: length, into: output)
-        return length
-    }
-
-    /// The last `count` decimal digits of `value`, zero-padded, two at a time from a table.
-    @inline(__always)
-    static func writeDigits(_ value: UInt64, count: Int, into output: UnsafeMutablePointer<UInt8>) {
-        let pairs: StaticString =
-            "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
-        var rest = value
-        var position = count
-        while position >= 2 {
-            let pair = Int(rest % 100)
-            rest /= 100
-            position -= 2
-            output[position] = pairs.utf8Start[2 * pair]
-            output[position + 1] = pairs.utf8Start[2 * pair + 1]
-        }
-        if position == 1 { output[0] = UInt8(ascii: "0") + UInt8(rest % 10) }
     }
 }

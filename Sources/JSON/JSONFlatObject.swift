@@ -93,26 +93,7 @@ public struct JSONFlatObject: ~Copyable {
     }
 
     public mutating func int64(_ value: Int64) {
-        let output = reserve(Self.integerBytesMax)
-        var magnitude = value.magnitude
-        var digits = 0
-        var probe = magnitude
-        repeat {
-            digits += 1
-            probe /= 10
-        } while probe != 0
-        var position = digits
-        if value < 0 {
-            output[0] = UInt8(ascii: "-")
-            position += 1
-        }
-        let end = position
-        repeat {
-            position -= 1
-            output[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-            magnitude /= 10
-        } while magnitude != 0
-        count += end
+        count += Digits.write(value, into: reserve(Self.integerBytesMax))
     }
 
     public mutating func bool(_ value: Bool) { value ? put("true") : put("false") }

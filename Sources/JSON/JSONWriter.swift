@@ -203,21 +203,7 @@ public struct JSONWriter: Sendable {
     }
 
     private mutating func appendDecimal(_ value: Int64) {
-        // Digits are produced last first into a fixed buffer: Int64.min has 19 digits and a sign.
-        var magnitude = value.magnitude
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var start = 20
-            repeat {
-                start -= 1
-                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude != 0
-            if value < 0 {
-                start -= 1
-                digits[start] = UInt8(ascii: "-")
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
-        }
+        appendRaw(bytesMax: JSONFlatObject.integerBytesMax) { Digits.write(value, into: $0.baseAddress!) }
     }
 
     private mutating func appendQuoted(_ text: String) {

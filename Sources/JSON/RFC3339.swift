@@ -113,13 +113,8 @@ public enum RFC3339 {
         let (year, month, day) = civilFromDays(days)
         let secondOfDay = Int(microsOfDay / microsPerSecond)
         let fraction = Int(microsOfDay % microsPerSecond)
-        // Two digits at a time from a table: two times per fix, 8,640 fixes in a history page.
-        let digitPairs: StaticString =
-            "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
-        func pair(_ value: Int, at position: Int) {
-            output[position] = digitPairs.utf8Start[2 * value]
-            output[position + 1] = digitPairs.utf8Start[2 * value + 1]
-        }
+        // Two digits at a time: two times per fix, 8,640 fixes in a history page.
+        func pair(_ value: Int, at position: Int) { Digits.writePair(value, into: output + position) }
         pair(year / 100, at: 0)
         pair(year % 100, at: 2)
         output[4] = UInt8(ascii: "-")
