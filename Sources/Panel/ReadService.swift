@@ -87,25 +87,24 @@ public final class ReadService: Sendable {
         // The statement leaves the order to PostgreSQL (a sort there cost more than here), and the
         // registry is ahead of the projection: a device removed a moment ago may still have a row.
         // So: the rows of devices in scope, by id.
-        var rows: [(id: UInt64, row: Int)] = []
-        rows.reserveCapacity(result.rowCount)
-        try decoding { () throws(PostgresError) in
+        let rows = try decoding { () throws(PostgresError) in
+            var rows: [(id: UInt64, row: Int)] = []
+            rows.reserveCapacity(result.rowCount)
             for row in 0..<result.rowCount {
                 let id = UInt64(try result.binaryInt64(row, 0) ?? 0)
                 if scope.contains(id) { rows.append((id, row)) }
             }
+            return rows.sorted { $0.id < $1.id }
         }
-        rows.sort { $0.id < $1.id }
         let now = clockMicros()
         // A long list is written as two halves at once, on this thread and one more: by then
         // PostgreSQL has answered and the client waits, so the second core is free, and writing is
         // most of the list's time (1,000 devices: about 2.5 ms of 4).
         let halves = rows.count >= Self.parallelDevicesMin ? 2 : 1
         let parts = (0..<halves).map { _ in DevicesPart() }
-        let sorted = rows
         DispatchQueue.concurrentPerform(iterations: halves) { half in
             let part = parts[half]
-            let slice = sorted[(sorted.count * half / halves)..<(sorted.count * (half + 1) / halves)]
+            let slice = rows[(rows.count * half / halves)..<(rows.count * (half + 1) / halves)]
             // Room for every device's reservation, so the buffer is never copied to grow: pages
             // that are reserved but never written cost address space, not memory.
             part.writer = JSONWriter(capacity: 4096 + slice.count * 1536)
@@ -122,13 +121,15 @@ public final class ReadService: Sendable {
         var body: [UInt8] = []
         body.reserveCapacity(parts.reduce(32) { $0 + $1.writer.bytes.count })
         body.append(contentsOf: #"{"devices":["#.utf8)
+        var first = true
         for part in parts {
             if let failure = part.failure { try decoding { () throws(PostgresError) in throw failure } }
             // The devices between the part's "[" and "]", after a comma when some precede them.
             let devices = part.writer.bytes.dropFirst().dropLast()
             guard !devices.isEmpty else { continue }
-            if body.count > 12 { body.append(UInt8(ascii: ",")) }
+            if !first { body.append(UInt8(ascii: ",")) }
             body.append(contentsOf: devices)
+            first = false
         }
         body.append(contentsOf: "]}".utf8)
         return .json(body)
@@ -224,7 +225,7 @@ public final class ReadService: Sendable {
         _ statement: Statement, rowsMax: Int, _ body: (PostgresResult) throws(APIError) -> Void
     ) throws(APIError) {
         guard rowsMax > 2 * Self.pieceRows else { return try body(try query(statement)) }
-        do {
+        try database {
             try pool.withConnection { connection in
                 try connection.transaction { connection in
                     try connection.execute(
@@ -246,11 +247,6 @@ public final class ReadService: Sendable {
                     }
                 }
             }
-        } catch let error as APIError {
-            throw error
-        } catch {
-            StructuredLog.error("read_failed", ["error": .string("\(error)")])
-            throw Self.databaseUnavailable
         }
     }
 
@@ -581,8 +577,16 @@ public final class ReadService: Sendable {
     func query(_ sql: String, _ parameters: [PostgresValue?], format: PostgresResultFormat = .text)
         throws(APIError) -> PostgresResult
     {
+        try database { try pool.execute(sql, parameters, format: format) }
+    }
+
+    /// Runs `body`'s database work: an `APIError` it throws (from a caller's closure) passes
+    /// through; any other failure is logged and answered as `databaseUnavailable`.
+    func database<T>(_ body: () throws -> T) throws(APIError) -> T {
         do {
-            return try pool.execute(sql, parameters, format: format)
+            return try body()
+        } catch let error as APIError {
+            throw error
         } catch {
             StructuredLog.error("read_failed", ["error": .string("\(error)")])
             throw Self.databaseUnavailable
