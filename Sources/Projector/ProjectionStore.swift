@@ -65,15 +65,17 @@ public struct ProjectionStore: Sendable {
                 let found = try? checkpoint(connection).next
                 throw ProjectorError.checkpointMoved(expected: batch.firstOffset, found: found)
             }
-            for change in batch.registry { try apply(change, connection) }
+            for change in batch.registry { try apply(change, asOf: batch.nextOffset, connection) }
             try writeLocations(batch, nowMicros: nowMicros, connection)
             try writeBatches(batch.batches, connection)
             try writeLatest(Array(batch.latest.values), connection)
-            try writeLastSeen(batch.lastSeen, connection)
+            try writeLastSeen(batch.lastSeen, asOf: batch.nextOffset, connection)
         }
     }
 
-    private func apply(_ change: RegistryChange, _ connection: PostgresConnection) throws {
+    /// `asOf`: the checkpoint this transaction moves to, stamped on every `devices` row it writes
+    /// (`as_of_offset`, see Schema.createGeneration).
+    private func apply(_ change: RegistryChange, asOf: UInt64, _ connection: PostgresConnection) throws {
         switch change {
         case .user(let user, let at):
             _ = try connection.execute(
@@ -85,18 +87,21 @@ public struct ProjectionStore: Sendable {
         case .device(let device, let at):
             _ = try connection.execute(
                 """
-                INSERT INTO \(s).devices (id, user_id, device_uuid, name, platform, model, created_at)
-                VALUES ($1, $2, $3::uuid, $4, $5, $6, $7)
-                ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform, model = excluded.model
+                INSERT INTO \(s).devices (id, user_id, device_uuid, name, platform, model, created_at, as_of_offset)
+                VALUES ($1, $2, $3::uuid, $4, $5, $6, $7, $8)
+                ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform, model = excluded.model,
+                    as_of_offset = excluded.as_of_offset
                 """,
                 [
                     .int64(Int64(device.deviceID)), .int64(Int64(device.userID)),
                     .text(device.deviceUUID.description),
                     .text(device.name), .text(device.platform), .text(device.model), .timestamp(micros: at),
+                    .int64(Int64(asOf)),
                 ])
         case .paused(let deviceID, let paused):
             _ = try connection.execute(
-                "UPDATE \(s).devices SET paused = $2 WHERE id = $1", [.int64(Int64(deviceID)), .bool(paused)])
+                "UPDATE \(s).devices SET paused = $2, as_of_offset = $3 WHERE id = $1",
+                [.int64(Int64(deviceID)), .bool(paused), .int64(Int64(asOf))])
         case .pushToken(let push, let at):
             _ = try connection.execute(
                 """
@@ -217,14 +222,19 @@ public struct ProjectionStore: Sendable {
             """, columns.map { PostgresValue.array($0) })
     }
 
-    private func writeLastSeen(_ lastSeen: [UInt64: Int64], _ connection: PostgresConnection) throws {
+    private func writeLastSeen(_ lastSeen: [UInt64: Int64], asOf: UInt64, _ connection: PostgresConnection)
+        throws
+    {
         guard !lastSeen.isEmpty else { return }
         let pairs = Array(lastSeen)
         _ = try connection.execute(
             """
-            UPDATE \(s).devices d SET last_seen_at = greatest(d.last_seen_at, v.seen)
+            UPDATE \(s).devices d SET last_seen_at = greatest(d.last_seen_at, v.seen), as_of_offset = $3
             FROM unnest($1::bigint[], $2::timestamptz[]) AS v (id, seen) WHERE d.id = v.id
             """,
-            [.int64Array(pairs.map { Int64($0.key) }), .timestampArray(micros: pairs.map { $0.value })])
+            [
+                .int64Array(pairs.map { Int64($0.key) }), .timestampArray(micros: pairs.map { $0.value }),
+                .int64(Int64(asOf)),
+            ])
     }
 }

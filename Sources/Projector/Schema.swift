@@ -14,7 +14,8 @@ public enum Schema {
     public static let building = "findmy_next"
     /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
     /// 2: the history index is `(device_id, recorded_at, log_offset, fix_index)`, the read API's order.
-    public static let projectionVersion = 2
+    /// 3: `devices.as_of_offset`, the version the read API's device cards are cached by.
+    public static let projectionVersion = 3
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -93,6 +94,10 @@ public enum Schema {
                 created_at timestamptz NOT NULL,
                 last_seen_at timestamptz,
                 paused boolean NOT NULL DEFAULT false,
+                -- The checkpoint of the transaction that last wrote this row: it holds every event
+                -- of the device before this offset and none after. Equal stamps of one device id,
+                -- in this generation or another, mean equal rows (the read API caches by it).
+                as_of_offset bigint NOT NULL,
                 UNIQUE (user_id, device_uuid)
             );
             CREATE TABLE \(s).push_devices (

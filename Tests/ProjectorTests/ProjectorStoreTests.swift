@@ -106,18 +106,38 @@ import Testing
             """
         let latestPrint =
             "SELECT md5(string_agg(concat_ws(',', device_id, log_offset, fix_index), ';' ORDER BY device_id)) FROM findmy.device_latest"
+        // Every column but as_of_offset, the checkpoint of the transaction that last wrote the row:
+        // the rebuild folds the log in other transactions (the read API only compares it with itself).
+        let devicesPrint = """
+            SELECT md5(string_agg(concat_ws(',', id, user_id, device_uuid, name, platform, model, created_at,
+                last_seen_at, paused), ';' ORDER BY id)) FROM findmy.devices
+            """
         let before = try connection.execute(fingerprint).string(0, 0)
         let latestBefore = try connection.execute(latestPrint).string(0, 0)
+        let devicesBefore = try connection.execute(devicesPrint).string(0, 0)
+        // Each row's stamp is a checkpoint the live projection passed through, at most its last.
+        #expect(
+            try count(
+                connection,
+                "SELECT count(*) FROM findmy.devices WHERE as_of_offset <= 0 OR as_of_offset > (SELECT next_offset FROM findmy.projector_checkpoints)"
+            ) == 0)
         var progressLines = 0
         let result = try Rebuild.run(client: client, reader: reader) { _ in progressLines += 1 }
         #expect(result.checkpoint == writer.durableEnd)
         #expect(progressLines > 0)
         #expect(try connection.execute(fingerprint).string(0, 0) == before)
         #expect(try connection.execute(latestPrint).string(0, 0) == latestBefore)
+        #expect(try connection.execute(devicesPrint).string(0, 0) == devicesBefore)
         // The live projector goes on with the new generation.
         try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
         try catchUp(projector)
         #expect(try count(connection, "SELECT count(*) FROM findmy.devices WHERE paused") == 1)
+        // The paused device's row carries the checkpoint of the transaction that paused it.
+        #expect(
+            try count(
+                connection,
+                "SELECT count(*) FROM findmy.devices WHERE paused AND as_of_offset = (SELECT next_offset FROM findmy.projector_checkpoints)"
+            ) == 1)
         writer.close()
     }
 }
