@@ -66,6 +66,18 @@ public struct JSONFlatObject: ~Copyable {
         needsComma = true
     }
 
+    /// Bytes written so far: where the next call writes, for a caller that cuts the output into
+    /// pieces (a cached object with holes for values written later).
+    public var written: Int { count }
+
+    /// Bytes the caller guarantees are valid JSON at this place (a piece cut from earlier output).
+    /// Copied as they are: commas and nesting are the caller's.
+    public mutating func raw(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress else { return }
+        copyBytes(source, to: reserve(bytes.count), count: bytes.count)
+        count += bytes.count
+    }
+
     public mutating func beginObject() {
         put(UInt8(ascii: "{"))
         needsComma = false
@@ -125,6 +137,16 @@ extension JSONWriter {
             object.beginObject()
             body(&object)
             object.endObject()
+            return object.count
+        }
+    }
+
+    /// Writes one value that `body` assembles through `JSONFlatObject` without braces of its own
+    /// (from `raw` pieces and values), into `bytesMax` bytes reserved at once.
+    public mutating func flatValue(bytesMax: Int, _ body: (inout JSONFlatObject) -> Void) {
+        appendValue(bytesMax: bytesMax) { output in
+            var object = JSONFlatObject(base: output.baseAddress!, capacity: output.count)
+            body(&object)
             return object.count
         }
     }
