@@ -17,6 +17,9 @@ public struct ReadLimits: Sendable {
     public var readAfterOffsetWaitMillisMax = 5_000
     /// How often a waiting read looks at the projector's checkpoint again.
     public var afterOffsetPollMillis = 2
+    /// Bytes of devices kept written as JSON between reads of the devices list (about 600 a device);
+    /// 0 writes every device of every list again.
+    public var deviceCardCacheBytesMax = 16 << 20
 
     public init() {}
 }

@@ -27,6 +27,8 @@ public final class ReadService: Sendable {
     let projectedEnd: @Sendable () -> UInt64
     let clockMicros: @Sendable () -> Int64
     let access: ReadAccess
+    /// Devices written as JSON, reused while PostgreSQL has the same version of them.
+    let cards: DeviceCardCache
 
     public init(
         ingest: IngestService, pool: PostgresPool, limits: ReadLimits = ReadLimits(),
@@ -39,6 +41,7 @@ public final class ReadService: Sendable {
         self.projectedEnd = projectedEnd
         self.clockMicros = clockMicros
         access = ReadAccess(ingest: ingest)
+        cards = DeviceCardCache(bytesMax: limits.deviceCardCacheBytesMax)
     }
 
     public func addRoutes(to router: inout GuardedRouter) {
@@ -82,11 +85,58 @@ public final class ReadService: Sendable {
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
         let scope = access.scope(of: reader)
-        let result = try query(
-            Self.devicesStatement(ownerID: reader, sharedIDs: scope.sharedBy.keys.sorted()))
-        // The statement leaves the order to PostgreSQL (a sort there cost more than here), and the
-        // registry is ahead of the projection: a device removed a moment ago may still have a row.
-        // So: the rows of devices in scope, by id.
+        let sharedIDs = scope.sharedBy.keys.sorted()
+        let cached = cards.cards(scope.deviceIDs)
+        var list: [(id: UInt64, card: DeviceCard)]
+        if cached.count * 2 < scope.deviceIDs.count {
+            // Few cards (a first read): every column in one statement, as if there were no cache.
+            list = try makeCards(try query(Self.devicesStatement(ownerID: reader, sharedIDs: sharedIDs)), scope)
+            cards.insert(list)
+        } else {
+            // The versions PostgreSQL has now; a card of another version is read and written again.
+            let versions = try query(Self.deviceVersionsStatement(ownerID: reader, sharedIDs: sharedIDs))
+            var stale: [UInt64] = []
+            list = try decoding { () throws(PostgresError) in
+                var list: [(id: UInt64, card: DeviceCard)] = []
+                list.reserveCapacity(versions.rowCount)
+                for row in 0..<versions.rowCount {
+                    let id = UInt64(try versions.binaryInt64(row, 0) ?? 0)
+                    guard scope.contains(id) else { continue }
+                    if let card = cached[id], card.version == (try DeviceVersion(versions, row, 1)) {
+                        list.append((id, card))
+                    } else {
+                        stale.append(id)
+                    }
+                }
+                return list
+            }
+            if !stale.isEmpty {
+                // Read a moment after the versions, so possibly newer: each device is still one
+                // row's state, and a device gone in between is left out, as the scope would.
+                let fresh = try makeCards(try query(Self.devicesStatement(ids: stale)), scope)
+                cards.insert(fresh)
+                list += fresh
+            }
+        }
+        list.sort { $0.id < $1.id }
+        let now = clockMicros()
+        var writer = JSONWriter(
+            capacity: list.reduce(64) { $0 + $1.card.bytesMax(sharedByUTF8Count: scope.sharedBy[$1.id]?.utf8.count ?? 0) })
+        writer.beginObject()
+        writer.key("devices")
+        writer.beginArray()
+        for (id, card) in list { card.write(&writer, nowMicros: now, sharedBy: scope.sharedBy[id]) }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+
+    /// The cards of the rows of `result` (`deviceSelect`) whose devices are in `scope`, in no order.
+    /// Many are written in two halves at once, on this thread and one more: by then PostgreSQL has
+    /// answered and the client waits, so the second core is free, and writing is most of the time.
+    func makeCards(_ result: PostgresResult, _ scope: ReadAccess.ReadScope) throws(APIError) -> [(
+        id: UInt64, card: DeviceCard
+    )] {
         let rows = try decoding { () throws(PostgresError) in
             var rows: [(id: UInt64, row: Int)] = []
             rows.reserveCapacity(result.rowCount)
@@ -94,53 +144,35 @@ public final class ReadService: Sendable {
                 let id = UInt64(try result.binaryInt64(row, 0) ?? 0)
                 if scope.contains(id) { rows.append((id, row)) }
             }
-            return rows.sorted { $0.id < $1.id }
+            return rows
         }
-        let now = clockMicros()
-        // A long list is written as two halves at once, on this thread and one more: by then
-        // PostgreSQL has answered and the client waits, so the second core is free, and writing is
-        // most of the list's time (1,000 devices: about 2.5 ms of 4).
-        let halves = rows.count >= Self.parallelDevicesMin ? 2 : 1
-        let parts = (0..<halves).map { _ in DevicesPart() }
+        let halves = rows.count >= Self.parallelCardsMin ? 2 : 1
+        let parts = (0..<halves).map { _ in CardsPart() }
         DispatchQueue.concurrentPerform(iterations: halves) { half in
             let part = parts[half]
             let slice = rows[(rows.count * half / halves)..<(rows.count * (half + 1) / halves)]
-            // Room for every device's reservation, so the buffer is never copied to grow: pages
-            // that are reserved but never written cost address space, not memory.
-            part.writer = JSONWriter(capacity: 4096 + slice.count * 1536)
-            part.writer.beginArray()
+            part.cards.reserveCapacity(slice.count)
             do throws(PostgresError) {
-                for (id, row) in slice {
-                    try writeDevice(&part.writer, result, row, nowMicros: now, sharedBy: scope.sharedBy[id])
-                }
+                for (id, row) in slice { part.cards.append((id, try makeCard(result, row))) }
             } catch {
                 part.failure = error
             }
-            part.writer.endArray()
         }
-        var body: [UInt8] = []
-        body.reserveCapacity(parts.reduce(32) { $0 + $1.writer.bytes.count })
-        body.append(contentsOf: #"{"devices":["#.utf8)
-        var first = true
+        var cards: [(id: UInt64, card: DeviceCard)] = []
+        cards.reserveCapacity(rows.count)
         for part in parts {
             if let failure = part.failure { try decoding { () throws(PostgresError) in throw failure } }
-            // The devices between the part's "[" and "]", after a comma when some precede them.
-            let devices = part.writer.bytes.dropFirst().dropLast()
-            guard !devices.isEmpty else { continue }
-            if !first { body.append(UInt8(ascii: ",")) }
-            body.append(contentsOf: devices)
-            first = false
+            cards += part.cards
         }
-        body.append(contentsOf: "]}".utf8)
-        return .json(body)
+        return cards
     }
 
-    /// Lists of at least this many devices are written in two halves at once.
-    static let parallelDevicesMin = 256
+    /// At least this many cards are written in two halves at once.
+    static let parallelCardsMin = 256
 
-    /// One half of a devices list being written; touched by one thread at a time.
-    final class DevicesPart: @unchecked Sendable {
-        var writer = JSONWriter(capacity: 0)
+    /// One half of the cards being written; touched by one thread at a time.
+    final class CardsPart: @unchecked Sendable {
+        var cards: [(id: UInt64, card: DeviceCard)] = []
         var failure: PostgresError?
     }
 
@@ -149,17 +181,12 @@ public final class ReadService: Sendable {
         let (deviceID, sharedBy) = try access.device(request.pathParameters["id"], visibleTo: reader)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
-        let result = try query(
-            Statement(
-                sql: Self.deviceSelect + " WHERE d.id = $1", parameters: [.int64(Int64(deviceID))],
-                format: .binary))
+        let result = try query(Self.devicesStatement(ids: [deviceID]))
         // Known to the registry but not projected yet: the same answer as any unknown device.
         guard result.rowCount == 1 else { throw ReadAccess.notFound }
-        var writer = JSONWriter(capacity: 768)
-        let now = clockMicros()
-        try decoding { () throws(PostgresError) in
-            try writeDevice(&writer, result, 0, nowMicros: now, sharedBy: sharedBy)
-        }
+        let card = try decoding { () throws(PostgresError) in try makeCard(result, 0) }
+        var writer = JSONWriter(capacity: card.bytesMax(sharedByUTF8Count: sharedBy?.utf8.count ?? 0))
+        card.write(&writer, nowMicros: clockMicros(), sharedBy: sharedBy)
         return .json(writer.bytes)
     }
 
@@ -364,9 +391,27 @@ public final class ReadService: Sendable {
     /// 30% less time in PostgreSQL than `d.id = ANY(<1,000 ids>) ORDER BY d.id` (docs/benchmarks.md).
     public static func devicesStatement(ownerID: UInt64, sharedIDs: [UInt64]) -> Statement {
         Statement(
-            sql: deviceSelect + " WHERE d.user_id = $1 OR d.id = ANY($2::bigint[])",
+            sql: deviceSelect + ownedOrShared,
             parameters: [.int64(Int64(ownerID)), .int64Array(sharedIDs.map { Int64($0) })], format: .binary)
     }
+
+    /// The same devices' ids and versions only (`DeviceVersion`): 4 values a device instead of 22,
+    /// which is most of what PostgreSQL and libpq spend on a list.
+    public static func deviceVersionsStatement(ownerID: UInt64, sharedIDs: [UInt64]) -> Statement {
+        Statement(
+            sql: "SELECT d.id, \(versionColumns) FROM findmy.devices d "
+                + "LEFT JOIN findmy.device_latest l ON l.device_id = d.id" + ownedOrShared,
+            parameters: [.int64(Int64(ownerID)), .int64Array(sharedIDs.map { Int64($0) })], format: .binary)
+    }
+
+    /// The devices `ids` (any owner: the caller has checked the scope) as `devicesStatement` reads them.
+    static func devicesStatement(ids: [UInt64]) -> Statement {
+        Statement(
+            sql: deviceSelect + " WHERE d.id = ANY($1::bigint[])",
+            parameters: [.int64Array(ids.map { Int64($0) })], format: .binary)
+    }
+
+    static let ownedOrShared = " WHERE d.user_id = $1 OR d.id = ANY($2::bigint[])"
 
     /// A page of a device's history and one row more, which tells whether another page follows.
     ///
@@ -396,12 +441,15 @@ public final class ReadService: Sendable {
 
     // MARK: rows to JSON
 
-    /// A device and its latest fix: columns 0...6 the device, then `fixColumns`.
+    /// A device and its latest fix: columns 0...6 the device, then `fixColumns`, then `versionColumns`.
     static let deviceSelect = """
-        SELECT d.id, d.name, d.platform, d.model, d.paused, d.created_at, d.last_seen_at, \(fixColumns("l"))
+        SELECT d.id, d.name, d.platform, d.model, d.paused, d.created_at, d.last_seen_at, \(fixColumns("l")),
+            \(versionColumns)
         FROM findmy.devices d LEFT JOIN findmy.device_latest l ON l.device_id = d.id
         """
     static let deviceColumnCount = 7
+    /// What `DeviceVersion` reads.
+    static let versionColumns = "d.as_of_offset, l.log_offset, l.fix_index"
 
     /// The fix columns in the order `writeFix` reads them; `recorded_at` is at `fixColumnCount - 3`.
     static func fixColumns(_ table: String) -> String {
@@ -412,14 +460,11 @@ public final class ReadService: Sendable {
     }
     static let fixColumnCount = 12
 
-    /// A device of a binary-format result (`deviceSelect`) and its latest fix. `sharedBy`: the
-    /// owner's name for a device shared with the reader; null for the reader's own.
+    /// The card of a device of a binary-format result (`deviceSelect`) and its latest fix.
     ///
     /// Each row is read whole, then written as one `JSONFlatObject` (one reservation per device
     /// instead of one per token), as `writeFix` does for a history page.
-    func writeDevice(
-        _ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, nowMicros: Int64, sharedBy: String?
-    ) throws(PostgresError) {
+    func makeCard(_ result: PostgresResult, _ row: Int) throws(PostgresError) -> DeviceCard {
         let id = try result.binaryInt64(row, 0) ?? 0
         let name = try result.binaryText(row, 1)
         let platform = try result.binaryText(row, 2)
@@ -431,48 +476,50 @@ public final class ReadService: Sendable {
         let latest: FixRow? =
             try result.binaryTimestampMicros(row, fixColumn + Self.fixColumnCount - 3) == nil
             ? nil : try FixRow(result, row, fixColumn)
-        var sharedBy = sharedBy
-        sharedBy.withUTF8Optional { sharedByUTF8 in
-            let bytesMax =
-                Self.deviceBytesMaxFixed + JSONFlatObject.stringBytesMax(utf8Count: name.count)
-                + JSONFlatObject.stringBytesMax(utf8Count: platform.count)
-                + JSONFlatObject.stringBytesMax(utf8Count: model.count)
-                + JSONFlatObject.stringBytesMax(utf8Count: sharedByUTF8?.count ?? 0)
-                + (latest?.bytesMax ?? 0)
-            writer.flatObject(bytesMax: bytesMax) { object in
-                object.key("id")
-                object.int64(id)
-                object.key("name")
-                object.string(utf8: name)
-                object.key("platform")
-                object.string(utf8: platform)
-                object.key("model")
-                object.string(utf8: model)
-                object.key("paused")
-                object.bool(paused)
-                object.key("shared_by")
-                if let sharedByUTF8 { object.string(utf8: sharedByUTF8) } else { object.null() }
-                object.key("created_at")
-                Self.writeTime(&object, createdAt)
-                object.key("last_seen_at")
-                Self.writeTime(&object, lastSeen)
-                object.key("since_last_report_seconds")
-                Self.writeSeconds(&object, lastSeen.map { nowMicros - $0 })
-                object.key("fix_age_seconds")
-                Self.writeSeconds(&object, latest?.recordedAt.map { nowMicros - $0 })
-                object.key("latest")
-                if let latest {
-                    object.beginObject()
-                    latest.write(&object)
-                    object.endObject()
-                } else {
-                    object.null()
-                }
+        let version = try DeviceVersion(result, row, fixColumn + Self.fixColumnCount)
+        let bytesMax =
+            Self.deviceBytesMaxFixed + JSONFlatObject.stringBytesMax(utf8Count: name.count)
+            + JSONFlatObject.stringBytesMax(utf8Count: platform.count)
+            + JSONFlatObject.stringBytesMax(utf8Count: model.count) + (latest?.bytesMax ?? 0)
+        var writer = JSONWriter(capacity: bytesMax + 2)
+        var holes = (sharedBy: 0, sinceLastReport: 0, fixAge: 0)
+        writer.flatObject(bytesMax: bytesMax) { object in
+            object.key("id")
+            object.int64(id)
+            object.key("name")
+            object.string(utf8: name)
+            object.key("platform")
+            object.string(utf8: platform)
+            object.key("model")
+            object.string(utf8: model)
+            object.key("paused")
+            object.bool(paused)
+            object.key("shared_by")
+            holes.sharedBy = object.written
+            object.key("created_at")
+            Self.writeTime(&object, createdAt)
+            object.key("last_seen_at")
+            Self.writeTime(&object, lastSeen)
+            object.key("since_last_report_seconds")
+            holes.sinceLastReport = object.written
+            object.key("fix_age_seconds")
+            holes.fixAge = object.written
+            object.key("latest")
+            if let latest {
+                object.beginObject()
+                latest.write(&object)
+                object.endObject()
+            } else {
+                object.null()
             }
         }
+        return DeviceCard(
+            version: version, bytes: writer.bytes, sharedByAt: holes.sharedBy,
+            sinceLastReportAt: holes.sinceLastReport, fixAgeAt: holes.fixAge, lastSeenMicros: lastSeen,
+            recordedAtMicros: latest?.recordedAt)
     }
 
-    /// The keys, punctuation and fixed-width values of a device, for `writeDevice`'s bound.
+    /// The keys, punctuation and fixed-width values of a device, for `makeCard`'s bound.
     static let deviceBytesMaxFixed = 512
 
     /// The fix in columns `first ..< first + fixColumnCount` of a binary-format result, as an object.
@@ -547,12 +594,6 @@ public final class ReadService: Sendable {
     static func writeTime(_ object: inout JSONFlatObject, _ micros: Int64?) {
         guard let micros else { return object.null() }
         object.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
-    }
-
-    /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.
-    static func writeSeconds(_ object: inout JSONFlatObject, _ micros: Int64?) {
-        guard let micros else { return object.null() }
-        object.int64(micros >= 0 ? micros / 1_000_000 : (micros + 1) / 1_000_000 - 1)
     }
 
     func writeTime(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)

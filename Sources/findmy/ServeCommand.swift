@@ -106,6 +106,10 @@ enum ServeCommand {
                 "how long a read with after_offset waits for the projection (default 5000)"
             ),
             (
+                "device-cache-mb", "FINDMY_DEVICE_CACHE_MB",
+                "MiB of devices the read API keeps written as JSON between reads of the devices list; 0: none (default 16)"
+            ),
+            (
                 "tile-url", "FINDMY_TILE_URL",
                 "map tile URL template of the web panel ({z}/{x}/{y}, optional {s}); the browser fetches tiles from it (default https://tile.openstreetmap.org/{z}/{x}/{y}.png)"
             ),
@@ -154,14 +158,15 @@ enum ServeCommand {
         guard options.positional.isEmpty else {
             throw UsageError("unexpected argument '\(options.positional[0])'")
         }
-        func integer(_ flag: String, _ fallback: Int, min: Int = 0) throws -> Int {
+        func integer(_ flag: String, _ fallback: Int, min: Int = 0, max: Int = .max) throws -> Int {
             let environment = settings.first { $0.flag == flag }!.environment
             guard let text = options.value(flag, environment: environment), !text.isEmpty else {
                 return fallback
             }
-            guard let number = Int(text), number >= min else {
+            guard let number = Int(text), number >= min, number <= max else {
                 throw UsageError(
-                    "--\(flag) (\(environment)) must be a whole number of at least \(min), got '\(text)'")
+                    "--\(flag) (\(environment)) must be a whole number of at least \(min)"
+                        + (max == .max ? "" : " and at most \(max)") + ", got '\(text)'")
             }
             return number
         }
@@ -190,7 +195,7 @@ enum ServeCommand {
         configuration.log.segmentAgeSecondsMax = try integer(
             "segment-age-seconds-max", configuration.log.segmentAgeSecondsMax, min: 1)
         configuration.compactor = try CompactService.configuration(
-            retentionDays: configuration.limits.retentionDays, integer)
+            retentionDays: configuration.limits.retentionDays, { try integer($0, $1, min: $2) })
         configuration.databaseURL = options.value(
             Database.setting.flag, environment: Database.setting.environment)
         switch options.value("projector", environment: "FINDMY_PROJECTOR") ?? "on" {
@@ -213,6 +218,8 @@ enum ServeCommand {
         configuration.readConnectionsMax = try integer("read-connections-max", 8, min: 1)
         configuration.read.readAfterOffsetWaitMillisMax = try integer(
             "read-after-offset-wait-millis-max", configuration.read.readAfterOffsetWaitMillisMax)
+        configuration.read.deviceCardCacheBytesMax =
+            try integer("device-cache-mb", configuration.read.deviceCardCacheBytesMax >> 20, max: 1 << 20) << 20
         if let tiles = options.value("tile-url", environment: "FINDMY_TILE_URL"), !tiles.isEmpty {
             guard tiles.hasPrefix("https://") || tiles.hasPrefix("http://"), tiles.contains("{z}") else {
                 throw UsageError(

@@ -291,6 +291,103 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         #expect(devices.filter { $0["latest"] != .null }.count == ids.filter { ($0 - 1) % 7 == 0 }.count)
     }
 
+    /// The devices list reuses devices it wrote before (`DeviceCardCache`) only while PostgreSQL has
+    /// the same version of them: after every kind of change, read with the change's offset, the
+    /// list shows the change, and each device in it is what the single-device route answers.
+    @Test func keptDevicesFollowEveryChange() throws {
+        let data = ScratchDirectory("findmy-read-kept")
+        let alice = try addUser("alice", data: data.path)
+        let bob = try addUser("bob", data: data.path)
+        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        let phoneUUID = "8b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        let tabletUUID = "9b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        let phone = try enrol(connection, userToken: alice, uuid: phoneUUID)
+        let tablet = try enrol(connection, userToken: alice, uuid: tabletUUID, name: "tablet")
+        let phoneID = try #require(phone.int("device_id"))
+        let tabletID = try #require(tablet.int("device_id"))
+        let phoneToken = try #require(phone.string("device_token"))
+        var tabletToken = try #require(tablet.string("device_token"))
+        let staleness: Set<String> = ["since_last_report_seconds", "fix_age_seconds"]
+
+        /// The list after `offset`, as id -> device, each checked against its single-device answer.
+        func list(_ offset: Int64?, token: String = alice) throws -> [Int64: JSONValue] {
+            let answer = try get(connection, "/api/find-my/devices?after_offset=\(try #require(offset))", token: token)
+            guard answer.status == 200 else { throw TestFailure("list: \(answer.status) \(answer.body)") }
+            var devices: [Int64: JSONValue] = [:]
+            for device in try answer.body["devices"]!.arrayValue {
+                let id = try #require(try device["id"]?.int64Value)
+                devices[id] = device
+                let one = try get(connection, "/api/find-my/devices/\(id)", token: token)
+                #expect(one.body.objectKeys == device.objectKeys)
+                for key in device.objectKeys where !staleness.contains(key) {
+                    #expect(one.body[key] == device[key], "device \(id), \(key)")
+                }
+            }
+            return devices
+        }
+        func latitude(_ device: JSONValue?) -> Double? { try? device?["latest"]?["latitude"]?.doubleValue }
+        func report(_ latitude: Double, secondsAgo: Int) throws -> Int64? {
+            try post(
+                connection, "/api/find-my/report", token: phoneToken,
+                body: reportBody(
+                    batchID: UUID().uuidString, fixes: [fixJSON(latitude: latitude, secondsAgo: secondsAgo)])
+            ).int("offset")
+        }
+
+        // A first read writes every device; the second reuses them, with the same answer.
+        var offset = try report(1, secondsAgo: 600)
+        var first = try list(offset)
+        #expect(latitude(first[phoneID]) == 1 && first[tabletID]?["latest"] == .null)
+        for _ in 0..<3 {
+            let again = try list(offset)
+            for (id, device) in again {
+                for key in device.objectKeys where !staleness.contains(key) { #expect(first[id]?[key] == device[key]) }
+            }
+            first = again
+        }
+
+        // A new latest fix.
+        offset = try report(2, secondsAgo: 300)
+        #expect(latitude(try list(offset)[phoneID]) == 2)
+        // An older fix does not displace it, but last_seen_at moves.
+        let seenBefore = try list(offset)[phoneID]?["last_seen_at"]
+        usleep(2_000)
+        offset = try report(3, secondsAgo: 900)
+        var devices = try list(offset)
+        #expect(latitude(devices[phoneID]) == 2 && devices[phoneID]?["last_seen_at"] != seenBefore)
+        // Paused.
+        offset = try post(connection, "/api/find-my/reporting", token: tabletToken, body: "{\"paused\": true}")
+            .int("offset")
+        #expect(try list(offset)[tabletID]?["paused"] == .bool(true))
+        // Renamed by enrolling again.
+        let renamed = try enrol(connection, userToken: alice, uuid: tabletUUID, name: "tablet 2")
+        tabletToken = try #require(renamed.string("device_token"))
+        #expect(try list(renamed.int("offset"))[tabletID]?["name"] == .string("tablet 2"))
+        // Erasing the newest fixes brings back an older latest fix (a version seen before).
+        let recent = RFC3339.formatMillis(Int64(Date().timeIntervalSince1970 * 1_000_000) - 420_000_000)
+        offset = try post(
+            connection, "/api/find-my/devices/\(phoneID)/erase", token: alice, body: "{\"from\": \"\(recent)\"}"
+        ).int("offset")
+        #expect(latitude(try list(offset)[phoneID]) == 1)
+        // Erasing everything leaves no latest fix.
+        offset = try post(connection, "/api/find-my/devices/\(phoneID)/erase", token: alice, body: "{}").int("offset")
+        #expect(try list(offset)[phoneID]?["latest"] == .null)
+        // Shared: the owner's name for bob, null for alice, from the same kept device.
+        offset = try post(
+            connection, "/api/find-my/devices/\(phoneID)/shares", token: alice, body: "{\"user\": \"bob\"}"
+        ).int("offset")
+        #expect(try list(offset, token: bob)[phoneID]?["shared_by"] == .string("alice"))
+        #expect(try list(offset)[phoneID]?["shared_by"] == .null)
+        // Removed: gone from the list.
+        let removed = try connection.send(
+            "DELETE", "/api/find-my/devices/\(tabletID)", headers: [("Authorization", "Bearer \(alice)")])
+        let removedOffset = try JSONParser.parse(removed.body)["offset"]?.int64Value
+        devices = try list(removedOffset)
+        #expect(devices[tabletID] == nil && devices[phoneID] != nil)
+    }
+
     @Test func aReadWithTheOffsetOfAWriteSeesTheWrite() throws {
         let data = ScratchDirectory("findmy-read")
         let alice = try addUser("alice", data: data.path)
