@@ -253,7 +253,7 @@ final class ChildServer {
 
     /// `projector: false` measures ingest alone: a projector and its database would take CPU from
     /// the path being measured. The read bench needs both.
-    init(dataDirectory: String, logPath: String, projector: Bool = false) throws {
+    init(dataDirectory: String, logPath: String, projector: Bool = false, arguments more: [String] = []) throws {
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw UsageError("pipe failed") }
         var actions = posix_spawn_file_actions_t()
@@ -265,7 +265,7 @@ final class ChildServer {
         let arguments = [
             "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector",
             projector ? "on" : "off",
-        ]
+        ] + more
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var child: pid_t = 0

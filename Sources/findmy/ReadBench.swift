@@ -55,20 +55,43 @@ enum ReadBench {
         try removeRecursively(serverDirectory)
 
         let user = try UserCommand.offline(serverDirectory, name: "bench", admin: false)
-        let historyFixes = try seed(
-            serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
+        let seeded = try seed(serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
+        let historyFixes = seeded.historyFixes
 
-        let seeded = monotonicMicros()
-        let server = try ChildServer(
+        let start = monotonicMicros()
+        var server = try ChildServer(
             dataDirectory: serverDirectory, logPath: root + "/server.log", projector: true)
         defer { server.stop() }
-        let connection = HTTPConnection(address: server.address)
+        var connection = HTTPConnection(address: server.address)
         try waitForProjection(connection)
-        let projectedSeconds = Double(monotonicMicros() - seeded) / 1_000_000
+        let projectedSeconds = Double(monotonicMicros() - start) / 1_000_000
 
         let headers = [("Authorization", "Bearer \(user.token)")]
-        let list = try measure(connection, "/api/find-my/devices", headers, requests: requests) { body in
+        let wholeList = { (body: [UInt8]) throws -> Bool in
             try JSONParser.parse(body)["devices"]?.arrayValue.count == deviceCount
+        }
+        // The first list writes every device; the rest reuse them (DeviceCardCache).
+        let list = try measure(connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
+        // Before each list, `changedPerList` devices change (enrolled again: a new token, so a new
+        // version of the row) and the projection takes them in: those are read and written again.
+        var next = 0
+        let changing = try measure(
+            connection, "/api/find-my/devices", headers, requests: max(10, requests / 5), check: wholeList
+        ) {
+            var offset: Int64 = 0
+            for _ in 0..<changedPerList {
+                let index = next % deviceCount
+                next += 1
+                let body = Array(
+                    #"{"device_uuid":"\#(seeded.deviceUUIDs[index])","name":"bench device \#(index + 1)","platform":"ios","model":"iPhone 15"}"#
+                        .utf8)
+                let answer = try connection.send("POST", "/api/find-my/devices", headers: headers, body: body)
+                guard answer.status == 200 || answer.status == 201,
+                    let written = try? JSONParser.parse(answer.body)["offset"]?.int64Value
+                else { throw UsageError("enrolling again answered \(answer.status): \(answer.bodyText.prefix(300))") }
+                offset = written
+            }
+            try waitForProjection(connection, past: offset)
         }
         let history = try measure(
             connection, "/api/find-my/devices/1/locations?limit=10000", headers,
@@ -78,12 +101,25 @@ enum ReadBench {
             return try document["locations"]?.arrayValue.count == historyFixes
                 && document["next_cursor"] == .null
         }
+        let peakResidentBytes = server.peakResidentBytes()
+
+        // The same list from a server that keeps no devices: every list is read and written whole.
+        server.stop()
+        server = try ChildServer(
+            dataDirectory: serverDirectory, logPath: root + "/server-uncached.log", projector: true,
+            arguments: ["--device-cache-mb", "0"])
+        connection = HTTPConnection(address: server.address)
+        try waitForProjection(connection)
+        let uncached = try measure(connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
 
         // The same statements with the same parameters, as the server runs them.
         let sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: serverDirectory).conninfo)
         defer { sql.close() }
         let bareList = try measureSQL(
             sql, ReadService.devicesStatement(ownerID: user.userID, sharedIDs: []), requests: requests,
+            rows: deviceCount)
+        let bareVersions = try measureSQL(
+            sql, ReadService.deviceVersionsStatement(ownerID: user.userID, sharedIDs: []), requests: requests,
             rows: deviceCount)
         let bareHistory = try measureSQL(
             sql, ReadService.locationsStatement(deviceID: 1, HistoryQuery(limit: 10_000)),
@@ -98,7 +134,8 @@ enum ReadBench {
         writer.key("server_start_and_projection_seconds")
         writer.double(BenchCommand.rounded(projectedSeconds))
         for (name, result, bare, targetMillis) in [
-            ("devices_list", list, bareList, 5.0), ("history_page", history, bareHistory, 25.0),
+            ("devices_list", list, bareVersions, 5.0), ("devices_list_changing", changing, bareVersions, 5.0),
+            ("devices_list_uncached", uncached, bareList, 5.0), ("history_page", history, bareHistory, 25.0),
         ] {
             writer.key(name)
             writer.beginObject()
@@ -106,6 +143,8 @@ enum ReadBench {
             writer.int64(Int64(result.latencies.count))
             writer.key("response_bytes")
             writer.int64(Int64(result.responseBytes))
+            writer.key("first_ms")
+            writer.double(BenchCommand.rounded(Double(result.firstMicros) / 1000))
             writer.key("p50_ms")
             writer.double(BenchCommand.rounded(Double(result.percentile(50)) / 1000))
             writer.key("p99_ms")
@@ -121,24 +160,35 @@ enum ReadBench {
                 BenchCommand.rounded(Double(result.percentile(50)) / Double(max(1, bare.percentile(50)))))
             writer.endObject()
         }
+        writer.key("changed_devices_per_list")
+        writer.int64(Int64(changedPerList))
         writer.key("server_peak_rss_bytes")
-        writer.int64(server.peakResidentBytes())
+        writer.int64(peakResidentBytes)
         writer.endObject()
         printLine(String(decoding: writer.bytes, as: UTF8.self))
         return 0
     }
 
-    /// Appends the devices and their fixes; returns the number of fixes of device 1.
-    static func seed(_ directory: String, userID: UInt64, devices: Int, historyDays: Int) throws -> Int {
+    /// Devices changed before each list of `devices_list_changing`: 1% of the default 1,000.
+    static let changedPerList = 10
+
+    /// Appends the devices and their fixes; returns the number of fixes of device 1 and the devices'
+    /// UUIDs (device `i + 1` has `deviceUUIDs[i]`).
+    static func seed(_ directory: String, userID: UInt64, devices: Int, historyDays: Int) throws -> (
+        historyFixes: Int, deviceUUIDs: [String]
+    ) {
         let log = try LogWriter(directory: directory + "/log")
         defer { log.close() }
         let now = wallClockMicros()
         var random = SeededGenerator(seed: 4)
+        var deviceUUIDs: [String] = []
         for index in 1...devices {
+            let uuid = UUID128.random(using: &random)
+            deviceUUIDs.append(uuid.description)
             _ = try log.append(
                 .deviceEnrolled(
                     DeviceEnrolled(
-                        deviceID: UInt64(index), userID: userID, deviceUUID: UUID128.random(using: &random),
+                        deviceID: UInt64(index), userID: userID, deviceUUID: uuid,
                         name: "bench device \(index)", platform: "ios", model: "iPhone 15")))
         }
         // Device 1: the 30-day history, a day per batch, oldest first, on the exact cadence.
@@ -167,21 +217,21 @@ enum ReadBench {
                         fixes: [other.next()])),
                 receivedAtMicros: now)
         }
-        return historyFixes
+        return (historyFixes, deviceUUIDs)
     }
 
-    /// Until /healthz shows the projector's checkpoint at the log's durable end.
-    static func waitForProjection(_ connection: HTTPConnection) throws {
+    /// Until /healthz shows the projector's checkpoint at the log's durable end, or past `offset`.
+    static func waitForProjection(_ connection: HTTPConnection, past offset: Int64? = nil) throws {
         let deadline = monotonicMicros() + 600_000_000
         while monotonicMicros() < deadline {
             let health = try JSONParser.parse(try connection.send("GET", "/healthz").body)
             if let end = try? health["durable_end"]?.int64Value,
-                let checkpoint = try? health["projector"]?["checkpoint"]?.int64Value, checkpoint >= end,
-                end > 0
+                let checkpoint = try? health["projector"]?["checkpoint"]?.int64Value,
+                checkpoint > (offset ?? end - 1), end > 0
             {
                 return
             }
-            usleep(50_000)
+            usleep(offset == nil ? 50_000 : 200)
         }
         throw UsageError("the projector did not catch up within 600 s")
     }
@@ -203,6 +253,8 @@ enum ReadBench {
     struct Measurement {
         var latencies: [Int64]
         var responseBytes: Int
+        /// The first request, untimed in `latencies`: before it, nothing of the answer was kept.
+        var firstMicros: Int64 = 0
 
         func percentile(_ p: Int) -> Int64 { latencies[min(latencies.count - 1, latencies.count * p / 100)] }
     }
@@ -230,11 +282,14 @@ enum ReadBench {
     }
 
     /// `requests` timed GETs after a tenth as many untimed ones; the first answer is checked whole.
+    /// `prepare` runs, untimed, before each timed GET.
     static func measure(
         _ connection: HTTPConnection, _ target: String, _ headers: [(String, String)], requests: Int,
-        check: ([UInt8]) throws -> Bool
+        check: ([UInt8]) throws -> Bool, prepare: () throws -> Void = {}
     ) throws -> Measurement {
+        let firstStart = monotonicMicros()
         let first = try connection.send("GET", target, headers: headers)
+        let firstMicros = monotonicMicros() - firstStart
         guard first.status == 200, try check(first.body) else {
             throw UsageError(
                 "GET \(target) answered \(first.status) with an unexpected body: \(first.bodyText.prefix(300))"
@@ -244,6 +299,7 @@ enum ReadBench {
         var latencies: [Int64] = []
         latencies.reserveCapacity(requests)
         for _ in 0..<requests {
+            try prepare()
             let start = monotonicMicros()
             let response = try connection.send("GET", target, headers: headers)
             latencies.append(monotonicMicros() - start)
@@ -251,6 +307,6 @@ enum ReadBench {
                 throw UsageError("GET \(target) answered \(response.status)")
             }
         }
-        return Measurement(latencies: latencies.sorted(), responseBytes: first.body.count)
+        return Measurement(latencies: latencies.sorted(), responseBytes: first.body.count, firstMicros: firstMicros)
     }
 }
