@@ -18,6 +18,15 @@ public struct JSONWriter: Sendable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Empties the writer for another document, keeping its capacity: one writer serves many
+    /// small documents without an allocation each.
+    public mutating func reset() {
+        bytes.removeAll(keepingCapacity: true)
+        containers.removeAll(keepingCapacity: true)
+        needsComma = false
+        expectingKey = false
+    }
+
     public mutating func beginObject() {
         beginValue()
         bytes.append(UInt8(ascii: "{"))

@@ -100,6 +100,8 @@ final class DeviceCardCache: Sendable {
     private struct State {
         var cards: [UInt64: DeviceCard] = [:]
         var bytes = 0
+        var reused = 0
+        var written = 0
     }
 
     init(bytesMax: Int) { self.bytesMax = bytesMax }
@@ -137,6 +139,18 @@ final class DeviceCardCache: Sendable {
         }
     }
 
+    /// Counts, for `/metrics`, the devices of one list: kept cards used as they were, and cards
+    /// written (new, or of a changed device).
+    func count(reused: Int, written: Int) {
+        state.withLock {
+            $0.reused += reused
+            $0.written += written
+        }
+    }
+
     /// Cards held and their cost, for tests and metrics.
     var usage: (cards: Int, bytes: Int) { state.withLock { ($0.cards.count, $0.bytes) } }
+
+    /// Since the start: devices of lists answered from a kept card, and written anew.
+    var counts: (reused: Int, written: Int) { state.withLock { ($0.reused, $0.written) } }
 }

@@ -87,73 +87,87 @@ public final class ReadService: Sendable {
         let scope = access.scope(of: reader)
         let sharedIDs = scope.sharedBy.keys.sorted()
         let cached = cards.cards(scope.deviceIDs)
-        var list: [(id: UInt64, card: DeviceCard)]
+        // By id; nil for a device read again below.
+        var list: [(id: UInt64, card: DeviceCard?)]
         if cached.count * 2 < scope.deviceIDs.count {
             // Few cards (a first read): every column in one statement, as if there were no cache.
-            list = try makeCards(try query(Self.devicesStatement(ownerID: reader, sharedIDs: sharedIDs)), scope)
-            cards.insert(list)
+            let fresh = try makeCards(try query(Self.devicesStatement(ownerID: reader, sharedIDs: sharedIDs)), scope)
+            cards.insert(fresh)
+            cards.count(reused: 0, written: fresh.count)
+            list = fresh.map { ($0.id, $0.card) }
         } else {
             // The versions PostgreSQL has now; a card of another version is read and written again.
             let versions = try query(Self.deviceVersionsStatement(ownerID: reader, sharedIDs: sharedIDs))
             var stale: [UInt64] = []
             list = try decoding { () throws(PostgresError) in
-                var list: [(id: UInt64, card: DeviceCard)] = []
-                list.reserveCapacity(versions.rowCount)
-                for row in 0..<versions.rowCount {
-                    let id = UInt64(try versions.binaryInt64(row, 0) ?? 0)
-                    guard scope.contains(id) else { continue }
-                    if let card = cached[id], card.version == (try DeviceVersion(versions, row, 1)) {
-                        list.append((id, card))
-                    } else {
-                        stale.append(id)
-                    }
+                try rowsInScope(versions, scope).map { (id, row) throws(PostgresError) in
+                    if let card = cached[id], card.version == (try DeviceVersion(versions, row, 1)) { return (id, card) }
+                    stale.append(id)
+                    return (id, nil)
                 }
-                return list
             }
+            cards.count(reused: list.count - stale.count, written: stale.count)
             if !stale.isEmpty {
                 // Read a moment after the versions, so possibly newer: each device is still one
                 // row's state, and a device gone in between is left out, as the scope would.
                 let fresh = try makeCards(try query(Self.devicesStatement(ids: stale)), scope)
                 cards.insert(fresh)
-                list += fresh
+                var next = fresh.startIndex
+                for index in list.indices where list[index].card == nil {
+                    // Both by id, the fresh ones a subset of the stale.
+                    while next < fresh.endIndex, fresh[next].id < list[index].id { next += 1 }
+                    if next < fresh.endIndex, fresh[next].id == list[index].id { list[index].card = fresh[next].card }
+                }
             }
         }
-        list.sort { $0.id < $1.id }
+        let sharedBy = { (id: UInt64) -> String? in scope.sharedBy.isEmpty ? nil : scope.sharedBy[id] }
+        var bytesMax = 64
+        for (id, card) in list {
+            bytesMax += card?.bytesMax(sharedByUTF8Count: sharedBy(id)?.utf8.count ?? 0) ?? 0
+        }
         let now = clockMicros()
-        var writer = JSONWriter(
-            capacity: list.reduce(64) { $0 + $1.card.bytesMax(sharedByUTF8Count: scope.sharedBy[$1.id]?.utf8.count ?? 0) })
+        var writer = JSONWriter(capacity: bytesMax)
         writer.beginObject()
         writer.key("devices")
         writer.beginArray()
-        for (id, card) in list { card.write(&writer, nowMicros: now, sharedBy: scope.sharedBy[id]) }
+        for case (let id, let card?) in list { card.write(&writer, nowMicros: now, sharedBy: sharedBy(id)) }
         writer.endArray()
         writer.endObject()
         return .json(writer.bytes)
     }
 
-    /// The cards of the rows of `result` (`deviceSelect`) whose devices are in `scope`, in no order.
+    /// The rows of `result` (device id in column 0) whose devices are in `scope`, by id. The
+    /// statements leave the order to PostgreSQL (a sort there cost more than here), and the registry
+    /// is ahead of the projection: a device removed a moment ago may still have a row.
+    func rowsInScope(_ result: PostgresResult, _ scope: ReadAccess.ReadScope) throws(PostgresError) -> [(
+        id: UInt64, row: Int
+    )] {
+        var rows: [(id: UInt64, row: Int)] = []
+        rows.reserveCapacity(result.rowCount)
+        for row in 0..<result.rowCount {
+            let id = UInt64(try result.binaryInt64(row, 0) ?? 0)
+            if scope.contains(id) { rows.append((id, row)) }
+        }
+        rows.sort { $0.id < $1.id }
+        return rows
+    }
+
+    /// The cards of the rows of `result` (`deviceSelect`) whose devices are in `scope`, by id.
     /// Many are written in two halves at once, on this thread and one more: by then PostgreSQL has
     /// answered and the client waits, so the second core is free, and writing is most of the time.
     func makeCards(_ result: PostgresResult, _ scope: ReadAccess.ReadScope) throws(APIError) -> [(
         id: UInt64, card: DeviceCard
     )] {
-        let rows = try decoding { () throws(PostgresError) in
-            var rows: [(id: UInt64, row: Int)] = []
-            rows.reserveCapacity(result.rowCount)
-            for row in 0..<result.rowCount {
-                let id = UInt64(try result.binaryInt64(row, 0) ?? 0)
-                if scope.contains(id) { rows.append((id, row)) }
-            }
-            return rows
-        }
+        let rows = try decoding { () throws(PostgresError) in try rowsInScope(result, scope) }
         let halves = rows.count >= Self.parallelCardsMin ? 2 : 1
         let parts = (0..<halves).map { _ in CardsPart() }
         DispatchQueue.concurrentPerform(iterations: halves) { half in
             let part = parts[half]
             let slice = rows[(rows.count * half / halves)..<(rows.count * (half + 1) / halves)]
             part.cards.reserveCapacity(slice.count)
+            var scratch = JSONWriter(capacity: 4096)
             do throws(PostgresError) {
-                for (id, row) in slice { part.cards.append((id, try makeCard(result, row))) }
+                for (id, row) in slice { part.cards.append((id, try makeCard(result, row, scratch: &scratch))) }
             } catch {
                 part.failure = error
             }
@@ -184,7 +198,8 @@ public final class ReadService: Sendable {
         let result = try query(Self.devicesStatement(ids: [deviceID]))
         // Known to the registry but not projected yet: the same answer as any unknown device.
         guard result.rowCount == 1 else { throw ReadAccess.notFound }
-        let card = try decoding { () throws(PostgresError) in try makeCard(result, 0) }
+        var scratch = JSONWriter(capacity: 2048)
+        let card = try decoding { () throws(PostgresError) in try makeCard(result, 0, scratch: &scratch) }
         var writer = JSONWriter(capacity: card.bytesMax(sharedByUTF8Count: sharedBy?.utf8.count ?? 0))
         card.write(&writer, nowMicros: clockMicros(), sharedBy: sharedBy)
         return .json(writer.bytes)
@@ -344,6 +359,39 @@ public final class ReadService: Sendable {
         return .json(writer.bytes)
     }
 
+    /// The kept devices as `/healthz` ("reads") and `/metrics` show them (docs/api.md).
+    public var statusSource: any StatusSource { ReadStatus(service: self) }
+
+    struct ReadStatus: StatusSource {
+        let service: ReadService
+        var name: String { "reads" }
+        func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+            let usage = service.cards.usage
+            return (false, [("device_cards", .integer(Int64(usage.cards))), ("device_cards_bytes", .integer(Int64(usage.bytes)))])
+        }
+        func metricsText() -> String { service.metricsText }
+    }
+
+    var metricsText: String {
+        let usage = cards.usage
+        let counts = cards.counts
+        return """
+            # HELP findmy_read_device_cards Devices kept written as JSON for the devices list.
+            # TYPE findmy_read_device_cards gauge
+            findmy_read_device_cards \(usage.cards)
+            # HELP findmy_read_device_cards_bytes What the kept devices cost, of --device-cache-mb.
+            # TYPE findmy_read_device_cards_bytes gauge
+            findmy_read_device_cards_bytes \(usage.bytes)
+            # HELP findmy_read_device_cards_reused_total Devices of lists answered from a kept device.
+            # TYPE findmy_read_device_cards_reused_total counter
+            findmy_read_device_cards_reused_total \(counts.reused)
+            # HELP findmy_read_device_cards_written_total Devices of lists read and written anew (first read, changed, or not kept).
+            # TYPE findmy_read_device_cards_written_total counter
+            findmy_read_device_cards_written_total \(counts.written)
+
+            """
+    }
+
     // MARK: read-your-writes
 
     /// With `after_offset=N`, waits until the projection holds offset N (its checkpoint is past N),
@@ -464,7 +512,10 @@ public final class ReadService: Sendable {
     ///
     /// Each row is read whole, then written as one `JSONFlatObject` (one reservation per device
     /// instead of one per token), as `writeFix` does for a history page.
-    func makeCard(_ result: PostgresResult, _ row: Int) throws(PostgresError) -> DeviceCard {
+    /// `scratch` is where it is written before being copied out at its exact length.
+    func makeCard(_ result: PostgresResult, _ row: Int, scratch writer: inout JSONWriter) throws(PostgresError)
+        -> DeviceCard
+    {
         let id = try result.binaryInt64(row, 0) ?? 0
         let name = try result.binaryText(row, 1)
         let platform = try result.binaryText(row, 2)
@@ -481,7 +532,7 @@ public final class ReadService: Sendable {
             Self.deviceBytesMaxFixed + JSONFlatObject.stringBytesMax(utf8Count: name.count)
             + JSONFlatObject.stringBytesMax(utf8Count: platform.count)
             + JSONFlatObject.stringBytesMax(utf8Count: model.count) + (latest?.bytesMax ?? 0)
-        var writer = JSONWriter(capacity: bytesMax + 2)
+        writer.reset()
         var holes = (sharedBy: 0, sinceLastReport: 0, fixAge: 0)
         writer.flatObject(bytesMax: bytesMax) { object in
             object.key("id")
@@ -513,8 +564,13 @@ public final class ReadService: Sendable {
                 object.null()
             }
         }
+        let bytes = writer.bytes.withUnsafeBufferPointer { written in
+            [UInt8](unsafeUninitializedCapacity: written.count) { output, count in
+                count = output.initialize(fromContentsOf: written)
+            }
+        }
         return DeviceCard(
-            version: version, bytes: writer.bytes, sharedByAt: holes.sharedBy,
+            version: version, bytes: bytes, sharedByAt: holes.sharedBy,
             sinceLastReportAt: holes.sinceLastReport, fixAgeAt: holes.fixAge, lastSeenMicros: lastSeen,
             recordedAtMicros: latest?.recordedAt)
     }

@@ -276,12 +276,14 @@ enum ServeCommand {
             let projector = Projector(
                 client: opened.client, reader: LogReader(directory: data + "/log", writer: log))
             service.addStatusSource(ProjectorStatusSource(projector: projector))
-            reads = ReadService(
+            let readService = ReadService(
                 ingest: service,
                 pool: PostgresPool(
                     conninfo: opened.client.conninfo,
                     limits: .init(connectionsMax: configuration.readConnectionsMax)),
                 limits: configuration.read, projectedEnd: { projector.status.checkpoint })
+            reads = readService
+            service.addStatusSource(readService.statusSource)
             projectorCheckpoint = { projector.status.checkpoint }
             projectorThread = spawnThread {
                 projector.run(shouldStop: { stopProjector.load(ordering: .relaxed) })

@@ -347,6 +347,12 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
             }
             first = again
         }
+        // Two devices kept; the three lists after the first reused them.
+        let health = try JSONParser.parse(try connection.send("GET", "/healthz").body)
+        #expect(try health["reads"]?["device_cards"]?.int64Value == 2)
+        let metrics = try connection.send("GET", "/metrics").bodyText
+        #expect(metrics.contains("findmy_read_device_cards_reused_total 6\n"))
+        #expect(metrics.contains("findmy_read_device_cards_written_total 2\n"))
 
         // A new latest fix.
         offset = try report(2, secondsAgo: 300)

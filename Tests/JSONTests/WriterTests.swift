@@ -139,3 +139,18 @@ private func randomString(using generator: inout SeededGenerator) -> String {
     #expect(plain.bytes == escaped.bytes)
     #expect(String(decoding: plain.bytes, as: UTF8.self) == #"{"accuracy_m":12,"recorded_at":null}"#)
 }
+
+@Test func aResetWriterWritesAsANewOne() {
+    var writer = JSONWriter(capacity: 8)
+    writer.beginArray()
+    writer.beginObject()
+    writer.key("a")
+    writer.int64(1)
+    writer.endObject()
+    writer.reset()
+    writer.beginObject()
+    writer.key("b")
+    writer.bool(true)
+    writer.endObject()
+    #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"b":true}"#)
+}

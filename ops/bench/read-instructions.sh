@@ -8,7 +8,8 @@
 # 30 days of fixes), gives "bench" a password, then for the devices list and the 30-day history
 # page: starts `findmy serve` under callgrind with instrumentation off, logs in, warms up, turns
 # instrumentation on around REQUESTS requests (curl), and prints the total divided by REQUESTS.
-# PostgreSQL runs outside valgrind and is not counted. Needs valgrind and curl.
+# PostgreSQL runs outside valgrind and is not counted. Needs valgrind and curl. SERVE_ARGS adds
+# arguments to `findmy serve` (SERVE_ARGS="--device-cache-mb 0": every list written whole).
 set -euo pipefail
 bin=$(readlink -f "$1"); scratch=$2; requests=${3:-5}; port=18390
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
@@ -19,7 +20,7 @@ cookies=$(mktemp); out=$(mktemp -d)
 trap 'rm -rf "$cookies" "$out"' EXIT
 for path in "/api/find-my/devices" "/api/find-my/devices/1/locations?limit=10000"; do
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.%p" \
-    "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port >"$out/serve.log" 2>&1 &
+    "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port ${SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
   server=$!
   for _ in $(seq 1 600); do
     health=$(curl -s http://127.0.0.1:$port/healthz || true)
