@@ -91,7 +91,8 @@ public final class ReadService: Sendable {
         var list: [(id: UInt64, card: DeviceCard?)]
         if cached.count * 2 < scope.deviceIDs.count {
             // Few cards (a first read): every column in one statement, as if there were no cache.
-            let fresh = try makeCards(try query(Self.devicesStatement(ownerID: reader, sharedIDs: sharedIDs)), scope)
+            let fresh = try makeCards(
+                try query(Self.devicesStatement(ownerID: reader, sharedIDs: sharedIDs)), scope)
             cards.insert(fresh)
             cards.count(reused: 0, written: fresh.count)
             list = fresh.map { ($0.id, $0.card) }
@@ -101,7 +102,9 @@ public final class ReadService: Sendable {
             var stale: [UInt64] = []
             list = try decoding { () throws(PostgresError) in
                 try rowsInScope(versions, scope).map { (id, row) throws(PostgresError) in
-                    if let card = cached[id], card.version == (try DeviceVersion(versions, row, 1)) { return (id, card) }
+                    if let card = cached[id], card.version == (try DeviceVersion(versions, row, 1)) {
+                        return (id, card)
+                    }
                     stale.append(id)
                     return (id, nil)
                 }
@@ -116,7 +119,9 @@ public final class ReadService: Sendable {
                 for index in list.indices where list[index].card == nil {
                     // Both by id, the fresh ones a subset of the stale.
                     while next < fresh.endIndex, fresh[next].id < list[index].id { next += 1 }
-                    if next < fresh.endIndex, fresh[next].id == list[index].id { list[index].card = fresh[next].card }
+                    if next < fresh.endIndex, fresh[next].id == list[index].id {
+                        list[index].card = fresh[next].card
+                    }
                 }
             }
         }
@@ -167,7 +172,9 @@ public final class ReadService: Sendable {
             part.cards.reserveCapacity(slice.count)
             var scratch = JSONWriter(capacity: 4096)
             do throws(PostgresError) {
-                for (id, row) in slice { part.cards.append((id, try makeCard(result, row, scratch: &scratch))) }
+                for (id, row) in slice {
+                    part.cards.append((id, try makeCard(result, row, scratch: &scratch)))
+                }
             } catch {
                 part.failure = error
             }
@@ -367,7 +374,13 @@ public final class ReadService: Sendable {
         var name: String { "reads" }
         func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
             let usage = service.cards.usage
-            return (false, [("device_cards", .integer(Int64(usage.cards))), ("device_cards_bytes", .integer(Int64(usage.bytes)))])
+            return (
+                false,
+                [
+                    ("device_cards", .integer(Int64(usage.cards))),
+                    ("device_cards_bytes", .integer(Int64(usage.bytes))),
+                ]
+            )
         }
         func metricsText() -> String { service.metricsText }
     }
@@ -513,7 +526,8 @@ public final class ReadService: Sendable {
     /// Each row is read whole, then written as one `JSONFlatObject` (one reservation per device
     /// instead of one per token), as `writeFix` does for a history page.
     /// `scratch` is where it is written before being copied out at its exact length.
-    func makeCard(_ result: PostgresResult, _ row: Int, scratch writer: inout JSONWriter) throws(PostgresError)
+    func makeCard(_ result: PostgresResult, _ row: Int, scratch writer: inout JSONWriter)
+        throws(PostgresError)
         -> DeviceCard
     {
         let id = try result.binaryInt64(row, 0) ?? 0

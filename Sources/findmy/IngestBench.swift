@@ -253,7 +253,9 @@ final class ChildServer {
 
     /// `projector: false` measures ingest alone: a projector and its database would take CPU from
     /// the path being measured. The read bench needs both.
-    init(dataDirectory: String, logPath: String, projector: Bool = false, arguments more: [String] = []) throws {
+    init(dataDirectory: String, logPath: String, projector: Bool = false, arguments more: [String] = [])
+        throws
+    {
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw UsageError("pipe failed") }
         var actions = posix_spawn_file_actions_t()
@@ -262,10 +264,11 @@ final class ChildServer {
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
         posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let arguments = [
-            "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector",
-            projector ? "on" : "off",
-        ] + more
+        let arguments =
+            [
+                "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector",
+                projector ? "on" : "off",
+            ] + more
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var child: pid_t = 0

@@ -55,7 +55,8 @@ enum ReadBench {
         try removeRecursively(serverDirectory)
 
         let user = try UserCommand.offline(serverDirectory, name: "bench", admin: false)
-        let seeded = try seed(serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
+        let seeded = try seed(
+            serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
         let historyFixes = seeded.historyFixes
 
         let start = monotonicMicros()
@@ -71,7 +72,8 @@ enum ReadBench {
             try JSONParser.parse(body)["devices"]?.arrayValue.count == deviceCount
         }
         // The first list writes every device; the rest reuse them (DeviceCardCache).
-        let list = try measure(connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
+        let list = try measure(
+            connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
         // Before each list, `changedPerList` devices change (enrolled again: a new token, so a new
         // version of the row) and the projection takes them in: those are read and written again.
         var next = 0
@@ -88,7 +90,10 @@ enum ReadBench {
                 let answer = try connection.send("POST", "/api/find-my/devices", headers: headers, body: body)
                 guard answer.status == 200 || answer.status == 201,
                     let written = try? JSONParser.parse(answer.body)["offset"]?.int64Value
-                else { throw UsageError("enrolling again answered \(answer.status): \(answer.bodyText.prefix(300))") }
+                else {
+                    throw UsageError(
+                        "enrolling again answered \(answer.status): \(answer.bodyText.prefix(300))")
+                }
                 offset = written
             }
             try waitForProjection(connection, past: offset)
@@ -110,7 +115,8 @@ enum ReadBench {
             arguments: ["--device-cache-mb", "0"])
         connection = HTTPConnection(address: server.address)
         try waitForProjection(connection)
-        let uncached = try measure(connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
+        let uncached = try measure(
+            connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
 
         // The same statements with the same parameters, as the server runs them.
         let sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: serverDirectory).conninfo)
@@ -307,6 +313,7 @@ enum ReadBench {
                 throw UsageError("GET \(target) answered \(response.status)")
             }
         }
-        return Measurement(latencies: latencies.sorted(), responseBytes: first.body.count, firstMicros: firstMicros)
+        return Measurement(
+            latencies: latencies.sorted(), responseBytes: first.body.count, firstMicros: firstMicros)
     }
 }

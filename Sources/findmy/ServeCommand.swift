@@ -219,7 +219,8 @@ enum ServeCommand {
         configuration.read.readAfterOffsetWaitMillisMax = try integer(
             "read-after-offset-wait-millis-max", configuration.read.readAfterOffsetWaitMillisMax)
         configuration.read.deviceCardCacheBytesMax =
-            try integer("device-cache-mb", configuration.read.deviceCardCacheBytesMax >> 20, max: 1 << 20) << 20
+            try integer("device-cache-mb", configuration.read.deviceCardCacheBytesMax >> 20, max: 1 << 20)
+            << 20
         if let tiles = options.value("tile-url", environment: "FINDMY_TILE_URL"), !tiles.isEmpty {
             guard tiles.hasPrefix("https://") || tiles.hasPrefix("http://"), tiles.contains("{z}") else {
                 throw UsageError(

@@ -313,7 +313,8 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
 
         /// The list after `offset`, as id -> device, each checked against its single-device answer.
         func list(_ offset: Int64?, token: String = alice) throws -> [Int64: JSONValue] {
-            let answer = try get(connection, "/api/find-my/devices?after_offset=\(try #require(offset))", token: token)
+            let answer = try get(
+                connection, "/api/find-my/devices?after_offset=\(try #require(offset))", token: token)
             guard answer.status == 200 else { throw TestFailure("list: \(answer.status) \(answer.body)") }
             var devices: [Int64: JSONValue] = [:]
             for device in try answer.body["devices"]!.arrayValue {
@@ -343,7 +344,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         for _ in 0..<3 {
             let again = try list(offset)
             for (id, device) in again {
-                for key in device.objectKeys where !staleness.contains(key) { #expect(first[id]?[key] == device[key]) }
+                for key in device.objectKeys where !staleness.contains(key) {
+                    #expect(first[id]?[key] == device[key])
+                }
             }
             first = again
         }
@@ -364,8 +367,10 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         var devices = try list(offset)
         #expect(latitude(devices[phoneID]) == 2 && devices[phoneID]?["last_seen_at"] != seenBefore)
         // Paused.
-        offset = try post(connection, "/api/find-my/reporting", token: tabletToken, body: "{\"paused\": true}")
-            .int("offset")
+        offset = try post(
+            connection, "/api/find-my/reporting", token: tabletToken, body: "{\"paused\": true}"
+        )
+        .int("offset")
         #expect(try list(offset)[tabletID]?["paused"] == .bool(true))
         // Renamed by enrolling again.
         let renamed = try enrol(connection, userToken: alice, uuid: tabletUUID, name: "tablet 2")
@@ -374,11 +379,13 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
         // Erasing the newest fixes brings back an older latest fix (a version seen before).
         let recent = RFC3339.formatMillis(Int64(Date().timeIntervalSince1970 * 1_000_000) - 420_000_000)
         offset = try post(
-            connection, "/api/find-my/devices/\(phoneID)/erase", token: alice, body: "{\"from\": \"\(recent)\"}"
+            connection, "/api/find-my/devices/\(phoneID)/erase", token: alice,
+            body: "{\"from\": \"\(recent)\"}"
         ).int("offset")
         #expect(latitude(try list(offset)[phoneID]) == 1)
         // Erasing everything leaves no latest fix.
-        offset = try post(connection, "/api/find-my/devices/\(phoneID)/erase", token: alice, body: "{}").int("offset")
+        offset = try post(connection, "/api/find-my/devices/\(phoneID)/erase", token: alice, body: "{}").int(
+            "offset")
         #expect(try list(offset)[phoneID]?["latest"] == .null)
         // Shared: the owner's name for bob, null for alice, from the same kept device.
         offset = try post(

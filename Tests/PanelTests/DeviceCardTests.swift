@@ -13,8 +13,10 @@ import Testing
         let tail = Array(#","latest":null}"#.utf8)
         return DeviceCard(
             version: DeviceVersion(asOfOffset: version, latestOffset: -1, latestFixIndex: 0),
-            bytes: head + middle + fixAge + tail, sharedByAt: head.count, sinceLastReportAt: head.count + middle.count,
-            fixAgeAt: head.count + middle.count + fixAge.count, lastSeenMicros: lastSeen, recordedAtMicros: recordedAt)
+            bytes: head + middle + fixAge + tail, sharedByAt: head.count,
+            sinceLastReportAt: head.count + middle.count,
+            fixAgeAt: head.count + middle.count + fixAge.count, lastSeenMicros: lastSeen,
+            recordedAtMicros: recordedAt)
     }
 
     func written(_ cards: [DeviceCard], nowMicros: Int64, sharedBy: String?) -> String {
@@ -51,7 +53,9 @@ import Testing
         for batch in 0..<6 {
             let cards = (0..<5).map { index in
                 let id = UInt64(batch * 5 + index)
-                return (id: id, card: card(id: Int(id), lastSeen: nil, recordedAt: nil, version: Int64(batch)))
+                return (
+                    id: id, card: card(id: Int(id), lastSeen: nil, recordedAt: nil, version: Int64(batch))
+                )
             }
             cache.insert(cards)
             for (id, card) in cards { inserted[id] = card }
