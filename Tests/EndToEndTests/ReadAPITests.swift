@@ -10,6 +10,25 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
     return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
 }
 
+/// `findmy serve` on a fresh data directory (with the projector unless `projector: false`), with
+/// `users` added before it starts: their tokens in order.
+struct ReadServer {
+    let data: ScratchDirectory
+    let tokens: [String]
+    let server: ServerProcess
+    let connection: HTTPConnection
+
+    init(_ label: String, users: [String], projector: Bool = true) throws {
+        let data = ScratchDirectory(label)
+        self.data = data
+        tokens = try users.map { try addUser($0, data: data.path) }
+        server = try ServerProcess(data: data.path, extraArguments: projector ? ["--projector", "on"] : [])
+        connection = HTTPConnection(address: server.address)
+    }
+
+    func stop() { _ = server.stop() }
+}
+
 /// The read API over real HTTP against `findmy serve --projector on` (embedded PostgreSQL).
 @Suite(.serialized) struct ReadAPITests {
     let nowMicros = Int64(Date().timeIntervalSince1970) * 1_000_000
@@ -45,12 +64,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
     }
 
     @Test func devicesHistoryPaginationRangesArrivalsAndAccess() throws {
-        let data = ScratchDirectory("findmy-read")
-        let alice = try addUser("alice", data: data.path)
-        let bob = try addUser("bob", data: data.path)
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
-        defer { server.stop() }
-        let connection = HTTPConnection(address: server.address)
+        let read = try ReadServer("findmy-read", users: ["alice", "bob"])
+        defer { read.stop() }
+        let (alice, bob, connection) = (read.tokens[0], read.tokens[1], read.connection)
         let phone = try enrol(connection, userToken: alice, uuid: "4b4e28ba-2fa1-11d2-883f-0016d3cca427")
         let tablet = try enrol(
             connection, userToken: alice, uuid: "5b4e28ba-2fa1-11d2-883f-0016d3cca427", name: "tablet")
@@ -207,11 +223,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
     /// one large page, and walks with page sizes that end inside, at and after a piece, give every
     /// fix once, in order, with the cursor of the last fix of each page.
     @Test func largePagesReadInPiecesGiveTheWholeHistory() throws {
-        let data = ScratchDirectory("findmy-read-pieces")
-        let alice = try addUser("alice", data: data.path)
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
-        defer { server.stop() }
-        let connection = HTTPConnection(address: server.address)
+        let read = try ReadServer("findmy-read-pieces", users: ["alice"])
+        defer { read.stop() }
+        let (alice, connection) = (read.tokens[0], read.connection)
         let phone = try enrol(connection, userToken: alice, uuid: "7b4e28ba-2fa1-11d2-883f-0016d3cca427")
         let phoneID = try #require(phone.int("device_id"))
         let phoneToken = try #require(phone.string("device_token"))
@@ -255,12 +269,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
     /// answer is every device once, by id, each exactly as `GET /api/find-my/devices/{id}` gives it,
     /// another user's device left out.
     @Test func aLongDevicesListIsWholeAndInOrder() throws {
-        let data = ScratchDirectory("findmy-read-long-list")
-        let alice = try addUser("alice", data: data.path)
-        let bob = try addUser("bob", data: data.path)
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
-        defer { server.stop() }
-        let connection = HTTPConnection(address: server.address)
+        let read = try ReadServer("findmy-read-long-list", users: ["alice", "bob"])
+        defer { read.stop() }
+        let (alice, bob, connection) = (read.tokens[0], read.tokens[1], read.connection)
         var ids: [Int64] = []
         var last: Int64 = 0
         for index in 0..<301 {
@@ -295,12 +306,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
     /// the same version of them: after every kind of change, read with the change's offset, the
     /// list shows the change, and each device in it is what the single-device route answers.
     @Test func keptDevicesFollowEveryChange() throws {
-        let data = ScratchDirectory("findmy-read-kept")
-        let alice = try addUser("alice", data: data.path)
-        let bob = try addUser("bob", data: data.path)
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
-        defer { server.stop() }
-        let connection = HTTPConnection(address: server.address)
+        let read = try ReadServer("findmy-read-kept", users: ["alice", "bob"])
+        defer { read.stop() }
+        let (alice, bob, connection) = (read.tokens[0], read.tokens[1], read.connection)
         let phoneUUID = "8b4e28ba-2fa1-11d2-883f-0016d3cca427"
         let tabletUUID = "9b4e28ba-2fa1-11d2-883f-0016d3cca427"
         let phone = try enrol(connection, userToken: alice, uuid: phoneUUID)
@@ -402,11 +410,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
     }
 
     @Test func aReadWithTheOffsetOfAWriteSeesTheWrite() throws {
-        let data = ScratchDirectory("findmy-read")
-        let alice = try addUser("alice", data: data.path)
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
-        defer { server.stop() }
-        let connection = HTTPConnection(address: server.address)
+        let read = try ReadServer("findmy-read", users: ["alice"])
+        defer { read.stop() }
+        let (alice, connection) = (read.tokens[0], read.connection)
         let phone = try enrol(connection, userToken: alice, uuid: "7b4e28ba-2fa1-11d2-883f-0016d3cca427")
         let phoneID = try #require(phone.int("device_id"))
         let phoneToken = try #require(phone.string("device_token"))
@@ -435,11 +441,9 @@ func get(_ connection: HTTPConnection, _ target: String, token: String?) throws 
     }
 
     @Test func withoutTheProjectorReadsAnswer503() throws {
-        let data = ScratchDirectory("findmy-read")
-        let alice = try addUser("alice", data: data.path)
-        let server = try ServerProcess(data: data.path)
-        defer { server.stop() }
-        let connection = HTTPConnection(address: server.address)
+        let read = try ReadServer("findmy-read", users: ["alice"], projector: false)
+        defer { read.stop() }
+        let (alice, connection) = (read.tokens[0], read.connection)
         // The permission gate runs first: a device the caller may not see is a 404 even here, so
         // ask about one of alice's own.
         let phone = try enrol(connection, userToken: alice, uuid: "7b4e28ba-2fa1-11d2-883f-0016d3cca427")
