@@ -25,13 +25,16 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
-        .target(name: "Events", dependencies: ["CLZ4"], swiftSettings: strict),
+        // Locks with condition variables and POSIX threads, shared by the modules that block.
+        .target(name: "Threads", swiftSettings: strict),
+
+        .target(name: "Events", dependencies: ["CLZ4", "Threads"], swiftSettings: strict),
 
         // Realistic synthetic tracks for benchmarks and tests.
         .target(name: "Workload", dependencies: ["Events"], swiftSettings: strict),
 
         // The HTTP server: requests, responses, routing, limits. The one module that calls libmicrohttpd.
-        .target(name: "HTTP", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+        .target(name: "HTTP", dependencies: ["CMicroHTTPD", "Threads"], swiftSettings: strict),
 
         // A small blocking HTTP/1.1 client over POSIX sockets, for tests, load and admin commands.
         .target(name: "HTTPClient", swiftSettings: strict),
@@ -51,7 +54,7 @@ let package = Package(
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster.
         // The one module that calls libpq.
-        .target(name: "Postgres", dependencies: ["CPQ"], swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CPQ", "Threads"], swiftSettings: strict),
 
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
         .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
@@ -74,7 +77,7 @@ let package = Package(
             name: "findmy",
             dependencies: [
                 "Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector", "Panel",
-                "Compactor", "WebPanel",
+                "Compactor", "WebPanel", "Threads",
             ],
             swiftSettings: strict),
 

@@ -1,3 +1,5 @@
+import Threads
+
 #if canImport(Glibc)
     import Glibc
 #endif

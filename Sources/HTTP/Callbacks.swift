@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Synchronization
+import Threads
 
 // libmicrohttpd calls these C callbacks on its event-loop threads (epoll, a small pool). They
 // capture nothing and reach the server through the context pointer given to MHD_start_daemon (a
@@ -288,7 +289,7 @@ private func collectHeaders(_ connection: OpaquePointer) -> HTTPHeaders {
 final class PendingReply: @unchecked Sendable {
     let routeName: String
     private let connection: OpaquePointer
-    private let lock = LockAndCondition()
+    private let lock = ConditionLock()
     private var state = State.running  // guarded by `lock`
 
     private enum State {

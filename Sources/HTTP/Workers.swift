@@ -1,43 +1,13 @@
+import Threads
+
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// A pthread mutex and one condition variable. `Synchronization.Mutex` cannot wait; it is also a
-/// priority-inheritance futex on Linux, which was slow under contention in an earlier profile.
-final class LockAndCondition: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-
-    init() {
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        condition.deallocate()
-        mutex.deallocate()
-    }
-
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
-    /// The lock must be held.
-    func wait() { pthread_cond_wait(condition, mutex) }
-    func signal() { pthread_cond_signal(condition) }
-    func broadcast() { pthread_cond_broadcast(condition) }
-
-    func withLock<R>(_ body: () throws -> R) rethrows -> R {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
-}
-
 /// One answer handed from one thread to another that waits for it (`Router.respond(to:)` on a
 /// deferred route).
 final class AnswerSlot: @unchecked Sendable {
-    private let lock = LockAndCondition()
+    private let lock = ConditionLock()
     private var response: HTTPResponse?  // guarded by `lock`
 
     func put(_ answer: HTTPResponse) {
@@ -64,7 +34,7 @@ final class WorkerPool: @unchecked Sendable {
     typealias Job = @Sendable () -> Void
 
     private let threadsMax: Int
-    private let lock = LockAndCondition()
+    private let lock = ConditionLock()
     // Guarded by `lock`.
     private var jobs: [Job] = []
     private var jobsHead = 0
@@ -108,17 +78,8 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     private func startThread() {
-        var thread = pthread_t()
         // Each worker holds the pool; the pool lives as long as any worker.
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let result = pthread_create(
-            &thread, nil,
-            { context in
-                Unmanaged<WorkerPool>.fromOpaque(context!).takeRetainedValue().work()
-                return nil
-            }, context)
-        precondition(result == 0, "pthread_create failed: \(result)")
-        pthread_detach(thread)
+        pthread_detach(spawnThread { self.work() })
     }
 
     private func work() {

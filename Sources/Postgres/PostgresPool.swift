@@ -1,3 +1,5 @@
+import Threads
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -13,7 +15,7 @@
 /// instead of waiting through a backoff).
 ///
 /// Why not `Synchronization.Mutex`: borrowers must sleep until a connection is returned, which needs
-/// a condition variable.
+/// a condition variable (`ConditionLock`).
 public final class PostgresPool: @unchecked Sendable {
     public struct Limits: Sendable {
         /// Connections open at most; each is one PostgreSQL backend process.
@@ -31,9 +33,9 @@ public final class PostgresPool: @unchecked Sendable {
 
     public let conninfo: String
     public let limits: Limits
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let returned = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    // Guarded by `mutex`.
+    /// Its one condition: a connection came back (or a reserved slot was given up).
+    private let lock = ConditionLock()
+    // Guarded by `lock`.
     private var idle: [PostgresConnection] = []
     private var openCount = 0
     private var connects = 0
@@ -42,26 +44,14 @@ public final class PostgresPool: @unchecked Sendable {
     public init(conninfo: String, limits: Limits = Limits()) {
         self.conninfo = conninfo
         self.limits = limits
-        pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(returned, &attributes)
-        pthread_condattr_destroy(&attributes)
     }
 
-    deinit {
-        close()
-        pthread_cond_destroy(returned)
-        pthread_mutex_destroy(mutex)
-        returned.deallocate()
-        mutex.deallocate()
-    }
+    deinit { close() }
 
     /// Connections open now (idle and borrowed).
-    public var openConnections: Int { locked { openCount } }
+    public var openConnections: Int { lock.withLock { openCount } }
     /// Connections opened since the pool was made; a replaced broken one adds one.
-    public var connectCount: Int { locked { connects } }
+    public var connectCount: Int { lock.withLock { connects } }
 
     /// Runs `body` with a connection of its own. Throws a `.connect` error when no connection can be
     /// had: PostgreSQL refuses, or all `connectionsMax` stay busy for `acquireWaitMillisMax`.
@@ -91,49 +81,49 @@ public final class PostgresPool: @unchecked Sendable {
 
     /// Closes the idle connections and refuses new borrowers; borrowed ones close when returned.
     public func close() {
-        let connections = locked { () -> [PostgresConnection] in
+        let connections = lock.withLock { () -> [PostgresConnection] in
             closed = true
             defer { idle.removeAll() }
             openCount -= idle.count
             return idle
         }
         for connection in connections { connection.close() }
-        pthread_cond_broadcast(returned)
+        lock.broadcast()
     }
 
     private func acquire() throws(PostgresError) -> PostgresConnection {
         let deadline = monotonicNow() + Int64(limits.acquireWaitMillisMax) * 1_000
-        pthread_mutex_lock(mutex)
+        lock.lock()
         while true {
             guard !closed else {
-                pthread_mutex_unlock(mutex)
+                lock.unlock()
                 throw PostgresError(
                     .connect, message: "the connection pool is closed (the server is shutting down)",
                     connectionBroken: true, target: "PostgreSQL")
             }
             if let connection = idle.popLast() {
-                pthread_mutex_unlock(mutex)
+                lock.unlock()
                 if connection.isAlive { return connection }
                 connection.close()
-                pthread_mutex_lock(mutex)
+                lock.lock()
                 openCount -= 1
                 continue
             }
             if openCount < limits.connectionsMax {
                 openCount += 1  // reserved before connecting, outside the lock
-                pthread_mutex_unlock(mutex)
+                lock.unlock()
                 do throws(PostgresError) {
                     let connection = try PostgresConnection(conninfo)
-                    locked { connects += 1 }
+                    lock.withLock { connects += 1 }
                     return connection
                 } catch {
-                    locked { openCount -= 1 }
-                    pthread_cond_signal(returned)
+                    lock.withLock { openCount -= 1 }
+                    lock.signal()
                     throw error
                 }
             }
             guard waitForReturn(until: deadline) else {
-                pthread_mutex_unlock(mutex)
+                lock.unlock()
                 throw PostgresError(
                     .connect,
                     message:
@@ -148,7 +138,7 @@ public final class PostgresPool: @unchecked Sendable {
         // A connection left inside a transaction (a ROLLBACK that failed) or with a statement in
         // flight would break its next borrower: close it instead.
         let reusable = !broken && connection.isIdle
-        let keep = locked { () -> Bool in
+        let keep = lock.withLock { () -> Bool in
             guard reusable && !closed else {
                 openCount -= 1
                 return false
@@ -157,21 +147,13 @@ public final class PostgresPool: @unchecked Sendable {
             return true
         }
         if !keep { connection.close() }
-        pthread_cond_signal(returned)
+        lock.signal()
     }
 
-    /// Waits on `returned` with the mutex held; false once the deadline has passed.
+    /// Waits for a connection to come back, with the lock held; false once the deadline has passed.
     private func waitForReturn(until deadline: Int64) -> Bool {
         guard monotonicNow() < deadline else { return false }
-        var time = timespec(tv_sec: Int(deadline / 1_000_000), tv_nsec: Int(deadline % 1_000_000) * 1_000)
-        let status = pthread_cond_timedwait(returned, mutex, &time)
-        return status == 0 || monotonicNow() < deadline
-    }
-
-    private func locked<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
+        return lock.wait(0, untilMonotonicMicros: deadline) || monotonicNow() < deadline
     }
 }
 

@@ -6,6 +6,7 @@ import Ingest
 import JSON
 import Postgres
 import Synchronization
+import Threads
 
 #if canImport(Glibc)
     import Glibc

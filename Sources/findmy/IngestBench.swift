@@ -3,6 +3,7 @@ import HTTPClient
 import Ingest
 import JSON
 import Synchronization
+import Threads
 import Workload
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Events
 import JSON
+import Threads
 import Workload
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Events
 import JSON
+import Threads
 import Workload
 
 #if canImport(Glibc)
@@ -354,23 +355,4 @@ extension String {
         let tenths = (value * 10).rounded()
         self = "\(Int(tenths) / 10).\(abs(Int(tenths)) % 10)"
     }
-}
-
-/// Starts a joinable POSIX thread running `body`.
-func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
-    final class Box: @unchecked Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(Box(body)).toOpaque()
-    let result = pthread_create(
-        &thread, nil,
-        { context in
-            let box = Unmanaged<AnyObject>.fromOpaque(context!).takeRetainedValue() as! Box
-            box.body()
-            return nil
-        }, context)
-    precondition(result == 0, "pthread_create failed: \(result)")
-    return thread
 }

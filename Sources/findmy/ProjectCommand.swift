@@ -2,6 +2,7 @@ import Events
 import Postgres
 import Projector
 import Synchronization
+import Threads
 
 #if canImport(Glibc)
     import Glibc

@@ -6,6 +6,7 @@ import Panel
 import Postgres
 import Projector
 import Synchronization
+import Threads
 import WebPanel
 
 #if canImport(Glibc)

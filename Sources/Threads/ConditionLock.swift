@@ -2,14 +2,16 @@
     import Glibc
 #endif
 
-/// A mutex with condition variables, for the writer's queue: appenders block until the group
-/// commit that covers them, which `Synchronization.Mutex` alone cannot express.
-final class ConditionLock: @unchecked Sendable {
+/// A pthread mutex with condition variables: for threads that sleep until another changes what
+/// they wait for (the log writer's appenders and committers, the HTTP worker pool, PostgreSQL's
+/// connection pool), which `Synchronization.Mutex` alone cannot express. Timed waits use the
+/// monotonic clock.
+public final class ConditionLock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let conditions: UnsafeMutablePointer<pthread_cond_t>
     private let conditionCount: Int
 
-    init(conditions count: Int) {
+    public init(conditions count: Int = 1) {
         conditionCount = count
         conditions = .allocate(capacity: count)
         pthread_mutex_init(mutex, nil)
@@ -27,38 +29,38 @@ final class ConditionLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
+    public func lock() { pthread_mutex_lock(mutex) }
+    public func unlock() { pthread_mutex_unlock(mutex) }
 
-    func withLock<R>(_ body: () throws -> R) rethrows -> R {
+    public func withLock<R>(_ body: () throws -> R) rethrows -> R {
         lock()
         defer { unlock() }
         return try body()
     }
 
     /// Waits on condition `index`; the lock must be held.
-    func wait(_ index: Int) { pthread_cond_wait(conditions + index, mutex) }
+    public func wait(_ index: Int = 0) { pthread_cond_wait(conditions + index, mutex) }
 
     /// Waits on condition `index` until the monotonic deadline; returns false on timeout.
-    func wait(_ index: Int, untilMonotonicMicros deadline: Int64) -> Bool {
+    public func wait(_ index: Int, untilMonotonicMicros deadline: Int64) -> Bool {
         var time = timespec(tv_sec: Int(deadline / 1_000_000), tv_nsec: Int(deadline % 1_000_000) * 1_000)
         return pthread_cond_timedwait(conditions + index, mutex, &time) == 0
     }
 
-    func broadcast(_ index: Int) { pthread_cond_broadcast(conditions + index) }
-    func signal(_ index: Int) { pthread_cond_signal(conditions + index) }
+    public func broadcast(_ index: Int = 0) { pthread_cond_broadcast(conditions + index) }
+    public func signal(_ index: Int = 0) { pthread_cond_signal(conditions + index) }
 
     /// Waits on `wakeUp`, whose waiters all use this lock; the lock must be held.
-    func wait(_ wakeUp: WakeUp) { pthread_cond_wait(wakeUp.condition, mutex) }
+    public func wait(_ wakeUp: WakeUp) { pthread_cond_wait(wakeUp.condition, mutex) }
 }
 
 /// A condition variable of its own for one waiter (an appender's ticket, or the writer's
 /// committer threads), so that whoever sets that waiter's outcome wakes it alone instead of every
 /// thread waiting on the lock.
-final class WakeUp: @unchecked Sendable {
+public final class WakeUp: @unchecked Sendable {
     fileprivate let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    init() { pthread_cond_init(condition, nil) }
+    public init() { pthread_cond_init(condition, nil) }
 
     deinit {
         pthread_cond_destroy(condition)
@@ -66,6 +68,6 @@ final class WakeUp: @unchecked Sendable {
     }
 
     /// Call with the lock held, after changing what the waiter checks.
-    func signal() { pthread_cond_signal(condition) }
-    func broadcast() { pthread_cond_broadcast(condition) }
+    public func signal() { pthread_cond_signal(condition) }
+    public func broadcast() { pthread_cond_broadcast(condition) }
 }
