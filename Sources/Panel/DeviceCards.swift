@@ -106,17 +106,10 @@ final class DeviceCardCache: Sendable {
 
     init(bytesMax: Int) { self.bytesMax = bytesMax }
 
-    /// The cached cards of `deviceIDs` (whatever their version).
-    func cards(_ deviceIDs: [UInt64]) -> [UInt64: DeviceCard] {
-        guard bytesMax > 0 else { return [:] }
-        return state.withLock { state in
-            var found: [UInt64: DeviceCard] = [:]
-            found.reserveCapacity(min(deviceIDs.count, state.cards.count))
-            for id in deviceIDs {
-                if let card = state.cards[id] { found[id] = card }
-            }
-            return found
-        }
+    /// The kept card of each of `deviceIDs` (whatever its version), or nil: in the same order.
+    func cards(_ deviceIDs: [UInt64]) -> [DeviceCard?] {
+        guard bytesMax > 0 else { return Array(repeating: nil, count: deviceIDs.count) }
+        return state.withLock { state in deviceIDs.map { state.cards[$0] } }
     }
 
     func insert(_ cards: [(id: UInt64, card: DeviceCard)]) {

@@ -14,14 +14,17 @@ struct ReadAccess: Sendable {
         var deviceIDs: [UInt64]
         var sharedBy: [UInt64: String]
 
-        func contains(_ deviceID: UInt64) -> Bool {
+        func contains(_ deviceID: UInt64) -> Bool { index(of: deviceID) != nil }
+
+        /// Where `deviceID` is in `deviceIDs`, by binary search.
+        func index(of deviceID: UInt64) -> Int? {
             var low = 0
             var high = deviceIDs.count
             while low < high {
                 let middle = (low + high) / 2
                 if deviceIDs[middle] < deviceID { low = middle + 1 } else { high = middle }
             }
-            return low < deviceIDs.count && deviceIDs[low] == deviceID
+            return low < deviceIDs.count && deviceIDs[low] == deviceID ? low : nil
         }
     }
 

@@ -88,10 +88,11 @@ public final class ReadService: Sendable {
         try waitForProjection(request)
         let scope = access.scope(of: reader)
         let sharedIDs = scope.sharedBy.keys.sorted()
-        let cached = cards.cards(scope.deviceIDs)
+        // The kept card of each device in scope, by the scope's index.
+        let kept = cards.cards(scope.deviceIDs)
         // By id; nil for a device read again below.
         var list: [(id: UInt64, card: DeviceCard?)]
-        if cached.count * 2 < scope.deviceIDs.count {
+        if kept.count(where: { $0 != nil }) * 2 < scope.deviceIDs.count {
             // Few cards (a first read): every column in one statement, as if there were no cache.
             let fresh = try makeCards(
                 try query(Self.devicesStatement(ownerID: reader, sharedIDs: sharedIDs)), scope)
@@ -104,7 +105,9 @@ public final class ReadService: Sendable {
             var stale: [UInt64] = []
             list = try decoding { () throws(PostgresError) in
                 try rowsInScope(versions, scope).map { (id, row) throws(PostgresError) in
-                    if let card = cached[id], card.version == (try DeviceVersion(versions, row, 1)) {
+                    if let index = scope.index(of: id), let card = kept[index],
+                        card.version == (try DeviceVersion(versions, row, 1))
+                    {
                         return (id, card)
                     }
                     stale.append(id)

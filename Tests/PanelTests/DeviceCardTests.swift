@@ -61,7 +61,11 @@ import Testing
             for (id, card) in cards { inserted[id] = card }
             #expect(cache.usage.bytes <= cost * 10)
         }
-        let found = cache.cards(Array(0..<30))
+        let ids = Array(UInt64(0)..<30)
+        let kept = cache.cards(ids)
+        #expect(kept.count == ids.count)
+        var found: [UInt64: DeviceCard] = [:]
+        for (id, card) in zip(ids, kept) { found[id] = card }
         #expect(!found.isEmpty && found.count == cache.usage.cards)
         #expect(cache.usage.bytes == found.values.reduce(0) { $0 + $1.cost })
         for (id, card) in found { #expect(card === inserted[id]) }
@@ -70,13 +74,13 @@ import Testing
         if let (id, _) = found.first {
             cache.insert([(id, card(id: Int(id), lastSeen: 5, recordedAt: nil, version: 99))])
             #expect(cache.usage.cards == before.cards && cache.usage.bytes == before.bytes)
-            #expect(cache.cards([id])[id]?.version.asOfOffset == 99)
+            #expect(cache.cards([id])[0]?.version.asOfOffset == 99)
         }
     }
 
     @Test func aCacheWithoutBudgetKeepsNothing() {
         let cache = DeviceCardCache(bytesMax: 0)
         cache.insert([(1, card(id: 1, lastSeen: nil, recordedAt: nil))])
-        #expect(cache.cards([1]).isEmpty && cache.usage.cards == 0)
+        #expect(cache.cards([1]).compactMap { $0 }.isEmpty && cache.usage.cards == 0)
     }
 }
