@@ -84,3 +84,8 @@ func mediaType(_ request: HTTPRequest) -> String {
     return (value.split(separator: ";", maxSplits: 1).first.map { Substring($0).trimmingSpaces } ?? "")
         .lowercased()
 }
+
+extension IngestLimits {
+    /// Whether `url` can be `publicURL`: `http` or `https`, a host, an optional port and path.
+    public static func isPublicURL(_ url: String) -> Bool { WebOrigin(url) != nil }
+}
