@@ -169,7 +169,7 @@ enum UserCommand {
             writer.endObject()
             printLine(String(decoding: writer.bytes, as: UTF8.self))
         } else {
-            printLine("new API token for user \(userID) '\(name)'; every earlier token of the user is ended")
+            printLine("new API token for user \(userID) '\(name)'; its earlier tokens no longer work")
             printLine("API token (shown once, keep it): \(token)")
         }
         return 0
