@@ -19,6 +19,7 @@ public enum Event: Equatable, Sendable {
     case userRoleChanged(UserRoleChanged)
     case shareGranted(ShareGranted)
     case shareRevoked(ShareRevoked)
+    case userTokenRotated(UserTokenRotated)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -41,6 +42,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case userRoleChanged = 21
     case shareGranted = 22
     case shareRevoked = 23
+    case userTokenRotated = 24
 
     public var name: String {
         switch self {
@@ -60,6 +62,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .userRoleChanged: "user_role_changed"
         case .shareGranted: "share_granted"
         case .shareRevoked: "share_revoked"
+        case .userTokenRotated: "user_token_rotated"
         }
     }
 }
@@ -161,6 +164,19 @@ public struct UserCreated: Equatable, Sendable {
 }
 
 public struct UserTokenIssued: Equatable, Sendable {
+    public var userID: UInt64
+    public var tokenHash: [UInt8]
+
+    public init(userID: UInt64, tokenHash: [UInt8]) {
+        self.userID = userID
+        self.tokenHash = tokenHash
+    }
+}
+
+/// The user's API token was replaced: `tokenHash` (SHA-256 of the new token, never the token) is
+/// from now on the user's only token, and every earlier one (the first, from `UserCreated`, and any
+/// from `UserTokenIssued`) stops working. Login sessions are not tokens and are not affected.
+public struct UserTokenRotated: Equatable, Sendable {
     public var userID: UInt64
     public var tokenHash: [UInt8]
 

@@ -110,6 +110,10 @@ public enum EventCodec {
             deviceKey = share.deviceID
             writer.u64(share.deviceID)
             writer.u64(share.granteeUserID)
+        case .userTokenRotated(let rotated):
+            type = EventType.userTokenRotated.rawValue
+            writer.u64(rotated.userID)
+            writeHash(rotated.tokenHash, to: &writer)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -244,6 +248,9 @@ public enum EventCodec {
                 ))
         case .shareRevoked:
             event = .shareRevoked(ShareRevoked(deviceID: try reader.u64(), granteeUserID: try reader.u64()))
+        case .userTokenRotated:
+            event = .userTokenRotated(
+                UserTokenRotated(userID: try reader.u64(), tokenHash: try readHash(&reader)))
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

@@ -25,9 +25,11 @@ extension IngestService {
             respond { () throws(APIError) in try revokeShare(request) }
         }
         router.add("GET", "/api/find-my/admin/users") { [self] _ in .json(usersJSON()) }
+        addTokenRoutes(to: &router)
     }
 
     public func addAccountAdminRoutes(to router: inout GuardedRouter) {
+        addTokenAdminRoutes(to: &router)
         router.add("GET", "/admin/users") { [self] _ in .json(usersJSON()) }
         router.add("POST", "/admin/users/{name}/password") { [self] request in
             respond { () throws(APIError) in

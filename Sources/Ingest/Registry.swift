@@ -122,6 +122,8 @@ public struct Registry: Sendable {
     /// for them on every request, which a scan of every device of every user made slow.
     var deviceIDsByUser: [UInt64: [UInt64]] = [:]
     var principals: [[UInt8]: Principal] = [:]
+    /// Each user's live token hashes, so that a rotation can end every earlier one at once.
+    var userTokenHashes: [UInt64: [[UInt8]]] = [:]
     var recentBatches: [UInt64: RecentBatches] = [:]
     /// The offset after the last event applied.
     public private(set) var nextOffset: UInt64 = 0
@@ -201,9 +203,18 @@ public struct Registry: Sendable {
             users[created.userID] = User(id: created.userID, name: created.name, role: created.role)
             userIDsByName[created.name] = created.userID
             principals[created.tokenHash] = .user(created.userID)
+            userTokenHashes[created.userID, default: []].append(created.tokenHash)
         case .userTokenIssued(let issued):
             guard users[issued.userID] != nil else { return }
             principals[issued.tokenHash] = .user(issued.userID)
+            userTokenHashes[issued.userID, default: []].append(issued.tokenHash)
+        case .userTokenRotated(let rotated):
+            guard users[rotated.userID] != nil else { return }
+            for old in userTokenHashes[rotated.userID] ?? [] where principals[old] == .user(rotated.userID) {
+                principals[old] = nil
+            }
+            principals[rotated.tokenHash] = .user(rotated.userID)
+            userTokenHashes[rotated.userID] = [rotated.tokenHash]
         case .deviceEnrolled(let enrolled):
             guard devices[enrolled.deviceID]?.removed != true else { return }
             if devices[enrolled.deviceID] == nil {

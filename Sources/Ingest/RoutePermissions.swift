@@ -65,6 +65,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/devices/{id}/shares"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}/shares/{user}"): .owner,
         RouteKey("GET", "/api/find-my/admin/users"): .admin,
+        RouteKey("POST", "/api/find-my/account/token"): .user,  // one's own token (TokenRotation.swift)
         // The read API (Sources/Panel)
         RouteKey("GET", "/api/find-my/devices"): .user,  // filtered to what the caller may see
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
@@ -80,6 +81,7 @@ public enum RoutePermissions {
         // 403 page unless the caller's role is admin; every POST the session's CSRF token (403).
         RouteKey("GET", "/find-my/account"): .page,
         RouteKey("POST", "/find-my/account/password"): .page,
+        RouteKey("POST", "/find-my/account/token"): .page,
         RouteKey("GET", "/find-my/devices/{id}/settings"): .page,  // owner only, in the handler
         RouteKey("POST", "/find-my/devices/{id}/shares"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/shares/revoke"): .page,  // owner only
@@ -103,6 +105,7 @@ public enum RoutePermissions {
         RouteKey("GET", "/admin/users"): .adminSocket,
         RouteKey("POST", "/admin/users/{name}/password"): .adminSocket,
         RouteKey("POST", "/admin/users/{name}/role"): .adminSocket,
+        RouteKey("POST", "/admin/users/{name}/token"): .adminSocket,
         RouteKey("POST", "/admin/retention"): .adminSocket,
         RouteKey("POST", "/admin/compact"): .adminSocket,
     ]

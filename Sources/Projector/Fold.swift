@@ -105,7 +105,7 @@ public struct ProjectionBatch: Sendable {
             registry.append(.pushToken(push, atMicros: received))
         case .pushTokenInvalidated(let push):
             registry.append(.pushTokenInvalidated(push, atMicros: received))
-        case .userTokenIssued, .deviceTokenIssued, .deviceTokenRevoked:
+        case .userTokenIssued, .userTokenRotated, .deviceTokenIssued, .deviceTokenRevoked:
             break  // credentials are the ingest registry's; no table shows them
         case .retentionChanged:
             break  // the compactor applies windows; the projection shows what is still held

@@ -32,6 +32,9 @@ extension PanelService {
         router.add("POST", "/find-my/account/password") { [self] request in
             withForm(request) { changePassword(request, $0, $1) }
         }
+        router.add("POST", "/find-my/account/token") { [self] request in
+            withForm(request) { caller, _ in rotateToken(caller) }
+        }
         router.add("GET", "/find-my/devices/{id}/settings") { [self] request in
             withOwnedDevice(request) { settingsPage(request, $0, $1) }
         }
@@ -125,7 +128,8 @@ extension PanelService {
         "failed": "The change could not be stored. Nothing changed; try again.",
     ]
 
-    func accountPage(_ request: HTTPRequest, _ caller: Caller) -> HTTPResponse {
+    /// `newToken`: the token a rotation just made, shown on this one answer only.
+    func accountPage(_ request: HTTPRequest, _ caller: Caller, newToken: String? = nil) -> HTTPResponse {
         var html = HTML()
         pageTop(&html, title: "Account", caller: caller)
         html.raw("<h2>Account</h2>\n<p>Logged in as <strong>")
@@ -134,6 +138,13 @@ extension PanelService {
         html.text(caller.isAdmin ? "admin" : "member")
         html.raw(").</p>\n")
         flash(&html, request, done: Self.accountFlashes, errors: Self.accountErrors)
+        if let newToken {
+            html.raw(
+                "<div class=\"flash\" role=\"status\" id=\"rotated\"><p>Your new API token, shown only this once (copy it now; only its hash is kept). Your earlier token no longer works: give the new one to every script or app that used it.</p>\n<p><code id=\"new-token\">"
+            )
+            html.text(newToken)
+            html.raw("</code></p></div>\n")
+        }
         html.raw(
             "<section aria-labelledby=\"password-heading\">\n<h3 id=\"password-heading\">Change your password</h3>\n"
         )
@@ -161,8 +172,13 @@ extension PanelService {
             </form>
             <p class="note">Changing it ends your sessions in other browsers.</p>
             </section>
+            <section aria-labelledby="token-heading">
+            <h3 id="token-heading">API token</h3>
+            <p>Apps and scripts use your API token to enrol devices and read locations as you. If it may have leaked, rotate it: you get a new token, shown once, and the old one stops working at once. Your login sessions stay.</p>
 
             """)
+        formStart(&html, action: "/find-my/account/token", caller: caller)
+        html.raw("<button type=\"submit\">Rotate my API token</button>\n</form>\n</section>\n")
         pageBottom(&html)
         return pageResponse(html, tileSource: "'none'")
     }
@@ -182,6 +198,18 @@ extension PanelService {
             case "too_many_attempts", "busy": return back("error=\(error.code)")
             default: return back("error=failed")
             }
+        }
+    }
+
+    /// Answered with the account page rather than a redirect, like the admin page's new user: the
+    /// token is shown once and must not travel in a URL (history, logs); the page is `no-store`.
+    func rotateToken(_ caller: Caller) -> HTTPResponse {
+        do throws(APIError) {
+            let rotated = try ingest.rotateUserToken(userID: caller.userID, via: "panel")
+            return accountPage(
+                HTTPRequest(method: "GET", target: "/find-my/account"), caller, newToken: rotated.token)
+        } catch {
+            return IngestService.redirect("/find-my/account?error=failed")
         }
     }
 

@@ -130,6 +130,10 @@ enum EventJSON {
             writer.int64(Int64(bitPattern: share.deviceID))
             writer.key("grantee")
             writer.int64(Int64(bitPattern: share.granteeUserID))
+        case .userTokenRotated(let rotated):
+            // Not even the hash: a dump is shared in bug reports.
+            writer.key("user")
+            writer.int64(Int64(bitPattern: rotated.userID))
         case .unknown(_, let version, let payload):
             writer.key("event_version")
             writer.int64(Int64(version))
@@ -222,6 +226,7 @@ enum EventJSON {
                 + (share.untilMicros.map { " until " + RFC3339.formatMicros($0) } ?? "")
         case .shareRevoked(let share):
             return prefix + "  device \(share.deviceID) from user \(share.granteeUserID)"
+        case .userTokenRotated(let rotated): return prefix + "  user \(rotated.userID)"
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
         }

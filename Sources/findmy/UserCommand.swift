@@ -7,7 +7,7 @@ import JSON
     import Glibc
 #endif
 
-/// `findmy user add NAME [--admin] [--json]`: through the running server's admin socket when it
+/// `findmy user add|passwd|role|token|list`: through the running server's admin socket when it
 /// answers, otherwise by opening the log directly (the log has exactly one writer).
 enum UserCommand {
     static let command = Command(
@@ -20,6 +20,7 @@ enum UserCommand {
         usage: findmy user add NAME [--admin] [--json] --data-dir DIR
                findmy user passwd NAME --data-dir DIR
                findmy user role NAME admin|member --data-dir DIR
+               findmy user token NAME --rotate [--json] --data-dir DIR
                findmy user list [--json] --data-dir DIR
 
         add     creates a user and prints its API token once; only the token's SHA-256 is stored, so a
@@ -30,6 +31,11 @@ enum UserCommand {
                 user's login sessions end.
         role    makes the user an administrator or a member. An administrator manages users and
                 devices; it does NOT see other users' locations unless they share them.
+        token   with --rotate, gives the user a new API token, prints it once and ends every earlier
+                token of the user at once (a leaked or lost token). Tokens are stored only as
+                SHA-256 hashes, so an existing token can never be shown again. Login sessions and
+                device tokens keep working. A user rotates their own with POST
+                /api/find-my/account/token or on the panel's account page.
         list    the users with their role, whether a password is set, and their number of devices.
 
         When a server runs on DIR, the command goes through its admin socket DIR/admin.sock (owner
@@ -38,11 +44,12 @@ enum UserCommand {
         options:
           --data-dir DIR   the server's data directory; or set FINDMY_DATA_DIR
           --admin          (add) the user administers users and devices (it still sees only its own locations)
-          --json           (add, list) print JSON
+          --rotate         (token) replace the user's API token
+          --json           (add, token, list) print JSON: {"user_id": N, "token": "..."} for add and token
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let options = try Options(arguments, valued: ["data-dir"], flags: ["admin", "json"])
+        let options = try Options(arguments, valued: ["data-dir"], flags: ["admin", "json", "rotate"])
         if options.flag("help") || options.positional.isEmpty {
             print(help)
             return options.flag("help") ? 0 : 2
@@ -50,6 +57,7 @@ enum UserCommand {
         let data = try options.required("data-dir", environment: "FINDMY_DATA_DIR")
         switch options.positional[0] {
         case "add": return try add(options, data: data)
+        case "token": return try token(options, data: data)
         case "passwd":
             guard options.positional.count == 2 else {
                 throw UsageError("user passwd takes exactly one NAME")
@@ -118,6 +126,51 @@ enum UserCommand {
         } else {
             printLine("created user \(created.userID) '\(name)'\(admin ? " (admin)" : "")")
             printLine("API token (shown once, keep it): \(created.token)")
+        }
+        return 0
+    }
+
+    static func token(_ options: Options, data: String) throws -> Int32 {
+        guard options.positional.count == 2 else { throw UsageError("user token takes exactly one NAME") }
+        let name = options.positional[1]
+        guard options.flag("rotate") else {
+            throw UsageError(
+                "a user's API token is stored only as its SHA-256 hash and cannot be shown again; "
+                    + "`findmy user token \(name) --rotate` gives '\(name)' a new one and ends the old one")
+        }
+        let userID: Int64
+        let token: String
+        if let answer = try socketRequest(
+            data, "POST", "/admin/users/\(percentEncoded(name))/token", body: nil)
+        {
+            guard answer.status == 200 else {
+                throw UsageError(
+                    (try? answer.body["error"]?["message"]?.stringValue) ?? "status \(answer.status)")
+            }
+            userID = try answer.body["user_id"]!.int64Value
+            token = try answer.body["token"]!.stringValue
+        } else {
+            let service = try offlineService(data)
+            defer { service.log.close() }
+            do {
+                let rotated = try service.rotateUserToken(name: name, via: "cli")
+                (userID, token) = (Int64(rotated.userID), rotated.token)
+            } catch {
+                throw UsageError(error.message)
+            }
+        }
+        if options.flag("json") {
+            var writer = JSONWriter(capacity: 128)
+            writer.beginObject()
+            writer.key("user_id")
+            writer.int64(userID)
+            writer.key("token")
+            writer.string(token)
+            writer.endObject()
+            printLine(String(decoding: writer.bytes, as: UTF8.self))
+        } else {
+            printLine("new API token for user \(userID) '\(name)'; its earlier tokens no longer work")
+            printLine("API token (shown once, keep it): \(token)")
         }
         return 0
     }

@@ -93,7 +93,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<18, using: &random) {
+        switch Int.random(in: 0..<19, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -147,6 +147,8 @@ struct EventFuzzer {
                     untilMicros: Bool.random(using: &random) ? nil : time()))
         case 16:
             return .shareRevoked(ShareRevoked(deviceID: id(), granteeUserID: id()))
+        case 17:
+            return .userTokenRotated(UserTokenRotated(userID: id(), tokenHash: hash()))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

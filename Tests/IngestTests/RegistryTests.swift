@@ -1,4 +1,5 @@
 import Events
+import Foundation
 import Ingest
 import Testing
 
@@ -40,6 +41,62 @@ import Testing
             offset: 3)
         #expect(registry.principal(tokenHash: [UInt8](repeating: 2, count: 32)) == nil)
         #expect(registry.principal(tokenHash: [UInt8](repeating: 3, count: 32)) == .device(1))
+    }
+
+    /// A rotation ends every earlier token of the user (the first one, and any issued beside it)
+    /// and only the user's: the device's token and other users' tokens keep working.
+    @Test func rotatingAUserTokenEndsEveryEarlierOne() {
+        var registry = enrolled()
+        let bobHash = [UInt8](repeating: 9, count: 32)
+        registry.apply(
+            .userCreated(UserCreated(userID: 2, name: "bob", role: .member, tokenHash: bobHash)), offset: 3)
+        let issued = [UInt8](repeating: 4, count: 32)
+        registry.apply(.userTokenIssued(UserTokenIssued(userID: 1, tokenHash: issued)), offset: 4)
+        #expect(registry.principal(tokenHash: issued) == .user(1))
+        let rotated = [UInt8](repeating: 5, count: 32)
+        registry.apply(.userTokenRotated(UserTokenRotated(userID: 1, tokenHash: rotated)), offset: 5)
+        #expect(registry.principal(tokenHash: aliceHash) == nil)
+        #expect(registry.principal(tokenHash: issued) == nil)
+        #expect(registry.principal(tokenHash: rotated) == .user(1))
+        #expect(registry.principal(tokenHash: bobHash) == .user(2))
+        #expect(registry.principal(tokenHash: [UInt8](repeating: 2, count: 32)) == .device(1))
+        let again = [UInt8](repeating: 6, count: 32)
+        registry.apply(.userTokenRotated(UserTokenRotated(userID: 1, tokenHash: again)), offset: 6)
+        #expect(registry.principal(tokenHash: rotated) == nil)
+        #expect(registry.principal(tokenHash: again) == .user(1))
+        // A rotation for a user the log does not know gives nobody a token.
+        let stray = [UInt8](repeating: 7, count: 32)
+        registry.apply(.userTokenRotated(UserTokenRotated(userID: 42, tokenHash: stray)), offset: 7)
+        #expect(registry.principal(tokenHash: stray) == nil)
+        #expect(registry.nextOffset == 8)
+    }
+
+    /// A restarted server replays the log: it must know the rotated token, not the first one.
+    @Test func replayingTheLogGivesTheRotatedToken() throws {
+        let directory = NSTemporaryDirectory() + "/findmy-registry-\(UInt64.random(in: 0...UInt64.max))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = LogOptions()
+        options.diagnostics = { _ in }
+        let writer = try LogWriter(directory: directory, options: options)
+        let rotated = [UInt8](repeating: 5, count: 32)
+        let events: [Event] = [
+            .userCreated(UserCreated(userID: 1, name: "alice", role: .member, tokenHash: aliceHash)),
+            .userTokenRotated(UserTokenRotated(userID: 1, tokenHash: [UInt8](repeating: 4, count: 32))),
+            .userTokenRotated(UserTokenRotated(userID: 1, tokenHash: rotated)),
+        ]
+        var folded = Registry(recentBatchesPerDeviceMax: 3)
+        for event in events {
+            folded.apply(event, offset: try writer.append(event, receivedAtMicros: 1))
+        }
+        writer.close()
+        let replayed = try Registry.replay(
+            LogReader(directory: directory), recentBatchesPerDeviceMax: 3)
+        for registry in [folded, replayed] {
+            #expect(registry.principal(tokenHash: aliceHash) == nil)
+            #expect(registry.principal(tokenHash: [UInt8](repeating: 4, count: 32)) == nil)
+            #expect(registry.principal(tokenHash: rotated) == .user(1))
+            #expect(registry.nextOffset == 3)
+        }
     }
 
     @Test func pushTokensRotateAndMove() {
