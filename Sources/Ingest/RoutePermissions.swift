@@ -230,11 +230,14 @@ extension IngestService {
     /// authenticated the request, its CSRF token and its `Origin`.
     func pass(_ request: HTTPRequest, _ permission: Permission, checksCSRF: Bool) -> GateOutcome {
         if permission == .open || permission == .adminSocket { return .passed(nil) }
-        let address = clientAddress(request.remoteAddress)
         let limit = doorLimits.authFailuresPerAddress
-        if case .refused(let retryAfterSeconds, let firstInWindow) = limit.check(
-            address, nowMicros: clockMicros())
+        // Usually no address has failed lately: then this costs one atomic load, and the report
+        // path neither reads the clock nor copies the address for it.
+        if !limit.isEmpty,
+            case .refused(let retryAfterSeconds, let firstInWindow) = limit.check(
+                clientAddress(request.remoteAddress), nowMicros: clockMicros())
         {
+            let address = clientAddress(request.remoteAddress)
             if firstInWindow {
                 StructuredLog.info(
                     "auth_failures_limited",
@@ -258,7 +261,7 @@ extension IngestService {
         } catch {
             // A missing credential is no guess, and a known token of the wrong kind no secret.
             if error == .unknownToken || error == .sessionEnded {
-                limit.record(address, nowMicros: clockMicros())
+                limit.record(clientAddress(request.remoteAddress), nowMicros: clockMicros())
             }
             return .refused(error.response)
         }

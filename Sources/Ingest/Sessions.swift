@@ -112,7 +112,7 @@ final class SlidingWindowLimit: Sendable {
 
     private struct State {
         var entries: [String: Entry] = [:]
-        var prunedAtMicros = Int64.min
+        var prunedAtMicros: Int64 = 0
     }
 
     private let state = Mutex(State())
@@ -134,9 +134,13 @@ final class SlidingWindowLimit: Sendable {
         self.keysMax = keysMax
     }
 
+    /// True when no key has an event (it may have lately, for a caller that read this just
+    /// before a `record`: a check racing the first failure may let one request through).
+    var isEmpty: Bool { keyCount.load(ordering: .relaxed) == 0 }
+
     /// Whether `key` is under its limit now, recording nothing.
     func check(_ key: String, nowMicros: Int64) -> Decision {
-        guard keyCount.load(ordering: .relaxed) > 0 else { return .allowed }
+        guard !isEmpty else { return .allowed }
         return state.withLock { state in decide(key, nowMicros, &state) }
     }
 
@@ -155,6 +159,7 @@ final class SlidingWindowLimit: Sendable {
     }
 
     private func decide(_ key: String, _ nowMicros: Int64, _ state: inout State) -> Decision {
+        sweep(nowMicros, everyMicros: windowMicros, &state)
         guard var entry = state.entries[key] else { return .allowed }
         let since = nowMicros - windowMicros
         entry.times.removeAll { $0 <= since }
@@ -169,16 +174,25 @@ final class SlidingWindowLimit: Sendable {
 
     private func add(_ key: String, _ nowMicros: Int64, _ state: inout State) {
         if state.entries[key] == nil {
-            if state.entries.count >= keysMax, nowMicros - state.prunedAtMicros >= Self.pruneIntervalMicros {
-                let since = nowMicros - windowMicros
-                state.entries = state.entries.filter { $0.value.times.last.map { $0 > since } ?? false }
-                state.prunedAtMicros = nowMicros
+            if state.entries.count >= keysMax {
+                sweep(nowMicros, everyMicros: Self.pruneIntervalMicros, &state)
             }
             guard state.entries.count < keysMax else { return }
             state.entries[key] = Entry(times: [])
         }
         state.entries[key]!.times.append(nowMicros)
         if state.entries[key]!.times.count > eventsMax { state.entries[key]!.times.removeFirst() }
+        keyCount.store(state.entries.count, ordering: .relaxed)
+    }
+
+    /// Drops the keys without an event in the window, at most once per `everyMicros`: once a
+    /// window on the way of every check (so a table that only held old failures becomes empty,
+    /// and `isEmpty` spares the callers the lock again), once a second when the table is full.
+    private func sweep(_ nowMicros: Int64, everyMicros: Int64, _ state: inout State) {
+        guard nowMicros - state.prunedAtMicros >= everyMicros else { return }
+        let since = nowMicros - windowMicros
+        state.entries = state.entries.filter { $0.value.times.last.map { $0 > since } ?? false }
+        state.prunedAtMicros = nowMicros
         keyCount.store(state.entries.count, ordering: .relaxed)
     }
 }

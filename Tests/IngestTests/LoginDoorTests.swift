@@ -204,3 +204,33 @@ import Testing
         #expect(list([("Authorization", "Bearer \(nina.token)")], from: guesser).status == 403)
     }
 }
+
+/// The sliding window itself, event in, decision out.
+@Suite struct SlidingWindowLimitTests {
+    @Test func refusesPastTheLimitUntilTheOldestEventLeavesTheWindow() {
+        let limit = SlidingWindowLimit(eventsMax: 2, windowMicros: 10_000_000, keysMax: 10)
+        #expect(limit.isEmpty)
+        #expect(limit.admit("a", nowMicros: 1_000_000) == .allowed)
+        #expect(limit.admit("a", nowMicros: 2_000_000) == .allowed)
+        #expect(limit.admit("a", nowMicros: 3_000_000) == .refused(retryAfterSeconds: 8, firstInWindow: true))
+        #expect(
+            limit.admit("a", nowMicros: 4_000_000) == .refused(retryAfterSeconds: 7, firstInWindow: false))
+        #expect(limit.check("b", nowMicros: 4_000_000) == .allowed)
+        #expect(limit.admit("a", nowMicros: 11_000_001) == .allowed)
+        // A window later, the table holds nothing again: checks no longer take the lock.
+        #expect(limit.check("a", nowMicros: 40_000_000) == .allowed)
+        #expect(limit.isEmpty)
+    }
+
+    @Test func aFullTableCountsNoNewKeyUntilOldOnesLeave() {
+        let limit = SlidingWindowLimit(eventsMax: 1, windowMicros: 10_000_000, keysMax: 2)
+        for key in ["a", "b"] { #expect(limit.admit(key, nowMicros: 1_000_000) == .allowed) }
+        // "c" finds the table full of live keys: not counted, so never refused.
+        #expect(limit.admit("c", nowMicros: 2_000_000) == .allowed)
+        #expect(limit.admit("c", nowMicros: 2_000_001) == .allowed)
+        #expect(limit.admit("a", nowMicros: 2_000_002) != .allowed)
+        // Once "a" and "b" are out of the window, "c" is counted.
+        #expect(limit.admit("c", nowMicros: 12_000_000) == .allowed)
+        #expect(limit.admit("c", nowMicros: 12_000_001) != .allowed)
+    }
+}
