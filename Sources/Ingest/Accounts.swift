@@ -112,7 +112,7 @@ extension IngestService {
     /// name's attempts (`loginAttemptsPerMinuteMax`, counted), then one Argon2id check.
     func startSession(name: String, password: String, request: HTTPRequest) throws(APIError) -> LoginOutcome {
         let now = clockMicros()
-        let address = clientAddress(request.remoteAddress)
+        let address = clientAddress(request)
         if case .refused(let retryAfter, let first) = doorLimits.loginsPerAddress.admit(
             address, nowMicros: now)
         {

@@ -54,6 +54,9 @@ public struct IngestLimits: Sendable {
     /// front of it sends another `Host` header: a login or a cookie-authenticated API change whose
     /// `Origin` is neither this URL's origin nor the request's `Host` is refused (docs/privacy.md).
     public var publicURL: String?
+    /// IP addresses of reverse proxies in front of the server: for a request from one of them, the
+    /// client address (per-address limits, log lines) is the last `X-Forwarded-For` entry.
+    public var trustedProxies: Set<String> = []
 
     public init() {}
 

@@ -235,9 +235,9 @@ extension IngestService {
         // path neither reads the clock nor copies the address for it.
         if !limit.isEmpty,
             case .refused(let retryAfterSeconds, let firstInWindow) = limit.check(
-                clientAddress(request.remoteAddress), nowMicros: clockMicros())
+                clientAddress(request), nowMicros: clockMicros())
         {
-            let address = clientAddress(request.remoteAddress)
+            let address = clientAddress(request)
             if firstInWindow {
                 StructuredLog.info(
                     "auth_failures_limited",
@@ -261,7 +261,7 @@ extension IngestService {
         } catch {
             // A missing credential is no guess, and a known token of the wrong kind no secret.
             if error == .unknownToken || error == .sessionEnded {
-                limit.record(clientAddress(request.remoteAddress), nowMicros: clockMicros())
+                limit.record(clientAddress(request), nowMicros: clockMicros())
             }
             return .refused(error.response)
         }

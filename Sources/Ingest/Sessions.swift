@@ -216,14 +216,31 @@ final class DoorLimits: Sendable {
     }
 }
 
-/// The client address a per-address limit counts under: the IP address of `"ip:port"` or
-/// `"[ipv6]:port"` (a client opens connections from many ports), `unix` for the admin socket.
-func clientAddress(_ remoteAddress: String) -> String {
+/// The IP address of `"ip:port"` or `"[ipv6]:port"` (a client opens connections from many
+/// ports), `unix` for the admin socket.
+func peerAddress(_ remoteAddress: String) -> String {
     if remoteAddress.hasPrefix("["), let close = remoteAddress.firstIndex(of: "]") {
         return String(remoteAddress[remoteAddress.index(after: remoteAddress.startIndex)..<close])
     }
     guard let colon = remoteAddress.lastIndex(of: ":") else { return remoteAddress }
     return String(remoteAddress[..<colon])
+}
+
+extension IngestService {
+    /// The client address the per-address limits count under and the log names: the peer's IP
+    /// address, or, when the peer is one of `trustedProxies`, the last `X-Forwarded-For` entry,
+    /// the one that proxy appended (a client can write the ones before it). Without this, behind
+    /// a proxy every client would share the proxy's address, and one of them could exhaust the
+    /// limits for all.
+    func clientAddress(_ request: HTTPRequest) -> String {
+        let peer = peerAddress(request.remoteAddress)
+        guard limits.trustedProxies.contains(peer),
+            let forwarded = request.headers.values("X-Forwarded-For").last,
+            let last = forwarded.split(separator: ",").last?.trimmingSpaces, !last.isEmpty
+        else { return peer }
+        // An address is at most 45 characters; a longer entry must not cost memory in the limits.
+        return String(last.prefix(64))
+    }
 }
 
 extension IngestService {

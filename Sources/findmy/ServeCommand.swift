@@ -108,6 +108,10 @@ enum ServeCommand {
                 "the URL browsers use to reach the server (https://findmy.example.org), needed when a proxy in front changes the Host header"
             ),
             (
+                "trusted-proxy", "FINDMY_TRUSTED_PROXY",
+                "comma-separated IP addresses of reverse proxies in front of the server; for their requests the client address is the last X-Forwarded-For entry"
+            ),
+            (
                 "cookie-secure", "FINDMY_COOKIE_SECURE",
                 "on: always mark the session cookie Secure; off (default): only when X-Forwarded-Proto is https"
             ),
@@ -238,6 +242,10 @@ enum ServeCommand {
                 )
             }
             configuration.limits.publicURL = url
+        }
+        if let proxies = options.value("trusted-proxy", environment: "FINDMY_TRUSTED_PROXY") {
+            configuration.limits.trustedProxies = Set(
+                proxies.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
         }
         switch options.value("cookie-secure", environment: "FINDMY_COOKIE_SECURE") ?? "off" {
         case "on": configuration.limits.cookieSecure = true

@@ -174,6 +174,30 @@ import Testing
         #expect(wrong.status == 401 && missing.status == 401 && wrong.response.body == missing.response.body)
     }
 
+    @Test func behindATrustedProxyEachClientHasItsOwnAddress() throws {
+        let door = try Door {
+            $0.loginAttemptsPerAddressPerMinuteMax = 2
+            $0.trustedProxies = ["10.0.0.2"]
+            $0.loginAttemptsPerMinuteMax = 100
+        }
+        _ = try door.loggedInUser("nina")
+        let proxy = "10.0.0.2:5000"
+        func login(_ forwardedFor: String, from address: String = proxy) -> Int {
+            door.jsonLogin(
+                "nina", "wrong password", from: address, headers: [("X-Forwarded-For", forwardedFor)]
+            ).status
+        }
+        // The proxy appends the client it saw; what the client wrote before that is not believed.
+        #expect(login("198.51.100.1, 203.0.113.66") == 401)
+        #expect(login("198.51.100.2, 203.0.113.66") == 401)
+        #expect(login("203.0.113.66") == 429)
+        #expect(login("198.51.100.7") == 401, "another client behind the same proxy")
+        // From an address that is not a trusted proxy, the header is the client's own word.
+        #expect(login("198.51.100.9", from: "192.0.2.77:1") == 401)
+        #expect(login("198.51.100.10", from: "192.0.2.77:2") == 401)
+        #expect(login("198.51.100.11", from: "192.0.2.77:3") == 429)
+    }
+
     // MARK: failed authentications (item 12)
 
     @Test func unknownTokensFromOneAddressAreLimitedForThatAddressOnly() throws {
