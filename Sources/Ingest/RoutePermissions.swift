@@ -339,7 +339,9 @@ extension APIError {
     /// A token no user or device has (never had, or revoked); counts as a failed authentication.
     static let unknownToken = APIError(
         status: 401, code: "invalid_token",
-        message: "the token is unknown or was revoked (re-enrolling a device revokes its earlier token)")
+        message:
+            "the token is unknown, revoked or rotated (re-enrolling a device revokes its earlier token; rotating a user token ends every earlier one)"
+    )
 
     /// A session cookie of no live session; counts as a failed authentication.
     static let sessionEnded = APIError(
