@@ -639,18 +639,20 @@ public final class ReadService: Sendable {
 
         /// The members (the caller writes the braces), in the order of docs/api.md.
         func write(_ object: inout JSONFlatObject) {
+            // Stored values are shown as stored, however outsized; only what JSON cannot say
+            // (NaN, infinities) becomes null.
             object.key("latitude")
-            object.double(latitude)
+            object.finiteDouble(latitude)
             object.key("longitude")
-            object.double(longitude)
+            object.finiteDouble(longitude)
             object.key("accuracy_m")
-            object.double(accuracy)
+            object.finiteDouble(accuracy)
             object.key("altitude_m")
-            if let altitude { object.double(altitude) } else { object.null() }
+            if let altitude { object.finiteDouble(altitude) } else { object.null() }
             object.key("speed_mps")
-            if let speed { object.double(speed) } else { object.null() }
+            if let speed { object.finiteDouble(speed) } else { object.null() }
             object.key("heading_deg")
-            if let heading { object.double(heading) } else { object.null() }
+            if let heading { object.finiteDouble(heading) } else { object.null() }
             object.key("battery_pct")
             if let battery { object.int64(battery) } else { object.null() }
             object.key("is_charging")

@@ -1,3 +1,4 @@
+import Ingest
 import JSON
 
 /// The `/find-my` page: the device list, the selected device's details and history, the map, and
@@ -301,8 +302,16 @@ struct PanelPage {
         return "\((seconds + 43_200) / 86_400) days"
     }
 
+    /// An accuracy radius as text. Ingest accepts (0, `accuracyMetersMax`], but a log written before
+    /// that range existed can hold 1e308 or a negative number, and this runs on every view of the
+    /// device: it must show them, never trap on them.
     func meters(_ value: Double) -> String {
-        value >= 1000 ? "\(Double(Int(value / 100)) / 10) km" : "\(Int(value.rounded())) m"
+        guard value > 0, let tenthsOfKilometres = Int64(saturating: value / 100) else { return "unknown" }
+        if value > IngestLimits.accuracyMetersMax {
+            return "more than " + meters(IngestLimits.accuracyMetersMax)
+        }
+        if value < 1000 { return "\(Int64(saturating: value.rounded()) ?? 0) m" }
+        return "\(Double(tenthsOfKilometres) / 10) km"
     }
 
     /// What the map script needs; JSONWriter escapes `<`, `>` and `&` in every string.
@@ -347,11 +356,11 @@ struct PanelPage {
     func writeFix(_ writer: inout JSONWriter, _ fix: PanelFix) {
         writer.beginObject()
         writer.key("latitude")
-        writer.double(fix.latitude)
+        writer.finiteDouble(fix.latitude)
         writer.key("longitude")
-        writer.double(fix.longitude)
+        writer.finiteDouble(fix.longitude)
         writer.key("accuracy_m")
-        writer.double(fix.accuracyMeters)
+        writer.finiteDouble(fix.accuracyMeters)
         writer.key("recorded_at")
         writer.string(RFC3339.formatMillis(fix.recordedAtMicros))
         writer.endObject()
