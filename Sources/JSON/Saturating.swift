@@ -23,6 +23,14 @@ extension FixedWidthInteger {
     }
 }
 
+extension RFC3339 {
+    /// `micros` clamped to the years RFC 3339 text is written for (0001-9999): formatting traps
+    /// outside them. Ingest accepts only those years, but PostgreSQL keeps times up to 294276 AD.
+    public static func clampedMicros(_ micros: Int64) -> Int64 {
+        min(max(micros, microsMin), microsMax)
+    }
+}
+
 extension JSONWriter {
     /// `value`, or null when it is not finite: JSON has no NaN or infinity, and a reader told
     /// "no value" is better served than a server that stops.

@@ -155,7 +155,7 @@ public final class ReadService: Sendable {
         var rows: [(id: UInt64, row: Int)] = []
         rows.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
-            let id = UInt64(try result.binaryInt64(row, 0) ?? 0)
+            let id = UInt64(bitPattern: try result.binaryInt64(row, 0) ?? 0)
             if scope.contains(id) { rows.append((id, row)) }
         }
         rows.sort { $0.id < $1.id }
@@ -253,8 +253,8 @@ public final class ReadService: Sendable {
                 HistoryCursor(
                     kind: .locations, deviceID: deviceID,
                     micros: try piece.binaryTimestampMicros(row, Self.fixColumnCount - 3) ?? 0,
-                    logOffset: UInt64(try piece.binaryInt64(row, Self.fixColumnCount) ?? 0),
-                    fixIndex: UInt32(try piece.binaryInt64(row, Self.fixColumnCount + 1) ?? 0))
+                    logOffset: UInt64(bitPattern: try piece.binaryInt64(row, Self.fixColumnCount) ?? 0),
+                    fixIndex: UInt32(clamping: try piece.binaryInt64(row, Self.fixColumnCount + 1) ?? 0))
             }
             writer.string(cursor.encoded)
         } else {
@@ -361,7 +361,7 @@ public final class ReadService: Sendable {
             let cursor = try decoding { () throws(PostgresError) in
                 HistoryCursor(
                     kind: .arrivals, deviceID: deviceID, micros: try result.timestampMicros(last, 0) ?? 0,
-                    logOffset: UInt64(try result.int64(last, 6) ?? 0))
+                    logOffset: UInt64(bitPattern: try result.int64(last, 6) ?? 0))
             }
             writer.string(cursor.encoded)
         } else {
@@ -670,7 +670,7 @@ public final class ReadService: Sendable {
 
     static func writeTime(_ object: inout JSONFlatObject, _ micros: Int64?) {
         guard let micros else { return object.null() }
-        object.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
+        object.timestamp(micros: RFC3339.clampedMicros(micros))
     }
 
     func writeTime(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
@@ -683,7 +683,7 @@ public final class ReadService: Sendable {
     /// time can be written.
     func writeTime(_ writer: inout JSONWriter, _ micros: Int64?) {
         guard let micros else { return writer.null() }
-        writer.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
+        writer.timestamp(micros: RFC3339.clampedMicros(micros))
     }
 
     // MARK: errors

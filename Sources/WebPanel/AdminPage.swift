@@ -189,7 +189,7 @@ extension PanelData {
         var seen: [UInt64: Int64] = [:]
         for row in 0..<result.rowCount {
             if let id = try result.int64(row, 0), let micros = try result.timestampMicros(row, 1) {
-                seen[UInt64(id)] = micros
+                seen[UInt64(bitPattern: id)] = micros
             }
         }
         return seen

@@ -514,6 +514,7 @@ extension PanelService {
     }
 
     func utcTime(_ html: inout HTML, _ micros: Int64) {
+        let micros = RFC3339.clampedMicros(micros)
         let text = RFC3339.formatMicros(micros)
         html.raw("<time datetime=\"")
         html.attribute(RFC3339.formatMillis(micros))

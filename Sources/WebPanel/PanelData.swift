@@ -52,7 +52,7 @@ struct PanelData: Sendable {
         for device in visible { sharedBy[device.deviceID] = device.sharedByUserID }
         var devices: [PanelDevice] = []
         for row in 0..<result.rowCount {
-            let id = UInt64(try result.int64(row, 0) ?? 0)
+            let id = UInt64(bitPattern: try result.int64(row, 0) ?? 0)
             devices.append(
                 PanelDevice(
                     id: id, name: result.string(row, 1) ?? "", platform: result.string(row, 2) ?? "",

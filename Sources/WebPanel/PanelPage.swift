@@ -95,7 +95,7 @@ struct PanelPage {
             html.raw("</a>\n<span class=\"meta\">")
             if let fix = device.latest {
                 html.raw("<span class=\"ago\" data-at=\"")
-                html.attribute(RFC3339.formatMillis(fix.recordedAtMicros))
+                html.attribute(stamp(fix.recordedAtMicros))
                 html.raw("\">")
                 html.text(relative(fix.recordedAtMicros))
                 html.raw("</span>")
@@ -269,21 +269,25 @@ struct PanelPage {
     /// A time as `<time>`: UTC text the script turns into the viewer's time zone, and how long ago.
     func time(_ html: inout HTML, _ micros: Int64, relative showRelative: Bool = true) {
         html.raw("<time class=\"local\" datetime=\"")
-        html.attribute(RFC3339.formatMillis(micros))
+        html.attribute(stamp(micros))
         html.raw("\">")
         html.text(utcText(micros))
         html.raw("</time>")
         if showRelative {
             html.raw(" (<span class=\"ago\" data-at=\"")
-            html.attribute(RFC3339.formatMillis(micros))
+            html.attribute(stamp(micros))
             html.raw("\">")
             html.text(relative(micros))
             html.raw("</span>)")
         }
     }
 
+    /// A stored time as RFC 3339 for attributes and the data island. PostgreSQL keeps years past
+    /// 9999, which RFC 3339 text cannot say (formatting them traps): they are shown as 9999.
+    func stamp(_ micros: Int64) -> String { RFC3339.formatMillis(RFC3339.clampedMicros(micros)) }
+
     func utcText(_ micros: Int64) -> String {
-        let text = RFC3339.formatMicros(micros)
+        let text = RFC3339.formatMicros(RFC3339.clampedMicros(micros))
         return String(text.prefix(10)) + " " + String(text.dropFirst(11).prefix(5)) + " UTC"
     }
 
@@ -362,7 +366,7 @@ struct PanelPage {
         writer.key("accuracy_m")
         writer.finiteDouble(fix.accuracyMeters)
         writer.key("recorded_at")
-        writer.string(RFC3339.formatMillis(fix.recordedAtMicros))
+        writer.string(stamp(fix.recordedAtMicros))
         writer.endObject()
     }
 }

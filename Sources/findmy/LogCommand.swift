@@ -352,7 +352,10 @@ enum LogCommand {
 
 extension String {
     init(format1 value: Double) {
-        let tenths = (value * 10).rounded()
-        self = "\(Int(tenths) / 10).\(abs(Int(tenths)) % 10)"
+        guard let tenths = Int64(saturating: (value * 10).rounded()) else {
+            self = "unknown"
+            return
+        }
+        self = "\(tenths / 10).\((tenths % 10).magnitude)"
     }
 }

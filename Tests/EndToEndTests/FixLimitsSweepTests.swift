@@ -223,11 +223,20 @@ import Testing
                         deviceID: UInt64(deviceID), batchID: UUID128(high: 7, low: UInt64(index)),
                         fixes: [fix])))
         }
-        try log.append(
-            .fixBatch(
-                FixBatch(
-                    deviceID: UInt64(deviceID), batchID: UUID128(high: 8, low: 0),
-                    fixes: [fixes[2]])))
+        // Times PostgreSQL keeps but RFC 3339 text cannot say (500 BC, the year 20000), then 1e308
+        // again as the latest fix.
+        let yearMicros: Int64 = 31_556_952_000_000
+        var times = fixes[0]
+        times.recordedAtMicros = -2_470 * yearMicros
+        var future = fixes[2]
+        future.recordedAtMicros = 18_030 * yearMicros
+        for (index, batch) in [[times], [future], [fixes[2]]].enumerated() {
+            try log.append(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: UInt64(deviceID), batchID: UUID128(high: 8, low: UInt64(index)),
+                        fixes: batch)))
+        }
         log.close()
 
         let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
@@ -246,10 +255,13 @@ import Testing
             connection, "GET", "/find-my?selected=\(deviceID)&from=\(from)&to=\(to)", token: alice)
         #expect(page.status == 200)
         #expect(page.body.contains("± more than 1000.0 km") && page.body.contains("± unknown"))
+        // The year 20000 is the latest fix, shown as the last time RFC 3339 can say.
+        let selected = try pages.request(connection, "GET", "/find-my?selected=\(deviceID)", token: alice)
+        #expect(selected.body.contains("9999-12-31 23:59 UTC"))
         let history = try get(
             connection, "/api/find-my/devices/\(deviceID)/locations?after_offset=\(last)", token: alice)
         let accuracies = ((try? history.body["locations"]?.arrayValue) ?? []).map { $0["accuracy_m"] }
-        #expect(accuracies.count == outsized.count + 2)
+        #expect(accuracies.count == outsized.count + 4)
         // Outsized values as stored; what JSON cannot say (NaN, infinities) as null.
         #expect(accuracies.contains(.double(1e308)) && accuracies.contains(.double(-1e308)))
         #expect(accuracies.filter { $0 == .null }.count == 3, "\(accuracies)")
