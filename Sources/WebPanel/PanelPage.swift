@@ -292,7 +292,8 @@ struct PanelPage {
     }
 
     func relative(_ micros: Int64) -> String {
-        let seconds = (nowMicros - micros) / 1_000_000
+        // Clamped like the times shown beside it, which also keeps the subtraction from overflowing.
+        let seconds = (nowMicros - RFC3339.clampedMicros(micros)) / 1_000_000
         if seconds < -60 { return "in the future: " + duration(-seconds * 1_000_000) + " ahead" }
         if seconds < 60 { return "just now" }
         return duration(seconds * 1_000_000) + " ago"
