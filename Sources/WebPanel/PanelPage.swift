@@ -40,7 +40,7 @@ struct PanelPage {
         )
         if isAdmin { html.raw(" <a href=\"/find-my/admin\">Admin</a>") }
         html.raw("</nav>\n<p class=\"who\">Logged in as ")
-        html.text(userName)
+        html.name(userName)
         html.raw("</p>\n")
         if let csrf {
             html.raw(
