@@ -239,6 +239,19 @@ import Testing
         }
         log.close()
 
+        // The log's own tools read it whole: doubles bit for bit, a time RFC 3339 cannot say as its
+        // microseconds.
+        let batches = try dumpLog(data.path).batches
+        #expect(batches.count == fixes.count + 3)
+        let dumped = batches.flatMap(\.fixes)
+        #expect(dumped.contains { $0["accuracy_m"] == .double(1e308) })
+        #expect(dumped.contains { $0["accuracy_m"] == .string("nan") })
+        #expect(dumped.contains { $0["recorded_at"] == .string("\(future.recordedAtMicros) µs since 1970") })
+        for format in [[], ["--json"]] {
+            let stats = try FindmyProcess.run(["log", "stats", "--data-dir", data.path] + format)
+            #expect(stats.status == 0, "\(stats.error)")
+        }
+
         let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
