@@ -201,7 +201,7 @@ public struct DatabaseCompaction {
             _ = try connection.execute("LOCK TABLE \(s).device_latest IN SHARE ROW EXCLUSIVE MODE")
             let result = try connection.execute(stale)
             var ids: [UInt64] = []
-            for row in 0..<result.rowCount { ids.append(UInt64(try result.int64(row, 0) ?? 0)) }
+            for row in 0..<result.rowCount { ids.append(UInt64(bitPattern: try result.int64(row, 0) ?? 0)) }
             try ProjectionStore.recomputeLatest(schema: schema, deviceIDs: ids, connection)
             return ids.count
         }

@@ -116,6 +116,8 @@ extension IngestService {
         let model = try field { () throws(JSONAccessError) in try object.stringIfPresent("model") } ?? ""
         try checkText(name, field: "name", allowEmpty: false)
         try checkText(model, field: "model", allowEmpty: true)
+        try NameRules.check(name, field: "name")
+        try NameRules.check(model, field: "model")
         guard !platform.isEmpty, platform.utf8.count <= Self.platformBytesMax,
             platform.utf8.allSatisfy({
                 ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D

@@ -21,6 +21,34 @@ public struct IngestLimits: Sendable {
     /// Bytes of a push token (an UnifiedPush endpoint is a URL).
     public var pushTokenBytesMax = 4096
 
+    // The fields of a fix (docs/api.md, "Fix rules"). Physical bounds rather than settings, so
+    // they are constants: a fix outside them is rejected on its own (`out_of_range`) and the rest of
+    // its batch is kept. Every value inside them can be stored, projected and drawn; values from
+    // logs written before they existed are drawn without trapping all the same
+    // (docs/architecture.md, "Failure containment").
+
+    public static let latitudeDegreesMin = -90.0
+    public static let latitudeDegreesMax = 90.0
+    public static let longitudeDegreesMin = -180.0
+    public static let longitudeDegreesMax = 180.0
+    /// Accuracy must be greater than 0 (a radius of 0 claims a certainty no receiver has) and at most
+    /// this: 1,000 km covers the coarsest fix anyone sends (a country-sized cell or IP lookup);
+    /// beyond it a fix says nothing about where the device is.
+    public static let accuracyMetersMax = 1_000_000.0
+    /// Below the deepest ocean floor (the Challenger Deep is about -10,935 m).
+    public static let altitudeMetersMin = -12_000.0
+    /// The Kármán line: higher is space, not a device someone lost.
+    public static let altitudeMetersMax = 100_000.0
+    public static let speedMetersPerSecondMin = 0.0
+    /// About Mach 6: above every aircraft a phone travels in. iOS's -1 ("unknown") is sent as absent.
+    public static let speedMetersPerSecondMax = 2_000.0
+    public static let headingDegreesMin = 0.0
+    /// Exclusive: 360 is 0 and must be sent as 0, so that one direction has one value.
+    public static let headingDegreesMax = 360.0
+    /// Battery is kept as a whole percentage (a fractional value is rounded).
+    public static let batteryPercentMin = 0.0
+    public static let batteryPercentMax = 100.0
+
     // Login and sessions (docs/privacy.md, docs/configuration.md).
 
     /// A session unused for this long ends; the next request with its cookie gets 401.

@@ -122,6 +122,7 @@ public final class IngestService: Sendable {
     /// Creates a user and returns its API token; only the token's SHA-256 is stored.
     public func createUser(name: String, role: Role) throws(APIError) -> CreatedUser {
         try checkText(name, field: "name", allowEmpty: false)
+        try NameRules.check(name, field: "name")
         return try mutations.withLock { _ throws(APIError) -> CreatedUser in
             let (existing, userID) = registry.read {
                 ($0.registry.user(named: name), $0.registry.nextUserID)

@@ -155,18 +155,32 @@ public enum ReportDecoder {
     static func validate(_ fields: FixFields, receivedAtMicros: Int64, limits: IngestLimits)
         throws(FixRejection) -> Fix
     {
-        let latitude = try number(fields.latitude, "latitude", required: true, in: -90...90)!
-        let longitude = try number(fields.longitude, "longitude", required: true, in: -180...180)!
-        let accuracy = try number(
-            fields.accuracy, "accuracy_m", required: true, in: 0...Double.greatestFiniteMagnitude)!
-        guard accuracy > 0 else {
-            throw FixRejection(.outOfRange, "accuracy_m must be greater than 0, got \(accuracy)")
+        typealias Limits = IngestLimits
+        let latitude = try number(
+            fields.latitude, "latitude", required: true,
+            in: Limits.latitudeDegreesMin...Limits.latitudeDegreesMax)!
+        let longitude = try number(
+            fields.longitude, "longitude", required: true,
+            in: Limits.longitudeDegreesMin...Limits.longitudeDegreesMax)!
+        let accuracy = try number(fields.accuracy, "accuracy_m", required: true, in: nil)!
+        guard accuracy > 0, accuracy <= Limits.accuracyMetersMax else {
+            throw FixRejection(
+                .outOfRange,
+                "accuracy_m must be within (0, \(format(Limits.accuracyMetersMax))] metres, got \(accuracy)")
         }
-        let altitude = try number(fields.altitude, "altitude_m", required: false, in: -12_000...100_000)
-        let speed = try number(fields.speed, "speed_mps", required: false, in: 0...2_000)
-        let heading = try number(fields.heading, "heading_deg", required: false, in: 0...360)
-        if let heading, heading == 360 {
-            throw FixRejection(.outOfRange, "heading_deg must be within [0, 360), got 360; send 0")
+        let altitude = try number(
+            fields.altitude, "altitude_m", required: false,
+            in: Limits.altitudeMetersMin...Limits.altitudeMetersMax)
+        let speed = try number(
+            fields.speed, "speed_mps", required: false,
+            in: Limits.speedMetersPerSecondMin...Limits.speedMetersPerSecondMax)
+        let heading = try number(fields.heading, "heading_deg", required: false, in: nil)
+        if let heading, !(heading >= Limits.headingDegreesMin && heading < Limits.headingDegreesMax) {
+            let hint = heading == Limits.headingDegreesMax ? "; send 0" : ""
+            throw FixRejection(
+                .outOfRange,
+                "heading_deg must be within [\(format(Limits.headingDegreesMin)), \(format(Limits.headingDegreesMax))), got \(heading)\(hint)"
+            )
         }
         let battery = try batteryPercent(fields.battery)
         let charging = try optionalBool(fields.charging, "is_charging")
@@ -213,7 +227,8 @@ public enum ReportDecoder {
     }
 
     /// Absent and null are the same for optional fields; a required field must be a number.
-    static func number(_ value: JSONValue?, _ key: String, required: Bool, in range: ClosedRange<Double>)
+    /// `range` nil: any finite number, for a caller that applies its own range.
+    static func number(_ value: JSONValue?, _ key: String, required: Bool, in range: ClosedRange<Double>?)
         throws(FixRejection) -> Double?
     {
         guard let value, value != .null else {
@@ -227,10 +242,14 @@ public enum ReportDecoder {
         default: throw FixRejection(.wrongType, "\(key) must be a number, found \(value.typeName)")
         }
         // The parser never produces NaN or infinities; the check keeps this true for any caller.
-        guard number.isFinite, range.contains(number) else {
-            let upper = range.upperBound == .greatestFiniteMagnitude ? "" : ", \(format(range.upperBound))"
+        guard number.isFinite else {
+            throw FixRejection(.outOfRange, "\(key) must be a finite number, got \(number)")
+        }
+        if let range, !range.contains(number) {
             throw FixRejection(
-                .outOfRange, "\(key) must be within [\(format(range.lowerBound))\(upper)], got \(number)")
+                .outOfRange,
+                "\(key) must be within [\(format(range.lowerBound)), \(format(range.upperBound))], got \(number)"
+            )
         }
         return number
     }
@@ -249,10 +268,14 @@ public enum ReportDecoder {
             throw FixRejection(
                 .wrongType, "battery_pct must be a whole number 0 to 100, found \(value.typeName)")
         }
-        guard number >= 0, number <= 100 else {
-            throw FixRejection(.outOfRange, "battery_pct must be within [0, 100], got \(number)")
+        guard number >= IngestLimits.batteryPercentMin, number <= IngestLimits.batteryPercentMax else {
+            throw FixRejection(
+                .outOfRange,
+                "battery_pct must be within [\(format(IngestLimits.batteryPercentMin)), \(format(IngestLimits.batteryPercentMax))], got \(number)"
+            )
         }
-        // Some platforms report 81.0 or 80.5; the percentage is kept whole, rounded.
+        // Some platforms report 81.0 or 80.5; the percentage is kept whole, rounded. In range, so
+        // the conversion cannot trap.
         return UInt8(number.rounded())
     }
 

@@ -15,7 +15,7 @@ extension ReadService {
         try decoding { () throws(PostgresError) in
             for row in 0..<result.rowCount {
                 if let micros = try result.timestampMicros(row, 1) {
-                    lastSeen[UInt64(try result.int64(row, 0) ?? 0)] = micros
+                    lastSeen[UInt64(bitPattern: try result.int64(row, 0) ?? 0)] = micros
                 }
             }
         }

@@ -155,7 +155,7 @@ public final class ReadService: Sendable {
         var rows: [(id: UInt64, row: Int)] = []
         rows.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
-            let id = UInt64(try result.binaryInt64(row, 0) ?? 0)
+            let id = UInt64(bitPattern: try result.binaryInt64(row, 0) ?? 0)
             if scope.contains(id) { rows.append((id, row)) }
         }
         rows.sort { $0.id < $1.id }
@@ -253,8 +253,8 @@ public final class ReadService: Sendable {
                 HistoryCursor(
                     kind: .locations, deviceID: deviceID,
                     micros: try piece.binaryTimestampMicros(row, Self.fixColumnCount - 3) ?? 0,
-                    logOffset: UInt64(try piece.binaryInt64(row, Self.fixColumnCount) ?? 0),
-                    fixIndex: UInt32(try piece.binaryInt64(row, Self.fixColumnCount + 1) ?? 0))
+                    logOffset: UInt64(bitPattern: try piece.binaryInt64(row, Self.fixColumnCount) ?? 0),
+                    fixIndex: UInt32(clamping: try piece.binaryInt64(row, Self.fixColumnCount + 1) ?? 0))
             }
             writer.string(cursor.encoded)
         } else {
@@ -361,7 +361,7 @@ public final class ReadService: Sendable {
             let cursor = try decoding { () throws(PostgresError) in
                 HistoryCursor(
                     kind: .arrivals, deviceID: deviceID, micros: try result.timestampMicros(last, 0) ?? 0,
-                    logOffset: UInt64(try result.int64(last, 6) ?? 0))
+                    logOffset: UInt64(bitPattern: try result.int64(last, 6) ?? 0))
             }
             writer.string(cursor.encoded)
         } else {
@@ -639,18 +639,20 @@ public final class ReadService: Sendable {
 
         /// The members (the caller writes the braces), in the order of docs/api.md.
         func write(_ object: inout JSONFlatObject) {
+            // Stored values are shown as stored, however outsized; only what JSON cannot say
+            // (NaN, infinities) becomes null.
             object.key("latitude")
-            object.double(latitude)
+            object.finiteDouble(latitude)
             object.key("longitude")
-            object.double(longitude)
+            object.finiteDouble(longitude)
             object.key("accuracy_m")
-            object.double(accuracy)
+            object.finiteDouble(accuracy)
             object.key("altitude_m")
-            if let altitude { object.double(altitude) } else { object.null() }
+            if let altitude { object.finiteDouble(altitude) } else { object.null() }
             object.key("speed_mps")
-            if let speed { object.double(speed) } else { object.null() }
+            if let speed { object.finiteDouble(speed) } else { object.null() }
             object.key("heading_deg")
-            if let heading { object.double(heading) } else { object.null() }
+            if let heading { object.finiteDouble(heading) } else { object.null() }
             object.key("battery_pct")
             if let battery { object.int64(battery) } else { object.null() }
             object.key("is_charging")
@@ -668,7 +670,7 @@ public final class ReadService: Sendable {
 
     static func writeTime(_ object: inout JSONFlatObject, _ micros: Int64?) {
         guard let micros else { return object.null() }
-        object.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
+        object.timestamp(micros: RFC3339.clampedMicros(micros))
     }
 
     func writeTime(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ column: Int)
@@ -681,7 +683,7 @@ public final class ReadService: Sendable {
     /// time can be written.
     func writeTime(_ writer: inout JSONWriter, _ micros: Int64?) {
         guard let micros else { return writer.null() }
-        writer.timestamp(micros: min(max(micros, RFC3339.microsMin), RFC3339.microsMax))
+        writer.timestamp(micros: RFC3339.clampedMicros(micros))
     }
 
     // MARK: errors

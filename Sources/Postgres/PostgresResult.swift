@@ -133,7 +133,10 @@ public final class PostgresResult: @unchecked Sendable {
             guard type == PostgresTypeOID.timestamptz, bytes.count == 8 else { return nil }
             let sincePostgresEpoch = Int64(bigEndian: bytes.loadUnaligned(as: Int64.self))
             guard sincePostgresEpoch != .max && sincePostgresEpoch != .min else { return nil }
-            return sincePostgresEpoch + PostgresTypeOID.postgresEpochMicros
+            // Times after about 292277 AD (PostgreSQL keeps them) do not fit: nil rather than a trap.
+            let (micros, overflow) = sincePostgresEpoch.addingReportingOverflow(
+                PostgresTypeOID.postgresEpochMicros)
+            return overflow ? nil : micros
         }
     }
 

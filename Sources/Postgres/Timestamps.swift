@@ -53,8 +53,9 @@ public enum PostgresTimestamp {
         let days = days(fromCivil: bc ? 1 - year : year, month, day)
         let secondsOfDay = (hour * 60 + minute) * 60 + second - offsetSeconds
         let (total, overflow) = days.multipliedReportingOverflow(by: microsPerDay)
-        guard !overflow else { return nil }
-        return total + secondsOfDay * 1_000_000 + fraction
+        let (micros, overflowAgain) = total.addingReportingOverflow(secondsOfDay * 1_000_000 + fraction)
+        guard !overflow, !overflowAgain else { return nil }
+        return micros
     }
 
     static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {

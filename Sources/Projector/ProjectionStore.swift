@@ -40,7 +40,7 @@ public struct ProjectionStore: Sendable {
             "SELECT next_offset, last_received_at FROM \(s).projector_checkpoints WHERE projection = $1",
             [.text(Schema.projectionName)])
         guard result.rowCount == 1 else { throw ProjectorError.noGeneration(schema: schema) }
-        return (UInt64(try result.int64(0, 0) ?? 0), try result.timestampMicros(0, 1))
+        return (UInt64(bitPattern: try result.int64(0, 0) ?? 0), try result.timestampMicros(0, 1))
     }
 
     /// Writes `batch` and moves the checkpoint from `batch.firstOffset` to `batch.nextOffset`, in one

@@ -39,7 +39,8 @@ extension PanelService {
     static let adminFlashes: [String: String] = ["role": "The role is changed."]
     static let adminErrors: [String: String] = [
         "user_exists": "A user with that name exists already; choose another name.",
-        "invalid_name": "A name must be 1 to 512 bytes without control characters.",
+        "invalid_name":
+            "A name must be 1 to 512 bytes without control, invisible or text-direction characters.",
         "invalid_role": "A role is admin or member.",
         "user_not_found": "There is no user with that name.",
         "failed": "The change could not be stored. Nothing changed; try again.",
@@ -60,7 +61,7 @@ extension PanelService {
         flash(&html, request, done: Self.adminFlashes, errors: Self.adminErrors)
         if let created {
             html.raw("<div class=\"flash\" role=\"status\" id=\"created\"><p>User <strong>")
-            html.text(created.name)
+            html.name(created.name)
             html.raw(
                 "</strong> is created. Their API token, shown only this once (copy it now; only its hash is kept):</p>\n<p><code id=\"created-token\">"
             )
@@ -68,7 +69,7 @@ extension PanelService {
             html.raw(
                 "</code></p>\n<p>To let them log in to this panel, set a password on the server: <code>findmy user passwd "
             )
-            html.text(created.name)
+            html.name(created.name)
             html.raw("</code>.</p></div>\n")
         }
 
@@ -78,7 +79,7 @@ extension PanelService {
         for user in registry.users.values.sorted(by: { $0.id < $1.id }) {
             let devices = registry.devices.values.count { $0.userID == user.id && !$0.removed }
             html.raw("<tr><td>")
-            html.text(user.name)
+            html.name(user.name)
             html.raw("</td><td>")
             html.text(user.role.name)
             html.raw("</td><td>")
@@ -94,7 +95,7 @@ extension PanelService {
             html.raw("\">\n<button type=\"submit\">")
             html.raw(user.role == .admin ? "Make member" : "Make admin")
             html.raw("<span class=\"visually-hidden\">: ")
-            html.text(user.name)
+            html.name(user.name)
             html.raw("</span></button>\n</form></td></tr>\n")
         }
         html.raw("</tbody>\n</table>\n<h4>Create a user</h4>\n")
@@ -124,11 +125,11 @@ extension PanelService {
             )
             for device in devices {
                 html.raw("<tr><td>")
-                html.text(device.name)
+                html.name(device.name)
                 html.raw("</td><td>")
-                html.text(registry.users[device.userID]?.name ?? "")
+                html.name(registry.users[device.userID]?.name ?? "")
                 html.raw("</td><td>")
-                html.text(device.model.isEmpty ? device.platform : "\(device.platform) (\(device.model))")
+                html.name(device.model.isEmpty ? device.platform : "\(device.platform) (\(device.model))")
                 html.raw("</td><td>")
                 if let seen = lastSeen[device.id] { utcTime(&html, seen) } else { html.raw("never") }
                 html.raw("</td><td>")
@@ -189,7 +190,7 @@ extension PanelData {
         var seen: [UInt64: Int64] = [:]
         for row in 0..<result.rowCount {
             if let id = try result.int64(row, 0), let micros = try result.timestampMicros(row, 1) {
-                seen[UInt64(id)] = micros
+                seen[UInt64(bitPattern: id)] = micros
             }
         }
         return seen

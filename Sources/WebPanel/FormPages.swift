@@ -133,7 +133,7 @@ extension PanelService {
         var html = HTML()
         pageTop(&html, title: "Account", caller: caller)
         html.raw("<h2>Account</h2>\n<p>Logged in as <strong>")
-        html.text(caller.name)
+        html.name(caller.name)
         html.raw("</strong> (")
         html.text(caller.isAdmin ? "admin" : "member")
         html.raw(").</p>\n")
@@ -237,7 +237,7 @@ extension PanelService {
         var html = HTML()
         pageTop(&html, title: "Settings of \(device.name)", caller: caller)
         html.raw("<h2>Settings of ")
-        html.text(device.name)
+        html.name(device.name)
         html.raw("</h2>\n<p><a href=\"/find-my?selected=")
         html.attribute(String(device.id))
         html.raw("\">Back to the device</a></p>\n")
@@ -273,7 +273,7 @@ extension PanelService {
             )
             for share in shares {
                 html.raw("<tr><td>")
-                html.text(share.user)
+                html.name(share.user)
                 html.raw("</td><td>")
                 if let until = share.untilMicros { utcTime(&html, until) } else { html.raw("until revoked") }
                 html.raw("</td><td>")
@@ -284,7 +284,7 @@ extension PanelService {
                 html.attribute(share.user)
                 html.raw(
                     "\">\n<button type=\"submit\">Revoke<span class=\"visually-hidden\"> the share with ")
-                html.text(share.user)
+                html.name(share.user)
                 html.raw("</span></button>\n</form></td></tr>\n")
             }
             html.raw("</tbody>\n</table>\n")
@@ -430,7 +430,7 @@ extension PanelService {
         var html = HTML()
         pageTop(&html, title: "Erase history of \(form.device.name)", caller: caller)
         html.raw("<h2>Erase history of ")
-        html.text(form.device.name)
+        html.name(form.device.name)
         html.raw("?</h2>\n<p id=\"erase-what\">")
         if let from = range.from, let to = range.to {
             html.raw("The fixes taken from ")
@@ -506,7 +506,7 @@ extension PanelService {
         )
         if caller.isAdmin { html.raw(" <a href=\"/find-my/admin\">Admin</a>") }
         html.raw("</nav>\n<p class=\"who\">Logged in as ")
-        html.text(caller.name)
+        html.name(caller.name)
         html.raw("</p>\n")
         if let csrf = caller.csrf {
             html.raw(
@@ -542,6 +542,7 @@ extension PanelService {
     }
 
     func utcTime(_ html: inout HTML, _ micros: Int64) {
+        let micros = RFC3339.clampedMicros(micros)
         let text = RFC3339.formatMicros(micros)
         html.raw("<time datetime=\"")
         html.attribute(RFC3339.formatMillis(micros))

@@ -1,4 +1,5 @@
 import HTTP
+import Ingest
 
 /// Builds an HTML document in which every value passes through `text` or `attribute`: there is no
 /// way to add a string to the page unescaped except `raw`, which takes only literals of this module.
@@ -14,6 +15,9 @@ struct HTML {
 
     /// A value as text content: `& < > " '` escaped.
     mutating func text(_ value: String) { Self.escape(value, into: &bytes) }
+    /// A name someone chose, as text: escaped, and without the invisible and text-direction
+    /// characters `NameRules` refuses today but a log written before it may hold.
+    mutating func name(_ value: String) { text(NameRules.displayable(value)) }
 
     /// A value inside a double-quoted attribute (the same escaping, which covers both quotes).
     mutating func attribute(_ value: String) { Self.escape(value, into: &bytes) }

@@ -52,12 +52,14 @@ struct PanelData: Sendable {
         for device in visible { sharedBy[device.deviceID] = device.sharedByUserID }
         var devices: [PanelDevice] = []
         for row in 0..<result.rowCount {
-            let id = UInt64(try result.int64(row, 0) ?? 0)
+            let id = UInt64(bitPattern: try result.int64(row, 0) ?? 0)
             devices.append(
                 PanelDevice(
-                    id: id, name: result.string(row, 1) ?? "", platform: result.string(row, 2) ?? "",
-                    model: result.string(row, 3) ?? "", paused: try result.bool(row, 4) ?? false,
-                    sharedBy: sharedBy[id].flatMap { userName($0) },
+                    id: id, name: NameRules.displayable(result.string(row, 1) ?? ""),
+                    platform: result.string(row, 2) ?? "",
+                    model: NameRules.displayable(result.string(row, 3) ?? ""),
+                    paused: try result.bool(row, 4) ?? false,
+                    sharedBy: sharedBy[id].flatMap { userName($0) }.map(NameRules.displayable),
                     lastSeenAtMicros: try result.timestampMicros(row, 5),
                     latest: try fix(result, row, first: 6)))
         }

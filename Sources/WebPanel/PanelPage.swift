@@ -1,3 +1,4 @@
+import Ingest
 import JSON
 
 /// The `/find-my` page: the device list, the selected device's details and history, the map, and
@@ -39,7 +40,7 @@ struct PanelPage {
         )
         if isAdmin { html.raw(" <a href=\"/find-my/admin\">Admin</a>") }
         html.raw("</nav>\n<p class=\"who\">Logged in as ")
-        html.text(userName)
+        html.name(userName)
         html.raw("</p>\n")
         if let csrf {
             html.raw(
@@ -94,7 +95,7 @@ struct PanelPage {
             html.raw("</a>\n<span class=\"meta\">")
             if let fix = device.latest {
                 html.raw("<span class=\"ago\" data-at=\"")
-                html.attribute(RFC3339.formatMillis(fix.recordedAtMicros))
+                html.attribute(stamp(fix.recordedAtMicros))
                 html.raw("\">")
                 html.text(relative(fix.recordedAtMicros))
                 html.raw("</span>")
@@ -268,26 +269,31 @@ struct PanelPage {
     /// A time as `<time>`: UTC text the script turns into the viewer's time zone, and how long ago.
     func time(_ html: inout HTML, _ micros: Int64, relative showRelative: Bool = true) {
         html.raw("<time class=\"local\" datetime=\"")
-        html.attribute(RFC3339.formatMillis(micros))
+        html.attribute(stamp(micros))
         html.raw("\">")
         html.text(utcText(micros))
         html.raw("</time>")
         if showRelative {
             html.raw(" (<span class=\"ago\" data-at=\"")
-            html.attribute(RFC3339.formatMillis(micros))
+            html.attribute(stamp(micros))
             html.raw("\">")
             html.text(relative(micros))
             html.raw("</span>)")
         }
     }
 
+    /// A stored time as RFC 3339 for attributes and the data island. PostgreSQL keeps years past
+    /// 9999, which RFC 3339 text cannot say (formatting them traps): they are shown as 9999.
+    func stamp(_ micros: Int64) -> String { RFC3339.formatMillis(RFC3339.clampedMicros(micros)) }
+
     func utcText(_ micros: Int64) -> String {
-        let text = RFC3339.formatMicros(micros)
+        let text = RFC3339.formatMicros(RFC3339.clampedMicros(micros))
         return String(text.prefix(10)) + " " + String(text.dropFirst(11).prefix(5)) + " UTC"
     }
 
     func relative(_ micros: Int64) -> String {
-        let seconds = (nowMicros - micros) / 1_000_000
+        // Clamped like the times shown beside it, which also keeps the subtraction from overflowing.
+        let seconds = (nowMicros - RFC3339.clampedMicros(micros)) / 1_000_000
         if seconds < -60 { return "in the future: " + duration(-seconds * 1_000_000) + " ahead" }
         if seconds < 60 { return "just now" }
         return duration(seconds * 1_000_000) + " ago"
@@ -301,8 +307,16 @@ struct PanelPage {
         return "\((seconds + 43_200) / 86_400) days"
     }
 
+    /// An accuracy radius as text. Ingest accepts (0, `accuracyMetersMax`], but a log written before
+    /// that range existed can hold 1e308 or a negative number, and this runs on every view of the
+    /// device: it must show them, never trap on them.
     func meters(_ value: Double) -> String {
-        value >= 1000 ? "\(Double(Int(value / 100)) / 10) km" : "\(Int(value.rounded())) m"
+        guard value > 0, let tenthsOfKilometres = Int64(saturating: value / 100) else { return "unknown" }
+        if value > IngestLimits.accuracyMetersMax {
+            return "more than " + meters(IngestLimits.accuracyMetersMax)
+        }
+        if value < 1000 { return "\(Int64(saturating: value.rounded()) ?? 0) m" }
+        return "\(Double(tenthsOfKilometres) / 10) km"
     }
 
     /// What the map script needs; JSONWriter escapes `<`, `>` and `&` in every string.
@@ -347,13 +361,13 @@ struct PanelPage {
     func writeFix(_ writer: inout JSONWriter, _ fix: PanelFix) {
         writer.beginObject()
         writer.key("latitude")
-        writer.double(fix.latitude)
+        writer.finiteDouble(fix.latitude)
         writer.key("longitude")
-        writer.double(fix.longitude)
+        writer.finiteDouble(fix.longitude)
         writer.key("accuracy_m")
-        writer.double(fix.accuracyMeters)
+        writer.finiteDouble(fix.accuracyMeters)
         writer.key("recorded_at")
-        writer.string(RFC3339.formatMillis(fix.recordedAtMicros))
+        writer.string(stamp(fix.recordedAtMicros))
         writer.endObject()
     }
 }

@@ -219,7 +219,8 @@ public final class PanelService: Sendable {
     }
 }
 
-/// The document head shared by every page; `title` is escaped.
+/// The document head shared by every page; `title` is escaped, and cleaned like a name (it often
+/// holds one).
 func head(_ html: inout HTML, title: String, map: Bool = false) {
     html.raw(
         """
@@ -230,7 +231,7 @@ func head(_ html: inout HTML, title: String, map: Bool = false) {
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>
         """)
-    html.text(title)
+    html.name(title)
     html.raw(" · findmy</title>\n")
     if map { html.raw("<link rel=\"stylesheet\" href=\"/static/leaflet/leaflet.css\">\n") }
     html.raw("<link rel=\"stylesheet\" href=\"/static/panel.css\">\n")

@@ -10,7 +10,7 @@ enum EventJSON {
         writer.key("type")
         writer.string(LogCommand.typeName(header.type))
         writer.key("received_at")
-        writer.string(RFC3339.formatMicros(header.receivedAtMicros))
+        writer.string(time(header.receivedAtMicros))
         switch event {
         case .fixBatch(let batch):
             writer.key("device")
@@ -96,12 +96,12 @@ enum EventJSON {
             writer.int64(Int64(bitPattern: erase.deviceID))
             writer.key("from")
             if let from = erase.fromMicros {
-                writer.string(RFC3339.formatMicros(from))
+                writer.string(time(from))
             } else {
                 writer.null()
             }
             writer.key("to")
-            if let to = erase.toMicros { writer.string(RFC3339.formatMicros(to)) } else { writer.null() }
+            if let to = erase.toMicros { writer.string(time(to)) } else { writer.null() }
         case .deviceRemoved(let removed):
             writer.key("device")
             writer.int64(Int64(bitPattern: removed.deviceID))
@@ -121,7 +121,7 @@ enum EventJSON {
             writer.int64(Int64(bitPattern: share.granteeUserID))
             writer.key("until")
             if let until = share.untilMicros {
-                writer.string(RFC3339.formatMicros(until))
+                writer.string(time(until))
             } else {
                 writer.null()
             }
@@ -174,12 +174,20 @@ enum EventJSON {
         writer.key("source")
         writer.string(fix.source)
         writer.key("recorded_at")
-        writer.string(RFC3339.formatMicros(fix.recordedAtMicros))
+        writer.string(time(fix.recordedAtMicros))
         if fix.clockSuspect {
             writer.key("clock_suspect")
             writer.bool(true)
         }
         writer.endObject()
+    }
+
+    /// A time of the log as RFC 3339, or, outside the years RFC 3339 text is written for (where
+    /// formatting traps; only a hand-made or damaged log holds such a time), its microseconds since
+    /// 1970 as they are: a dump shows what the log holds and never stops on it.
+    static func time(_ micros: Int64, millis: Bool = false) -> String {
+        guard micros == RFC3339.clampedMicros(micros) else { return "\(micros) µs since 1970" }
+        return millis ? RFC3339.formatMillis(micros) : RFC3339.formatMicros(micros)
     }
 
     /// The log keeps doubles bit for bit; JSON has no NaN or infinity, so those print as strings.
@@ -189,7 +197,7 @@ enum EventJSON {
 
     static func line(_ header: RecordHeader, _ event: Event) -> String {
         let prefix =
-            "\(header.offset)  \(RFC3339.formatMillis(header.receivedAtMicros))  \(LogCommand.typeName(header.type))"
+            "\(header.offset)  \(time(header.receivedAtMicros, millis: true))  \(LogCommand.typeName(header.type))"
         switch event {
         case .fixBatch(let batch):
             return prefix + "  device \(batch.deviceID)  batch \(batch.batchID)  \(batch.fixes.count) fixes"
@@ -215,15 +223,15 @@ enum EventJSON {
             return prefix + "  \(whom) " + (change.days.map { "\($0) days" } ?? "cleared")
         case .historyErased(let erase):
             return prefix + "  device \(erase.deviceID) from "
-                + (erase.fromMicros.map { RFC3339.formatMillis($0) } ?? "the start") + " to "
-                + (erase.toMicros.map { RFC3339.formatMillis($0) } ?? "the end")
+                + (erase.fromMicros.map { time($0, millis: true) } ?? "the start") + " to "
+                + (erase.toMicros.map { time($0, millis: true) } ?? "the end")
         case .deviceRemoved(let removed): return prefix + "  device \(removed.deviceID)"
         case .userPasswordSet(let set): return prefix + "  user \(set.userID)"
         case .userRoleChanged(let change):
             return prefix + "  user \(change.userID) \(change.role == .admin ? "admin" : "member")"
         case .shareGranted(let share):
             return prefix + "  device \(share.deviceID) to user \(share.granteeUserID)"
-                + (share.untilMicros.map { " until " + RFC3339.formatMicros($0) } ?? "")
+                + (share.untilMicros.map { " until " + time($0) } ?? "")
         case .shareRevoked(let share):
             return prefix + "  device \(share.deviceID) from user \(share.granteeUserID)"
         case .userTokenRotated(let rotated): return prefix + "  user \(rotated.userID)"

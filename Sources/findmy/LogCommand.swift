@@ -156,12 +156,12 @@ enum LogCommand {
             printLine("durable end    \(durableEnd)")
             if records > 0 {
                 printLine(
-                    "received       \(RFC3339.formatMillis(receivedMin)) to \(RFC3339.formatMillis(receivedMax))"
+                    "received       \(EventJSON.time(receivedMin, millis: true)) to \(EventJSON.time(receivedMax, millis: true))"
                 )
             }
             if fixes > 0 {
                 printLine(
-                    "recorded       \(RFC3339.formatMillis(recordedMin)) to \(RFC3339.formatMillis(recordedMax))"
+                    "recorded       \(EventJSON.time(recordedMin, millis: true)) to \(EventJSON.time(recordedMax, millis: true))"
                 )
             }
             for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
@@ -346,13 +346,16 @@ enum LogCommand {
     }
 
     static func time(_ micros: Int64?, _ writer: inout JSONWriter) {
-        if let micros { writer.string(RFC3339.formatMicros(micros)) } else { writer.null() }
+        if let micros { writer.string(EventJSON.time(micros)) } else { writer.null() }
     }
 }
 
 extension String {
     init(format1 value: Double) {
-        let tenths = (value * 10).rounded()
-        self = "\(Int(tenths) / 10).\(abs(Int(tenths)) % 10)"
+        guard let tenths = Int64(saturating: (value * 10).rounded()) else {
+            self = "unknown"
+            return
+        }
+        self = "\(tenths / 10).\((tenths % 10).magnitude)"
     }
 }

@@ -1,4 +1,5 @@
 import Events
+import JSON
 import Postgres
 import Projector
 import Synchronization
@@ -119,8 +120,10 @@ enum ProjectCommand {
         let percent = progress.target > 0 ? Double(progress.checkpoint) * 100 / Double(progress.target) : 100
         var line =
             "replay: offset \(progress.checkpoint)/\(progress.target) (\(String(format1: percent))%), "
-            + "\(progress.recordsFolded) records, \(Int(progress.fixesPerSecond)) fixes/s"
-        if let eta = progress.etaSeconds { line += ", ETA \(Int(eta.rounded())) s" }
+            + "\(progress.recordsFolded) records, \(Int64(saturating: progress.fixesPerSecond) ?? 0) fixes/s"
+        if let eta = progress.etaSeconds.flatMap({ Int64(saturating: $0.rounded()) }) {
+            line += ", ETA \(eta) s"
+        }
         return line
     }
 }

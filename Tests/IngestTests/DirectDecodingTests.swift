@@ -40,6 +40,21 @@ import Testing
         body([fullFix.replacingOccurrences("false", "0")]),
         body(["{}"]),
         body([fullFix.replacingOccurrences("12", "123456789012345678901234567890")]),
+        // Every field's limits, and the values just beyond them.
+        body([
+            fullFix.replacingOccurrences("\"accuracy_m\": 12", "\"accuracy_m\": 1000000"),
+            fullFix.replacingOccurrences("\"accuracy_m\": 12", "\"accuracy_m\": 1000000.0000000001"),
+            fullFix.replacingOccurrences("\"accuracy_m\": 12", "\"accuracy_m\": 5e-324"),
+            fullFix.replacingOccurrences("\"accuracy_m\": 12", "\"accuracy_m\": 1e308"),
+            fullFix.replacingOccurrences("\"altitude_m\": 34", "\"altitude_m\": -12000"),
+            fullFix.replacingOccurrences("\"altitude_m\": 34", "\"altitude_m\": 100000.001"),
+            fullFix.replacingOccurrences("\"speed_mps\": 1.2", "\"speed_mps\": 2000"),
+            fullFix.replacingOccurrences("\"speed_mps\": 1.2", "\"speed_mps\": -1e-300"),
+            fullFix.replacingOccurrences("\"heading_deg\": 90", "\"heading_deg\": 359.99999999999994"),
+            fullFix.replacingOccurrences("\"heading_deg\": 90", "\"heading_deg\": 1e308"),
+            fullFix.replacingOccurrences("\"battery_pct\": 81", "\"battery_pct\": 100"),
+            fullFix.replacingOccurrences("\"battery_pct\": 81", "\"battery_pct\": 100.4"),
+        ]),
     ]
 
     /// Bodies that are malformed, or well-formed outside the plain shape.

@@ -59,6 +59,81 @@ import Testing
         #expect(try reasonCode(json) == code, "\(override)")
     }
 
+    /// Each numeric field's range (IngestLimits, docs/api.md "Fix rules"): the limits themselves
+    /// are accepted and stored as sent, the nearest doubles beyond them rejected, naming the field.
+    static let ranges: [(key: String, lowest: Double, highest: Double, below: Double?, above: Double)] = [
+        ("latitude", -90, 90, (-90.0).nextDown, (90.0).nextUp),
+        ("longitude", -180, 180, (-180.0).nextDown, (180.0).nextUp),
+        ("accuracy_m", .leastNonzeroMagnitude, 1_000_000, 0, (1_000_000.0).nextUp),
+        ("altitude_m", -12_000, 100_000, (-12_000.0).nextDown, (100_000.0).nextUp),
+        ("speed_mps", 0, 2_000, -Double.leastNonzeroMagnitude, (2_000.0).nextUp),
+        ("heading_deg", 0, (360.0).nextDown, -Double.leastNonzeroMagnitude, 360),
+        // A fractional percentage is rounded, so 100.5 would be 101: the range applies before rounding.
+        ("battery_pct", 0, 100, -Double.leastNonzeroMagnitude, (100.0).nextUp),
+    ]
+
+    func fix(setting key: String, to value: Double) -> String {
+        var members = [
+            "latitude": "52.52", "longitude": "13.405", "accuracy_m": "12", "source": "\"significant\"",
+            "recorded_at": "\"2026-12-02T13:59:00Z\"",
+        ]
+        members[key] = "\(value)"
+        return "{" + members.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ") + "}"
+    }
+
+    func stored(_ key: String, _ fix: Fix) -> Double? {
+        switch key {
+        case "latitude": fix.latitude
+        case "longitude": fix.longitude
+        case "accuracy_m": fix.accuracyMeters
+        case "altitude_m": fix.altitudeMeters
+        case "speed_mps": fix.speedMetersPerSecond
+        case "heading_deg": fix.headingDegrees
+        case "battery_pct": fix.batteryPercent.map { Double($0) }
+        default: nil
+        }
+    }
+
+    @Test(arguments: ranges.indices)
+    func eachFieldsLimitsAreAcceptedAndTheValuesBeyondRejected(index: Int) throws {
+        let (key, lowest, highest, below, above) = Self.ranges[index]
+        for value in [lowest, highest] {
+            let report = try decode([fix(setting: key, to: value)])
+            #expect(report.rejections.isEmpty, "\(key) \(value): \(report.rejections)")
+            #expect(report.fixes.first.flatMap { stored(key, $0) } == value, "\(key) \(value)")
+        }
+        for value in [below, above, 1e308, -1e308].compactMap({ $0 })
+        where !(lowest...highest).contains(value) {
+            let report = try decode([fix(setting: key, to: value), fix()])
+            #expect(report.fixes.count == 1, "\(key) \(value): only that fix is rejected")
+            let reason = try #require(report.rejections.first?.reason, "\(key) \(value)")
+            #expect(reason.hasPrefix("out_of_range: \(key) must be within "), "\(reason)")
+            #expect(reason.hasSuffix("got \(value)") || reason.hasSuffix("; send 0"), "\(reason)")
+        }
+    }
+
+    @Test func rangeMessagesSayTheRangeAndTheUnit() throws {
+        func reason(_ key: String, _ value: Double) throws -> String? {
+            try decode([fix(setting: key, to: value)]).rejections.first?.reason
+        }
+        #expect(
+            try reason("accuracy_m", 1e21)
+                == "out_of_range: accuracy_m must be within (0, 1000000] metres, got 1e+21")
+        #expect(
+            try reason("accuracy_m", 0)
+                == "out_of_range: accuracy_m must be within (0, 1000000] metres, got 0.0")
+        #expect(
+            try reason("heading_deg", 360)
+                == "out_of_range: heading_deg must be within [0, 360), got 360.0; send 0")
+        #expect(
+            try reason("heading_deg", 400) == "out_of_range: heading_deg must be within [0, 360), got 400.0")
+        #expect(
+            try reason("speed_mps", 1e308) == "out_of_range: speed_mps must be within [0, 2000], got 1e+308")
+        #expect(
+            try reason("battery_pct", 100.5) == "out_of_range: battery_pct must be within [0, 100], got 100.5"
+        )
+    }
+
     @Test func missingAccuracyAndUnknownFieldsRejectOnlyThatFix() throws {
         let report = try decode([
             fix(),

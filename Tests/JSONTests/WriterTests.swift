@@ -154,3 +154,23 @@ private func randomString(using generator: inout SeededGenerator) -> String {
     writer.endObject()
     #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"b":true}"#)
 }
+
+/// The one non-trapping conversion of a stored double (JSON/Saturating.swift).
+@Test func saturatingConversionsNeverTrap() {
+    #expect(Int64(saturating: 1.9) == 1 && Int64(saturating: -1.9) == -1)
+    #expect(Int64(saturating: 1e308) == .max && Int64(saturating: .infinity) == .max)
+    #expect(Int64(saturating: -1e308) == .min && Int64(saturating: -.infinity) == .min)
+    #expect(Int64(saturating: 9_223_372_036_854_775_807.0) == .max, "2^63 rounds past max")
+    #expect(Int64(saturating: -9_223_372_036_854_775_808.0) == .min)
+    #expect(Int64(saturating: .nan) == nil)
+    #expect(UInt8(saturating: 255.9) == 255 && UInt8(saturating: 256) == 255 && UInt8(saturating: -0.5) == 0)
+    #expect(Int(saturating: 4_503_599_627_370_495.5) == 4_503_599_627_370_495)
+    var writer = JSONWriter()
+    writer.beginArray()
+    for value in [1.5, .nan, .infinity, -.infinity, 1e308] { writer.finiteDouble(value) }
+    writer.endArray()
+    #expect(String(decoding: writer.bytes, as: UTF8.self) == "[1.5,null,null,null,1e+308]")
+    #expect(
+        RFC3339.clampedMicros(.max) == RFC3339.microsMax && RFC3339.clampedMicros(.min) == RFC3339.microsMin)
+    #expect(RFC3339.clampedMicros(0) == 0)
+}

@@ -56,3 +56,32 @@ import Testing
 #if canImport(Glibc)
     import Glibc
 #endif
+
+/// Values a log written before the fix ranges existed can hold are shown, never trapped on.
+@Suite struct OutsizedValueTests {
+    let page = PanelPage(
+        userName: "alice", devices: [], selection: .none, nowMicros: 1_796_220_000_000_000,
+        configuration: PanelService.Configuration())
+
+    @Test func accuracyTextForEveryDouble() {
+        #expect(page.meters(12) == "12 m")
+        #expect(page.meters(999.4) == "999 m")
+        #expect(page.meters(1_500) == "1.5 km")
+        #expect(page.meters(1_000_000) == "1000.0 km")
+        #expect(page.meters(.leastNonzeroMagnitude) == "0 m")
+        for outsized in [1e21, 1e308, .greatestFiniteMagnitude, .infinity] {
+            #expect(page.meters(outsized) == "more than 1000.0 km", "\(outsized)")
+        }
+        for unknown in [0, -0.0, -1, -1e308, -.infinity, .nan] {
+            #expect(page.meters(unknown) == "unknown", "\(unknown)")
+        }
+    }
+
+    @Test func timesOutsideRFC3339YearsAreClamped() {
+        #expect(page.utcText(Int64.max) == "9999-12-31 23:59 UTC")
+        #expect(page.utcText(Int64.min) == "0001-01-01 00:00 UTC")
+        #expect(page.stamp(1_796_220_000_000_000) == "2026-12-02T14:00:00.000Z")
+        #expect(
+            page.relative(Int64.min).hasSuffix("ago") && page.relative(Int64.max).hasPrefix("in the future"))
+    }
+}
