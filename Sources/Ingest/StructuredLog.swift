@@ -19,29 +19,21 @@ public enum StructuredLog {
     }
 
     /// `text` fit for a log line that people read: at most `bytesMax` bytes of UTF-8 (cut on a
-    /// character, then `…`), and every control character, bidi control and zero-width character
-    /// replaced by U+FFFD, so that a name a client chose can neither forge the look of a line nor
-    /// fill the log. (The JSON writer escapes quotes and controls; this is about what people see.)
+    /// character, then `…`), and every character a name may not contain (`NameRules`: controls,
+    /// text-direction and zero-width characters) replaced by U+FFFD, which shows that one was
+    /// there: a name a client chose can neither forge the look of a line nor fill the log. (The
+    /// JSON writer escapes quotes and controls; this is about what people see.)
     public static func sanitized(_ text: String, bytesMax: Int = 64) -> String {
         var out = String.UnicodeScalarView()
         var bytes = 0
         for scalar in text.unicodeScalars {
-            let shown = isInvisible(scalar) ? Unicode.Scalar(0xFFFD)! : scalar
+            let shown = NameRules.isForbidden(scalar) ? Unicode.Scalar(0xFFFD)! : scalar
             let width = UTF8.width(shown)
             guard bytes + width <= bytesMax else { return String(out) + "…" }
             out.append(shown)
             bytes += width
         }
         return String(out)
-    }
-
-    static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F: true  // C0, DEL, C1
-        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true  // bidi controls
-        case 0x200B...0x200D, 0x2060, 0xFEFF: true  // zero width
-        default: false
-        }
     }
 
     static func write(_ level: String, _ event: String, _ fields: KeyValuePairs<String, Field>) {
