@@ -249,7 +249,7 @@ private func queue(
     guard let mhdResponse else { return .NO }
     defer { MHD_destroy_response(mhdResponse) }
     // MHD writes Content-Length and connection handling itself and would send duplicates.
-    for (name, value) in response.headers
+    for (name, value) in withSafetyHeaders(response.headers)
     where !asciiCaseInsensitiveEquals(name, "Content-Length")
         && !asciiCaseInsensitiveEquals(name, "Connection")
     {
@@ -258,6 +258,16 @@ private func queue(
     let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     if result == .YES { state.answered = (routeName, response.status) }
     return result
+}
+
+/// Every answer forbids content sniffing (a JSON body is never run as a script or page); an
+/// answer whose handler did not choose its caching is not stored anywhere, since most carry
+/// locations or account data. Static files set their own `Cache-Control`.
+func withSafetyHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
+    var headers = headers
+    headers.set("X-Content-Type-Options", "nosniff")
+    if headers["Cache-Control"] == nil { headers.add("Cache-Control", "no-store") }
+    return headers
 }
 
 private func collectHeaders(_ connection: OpaquePointer) -> HTTPHeaders {
