@@ -10,7 +10,8 @@ import Threads
 //
 // Lifecycle of one request, as MHD drives it:
 //   requestLineArrived   create RequestState, count it in flight
-//   accessHandler #1     headers are in: refuse an oversized Content-Length with 413
+//   accessHandler #1     headers are in: refuse ambiguous body framing with 400 and an oversized
+//                        Content-Length with 413 (either closes the connection after the answer)
 //   accessHandler #2..n  body bytes: append; past bodyBytesMax discard, up to 2x
 //   accessHandler last   body complete (upload size 0): 413, or route; a router answer is queued
 //                        at once, a handler gets a PendingReply and the connection is suspended
@@ -90,6 +91,8 @@ final class RequestState {
     let started = ContinuousClock.now
     var method = ""
     var headersSeen = false
+    /// Collected once the head is in; handed to the request (and cleared) when the body is.
+    var headers = HTTPHeaders()
     var body: [UInt8] = []
     var bodyTooLarge = false
     var bytesReceived = 0
@@ -143,9 +146,13 @@ func accessHandler(
     if !state.headersSeen {
         state.headersSeen = true
         state.method = method.map { String(cString: $0) } ?? ""
-        let declared = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length")
-        if let declared, let length = Int(String(cString: declared)), length > bodyBytesMax {
-            // Answering before the body is read also means no "100 Continue" is sent.
+        state.headers = collectHeaders(connection)
+        // An answer queued now, before the body, also makes MHD close the connection after it
+        // (and send no "100 Continue"): nothing more is read from it.
+        if let refusal = ambiguousBodyFraming(state.headers) {
+            return queue(refusal, routeName: routeName(state, server), on: connection, state)
+        }
+        if let declared = state.headers["Content-Length"], let length = Int(declared), length > bodyBytesMax {
             return answerBodyTooLarge(connection, state, server)
         }
         return .YES
@@ -178,9 +185,10 @@ func accessHandler(
     if state.bodyTooLarge { return answerBodyTooLarge(connection, state, server) }
 
     let request = HTTPRequest(
-        method: state.method, target: state.target, headers: collectHeaders(connection), body: state.body,
+        method: state.method, target: state.target, headers: state.headers, body: state.body,
         remoteAddress: state.remoteAddress, connectionID: state.connectionID)
     state.body = []
+    state.headers = HTTPHeaders()
     let (routeName, resolution) = server.router.resolve(request)
     switch resolution {
     case .answer(let response):
@@ -233,9 +241,50 @@ private func answerBodyTooLarge(_ connection: OpaquePointer, _ state: RequestSta
         status: 413, code: "body_too_large",
         message: "the request body is larger than this server's limit of \(limit) bytes (bodyBytesMax); "
             + "send less per request, e.g. split a batch")
+    return queue(response, routeName: routeName(state, server), on: connection, state)
+}
+
+private func routeName(_ state: RequestState, _ server: ServerContext) -> String {
     let path = HTTPRequest(method: state.method, target: state.target).path
-    let routeName = server.router.routeName(method: state.method, path: path)
-    return queue(response, routeName: routeName, on: connection, state)
+    return server.router.routeName(method: state.method, path: path)
+}
+
+/// A 400 for a request whose body's end two parsers could place differently (RFC 9112 §6.3), or
+/// nil. libmicrohttpd 0.9.75 lets `Transfer-Encoding` win over `Content-Length`, reads the first
+/// of several `Content-Length` fields, and reads a body of an unknown coding until the connection
+/// closes. A proxy in front that decides otherwise forwards the rest of the body as a request of
+/// its own, unseen by the proxy (request smuggling); so such a request is refused, and the
+/// connection closed, whatever its route.
+func ambiguousBodyFraming(_ headers: HTTPHeaders) -> HTTPResponse? {
+    let lengths = headers.values("Content-Length").map { $0.trimmingSpacesAndTabs() }
+    let codings = headers.values("Transfer-Encoding").map { $0.trimmingSpacesAndTabs() }
+    if !lengths.isEmpty && !codings.isEmpty {
+        return .error(
+            status: 400, code: "ambiguous_body_length",
+            message: "the request has both Content-Length and Transfer-Encoding, so where its body ends "
+                + "is ambiguous; send exactly one of them")
+    }
+    if lengths.contains(where: { $0 != lengths[0] }) {
+        return .error(
+            status: 400, code: "ambiguous_body_length",
+            message:
+                "the request has Content-Length fields with different values (\(lengths.joined(separator: ", "))); "
+                + "send exactly one")
+    }
+    if !codings.isEmpty && (codings.count > 1 || !asciiCaseInsensitiveEquals(codings[0], "chunked")) {
+        return .error(
+            status: 400, code: "unsupported_transfer_encoding",
+            message: "Transfer-Encoding '\(codings.joined(separator: ", "))' is not supported; send the body "
+                + "with Content-Length, or with a single 'Transfer-Encoding: chunked'")
+    }
+    return nil
+}
+
+extension String {
+    fileprivate func trimmingSpacesAndTabs() -> String {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        return String(drop(while: isBlank).reversed().drop(while: isBlank).reversed())
+    }
 }
 
 private func queue(
