@@ -2,6 +2,10 @@ import CMicroHTTPD
 import Synchronization
 import Threads
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 // libmicrohttpd calls these C callbacks on its event-loop threads (epoll, a small pool). They
 // capture nothing and reach the server through the context pointer given to MHD_start_daemon (a
 // retained ServerContext) and each request through its MHD request pointer (a retained
@@ -12,7 +16,8 @@ import Threads
 //   requestLineArrived   create RequestState, count it in flight
 //   accessHandler #1     headers are in: refuse ambiguous body framing with 400 and an oversized
 //                        Content-Length with 413 (either closes the connection after the answer)
-//   accessHandler #2..n  body bytes: append; past bodyBytesMax discard, up to 2x
+//   accessHandler #2..n  body bytes: close if slower than bodyBytesPerSecondMin; append; past
+//                        bodyBytesMax discard, up to 2x
 //   accessHandler last   body complete (upload size 0): 413, or route; a router answer is queued
 //                        at once, a handler gets a PendingReply and the connection is suspended
 //                        unless the handler answered before returning (a deferred one may)
@@ -27,7 +32,12 @@ final class ServerContext: Sendable {
     let limits: HTTPServer.Limits
     let observer: HTTPServer.Observer?
     let workers: WorkerPool
+    let nowMicros: @Sendable () -> Int64
     private let counters = Mutex(Counters())
+    private let logSink: HTTPServer.LogSink
+    private let logLimiter: Mutex<LogRateLimiter>
+    /// What MHD's logger option points at; freed in deinit, after MHD_stop_daemon.
+    let logger: LoggerTarget
 
     private struct Counters {
         var connectionsOpened: UInt64 = 0
@@ -37,11 +47,43 @@ final class ServerContext: Sendable {
         var stopping = false
     }
 
-    init(router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?) {
+    init(
+        router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?,
+        logSink: HTTPServer.LogSink?, nowMicros: @escaping @Sendable () -> Int64
+    ) {
         self.router = router
         self.limits = limits
         self.observer = observer
         workers = WorkerPool(threadsMax: limits.blockingThreadsMax)
+        self.nowMicros = nowMicros
+        self.logSink = logSink ?? writeToStandardError
+        logLimiter = Mutex(LogRateLimiter(linesPerMinuteMax: limits.logLinesPerMinuteMax))
+        logger = LoggerTarget(pointer: .allocate(capacity: 1))
+        // Unretained: the daemon, which alone calls the logger, holds its own retain of this context.
+        logger.pointer.initialize(
+            to: findmy_mhd_logger(
+                line: libraryMessageArrived, context: Unmanaged.passUnretained(self).toOpaque()))
+    }
+
+    deinit {
+        logger.pointer.deallocate()
+    }
+
+    /// A message for the log sink, from any thread, through the rate limit.
+    func log(_ message: String) {
+        var text = Substring(message)
+        while let last = text.last, last == "\n" || last == " " { text = text.dropLast() }
+        logLimiter.withLock { limiter in
+            // Written under the lock, so a dropped count comes out before the line it precedes.
+            for line in limiter.admit(String(text), nowMicros: nowMicros()) { logSink(line) }
+        }
+    }
+
+    /// Reports messages the limit dropped since the last line, once the daemon has stopped.
+    func finishLog() {
+        logLimiter.withLock { limiter in
+            for line in limiter.finish() { logSink(line) }
+        }
     }
 
     /// A reply slot for a request about to be handed to its handler; already abandoned (answered
@@ -83,6 +125,27 @@ final class ServerContext: Sendable {
     func requestEnded() { counters.withLock { $0.requestsInFlight -= 1 } }
 }
 
+/// MHD's logger context: a C struct naming the Swift function and the server.
+struct LoggerTarget: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<findmy_mhd_logger>
+}
+
+private func writeToStandardError(_ line: LogLine) {
+    let text: String
+    switch line {
+    case .message(let message): text = "libmicrohttpd: \(message)\n"
+    case .dropped(let count): text = "libmicrohttpd: \(count) more messages dropped by the rate limit\n"
+    }
+    var bytes = Array(text.utf8)
+    _ = Glibc.write(2, &bytes, bytes.count)
+}
+
+/// libmicrohttpd's logger, called through `findmy_mhd_log` (shim.h) with one formatted message.
+func libraryMessageArrived(_ context: UnsafeMutableRawPointer?, _ text: UnsafePointer<CChar>?) {
+    guard let context, let text else { return }
+    Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue().log(String(cString: text))
+}
+
 /// Touched only by the one connection thread that owns the request.
 final class RequestState {
     let target: String
@@ -91,6 +154,8 @@ final class RequestState {
     let started = ContinuousClock.now
     var method = ""
     var headersSeen = false
+    /// When the head was in: the body's rate is measured from here.
+    var bodyStartedMicros: Int64 = 0
     /// Collected once the head is in; handed to the request (and cleared) when the body is.
     var headers = HTTPHeaders()
     var body: [UInt8] = []
@@ -147,6 +212,7 @@ func accessHandler(
         state.headersSeen = true
         state.method = method.map { String(cString: $0) } ?? ""
         state.headers = collectHeaders(connection)
+        state.bodyStartedMicros = server.nowMicros()
         // An answer queued now, before the body, also makes MHD close the connection after it
         // (and send no "100 Continue"): nothing more is read from it.
         if let refusal = ambiguousBodyFraming(state.headers) {
@@ -161,6 +227,12 @@ func accessHandler(
     if chunkBytes > 0 {
         uploadDataSize.pointee = 0
         state.bytesReceived += chunkBytes
+        if isBodyTooSlow(state, server) {
+            server.log(
+                "request body from \(state.remoteAddress) slower than \(server.limits.bodyBytesPerSecondMin) "
+                    + "bytes a second (bodyBytesPerSecondMin); connection closed")
+            return .NO
+        }
         guard state.bytesReceived <= bodyBytesMax, state.answered == nil else {
             state.bodyTooLarge = true
             state.body = []
@@ -242,6 +314,18 @@ private func answerBodyTooLarge(_ connection: OpaquePointer, _ state: RequestSta
         message: "the request body is larger than this server's limit of \(limit) bytes (bodyBytesMax); "
             + "send less per request, e.g. split a batch")
     return queue(response, routeName: routeName(state, server), on: connection, state)
+}
+
+/// A body must arrive at `bodyBytesPerSecondMin` on average once `bodyRateGraceSeconds` have
+/// passed since its head: each byte buys 1/rate seconds. The idle timeout alone cannot stop a
+/// client that sends a byte just inside it; checked whenever bytes arrive (a stalled body is the
+/// idle timeout's), on the server's clock.
+private func isBodyTooSlow(_ state: RequestState, _ server: ServerContext) -> Bool {
+    let elapsedSeconds = Double(server.nowMicros() - state.bodyStartedMicros) / 1_000_000
+    let allowedSeconds =
+        Double(server.limits.bodyRateGraceSeconds)
+        + Double(state.bytesReceived) / Double(server.limits.bodyBytesPerSecondMin)
+    return elapsedSeconds > allowedSeconds
 }
 
 private func routeName(_ state: RequestState, _ server: ServerContext) -> String {

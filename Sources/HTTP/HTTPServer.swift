@@ -125,7 +125,10 @@ public final class HTTPServer: Sendable {
         let fd = try openListeningSocket(address, text: listen)
         var unixPath: String?
         if case .unix(let path) = address { unixPath = path }
-        let context = ServerContext(router: router, limits: limits, observer: observer)
+        let context = ServerContext(
+            router: router, limits: limits, observer: observer, logSink: logSink, nowMicros: nowMicros)
+        // MHD_USE_ERROR_LOG with the logger option: MHD's messages go to the log sink, never to
+        // standard error.
         let flags =
             MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_ERROR_LOG.rawValue
@@ -133,11 +136,11 @@ public final class HTTPServer: Sendable {
         let contextPointer = Unmanaged.passRetained(context).toOpaque()
         guard
             let daemon = findmy_mhd_start(
-                flags, fd, UInt32(limits.connectionsMax), limits.headerBytesMax,
-                UInt32(limits.requestTimeoutSeconds),
+                flags, fd, UInt32(limits.connectionsMax), UInt32(limits.connectionsPerAddressMax),
+                limits.headerBytesMax, UInt32(limits.requestTimeoutSeconds),
                 UInt32(min(limits.eventLoopThreads, limits.connectionsMax)),
                 accessHandler, contextPointer, requestCompleted,
-                connectionNotified, requestLineArrived)
+                connectionNotified, requestLineArrived, context.logger.pointer)
         else {
             Unmanaged<ServerContext>.fromOpaque(contextPointer).release()
             close(fd)
@@ -166,6 +169,7 @@ public final class HTTPServer: Sendable {
             }
             context.abandonPending()
             MHD_stop_daemon(daemon)
+            context.finishLog()
             context.workers.stop()
             Unmanaged.passUnretained(context).release()
         }

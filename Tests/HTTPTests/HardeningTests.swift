@@ -179,7 +179,6 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
             }
         }
         test.server.stop()
-        print(test.logLines.withLock { "\($0)" })
         exit(seen ? 0 : 1)
     }
     let standardError = String(decoding: result.standardErrorContent, as: UTF8.self)
