@@ -19,7 +19,8 @@ public final class HTTPServer: Sendable {
         /// Per-connection memory for the request line and headers (MHD's connection memory pool).
         /// Over it, libmicrohttpd itself answers 431 and closes the connection.
         public var headerBytesMax: Int
-        /// Connections served at once; libmicrohttpd refuses (closes) further ones.
+        /// Connections served at once; at its share a thread stops accepting, so further ones wait
+        /// in the kernel's listen queue.
         public var connectionsMax: Int
         /// A connection idle this long (a stalled body, a quiet keep-alive) is closed; a request
         /// whose body never completes never reaches its handler. A request waiting for its
