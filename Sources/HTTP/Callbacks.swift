@@ -13,6 +13,8 @@ import Threads
 // one answers from wherever its work completes, while MHD holds the connection suspended.
 //
 // Lifecycle of one request, as MHD drives it:
+//   connectionNotified   started: number the connection, and HeadDeadline starts its clock;
+//                        closed: HeadDeadline forgets it
 //   requestLineArrived   create RequestState, count it in flight
 //   accessHandler #1     headers are in: refuse ambiguous body framing with 400 and an oversized
 //                        Content-Length with 413 (either closes the connection after the answer)
@@ -23,7 +25,8 @@ import Threads
 //                        unless the handler answered before returning (a deferred one may)
 //   PendingReply.answer  any thread: keep the response, MHD_resume_connection
 //   accessHandler again  after the resume: queue the kept response
-//   requestCompleted     response sent or connection lost: observe, release, uncount
+//   requestCompleted     response sent or connection lost: observe, release, uncount; the
+//                        next head is owed from now
 // A body that never completes (client closed, or idle past the timeout) skips "last", so a
 // handler never sees a partial body.
 
@@ -34,10 +37,10 @@ final class ServerContext: Sendable {
     let workers: WorkerPool
     let nowMicros: @Sendable () -> Int64
     private let counters = Mutex(Counters())
-    private let logSink: HTTPServer.LogSink
-    private let logLimiter: Mutex<LogRateLimiter>
+    private let libraryLog: LibraryLog
     /// What MHD's logger option points at; freed in deinit, after MHD_stop_daemon.
     let logger: LoggerTarget
+    let headDeadline: HeadDeadline
 
     private struct Counters {
         var connectionsOpened: UInt64 = 0
@@ -56,8 +59,16 @@ final class ServerContext: Sendable {
         self.observer = observer
         workers = WorkerPool(threadsMax: limits.blockingThreadsMax)
         self.nowMicros = nowMicros
-        self.logSink = logSink ?? writeToStandardError
-        logLimiter = Mutex(LogRateLimiter(linesPerMinuteMax: limits.logLinesPerMinuteMax))
+        let libraryLog = LibraryLog(
+            sink: logSink ?? writeToStandardError, linesPerMinuteMax: limits.logLinesPerMinuteMax,
+            nowMicros: nowMicros)
+        self.libraryLog = libraryLog
+        headDeadline = HeadDeadline(headSecondsMax: limits.requestHeadSecondsMax, nowMicros: nowMicros) {
+            [headSecondsMax = limits.requestHeadSecondsMax] address in
+            libraryLog.log(
+                "request head from \(address) not complete within \(headSecondsMax) s "
+                    + "(requestHeadSecondsMax); connection closed")
+        }
         logger = LoggerTarget(pointer: .allocate(capacity: 1))
         // Unretained: the daemon, which alone calls the logger, holds its own retain of this context.
         logger.pointer.initialize(
@@ -70,21 +81,10 @@ final class ServerContext: Sendable {
     }
 
     /// A message for the log sink, from any thread, through the rate limit.
-    func log(_ message: String) {
-        var text = Substring(message)
-        while let last = text.last, last == "\n" || last == " " { text = text.dropLast() }
-        logLimiter.withLock { limiter in
-            // Written under the lock, so a dropped count comes out before the line it precedes.
-            for line in limiter.admit(String(text), nowMicros: nowMicros()) { logSink(line) }
-        }
-    }
+    func log(_ message: String) { libraryLog.log(message) }
 
     /// Reports messages the limit dropped since the last line, once the daemon has stopped.
-    func finishLog() {
-        logLimiter.withLock { limiter in
-            for line in limiter.finish() { logSink(line) }
-        }
-    }
+    func finishLog() { libraryLog.finish() }
 
     /// A reply slot for a request about to be handed to its handler; already abandoned (answered
     /// 503) once the server is stopping, so that no connection is suspended after stop() looked.
@@ -123,6 +123,36 @@ final class ServerContext: Sendable {
 
     func requestStarted() { counters.withLock { $0.requestsInFlight += 1 } }
     func requestEnded() { counters.withLock { $0.requestsInFlight -= 1 } }
+}
+
+/// The log sink behind its rate limit.
+final class LibraryLog: Sendable {
+    private let sink: HTTPServer.LogSink
+    private let limiter: Mutex<LogRateLimiter>
+    private let nowMicros: @Sendable () -> Int64
+
+    init(
+        sink: @escaping HTTPServer.LogSink, linesPerMinuteMax: Int, nowMicros: @escaping @Sendable () -> Int64
+    ) {
+        self.sink = sink
+        limiter = Mutex(LogRateLimiter(linesPerMinuteMax: linesPerMinuteMax))
+        self.nowMicros = nowMicros
+    }
+
+    func log(_ message: String) {
+        var text = Substring(message)
+        while let last = text.last, last == "\n" || last == " " { text = text.dropLast() }
+        limiter.withLock { limiter in
+            // Written under the lock, so a dropped count comes out before the line it precedes.
+            for line in limiter.admit(String(text), nowMicros: nowMicros()) { sink(line) }
+        }
+    }
+
+    func finish() {
+        limiter.withLock { limiter in
+            for line in limiter.finish() { sink(line) }
+        }
+    }
 }
 
 /// MHD's logger context: a C struct naming the Swift function and the server.
@@ -176,10 +206,22 @@ func connectionNotified(
     _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
     _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_ConnectionNotificationCode
 ) {
-    guard let context, let socketContext, code == .CONNECTION_NOTIFY_STARTED else { return }
+    guard let context, let connection, let socketContext else { return }
     let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
-    // The id is stored in the pointer itself; it is never dereferenced.
-    socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(server.nextConnectionID()))
+    switch code {
+    case .CONNECTION_NOTIFY_STARTED:
+        let connectionID = server.nextConnectionID()
+        // The id is stored in the pointer itself; it is never dereferenced.
+        socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(connectionID))
+        server.headDeadline.opened(
+            connectionID, socket: findmy_mhd_connection_fd(connection),
+            address: formatAddress(findmy_mhd_client_address(connection)))
+    case .CONNECTION_NOTIFY_CLOSED:
+        // Before MHD closes the socket: see HeadDeadline.
+        server.headDeadline.closed(UInt64(UInt(bitPattern: socketContext.pointee)))
+    default:
+        break
+    }
 }
 
 func requestLineArrived(
@@ -213,6 +255,7 @@ func accessHandler(
         state.method = method.map { String(cString: $0) } ?? ""
         state.headers = collectHeaders(connection)
         state.bodyStartedMicros = server.nowMicros()
+        server.headDeadline.headArrived(state.connectionID)
         // An answer queued now, before the body, also makes MHD close the connection after it
         // (and send no "100 Continue"): nothing more is read from it.
         if let refusal = ambiguousBodyFraming(state.headers) {
@@ -297,6 +340,7 @@ func requestCompleted(
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeRetainedValue()
     if let pending = state.pending { server.forget(pending) }
     server.requestEnded()
+    server.headDeadline.requestEnded(state.connectionID)
     guard let observer = server.observer, let answered = state.answered else { return }
     let elapsed = (ContinuousClock.now - state.started).components
     observer(

@@ -41,6 +41,9 @@ public final class HTTPServer: Sendable {
         /// How long a body may take before `bodyBytesPerSecondMin` applies, counted from the end
         /// of the request head.
         public var bodyRateGraceSeconds: Int
+        /// A connection must deliver a complete request head within this long of opening or of
+        /// its previous answer, or it is closed (a head trickled to hold a connection).
+        public var requestHeadSecondsMax: Int
         /// Lines of libmicrohttpd's own messages passed to the log sink per minute; the rest are
         /// counted, and the count is logged with the next line let through.
         public var logLinesPerMinuteMax: Int
@@ -50,12 +53,13 @@ public final class HTTPServer: Sendable {
             requestTimeoutSeconds: Int = 30, eventLoopThreads: Int = 2, blockingThreadsMax: Int = 64,
             connectionsPerAddressMax: Int = 64, bodyBytesPerSecondMin: Int = 512,
             bodyRateGraceSeconds: Int = 10,
-            logLinesPerMinuteMax: Int = 60
+            requestHeadSecondsMax: Int = 30, logLinesPerMinuteMax: Int = 60
         ) {
             precondition(bodyBytesMax >= 0 && headerBytesMax >= 4096 && connectionsMax > 0)
             precondition(requestTimeoutSeconds > 0 && blockingThreadsMax > 0)
             precondition(eventLoopThreads > 0 && connectionsPerAddressMax >= 0)
             precondition(bodyBytesPerSecondMin > 0 && bodyRateGraceSeconds >= 0 && logLinesPerMinuteMax > 0)
+            precondition(requestHeadSecondsMax > 0)
             self.bodyBytesMax = bodyBytesMax
             self.headerBytesMax = headerBytesMax
             self.connectionsMax = connectionsMax
@@ -65,6 +69,7 @@ public final class HTTPServer: Sendable {
             self.connectionsPerAddressMax = connectionsPerAddressMax
             self.bodyBytesPerSecondMin = bodyBytesPerSecondMin
             self.bodyRateGraceSeconds = bodyRateGraceSeconds
+            self.requestHeadSecondsMax = requestHeadSecondsMax
             self.logLinesPerMinuteMax = logLinesPerMinuteMax
         }
     }
@@ -117,7 +122,8 @@ public final class HTTPServer: Sendable {
     ///
     /// - Parameters:
     ///   - logSink: where libmicrohttpd's messages go (rate-limited); without one, to standard error.
-    ///   - nowMicros: the clock of `bodyBytesPerSecondMin` and `logLinesPerMinuteMax`; tests move it.
+    ///   - nowMicros: the clock of `requestHeadSecondsMax`, `bodyBytesPerSecondMin` and
+    ///     `logLinesPerMinuteMax`; tests move it.
     public static func start(
         listen: String, router: Router, limits: Limits = Limits(), observer: Observer? = nil,
         logSink: LogSink? = nil, nowMicros: @escaping @Sendable () -> Int64 = systemMonotonicMicros
@@ -135,6 +141,7 @@ public final class HTTPServer: Sendable {
             | MHD_USE_ERROR_LOG.rawValue
         // The daemon holds this retain until stop() releases it after MHD_stop_daemon.
         let contextPointer = Unmanaged.passRetained(context).toOpaque()
+        context.headDeadline.start()
         guard
             let daemon = findmy_mhd_start(
                 flags, fd, UInt32(limits.connectionsMax), UInt32(limits.connectionsPerAddressMax),
@@ -143,6 +150,7 @@ public final class HTTPServer: Sendable {
                 accessHandler, contextPointer, requestCompleted,
                 connectionNotified, requestLineArrived, context.logger.pointer)
         else {
+            context.headDeadline.stop()
             Unmanaged<ServerContext>.fromOpaque(contextPointer).release()
             close(fd)
             if let unixPath { unlink(unixPath) }
@@ -170,6 +178,7 @@ public final class HTTPServer: Sendable {
             }
             context.abandonPending()
             MHD_stop_daemon(daemon)
+            context.headDeadline.stop()
             context.finishLog()
             context.workers.stop()
             Unmanaged.passUnretained(context).release()

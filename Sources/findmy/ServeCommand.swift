@@ -61,6 +61,10 @@ enum ServeCommand {
                 "idle seconds before a connection is closed (default 30)"
             ),
             (
+                "request-head-seconds-max", "FINDMY_REQUEST_HEAD_SECONDS_MAX",
+                "a connection must send a whole request head within this many seconds of opening or of its previous answer (default 30)"
+            ),
+            (
                 "body-bytes-per-second-min", "FINDMY_BODY_BYTES_PER_SECOND_MIN",
                 "a request body slower than this on average is cut off (default 512)"
             ),
@@ -204,7 +208,8 @@ enum ServeCommand {
             blockingThreadsMax: try integer("blocking-threads-max", 64, min: 1),
             connectionsPerAddressMax: try integer("connections-per-address-max", 64),
             bodyBytesPerSecondMin: try integer("body-bytes-per-second-min", 512, min: 1),
-            bodyRateGraceSeconds: try integer("body-rate-grace-seconds", 10))
+            bodyRateGraceSeconds: try integer("body-rate-grace-seconds", 10),
+            requestHeadSecondsMax: try integer("request-head-seconds-max", 30, min: 1))
         configuration.log.groupCommitDelayMicros = try integer("group-commit-delay-micros", 0)
         configuration.log.segmentBytesMax = try integer(
             "segment-bytes-max", configuration.log.segmentBytesMax, min: 4096)

@@ -180,6 +180,16 @@ final class RawClient {
         return address
     }
 
+    /// The client's own port, as the server sees it.
+    var localPort: Int {
+        var address = sockaddr_in()
+        var size = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &size) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     /// False once the server has closed the connection (EPIPE, ECONNRESET).
     @discardableResult
     func write(_ text: String) -> Bool {
