@@ -51,7 +51,7 @@ public final class HTTPServer: Sendable {
         public init(
             bodyBytesMax: Int = 16 << 20, headerBytesMax: Int = 32 << 10, connectionsMax: Int = 512,
             requestTimeoutSeconds: Int = 30, eventLoopThreads: Int = 2, blockingThreadsMax: Int = 64,
-            connectionsPerAddressMax: Int = 64, bodyBytesPerSecondMin: Int = 512,
+            connectionsPerAddressMax: Int = 128, bodyBytesPerSecondMin: Int = 512,
             bodyRateGraceSeconds: Int = 10,
             requestHeadSecondsMax: Int = 30, logLinesPerMinuteMax: Int = 60
         ) {

@@ -54,7 +54,7 @@ enum ServeCommand {
             ),
             (
                 "connections-per-address-max", "FINDMY_CONNECTIONS_PER_ADDRESS_MAX",
-                "simultaneous HTTP connections from one client address; 0: no limit (default 64)"
+                "simultaneous HTTP connections from one client address; 0: no limit (default 128)"
             ),
             (
                 "request-timeout-seconds", "FINDMY_REQUEST_TIMEOUT_SECONDS",
@@ -206,7 +206,7 @@ enum ServeCommand {
             requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1),
             eventLoopThreads: try integer("event-loop-threads", 2, min: 1),
             blockingThreadsMax: try integer("blocking-threads-max", 64, min: 1),
-            connectionsPerAddressMax: try integer("connections-per-address-max", 64),
+            connectionsPerAddressMax: try integer("connections-per-address-max", 128),
             bodyBytesPerSecondMin: try integer("body-bytes-per-second-min", 512, min: 1),
             bodyRateGraceSeconds: try integer("body-rate-grace-seconds", 10),
             requestHeadSecondsMax: try integer("request-head-seconds-max", 30, min: 1))
