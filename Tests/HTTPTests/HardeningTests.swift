@@ -21,20 +21,12 @@ import Testing
         ("413", try test.connection().send("POST", "/echo", body: [UInt8](repeating: 1, count: 2000))),
     ]
     for (name, answer) in answers {
-        #expect(
-            answer.headers.filter { $0.name.lowercased() == "x-content-type-options" }.map(\.value) == [
-                "nosniff"
-            ], "\(name)")
-        #expect(answer.header("Cache-Control") == "no-store", "\(name)")
+        #expect(answer.values("X-Content-Type-Options") == ["nosniff"], "\(name)")
+        #expect(answer.values("Cache-Control") == ["no-store"], "\(name)")
     }
     let cached = try connection.send("GET", "/cached")
-    #expect(
-        cached.headers.filter { $0.name.lowercased() == "cache-control" }.map(\.value) == [
-            "public, max-age=3600"
-        ])
-    #expect(
-        cached.headers.filter { $0.name.lowercased() == "x-content-type-options" }.map(\.value) == ["nosniff"]
-    )
+    #expect(cached.values("Cache-Control") == ["public, max-age=3600"])
+    #expect(cached.values("X-Content-Type-Options") == ["nosniff"])
 }
 
 // MARK: Request smuggling

@@ -252,3 +252,10 @@ final class ManualClock: Sendable {
         micros.withLock { $0 += Int64(seconds * 1_000_000) }
     }
 }
+
+extension HTTPClientResponse {
+    /// Every value of header `name`, ignoring case, in order.
+    func values(_ name: String) -> [String] {
+        headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+    }
+}
