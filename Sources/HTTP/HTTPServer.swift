@@ -44,8 +44,8 @@ public final class HTTPServer: Sendable {
         /// A connection must deliver a complete request head within this long of opening or of
         /// its previous answer, or it is closed (a head trickled to hold a connection).
         public var requestHeadSecondsMax: Int
-        /// Lines of libmicrohttpd's own messages passed to the log sink per minute; the rest are
-        /// counted, and the count is logged with the next line let through.
+        /// Messages passed to the log sink per minute (libmicrohttpd's, and the server's about slow
+        /// clients); the rest are counted, and the count is logged with the next line let through.
         public var logLinesPerMinuteMax: Int
 
         public init(
@@ -88,7 +88,8 @@ public final class HTTPServer: Sendable {
     public typealias Observer = @Sendable (Observation) -> Void
 
     /// Receives libmicrohttpd's own messages (a client that left mid-request, a refused
-    /// connection), at most `Limits.logLinesPerMinuteMax` a minute, from any of its threads.
+    /// connection) and the server's about slow clients (a head or body cut off), at most
+    /// `Limits.logLinesPerMinuteMax` a minute, from any thread.
     public typealias LogSink = @Sendable (LogLine) -> Void
 
     /// The clock the server's rate rules read: monotonic microseconds.

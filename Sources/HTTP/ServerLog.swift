@@ -1,6 +1,7 @@
 /// One line for the server's log sink.
 public enum LogLine: Equatable, Sendable {
-    /// A message from libmicrohttpd, without its trailing newline.
+    /// A message from libmicrohttpd (without its trailing newline), or the server's about a slow
+    /// client it cut off.
     case message(String)
     /// This many messages were left out by the rate limit since the last line let through.
     case dropped(Int)
