@@ -2,6 +2,10 @@ import CMicroHTTPD
 import Synchronization
 import Threads
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 // libmicrohttpd calls these C callbacks on its event-loop threads (epoll, a small pool). They
 // capture nothing and reach the server through the context pointer given to MHD_start_daemon (a
 // retained ServerContext) and each request through its MHD request pointer (a retained
@@ -9,15 +13,20 @@ import Threads
 // one answers from wherever its work completes, while MHD holds the connection suspended.
 //
 // Lifecycle of one request, as MHD drives it:
+//   connectionNotified   started: number the connection, and HeadDeadline starts its clock;
+//                        closed: HeadDeadline forgets it
 //   requestLineArrived   create RequestState, count it in flight
-//   accessHandler #1     headers are in: refuse an oversized Content-Length with 413
-//   accessHandler #2..n  body bytes: append; past bodyBytesMax discard, up to 2x
+//   accessHandler #1     headers are in: refuse ambiguous body framing with 400 and an oversized
+//                        Content-Length with 413 (either closes the connection after the answer)
+//   accessHandler #2..n  body bytes: close if slower than bodyBytesPerSecondMin; append; past
+//                        bodyBytesMax discard, up to 2x
 //   accessHandler last   body complete (upload size 0): 413, or route; a router answer is queued
 //                        at once, a handler gets a PendingReply and the connection is suspended
 //                        unless the handler answered before returning (a deferred one may)
 //   PendingReply.answer  any thread: keep the response, MHD_resume_connection
 //   accessHandler again  after the resume: queue the kept response
-//   requestCompleted     response sent or connection lost: observe, release, uncount
+//   requestCompleted     response sent or connection lost: observe, release, uncount; the
+//                        next head is owed from now
 // A body that never completes (client closed, or idle past the timeout) skips "last", so a
 // handler never sees a partial body.
 
@@ -26,7 +35,12 @@ final class ServerContext: Sendable {
     let limits: HTTPServer.Limits
     let observer: HTTPServer.Observer?
     let workers: WorkerPool
+    let nowMicros: @Sendable () -> Int64
     private let counters = Mutex(Counters())
+    private let libraryLog: LibraryLog
+    /// What MHD's logger option points at; freed in deinit, after MHD_stop_daemon.
+    let logger: LoggerTarget
+    let headDeadline: HeadDeadline
 
     private struct Counters {
         var connectionsOpened: UInt64 = 0
@@ -36,12 +50,41 @@ final class ServerContext: Sendable {
         var stopping = false
     }
 
-    init(router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?) {
+    init(
+        router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?,
+        logSink: HTTPServer.LogSink?, nowMicros: @escaping @Sendable () -> Int64
+    ) {
         self.router = router
         self.limits = limits
         self.observer = observer
         workers = WorkerPool(threadsMax: limits.blockingThreadsMax)
+        self.nowMicros = nowMicros
+        let libraryLog = LibraryLog(
+            sink: logSink ?? writeToStandardError, linesPerMinuteMax: limits.logLinesPerMinuteMax,
+            nowMicros: nowMicros)
+        self.libraryLog = libraryLog
+        headDeadline = HeadDeadline(headSecondsMax: limits.requestHeadSecondsMax, nowMicros: nowMicros) {
+            [headSecondsMax = limits.requestHeadSecondsMax] address in
+            libraryLog.log(
+                "request head from \(address) not complete within \(headSecondsMax) s "
+                    + "(requestHeadSecondsMax); connection closed")
+        }
+        logger = LoggerTarget(pointer: .allocate(capacity: 1))
+        // Unretained: the daemon, which alone calls the logger, holds its own retain of this context.
+        logger.pointer.initialize(
+            to: findmy_mhd_logger(
+                line: libraryMessageArrived, context: Unmanaged.passUnretained(self).toOpaque()))
     }
+
+    deinit {
+        logger.pointer.deallocate()
+    }
+
+    /// A message for the log sink, from any thread, through the rate limit.
+    func log(_ message: String) { libraryLog.log(message) }
+
+    /// Reports messages the limit dropped since the last line, once the daemon has stopped.
+    func finishLog() { libraryLog.finish() }
 
     /// A reply slot for a request about to be handed to its handler; already abandoned (answered
     /// 503) once the server is stopping, so that no connection is suspended after stop() looked.
@@ -82,6 +125,57 @@ final class ServerContext: Sendable {
     func requestEnded() { counters.withLock { $0.requestsInFlight -= 1 } }
 }
 
+/// The log sink behind its rate limit.
+final class LibraryLog: Sendable {
+    private let sink: HTTPServer.LogSink
+    private let limiter: Mutex<LogRateLimiter>
+    private let nowMicros: @Sendable () -> Int64
+
+    init(
+        sink: @escaping HTTPServer.LogSink, linesPerMinuteMax: Int, nowMicros: @escaping @Sendable () -> Int64
+    ) {
+        self.sink = sink
+        limiter = Mutex(LogRateLimiter(linesPerMinuteMax: linesPerMinuteMax))
+        self.nowMicros = nowMicros
+    }
+
+    func log(_ message: String) {
+        var text = Substring(message)
+        while let last = text.last, last == "\n" || last == " " { text = text.dropLast() }
+        limiter.withLock { limiter in
+            // Written under the lock, so a dropped count comes out before the line it precedes.
+            for line in limiter.admit(String(text), nowMicros: nowMicros()) { sink(line) }
+        }
+    }
+
+    func finish() {
+        limiter.withLock { limiter in
+            for line in limiter.finish() { sink(line) }
+        }
+    }
+}
+
+/// MHD's logger context: a C struct naming the Swift function and the server.
+struct LoggerTarget: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<findmy_mhd_logger>
+}
+
+private func writeToStandardError(_ line: LogLine) {
+    let text: String
+    switch line {
+    case .message(let message): text = "libmicrohttpd: \(message)\n"
+    case .dropped(let count): text = "libmicrohttpd: \(count) more messages dropped by the rate limit\n"
+    }
+    var bytes = Array(text.utf8)
+    _ = Glibc.write(2, &bytes, bytes.count)
+}
+
+/// libmicrohttpd's logger, called through `findmy_mhd_log` (shim.h) with one formatted message.
+func libraryMessageArrived(_ context: UnsafeMutableRawPointer?, _ text: UnsafePointer<CChar>?) {
+    guard let context, let text else { return }
+    Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue().log(String(cString: text))
+}
+
 /// Touched only by the one connection thread that owns the request.
 final class RequestState {
     let target: String
@@ -90,6 +184,10 @@ final class RequestState {
     let started = ContinuousClock.now
     var method = ""
     var headersSeen = false
+    /// When the head was in: the body's rate is measured from here.
+    var bodyStartedMicros: Int64 = 0
+    /// Collected once the head is in; handed to the request (and cleared) when the body is.
+    var headers = HTTPHeaders()
     var body: [UInt8] = []
     var bodyTooLarge = false
     var bytesReceived = 0
@@ -108,10 +206,22 @@ func connectionNotified(
     _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
     _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_ConnectionNotificationCode
 ) {
-    guard let context, let socketContext, code == .CONNECTION_NOTIFY_STARTED else { return }
+    guard let context, let connection, let socketContext else { return }
     let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
-    // The id is stored in the pointer itself; it is never dereferenced.
-    socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(server.nextConnectionID()))
+    switch code {
+    case .CONNECTION_NOTIFY_STARTED:
+        let connectionID = server.nextConnectionID()
+        // The id is stored in the pointer itself; it is never dereferenced.
+        socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(connectionID))
+        server.headDeadline.opened(
+            connectionID, socket: findmy_mhd_connection_fd(connection),
+            address: formatAddress(findmy_mhd_client_address(connection)))
+    case .CONNECTION_NOTIFY_CLOSED:
+        // Before MHD closes the socket: see HeadDeadline.
+        server.headDeadline.closed(UInt64(UInt(bitPattern: socketContext.pointee)))
+    default:
+        break
+    }
 }
 
 func requestLineArrived(
@@ -143,9 +253,15 @@ func accessHandler(
     if !state.headersSeen {
         state.headersSeen = true
         state.method = method.map { String(cString: $0) } ?? ""
-        let declared = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length")
-        if let declared, let length = Int(String(cString: declared)), length > bodyBytesMax {
-            // Answering before the body is read also means no "100 Continue" is sent.
+        state.headers = collectHeaders(connection)
+        state.bodyStartedMicros = server.nowMicros()
+        server.headDeadline.headArrived(state.connectionID)
+        // An answer queued now, before the body, also makes MHD close the connection after it
+        // (and send no "100 Continue"): nothing more is read from it.
+        if let refusal = ambiguousBodyFraming(state.headers) {
+            return queue(refusal, routeName: routeName(state, server), on: connection, state)
+        }
+        if let declared = state.headers["Content-Length"], let length = Int(declared), length > bodyBytesMax {
             return answerBodyTooLarge(connection, state, server)
         }
         return .YES
@@ -154,6 +270,12 @@ func accessHandler(
     if chunkBytes > 0 {
         uploadDataSize.pointee = 0
         state.bytesReceived += chunkBytes
+        if isBodyTooSlow(state, server) {
+            server.log(
+                "request body from \(state.remoteAddress) slower than \(server.limits.bodyBytesPerSecondMin) "
+                    + "bytes a second (bodyBytesPerSecondMin); connection closed")
+            return .NO
+        }
         guard state.bytesReceived <= bodyBytesMax, state.answered == nil else {
             state.bodyTooLarge = true
             state.body = []
@@ -178,9 +300,10 @@ func accessHandler(
     if state.bodyTooLarge { return answerBodyTooLarge(connection, state, server) }
 
     let request = HTTPRequest(
-        method: state.method, target: state.target, headers: collectHeaders(connection), body: state.body,
+        method: state.method, target: state.target, headers: state.headers, body: state.body,
         remoteAddress: state.remoteAddress, connectionID: state.connectionID)
     state.body = []
+    state.headers = HTTPHeaders()
     let (routeName, resolution) = server.router.resolve(request)
     switch resolution {
     case .answer(let response):
@@ -217,6 +340,7 @@ func requestCompleted(
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeRetainedValue()
     if let pending = state.pending { server.forget(pending) }
     server.requestEnded()
+    server.headDeadline.requestEnded(state.connectionID)
     guard let observer = server.observer, let answered = state.answered else { return }
     let elapsed = (ContinuousClock.now - state.started).components
     observer(
@@ -233,9 +357,62 @@ private func answerBodyTooLarge(_ connection: OpaquePointer, _ state: RequestSta
         status: 413, code: "body_too_large",
         message: "the request body is larger than this server's limit of \(limit) bytes (bodyBytesMax); "
             + "send less per request, e.g. split a batch")
+    return queue(response, routeName: routeName(state, server), on: connection, state)
+}
+
+/// A body must arrive at `bodyBytesPerSecondMin` on average once `bodyRateGraceSeconds` have
+/// passed since its head: each byte buys 1/rate seconds. The idle timeout alone cannot stop a
+/// client that sends a byte just inside it; checked whenever bytes arrive (a stalled body is the
+/// idle timeout's), on the server's clock.
+private func isBodyTooSlow(_ state: RequestState, _ server: ServerContext) -> Bool {
+    let elapsedSeconds = Double(server.nowMicros() - state.bodyStartedMicros) / 1_000_000
+    let allowedSeconds =
+        Double(server.limits.bodyRateGraceSeconds)
+        + Double(state.bytesReceived) / Double(server.limits.bodyBytesPerSecondMin)
+    return elapsedSeconds > allowedSeconds
+}
+
+private func routeName(_ state: RequestState, _ server: ServerContext) -> String {
     let path = HTTPRequest(method: state.method, target: state.target).path
-    let routeName = server.router.routeName(method: state.method, path: path)
-    return queue(response, routeName: routeName, on: connection, state)
+    return server.router.routeName(method: state.method, path: path)
+}
+
+/// A 400 for a request whose body's end two parsers could place differently (RFC 9112 §6.3), or
+/// nil. libmicrohttpd 0.9.75 lets `Transfer-Encoding` win over `Content-Length`, reads the first
+/// of several `Content-Length` fields, and reads a body of an unknown coding until the connection
+/// closes. A proxy in front that decides otherwise forwards the rest of the body as a request of
+/// its own, unseen by the proxy (request smuggling); so such a request is refused, and the
+/// connection closed, whatever its route.
+func ambiguousBodyFraming(_ headers: HTTPHeaders) -> HTTPResponse? {
+    let lengths = headers.values("Content-Length").map { $0.trimmingSpacesAndTabs() }
+    let codings = headers.values("Transfer-Encoding").map { $0.trimmingSpacesAndTabs() }
+    if !lengths.isEmpty && !codings.isEmpty {
+        return .error(
+            status: 400, code: "ambiguous_body_length",
+            message: "the request has both Content-Length and Transfer-Encoding, so where its body ends "
+                + "is ambiguous; send exactly one of them")
+    }
+    if lengths.contains(where: { $0 != lengths[0] }) {
+        return .error(
+            status: 400, code: "ambiguous_body_length",
+            message:
+                "the request has Content-Length fields with different values (\(lengths.joined(separator: ", "))); "
+                + "send exactly one")
+    }
+    if !codings.isEmpty && (codings.count > 1 || !asciiCaseInsensitiveEquals(codings[0], "chunked")) {
+        return .error(
+            status: 400, code: "unsupported_transfer_encoding",
+            message: "Transfer-Encoding '\(codings.joined(separator: ", "))' is not supported; send the body "
+                + "with Content-Length, or with a single 'Transfer-Encoding: chunked'")
+    }
+    return nil
+}
+
+extension String {
+    fileprivate func trimmingSpacesAndTabs() -> String {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        return String(drop(while: isBlank).reversed().drop(while: isBlank).reversed())
+    }
 }
 
 private func queue(
@@ -249,7 +426,7 @@ private func queue(
     guard let mhdResponse else { return .NO }
     defer { MHD_destroy_response(mhdResponse) }
     // MHD writes Content-Length and connection handling itself and would send duplicates.
-    for (name, value) in response.headers
+    for (name, value) in withSafetyHeaders(response.headers)
     where !asciiCaseInsensitiveEquals(name, "Content-Length")
         && !asciiCaseInsensitiveEquals(name, "Connection")
     {
@@ -258,6 +435,16 @@ private func queue(
     let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     if result == .YES { state.answered = (routeName, response.status) }
     return result
+}
+
+/// Every answer forbids content sniffing (a JSON body is never run as a script or page); an
+/// answer whose handler did not choose its caching is not stored anywhere, since most carry
+/// locations or account data. Static files set their own `Cache-Control`.
+func withSafetyHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
+    var headers = headers
+    headers.set("X-Content-Type-Options", "nosniff")
+    if headers["Cache-Control"] == nil { headers.add("Cache-Control", "no-store") }
+    return headers
 }
 
 private func collectHeaders(_ connection: OpaquePointer) -> HTTPHeaders {

@@ -10,7 +10,7 @@ public enum HTTPServerError: Error, Equatable, CustomStringConvertible {
     case addressInUse(String)
     /// A system call on the listening socket failed; `errno` as reported.
     case socketFailed(String, call: String, errno: Int32)
-    /// libmicrohttpd refused to start; it writes its reason to standard error.
+    /// libmicrohttpd refused to start; it gives its reason to the server's log sink.
     case daemonFailed(String)
 
     public var description: String {
@@ -25,7 +25,7 @@ public enum HTTPServerError: Error, Equatable, CustomStringConvertible {
                 + (code == EACCES
                     ? " (ports below 1024 need privileges; the socket's directory must be writable)" : "")
         case .daemonFailed(let address):
-            "libmicrohttpd could not start on \(address); its reason is on standard error"
+            "libmicrohttpd could not start on \(address); its reason is in the log"
         }
     }
 }

@@ -53,8 +53,24 @@ enum ServeCommand {
                 "simultaneous HTTP connections (default 512)"
             ),
             (
+                "connections-per-address-max", "FINDMY_CONNECTIONS_PER_ADDRESS_MAX",
+                "simultaneous HTTP connections from one client address; 0: no limit (default 128)"
+            ),
+            (
                 "request-timeout-seconds", "FINDMY_REQUEST_TIMEOUT_SECONDS",
                 "idle seconds before a connection is closed (default 30)"
+            ),
+            (
+                "request-head-seconds-max", "FINDMY_REQUEST_HEAD_SECONDS_MAX",
+                "a connection must send a whole request head within this many seconds of opening or of its previous answer (default 30)"
+            ),
+            (
+                "body-bytes-per-second-min", "FINDMY_BODY_BYTES_PER_SECOND_MIN",
+                "a request body slower than this on average is cut off (default 512)"
+            ),
+            (
+                "body-rate-grace-seconds", "FINDMY_BODY_RATE_GRACE_SECONDS",
+                "seconds a request body may take before its minimum rate applies (default 10)"
             ),
             (
                 "event-loop-threads", "FINDMY_EVENT_LOOP_THREADS",
@@ -206,7 +222,11 @@ enum ServeCommand {
             connectionsMax: try integer("connections-max", 512, min: 1),
             requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1),
             eventLoopThreads: try integer("event-loop-threads", 2, min: 1),
-            blockingThreadsMax: try integer("blocking-threads-max", 64, min: 1))
+            blockingThreadsMax: try integer("blocking-threads-max", 64, min: 1),
+            connectionsPerAddressMax: try integer("connections-per-address-max", 128),
+            bodyBytesPerSecondMin: try integer("body-bytes-per-second-min", 512, min: 1),
+            bodyRateGraceSeconds: try integer("body-rate-grace-seconds", 10),
+            requestHeadSecondsMax: try integer("request-head-seconds-max", 30, min: 1))
         configuration.log.groupCommitDelayMicros = try integer("group-commit-delay-micros", 0)
         configuration.log.segmentBytesMax = try integer(
             "segment-bytes-max", configuration.log.segmentBytesMax, min: 4096)
@@ -353,7 +373,8 @@ enum ServeCommand {
         }
         let admin: HTTPServer
         do {
-            admin = try HTTPServer.start(listen: "unix:" + data + "/admin.sock", router: adminRouter)
+            admin = try HTTPServer.start(
+                listen: "unix:" + data + "/admin.sock", router: adminRouter, logSink: httpLogSink("admin"))
         } catch {
             stopDatabase()
             throw error
@@ -363,7 +384,7 @@ enum ServeCommand {
         do {
             server = try HTTPServer.start(
                 listen: configuration.listen, router: router, limits: configuration.http,
-                observer: { metrics.observe($0) })
+                observer: { metrics.observe($0) }, logSink: httpLogSink("api"))
         } catch {
             admin.stop(gracePeriodSeconds: 0)
             stopDatabase()
@@ -405,6 +426,19 @@ enum ServeCommand {
         service.addAccountAdminRoutes(to: &admin)
         CompactService.addAdminRoute(to: &admin, compactor: compactor)
         return (try api.build(), try admin.build())
+    }
+
+    /// libmicrohttpd's messages (already rate-limited by the server) as structured log lines.
+    static func httpLogSink(_ listener: String) -> HTTPServer.LogSink {
+        { line in
+            switch line {
+            case .message(let text):
+                StructuredLog.info("http_message", ["listener": .string(listener), "message": .string(text)])
+            case .dropped(let count):
+                StructuredLog.info(
+                    "http_messages_dropped", ["listener": .string(listener), "dropped": .int(Int64(count))])
+            }
+        }
     }
 
     static func url(_ listen: String, port: Int) -> String {

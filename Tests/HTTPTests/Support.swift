@@ -13,11 +13,19 @@ final class TestServer: Sendable {
     /// Replies of `/deferred/held` requests, kept until the test answers them.
     let heldReplies = Mutex<[HTTPReply]>([])
 
-    init(listen: String = "127.0.0.1:0", limits: HTTPServer.Limits = HTTPServer.Limits()) throws {
+    /// What the server sent to its log sink, in order.
+    let logLines = Mutex<[HTTPServer.LogLine]>([])
+
+    init(
+        listen: String = "127.0.0.1:0", limits: HTTPServer.Limits = HTTPServer.Limits(),
+        nowMicros: (@Sendable () -> Int64)? = nil
+    ) throws {
         let box = RoutesBox()
         server = try HTTPServer.start(
             listen: listen, router: box.router, limits: limits,
-            observer: { [box] observation in box.owner?.observations.withLock { $0.append(observation) } })
+            observer: { [box] observation in box.owner?.observations.withLock { $0.append(observation) } },
+            logSink: { [box] line in box.owner?.logLines.withLock { $0.append(line) } },
+            nowMicros: nowMicros ?? HTTPServer.systemMonotonicMicros)
         box.attach(self)
     }
 
@@ -47,6 +55,12 @@ private final class RoutesBox: Sendable {
         router.add("POST", "/echo") { [self] request in
             owner?.echoCalls.withLock { $0 += 1 }
             return HTTPResponse(status: 200, body: request.body)
+        }
+        router.add("GET", "/cached") { _ in
+            var response = HTTPResponse.text("the same for an hour")
+            response.headers.set("Cache-Control", "public, max-age=3600")
+            response.headers.set("X-Content-Type-Options", "nosniff")
+            return response
         }
         router.add("GET", "/whoami") { request in
             .text("\(request.connectionID) \(request.remoteAddress)")
@@ -110,4 +124,138 @@ func waitUntil(timeoutSeconds: Double = 5, _ condition: () -> Bool) -> Bool {
         usleep(5_000)
     }
     return true
+}
+
+/// A TCP client on a bare socket, for what `HTTPConnection` would never send (conflicting framing
+/// headers, a request trickled byte by byte), from a chosen source address, and to see exactly when
+/// the server closes the connection.
+final class RawClient {
+    private(set) var fd: Int32
+
+    /// Connects to 127.0.0.1:`port`, from `sourceAddress` when given (any 127/8 address works on
+    /// Linux's loopback, so a test can be two clients). Reads give up after `timeoutSeconds`.
+    init(port: Int, sourceAddress: String? = nil, timeoutSeconds: Int = 10) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw RawClientError(call: "socket", errno: errno) }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if let sourceAddress {
+            var source = Self.address(sourceAddress, port: 0)
+            let bound = withUnsafePointer(to: &source) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                let code = errno
+                Glibc.close(fd)
+                throw RawClientError(call: "bind", errno: code)
+            }
+        }
+        var server = Self.address("127.0.0.1", port: UInt16(port))
+        let connected = withUnsafePointer(to: &server) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw RawClientError(call: "connect", errno: code)
+        }
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+
+    private static func address(_ text: String, port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        inet_pton(AF_INET, text, &address.sin_addr)
+        return address
+    }
+
+    /// The client's own port, as the server sees it.
+    var localPort: Int {
+        var address = sockaddr_in()
+        var size = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &size) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// False once the server has closed the connection (EPIPE, ECONNRESET).
+    @discardableResult
+    func write(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            == bytes.count
+    }
+
+    /// Reads until the server closes the connection or the read times out. `closed` is true when
+    /// the connection ended (EOF or a reset), false on a timeout: the server kept it open.
+    func readToClose() -> (text: String, closed: Bool) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count > 0 {
+                received += buffer[..<count]
+                continue
+            }
+            let closed = count == 0 || errno == ECONNRESET
+            return (String(decoding: received, as: UTF8.self), closed)
+        }
+    }
+
+    /// Reads until `marker` has arrived (or the connection ends); what was read.
+    func read(through marker: String) -> String {
+        var received: [UInt8] = []
+        var byte: UInt8 = 0
+        while recv(fd, &byte, 1, 0) == 1 {
+            received.append(byte)
+            if received.count >= marker.utf8.count
+                && received.suffix(marker.utf8.count).elementsEqual(marker.utf8)
+            {
+                break
+            }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    /// Whether the server has closed this connection, without waiting: a pending EOF or reset.
+    var isClosedByServer: Bool {
+        var byte: UInt8 = 0
+        let count = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+}
+
+struct RawClientError: Error {
+    let call: String
+    let errno: Int32
+}
+
+/// A monotonic clock the test moves by hand, for the server's rate and progress rules.
+final class ManualClock: Sendable {
+    private let micros = Mutex<Int64>(1_000_000)
+
+    var now: @Sendable () -> Int64 { { [self] in micros.withLock { $0 } } }
+
+    func advance(seconds: Double) {
+        micros.withLock { $0 += Int64(seconds * 1_000_000) }
+    }
+}
+
+extension HTTPClientResponse {
+    /// Every value of header `name`, ignoring case, in order.
+    func values(_ name: String) -> [String] {
+        headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+    }
 }
