@@ -9,6 +9,9 @@ extension IngestService {
     public static let sessionCookieName = "findmy_session"
 
     public func addAccountRoutes(to router: inout GuardedRouter) {
+        // The decoy hash is computed on first use: computed now, the first login for an unknown
+        // name costs what every other one does.
+        _ = PasswordHash.decoy
         router.add("POST", "/login") { [self] request in respond { () throws(APIError) in try login(request) }
         }
         router.add("POST", "/logout") { [self] request in logout(request) }
@@ -55,13 +58,16 @@ extension IngestService {
     static let invalidCredentials = APIError(
         status: 401, code: "invalid_credentials", message: "the name or the password is wrong")
 
+    /// A login from another site's page is refused whatever it carries (login CSRF: it would log
+    /// the browser into the attacker's account); so is a body that is neither JSON nor a form.
     func login(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        if case .foreign(let origin) = originVerdict(request) { throw crossOriginRefusal(origin, request) }
         let credentials = try self.credentials(request)
         if let form = credentials.panelForm {
             return panelLogin(request, name: credentials.name, password: credentials.password, form: form)
         }
         let session: LoginSession
-        switch try startSession(name: credentials.name, password: credentials.password) {
+        switch try startSession(name: credentials.name, password: credentials.password, request: request) {
         case .refused(let response): return response
         case .started(let started): session = started
         }
@@ -75,6 +81,9 @@ extension IngestService {
         writer.string(RFC3339.formatMicros(session.nowMicros + limits.sessionAgeMicros))
         writer.key("idle_seconds_max")
         writer.int64(Int64(limits.sessionIdleSecondsMax))
+        // For a program that keeps the cookie: its changes through the API need it (X-CSRF-Token).
+        writer.key("csrf_token")
+        writer.string(session.csrfToken)
         writer.endObject()
         var response = HTTPResponse.json(writer.bytes)
         response.headers.add(
@@ -86,6 +95,7 @@ extension IngestService {
     struct LoginSession {
         var user: Registry.User
         var token: String
+        var csrfToken: String
         var nowMicros: Int64
     }
 
@@ -95,40 +105,65 @@ extension IngestService {
         case refused(HTTPResponse)
     }
 
-    /// Checks the password (throttled, bounded in concurrency) and starts a session; throws
-    /// `invalidCredentials` for a wrong name or password.
-    func startSession(name: String, password: String) throws(APIError) -> LoginOutcome {
+    /// Checks the password and starts a session; throws `invalidCredentials` for a wrong name or
+    /// password. In order, each refusal answered before any password check and counted only where
+    /// it says: the client address's attempts (`loginAttemptsPerAddressPerMinuteMax`, counted), a
+    /// free password-check slot (`passwordChecksConcurrentMax`; "busy" counts against nothing), the
+    /// name's attempts (`loginAttemptsPerMinuteMax`, counted), then one Argon2id check.
+    func startSession(name: String, password: String, request: HTTPRequest) throws(APIError) -> LoginOutcome {
         let now = clockMicros()
-        if let retryAfter = loginThrottle.admit(name, nowMicros: now) {
-            var response = APIError(
-                status: 429, code: "too_many_attempts",
-                message:
-                    "more than \(limits.loginAttemptsPerMinuteMax) login attempts for this name within a minute; wait \(retryAfter) s"
-            ).response
-            response.headers.set("Retry-After", "\(retryAfter)")
-            return .refused(response)
+        let address = clientAddress(request)
+        if case .refused(let retryAfter, let first) = doorLimits.loginsPerAddress.admit(
+            address, nowMicros: now)
+        {
+            if first {
+                StructuredLog.info(
+                    "login_attempts_limited", ["address": .string(address), "by": .string("address")])
+            }
+            return .refused(
+                Self.throttled(
+                    "too_many_attempts_from_address",
+                    "more than \(limits.loginAttemptsPerAddressPerMinuteMax) login attempts from your address within a minute; wait \(retryAfter) s",
+                    retryAfterSeconds: retryAfter))
         }
-        guard passwordChecksInFlight.add(1, ordering: .relaxed).newValue <= limits.passwordChecksConcurrentMax
-        else {
-            passwordChecksInFlight.subtract(1, ordering: .relaxed)
+        guard let slot = PasswordCheckSlot(self) else {
             var response = APIError(
                 status: 503, code: "busy", message: "too many logins at once; retry in a second"
             ).response
             response.headers.set("Retry-After", "1")
             return .refused(response)
         }
-        defer { passwordChecksInFlight.subtract(1, ordering: .relaxed) }
+        defer { slot.release() }
+        if case .refused(let retryAfter, let first) = doorLimits.loginsPerName.admit(
+            throttleKey(name), nowMicros: now)
+        {
+            if first {
+                StructuredLog.info(
+                    "login_attempts_limited",
+                    [
+                        "address": .string(address), "by": .string("name"),
+                        "name": .string(StructuredLog.sanitized(name)),
+                    ])
+            }
+            return .refused(
+                Self.throttled(
+                    "too_many_attempts",
+                    "more than \(limits.loginAttemptsPerMinuteMax) login attempts for this name within a minute; wait \(retryAfter) s",
+                    retryAfterSeconds: retryAfter))
+        }
         let user = registry.read { $0.registry.user(named: name) }
         // An unknown name, or a user without a password, costs one full Argon2id check too, so the
         // time of the answer does not tell whether the name exists; the answer itself never does.
         let matches = PasswordHash.verify(password, against: user?.passwordHash ?? PasswordHash.decoy)
         guard let user, user.passwordHash != nil, matches else {
-            StructuredLog.info("login_failed", [:])
+            StructuredLog.info(
+                "login_failed", ["name": .string(StructuredLog.sanitized(name)), "address": .string(address)])
             throw Self.invalidCredentials
         }
         let token = sessions.create(userID: user.id, nowMicros: now)
-        StructuredLog.info("login", ["user_id": .int(Int64(user.id))])
-        return .started(LoginSession(user: user, token: token, nowMicros: now))
+        let csrfToken = sessions.csrfToken(token: token, nowMicros: now) ?? ""
+        StructuredLog.info("login", ["user_id": .int(Int64(user.id)), "address": .string(address)])
+        return .started(LoginSession(user: user, token: token, csrfToken: csrfToken, nowMicros: now))
     }
 
     // MARK: the web panel's login and logout forms
@@ -159,7 +194,7 @@ extension IngestService {
         else { return back("expired_form") }
         let session: LoginSession
         do throws(APIError) {
-            switch try startSession(name: name, password: password) {
+            switch try startSession(name: name, password: password, request: request) {
             case .refused(let response):
                 return back(response.status == 429 ? "too_many_attempts" : "busy")
             case .started(let started): session = started
@@ -198,13 +233,13 @@ extension IngestService {
         return sessions.csrfToken(token: token, nowMicros: clockMicros())
     }
 
-    /// `name` and `password` from a form-encoded body (a browser form) or a JSON object.
-    /// A form with a `csrf` field is the panel's login form (`panelForm`), answered with redirects.
+    /// `name` and `password` from the panel's login form (form-encoded, with its `csrf` field:
+    /// `panelForm`, answered with redirects) or a JSON object; any other body is refused.
     func credentials(_ request: HTTPRequest) throws(APIError) -> (
         name: String, password: String, panelForm: PanelLoginForm?
     ) {
-        let type = request.headers["Content-Type"]?.lowercased() ?? ""
-        if type.hasPrefix("application/x-www-form-urlencoded") {
+        let type = mediaType(request)
+        if type == "application/x-www-form-urlencoded" {
             var values: [String: String] = [:]
             for item in parseForm(request.body) {
                 guard ["name", "password", "csrf", "next"].contains(item.name) else {
@@ -220,8 +255,24 @@ extension IngestService {
             guard let name = values["name"], let password = values["password"] else {
                 throw .badRequest("missing_field", "login needs both name and password")
             }
-            let panelForm = values["csrf"].map { PanelLoginForm(csrf: $0, next: values["next"]) }
-            return (name, password, panelForm)
+            // Another site's page can post a form; only the panel's login page has the csrf field
+            // that matches its cookie.
+            guard let csrf = values["csrf"] else {
+                throw APIError(
+                    status: 403, code: "csrf_field_missing",
+                    message:
+                        "a form login must carry the csrf field of the login page (GET /login), equal to its findmy_login_csrf cookie; programs log in with Content-Type: application/json"
+                )
+            }
+            return (name, password, PanelLoginForm(csrf: csrf, next: values["next"]))
+        }
+        // text/plain in particular: another site's page can send it without asking (no preflight).
+        guard type == "application/json" else {
+            throw APIError(
+                status: 415, code: "unsupported_media_type",
+                message:
+                    "log in with Content-Type: application/json and {\"name\": ..., \"password\": ...}, or with the web panel's form; got '\(type.isEmpty ? "no Content-Type" : String(type.prefix(64)))'"
+            )
         }
         let object = try parseObject(request.body, allowed: ["name", "password"])
         let name = try field { () throws(JSONAccessError) in try object.string("name") }
@@ -319,19 +370,21 @@ extension IngestService {
     {
         let userID = try authenticatedUser(request)
         guard let user = registry.read({ $0.registry.users[userID] }) else { throw Self.invalidCredentials }
-        if let retryAfter = loginThrottle.admit(user.name, nowMicros: clockMicros()) {
+        // A slot first: "busy" must not count against the name (see startSession).
+        guard let slot = PasswordCheckSlot(self) else {
+            throw APIError(
+                status: 503, code: "busy", message: "too many password checks at once; retry in a second")
+        }
+        if case .refused(let retryAfter, _) = doorLimits.loginsPerName.admit(
+            throttleKey(user.name), nowMicros: clockMicros())
+        {
+            slot.release()
             throw APIError(
                 status: 429, code: "too_many_attempts",
                 message: "too many password attempts within a minute; wait \(retryAfter) s")
         }
-        guard passwordChecksInFlight.add(1, ordering: .relaxed).newValue <= limits.passwordChecksConcurrentMax
-        else {
-            passwordChecksInFlight.subtract(1, ordering: .relaxed)
-            throw APIError(
-                status: 503, code: "busy", message: "too many password checks at once; retry in a second")
-        }
         let matches = PasswordHash.verify(current, against: user.passwordHash ?? PasswordHash.decoy)
-        passwordChecksInFlight.subtract(1, ordering: .relaxed)
+        slot.release()
         guard user.passwordHash != nil, matches else { throw Self.invalidCredentials }
         return try setPassword(name: user.name, password: new, keepingSession: sessionCookie(request))
     }
@@ -528,14 +581,10 @@ extension Role {
     }
 }
 
-/// Compares two secrets in time independent of where they first differ.
+/// Compares two secrets in time independent of where they first differ (libcrypto's
+/// `CRYPTO_memcmp`, which no optimiser turns into an early exit). Lengths are not secret.
 func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    let x = Array(a.utf8)
-    let y = Array(b.utf8)
-    guard x.count == y.count else { return false }
-    var difference: UInt8 = 0
-    for index in x.indices { difference |= x[index] ^ y[index] }
-    return difference == 0
+    constantTimeEqual(Array(a.utf8), Array(b.utf8))
 }
 
 /// `text` with everything but unreserved characters (RFC 3986) percent-encoded, for a query value.

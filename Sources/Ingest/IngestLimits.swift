@@ -60,6 +60,17 @@ public struct IngestLimits: Sendable {
     /// Login attempts for one name within a minute (right or wrong); more answer 429. At 5 a
     /// minute an online guesser gets 7,200 guesses a day per name.
     public var loginAttemptsPerMinuteMax = 5
+    /// Login attempts from one client address within a minute, whatever the names; more answer 429
+    /// `too_many_attempts_from_address` before any password check, so one client flooding logins
+    /// with random names cannot hold the password-check slots.
+    public var loginAttemptsPerAddressPerMinuteMax = 20
+    /// Requests from one client address within a minute that carried an unknown token or an ended
+    /// session (401 `invalid_token`, `invalid_session`); past it every request from that address to
+    /// a route that needs credentials answers 429 `too_many_auth_failures` until the minute has passed.
+    public var authFailuresPerAddressPerMinuteMax = 30
+    /// Client addresses each per-address limit keeps counts for at most (about 100 bytes each); a
+    /// new address past it is not counted until older ones leave the window.
+    public var addressesTrackedMax = 100_000
     /// Password checks running at once; each holds Argon2id's 64 MiB. More answer 503 with Retry-After.
     public var passwordChecksConcurrentMax = 4
     /// Shortest password `findmy user passwd` accepts, in bytes.
@@ -67,6 +78,13 @@ public struct IngestLimits: Sendable {
     /// Always mark the session cookie Secure, also on requests that did not arrive over TLS (a proxy
     /// that terminates TLS without sending `X-Forwarded-Proto: https`).
     public var cookieSecure = false
+    /// The URL browsers use to reach the server (`https://findmy.example.org`), when a proxy in
+    /// front of it sends another `Host` header: a login or a cookie-authenticated API change whose
+    /// `Origin` is neither this URL's origin nor the request's `Host` is refused (docs/privacy.md).
+    public var publicURL: String?
+    /// IP addresses of reverse proxies in front of the server: for a request from one of them, the
+    /// client address (per-address limits, log lines) is the last `X-Forwarded-For` entry.
+    public var trustedProxies: Set<String> = []
 
     public init() {}
 

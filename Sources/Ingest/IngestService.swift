@@ -24,7 +24,7 @@ public final class IngestService: Sendable {
     /// Set when the last append failed, cleared by the next success; `/healthz` reports it.
     let logFailing = Atomic<Bool>(false)
     let sessions: SessionStore
-    let loginThrottle: LoginThrottle
+    let doorLimits: DoorLimits
     let passwordChecksInFlight = Atomic<Int>(0)
 
     struct RegistryState: Sendable {
@@ -46,7 +46,7 @@ public final class IngestService: Sendable {
         self.limits = limits
         self.clockMicros = clockMicros
         sessions = SessionStore(limits: limits)
-        loginThrottle = LoginThrottle(attemptsPerMinuteMax: limits.loginAttemptsPerMinuteMax)
+        doorLimits = DoorLimits(limits)
         let reader = LogReader(directory: log.directory, writer: log)
         let registry = try Registry.replay(
             reader, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
@@ -152,9 +152,7 @@ public final class IngestService: Sendable {
         guard let header = request.headers["Authorization"] else {
             if let session = sessionCookie(request) {
                 guard let userID = sessions.user(token: session, nowMicros: clockMicros()) else {
-                    throw APIError(
-                        status: 401, code: "invalid_session",
-                        message: "the session expired or was ended; log in again with POST /login")
+                    throw APIError.sessionEnded
                 }
                 return .user(userID)
             }
@@ -171,10 +169,7 @@ public final class IngestService: Sendable {
         let token = header.dropFirst(7).trimmingSpaces
         let hash = SHA256.hash(Array(token.utf8))
         guard let principal = registry.read({ $0.registry.principal(tokenHash: hash) }) else {
-            throw APIError(
-                status: 401, code: "invalid_token",
-                message:
-                    "the token is unknown or was revoked (re-enrolling a device revokes its earlier token)")
+            throw APIError.unknownToken
         }
         return principal
     }

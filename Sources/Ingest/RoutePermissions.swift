@@ -147,13 +147,22 @@ public struct GuardedRouter {
 
     public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Router.Handler) {
         guard let permission = permission(method, pattern) else { return }
+        let checksCSRF = Self.checksCSRF(method, pattern)
         router.add(method, pattern) { [service] request in
-            if let refusal = service.refusal(request, permission) {
+            switch service.pass(request, permission, checksCSRF: checksCSRF) {
+            case .passed: return handler(request)
+            case .refused(let refusal):
                 guard permission == .page, refusal.status == 401 else { return refusal }
                 return IngestService.loginRedirect(request)
             }
-            return handler(request)
         }
+    }
+
+    /// Whether the gate asks a request that the session cookie authenticates for the session's
+    /// CSRF token and a same-origin `Origin`: every API route that changes something. (The panel's
+    /// own form routes check the token in their `csrf` field; see the table.)
+    public static func checksCSRF(_ method: String, _ pattern: String) -> Bool {
+        pattern.hasPrefix("/api/") && !["GET", "HEAD", "OPTIONS"].contains(method)
     }
 
     /// A route whose handler answers later (`Router.DeferredHandler`); a refusal is answered at
@@ -165,14 +174,12 @@ public struct GuardedRouter {
     ) {
         guard let permission = permission(method, pattern) else { return }
         precondition(permission != .page, "a page's refusal is a redirect; serve pages with add")
+        let checksCSRF = Self.checksCSRF(method, pattern)
         router.addDeferred(method, pattern) { [service] request, reply in
-            let principal: Registry.Principal?
-            do throws(APIError) {
-                principal = try service.authorize(request, permission)
-            } catch {
-                return reply(error.response)
+            switch service.pass(request, permission, checksCSRF: checksCSRF) {
+            case .passed(let principal): handler(request, principal, reply)
+            case .refused(let refusal): reply(refusal)
             }
-            handler(request, principal, reply)
         }
     }
 
@@ -211,14 +218,80 @@ extension IngestService {
         return redirect("/login?next=" + percentEncoded(target))
     }
 
-    /// The answer for a caller who may not pass `permission`, or nil.
-    func refusal(_ request: HTTPRequest, _ permission: Permission) -> HTTPResponse? {
-        do throws(APIError) {
-            try authorize(request, permission)
-            return nil
-        } catch {
-            return error.response
+    enum GateOutcome {
+        /// The caller the gate resolved (nil for a route that takes no credentials).
+        case passed(Registry.Principal?)
+        case refused(HTTPResponse)
+    }
+
+    /// The gate, in order: a client address over its limit of failed authentications gets 429
+    /// before any credential is looked at; then `permission` (an unknown token or an ended session
+    /// counts as a failure for that address); then, when `checksCSRF` and the session cookie
+    /// authenticated the request, its CSRF token and its `Origin`.
+    func pass(_ request: HTTPRequest, _ permission: Permission, checksCSRF: Bool) -> GateOutcome {
+        if permission == .open || permission == .adminSocket { return .passed(nil) }
+        let limit = doorLimits.authFailuresPerAddress
+        // Usually no address has failed lately: then this costs one atomic load, and the report
+        // path neither reads the clock nor copies the address for it.
+        if !limit.isEmpty,
+            case .refused(let retryAfterSeconds, let firstInWindow) = limit.check(
+                clientAddress(request), nowMicros: clockMicros())
+        {
+            let address = clientAddress(request)
+            if firstInWindow {
+                StructuredLog.info(
+                    "auth_failures_limited",
+                    [
+                        "address": .string(address), "failures_max": .int(Int64(limit.eventsMax)),
+                        "window_seconds": .int(limit.windowMicros / 1_000_000),
+                        "retry_after_seconds": .int(Int64(retryAfterSeconds)),
+                    ])
+            }
+            var response = APIError(
+                status: 429, code: "too_many_auth_failures",
+                message:
+                    "more than \(limit.eventsMax) requests from your address with an unknown token or an ended session within a minute; wait \(retryAfterSeconds) s, and check the token or log in again"
+            ).response
+            response.headers.set("Retry-After", "\(retryAfterSeconds)")
+            return .refused(response)
         }
+        let principal: Registry.Principal?
+        do throws(APIError) {
+            principal = try authorize(request, permission)
+        } catch {
+            // A missing credential is no guess, and a known token of the wrong kind no secret.
+            if error == .unknownToken || error == .sessionEnded {
+                limit.record(clientAddress(request), nowMicros: clockMicros())
+            }
+            return .refused(error.response)
+        }
+        if checksCSRF, let refusal = cookieCSRFRefusal(request) { return .refused(refusal.response) }
+        return .passed(principal)
+    }
+
+    /// Why a request that the session cookie authenticated may not change anything, or nil: its
+    /// `Origin` is another site's, or its `X-CSRF-Token` header is missing or not the session's.
+    /// A Bearer token is not sent by a browser on its own, so it needs neither.
+    func cookieCSRFRefusal(_ request: HTTPRequest) -> APIError? {
+        guard request.headers["Authorization"] == nil, let session = sessionCookie(request) else {
+            return nil
+        }
+        if case .foreign(let origin) = originVerdict(request) { return crossOriginRefusal(origin, request) }
+        guard let sent = request.headers["X-CSRF-Token"] else { return .csrfTokenMissing }
+        guard let expected = sessions.csrfToken(token: session, nowMicros: clockMicros()),
+            constantTimeEquals(expected, sent)
+        else { return .csrfTokenInvalid }
+        return nil
+    }
+
+    /// 403 `cross_origin_request` for a request whose `Origin` is not this server's.
+    func crossOriginRefusal(_ origin: String, _ request: HTTPRequest) -> APIError {
+        let own = limits.publicURL.map { "\($0) (--public-url) or " } ?? ""
+        return APIError(
+            status: 403, code: "cross_origin_request",
+            message:
+                "the request comes from a page of '\(origin.prefix(100))', not of this server (\(own)Host '\((request.headers["Host"] ?? "").prefix(100))'); logins and changes made with the session cookie are taken only from this server's own pages. Behind a proxy that changes the Host header, start findmy with --public-url"
+        )
     }
 
     /// Checks `request` against `permission`; throws the answer for a caller who may not pass,
@@ -260,4 +333,30 @@ extension IngestService {
         else { throw APIError.deviceNotFound }
         return (userID, deviceID)
     }
+}
+
+extension APIError {
+    /// A token no user or device has (never had, or revoked); counts as a failed authentication.
+    static let unknownToken = APIError(
+        status: 401, code: "invalid_token",
+        message:
+            "the token is unknown, revoked or rotated (re-enrolling a device revokes its earlier token; rotating a user token ends every earlier one)"
+    )
+
+    /// A session cookie of no live session; counts as a failed authentication.
+    static let sessionEnded = APIError(
+        status: 401, code: "invalid_session",
+        message: "the session expired or was ended; log in again with POST /login")
+
+    static let csrfTokenMissing = APIError(
+        status: 403, code: "csrf_token_missing",
+        message:
+            "a change made with the findmy_session cookie must carry the session's CSRF token in the X-CSRF-Token header (POST /login answers it as csrf_token); programs can send Authorization: Bearer <token> instead"
+    )
+
+    static let csrfTokenInvalid = APIError(
+        status: 403, code: "csrf_token_invalid",
+        message:
+            "the X-CSRF-Token header is not this session's CSRF token; send the csrf_token that the login which set this cookie answered"
+    )
 }

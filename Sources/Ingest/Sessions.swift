@@ -1,4 +1,5 @@
 import Crypto
+import HTTP
 import Synchronization
 
 /// Login sessions of the web panel: ephemeral server state, not events. Only the SHA-256 of a
@@ -89,33 +90,187 @@ final class SessionStore: Sendable {
     }
 }
 
-/// At most `loginAttemptsPerMinuteMax` login attempts per name in any 60 s: a sliding window of
-/// attempt times. Names unseen for a minute are dropped, so memory follows the recent request rate.
-final class LoginThrottle: Sendable {
-    let attemptsPerMinuteMax: Int
-    static let windowMicros: Int64 = 60_000_000
-    private let attempts = Mutex<[String: [Int64]]>([:])
+/// At most `eventsMax` events per key (a user name, a client address) in any `windowMicros`: a
+/// sliding window of event times per key, on the caller's clock.
+///
+/// Memory: at most `keysMax` keys. Keys whose window has passed are dropped when the table is full
+/// (at most once a second, so a full table of live keys does not cost a sweep per call); a new key
+/// that still finds it full is not counted. That lets a client with more than `keysMax` addresses
+/// past a per-address limit, never past the bound on concurrent password checks.
+final class SlidingWindowLimit: Sendable {
+    let eventsMax: Int
+    let windowMicros: Int64
+    let keysMax: Int
+    static let pruneIntervalMicros: Int64 = 1_000_000
 
-    init(attemptsPerMinuteMax: Int) {
-        precondition(attemptsPerMinuteMax > 0)
-        self.attemptsPerMinuteMax = attemptsPerMinuteMax
+    private struct Entry {
+        /// Oldest first; at most `eventsMax`, all within the window when last trimmed.
+        var times: [Int64]
+        /// When the last refusal was reported as the first of its window (for a log line a window).
+        var refusalReportedAtMicros: Int64?
     }
 
-    /// Records an attempt for `name`; nil when allowed, otherwise the seconds until one is.
-    func admit(_ name: String, nowMicros: Int64) -> Int? {
-        attempts.withLock { attempts in
-            let since = nowMicros - Self.windowMicros
-            if attempts.count > 1_000 {
-                attempts = attempts.filter { $0.value.last.map { $0 > since } ?? false }
-            }
-            var times = (attempts[name] ?? []).filter { $0 > since }
-            guard times.count < attemptsPerMinuteMax else {
-                attempts[name] = times
-                return Int((times[0] - since) / 1_000_000) + 1
-            }
-            times.append(nowMicros)
-            attempts[name] = times
-            return nil
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var prunedAtMicros: Int64 = 0
+    }
+
+    private let state = Mutex(State())
+    /// Keys held, readable without the lock: a check on a key-less table (the usual case of the
+    /// failed-authentication limit, consulted on every authenticated request) costs one load.
+    private let keyCount = Atomic<Int>(0)
+
+    enum Decision: Equatable {
+        case allowed
+        /// `firstInWindow`: the first refusal for this key since its window last reset, for a
+        /// log line once a window rather than once a request.
+        case refused(retryAfterSeconds: Int, firstInWindow: Bool)
+    }
+
+    init(eventsMax: Int, windowMicros: Int64 = 60_000_000, keysMax: Int) {
+        precondition(eventsMax > 0 && windowMicros > 0 && keysMax > 0)
+        self.eventsMax = eventsMax
+        self.windowMicros = windowMicros
+        self.keysMax = keysMax
+    }
+
+    /// True when no key has an event (it may have lately, for a caller that read this just
+    /// before a `record`: a check racing the first failure may let one request through).
+    var isEmpty: Bool { keyCount.load(ordering: .relaxed) == 0 }
+
+    /// Whether `key` is under its limit now, recording nothing.
+    func check(_ key: String, nowMicros: Int64) -> Decision {
+        guard !isEmpty else { return .allowed }
+        return state.withLock { state in decide(key, nowMicros, &state) }
+    }
+
+    /// Records an event for `key` if it is under its limit; an event over it is not recorded.
+    func admit(_ key: String, nowMicros: Int64) -> Decision {
+        state.withLock { state in
+            let decision = decide(key, nowMicros, &state)
+            if decision == .allowed { add(key, nowMicros, &state) }
+            return decision
         }
+    }
+
+    /// Records an event for `key` whatever its count.
+    func record(_ key: String, nowMicros: Int64) {
+        state.withLock { state in add(key, nowMicros, &state) }
+    }
+
+    private func decide(_ key: String, _ nowMicros: Int64, _ state: inout State) -> Decision {
+        sweep(nowMicros, everyMicros: windowMicros, &state)
+        guard var entry = state.entries[key] else { return .allowed }
+        let since = nowMicros - windowMicros
+        entry.times.removeAll { $0 <= since }
+        defer { state.entries[key] = entry }
+        guard entry.times.count >= eventsMax else { return .allowed }
+        // Rounded up: answering 0 would invite a retry that is still refused.
+        let retryAfterSeconds = Int((entry.times[0] - since + 999_999) / 1_000_000)
+        let first = entry.refusalReportedAtMicros.map { $0 <= since } ?? true
+        if first { entry.refusalReportedAtMicros = nowMicros }
+        return .refused(retryAfterSeconds: max(1, retryAfterSeconds), firstInWindow: first)
+    }
+
+    private func add(_ key: String, _ nowMicros: Int64, _ state: inout State) {
+        if state.entries[key] == nil {
+            if state.entries.count >= keysMax {
+                sweep(nowMicros, everyMicros: Self.pruneIntervalMicros, &state)
+            }
+            guard state.entries.count < keysMax else { return }
+            state.entries[key] = Entry(times: [])
+        }
+        state.entries[key]!.times.append(nowMicros)
+        if state.entries[key]!.times.count > eventsMax { state.entries[key]!.times.removeFirst() }
+        keyCount.store(state.entries.count, ordering: .relaxed)
+    }
+
+    /// Drops the keys without an event in the window, at most once per `everyMicros`: once a
+    /// window on the way of every check (so a table that only held old failures becomes empty,
+    /// and `isEmpty` spares the callers the lock again), once a second when the table is full.
+    private func sweep(_ nowMicros: Int64, everyMicros: Int64, _ state: inout State) {
+        guard nowMicros - state.prunedAtMicros >= everyMicros else { return }
+        let since = nowMicros - windowMicros
+        state.entries = state.entries.filter { $0.value.times.last.map { $0 > since } ?? false }
+        state.prunedAtMicros = nowMicros
+        keyCount.store(state.entries.count, ordering: .relaxed)
+    }
+}
+
+/// The limits at the door, each on the service's clock: login attempts per name (right or wrong)
+/// and per client address, and failed authentications (an unknown token or an ended session) per
+/// client address. docs/privacy.md, "Logins and sessions", says what each is for.
+final class DoorLimits: Sendable {
+    let loginsPerName: SlidingWindowLimit
+    let loginsPerAddress: SlidingWindowLimit
+    let authFailuresPerAddress: SlidingWindowLimit
+
+    init(_ limits: IngestLimits) {
+        // A name is a key too: as many as addresses, bounded the same way.
+        loginsPerName = SlidingWindowLimit(
+            eventsMax: limits.loginAttemptsPerMinuteMax, keysMax: limits.addressesTrackedMax)
+        loginsPerAddress = SlidingWindowLimit(
+            eventsMax: limits.loginAttemptsPerAddressPerMinuteMax, keysMax: limits.addressesTrackedMax)
+        authFailuresPerAddress = SlidingWindowLimit(
+            eventsMax: limits.authFailuresPerAddressPerMinuteMax, keysMax: limits.addressesTrackedMax)
+    }
+}
+
+/// The IP address of `"ip:port"` or `"[ipv6]:port"` (a client opens connections from many
+/// ports), `unix` for the admin socket.
+func peerAddress(_ remoteAddress: String) -> String {
+    if remoteAddress.hasPrefix("["), let close = remoteAddress.firstIndex(of: "]") {
+        return String(remoteAddress[remoteAddress.index(after: remoteAddress.startIndex)..<close])
+    }
+    guard let colon = remoteAddress.lastIndex(of: ":") else { return remoteAddress }
+    return String(remoteAddress[..<colon])
+}
+
+extension IngestService {
+    /// The client address the per-address limits count under and the log names: the peer's IP
+    /// address, or, when the peer is one of `trustedProxies`, the last `X-Forwarded-For` entry,
+    /// the one that proxy appended (a client can write the ones before it). Without this, behind
+    /// a proxy every client would share the proxy's address, and one of them could exhaust the
+    /// limits for all.
+    func clientAddress(_ request: HTTPRequest) -> String {
+        let peer = peerAddress(request.remoteAddress)
+        guard limits.trustedProxies.contains(peer),
+            let forwarded = request.headers.values("X-Forwarded-For").last,
+            let last = forwarded.split(separator: ",").last?.trimmingSpaces, !last.isEmpty
+        else { return peer }
+        // An address is at most 45 characters; a longer entry must not cost memory in the limits.
+        return String(last.prefix(64))
+    }
+}
+
+extension IngestService {
+    static func throttled(_ code: String, _ message: String, retryAfterSeconds: Int) -> HTTPResponse {
+        var response = APIError(status: 429, code: code, message: message).response
+        response.headers.set("Retry-After", "\(retryAfterSeconds)")
+        return response
+    }
+
+    /// The name as a per-name limit counts it: no user name is longer than `textBytesMax`, and a
+    /// longer one must not cost memory in proportion to the body.
+    func throttleKey(_ name: String) -> String {
+        name.utf8.count <= limits.textBytesMax
+            ? name : String(decoding: name.utf8.prefix(limits.textBytesMax), as: UTF8.self)
+    }
+
+    /// One of the `passwordChecksConcurrentMax` slots for an Argon2id check (each holds 64 MiB);
+    /// nil when all are taken.
+    struct PasswordCheckSlot {
+        let service: IngestService
+        init?(_ service: IngestService) {
+            guard
+                service.passwordChecksInFlight.add(1, ordering: .relaxed).newValue
+                    <= service.limits.passwordChecksConcurrentMax
+            else {
+                service.passwordChecksInFlight.subtract(1, ordering: .relaxed)
+                return nil
+            }
+            self.service = service
+        }
+        func release() { service.passwordChecksInFlight.subtract(1, ordering: .relaxed) }
     }
 }

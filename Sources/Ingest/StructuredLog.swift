@@ -18,6 +18,24 @@ public enum StructuredLog {
         write("error", event, fields)
     }
 
+    /// `text` fit for a log line that people read: at most `bytesMax` bytes of UTF-8 (cut on a
+    /// character, then `…`), and every character a name may not contain (`NameRules`: controls,
+    /// text-direction and zero-width characters) replaced by U+FFFD, which shows that one was
+    /// there: a name a client chose can neither forge the look of a line nor fill the log. (The
+    /// JSON writer escapes quotes and controls; this is about what people see.)
+    public static func sanitized(_ text: String, bytesMax: Int = 64) -> String {
+        var out = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let shown = NameRules.isForbidden(scalar) ? Unicode.Scalar(0xFFFD)! : scalar
+            let width = UTF8.width(shown)
+            guard bytes + width <= bytesMax else { return String(out) + "…" }
+            out.append(shown)
+            bytes += width
+        }
+        return String(out)
+    }
+
     static func write(_ level: String, _ event: String, _ fields: KeyValuePairs<String, Field>) {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()

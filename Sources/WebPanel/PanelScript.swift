@@ -4,6 +4,10 @@
 /// new positions. Everything works without it except the map and the live updates.
 /// `window.findmyPanel` exposes the map's layers (the browser tests read them); `data-map-drawn-at` on
 /// `<html>` says when they were drawn (the browser benchmark reads it).
+/// Its only API call is a read (`GET /api/find-my/devices`), which the session cookie alone
+/// authenticates. A change through `/api/` with the cookie would also need the session's CSRF token
+/// in an `X-CSRF-Token` header (the gate answers 403 without it, docs/api.md): the panel's changes
+/// are plain form posts carrying the same token in their `csrf` field instead.
 let panelScript = #"""
     (function () {
       "use strict";

@@ -111,6 +111,23 @@ enum ServeCommand {
                 "login attempts per user name within a minute; more answer 429 (default 5)"
             ),
             (
+                "login-attempts-per-address-per-minute-max",
+                "FINDMY_LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE_MAX",
+                "login attempts from one client address within a minute, whatever the names; more answer 429 (default 20)"
+            ),
+            (
+                "auth-failures-per-address-per-minute-max", "FINDMY_AUTH_FAILURES_PER_ADDRESS_PER_MINUTE_MAX",
+                "requests with an unknown token or an ended session from one client address within a minute; past it that address gets 429 (default 30)"
+            ),
+            (
+                "public-url", "FINDMY_PUBLIC_URL",
+                "the URL browsers use to reach the server (https://findmy.example.org), needed when a proxy in front changes the Host header"
+            ),
+            (
+                "trusted-proxy", "FINDMY_TRUSTED_PROXY",
+                "comma-separated IP addresses of reverse proxies in front of the server; for their requests the client address is the last X-Forwarded-For entry"
+            ),
+            (
                 "cookie-secure", "FINDMY_COOKIE_SECURE",
                 "on: always mark the session cookie Secure; off (default): only when X-Forwarded-Proto is https"
             ),
@@ -230,6 +247,26 @@ enum ServeCommand {
             "session-age-seconds-max", configuration.limits.sessionAgeSecondsMax, min: 1)
         configuration.limits.loginAttemptsPerMinuteMax = try integer(
             "login-attempts-per-minute-max", configuration.limits.loginAttemptsPerMinuteMax, min: 1)
+        configuration.limits.loginAttemptsPerAddressPerMinuteMax = try integer(
+            "login-attempts-per-address-per-minute-max",
+            configuration.limits.loginAttemptsPerAddressPerMinuteMax,
+            min: 1)
+        configuration.limits.authFailuresPerAddressPerMinuteMax = try integer(
+            "auth-failures-per-address-per-minute-max",
+            configuration.limits.authFailuresPerAddressPerMinuteMax,
+            min: 1)
+        if let url = options.value("public-url", environment: "FINDMY_PUBLIC_URL"), !url.isEmpty {
+            guard IngestLimits.isPublicURL(url) else {
+                throw UsageError(
+                    "--public-url (FINDMY_PUBLIC_URL) must be an http or https URL such as https://findmy.example.org, got '\(url)'"
+                )
+            }
+            configuration.limits.publicURL = url
+        }
+        if let proxies = options.value("trusted-proxy", environment: "FINDMY_TRUSTED_PROXY") {
+            configuration.limits.trustedProxies = Set(
+                proxies.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
+        }
         switch options.value("cookie-secure", environment: "FINDMY_COOKIE_SECURE") ?? "off" {
         case "on": configuration.limits.cookieSecure = true
         case "off": configuration.limits.cookieSecure = false

@@ -158,9 +158,8 @@ import Testing
         let enrolledAt = try #require(enrolled.int("offset"))
 
         func login(_ name: String, _ password: String) throws -> (Answer, String?, String?) {
-            let form = "name=\(name)&password=\(password.replacingOccurrences(of: " ", with: "+"))"
             let (answer, headers) = try send(
-                connection, "POST", "/login", body: form, contentType: "application/x-www-form-urlencoded")
+                connection, "POST", "/login", body: "{\"name\": \"\(name)\", \"password\": \"\(password)\"}")
             let setCookie = headers.first { $0.name.lowercased() == "set-cookie" }?.value
             let value = setCookie?.split(separator: ";").first.map {
                 String($0.dropFirst("findmy_session=".count))
@@ -190,7 +189,15 @@ import Testing
         let (unknown, _, _) = try login("nobody", "a long passphrase")
         #expect(wrong.status == 401 && wrong.errorCode == "invalid_credentials" && wrongCookie == nil)
         #expect(unknown.status == 401 && unknown.body == wrong.body)
-        // JSON works as well as a form.
+        // A form without the login page's csrf field is refused (login CSRF), and so is text/plain.
+        let form = try send(
+            connection, "POST", "/login", body: "name=nina&password=a+long+passphrase",
+            contentType: "application/x-www-form-urlencoded")
+        #expect(form.answer.status == 403 && form.answer.errorCode == "csrf_field_missing")
+        let plain = try send(
+            connection, "POST", "/login", body: "{\"name\": \"nina\", \"password\": \"a long passphrase\"}",
+            contentType: "text/plain")
+        #expect(plain.answer.status == 415 && plain.answer.errorCode == "unsupported_media_type")
         let json = try send(
             connection, "POST", "/login", body: "{\"name\": \"nina\", \"password\": \"a long passphrase\"}")
         #expect(json.answer.status == 200)
