@@ -295,6 +295,12 @@ extension IngestService {
                 return refused
             }
         }
+        // A program's logout is held to the API's rule for the cookie (X-CSRF-Token, our Origin), so
+        // that another site cannot end a user's session either. A cookie of no live session has
+        // nothing left to protect.
+        if !isForm, sessionCSRFToken(request) != nil, let refusal = cookieCSRFRefusal(request) {
+            return refusal.response
+        }
         if let token = sessionCookie(request) { sessions.end(token: token) }
         var response =
             isForm ? Self.redirect("/login?logged_out=1") : HTTPResponse.json("{\"logged_out\": true}")
@@ -392,9 +398,11 @@ extension IngestService {
     /// The role of a user, or nil for an unknown id.
     public func role(of userID: UInt64) -> Role? { registry.read { $0.registry.users[userID]?.role } }
 
-    /// Whether a panel form post carries its session's CSRF token in field `csrf`. A request
-    /// without a live session has no token to match and is refused.
+    /// Whether a panel form post carries its session's CSRF token in field `csrf` and comes from no
+    /// other site's page (`Origin`, which the panel's `Referrer-Policy: same-origin` lets browsers
+    /// send). A request without a live session has no token to match and is refused.
     public func formCSRFMatches(_ request: HTTPRequest, sent: String?) -> Bool {
+        if case .foreign = originVerdict(request) { return false }
         guard let expected = sessionCSRFToken(request), let sent else { return false }
         return constantTimeEquals(expected, sent)
     }

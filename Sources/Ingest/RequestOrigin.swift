@@ -61,8 +61,9 @@ extension IngestService {
     /// site can change it), with `https` when a TLS proxy says so (`X-Forwarded-Proto: https`).
     ///
     /// `Origin: null` counts as absent: browsers send it on a form post from a page whose
-    /// Referrer-Policy is `no-referrer` (every panel page's), and also from sandboxed frames, so it
-    /// says nothing either way; the CSRF token still has to match.
+    /// Referrer-Policy is `no-referrer` (the panel's was, before `same-origin`; a page cached from
+    /// then may still post), and also from sandboxed frames, so it says nothing either way; the
+    /// CSRF token still has to match.
     func originVerdict(_ request: HTTPRequest) -> OriginVerdict {
         let values = request.headers.values("Origin")
         guard let text = values.first, text != "null" else { return .absent }

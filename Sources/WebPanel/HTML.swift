@@ -66,7 +66,10 @@ func pageResponse(_ html: HTML, status: Int = 200, tileSource: String) -> HTTPRe
             + "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
     response.headers.set("X-Content-Type-Options", "nosniff")
     response.headers.set("X-Frame-Options", "DENY")
-    response.headers.set("Referrer-Policy", "no-referrer")
+    // same-origin, not no-referrer: a browser then sends the panel's real Origin on its own form
+    // posts (no-referrer makes it send "null"), which the CSRF checks compare, while other sites,
+    // the tile server among them, still learn nothing of the panel's addresses.
+    response.headers.set("Referrer-Policy", "same-origin")
     response.headers.set("Cache-Control", "no-store")
     return response
 }

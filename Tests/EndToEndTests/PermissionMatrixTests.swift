@@ -216,8 +216,14 @@ import Testing
         // Logout ends the session at once.
         let live = try #require(second)
         #expect(try send(connection, "GET", "/api/find-my/devices", cookie: live).answer.status == 200)
-        let out = try send(connection, "POST", "/logout", cookie: live)
-        #expect(out.answer.status == 200)
+        // The cookie alone ends nothing (another site could send it); the session's CSRF token does.
+        let refused = try send(connection, "POST", "/logout", cookie: live)
+        #expect(refused.answer.status == 403 && refused.answer.errorCode == "csrf_token_missing")
+        let csrf = try #require(fourth.string("csrf_token"))
+        let response = try connection.send(
+            "POST", "/logout", headers: [("Cookie", "findmy_session=\(live)"), ("X-CSRF-Token", csrf)],
+            body: [])
+        #expect(response.status == 200)
         #expect(try send(connection, "GET", "/api/find-my/devices", cookie: live).answer.status == 401)
         // A session never reaches a device route.
         #expect(

@@ -72,7 +72,7 @@ import Testing
             #expect(form.status == 403 && form.cookie(IngestService.sessionCookieName) == nil, "\(origin)")
         }
         // Our own origin, the same with another case, none at all, and the "null" a page with
-        // Referrer-Policy: no-referrer (the panel's) makes browsers send on a form post.
+        // Referrer-Policy: no-referrer makes browsers send on a form post (and sandboxed frames do).
         for origin in [Door.ownOrigin, "HTTP://FINDMY.TEST:8080", nil, "null"] as [String?] {
             let answer = door.jsonLogin(
                 "nina", "a long passphrase", headers: origin.map { [("Origin", $0)] } ?? [])
@@ -92,6 +92,61 @@ import Testing
         #expect(login(origin: "https://findmy.example.org:443", host: "127.0.0.1:8080").status == 200)
         #expect(login(origin: "http://findmy.example.org", host: "127.0.0.1:8080").status == 403)
         #expect(login(origin: "https://evil.example.org", host: "127.0.0.1:8080").status == 403)
+    }
+
+    /// Logging out ends a session, which another site must not be able to do to a user either: a
+    /// logout that the cookie carries needs the session's CSRF token, in the form or the header.
+    @Test func aLogoutWithTheCookieAloneEndsNothing() throws {
+        let door = try Door()
+        let nina = try door.loggedInUser("nina")
+        let cookie = ("Cookie", "\(IngestService.sessionCookieName)=\(nina.cookie)")
+        let phone = try door.enrol(nina.token)
+        func sessionLives() -> Bool {
+            door.send("GET", "/api/find-my/devices/\(phone.id)/shares", headers: [cookie]).status == 200
+        }
+
+        for (type, body) in [("text/plain", ""), ("application/json", "{}"), (nil, "")] as [(String?, String)]
+        {
+            let refused = door.send(
+                "POST", "/logout", headers: [cookie] + (type.map { [("Content-Type", $0)] } ?? []), body: body
+            )
+            #expect(refused.status == 403 && refused.errorCode == "csrf_token_missing", "\(type ?? "none")")
+        }
+        let wrong = door.send("POST", "/logout", headers: [cookie, ("X-CSRF-Token", "forged")])
+        #expect(wrong.status == 403 && wrong.errorCode == "csrf_token_invalid")
+        let foreign = door.send(
+            "POST", "/logout",
+            headers: [cookie, ("X-CSRF-Token", nina.csrf), ("Origin", "http://findmy.test:9999")])
+        #expect(foreign.status == 403 && foreign.errorCode == "cross_origin_request")
+        #expect(sessionLives())
+
+        let out = door.send("POST", "/logout", headers: [cookie, ("X-CSRF-Token", nina.csrf)])
+        #expect(out.status == 200)
+        #expect(!sessionLives())
+        // Without a live session there is nothing to protect: the cookie is cleared either way.
+        #expect(door.send("POST", "/logout", headers: [cookie]).status == 200)
+        #expect(door.send("POST", "/logout").status == 200)
+    }
+
+    /// The panel's forms carry the session's CSRF token; a post from another site's page is refused
+    /// even with it, now that panel pages make browsers send their real Origin (same-origin policy).
+    @Test func aPanelFormFromAnotherOriginDoesNotMatch() throws {
+        let door = try Door()
+        let nina = try door.loggedInUser("nina")
+        func form(_ origin: String?) -> HTTPRequest {
+            var headers = HTTPHeaders()
+            headers.add("Host", Door.host)
+            headers.add("Cookie", "\(IngestService.sessionCookieName)=\(nina.cookie)")
+            if let origin { headers.add("Origin", origin) }
+            return HTTPRequest(method: "POST", target: "/find-my/account/password", headers: headers)
+        }
+        for origin in [Door.ownOrigin, nil, "null"] as [String?] {
+            #expect(door.service.formCSRFMatches(form(origin), sent: nina.csrf), "\(origin ?? "none")")
+        }
+        #expect(!door.service.formCSRFMatches(form(nil), sent: "forged"))
+        for origin in ["http://findmy.test:9999", "https://evil.example"] {
+            #expect(!door.service.formCSRFMatches(form(origin), sent: nina.csrf), "\(origin)")
+        }
     }
 
     // MARK: per-address limit, capacity (item 4b)
