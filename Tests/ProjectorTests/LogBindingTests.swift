@@ -1,3 +1,4 @@
+import Compactor
 import Events
 import Foundation
 import Postgres
@@ -159,5 +160,33 @@ import Testing
         let bound = try connection.execute(
             "SELECT log_id FROM findmy_meta.generations WHERE schema_name = 'findmy'")
         #expect(bound.string(0, 0) == writer.logID.description)
+    }
+
+    @Test func theCompactorLeavesAProjectionOfAnotherLogAlone() throws {
+        let conninfo = try TestCluster.freshDatabase()
+        let connection = try PostgresConnection(conninfo)
+        defer { connection.close() }
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 1, batches: 5, fixesPerBatch: 2)
+        defer { writer.close() }
+        let reader = LogReader(directory: log.path, writer: writer)
+        let projector = Projector(client: PostgresClient(conninfo: conninfo), reader: reader)
+        try projector.prepare()
+        try catchUp(projector)
+        // A year on, every fix is past its window.
+        let policy = try RetentionPolicy.fold(reader, upTo: writer.durableEnd, settings: RetentionSettings())
+        let later = wallClockMicros() + 365 * RetentionPolicy.microsPerDay
+        let otherLog = UUID128.random()
+        let foreign = try DatabaseCompaction(
+            policy: policy, nowMicros: later, rowsPerStatementMax: 100, logID: otherLog
+        ).run(connection, dryRun: false)
+        #expect(foreign.skipped?.contains("not from this log \(otherLog)") == true, "\(foreign)")
+        #expect(foreign.locationRowsDeleted == 0)
+        #expect(try count(connection, "SELECT count(*) FROM findmy.device_locations") == 10)
+        let own = try DatabaseCompaction(
+            policy: policy, nowMicros: later, rowsPerStatementMax: 100, logID: writer.logID
+        ).run(connection, dryRun: false)
+        #expect(own.skipped == nil && own.locationRowsDeleted == 10)
+        #expect(try count(connection, "SELECT count(*) FROM findmy.device_locations") == 0)
     }
 }
