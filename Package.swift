@@ -76,8 +76,7 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
-                "Projector", "Panel",
+                "Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector", "Panel",
                 "Compactor", "WebPanel", "Threads",
             ],
             swiftSettings: strict),
@@ -90,14 +89,12 @@ let package = Package(
             name: "IngestTests", dependencies: ["Ingest", "Events", "JSON", "HTTP"], swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
-            swiftSettings: strict),
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
         .testTarget(name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto"], swiftSettings: strict),
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
-            name: "ProjectorTests",
-            dependencies: ["Projector", "Postgres", "Events", "Workload", "Compactor"], swiftSettings: strict),
+            name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload", "Compactor"], swiftSettings: strict),
         .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
     ]
 )
