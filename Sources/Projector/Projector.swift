@@ -28,8 +28,9 @@ public struct ProjectorStatus: Sendable, Equatable {
     /// Set when the projector stopped for good (the log is behind its checkpoint).
     public var stopped = false
     /// The log the projection is bound to, once `prepare` has checked (or rebuilt) it; nil before,
-    /// and again from when a transaction finds the projection taken over by another log until the
-    /// next `prepare`. The read side reads nothing while it is nil (docs/postgres.md).
+    /// while the projection is ahead of the log (stopped), and from when a transaction finds the
+    /// projection taken over by another log until the next `prepare`. The read side reads nothing
+    /// while it is nil (docs/postgres.md).
     public var boundLogID: UUID128?
 }
 
@@ -95,10 +96,13 @@ public final class Projector: Sendable {
             try Schema.createGeneration(store.schema, logID: logID, connection)
         }
         let checkpoint = try client.withConnection { try store.checkpoint($0) }
-        state.withLock {
-            $0.checkpoint = checkpoint.next
-            $0.boundLogID = logID
+        state.withLock { $0.checkpoint = checkpoint.next }
+        // Holds records this log does not have (restored from an older backup): not a fold of it.
+        let logEnd = reader.durableEnd()
+        guard checkpoint.next <= logEnd else {
+            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: checkpoint.next)
         }
+        state.withLock { $0.boundLogID = logID }
     }
 
     /// Why the generation found must be built again for the log `logID` (empty: there is none yet),
@@ -231,6 +235,7 @@ public final class Projector: Sendable {
                     state.withLock {
                         $0.lastError = error.description
                         $0.stopped = true
+                        $0.boundLogID = nil
                     }
                     return
                 }

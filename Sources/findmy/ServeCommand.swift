@@ -289,9 +289,12 @@ enum ServeCommand {
                     conninfo: opened.client.conninfo,
                     limits: .init(connectionsMax: configuration.readConnectionsMax),
                     admission: {
-                        projector.status.boundLogID == nil
-                            ? "the projector has not yet checked that the projection belongs to this log "
-                                + "(see /healthz)" : nil
+                        let status = projector.status
+                        guard status.boundLogID == nil else { return nil }
+                        return status.stopped
+                            ? "the projection does not match this log: \(status.lastError ?? "see /healthz")"
+                            : "the projector has not yet checked that the projection belongs to this log "
+                                + "(see /healthz)"
                     }),
                 limits: configuration.read, projectedEnd: { projector.status.checkpoint })
             reads = readService

@@ -189,4 +189,33 @@ import Testing
         #expect(own.skipped == nil && own.locationRowsDeleted == 10)
         #expect(try count(connection, "SELECT count(*) FROM findmy.device_locations") == 0)
     }
+
+    @Test func aProjectionAheadOfItsOwnLogIsNotServed() throws {
+        // The same log restored from an older backup: same id, but the projection holds more.
+        let conninfo = try TestCluster.freshDatabase()
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 1, batches: 5, fixesPerBatch: 2)
+        defer { writer.close() }
+        let backup = TemporaryLog()
+        try FileManager.default.createDirectory(atPath: backup.path, withIntermediateDirectories: true)
+        let copied = try LogBackup().copy(from: log.path, to: backup.path)
+        try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
+        let projector = Projector(
+            client: PostgresClient(conninfo: conninfo), reader: LogReader(directory: log.path, writer: writer)
+        )
+        try projector.prepare()
+        try catchUp(projector)
+        #expect(projector.status.boundLogID == writer.logID)
+
+        let restored = Projector(
+            client: PostgresClient(conninfo: conninfo), reader: LogReader(directory: backup.path))
+        #expect(try LogReader(directory: backup.path).logID() == writer.logID)
+        #expect(
+            throws: ProjectorError.logBehindCheckpoint(
+                logEnd: copied.durableEnd, checkpoint: writer.durableEnd)
+        ) {
+            try restored.prepare()
+        }
+        #expect(restored.status.boundLogID == nil, "the read side reads nothing")
+    }
 }
