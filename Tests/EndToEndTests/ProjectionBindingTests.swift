@@ -2,6 +2,7 @@ import Events
 import Foundation
 import HTTPClient
 import JSON
+import Postgres
 import Testing
 
 /// Issue 11, item 2: a new installation at the same data directory, with the PostgreSQL cluster of
@@ -87,6 +88,66 @@ import Testing
                 "projection was folded from log \(firstLogID), this log is \(secondLogID): dropping it and rebuilding"
             ),
             "\(second.process.standardError)")
+    }
+
+    /// The same, with PostgreSQL (an external server here) down when the new installation starts:
+    /// the server starts without it, and from the moment PostgreSQL is back until the projector has
+    /// dropped the old projection, every read answers 503, never the old rows.
+    @Test func readsWaitForTheProjectionToBeBoundWhenPostgreSQLIsDownAtStart() throws {
+        let database = ScratchDirectory("findmy-rebind-db")
+        let cluster = try EmbeddedPostgres(dataDirectory: database.path)
+        try cluster.start()
+        defer { try? cluster.stop() }
+        let external = ["--projector", "on", "--database-url", cluster.conninfo]
+        let secretLatitude = "48.858372"
+        let secretName = "Alice Secret Phone"
+
+        let first = ScratchDirectory("findmy-rebind-a")
+        let alice = try addUser("alice", data: first.path)
+        let serverA = try ServerProcess(data: first.path, extraArguments: external)
+        do {
+            defer { serverA.stop() }
+            let connection = HTTPConnection(address: serverA.address)
+            let phone = try enrol(
+                connection, userToken: alice, uuid: "7c1f3a52-9d4e-4b61-8a0f-2e5d6c7b8a90", name: secretName)
+            let deviceToken = try #require(phone.string("device_token"))
+            let report = try post(
+                connection, "/api/find-my/report", token: deviceToken,
+                body: reportBody(
+                    batchID: UUID().uuidString, fixes: [fixJSON(latitude: Double(secretLatitude)!)]))
+            let offset = try #require(report.int("offset"))
+            let seen = try get(connection, "/api/find-my/devices?after_offset=\(offset)", token: alice)
+            #expect(seen.status == 200 && "\(seen.body)".contains(secretLatitude), "\(seen.body)")
+        }
+        try cluster.stop()
+
+        let second = ScratchDirectory("findmy-rebind-b")
+        let bob = try addUser("bob", data: second.path)
+        let serverB = try ServerProcess(data: second.path, extraArguments: external)
+        defer { serverB.stop() }
+        let connection = HTTPConnection(address: serverB.address)
+        let tablet = try enrol(
+            connection, userToken: bob, uuid: "0d9e8f7a-6b5c-4d3e-9f2a-1b0c9d8e7f6a", name: "Bob Tablet")
+        #expect(tablet.status == 201 && tablet.int("device_id") == 1, "ingest needs no database")
+        #expect(try get(connection, "/api/find-my/devices", token: bob).status == 503)
+
+        try cluster.start()
+        var answers: [Int: Int] = [:]
+        var shown = false
+        let deadline = Date().addingTimeInterval(60)
+        while !shown && Date() < deadline {
+            let list = try get(connection, "/api/find-my/devices/1", token: bob)
+            answers[list.status, default: 0] += 1
+            let text = "\(list.body)"
+            #expect(!text.contains(secretLatitude) && !text.contains(secretName), "\(list.status) \(text)")
+            #expect(list.status == 503 || list.status == 200 || list.status == 404, "\(list.status) \(text)")
+            shown = list.status == 200 && list.body["name"] == .string("Bob Tablet")
+            if !shown { usleep(20_000) }
+        }
+        #expect(shown, "bob's device never showed: \(answers)")
+        #expect(
+            serverB.process.standardError.contains("dropping it and rebuilding"),
+            "\(serverB.process.standardError)")
     }
 
     /// The log id `findmy log stats --json` shows.
