@@ -115,15 +115,22 @@ public final class LogWriter: @unchecked Sendable {
             io.close(lockFD)
             throw LogError(error)
         }
+        let recovered: Recovered
         do {
             var report = RecoveryReport()
-            let recovered = try Self.recover(segments, options, &report)
+            recovered = try Self.recover(segments, options, &report)
             active = recovered.active
             nextOffset = recovered.nextOffset
             durable = recovered.nextOffset
             report.nextOffset = recovered.nextOffset
             logID = recovered.logID
             recovery = report
+        } catch {
+            io.close(watermarkFD)
+            io.close(lockFD)
+            throw LogError(error)
+        }
+        do {
             if try segments.bases().isEmpty {
                 if logID == .zero { logID = UUID128.random() }
                 active = try createSegment(base: nextOffset)
@@ -134,8 +141,9 @@ public final class LogWriter: @unchecked Sendable {
             try io.syncDirectory(directory)
             try io.writeAll(watermarkFD, Watermark.encode(durable), at: 0, path: segments.watermarkPath)
         } catch {
-            io.close(watermarkFD)
-            io.close(lockFD)
+            // Fully initialised: `deinit` runs after this throw; `close` releases every descriptor
+            // once (the active segment's included) and makes that second call return at once.
+            close()
             throw LogError(error)
         }
     }
