@@ -94,7 +94,7 @@ let package = Package(
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
-            name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload"], swiftSettings: strict),
+            name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload", "Compactor"], swiftSettings: strict),
         .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
     ]
 )

@@ -72,7 +72,8 @@ public final class Compactor: Sendable {
                 ).run(dryRun: dryRun)
                 if let client {
                     let database = DatabaseCompaction(
-                        policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax)
+                        policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax,
+                        logID: writer.logID)
                     report.database = try client.withConnection { try database.run($0, dryRun: dryRun) }
                 }
             } catch {

@@ -25,14 +25,18 @@ public struct DatabaseCompaction {
     public let nowMicros: Int64
     public let rowsPerStatementMax: Int
     public let schema: String
+    /// The log `policy` was folded from: only a projection bound to it is compacted.
+    public let logID: UUID128
 
     public init(
-        policy: RetentionPolicy, nowMicros: Int64, rowsPerStatementMax: Int, schema: String = Schema.live
+        policy: RetentionPolicy, nowMicros: Int64, rowsPerStatementMax: Int, logID: UUID128,
+        schema: String = Schema.live
     ) {
         precondition(rowsPerStatementMax > 0)
         self.policy = policy
         self.nowMicros = nowMicros
         self.rowsPerStatementMax = rowsPerStatementMax
+        self.logID = logID
         self.schema = schema
     }
 
@@ -40,8 +44,17 @@ public struct DatabaseCompaction {
 
     public func run(_ connection: PostgresConnection, dryRun: Bool) throws -> DatabaseCompactionReport {
         var report = DatabaseCompactionReport()
-        guard try Schema.version(of: schema, connection) != nil else {
+        guard let generation = try Schema.generation(of: schema, connection) else {
             report.skipped = "no projection in schema \(schema) yet"
+            return report
+        }
+        // Another log's projection (a database left from an older installation, not yet dropped by
+        // the projector) holds other people's rows under the same device ids: this log's
+        // retention says nothing about them, and the projector drops them all anyway.
+        guard generation.logID == logID else {
+            report.skipped =
+                "the projection in schema \(schema) was folded from log \(generation.logID.map { "\($0)" } ?? "unknown"), "
+                + "not from this log \(logID); the projector rebuilds it"
             return report
         }
         report.partitionsDropped = try dropExpiredPartitions(connection, dryRun: dryRun, report: &report)

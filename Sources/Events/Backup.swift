@@ -21,6 +21,9 @@
 ///    so); a seal is kept when every record before it is. The copy's own watermark is written to
 ///    match its end. The copy is thus a valid log whose every record was durable at `W`.
 /// 4. Every copied file, the watermark and the directory are fsynced.
+///
+/// Segments are copied byte for byte, headers included, so the copy is the same log: it keeps the
+/// log id (docs/log-format.md, "Log identity"), and a projection of it stays bound to it.
 public struct LogBackup {
     public struct Report: Sendable, Equatable {
         public var segments = 0
@@ -32,6 +35,9 @@ public struct LogBackup {
         public var sourceDurableEnd: UInt64 = 0
         /// First segments a concurrent compaction deleted between listing and copying.
         public var segmentsGoneMeanwhile = 0
+        /// The id of the log copied (the copy's own, being the same log); nil for a log written
+        /// before log ids that no writer of this version has opened.
+        public var logID: UUID128?
     }
 
     static let copyChunkBytes = 1 << 20
@@ -68,6 +74,7 @@ public struct LogBackup {
         report.durableEnd = cut.end
         report.segments = copied.count
         report.firstOffset = copied[0]
+        report.logID = try LogReader(directory: destination, io: io).logID()
         let watermarkPath = destination + "/durable"
         let fd = try io.open(watermarkPath, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         defer { io.close(fd) }

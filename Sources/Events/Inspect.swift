@@ -16,6 +16,8 @@ public struct VerifyReport: Sendable {
     public var firstOffset: UInt64?
     public var lastOffset: UInt64?
     public var bytes = 0
+    /// The log's id (rule 10's common one), nil when no segment has one.
+    public var logID: UUID128?
     public var recordsByType: [UInt8: Int] = [:]
     public var unknownRecords = 0
     public var tornBytesTruncated = 0
@@ -50,6 +52,8 @@ public struct LogInspector {
             writer = nil
         } catch LogError.corrupt(let file, let position, let reason) {
             report.problems.append(LogProblem(file: file, position: position, reason: reason))
+        } catch LogError.mixedLogs {
+            // Reported below, segment by segment, like every other rule.
         }
         defer { writer?.close() }
         let segments = SegmentDirectory(path: directory, io: io)
@@ -72,6 +76,17 @@ public struct LogInspector {
                 continue
             }
             report.bytes += scan.fileSize
+            if scan.header.logID != .zero {
+                if let logID = report.logID, logID != scan.header.logID {
+                    report.problems.append(
+                        LogProblem(
+                            file: path, position: 44,
+                            reason: LogError.mixedLogs(file: path, found: scan.header.logID, expected: logID)
+                                .description))
+                } else {
+                    report.logID = scan.header.logID
+                }
+            }
             if scan.header.baseOffset != base {
                 report.problems.append(
                     LogProblem(
@@ -215,6 +230,7 @@ public struct LogInspector {
         var options = LogOptions()
         options.io = io
         options.diagnostics = { _ in }
+        options.assignsLogID = false
         return options
     }
 }

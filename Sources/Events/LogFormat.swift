@@ -4,7 +4,7 @@
 //
 //   segment  = header(64) frame* seal-frame?
 //   header   = "FINDMYSG" u16 version u16 headerBytes u32 flags u64 salt u64 baseOffset
-//              i64 createdAtMicros u32 generation [16 reserved] u32 crc32c(bytes 0..<60)
+//              i64 createdAtMicros u32 generation [16] logID u32 crc32c(bytes 0..<60)
 //   frame    = u32 B | u32 crc32c(body) | body: record-header(80) payload(B-80) | u32 B
 //   record-header = u16 headerBytes u8 type u8 codec u16 flags u16 eventVersion u64 salt u64 offset
 //                   i64 receivedAtMicros i64 recordedMinMicros i64 recordedMaxMicros u32 fixCount
@@ -14,6 +14,14 @@
 // bytes remain; the CRC matches; the trailer equals B; 80 <= headerBytes <= B; the salt is the
 // segment's; the offset is the expected one (dense; increasing in a rewritten segment); a seal is
 // the last frame. The first rule that fails names the damage (`FrameDamage`).
+//
+// logID (bytes 44..<60, once "reserved, zero") is the identity of the log: 16 random bytes chosen
+// when the log's first segment is created and copied into every later segment; rewrites and repair
+// keep it. Zero means a segment written before log ids. Rule 10: all non-zero log ids of one log
+// directory are equal; otherwise the writer refuses to open the log, naming the file. Still version
+// 1: every version-1 decoder ignores these bytes (the CRC covers them, any value passes), so old
+// logs read here with id zero and old binaries read logs with ids. A projection in PostgreSQL is
+// bound to the id of the log it was folded from (docs/postgres.md).
 
 /// Constants of format version 1.
 public enum LogFormat {
@@ -60,15 +68,19 @@ public struct SegmentHeader: Equatable, Sendable {
     public var baseOffset: UInt64
     public var createdAtMicros: Int64
     public var generation: UInt32 = 0
+    /// The log this segment belongs to; `.zero` in a segment written before log ids.
+    public var logID: UUID128 = .zero
 
     public init(
-        salt: UInt64, baseOffset: UInt64, createdAtMicros: Int64, flags: UInt32 = 0, generation: UInt32 = 0
+        salt: UInt64, baseOffset: UInt64, createdAtMicros: Int64, flags: UInt32 = 0, generation: UInt32 = 0,
+        logID: UUID128 = .zero
     ) {
         self.salt = salt
         self.baseOffset = baseOffset
         self.createdAtMicros = createdAtMicros
         self.flags = flags
         self.generation = generation
+        self.logID = logID
     }
 
     public var isRewritten: Bool { flags & LogFormat.segmentFlagRewritten != 0 }
@@ -83,7 +95,8 @@ public struct SegmentHeader: Equatable, Sendable {
         writer.u64(baseOffset)
         writer.i64(createdAtMicros)
         writer.u32(generation)
-        writer.raw([UInt8](repeating: 0, count: 16))
+        writer.u64(logID.high.bigEndian)
+        writer.u64(logID.low.bigEndian)
         writer.u32(CRC32C.checksum(writer.bytes))
         assert(writer.bytes.count == LogFormat.segmentHeaderBytes)
         return writer.bytes
@@ -124,8 +137,11 @@ public struct SegmentHeader: Equatable, Sendable {
             let base = try reader.u64()
             let created = try reader.i64()
             let generation = try reader.u32()
+            let logIDHigh = UInt64(bigEndian: try reader.u64())
+            let logIDLow = UInt64(bigEndian: try reader.u64())
             return SegmentHeader(
-                salt: salt, baseOffset: base, createdAtMicros: created, flags: flags, generation: generation)
+                salt: salt, baseOffset: base, createdAtMicros: created, flags: flags, generation: generation,
+                logID: UUID128(high: logIDHigh, low: logIDLow))
         } catch let damage as Damage {
             throw damage
         } catch {

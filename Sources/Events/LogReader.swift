@@ -57,6 +57,24 @@ public struct LogReader: Sendable {
         return Watermark.read(path: segments.watermarkPath, io: io) ?? 0
     }
 
+    /// The log's identity (docs/log-format.md, "Log identity"): the id in the newest segment header
+    /// that has one, usually the newest's own (one 64-byte read). nil when no segment has one: a
+    /// log written before log ids that no writer of this version has opened yet.
+    public func logID() throws -> UUID128? {
+        if let writer { return writer.logID == .zero ? nil : writer.logID }
+        let scanner = SegmentScanner(io: io)
+        for base in try segments.bases().reversed() {
+            let path = segments.segmentPath(base: base)
+            // A newest segment being created (not yet a whole header), or a first one a compaction
+            // just deleted: the one before (or after) says the same.
+            guard let fd = try? io.open(path, flags: O_RDONLY, mode: 0) else { continue }
+            defer { io.close(fd) }
+            guard let header = try? scanner.header(path: path, fd: fd) else { continue }
+            if header.logID != .zero { return header.logID }
+        }
+        return nil
+    }
+
     /// The first offset still in the log (older segments may have been removed by the compactor).
     public func firstOffset() throws -> UInt64 {
         try segments.bases().first ?? 0

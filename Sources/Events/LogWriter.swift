@@ -24,6 +24,9 @@ public struct LogOptions: Sendable {
     public var onSyncFailure: @Sendable (IOError) -> Never = { error in
         fatalError("findmy: fdatasync failed, stopping so that nothing unsynced is acknowledged: \(error)")
     }
+    /// Whether opening a log written before log ids gives it one (docs/log-format.md, "Log identity").
+    /// Off only for `findmy log verify`, which changes nothing but a torn tail.
+    public var assignsLogID = true
 
     public init() {}
 }
@@ -36,6 +39,8 @@ public struct RecoveryReport: Sendable, Equatable {
     public var removedIncompleteSegment: String?
     public var firstOffset: UInt64 = 0
     public var nextOffset: UInt64 = 0
+    /// Set when this open gave a log written before log ids its id, from this offset on.
+    public var logIDAssignedAtOffset: UInt64?
 }
 
 /// The one writer of a log directory: appends records with group commit and returns only once
@@ -60,7 +65,10 @@ public struct RecoveryReport: Sendable, Equatable {
 /// (answering HTTP requests), as blocking appenders do each on their own thread.
 public final class LogWriter: @unchecked Sendable {
     public let directory: String
-    public let recovery: RecoveryReport
+    public private(set) var recovery: RecoveryReport
+    /// The log's identity, carried by every segment this writer creates (docs/log-format.md, "Log
+    /// identity"). Never zero, except when opened with `assignsLogID` off on a log that has none.
+    public private(set) var logID: UUID128 = .zero
     let options: LogOptions
     let segments: SegmentDirectory
     private let io: any FileIO
@@ -107,20 +115,35 @@ public final class LogWriter: @unchecked Sendable {
             io.close(lockFD)
             throw LogError(error)
         }
+        let recovered: Recovered
         do {
             var report = RecoveryReport()
-            let recovered = try Self.recover(segments, options, &report)
+            recovered = try Self.recover(segments, options, &report)
             active = recovered.active
             nextOffset = recovered.nextOffset
             durable = recovered.nextOffset
             report.nextOffset = recovered.nextOffset
+            logID = recovered.logID
             recovery = report
-            if try segments.bases().isEmpty { active = try createSegment(base: nextOffset) }
-            try io.syncDirectory(directory)
-            try io.writeAll(watermarkFD, Watermark.encode(durable), at: 0, path: segments.watermarkPath)
         } catch {
             io.close(watermarkFD)
             io.close(lockFD)
+            throw LogError(error)
+        }
+        do {
+            if try segments.bases().isEmpty {
+                if logID == .zero { logID = UUID128.random() }
+                active = try createSegment(base: nextOffset)
+            } else if recovered.newestLogID == .zero && options.assignsLogID {
+                try giveTheLogItsID()
+                recovery.logIDAssignedAtOffset = nextOffset
+            }
+            try io.syncDirectory(directory)
+            try io.writeAll(watermarkFD, Watermark.encode(durable), at: 0, path: segments.watermarkPath)
+        } catch {
+            // Fully initialised: `deinit` runs after this throw; `close` releases every descriptor
+            // once (the active segment's included) and makes that second call return at once.
+            close()
             throw LogError(error)
         }
     }
@@ -454,7 +477,8 @@ public final class LogWriter: @unchecked Sendable {
 
     private func createSegment(base: UInt64) throws -> ActiveSegment {
         let header = SegmentHeader(
-            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base, createdAtMicros: options.clockMicros())
+            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base, createdAtMicros: options.clockMicros(),
+            logID: logID)
         let path = segments.segmentPath(base: base)
         let fd: Int32
         do {
@@ -480,6 +504,28 @@ public final class LogWriter: @unchecked Sendable {
             seal: Seal(firstOffset: base))
     }
 
+    /// The newest segment of a log written before log ids has id zero: from here on the log
+    /// carries one (the id an older segment already has, else a fresh one) in a segment started now,
+    /// so that readers find it in the newest header. Sealing and creating a segment are the roll's
+    /// own crash-safe steps; docs/log-format.md's recovery table says what a crash between them
+    /// leaves. Runs in `init`, before any append.
+    private func giveTheLogItsID() throws {
+        if logID == .zero { logID = UUID128.random() }
+        if let segment = active {
+            if segment.seal.recordCount > 0 {
+                try sealActive(segment)
+            } else {
+                // Empty: recreated below at the same base offset, as an append after an empty seal is.
+                io.close(segment.fd)
+                active = nil
+            }
+        }
+        active = try createSegment(base: nextOffset)
+        options.diagnostics(
+            "log: this log was written before log ids; it is log \(logID) from now on (its segments from offset "
+                + "\(nextOffset) carry the id)")
+    }
+
     // MARK: - Opening
 
     private static func takeLock(_ segments: SegmentDirectory, _ io: any FileIO) throws -> Int32 {
@@ -499,6 +545,20 @@ public final class LogWriter: @unchecked Sendable {
     private struct Recovered {
         var active: ActiveSegment?
         var nextOffset: UInt64
+        /// The non-zero log id the segments share (rule 10), or zero when none has one.
+        var logID: UUID128 = .zero
+        /// The id in the newest remaining segment's header.
+        var newestLogID: UUID128 = .zero
+    }
+
+    /// Rule 10: every non-zero log id of the directory is the same one.
+    private static func checkLogID(_ header: SegmentHeader, path: String, _ logID: inout UUID128) throws {
+        guard header.logID != .zero else { return }
+        if logID == .zero {
+            logID = header.logID
+        } else if header.logID != logID {
+            throw LogError.mixedLogs(file: path, found: header.logID, expected: logID)
+        }
     }
 
     private static func recover(
@@ -519,9 +579,13 @@ public final class LogWriter: @unchecked Sendable {
         // Sealed segments: header and seal, and contiguity.
         var expectedBase = bases.first ?? 0
         report.firstOffset = expectedBase
+        var logID = UUID128.zero
+        var newestSealedLogID = UUID128.zero
         for base in bases.dropLast() {
             let path = segments.segmentPath(base: base)
             let (header, seal) = try readSealed(path: path, scanner: scanner)
+            try checkLogID(header, path: path, &logID)
+            newestSealedLogID = header.logID
             guard header.baseOffset == base else {
                 throw LogError.corrupt(
                     file: path, position: 24, reason: "header says base offset \(header.baseOffset)")
@@ -546,8 +610,11 @@ public final class LogWriter: @unchecked Sendable {
             options.diagnostics("log recovery: removed incomplete segment \(lastPath) (\(reason))")
             bases.removeLast()
             if bases.isEmpty { report.firstOffset = last }
-            return Recovered(active: nil, nextOffset: bases.isEmpty ? last : expectedBase)
+            return Recovered(
+                active: nil, nextOffset: bases.isEmpty ? last : expectedBase, logID: logID,
+                newestLogID: newestSealedLogID)
         }
+        try checkLogID(scan.header, path: lastPath, &logID)
         guard scan.header.baseOffset == last else {
             throw LogError.corrupt(
                 file: lastPath, position: 24, reason: "header says base offset \(scan.header.baseOffset)")
@@ -583,13 +650,17 @@ public final class LogWriter: @unchecked Sendable {
                     "the log ends at offset \(nextOffset) but the durable watermark says \(durableHint) was durable"
             )
         }
-        if scan.seal != nil { return Recovered(active: nil, nextOffset: nextOffset) }
+        if scan.seal != nil {
+            return Recovered(
+                active: nil, nextOffset: nextOffset, logID: logID, newestLogID: scan.header.logID)
+        }
         let fd = try io.open(lastPath, flags: O_WRONLY, mode: 0)
         // What a crashed writer left in the page cache becomes durable before anything is built on it.
         try io.fdatasync(fd, path: lastPath)
         let segment = ActiveSegment(
             fd: fd, path: lastPath, header: scan.header, size: validEnd, seal: scan.accumulated)
-        return Recovered(active: segment, nextOffset: nextOffset)
+        return Recovered(
+            active: segment, nextOffset: nextOffset, logID: logID, newestLogID: scan.header.logID)
     }
 
     /// The header and seal of a sealed segment, read from its two ends.

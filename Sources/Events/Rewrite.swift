@@ -38,7 +38,8 @@ extension LogWriter {
         let header = SegmentHeader(
             salt: UInt64.random(in: 1...UInt64.max), baseOffset: base,
             createdAtMicros: oldHeader.createdAtMicros,
-            flags: oldHeader.flags | LogFormat.segmentFlagRewritten, generation: oldHeader.generation + 1)
+            flags: oldHeader.flags | LogFormat.segmentFlagRewritten, generation: oldHeader.generation + 1,
+            logID: oldHeader.logID)
 
         var report = RewriteReport()
         var output = header.encoded()

@@ -12,6 +12,8 @@ public enum LogError: Error, Equatable, Sendable, CustomStringConvertible {
     case writeFailed(IOError)
     case io(IOError)
     case closed
+    /// Rule 10: `file` carries log id `found`, while the log's other segments carry `expected`.
+    case mixedLogs(file: String, found: UUID128, expected: UUID128)
 
     /// Any error from the log's own code or its file layer, as a LogError.
     public init(_ error: any Error) {
@@ -35,6 +37,10 @@ public enum LogError: Error, Equatable, Sendable, CustomStringConvertible {
                 + (error.isNoSpace ? "; free disk space and retry" : "")
         case .io(let error): "\(error)"
         case .closed: "the log is closed"
+        case .mixedLogs(let file, let found, let expected):
+            "log segment \(file) belongs to log \(found), but the other segments of this directory belong to log "
+                + "\(expected): segments of two different logs were mixed (copied in from another server?). "
+                + "Move the segments of the wrong log out of the directory; nothing was changed"
         }
     }
 }

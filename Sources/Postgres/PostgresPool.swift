@@ -33,6 +33,10 @@ public final class PostgresPool: @unchecked Sendable {
 
     public let conninfo: String
     public let limits: Limits
+    /// Asked before every borrow: nil lets it through, a reason refuses it with a `.connect` error
+    /// that says so. The read API's pool reads nothing until the projector has checked that the
+    /// projection belongs to this server's log (docs/postgres.md).
+    public let admission: @Sendable () -> String?
     /// Its one condition: a connection came back (or a reserved slot was given up).
     private let lock = ConditionLock()
     // Guarded by `lock`.
@@ -41,9 +45,12 @@ public final class PostgresPool: @unchecked Sendable {
     private var connects = 0
     private var closed = false
 
-    public init(conninfo: String, limits: Limits = Limits()) {
+    public init(
+        conninfo: String, limits: Limits = Limits(), admission: @escaping @Sendable () -> String? = { nil }
+    ) {
         self.conninfo = conninfo
         self.limits = limits
+        self.admission = admission
     }
 
     deinit { close() }
@@ -92,6 +99,9 @@ public final class PostgresPool: @unchecked Sendable {
     }
 
     private func acquire() throws(PostgresError) -> PostgresConnection {
+        if let refusal = admission() {
+            throw PostgresError(.connect, message: refusal, target: "PostgreSQL")
+        }
         let deadline = monotonicNow() + Int64(limits.acquireWaitMillisMax) * 1_000
         lock.lock()
         while true {

@@ -7,6 +7,12 @@ public enum ProjectorError: Error, Equatable, CustomStringConvertible {
     /// The log ends before what the projection already holds: it was restored from an older backup.
     case logBehindCheckpoint(logEnd: UInt64, checkpoint: UInt64)
     case noGeneration(schema: String)
+    /// The projection in `schema` is no longer bound to the log `logID` this projector folds:
+    /// another log's projector rebuilt it (two logs sharing one database). Nothing was written.
+    case projectionOfAnotherLog(schema: String, logID: UUID128)
+    /// The log has no id yet (written before log ids, and no writer of this version opened it):
+    /// a projection cannot be bound to it.
+    case logWithoutID(directory: String)
 
     public var description: String {
         switch self {
@@ -19,6 +25,12 @@ public enum ProjectorError: Error, Equatable, CustomStringConvertible {
                 + "Restore the matching log, or rebuild the projection from this log with `findmy replay`"
         case .noGeneration(let schema):
             "the database has no findmy projection in schema \(schema); start `findmy serve` once to create it"
+        case .projectionOfAnotherLog(let schema, let logID):
+            "the projection in schema \(schema) is no longer the one of log \(logID) (another log's projector "
+                + "rebuilt it: do two servers share this database?); nothing was written, rebinding"
+        case .logWithoutID(let directory):
+            "the event log in \(directory) has no log id yet (it was written before log ids); start "
+                + "`findmy serve` on it once, which gives it one, then the projector binds the projection to it"
         }
     }
 }
@@ -44,8 +56,11 @@ public struct ProjectionStore: Sendable {
     }
 
     /// Writes `batch` and moves the checkpoint from `batch.firstOffset` to `batch.nextOffset`, in one
-    /// transaction. If the checkpoint is not where the batch starts, nothing is written.
-    public func apply(_ batch: ProjectionBatch, nowMicros: Int64, _ connection: PostgresConnection) throws {
+    /// transaction. If the checkpoint is not where the batch starts, or (with `logID`) the generation
+    /// is not bound to that log, nothing is written.
+    public func apply(
+        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128? = nil, _ connection: PostgresConnection
+    ) throws {
         try connection.transaction { connection in
             // Shared with other projectors, exclusive with a generation swap (Schema.swapIn), so a
             // transaction never writes half into one generation and half into the next.
@@ -54,14 +69,19 @@ public struct ProjectionStore: Sendable {
                 """
                 UPDATE \(s).projector_checkpoints
                 SET next_offset = $1, last_received_at = coalesce($2, last_received_at), updated_at = now()
-                WHERE projection = $3 AND next_offset = $4
+                WHERE projection = $3 AND next_offset = $4 AND ($5::uuid IS NULL OR EXISTS (
+                    SELECT 1 FROM findmy_meta.generations WHERE schema_name = $6 AND log_id = $5::uuid))
                 """,
                 [
                     .int64(Int64(batch.nextOffset)),
                     batch.lastReceivedAtMicros.map { .timestamp(micros: $0) },
                     .text(Schema.projectionName), .int64(Int64(batch.firstOffset)),
+                    logID.map { .text($0.description) }, .text(schema),
                 ])
             guard moved.affectedRows == 1 else {
+                if let logID, try Schema.generation(of: schema, connection)?.logID != logID {
+                    throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
+                }
                 let found = try? checkpoint(connection).next
                 throw ProjectorError.checkpointMoved(expected: batch.firstOffset, found: found)
             }

@@ -27,6 +27,11 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var lastError: String?
     /// Set when the projector stopped for good (the log is behind its checkpoint).
     public var stopped = false
+    /// The log the projection is bound to, once `prepare` has checked (or rebuilt) it; nil before,
+    /// while the projection is ahead of the log (stopped), and from when a transaction finds the
+    /// projection taken over by another log until the next `prepare`. The read side reads nothing
+    /// while it is nil (docs/postgres.md).
+    public var boundLogID: UUID128?
 }
 
 /// Folds the log into one generation of the projection tables, exactly once: each transaction
@@ -74,22 +79,51 @@ public final class Projector: Sendable {
 
     public var status: ProjectorStatus { state.withLock { $0 } }
 
-    /// Applies the meta migrations and makes sure the live generation exists and is of the current
-    /// projection version; an older or missing one is (re)built from offset 0 before serving.
+    /// Applies the meta migrations and makes sure the live generation exists, is of the current
+    /// projection version and was folded from this log; any other is dropped and built again from
+    /// offset 0 before anything is served, with a line that says why.
     public func prepare() throws {
+        guard let logID = try reader.logID() else {
+            throw ProjectorError.logWithoutID(directory: reader.directory)
+        }
         try client.withConnection { connection in
             try Schema.migrate(connection)
-            let version = try Schema.version(of: store.schema, connection)
-            if version == Schema.projectionVersion { return }
-            if version != nil {
-                options.log(
-                    "projector: projection version \(version!) in schema \(store.schema) is not \(Schema.projectionVersion); rebuilding it from the log"
-                )
+            let generation = try Schema.generation(of: store.schema, connection)
+            guard let reason = Self.rebuildReason(generation, schema: store.schema, logID: logID) else {
+                return
             }
-            try Schema.createGeneration(store.schema, connection)
+            if !reason.isEmpty { options.log("projector: " + reason) }
+            try Schema.createGeneration(store.schema, logID: logID, connection)
         }
         let checkpoint = try client.withConnection { try store.checkpoint($0) }
         state.withLock { $0.checkpoint = checkpoint.next }
+        // Holds records this log does not have (restored from an older backup): not a fold of it.
+        let logEnd = reader.durableEnd()
+        guard checkpoint.next <= logEnd else {
+            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: checkpoint.next)
+        }
+        state.withLock { $0.boundLogID = logID }
+    }
+
+    /// Why the generation found must be built again for the log `logID` (empty: there is none yet),
+    /// or nil when it is this log's, of the current version.
+    static func rebuildReason(_ generation: Schema.Generation?, schema: String, logID: UUID128) -> String? {
+        guard let generation else { return "" }
+        if generation.version != Schema.projectionVersion {
+            return "projection version \(generation.version) in schema \(schema) is not "
+                + "\(Schema.projectionVersion); rebuilding it from the log"
+        }
+        guard let folded = generation.logID else {
+            return
+                "the projection in schema \(schema) has no log id (it was made before projections were bound "
+                + "to their log), this log is \(logID): dropping it and rebuilding from offset 0 (once)"
+        }
+        if folded != logID {
+            return
+                "projection was folded from log \(folded), this log is \(logID): dropping it and rebuilding "
+                + "from offset 0 (a new log at this data directory, with a database left from an older one)"
+        }
+        return nil
     }
 
     /// Folds the next run of records (at most one transaction's worth) up to `logEnd`. Returns the
@@ -128,7 +162,13 @@ public final class Projector: Sendable {
         if batch.nextOffset < logEnd && records < recordsMax && oldestUnfolded == nil {
             batch.nextOffset = logEnd
         }
-        try client.withConnection { try store.apply(batch, nowMicros: clock(), $0) }
+        let bound = state.withLock { $0.boundLogID }
+        do {
+            try client.withConnection { try store.apply(batch, nowMicros: clock(), logID: bound, $0) }
+        } catch ProjectorError.projectionOfAnotherLog(let schema, let logID) {
+            state.withLock { $0.boundLogID = nil }
+            throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
+        }
         let now = clock()
         state.withLock {
             $0.checkpoint = batch.nextOffset
@@ -184,29 +224,41 @@ public final class Projector: Sendable {
                 switch error {
                 case .checkpointMoved:
                     continue  // a swap or another projector: reread the checkpoint and go on
+                case .projectionOfAnotherLog:
+                    options.log("projector: \(error)")
+                    prepared = false  // prepare drops it and rebuilds this log's
+                    continue
+                case .logWithoutID:
+                    backOff(error, &retryDelay, shouldStop)
                 case .logBehindCheckpoint, .noGeneration:
                     options.log("projector: stopped: \(error)")
                     state.withLock {
                         $0.lastError = error.description
                         $0.stopped = true
+                        $0.boundLogID = nil
                     }
                     return
                 }
             } catch {
-                let message = "\(error)"
-                let first = state.withLock { status -> Bool in
-                    defer {
-                        status.lastError = message
-                        status.reconnects += 1
-                    }
-                    return status.lastError != message
-                }
-                if first { options.log("projector: \(message); retrying") }
-                // Sleep in short steps so that a shutdown is not held up by a long back-off.
-                let wakeAt = monotonicMicros() + retryDelay
-                while !shouldStop() && monotonicMicros() < wakeAt { usleep(50_000) }
-                retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
+                backOff(error, &retryDelay, shouldStop)
             }
         }
+    }
+
+    /// After a failure that may pass (PostgreSQL down, say): says so once, waits, doubles the wait.
+    private func backOff(_ error: any Error, _ retryDelay: inout Int64, _ shouldStop: @Sendable () -> Bool) {
+        let message = "\(error)"
+        let first = state.withLock { status -> Bool in
+            defer {
+                status.lastError = message
+                status.reconnects += 1
+            }
+            return status.lastError != message
+        }
+        if first { options.log("projector: \(message); retrying") }
+        // Sleep in short steps so that a shutdown is not held up by a long back-off.
+        let wakeAt = monotonicMicros() + retryDelay
+        while !shouldStop() && monotonicMicros() < wakeAt { usleep(50_000) }
+        retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
     }
 }

@@ -25,9 +25,12 @@ public enum Rebuild {
         client: PostgresClient, reader: LogReader, options: Projector.Options = Projector.Options(),
         progress: (RebuildProgress) -> Void
     ) throws -> RebuildProgress {
+        guard let logID = try reader.logID() else {
+            throw ProjectorError.logWithoutID(directory: reader.directory)
+        }
         try client.withConnection { connection in
             try Schema.migrate(connection)
-            try Schema.createGeneration(Schema.building, connection)
+            try Schema.createGeneration(Schema.building, logID: logID, connection)
         }
         let projector = Projector(client: client, reader: reader, schema: Schema.building, options: options)
         let start = monotonicMicros()

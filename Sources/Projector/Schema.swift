@@ -1,3 +1,4 @@
+import Events
 import Postgres
 
 /// The PostgreSQL side of findmy: a small `findmy_meta` schema with versioned migrations, and the
@@ -7,6 +8,10 @@ import Postgres
 /// place: it is built as a new generation from offset 0 while the current one keeps serving, then
 /// swapped in (`findmy replay`). `projectionVersion` says which table layout the code writes; a live
 /// generation of another version is rebuilt at start.
+///
+/// A generation is bound to the log it is folded from: `findmy_meta.generations.log_id` holds that
+/// log's id (docs/log-format.md, "Log identity"). A generation of another log, or one made before
+/// generations were bound (log_id NULL), is never served: the projector drops and rebuilds it.
 public enum Schema {
     /// The schema the read side queries: always the live generation.
     public static let live = "findmy"
@@ -27,7 +32,11 @@ public enum Schema {
             projection_version integer NOT NULL,
             created_at timestamptz NOT NULL DEFAULT now()
         );
+        """,
+        // The log each generation was folded from; NULL in generations made before, rebuilt once.
         """
+        ALTER TABLE findmy_meta.generations ADD COLUMN log_id uuid;
+        """,
     ]
 
     /// Applies the meta migrations that have not run yet. Safe to call from several processes: each
@@ -55,10 +64,24 @@ public enum Schema {
 
     /// The projection version of the generation in `schema`, or nil when there is none.
     public static func version(of schema: String, _ connection: PostgresConnection) throws -> Int? {
+        try generation(of: schema, connection)?.version
+    }
+
+    /// What `findmy_meta.generations` says about one generation.
+    public struct Generation: Sendable, Equatable {
+        public var version: Int
+        /// The log it was folded from; nil for a generation made before generations were bound.
+        public var logID: UUID128?
+    }
+
+    /// The generation in `schema`, or nil when there is none.
+    public static func generation(of schema: String, _ connection: PostgresConnection) throws -> Generation? {
         let result = try connection.execute(
-            "SELECT projection_version FROM findmy_meta.generations WHERE schema_name = $1", [.text(schema)])
+            "SELECT projection_version, log_id FROM findmy_meta.generations WHERE schema_name = $1",
+            [.text(schema)])
         guard result.rowCount > 0 else { return nil }
-        return Int(try result.int64(0, 0) ?? 0)
+        return Generation(
+            version: Int(try result.int64(0, 0) ?? 0), logID: result.string(0, 1).flatMap { UUID128($0) })
     }
 
     /// The columns of one fix, shared by `device_locations` (history) and `device_latest`.
@@ -71,8 +94,20 @@ public enum Schema {
                 clock_suspect boolean NOT NULL
         """
 
-    /// Creates an empty generation in `schema` (dropping anything there), checkpoint at offset 0.
-    public static func createGeneration(_ schema: String, _ connection: PostgresConnection) throws {
+    /// Creates an empty generation in `schema` (dropping anything there), checkpoint at offset 0,
+    /// bound to the log `logID`, in one transaction: a reader sees the old tables or the new empty
+    /// ones. `logID` nil only for scratch schemas that nothing serves (benchmarks).
+    public static func createGeneration(
+        _ schema: String, logID: UUID128? = nil, _ connection: PostgresConnection
+    )
+        throws
+    {
+        try connection.transaction { try createGenerationTables(schema, logID: logID, $0) }
+    }
+
+    private static func createGenerationTables(
+        _ schema: String, logID: UUID128?, _ connection: PostgresConnection
+    ) throws {
         let s = PostgresConnection.quoteIdentifier(schema)
         try connection.executeScript(
             """
@@ -147,9 +182,10 @@ public enum Schema {
             [.text(projectionName)])
         _ = try connection.execute(
             """
-            INSERT INTO findmy_meta.generations (schema_name, projection_version) VALUES ($1, $2)
-            ON CONFLICT (schema_name) DO UPDATE SET projection_version = excluded.projection_version, created_at = now()
-            """, [.text(schema), .int64(Int64(projectionVersion))])
+            INSERT INTO findmy_meta.generations (schema_name, projection_version, log_id) VALUES ($1, $2, $3::uuid)
+            ON CONFLICT (schema_name) DO UPDATE SET projection_version = excluded.projection_version,
+                log_id = excluded.log_id, created_at = now()
+            """, [.text(schema), .int64(Int64(projectionVersion)), logID.map { .text($0.description) }])
     }
 
     /// Makes the generation in `building` the live one, in one transaction: readers see either the

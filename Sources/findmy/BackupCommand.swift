@@ -102,6 +102,8 @@ enum BackupCommand {
             writer.key(key)
             writer.int64(value)
         }
+        writer.key("log_id")
+        if let logID = report.logID { writer.string(logID.description) } else { writer.null() }
         writer.key("projection")
         writer.string("not included: rebuilt from the log (findmy replay, or at the first start)")
         writer.endObject()

@@ -19,7 +19,8 @@ enum LogCommand {
         usage: findmy log SUBCOMMAND --data-dir DIR [--json]
 
         subcommands:
-          stats    segments, records, fixes, bytes per fix, offsets and time ranges (reads headers only)
+          stats    the log id, segments, records, fixes, bytes per fix, offsets and time ranges (reads
+                   headers only)
           verify   checks every frame of every segment and decodes every payload; if no server holds the
                    log, first recovers it as a restart would (a torn tail is truncated and reported).
                    Exit status 0 when the log is sound, 1 when it is damaged.
@@ -78,6 +79,7 @@ enum LogCommand {
         try requireLog(directory)
         let reader = LogReader(directory: directory)
         let durableEnd = reader.durableEnd()
+        let logID = try reader.logID()
         var records = 0
         var fixes = 0
         var byType: [UInt8: Int] = [:]
@@ -113,6 +115,8 @@ enum LogCommand {
         if json {
             var writer = JSONWriter()
             writer.beginObject()
+            writer.key("log_id")
+            if let logID { writer.string(logID.description) } else { writer.null() }
             writer.key("segments")
             writer.int64(Int64(files.count))
             writer.key("records")
@@ -147,6 +151,8 @@ enum LogCommand {
             writer.endObject()
             printLine(String(decoding: writer.bytes, as: UTF8.self))
         } else {
+            // A log no writer of this version has opened yet has none (docs/log-format.md).
+            printLine("log id         \(logID.map { "\($0)" } ?? "none (written before log ids)")")
             printLine("segments       \(files.count) (\(bytes) bytes)")
             printLine(
                 "records        \(records)" + (firstOffset.map { " (offsets \($0)...\(lastOffset!))" } ?? ""))

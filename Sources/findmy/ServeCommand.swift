@@ -334,12 +334,25 @@ enum ServeCommand {
             database = opened
             let projector = Projector(
                 client: opened.client, reader: LogReader(directory: data + "/log", writer: log))
+            // A projection of another log (a database left from an older installation) is dropped
+            // here, before the HTTP server starts. If PostgreSQL cannot be reached now, the
+            // projector's thread retries (and says why), and the read side borrows no connection
+            // until the projection is bound to this log: it never reads another log's rows.
+            try? projector.prepare()
             service.addStatusSource(ProjectorStatusSource(projector: projector))
             let readService = ReadService(
                 ingest: service,
                 pool: PostgresPool(
                     conninfo: opened.client.conninfo,
-                    limits: .init(connectionsMax: configuration.readConnectionsMax)),
+                    limits: .init(connectionsMax: configuration.readConnectionsMax),
+                    admission: {
+                        let status = projector.status
+                        guard status.boundLogID == nil else { return nil }
+                        return status.stopped
+                            ? "the projection does not match this log: \(status.lastError ?? "see /healthz")"
+                            : "the projector has not yet checked that the projection belongs to this log "
+                                + "(see /healthz)"
+                    }),
                 limits: configuration.read, projectedEnd: { projector.status.checkpoint })
             reads = readService
             service.addStatusSource(readService.statusSource)
