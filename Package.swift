@@ -52,12 +52,13 @@ let package = Package(
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
-        // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster.
+        // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
+        // timestamps count days with JSON's CivilCalendar, the one calendar.
         // The one module that calls libpq.
-        .target(name: "Postgres", dependencies: ["CPQ", "Threads"], swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CPQ", "Threads", "JSON"], swiftSettings: strict),
 
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
-        .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
+        .target(name: "Projector", dependencies: ["Events", "Postgres", "JSON"], swiftSettings: strict),
 
         // The read API (and later the web panel): devices, latest fixes, history, arrivals.
         .target(
