@@ -594,20 +594,3 @@ extension Role {
 func constantTimeEquals(_ a: String, _ b: String) -> Bool {
     constantTimeEqual(Array(a.utf8), Array(b.utf8))
 }
-
-/// `text` with everything but unreserved characters (RFC 3986) percent-encoded, for a query value.
-public func percentEncoded(_ text: String) -> String {
-    var out = ""
-    for byte in text.utf8 {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-            UInt8(ascii: "~"):
-            out.unicodeScalars.append(Unicode.Scalar(byte))
-        default:
-            let hex = Array("0123456789ABCDEF".utf8)
-            out += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 15)]], as: UTF8.self)
-        }
-    }
-    return out
-}

@@ -1,4 +1,5 @@
 import Events
+import HTTP
 import HTTPClient
 import Ingest
 import JSON
@@ -217,24 +218,6 @@ enum UserCommand {
     static func writeStandardErrorRaw(_ text: String) {
         let bytes = Array(text.utf8)
         _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
-    }
-
-    /// A user name as one path segment: unreserved characters kept, every other byte %XX.
-    static func percentEncoded(_ text: String) -> String {
-        var output = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                UInt8(ascii: "_"),
-                UInt8(ascii: "~"):
-                output.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let digits = Array("0123456789ABCDEF")
-                output += "%\(digits[Int(byte >> 4)])\(digits[Int(byte & 0xF)])"
-            }
-        }
-        return output
     }
 
     /// Through the admin socket when a server answers, otherwise on the log directly.
