@@ -48,7 +48,7 @@ let package = Package(
 
         // Enrolment, push tokens, pause and the report endpoint: validation, the in-memory registry
         // rebuilt from the log, and the HTTP handlers. See docs/api.md.
-        .target(name: "Ingest", dependencies: ["Events", "HTTP", "JSON", "Crypto"], swiftSettings: strict),
+        .target(name: "Ingest", dependencies: ["Events", "HTTP", "JSON", "Crypto", "Threads"], swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),

@@ -3,6 +3,7 @@ import Events
 import HTTP
 import JSON
 import Synchronization
+import Threads
 
 /// The ingest side of the server: the registry, the log writer it appends to, and the handlers
 /// of the enrolment, push token, pause and report endpoints.
