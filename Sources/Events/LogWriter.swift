@@ -526,7 +526,14 @@ public final class LogWriter: @unchecked Sendable {
         } catch {
             throw LogError(error)
         }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        let locked: Bool
+        do {
+            locked = try io.lockExclusive(fd, path: segments.lockPath)
+        } catch {
+            io.close(fd)
+            throw LogError(error)
+        }
+        guard locked else {
             io.close(fd)
             throw LogError.locked(directory: segments.path)
         }
