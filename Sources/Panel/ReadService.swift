@@ -68,7 +68,7 @@ public final class ReadService: Sendable {
     /// `reads_unavailable`, so a client learns why instead of getting a 404 or a 405.
     public static func addUnavailableRoutes(to router: inout GuardedRouter) {
         let error = APIError(
-            status: 503, code: "reads_unavailable",
+            status: 503, code: .readsUnavailable,
             message:
                 "this server runs with --projector off and has no database to read from; start it with --projector on"
         )
@@ -420,7 +420,7 @@ public final class ReadService: Sendable {
         let durableEnd = ingest.log.durableEnd
         guard offset < durableEnd else {
             throw APIError(
-                status: 400, code: "invalid_after_offset",
+                status: 400, code: .invalidAfterOffset,
                 message:
                     "after_offset \(offset) was never written: the log ends at offset \(durableEnd); pass the offset a write answered"
             )
@@ -429,7 +429,7 @@ public final class ReadService: Sendable {
         while projectedEnd() <= offset {
             guard monotonicMicros() < deadline else {
                 throw APIError(
-                    status: 503, code: "projection_behind",
+                    status: 503, code: .projectionBehind,
                     message:
                         "the projection has not reached offset \(offset) within \(limits.readAfterOffsetWaitMillisMax) ms "
                         + "(it is at \(projectedEnd())); retry, or see /healthz for the projector's lag")
@@ -722,7 +722,7 @@ public final class ReadService: Sendable {
     }
 
     static let databaseUnavailable = APIError(
-        status: 503, code: "database_unavailable",
+        status: 503, code: .databaseUnavailable,
         message: "the database did not answer this read; retry shortly (the server log has the cause)")
 
     func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {

@@ -117,19 +117,19 @@ final class CompactService: Sendable {
                     case .object(let parsed) = try JSONParser.parse(
                         request.body.isEmpty ? Array("{}".utf8) : request.body)
                 else {
-                    return .error(status: 400, code: "wrong_type", message: "the body must be a JSON object")
+                    return .error(status: 400, code: .wrongType, message: "the body must be a JSON object")
                 }
                 object = parsed
                 try object.checkKeys(allowed: ["as_of", "dry_run"])
                 if let text = try object.stringIfPresent("as_of") { asOf = try RFC3339.parseMicros(text) }
                 dryRun = try object.boolIfPresent("dry_run") ?? false
             } catch {
-                return .error(status: 400, code: "invalid_field", message: "\(error)")
+                return .error(status: 400, code: .invalidField, message: "\(error)")
             }
             do {
                 return .json(CompactReportJSON.encode(try compactor.run(asOfMicros: asOf, dryRun: dryRun)))
             } catch {
-                return .error(status: 500, code: "compaction_failed", message: "\(error)")
+                return .error(status: 500, code: .compactionFailed, message: "\(error)")
             }
         }
     }
