@@ -46,10 +46,7 @@ public struct DecodedReport: Equatable, Sendable {
 /// its index and reason, so that one bad fix never blocks the fixes queued behind it on a phone.
 public enum ReportDecoder {
     static let batchKeys: Set<String> = ["batch_id", "fixes"]
-    static let fixKeys: Set<String> = [
-        "latitude", "longitude", "accuracy_m", "altitude_m", "speed_mps", "heading_deg", "battery_pct",
-        "is_charging", "source", "recorded_at",
-    ]
+    static let fixKeys = Set(FixField.reported.map(\.rawValue))
 
     /// The report in `body`, or the error that fails the whole request. Tries `decodeDirect`
     /// first and, when it gives up, `decodeTree`, whose results are the contract.
@@ -209,18 +206,18 @@ public enum ReportDecoder {
 
         /// Stores the member `key`; false when it is not a fix field.
         mutating func set(_ key: String, _ value: JSONValue) -> Bool {
-            switch key {
-            case "latitude": latitude = value
-            case "longitude": longitude = value
-            case "accuracy_m": accuracy = value
-            case "altitude_m": altitude = value
-            case "speed_mps": speed = value
-            case "heading_deg": heading = value
-            case "battery_pct": battery = value
-            case "is_charging": charging = value
-            case "source": source = value
-            case "recorded_at": recordedAt = value
-            default: return false
+            switch FixField(rawValue: key) {
+            case .latitude?: latitude = value
+            case .longitude?: longitude = value
+            case .accuracy?: accuracy = value
+            case .altitude?: altitude = value
+            case .speed?: speed = value
+            case .heading?: heading = value
+            case .battery?: battery = value
+            case .charging?: charging = value
+            case .source?: source = value
+            case .recordedAt?: recordedAt = value
+            case .receivedAt?, .clockSuspect?, nil: return false
             }
             return true
         }

@@ -518,13 +518,8 @@ public final class ReadService: Sendable {
     static let versionColumns = "d.as_of_offset, l.log_offset, l.fix_index"
 
     /// The fix columns in the order `writeFix` reads them; `recorded_at` is at `fixColumnCount - 3`.
-    static func fixColumns(_ table: String) -> String {
-        [
-            "latitude", "longitude", "accuracy_m", "altitude_m", "speed_mps", "heading_deg", "battery_pct",
-            "is_charging", "source", "recorded_at", "received_at", "clock_suspect",
-        ].map { "\(table).\($0)" }.joined(separator: ", ")
-    }
-    static let fixColumnCount = 12
+    static func fixColumns(_ table: String) -> String { FixField.columns(FixField.allCases, of: table) }
+    static let fixColumnCount = FixField.allCases.count
 
     /// The card of a device of a binary-format result (`deviceSelect`) and its latest fix.
     ///
