@@ -63,18 +63,6 @@ extension PostgresValue {
     public static func int64Array(_ values: [Int64?]) -> PostgresValue {
         array(values.map { $0.map { .int64($0) } })
     }
-    /// For `$n::float8[]`.
-    public static func doubleArray(_ values: [Double?]) -> PostgresValue {
-        array(values.map { $0.map { .double($0) } })
-    }
-    /// For `$n::text[]`.
-    public static func textArray(_ values: [String?]) -> PostgresValue {
-        array(values.map { $0.map { .text($0) } })
-    }
-    /// For `$n::bool[]`.
-    public static func boolArray(_ values: [Bool?]) -> PostgresValue {
-        array(values.map { $0.map { .bool($0) } })
-    }
     /// For `$n::timestamptz[]`, from microseconds since the epoch.
     public static func timestampArray(micros: [Int64?]) -> PostgresValue {
         array(micros.map { $0.map { .timestamp(micros: $0) } })
