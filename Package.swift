@@ -53,9 +53,9 @@ let package = Package(
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
-        // timestamps count days with JSON's CivilCalendar, the one calendar.
+        // timestamps count days with JSON's CivilCalendar, the one calendar; bytea's hex is Crypto's Hex.
         // The one module that calls libpq.
-        .target(name: "Postgres", dependencies: ["CPQ", "Threads", "JSON"], swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CPQ", "Threads", "JSON", "Crypto"], swiftSettings: strict),
 
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
         .target(name: "Projector", dependencies: ["Events", "Postgres", "JSON"], swiftSettings: strict),

@@ -1,3 +1,5 @@
+import Crypto
+
 /// A statement parameter, or a value for COPY.
 ///
 /// Sent in text format except `bytes`, which goes in binary so no hex round trip is needed. `text`
@@ -33,7 +35,7 @@ public enum PostgresValue: Sendable, Equatable {
         case .double(let value):
             value.isNaN ? "NaN" : value.isInfinite ? (value < 0 ? "-Infinity" : "Infinity") : "\(value)"
         case .bool(let value): value ? "t" : "f"
-        case .bytes(let value): "\\x" + hex(value)
+        case .bytes(let value): "\\x" + Hex.encode(value)
         case .timestamp(let micros): PostgresTimestamp.text(micros: micros)
         }
     }
@@ -77,16 +79,4 @@ extension PostgresValue {
         }
         literal += "\""
     }
-}
-
-private let hexDigits = Array("0123456789abcdef".utf8)
-
-func hex(_ bytes: [UInt8]) -> String {
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        out.append(hexDigits[Int(byte >> 4)])
-        out.append(hexDigits[Int(byte & 0x0f)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }
