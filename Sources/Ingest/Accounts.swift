@@ -190,7 +190,7 @@ extension IngestService {
             Self.redirect("/login?error=\(code)&next=\(percentEncoded(next))")
         }
         guard let expected = namedCookie(request, Self.loginCSRFCookieName),
-            constantTimeEquals(expected, form.csrf)
+            constantTimeEqual(expected, form.csrf)
         else { return back("expired_form") }
         let session: LoginSession
         do throws(APIError) {
@@ -288,7 +288,7 @@ extension IngestService {
             ?? false
         if isForm, let expected = sessionCSRFToken(request) {
             let sent = parseForm(request.body).first { $0.name == "csrf" }?.value ?? ""
-            guard constantTimeEquals(expected, sent) else {
+            guard constantTimeEqual(expected, sent) else {
                 var refused = HTTPResponse.text(
                     "This form has expired. Go back, reload the page and log out again.", status: 403)
                 refused.headers.set("Cache-Control", "no-store")
@@ -404,7 +404,7 @@ extension IngestService {
     public func formCSRFMatches(_ request: HTTPRequest, sent: String?) -> Bool {
         if case .foreign = originVerdict(request) { return false }
         guard let expected = sessionCSRFToken(request), let sent else { return false }
-        return constantTimeEquals(expected, sent)
+        return constantTimeEqual(expected, sent)
     }
 
     public func changeRole(name: String, role: Role) throws(APIError) -> UInt64 {
@@ -587,10 +587,4 @@ extension Role {
         default: return nil
         }
     }
-}
-
-/// Compares two secrets in time independent of where they first differ (libcrypto's
-/// `CRYPTO_memcmp`, which no optimiser turns into an early exit). Lengths are not secret.
-func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    constantTimeEqual(Array(a.utf8), Array(b.utf8))
 }

@@ -1,3 +1,4 @@
+import Crypto
 import HTTP
 
 /// Who may call a route. Every route of the server has exactly one entry in
@@ -279,7 +280,7 @@ extension IngestService {
         if case .foreign(let origin) = originVerdict(request) { return crossOriginRefusal(origin, request) }
         guard let sent = request.headers["X-CSRF-Token"] else { return .csrfTokenMissing }
         guard let expected = sessions.csrfToken(token: session, nowMicros: clockMicros()),
-            constantTimeEquals(expected, sent)
+            constantTimeEqual(expected, sent)
         else { return .csrfTokenInvalid }
         return nil
     }
