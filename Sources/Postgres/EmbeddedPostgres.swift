@@ -52,6 +52,10 @@ public final class EmbeddedPostgres: Sendable {
     public let binDirectory: String
     /// The OS user the server runs as when findmy is root; nil when it runs as findmy's own user.
     public let osUser: String?
+    /// `DATA_DIR/postgres.pgpass`: the secret findmy's role logs in with, in libpq's password-file form.
+    public let passwordFile: String
+    /// `DATA_DIR/postgres`, a directory or a link to where the cluster lives.
+    let clusterLink: String
     /// Only the socket's name: no TCP port is opened.
     public static let port = 5432
 
@@ -59,6 +63,8 @@ public final class EmbeddedPostgres: Sendable {
     public init(_ configuration: Configuration) throws(EmbeddedPostgresError) {
         self.configuration = configuration
         let dataDirectory = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
+        passwordFile = dataDirectory + "/postgres.pgpass"
+        clusterLink = dataDirectory + "/postgres"
         osUser = clusterOSUser()
         clusterDirectory = try resolveClusterDirectory(dataDirectory, osUser: osUser, configuration.log)
         pgData = clusterDirectory + "/data"
@@ -101,6 +107,24 @@ public final class EmbeddedPostgres: Sendable {
         ])
         guard outcome.succeeded || postmasterPID() == nil else {
             throw EmbeddedPostgresError("cannot stop PostgreSQL in \(pgData): \(outcome.output)")
+        }
+    }
+
+    /// Stops the cluster and deletes it: its files (where a link points, too), its password file,
+    /// a socket directory under /tmp, and the OS user made for this instance. What a data directory
+    /// being deleted for good needs; the event log is left alone.
+    public func destroy() throws(EmbeddedPostgresError) {
+        try stop()
+        for path in [clusterDirectory, clusterLink, passwordFile, socketDirectory] {
+            if FileManager.default.fileExists(atPath: path)
+                || (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil
+            {
+                do {
+                    try FileManager.default.removeItem(atPath: path)
+                } catch {
+                    throw EmbeddedPostgresError("cannot delete \(path): \(error.localizedDescription)")
+                }
+            }
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Synchronization
 
 /// The `findmy` executable the end-to-end tests start as a real process: `FINDMY_BIN` (set by
@@ -91,7 +92,8 @@ final class FindmyProcess: @unchecked Sendable {
     }
 }
 
-/// A fresh directory, removed when released.
+/// A fresh directory, removed when released, with its embedded cluster, which may live elsewhere
+/// (/var/lib/findmy) and run as an OS user made for it (removed too).
 final class ScratchDirectory: @unchecked Sendable {
     let path: String
 
@@ -100,5 +102,12 @@ final class ScratchDirectory: @unchecked Sendable {
         try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    deinit {
+        if FileManager.default.fileExists(atPath: path + "/postgres"),
+            let cluster = try? EmbeddedPostgres(dataDirectory: path)
+        {
+            try? cluster.destroy()
+        }
+        try? FileManager.default.removeItem(atPath: path)
+    }
 }
