@@ -85,6 +85,9 @@ extension EmbeddedPostgres {
             port = \(Self.port)
             unix_socket_directories = '\(socket)'
             unix_socket_permissions = 0700
+            # A WAL segment past its checkpoint is deleted, not renamed for reuse with its old
+            # bytes: erased rows then leave pg_wal at the compactor's checkpoint (docs/retention.md).
+            wal_recycle = off
 
             """
         do {

@@ -26,7 +26,12 @@ import Testing
         let data = ScratchDirectory("findmy-residue")
         defer { withExtendedLifetime(data) {} }
         let server = try ServerProcess(
-            data: data.path, extraArguments: ["--projector", "on", "--compact-interval-seconds", "86400"])
+            data: data.path,
+            // No scheduled run: only the `findmy compact` below may scrub.
+            extraArguments: [
+                "--projector", "on", "--compact-interval-seconds", "86400", "--compact-first-run-seconds",
+                "86400",
+            ])
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
         let token = try addUser("alice", data: data.path)

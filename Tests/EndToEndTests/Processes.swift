@@ -103,10 +103,11 @@ final class ScratchDirectory: @unchecked Sendable {
     }
 
     deinit {
-        if FileManager.default.fileExists(atPath: path + "/postgres"),
-            let cluster = try? EmbeddedPostgres(dataDirectory: path)
-        {
-            try? cluster.destroy()
+        // Data directories of the test: this one and those made inside it (a restore target).
+        let inside = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        for data in [path] + inside.map({ path + "/" + $0 })
+        where FileManager.default.fileExists(atPath: data + "/postgres") {
+            if let cluster = try? EmbeddedPostgres(dataDirectory: data) { try? cluster.destroy() }
         }
         try? FileManager.default.removeItem(atPath: path)
     }

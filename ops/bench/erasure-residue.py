@@ -3,18 +3,23 @@
 of the event log. Not a timed test: it counts bytes on disk after each step and prints one table.
 
 Usage: ops/bench/erasure-residue.py FINDMY_BINARY [--steps manual|compactor] [--more-fixes N]
+                                    [--wal-recycle on]
 
 A fresh data directory and `findmy serve --projector on`; one device ("secret") reports 200 fixes
 whose latitude is one unique value, interleaved with another device's fixes so they share pages;
 then the secret device's whole history is erased. After each step the script counts, in
-DATA_DIR/postgres/data/base (table and index files), .../pg_wal (the write-ahead log) and
-DATA_DIR/log (the event log), the files holding the value's 8 bytes (IEEE 754 double, little
-endian, as PostgreSQL's float8 and the log's fix codec store it) or its decimal text.
+DATA_DIR/postgres/data/base (table and index files) and .../pg_wal (the write-ahead log), the files
+holding the value's 8 bytes (IEEE 754 double, little endian, as PostgreSQL stores a float8) or its
+decimal text; and in the event log, the records holding it (`findmy log dump --json`: the log's
+fix codec stores coordinates XORed and in byte planes, LZ4-compressed, so its files are decoded
+rather than searched).
 
   --steps manual     erase; plain VACUUM; CHECKPOINT; VACUUM FULL; pg_switch_wal() + CHECKPOINT;
                      N more fixes + CHECKPOINT (each through psql as the cluster's role)
   --steps compactor  erase; `findmy compact` (the compactor's run after an erasure);
                      N more fixes + CHECKPOINT
+  --wal-recycle on   ALTER SYSTEM SET wal_recycle = on first (PostgreSQL's default; findmy's
+                     embedded cluster runs with it off)
 Run as root (it reads the cluster's files). See docs/benchmarks.md, "Erased coordinates on disk".
 """
 import glob, json, os, random, shutil, signal, struct, subprocess, sys, tempfile, time, urllib.request, uuid
@@ -22,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 
 B = sys.argv[1]
 STEPS = sys.argv[sys.argv.index("--steps") + 1] if "--steps" in sys.argv else "compactor"
+RECYCLE = "--wal-recycle" in sys.argv and sys.argv[sys.argv.index("--wal-recycle") + 1] == "on"
 MORE = int(sys.argv[sys.argv.index("--more-fixes") + 1]) if "--more-fixes" in sys.argv else 50000
 PSQL = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
 
@@ -32,7 +38,7 @@ needles = {"binary": struct.pack("<d", value), "text": repr(value).encode()}
 token = json.loads(subprocess.run([B, "user", "add", "alice", "--json", "--data-dir", d],
                                   capture_output=True, text=True, check=True).stdout)["token"]
 server = subprocess.Popen([B, "serve", "--data-dir", d, "--listen", "127.0.0.1:0", "--projector", "on",
-                           "--compact-interval-seconds", "86400"],
+                           "--compact-interval-seconds", "86400", "--compact-first-run-seconds", "86400"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 url = server.stdout.readline().strip()
 conninfo = None
@@ -75,7 +81,7 @@ def wait_projected(offset):
 
 def count():
     cluster = os.path.realpath(d + "/postgres") + "/data"
-    places = {"base": cluster + "/base", "pg_wal": cluster + "/pg_wal", "log": d + "/log"}
+    places = {"base": cluster + "/base", "pg_wal": cluster + "/pg_wal"}
     found = {}
     for place, root in places.items():
         files = 0
@@ -88,6 +94,8 @@ def count():
                 if any(needle in content for needle in needles.values()):
                     files += 1
         found[place] = files
+    dump = subprocess.run([B, "log", "dump", "--json", "--data-dir", d], capture_output=True, text=True).stdout
+    found["log"] = sum(1 for line in dump.splitlines() if needles["text"].decode() in line)
     return found
 
 
@@ -97,7 +105,7 @@ rows = []
 def step(name):
     found = count()
     rows.append((name, found))
-    print("%-44s base: %3d files  pg_wal: %3d files  log: %3d files"
+    print("%-56s base: %3d files  pg_wal: %3d files  log: %3d records"
           % (name, found["base"], found["pg_wal"], found["log"]), flush=True)
 
 
@@ -108,6 +116,9 @@ try:
                  {"device_uuid": str(uuid.uuid4()), "name": "other", "platform": "ios"})
     conninfo = "host=%s port=5432 dbname=findmy user=findmy passfile=%s" % (
         os.path.realpath(d + "/postgres") + "/socket", d + "/postgres.pgpass")
+    if RECYCLE:
+        sql("ALTER SYSTEM SET wal_recycle = on")
+        sql("SELECT pg_reload_conf()")
     start = datetime.now(timezone.utc) - timedelta(days=2)
     last = 0
     for batch in range(20):
@@ -120,6 +131,7 @@ try:
     step("reported and projected")
     sql("CHECKPOINT")
     step("CHECKPOINT (pages written to the table files)")
+    erased_lsn = sql("SELECT pg_current_wal_lsn()")
     erased = call("POST", "/api/find-my/devices/%d/erase" % secret["device_id"], token, {})
     wait_projected(erased["offset"])
     assert sql("SELECT count(*) FROM findmy.device_locations WHERE latitude = %r" % value) == "0"
@@ -143,17 +155,19 @@ try:
         step("findmy compact (the run after an erasure)")
     done = 0
     while done < MORE:
-        n = min(5000, MORE - done)
-        last = report(other, [10.0 + 0.000001 * (done + k) for k in range(n)],
-                      start + timedelta(hours=1, seconds=done))
+        n = min(25000, MORE - done)
+        for first in range(done, done + n, 5000):
+            last = report(other, [10.0 + 0.000001 * (first + k) for k in range(min(5000, done + n - first))],
+                          start + timedelta(hours=1, seconds=first))
         done += n
-    wait_projected(last)
-    sql("CHECKPOINT")
-    step("%d more fixes + CHECKPOINT" % MORE)
+        wait_projected(last)
+        sql("CHECKPOINT")
+        wal = int(sql("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '%s')" % erased_lsn))
+        step("+%d fixes (%.0f MB of WAL since the erase) + CHECKPOINT" % (done, wal / 1e6))
 finally:
     server.send_signal(signal.SIGTERM)
     server.wait(60)
-    print(json.dumps({"value": value, "steps": STEPS, "more_fixes": MORE,
+    print(json.dumps({"value": value, "steps": STEPS, "more_fixes": MORE, "wal_recycle": RECYCLE,
                       "files_holding_the_value": [{"after": name, **found} for name, found in rows]}))
     # The server stopped the cluster; its files, the data directory and the OS user made for it go.
     try:
