@@ -3,7 +3,7 @@
 of the event log. Not a timed test: it counts bytes on disk after each step and prints one table.
 
 Usage: ops/bench/erasure-residue.py FINDMY_BINARY [--steps manual|compactor] [--more-fixes N]
-                                    [--wal-recycle on]
+                                    [--wal-recycle on] [--history-fixes N]
 
 A fresh data directory and `findmy serve --projector on`; one device ("secret") reports 200 fixes
 whose latitude is one unique value, interleaved with another device's fixes so they share pages;
@@ -18,6 +18,8 @@ rather than searched).
                      N more fixes + CHECKPOINT (each through psql as the cluster's role)
   --steps compactor  erase; `findmy compact` (the compactor's run after an erasure);
                      N more fixes + CHECKPOINT
+  --history-fixes N  the other device's fixes reported first (default 0): the size of the tables the
+                     compactor rewrites, for its run time (VACUUM FULL holds each table's lock)
   --wal-recycle on   ALTER SYSTEM SET wal_recycle = on first (PostgreSQL's default; findmy's
                      embedded cluster runs with it off)
 Run as root (it reads the cluster's files). See docs/benchmarks.md, "Erased coordinates on disk".
@@ -28,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 B = sys.argv[1]
 STEPS = sys.argv[sys.argv.index("--steps") + 1] if "--steps" in sys.argv else "compactor"
 RECYCLE = "--wal-recycle" in sys.argv and sys.argv[sys.argv.index("--wal-recycle") + 1] == "on"
+HISTORY = int(sys.argv[sys.argv.index("--history-fixes") + 1]) if "--history-fixes" in sys.argv else 0
 MORE = int(sys.argv[sys.argv.index("--more-fixes") + 1]) if "--more-fixes" in sys.argv else 50000
 PSQL = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
 
@@ -121,6 +124,9 @@ try:
         sql("SELECT pg_reload_conf()")
     start = datetime.now(timezone.utc) - timedelta(days=2)
     last = 0
+    for first in range(0, HISTORY, 5000):
+        last = report(other, [50.0 + 0.000001 * (first + k) for k in range(min(5000, HISTORY - first))],
+                      start - timedelta(days=1, seconds=HISTORY - first))
     for batch in range(20):
         last = report(other, [52.5 + 0.00001 * (batch * 100 + k) for k in range(100)],
                       start + timedelta(minutes=batch))
@@ -151,7 +157,8 @@ try:
     else:
         compacted = subprocess.run([B, "compact", "--data-dir", d, "--json"], capture_output=True,
                                    text=True, check=True).stdout
-        print("compactor: " + json.dumps(json.loads(compacted).get("database")), flush=True)
+        compacted = json.loads(compacted)
+        print("compactor: %d ms; %s" % (compacted["elapsed_ms"], json.dumps(compacted.get("database"))), flush=True)
         step("findmy compact (the run after an erasure)")
     done = 0
     while done < MORE:
@@ -168,6 +175,7 @@ finally:
     server.send_signal(signal.SIGTERM)
     server.wait(60)
     print(json.dumps({"value": value, "steps": STEPS, "more_fixes": MORE, "wal_recycle": RECYCLE,
+                      "history_fixes": HISTORY,
                       "files_holding_the_value": [{"after": name, **found} for name, found in rows]}))
     # The server stopped the cluster; its files, the data directory and the OS user made for it go.
     try:
