@@ -31,7 +31,8 @@ public struct DatabaseCompactionReport: Sendable, Equatable {
 /// page (a plain `VACUUM` frees the space but leaves the bytes until a new row is written over
 /// them) and in the WAL segments that recorded its insertion and deletion. So after an erasure or
 /// a removal the projector has folded, the run also *scrubs* (`scrub`): it rewrites the affected
-/// tables with `VACUUM FULL` (a new file of the live rows; the old one is deleted), switches to a
+/// tables with `VACUUM FULL` (a new file of the live rows; the old one is deleted), analyzes them
+/// again and rewrites `pg_statistic` (whose sampled values may hold erased ones), switches to a
 /// new WAL segment and makes a `CHECKPOINT`, after which PostgreSQL deletes the older segments (the
 /// embedded cluster runs with `wal_recycle = off`, so they are deleted rather than kept for reuse).
 /// Measured with ops/bench/erasure-residue.py (docs/benchmarks.md).
@@ -170,6 +171,17 @@ public struct DatabaseCompaction {
             // VACUUM runs outside a transaction block: the simple protocol, one statement.
             try connection.executeScript("VACUUM FULL \(s).\(PostgresConnection.quoteIdentifier(relation))")
         }
+        // The planner's statistics are sampled values: an erased coordinate can be one of
+        // pg_statistic's most common values or histogram bounds. New statistics replace those rows
+        // (the parent's ANALYZE samples every partition again), and rewriting pg_statistic drops
+        // the replaced ones from its file. A role that does not own the database gets a warning,
+        // not an error, and the old rows stay until autovacuum and reuse (docs/retention.md).
+        let analyzed =
+            ["device_locations"] + report.relationsRewritten.filter { !$0.hasPrefix("device_locations") }
+        for relation in analyzed {
+            try connection.executeScript("ANALYZE \(s).\(PostgresConnection.quoteIdentifier(relation))")
+        }
+        try connection.executeScript("VACUUM FULL pg_catalog.pg_statistic")
         do {
             try connection.executeScript("SELECT pg_switch_wal(); CHECKPOINT")
             report.checkpoint = true
