@@ -14,7 +14,8 @@ decimal text; and in the event log, the records holding it (`findmy log dump --j
 fix codec stores coordinates XORed and in byte planes, LZ4-compressed, so its files are decoded
 rather than searched).
 
-  --steps manual     erase; plain VACUUM; CHECKPOINT; VACUUM FULL; pg_switch_wal() + CHECKPOINT;
+  --steps manual     erase; plain VACUUM; CHECKPOINT; VACUUM FULL; ANALYZE + VACUUM FULL
+                     pg_statistic (the planner's sampled values); CHECKPOINT; pg_switch_wal() + CHECKPOINT;
                      N more fixes + CHECKPOINT (each through psql as the cluster's role)
   --steps compactor  erase; `findmy compact` (the compactor's run after an erasure);
                      N more fixes + CHECKPOINT
@@ -149,6 +150,10 @@ try:
         step("CHECKPOINT")
         sql("VACUUM FULL findmy.device_locations, findmy.device_latest")
         step("VACUUM FULL")
+        sql("ANALYZE findmy.device_locations")
+        sql("ANALYZE findmy.device_latest")
+        sql("VACUUM FULL pg_catalog.pg_statistic")
+        step("ANALYZE + VACUUM FULL pg_statistic")
         sql("CHECKPOINT")
         step("CHECKPOINT")
         sql("SELECT pg_switch_wal()")
