@@ -127,9 +127,7 @@ func chooseSocketDirectory(_ clusterDirectory: String, _ log: (String) -> Void) 
     let socketPath = preferred + "/.s.PGSQL.\(EmbeddedPostgres.port)"
     if socketPath.utf8.count <= socketPathBytesMax { return preferred }
     // FNV-1a of the cluster path: stable across restarts, distinct per data directory.
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in clusterDirectory.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-    let fallback = "/tmp/findmy-pg-" + String(hash, radix: 16)
+    let fallback = "/tmp/findmy-pg-" + String(fnv1a(clusterDirectory), radix: 16)
     log(
         "the socket path \(socketPath) is \(socketPath.utf8.count) bytes, over the \(socketPathBytesMax)-byte limit; using \(fallback) instead"
     )
