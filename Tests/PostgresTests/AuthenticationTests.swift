@@ -96,6 +96,16 @@ extension PostgresTests {
                 attributes: [.posixPermissions: 0o600]))
         expectRefused(cluster, passfile: stale)
         try expectOnlySecretRules(cluster)
+
+        // A password file others could read (libpq would ignore it, and the secret may have been
+        // read): replaced by a new secret at the next start, which the server then takes.
+        try cluster.stop()
+        #expect(chmod(cluster.passwordFile, 0o644) == 0)
+        try cluster.start()
+        try expectPrivatePasswordFile(cluster)
+        #expect(try secret(of: cluster) != newSecret)
+        #expect(try PostgresConnection(cluster.conninfo).execute("SELECT 1").int64(0, 0) == 1)
+        expectRefused(cluster, passfile: nil)
     }
 }
 
