@@ -104,7 +104,7 @@ public final class EmbeddedPostgres: Sendable {
         if !FileManager.default.fileExists(atPath: pgData + "/PG_VERSION") { try initCluster(secret: secret) }
         try checkVersion()
         try writeSettings()
-        let rulesChanged = try writeAccessRules(trustingSocket: false)
+        let rulesChanged = try writeAccessRules(peerForFindmy: false)
         if try reuseRunningServer() {
             if rulesChanged { try reload() }
         } else {

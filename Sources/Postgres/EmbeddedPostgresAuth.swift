@@ -16,11 +16,12 @@ import Foundation
 /// connection without the secret is refused.
 ///
 /// Setting the secret (a cluster made with `trust` by an earlier findmy, a password file that was
-/// lost or replaced): the file is written first, then for a moment the socket trusts findmy's role
-/// (the socket is still mode 0700 in a 0700 directory: the cluster's OS user and root only),
-/// `ALTER ROLE ... PASSWORD` sets the verifier, and the rule goes back to scram-sha-256. A crash at
-/// any point leaves the file's secret, which the next start sets again; a `trust` rule left on
-/// disk is overwritten before the server starts.
+/// lost or replaced): the file is written first; then for a moment the socket lets in, without a
+/// password, findmy's own OS user only (`peer` authentication: the kernel says who connects, and
+/// `pg_ident.conf` maps that one OS user to the role; not `trust`, which would let in the cluster's
+/// OS user too); `ALTER ROLE ... PASSWORD` sets the verifier, and the rule goes back to
+/// scram-sha-256. A crash at any point leaves the file's secret, which the next start sets again;
+/// a rule left on disk is overwritten before the server starts.
 extension EmbeddedPostgres {
     /// Bytes of randomness in the secret.
     static let secretBytes = 32
@@ -61,20 +62,33 @@ extension EmbeddedPostgres {
         return String(secret)
     }
 
-    /// Writes `pg_hba.conf`; true when it changed (a running server then needs a reload).
+    /// Writes `pg_hba.conf` and `pg_ident.conf`; true when either changed (a running server then
+    /// needs a reload). `peerForFindmy`: findmy's own OS user gets in without the secret.
     @discardableResult
-    func writeAccessRules(trustingSocket: Bool) throws(EmbeddedPostgresError) -> Bool {
+    func writeAccessRules(peerForFindmy: Bool) throws(EmbeddedPostgresError) -> Bool {
         let role = "\"" + configuration.user.replacing("\"", with: "\"\"") + "\""
-        let text = """
+        let method = peerForFindmy ? "peer map=findmy" : "scram-sha-256"
+        let rules = """
             # Written by findmy at every start; edits here are lost (docs/postgres.md). findmy's role
             # only, on the Unix socket only (no TCP port), with the secret in \(passwordFile).
-            local all \(role) \(trustingSocket ? "trust" : "scram-sha-256")
+            local all \(role) \(method)
 
             """
-        let path = pgData + "/pg_hba.conf"
-        if (try? String(contentsOfFile: path, encoding: .utf8)) == text { return false }
-        try writePrivateFile(path, text, owner: clusterFileOwner())
-        return true
+        let processUser = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? NSUserName()
+        let identities = """
+            # Written by findmy at every start: while findmy sets its role's password (peer, above),
+            # only findmy's own OS user is let in as the role.
+            findmy "\(processUser.replacing("\"", with: ""))" \(role)
+
+            """
+        var changed = false
+        for (name, text) in [("pg_hba.conf", rules), ("pg_ident.conf", identities)] {
+            let path = pgData + "/" + name
+            if (try? String(contentsOfFile: path, encoding: .utf8)) == text { continue }
+            try writePrivateFile(path, text, owner: clusterFileOwner())
+            changed = true
+        }
+        return changed
     }
 
     /// `pg_ctl reload`: the server rereads its settings and `pg_hba.conf` (asynchronously).
@@ -86,7 +100,8 @@ extension EmbeddedPostgres {
     }
 
     /// Connects with the secret; when the server refuses it for its password (the role has none,
-    /// or another), sets the file's secret as the role's password through a moment of trust.
+    /// or another), sets the file's secret as the role's password, letting in findmy's OS user
+    /// (peer) for that moment.
     func authenticate(secret: String) throws(EmbeddedPostgresError) {
         let refusal: PostgresError
         do {
@@ -101,7 +116,7 @@ extension EmbeddedPostgres {
         configuration.log(
             "PostgreSQL in \(pgData) refuses the secret of \(passwordFile) (\(refusal.message)): made by an "
                 + "earlier findmy with trust, or the file is new; setting it (scram-sha-256)")
-        try writeAccessRules(trustingSocket: true)
+        try writeAccessRules(peerForFindmy: true)
         try reload()
         let admin = try awaitConnection()
         defer { admin.close() }
@@ -121,15 +136,16 @@ extension EmbeddedPostgres {
         } catch {
             throw EmbeddedPostgresError("cannot set the password of PostgreSQL in \(pgData): \(error)")
         }
-        try writeAccessRules(trustingSocket: false)
+        try writeAccessRules(peerForFindmy: false)
         try reload()
         try awaitNoTrust()
         try awaitConnection().close()
-        configuration.log("PostgreSQL in \(pgData) now requires the secret of \(passwordFile); no trust left")
+        configuration.log("PostgreSQL in \(pgData) now requires the secret of \(passwordFile)")
     }
 
     /// Returns once a connection without the secret is refused: a reload takes effect a moment
-    /// after `pg_ctl reload` returns, and no start may end while the socket still trusts anyone.
+    /// after `pg_ctl reload` returns, and no start may end while the socket lets anyone in without
+    /// the secret (a `trust` rule of an earlier findmy still loaded, or the peer rule above).
     func awaitNoTrust() throws(EmbeddedPostgresError) {
         let without =
             "host=\(PostgresConnection.conninfoValue(socketDirectory)) port=\(Self.port) dbname='postgres' "
