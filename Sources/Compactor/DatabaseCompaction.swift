@@ -41,6 +41,10 @@ public struct DatabaseCompaction {
     public let nowMicros: Int64
     public let rowsPerStatementMax: Int
     public let schema: String
+    /// How long one `VACUUM FULL` of the scrub waits for its table's lock: behind it, every new
+    /// reader of the table waits too, so a long reader makes the run fail (retried at the next
+    /// interval, the mark unmoved) rather than stall the read side.
+    public static let scrubLockWaitMillisMax = 10_000
 
     public init(
         policy: RetentionPolicy, nowMicros: Int64, rowsPerStatementMax: Int, schema: String = Schema.live
@@ -167,6 +171,8 @@ public struct DatabaseCompaction {
             try affectedPartitions(connection, ranges) + ["device_latest"]
             + (removals ? ["device_batches"] : [])
         if dryRun { return }
+        try connection.executeScript("SET lock_timeout = \(Self.scrubLockWaitMillisMax)")
+        defer { try? connection.executeScript("RESET lock_timeout") }
         for relation in report.relationsRewritten {
             // VACUUM runs outside a transaction block: the simple protocol, one statement.
             try connection.executeScript("VACUUM FULL \(s).\(PostgresConnection.quoteIdentifier(relation))")

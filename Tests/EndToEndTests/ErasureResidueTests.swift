@@ -74,6 +74,15 @@ import Testing
         // Deleted rows are still bytes in their pages: what the docs must not hide.
         #expect(!filesHolding(needle, under: cluster.pgData + "/base").isEmpty)
 
+        // A reader that holds a table the scrub must rewrite: the run gives up after its lock wait
+        // (scrubLockWaitMillisMax) instead of queueing every later reader behind it, and moves no mark.
+        try sql.executeScript("BEGIN; LOCK TABLE findmy.device_latest IN ACCESS SHARE MODE")
+        let blocked = try FindmyProcess.run(["compact", "--data-dir", data.path, "--json"])
+        try sql.executeScript("COMMIT")
+        #expect(
+            blocked.status != 0 && blocked.error.contains("lock timeout"),
+            "\(blocked.output) \(blocked.error)")
+
         let compact = try FindmyProcess.run(["compact", "--data-dir", data.path, "--json"])
         #expect(compact.status == 0, "\(compact.error)")
         let database = try JSONParser.parse(compact.output)["database"]
