@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Synchronization
 
 /// The `findmy` executable the end-to-end tests start as a real process: `FINDMY_BIN` (set by
@@ -91,7 +92,8 @@ final class FindmyProcess: @unchecked Sendable {
     }
 }
 
-/// A fresh directory, removed when released.
+/// A fresh directory, removed when released, with its embedded cluster, which may live elsewhere
+/// (/var/lib/findmy) and run as an OS user made for it (removed too).
 final class ScratchDirectory: @unchecked Sendable {
     let path: String
 
@@ -100,5 +102,13 @@ final class ScratchDirectory: @unchecked Sendable {
         try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    deinit {
+        // Data directories of the test: this one and those made inside it (a restore target).
+        let inside = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        for data in [path] + inside.map({ path + "/" + $0 })
+        where FileManager.default.fileExists(atPath: data + "/postgres") {
+            if let cluster = try? EmbeddedPostgres(dataDirectory: data) { try? cluster.destroy() }
+        }
+        try? FileManager.default.removeItem(atPath: path)
+    }
 }
