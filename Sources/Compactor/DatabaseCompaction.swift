@@ -165,7 +165,7 @@ public struct DatabaseCompaction {
                     try connection.execute("SELECT max(through_offset) FROM \(scrubTable)").int64(0, 0) ?? 0)
         }
         let checkpoint = try connection.execute("SELECT next_offset FROM \(s).projector_checkpoints")
-        let folded = checkpoint.rowCount > 0 ? UInt64(try checkpoint.int64(0, 0) ?? 0) : 0
+        let folded = checkpoint.rowCount > 0 ? UInt64(bitPattern: try checkpoint.int64(0, 0) ?? 0) : 0
         var ranges: [(fromMicros: Int64?, toMicros: Int64?)] = []
         var removals = false
         var through = scrubbed
