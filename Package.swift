@@ -65,8 +65,11 @@ let package = Package(
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
+        // The script and style sheet are plain files compiled into the binary (`PackageResources`),
+        // so the executable needs no resource bundle beside it.
         .target(
             name: "WebPanel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes.
