@@ -132,7 +132,7 @@
     } else {
       state.map.setView([20, 0], 2);
     }
-    // For ops/bench/panel_browser_bench.py: the moment the map's layers (the track included) are
+    // For ops/bench/panel_browser.py: the moment the map's layers (the track included) are
     // in the DOM, on the page's performance.now() clock; the next paint shows them.
     document.documentElement.dataset.mapDrawnAt = String(performance.now());
   }
