@@ -23,7 +23,7 @@ struct WrkDriver {
         self.root = root
         let candidates =
             script.map { [$0] }
-            ?? ["ops/bench/report.lua", executableDirectory() + "/../../ops/bench/report.lua"]
+            ?? ["ops/bench/report.lua", executableDirectory() + "/../../../ops/bench/report.lua"]
         guard let found = candidates.first(where: { access($0, R_OK) == 0 }) else {
             throw UsageError(
                 "cannot find the wrk script (tried \(candidates.joined(separator: ", "))); run from the "
