@@ -16,6 +16,14 @@ func findmyExecutable() -> String {
     fatalError("cannot find the findmy executable: run `swift build` first or set FINDMY_BIN")
 }
 
+/// The `findmy-bench` executable (benchmark and load drivers): `FINDMY_BENCH_BIN`, else the one
+/// beside `findmyExecutable()`, where every build puts it.
+func benchExecutable() -> String {
+    if let path = ProcessInfo.processInfo.environment["FINDMY_BENCH_BIN"], !path.isEmpty { return path }
+    return URL(fileURLWithPath: findmyExecutable()).deletingLastPathComponent()
+        .appendingPathComponent("findmy-bench").path
+}
+
 /// A started `findmy` process whose standard output is collected line by line as it arrives.
 final class FindmyProcess: @unchecked Sendable {
     let process = Process()
@@ -26,8 +34,10 @@ final class FindmyProcess: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let readersDone = DispatchGroup()
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: findmyExecutable())
+    init(_ arguments: [String], environment: [String: String] = [:], executable: String = findmyExecutable())
+        throws
+    {
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         var merged = ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
@@ -77,12 +87,12 @@ final class FindmyProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    /// Runs findmy to completion and returns (status, stdout, stderr).
-    static func run(_ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 120)
-        throws
-        -> (status: Int32, output: String, error: String)
-    {
-        let child = try FindmyProcess(arguments, environment: environment)
+    /// Runs findmy (or `executable`) to completion and returns (status, stdout, stderr).
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 120,
+        executable: String = findmyExecutable()
+    ) throws -> (status: Int32, output: String, error: String) {
+        let child = try FindmyProcess(arguments, environment: environment, executable: executable)
         guard let status = child.wait(timeoutSeconds: timeoutSeconds) else {
             child.kill()
             child.wait()
