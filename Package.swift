@@ -13,6 +13,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "findmy", targets: ["findmy"]),
+        .executable(name: "findmy-bench", targets: ["findmy-bench"]),
         .executable(name: "json-bench", targets: ["json-bench"]),
     ],
     targets: [
@@ -66,19 +67,37 @@ let package = Package(
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
+        // The script and style sheet are plain files compiled into the binary (`PackageResources`),
+        // so the executable needs no resource bundle beside it.
         .target(
             name: "WebPanel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes.
         .target(name: "Compactor", dependencies: ["Events", "Postgres", "Projector"], swiftSettings: strict),
 
-        // The command-line entry point.
+        // What both executables share: commands, their options and usage errors, dispatch, and
+        // the JSON and text form of log records (`findmy log dump`, the report body a bench weighs).
+        .target(name: "CLI", dependencies: ["Events", "JSON"], swiftSettings: strict),
+
+        // The command-line entry point: serve, log, project, replay, user, compact, backup, ...
+        // (commands only; the benchmark and load drivers are findmy-bench).
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "Events", "Workload", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector", "Panel",
-                "Compactor", "WebPanel", "Threads",
+                "CLI", "Events", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector",
+                "Panel", "Compactor", "WebPanel", "Threads",
+            ],
+            swiftSettings: strict),
+
+        // The benchmark and load drivers (docs/benchmarks.md, the crash tests): they start the real
+        // findmy found beside them in the build's bin path.
+        .executableTarget(
+            name: "findmy-bench",
+            dependencies: [
+                "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
+                "Panel",
             ],
             swiftSettings: strict),
 

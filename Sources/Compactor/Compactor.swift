@@ -22,6 +22,7 @@ public struct CompactorTotals: Sendable, Equatable {
     public var locationRowsDeleted = 0
     public var partitionsDropped = 0
     public var batchRowsDeleted = 0
+    public var relationsRewritten = 0
     public var lastRunMicros: Int64?
     public var lastError: String?
 }
@@ -96,6 +97,7 @@ public final class Compactor: Sendable {
                     totals.locationRowsDeleted += report.database?.locationRowsDeleted ?? 0
                     totals.partitionsDropped += report.database?.partitionsDropped.count ?? 0
                     totals.batchRowsDeleted += report.database?.batchRowsDeleted ?? 0
+                    totals.relationsRewritten += report.database?.relationsRewritten.count ?? 0
                 }
             }
             return report

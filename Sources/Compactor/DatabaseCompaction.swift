@@ -8,6 +8,12 @@ public struct DatabaseCompactionReport: Sendable, Equatable {
     public var partitionsDropped: [String] = []
     public var batchRowsDeleted = 0
     public var latestRecomputed = 0
+    /// Tables rewritten (`VACUUM FULL`) because erased rows left their bytes in them, in order.
+    public var relationsRewritten: [String] = []
+    /// Whether a WAL switch and a `CHECKPOINT` followed them (so old WAL segments are removed).
+    public var checkpoint = false
+    /// Why a checkpoint was due but not made (an external server without the privilege), or nil.
+    public var checkpointSkipped: String?
     /// Why the database was not compacted (no projection yet), or nil.
     public var skipped: String?
 
@@ -20,6 +26,16 @@ public struct DatabaseCompactionReport: Sendable, Equatable {
 /// run deletes. Rows of registry tables (users, devices, push tokens) are left to the projector,
 /// whose fold of `device_removed` deletes them in log order: deleting them here could break the
 /// projector's foreign keys while it is behind.
+///
+/// A deleted row is not gone from disk: PostgreSQL marks it dead, and its bytes stay in the table's
+/// page (a plain `VACUUM` frees the space but leaves the bytes until a new row is written over
+/// them) and in the WAL segments that recorded its insertion and deletion. So after an erasure or
+/// a removal the projector has folded, the run also *scrubs* (`scrub`): it rewrites the affected
+/// tables with `VACUUM FULL` (a new file of the live rows; the old one is deleted), analyzes them
+/// again and rewrites `pg_statistic` (whose sampled values may hold erased ones), switches to a
+/// new WAL segment and makes a `CHECKPOINT`, after which PostgreSQL deletes the older segments (the
+/// embedded cluster runs with `wal_recycle = off`, so they are deleted rather than kept for reuse).
+/// Measured with ops/bench/erasure-residue.py (docs/benchmarks.md).
 public struct DatabaseCompaction {
     public let policy: RetentionPolicy
     public let nowMicros: Int64
@@ -27,6 +43,10 @@ public struct DatabaseCompaction {
     public let schema: String
     /// The log `policy` was folded from: only a projection bound to it is compacted.
     public let logID: UUID128
+    /// How long one `VACUUM FULL` of the scrub waits for its table's lock: behind it, every new
+    /// reader of the table waits too, so a long reader makes the run fail (retried at the next
+    /// interval, the mark unmoved) rather than stall the read side.
+    public static let scrubLockWaitMillisMax = 10_000
 
     public init(
         policy: RetentionPolicy, nowMicros: Int64, rowsPerStatementMax: Int, logID: UUID128,
@@ -120,7 +140,112 @@ public struct DatabaseCompaction {
             [.int64Array(envelopeCutoffs.values.flatMap { $0 }), .timestamp(micros: defaultEnvelopeCutoff)],
             connection, dryRun: dryRun)
         report.latestRecomputed = try recomputeStaleLatest(connection, dryRun: dryRun)
+        try scrub(connection, dryRun: dryRun, report: &report)
         return report
+    }
+
+    /// `<schema>.erasures_scrubbed`: erasures and removals at offsets below `through_offset` have
+    /// been scrubbed. It lives in the projection's schema on purpose: a rebuild replaces the schema
+    /// (and may fold erasures into fresh tables), so the table goes with it and the next run
+    /// scrubs the new tables.
+    private var scrubTable: String { "\(s).erasures_scrubbed" }
+
+    /// Rewrites the tables holding rows of erasures and removals the projector has folded since the
+    /// last scrub, then switches WAL segments and checkpoints. Safe to repeat after a crash: the
+    /// mark moves only after the checkpoint.
+    private func scrub(
+        _ connection: PostgresConnection, dryRun: Bool, report: inout DatabaseCompactionReport
+    ) throws {
+        var scrubbed: UInt64 = 0
+        if try connection.execute("SELECT to_regclass($1) IS NOT NULL", [.text(scrubTable)]).string(0, 0)
+            == "t"
+        {
+            scrubbed = UInt64(
+                bitPattern:
+                    try connection.execute("SELECT max(through_offset) FROM \(scrubTable)").int64(0, 0) ?? 0)
+        }
+        let checkpoint = try connection.execute("SELECT next_offset FROM \(s).projector_checkpoints")
+        let folded = checkpoint.rowCount > 0 ? UInt64(bitPattern: try checkpoint.int64(0, 0) ?? 0) : 0
+        var ranges: [(fromMicros: Int64?, toMicros: Int64?)] = []
+        var removals = false
+        var through = scrubbed
+        for (_, list) in policy.erasures {
+            for entry in list where entry.offset >= scrubbed && entry.offset < folded {
+                ranges.append((entry.erase.fromMicros, entry.erase.toMicros))
+                through = max(through, entry.offset + 1)
+            }
+        }
+        for (_, offset) in policy.removedAt where offset >= scrubbed && offset < folded {
+            ranges.append((nil, nil))
+            removals = true
+            through = max(through, offset + 1)
+        }
+        guard !ranges.isEmpty else { return }
+        report.relationsRewritten =
+            try affectedPartitions(connection, ranges) + ["device_latest"]
+            + (removals ? ["device_batches"] : [])
+        if dryRun { return }
+        try connection.executeScript("SET lock_timeout = \(Self.scrubLockWaitMillisMax)")
+        defer { try? connection.executeScript("RESET lock_timeout") }
+        for relation in report.relationsRewritten {
+            // VACUUM runs outside a transaction block: the simple protocol, one statement.
+            try connection.executeScript("VACUUM FULL \(s).\(PostgresConnection.quoteIdentifier(relation))")
+        }
+        // The planner's statistics are sampled values: an erased coordinate can be one of
+        // pg_statistic's most common values or histogram bounds. New statistics replace those rows
+        // (the parent's ANALYZE samples every partition again), and rewriting pg_statistic drops
+        // the replaced ones from its file. A role that does not own the database gets a warning,
+        // not an error, and the old rows stay until autovacuum and reuse (docs/retention.md).
+        let analyzed =
+            ["device_locations"] + report.relationsRewritten.filter { !$0.hasPrefix("device_locations") }
+        for relation in analyzed {
+            try connection.executeScript("ANALYZE \(s).\(PostgresConnection.quoteIdentifier(relation))")
+        }
+        try connection.executeScript("VACUUM FULL pg_catalog.pg_statistic")
+        do {
+            try connection.executeScript("SELECT pg_switch_wal(); CHECKPOINT")
+            report.checkpoint = true
+        } catch {
+            // An external server where findmy's role may not checkpoint (insufficient_privilege):
+            // its own checkpoints (checkpoint_timeout) let the segments go later.
+            guard error.sqlState == "42501" else { throw error }
+            report.checkpointSkipped =
+                "\(error.message): WAL keeps the erased rows until the server's next checkpoint"
+        }
+        try connection.executeScript(
+            "CREATE TABLE IF NOT EXISTS \(scrubTable) (through_offset bigint NOT NULL)")
+        try connection.transaction { connection in
+            _ = try connection.execute("DELETE FROM \(scrubTable)")
+            _ = try connection.execute(
+                "INSERT INTO \(scrubTable) (through_offset) VALUES ($1)", [.int64(Int64(through))])
+        }
+    }
+
+    /// The partitions of `device_locations` whose month overlaps one of `ranges` (every one for an
+    /// unbounded range), and the default partition, which may hold any time.
+    private func affectedPartitions(
+        _ connection: PostgresConnection, _ ranges: [(fromMicros: Int64?, toMicros: Int64?)]
+    ) throws -> [String] {
+        let result = try connection.execute(
+            """
+            SELECT c.relname FROM pg_inherits i
+            JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+            JOIN pg_namespace n ON n.oid = p.relnamespace
+            WHERE n.nspname = $1 AND p.relname = 'device_locations' ORDER BY c.relname
+            """, [.text(schema)])
+        var names: [String] = []
+        for row in 0..<result.rowCount {
+            guard let name = result.string(row, 0) else { continue }
+            guard let end = Self.partitionEndMicros(name), let start = Self.partitionStartMicros(name) else {
+                names.append(name)
+                continue
+            }
+            let overlaps = ranges.contains { range in
+                (range.fromMicros.map { $0 < end } ?? true) && (range.toMicros.map { $0 > start } ?? true)
+            }
+            if overlaps { names.append(name) }
+        }
+        return names
     }
 
     /// Deletes the rows matching `condition`, at most `rowsPerStatementMax` per statement (each its
@@ -181,6 +306,11 @@ public struct DatabaseCompaction {
     /// another name (the default partition).
     static func partitionEndMicros(_ name: String) -> Int64? {
         Month(partitionName: name).map { Month(index: $0.index + 1).startMicros }
+    }
+
+    /// The start of the month a partition named `device_locations_yYYYYmMM` covers, or nil.
+    static func partitionStartMicros(_ name: String) -> Int64? {
+        Month(partitionName: name)?.startMicros
     }
 
     /// Devices whose `device_latest` row is no longer in the history get it recomputed, under a lock

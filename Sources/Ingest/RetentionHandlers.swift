@@ -135,6 +135,10 @@ extension IngestService {
 
     /// Erases the device's fixes with `recorded_at` in [from, to) (nil: unbounded on that side).
     /// The caller has checked ownership. Used by the API and by the panel's erase form.
+    ///
+    /// Only an event: the projector deletes the rows when it folds it (from then on no read shows
+    /// them), and the compactor's next run removes the bytes from the log segments, the table files
+    /// and the WAL (docs/retention.md, "Erasure and removal"). Until then they are on disk.
     public func eraseHistory(deviceID: UInt64, fromMicros from: Int64?, toMicros to: Int64?) throws(APIError)
         -> UInt64
     {

@@ -440,7 +440,7 @@ public final class ReadService: Sendable {
 
     // MARK: statements
 
-    /// One statement, its parameters and the format of its result. Public so that `findmy bench
+    /// One statement, its parameters and the format of its result. Public so that `findmy-bench
     /// read` can time the very statements of the read API over a bare connection, as the baseline of
     /// its ratios.
     public struct Statement: Sendable {

@@ -2,16 +2,19 @@ import Foundation
 
 /// A private PostgreSQL cluster under the server's data directory, started and stopped by findmy.
 ///
-/// Layout: `DATA_DIR/postgres/data` (PGDATA), `DATA_DIR/postgres/socket` (the Unix socket) and
-/// `DATA_DIR/postgres/server.log`. There is no TCP port (`listen_addresses = ''`). Authentication is
-/// `trust` on the socket only, and the socket is mode 0700 in a 0700 directory owned by the cluster's
-/// OS user: only that user and root can connect. When `DATA_DIR/postgres/socket/.s.PGSQL.5432` is
-/// longer than the 107 bytes a socket path may have, the socket goes to a private directory under
-/// /tmp instead, and the log says so.
+/// Layout: `DATA_DIR/postgres/data` (PGDATA), `DATA_DIR/postgres/socket` (the Unix socket),
+/// `DATA_DIR/postgres/server.log`, and `DATA_DIR/postgres.pgpass` (the secret). There is no TCP
+/// port (`listen_addresses = ''`). The socket is mode 0700 in a 0700 directory owned by the
+/// cluster's OS user, and even through it only a client holding the secret logs in
+/// (scram-sha-256, never `trust`; see EmbeddedPostgresAuth.swift). When
+/// `DATA_DIR/postgres/socket/.s.PGSQL.5432` is longer than the 107 bytes a socket path may have,
+/// the socket goes to a private directory under /tmp instead, and the log says so.
 ///
-/// PostgreSQL refuses to run as root. When findmy runs as root, the cluster runs as the `postgres`
-/// user Debian's package creates (or a `findmy` system user, created when neither exists), through
-/// `runuser -u USER --`; the cluster directory is owned by that user.
+/// PostgreSQL refuses to run as root. When findmy runs as root, a new cluster runs as an OS user
+/// of its own, `findmy-<16 hex digits of a hash of DATA_DIR>` (created with useradd), through
+/// `runuser -u USER --`, and owns its files: no other instance's cluster, nor Debian's `postgres`
+/// user, can read them. An existing cluster keeps the OS user that owns its files (clusters made
+/// before this ran as `postgres`), so that an upgrade does not break it.
 ///
 /// Recovery, on `start()`:
 ///
@@ -52,6 +55,12 @@ public final class EmbeddedPostgres: Sendable {
     public let binDirectory: String
     /// The OS user the server runs as when findmy is root; nil when it runs as findmy's own user.
     public let osUser: String?
+    /// `findmy-<hash of DATA_DIR>`: the OS user a new cluster of this data directory gets.
+    let instanceOSUser: String
+    /// `DATA_DIR/postgres.pgpass`: the secret findmy's role logs in with, in libpq's password-file form.
+    public let passwordFile: String
+    /// `DATA_DIR/postgres`, a directory or a link to where the cluster lives.
+    let clusterLink: String
     /// Only the socket's name: no TCP port is opened.
     public static let port = 5432
 
@@ -59,7 +68,10 @@ public final class EmbeddedPostgres: Sendable {
     public init(_ configuration: Configuration) throws(EmbeddedPostgresError) {
         self.configuration = configuration
         let dataDirectory = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
-        osUser = clusterOSUser()
+        passwordFile = dataDirectory + "/postgres.pgpass"
+        clusterLink = dataDirectory + "/postgres"
+        instanceOSUser = instanceOSUserName(dataDirectory)
+        osUser = clusterOSUser(dataDirectory, instanceUser: instanceOSUser)
         clusterDirectory = try resolveClusterDirectory(dataDirectory, osUser: osUser, configuration.log)
         pgData = clusterDirectory + "/data"
         if let configured = configuration.binDirectory {
@@ -74,22 +86,32 @@ public final class EmbeddedPostgres: Sendable {
         try self.init(Configuration(dataDirectory: dataDirectory))
     }
 
-    /// `host=<socket directory> port=5432 dbname=findmy user=findmy`.
+    /// `host=<socket directory> port=5432 dbname=findmy user=findmy passfile=DATA_DIR/postgres.pgpass`:
+    /// the secret is read from the file at each connection, and is never part of the conninfo.
     public var conninfo: String { conninfo(database: configuration.database) }
 
     func conninfo(database: String) -> String {
         "host=\(PostgresConnection.conninfoValue(socketDirectory)) port=\(Self.port) "
-            + "dbname=\(PostgresConnection.conninfoValue(database)) user=\(PostgresConnection.conninfoValue(configuration.user))"
+            + "dbname=\(PostgresConnection.conninfoValue(database)) user=\(PostgresConnection.conninfoValue(configuration.user)) "
+            + "passfile=\(PostgresConnection.conninfoValue(passwordFile))"
     }
 
     /// Creates the cluster on first start, recovers from a crash, starts the server and makes sure
     /// the database exists. Returns once it accepts connections.
     public func start() throws(EmbeddedPostgresError) {
         try prepareDirectories()
-        if !FileManager.default.fileExists(atPath: pgData + "/PG_VERSION") { try initCluster() }
+        let secret = try loadOrCreateSecret()
+        if !FileManager.default.fileExists(atPath: pgData + "/PG_VERSION") { try initCluster(secret: secret) }
         try checkVersion()
         try writeSettings()
-        if try !reuseRunningServer() { try startServer() }
+        let rulesChanged = try writeAccessRules(peerForFindmy: false)
+        if try reuseRunningServer() {
+            if rulesChanged { try reload() }
+        } else {
+            try startServer()
+        }
+        try awaitNoTrust()
+        try authenticate(secret: secret)
         try ensureDatabase()
     }
 
@@ -102,6 +124,26 @@ public final class EmbeddedPostgres: Sendable {
         guard outcome.succeeded || postmasterPID() == nil else {
             throw EmbeddedPostgresError("cannot stop PostgreSQL in \(pgData): \(outcome.output)")
         }
+    }
+
+    /// Stops the cluster and deletes it: its files (where a link points, too), its password file,
+    /// a socket directory under /tmp, and the OS user made for this instance. What a data directory
+    /// being deleted for good needs; the event log is left alone.
+    public func destroy() throws(EmbeddedPostgresError) {
+        try stop()
+        for path in [clusterDirectory, clusterLink, passwordFile, socketDirectory] {
+            if FileManager.default.fileExists(atPath: path)
+                || (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil
+            {
+                do {
+                    try FileManager.default.removeItem(atPath: path)
+                } catch {
+                    throw EmbeddedPostgresError("cannot delete \(path): \(error.localizedDescription)")
+                }
+            }
+        }
+        // Only the user made for this data directory; never `postgres` nor one findmy did not make.
+        if let osUser, osUser == instanceOSUser { try removeOSUser(osUser) }
     }
 
     /// The postmaster's PID from `postmaster.pid` when that process is alive; nil otherwise.
@@ -124,7 +166,7 @@ public final class EmbeddedPostgres: Sendable {
             }
             return false
         }
-        if (try? PostgresConnection(conninfo(database: "postgres"))) != nil {
+        if serverAnswers(conninfo(database: "postgres")) {
             configuration.log("reusing PostgreSQL (pid \(pid)) left running in \(pgData)")
             return true
         }

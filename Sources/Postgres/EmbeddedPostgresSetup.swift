@@ -8,7 +8,8 @@ extension EmbeddedPostgres {
         try makeDirectory(clusterDirectory, intermediate: true)
         try makeDirectory(socketDirectory, intermediate: socketDirectory.hasPrefix(clusterDirectory))
         guard let osUser else { return }
-        let (uid, gid) = try ensureOSUser(osUser)
+        let (uid, gid) = try ensureOSUser(
+            osUser, comment: "findmy PostgreSQL of " + (clusterLink as NSString).deletingLastPathComponent)
         try checkOwner(socketDirectory, allowed: [0, uid])
         for path in [clusterDirectory, socketDirectory] where chown(path, uid, gid) != 0 {
             throw EmbeddedPostgresError(
@@ -24,14 +25,19 @@ extension EmbeddedPostgres {
         }
     }
 
-    func initCluster() throws(EmbeddedPostgresError) {
+    func initCluster(secret: String) throws(EmbeddedPostgresError) {
         let building = pgData + ".initdb"
         try? FileManager.default.removeItem(atPath: building)
+        // initdb reads the role's password from a file, as the cluster's OS user: one in the
+        // cluster directory (0700, that user's), 0600, gone once initdb has read it.
+        let passwordInput = clusterDirectory + "/initdb.pwfile"
+        try writePrivateFile(passwordInput, secret + "\n", owner: clusterFileOwner())
+        defer { unlink(passwordInput) }
         let outcome = try runCommand(
             binDirectory + "/initdb",
             [
-                "-D", building, "--username=\(configuration.user)", "--auth-local=trust",
-                "--auth-host=reject",
+                "-D", building, "--username=\(configuration.user)", "--pwfile=\(passwordInput)",
+                "--auth-local=scram-sha-256", "--auth-host=reject",
                 "--encoding=UTF8", "--locale=C", "--no-instructions",
             ], as: osUser, in: clusterDirectory)
         guard outcome.succeeded else {
@@ -79,6 +85,9 @@ extension EmbeddedPostgres {
             port = \(Self.port)
             unix_socket_directories = '\(socket)'
             unix_socket_permissions = 0700
+            # A WAL segment past its checkpoint is deleted, not renamed for reuse with its old
+            # bytes: erased rows then leave pg_wal at the compactor's checkpoint (docs/retention.md).
+            wal_recycle = off
 
             """
         do {
@@ -118,35 +127,83 @@ func chooseSocketDirectory(_ clusterDirectory: String, _ log: (String) -> Void) 
     let socketPath = preferred + "/.s.PGSQL.\(EmbeddedPostgres.port)"
     if socketPath.utf8.count <= socketPathBytesMax { return preferred }
     // FNV-1a of the cluster path: stable across restarts, distinct per data directory.
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in clusterDirectory.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-    let fallback = "/tmp/findmy-pg-" + String(hash, radix: 16)
+    let fallback = "/tmp/findmy-pg-" + String(fnv1a(clusterDirectory), radix: 16)
     log(
         "the socket path \(socketPath) is \(socketPath.utf8.count) bytes, over the \(socketPathBytesMax)-byte limit; using \(fallback) instead"
     )
     return fallback
 }
 
-/// Nil when not root; else `postgres` when it exists, else `findmy` (created on first start).
-func clusterOSUser() -> String? {
+/// Nil when not root. Else the owner of an existing cluster's files (PG_VERSION), so that a
+/// cluster made by an earlier findmy as `postgres` keeps running as it; for a new cluster, the
+/// data directory's own user.
+func clusterOSUser(_ dataDirectory: String, instanceUser: String) -> String? {
     guard geteuid() == 0 else { return nil }
-    return getpwnam("postgres") != nil ? "postgres" : "findmy"
+    let link = dataDirectory + "/postgres"
+    let cluster = (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) ?? link
+    var info = stat()
+    if stat(cluster + "/data/PG_VERSION", &info) == 0, let entry = getpwuid(info.st_uid) {
+        return String(cString: entry.pointee.pw_name)
+    }
+    return instanceUser
 }
 
-func ensureOSUser(_ name: String) throws(EmbeddedPostgresError) -> (uid_t, gid_t) {
-    if getpwnam(name) == nil {
-        let outcome = try runCommand(
+/// `findmy-` and 16 hex digits of FNV-1a of the data directory's path (23 characters; a user name
+/// may have 32): one OS user per data directory, the same across restarts.
+func instanceOSUserName(_ dataDirectory: String) -> String {
+    let hash = String(fnv1a(dataDirectory), radix: 16)
+    return "findmy-" + String(repeating: "0", count: 16 - hash.count) + hash
+}
+
+func fnv1a(_ text: String) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    return hash
+}
+
+/// Attempts of useradd and userdel: they fail at once when another one holds /etc/passwd's lock
+/// (tests start clusters in parallel).
+let accountCommandAttemptsMax = 10
+
+func ensureOSUser(_ name: String, comment: String) throws(EmbeddedPostgresError) -> (uid_t, gid_t) {
+    var outcome = CommandOutcome(status: 0, output: "")
+    for attempt in 1...accountCommandAttemptsMax where getpwnam(name) == nil {
+        outcome = try runCommand(
             "/usr/sbin/useradd",
             [
                 "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-                "--shell", "/usr/sbin/nologin", name,
+                "--shell", "/usr/sbin/nologin",
+                "--comment", String(comment.map { $0 == ":" || $0.isNewline ? "_" : $0 }.prefix(200)), name,
             ])
-        guard outcome.succeeded else {
-            throw EmbeddedPostgresError("cannot create OS user \(name): \(outcome.output)")
-        }
+        if !outcome.succeeded { usleep(UInt32(attempt) * 100_000) }
     }
-    guard let entry = getpwnam(name) else { throw EmbeddedPostgresError("OS user \(name) does not exist") }
+    guard let entry = getpwnam(name) else {
+        throw EmbeddedPostgresError("cannot create OS user \(name): \(outcome.output)")
+    }
     return (entry.pointee.pw_uid, entry.pointee.pw_gid)
+}
+
+func removeOSUser(_ name: String) throws(EmbeddedPostgresError) {
+    var outcome = CommandOutcome(status: 0, output: "")
+    for attempt in 1...accountCommandAttemptsMax where getpwnam(name) != nil {
+        outcome = try runCommand("/usr/sbin/userdel", [name])
+        if !outcome.succeeded { usleep(UInt32(attempt) * 100_000) }
+    }
+    guard getpwnam(name) == nil else {
+        throw EmbeddedPostgresError("cannot delete OS user \(name): \(outcome.output)")
+    }
+}
+
+/// Whether a user with no group of ours can pass through every directory down to `path`
+/// (search permission for others all the way): what a new cluster's own OS user needs.
+func searchableByOthers(_ path: String) -> Bool {
+    var prefix = ""
+    for component in path.split(separator: "/") {
+        prefix += "/" + component
+        var info = stat()
+        guard stat(prefix, &info) == 0, info.st_mode & S_IXOTH != 0 else { return false }
+    }
+    return true
 }
 
 func makeDirectory(_ path: String, intermediate: Bool) throws(EmbeddedPostgresError) {
@@ -195,20 +252,25 @@ func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @S
     let inside = dataDirectory + "/postgres"
     if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: inside) { return target }
     guard let osUser, FileManager.default.fileExists(atPath: dataDirectory) else { return inside }
-    if try runCommand("/usr/bin/test", ["-x", dataDirectory], as: osUser).succeeded { return inside }
+    // An existing cluster stays where it is; a new one's OS user may not exist yet, and has no
+    // group that could let it through: search permission for others decides.
+    if FileManager.default.fileExists(atPath: inside + "/data/PG_VERSION")
+        || searchableByOthers(dataDirectory)
+    {
+        return inside
+    }
     var isDirectory: ObjCBool = false
     if FileManager.default.fileExists(atPath: inside, isDirectory: &isDirectory) {
         let contents = (try? FileManager.default.contentsOfDirectory(atPath: inside)) ?? []
         guard isDirectory.boolValue, contents.isEmpty, rmdir(inside) == 0 else {
             throw EmbeddedPostgresError(
                 "PostgreSQL runs as OS user \(osUser), who cannot reach \(inside): make \(dataDirectory) and every "
-                    + "directory above it searchable by that user (chmod o+x), or choose another data directory")
+                    + "directory above it searchable by that user (chmod o+x), or choose another data directory"
+            )
         }
     }
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in dataDirectory.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
     let parent = "/var/lib/findmy"
-    let target = parent + "/postgres-" + String(hash, radix: 16)
+    let target = parent + "/postgres-" + String(fnv1a(dataDirectory), radix: 16)
     do {
         try FileManager.default.createDirectory(
             atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])

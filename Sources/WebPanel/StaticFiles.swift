@@ -7,6 +7,24 @@ import Ingest
 
 /// The panel's script and style sheet (in this binary) and Leaflet (from Debian's libjs-leaflet,
 /// read once at start). Served by findmy itself: the browser asks no third party but the tile server.
+///
+/// The script is Resources/panel.js and the style sheet Resources/panel.css, plain files that SwiftPM
+/// compiles into this module as `PackageResources.panel_js` and `.panel_css` (`.embedInCode` in
+/// Package.swift): the executable carries them, with no resource bundle to install beside it, and
+/// what it sends is the files' bytes as they were at the build.
+///
+/// panel.js is external because the CSP forbids inline script. It reads the page's JSON data island,
+/// draws the map (each latest fix as a marker with its accuracy circle; the history track), shows
+/// times in the viewer's time zone, and polls the read API for new positions; everything works
+/// without it except the map and the live updates. `window.findmyPanel` exposes the map's layers (the
+/// browser tests read them); `data-map-drawn-at` on `<html>` says when they were drawn (the browser
+/// benchmark reads it). Its only API call is a read (`GET /api/find-my/devices`), which the session
+/// cookie alone authenticates. A change through `/api/` with the cookie would also need the session's
+/// CSRF token in an `X-CSRF-Token` header (the gate answers 403 without it, docs/api.md): the panel's
+/// changes are plain form posts carrying the same token in their `csrf` field instead.
+///
+/// panel.css: one column on a phone, list beside the map from tablet width up; visible focus; the
+/// map has a plain background when tiles cannot load.
 struct StaticFiles: Sendable {
     /// Leaflet's files by served name; a name missing here (the package is not installed) is a 404,
     /// and the page then shows its list and details without a map.
@@ -27,10 +45,10 @@ struct StaticFiles: Sendable {
 
     func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", "/static/panel.js") { _ in
-            Self.file(Array(panelScript.utf8), type: "text/javascript; charset=utf-8")
+            Self.file(PackageResources.panel_js, type: "text/javascript; charset=utf-8")
         }
         router.add("GET", "/static/panel.css") { _ in
-            Self.file(Array(panelStyle.utf8), type: "text/css; charset=utf-8")
+            Self.file(PackageResources.panel_css, type: "text/css; charset=utf-8")
         }
         router.add("GET", "/static/leaflet/leaflet.js") { [leaflet] _ in
             Self.file(leaflet["leaflet.js"], type: "text/javascript; charset=utf-8")

@@ -1,3 +1,4 @@
+import CLI
 import Compactor
 import Events
 import HTTP
@@ -25,6 +26,10 @@ final class CompactService: Sendable {
             "the retention compactor runs this often; expired data outlives its window by at most this (default 3600)"
         ),
         (
+            "compact-first-run-seconds", "FINDMY_COMPACT_FIRST_RUN_SECONDS",
+            "the compactor's first run comes this long after start, or after the interval when that is shorter (default 30)"
+        ),
+        (
             "delete-rows-per-batch-max", "FINDMY_DELETE_ROWS_PER_BATCH_MAX",
             "rows one DELETE of the compactor removes at most (default 5000)"
         ),
@@ -33,6 +38,7 @@ final class CompactService: Sendable {
     struct Configuration: Sendable {
         var options = Compactor.Options()
         var intervalSeconds = 3600
+        var firstRunSeconds = 30
     }
 
     /// Reads the settings with `integer(flag, default, min)`, the serve command's parser.
@@ -44,6 +50,7 @@ final class CompactService: Sendable {
             retentionDays: retentionDays,
             arrivalsRetentionDays: try integer("arrivals-retention-days", 90, 1))
         configuration.intervalSeconds = try integer("compact-interval-seconds", 3600, 1)
+        configuration.firstRunSeconds = try integer("compact-first-run-seconds", 30, 1)
         configuration.options.deleteRowsPerBatchMax = try integer("delete-rows-per-batch-max", 5000, 1)
         return configuration
     }
@@ -71,6 +78,7 @@ final class CompactService: Sendable {
         let compaction = CompactService(compactor: compactor, thread: ThreadBox())
         service.addStatusSource(CompactorStatusSource(compactor: compactor))
         let interval = Int64(configuration.intervalSeconds) * 1_000_000
+        let firstRunDelayMicros = Int64(configuration.firstRunSeconds) * 1_000_000
         compaction.thread.thread = spawnThread { [compaction] in
             var next = monotonicMicros() + min(interval, firstRunDelayMicros)
             while !compaction.stopFlag.load(ordering: .relaxed) {
@@ -98,8 +106,6 @@ final class CompactService: Sendable {
         }
         return compaction
     }
-
-    static let firstRunDelayMicros: Int64 = 30_000_000
 
     func stop() {
         stopFlag.store(true, ordering: .relaxed)
@@ -179,6 +185,11 @@ struct CompactorStatusSource: StatusSource {
                 "batch_rows_deleted_total", "counter", "Rows removed from device_batches.",
                 totals.batchRowsDeleted
             ),
+            (
+                "relations_rewritten_total", "counter",
+                "Tables rewritten (VACUUM FULL) after erasures so deleted rows leave their files.",
+                totals.relationsRewritten
+            ),
         ]
         var text = ""
         for (name, type, help, value) in lines {
@@ -226,6 +237,16 @@ enum CompactReportJSON {
             writer.int64(Int64(database.batchRowsDeleted))
             writer.key("latest_recomputed")
             writer.int64(Int64(database.latestRecomputed))
+            writer.key("relations_rewritten")
+            writer.beginArray()
+            for name in database.relationsRewritten { writer.string(name) }
+            writer.endArray()
+            writer.key("checkpoint")
+            writer.bool(database.checkpoint)
+            if let reason = database.checkpointSkipped {
+                writer.key("checkpoint_skipped")
+                writer.string(reason)
+            }
             if let skipped = database.skipped {
                 writer.key("skipped")
                 writer.string(skipped)
@@ -255,7 +276,9 @@ enum CompactCommand {
 
         Runs the retention compactor once (docs/retention.md): fixes past their window, erased fixes and
         removed devices' fixes leave the log segments (rewritten; whole segments deleted when possible)
-        and the PostgreSQL projection. Prints what was removed.
+        and the PostgreSQL projection. After an erasure or a removal it also rewrites the tables that
+        held the rows (VACUUM FULL) and checkpoints, so their bytes leave the table files and the WAL.
+        Prints what was removed.
 
         When a server runs on DIR, the run happens inside it, through its admin socket, with the server's
         settings (the retention flags here are then ignored); otherwise this command opens the log itself.
@@ -326,6 +349,17 @@ enum CompactCommand {
                     + "\(number(database["batch_rows_deleted"])) batch rows; "
                     + "\(((try? database["partitions_dropped"]?.arrayValue) ?? []).count) partitions dropped, "
                     + "\(number(database["latest_recomputed"])) latest positions recomputed")
+            let rewritten = ((try? database["relations_rewritten"]?.arrayValue) ?? []).compactMap {
+                try? $0.stringValue
+            }
+            if !rewritten.isEmpty {
+                let checkpoint =
+                    (try? database["checkpoint"]?.boolValue) == true
+                    ? "; WAL switched and checkpointed" : ""
+                printLine(
+                    "database: after erasures, \(verb == "removed" ? "rewrote" : "would rewrite") "
+                        + rewritten.joined(separator: ", ") + checkpoint)
+            }
         }
         return 0
     }

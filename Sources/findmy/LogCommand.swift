@@ -1,16 +1,15 @@
+import CLI
 import Events
 import JSON
-import Threads
-import Workload
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// `findmy log stats|verify|dump|repair|bench|load`: inspect and check the event log.
+/// `findmy log stats|verify|dump|repair`: inspect and check the event log.
 enum LogCommand {
     static let command = Command(
-        name: "log", summary: "inspect, verify, dump, repair and benchmark the event log"
+        name: "log", summary: "inspect, verify, dump and repair the event log"
     ) {
         try run($0)
     }
@@ -28,9 +27,6 @@ enum LogCommand {
                    (--from OFFSET, --limit N)
           repair   cuts the log at its first damaged frame; the damaged bytes and every later segment are
                    moved to DIR/log/quarantine/<time>/, never deleted. Needs the server stopped.
-          bench    measures the log on this machine (--dir DIR, a scratch directory); see docs/benchmarks.md
-          load     appends generated fix batches and prints each acknowledged offset as it returns
-                   (--seconds S, --appenders N, --fixes N, --seed S); used by the crash tests
 
         options:
           --data-dir DIR   the server's data directory (the log is DIR/log); or set FINDMY_DATA_DIR
@@ -42,15 +38,15 @@ enum LogCommand {
             print(help)
             return arguments.contains("--help") ? 0 : 2
         }
+        if let driver = ["bench": "log", "load": "load"][sub] {
+            return movedToFindmyBench("findmy log \(sub)", driver: driver)
+        }
         let options = try Options(
-            Array(arguments.dropFirst()),
-            valued: ["data-dir", "dir", "from", "limit", "seconds", "appenders", "fixes", "seed", "quick"],
-            flags: ["json"])
+            Array(arguments.dropFirst()), valued: ["data-dir", "from", "limit"], flags: ["json"])
         if options.flag("help") {
             print(help)
             return 0
         }
-        if sub == "bench" { return try LogBench.run(options) }
         let logDirectory = try options.required("data-dir", environment: "FINDMY_DATA_DIR") + "/log"
         switch sub {
         case "stats": return try stats(logDirectory, json: options.flag("json"))
@@ -61,7 +57,6 @@ enum LogCommand {
                 from: UInt64(try options.integer("from", default: 0)),
                 limit: try options.integer("limit", default: Int.max))
         case "repair": return try repair(logDirectory, json: options.flag("json"))
-        case "load": return try load(logDirectory, options)
         default: throw UsageError("unknown subcommand '\(sub)'")
         }
     }
@@ -144,7 +139,7 @@ enum LogCommand {
             writer.key("records_by_type")
             writer.beginObject()
             for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
-                writer.key(typeName(type))
+                writer.key(EventJSON.typeName(type))
                 writer.int64(Int64(count))
             }
             writer.endObject()
@@ -171,7 +166,7 @@ enum LogCommand {
                 )
             }
             for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
-                printLine("  " + typeName(type).padding(24) + "\(count)")
+                printLine("  " + EventJSON.typeName(type).padding(24) + "\(count)")
             }
         }
         return 0
@@ -310,42 +305,7 @@ enum LogCommand {
         return 0
     }
 
-    // MARK: load
-
-    /// Appends generated batches from N threads and prints `ack OFFSET DEVICE BATCH FIXES` after
-    /// each append returns, i.e. only once the record is durable.
-    static func load(_ directory: String, _ options: Options) throws -> Int32 {
-        let seconds = try options.integer("seconds", default: 5)
-        let appenders = try options.integer("appenders", default: 8)
-        let fixesPerBatch = try options.integer("fixes", default: 10)
-        let seed = UInt64(try options.integer("seed", default: 1))
-        var logOptions = LogOptions()
-        logOptions.segmentBytesMax = 256 << 10  // many segments, so that crashes also hit rolls
-        let writer = try LogWriter(directory: directory, options: logOptions)
-        let deadline = monotonicMicros() + Int64(seconds) * 1_000_000
-        let threads = (0..<appenders).map { appender in
-            spawnThread {
-                var track = TrackGenerator(
-                    seed: seed &* 1000 &+ UInt64(appender), startMicros: wallClockMicros())
-                while monotonicMicros() < deadline {
-                    let batchID = UUID128.random()
-                    let device = UInt64(appender + 1)
-                    let batch = FixBatch(deviceID: device, batchID: batchID, fixes: track.next(fixesPerBatch))
-                    guard let offset = try? writer.append(.fixBatch(batch)) else { return }
-                    printLine("ack \(offset) \(device) \(batchID) \(fixesPerBatch)")
-                }
-            }
-        }
-        for thread in threads { pthread_join(thread, nil) }
-        writer.close()
-        return 0
-    }
-
     // MARK: helpers
-
-    static func typeName(_ type: UInt8) -> String {
-        EventType(rawValue: type)?.name ?? "unknown_\(type)"
-    }
 
     static func optional(_ value: UInt64?, _ writer: inout JSONWriter) {
         if let value { writer.int64(Int64(value)) } else { writer.null() }

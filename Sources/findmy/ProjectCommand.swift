@@ -1,3 +1,4 @@
+import CLI
 import Events
 import JSON
 import Postgres

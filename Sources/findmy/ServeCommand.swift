@@ -1,3 +1,4 @@
+import CLI
 import Compactor
 import Events
 import HTTP

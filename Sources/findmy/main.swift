@@ -1,5 +1,7 @@
 // findmy: the command-line entry point. Each command group lives in its own file and registers
 // itself in `commands`; this file only dispatches.
+import CLI
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -14,7 +16,10 @@ let commands: [Command] = [
     RetentionCommand.command,
     BackupCommand.backup,
     BackupCommand.restore,
-    BenchCommand.command,
+    BenchMoved.command,
 ]
 
-exit(runMain(CommandLine.arguments, commands: commands))
+exit(
+    runMain(
+        CommandLine.arguments, program: "findmy", about: "findmy: a self-hosted \"find my device\" server.",
+        commands: commands))

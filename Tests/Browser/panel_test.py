@@ -8,6 +8,7 @@ prints `browser: N passed, M failed`. Screenshots go to --artifacts (default .bu
 import argparse
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -408,7 +409,18 @@ def main():
             if failed:
                 with open(os.path.join(data, "server.log")) as log:
                     print("server log (last lines):\n" + "".join(log.readlines()[-20:]))
+        # The cluster may live under /var/lib/findmy (mkdtemp is private) and, as root, runs as an OS
+        # user made for this data directory: both go with it.
+        cluster = os.path.realpath(os.path.join(data, "postgres"))
+        try:
+            owner = pwd.getpwuid(os.stat(cluster + "/data/PG_VERSION").st_uid).pw_name
+        except (OSError, KeyError):
+            owner = ""
+        if cluster != os.path.join(data, "postgres"):
+            shutil.rmtree(cluster, ignore_errors=True)
         shutil.rmtree(data, ignore_errors=True)
+        if owner.startswith("findmy-"):
+            subprocess.run(["userdel", owner], capture_output=True)
     print("browser: %d passed, %d failed (screenshots in %s)" % (len(passed), len(failed), arguments.artifacts))
     return 1 if failed or not passed else 0
 

@@ -20,10 +20,11 @@ import Testing
         var acknowledged: [Ack] = []
         let iterations = 10
         for iteration in 0..<iterations {
-            let child = try FindmyProcess([
-                "log", "load", "--data-dir", data.path, "--seconds", "60", "--appenders", "8", "--fixes", "5",
-                "--seed", String(seed &+ UInt64(iteration)),
-            ])
+            let child = try FindmyProcess(
+                [
+                    "load", "--data-dir", data.path, "--seconds", "60", "--appenders", "8", "--fixes", "5",
+                    "--seed", String(seed &+ UInt64(iteration)),
+                ], executable: benchExecutable())
             usleep(UInt32(100_000 + random.next() % 600_000))
             child.kill(SIGKILL)
             #expect(child.wait() != nil)

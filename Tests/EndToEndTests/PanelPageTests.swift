@@ -145,6 +145,43 @@ import Testing
         #expect(try request(connection, "GET", "/static/leaflet/images/..%2F..%2Fetc%2Fpasswd").status == 404)
     }
 
+    /// The panel's script and style sheet are the files in Sources/WebPanel/Resources, embedded in the
+    /// binary when it is built: what the server sends is those files' bytes, so an edit to a file is
+    /// what ships (after a build), and no copy of them lives anywhere else.
+    @Test func panelScriptAndStyleAreTheResourceFiles() throws {
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let resources = packageRoot.appendingPathComponent("Sources/WebPanel/Resources")
+        let data = ScratchDirectory("findmy-panel-static")
+        let server = try ServerProcess(data: data.path)
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        for (name, type) in [
+            ("panel.js", "text/javascript; charset=utf-8"), ("panel.css", "text/css; charset=utf-8"),
+        ] {
+            let onDisk = try Data(contentsOf: resources.appendingPathComponent(name))
+            #expect(!onDisk.isEmpty)
+            let response = try connection.send("GET", "/static/" + name)
+            #expect(response.status == 200)
+            let served = response.body
+            let file = Array(onDisk)
+            let common = min(served.count, file.count)
+            // Compared through the first differing byte: an expectation on the two arrays would print both whole.
+            let differsFrom = served == file ? nil : (0..<common).first { served[$0] != file[$0] } ?? common
+            #expect(
+                differsFrom == nil,
+                "/static/\(name) (\(served.count) bytes) is not Sources/WebPanel/Resources/\(name) (\(file.count) bytes) from byte \(differsFrom ?? common) on"
+            )
+            let header = { (wanted: String) in
+                response.headers.first { $0.name.lowercased() == wanted.lowercased() }?.value
+            }
+            #expect(header("Content-Type") == type)
+            #expect(header("Cache-Control") == "public, max-age=3600")
+            #expect(header("X-Content-Type-Options") == "nosniff")
+        }
+    }
+
     @Test func withoutTheProjectorThePagesAnswer503() throws {
         let data = ScratchDirectory("findmy-panel-off")
         let alice = try addUser("alice", data: data.path)

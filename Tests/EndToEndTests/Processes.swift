@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Synchronization
 
 /// The `findmy` executable the end-to-end tests start as a real process: `FINDMY_BIN` (set by
@@ -15,6 +16,14 @@ func findmyExecutable() -> String {
     fatalError("cannot find the findmy executable: run `swift build` first or set FINDMY_BIN")
 }
 
+/// The `findmy-bench` executable (benchmark and load drivers): `FINDMY_BENCH_BIN`, else the one
+/// beside `findmyExecutable()`, where every build puts it.
+func benchExecutable() -> String {
+    if let path = ProcessInfo.processInfo.environment["FINDMY_BENCH_BIN"], !path.isEmpty { return path }
+    return URL(fileURLWithPath: findmyExecutable()).deletingLastPathComponent()
+        .appendingPathComponent("findmy-bench").path
+}
+
 /// A started `findmy` process whose standard output is collected line by line as it arrives.
 final class FindmyProcess: @unchecked Sendable {
     let process = Process()
@@ -25,8 +34,10 @@ final class FindmyProcess: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let readersDone = DispatchGroup()
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: findmyExecutable())
+    init(_ arguments: [String], environment: [String: String] = [:], executable: String = findmyExecutable())
+        throws
+    {
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         var merged = ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
@@ -76,12 +87,12 @@ final class FindmyProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    /// Runs findmy to completion and returns (status, stdout, stderr).
-    static func run(_ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 120)
-        throws
-        -> (status: Int32, output: String, error: String)
-    {
-        let child = try FindmyProcess(arguments, environment: environment)
+    /// Runs findmy (or `executable`) to completion and returns (status, stdout, stderr).
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 120,
+        executable: String = findmyExecutable()
+    ) throws -> (status: Int32, output: String, error: String) {
+        let child = try FindmyProcess(arguments, environment: environment, executable: executable)
         guard let status = child.wait(timeoutSeconds: timeoutSeconds) else {
             child.kill()
             child.wait()
@@ -91,7 +102,8 @@ final class FindmyProcess: @unchecked Sendable {
     }
 }
 
-/// A fresh directory, removed when released.
+/// A fresh directory, removed when released, with its embedded cluster, which may live elsewhere
+/// (/var/lib/findmy) and run as an OS user made for it (removed too).
 final class ScratchDirectory: @unchecked Sendable {
     let path: String
 
@@ -100,5 +112,13 @@ final class ScratchDirectory: @unchecked Sendable {
         try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    deinit {
+        // Data directories of the test: this one and those made inside it (a restore target).
+        let inside = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        for data in [path] + inside.map({ path + "/" + $0 })
+        where FileManager.default.fileExists(atPath: data + "/postgres") {
+            if let cluster = try? EmbeddedPostgres(dataDirectory: data) { try? cluster.destroy() }
+        }
+        try? FileManager.default.removeItem(atPath: path)
+    }
 }

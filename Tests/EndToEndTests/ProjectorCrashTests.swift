@@ -73,18 +73,20 @@ import Testing
         try cluster.start()
 
         // A backlog to catch up on.
-        let backlog = try FindmyProcess.run([
-            "log", "load", "--data-dir", data.path, "--seconds", "3", "--appenders", "8", "--fixes", "50",
-            "--seed", String(seed),
-        ])
+        let backlog = try FindmyProcess.run(
+            [
+                "load", "--data-dir", data.path, "--seconds", "3", "--appenders", "8", "--fixes", "50",
+                "--seed", String(seed),
+            ], executable: benchExecutable())
         #expect(backlog.status == 0, "\(backlog.error)")
 
         // Kill the projector at random moments, while more batches arrive.
         for round in 0..<6 {
-            let load = try FindmyProcess([
-                "log", "load", "--data-dir", data.path, "--seconds", "2", "--appenders", "4", "--fixes", "20",
-                "--seed", String(seed &+ UInt64(round)),
-            ])
+            let load = try FindmyProcess(
+                [
+                    "load", "--data-dir", data.path, "--seconds", "2", "--appenders", "4", "--fixes", "20",
+                    "--seed", String(seed &+ UInt64(round)),
+                ], executable: benchExecutable())
             let projector = try FindmyProcess(["project", "--data-dir", data.path])
             usleep(UInt32(1_500_000 + random.next() % 2_500_000))
             projector.kill(SIGKILL)

@@ -15,10 +15,12 @@ struct EmbeddedClusterTrait: SuiteTrait, TestScoping {
         do {
             try await Cluster.$current.withValue(cluster) { try await function() }
         } catch {
-            try? cluster.stop()
+            try? cluster.destroy()
+            try? FileManager.default.removeItem(atPath: dataDirectory)
             throw error
         }
-        try cluster.stop()
+        // Also removes the OS user made for the cluster when the tests run as root.
+        try cluster.destroy()
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 }

@@ -17,10 +17,12 @@ struct ProjectorClusterTrait: SuiteTrait, TestScoping {
         do {
             try await TestCluster.$current.withValue(cluster) { try await function() }
         } catch {
-            try? cluster.stop()
+            try? cluster.destroy()
+            try? FileManager.default.removeItem(atPath: dataDirectory)
             throw error
         }
-        try cluster.stop()
+        // Also removes the OS user made for the cluster when the tests run as root.
+        try cluster.destroy()
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 }

@@ -1,9 +1,9 @@
 #!/bin/bash
-# Server CPU per acknowledged report, next to what `findmy bench ingest` prints.
+# Server CPU per acknowledged report, next to what `findmy-bench ingest` prints.
 #
-# usage: ops/bench/ingest-cpu.sh FINDMY_BINARY CONNECTIONS FIXES [SECONDS]
+# usage: ops/bench/ingest-cpu.sh FINDMY_BENCH_BINARY CONNECTIONS FIXES [SECONDS]
 #
-# Runs `findmy bench ingest` for one shape (CONNECTIONS connections, FIXES fixes per report) and
+# Runs `findmy-bench ingest` (which starts the findmy beside it, or $FINDMY_BIN) for one shape (CONNECTIONS connections, FIXES fixes per report) and
 # samples the `findmy serve` child's user+system CPU time (/proc/PID/stat) until it exits; prints
 # one line: fixes/s, p50 and p99 ms, the http/log ratio, and server CPU microseconds per request.
 # On a machine shared with other work throughput moves with the load; CPU per request moves much
@@ -14,7 +14,7 @@ binary=$1 connections=$2 fixes=$3 seconds=${4:-5}
 root=$(dirname "$0")/../..
 dir=$(mktemp -d /tmp/findmy-ingest-cpu.XXXXXX)
 out=$dir/bench.json
-"$binary" bench ingest --dir "$dir/bench" --seconds "$seconds" --wrk-script "$root/ops/bench/report.lua" \
+"$binary" ingest --dir "$dir/bench" --seconds "$seconds" --wrk-script "$root/ops/bench/report.lua" \
     --connections "$connections" --fixes "$fixes" >"$out" 2>/dev/null &
 bench=$!
 pid=""

@@ -57,4 +57,10 @@ if LOADS:
     print(json.dumps(panel_browser.run(url,LOADS,{
         "synthetic": ("alice","/find-my?selected=%d"%first["device_id"],rng,hist),
         "commuter": ("carol","/find-my?selected=%d"%cdev["device_id"],"/find-my?selected=%d&from=%s&to=%s"%(cdev["device_id"],cfrom,cto),None)}),indent=1))
-p.send_signal(signal.SIGTERM); p.wait(30); shutil.rmtree(d,ignore_errors=True)
+p.send_signal(signal.SIGTERM); p.wait(30)
+# As root the cluster ran as an OS user made for this data directory (docs/postgres.md): it goes too.
+pg=os.path.realpath(d+"/postgres")
+owner=subprocess.run(["stat","-c","%U",pg+"/data/PG_VERSION"],capture_output=True,text=True).stdout.strip()
+if pg!=d+"/postgres": shutil.rmtree(pg,ignore_errors=True)
+shutil.rmtree(d,ignore_errors=True)
+if owner.startswith("findmy-"): subprocess.run(["userdel",owner],capture_output=True)

@@ -1,7 +1,7 @@
 """The browser half of ops/bench/panel_bench.py --browser: opens a device's 30-day history page in
 headless Chromium (Debian's chromium, chromium-driver, python3-selenium) and times each load from
 navigation start (performance.timeOrigin) until the panel's script has put the map's layers, the
-track included, in the DOM (`<html data-map-drawn-at>`, set by Sources/WebPanel/PanelScript.swift).
+track included, in the DOM (`<html data-map-drawn-at>`, set by Sources/WebPanel/Resources/panel.js).
 Baselines from the same run: the same device's page without history in the same browser, and the
 history page's bare HTTP fetch from Python with the same session cookie.
 """

@@ -1,5 +1,5 @@
--- wrk script for POST /api/find-my/report, used by `findmy bench ingest --client wrk`
--- (Sources/findmy/IngestBench.swift) and ops/bench/ingest-wrk.sh.
+-- wrk script for POST /api/find-my/report, used by `findmy-bench ingest --client wrk`
+-- (Sources/findmy-bench/IngestBench.swift and WrkDriver.swift).
 --
 -- Environment, read once per wrk thread:
 --   FINDMY_BENCH_TOKENS  a file with one device token per line (enrolled beforehand)

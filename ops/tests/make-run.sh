@@ -12,9 +12,12 @@ cleanup() {
         for _ in $(seq 1 60); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.5; done
         kill -KILL -- "-$group" 2>/dev/null || true
     fi
-    local link="$work/findmy/data/postgres"
+    local link="$work/findmy/data/postgres" owner=""
+    # As root the cluster ran as an OS user made for this data directory: it goes too.
+    if [[ -e "$link/data/PG_VERSION" ]]; then owner=$(stat -c %U "$link/data/PG_VERSION"); fi
     if [[ -L "$link" ]]; then rm -rf "$(readlink "$link")"; fi
     rm -rf "$work"
+    if [[ "$owner" == findmy-* ]]; then userdel "$owner" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 

@@ -1,6 +1,6 @@
+import CLI
 import Events
 import HTTPClient
-import Ingest
 import JSON
 import Synchronization
 import Threads
@@ -10,29 +10,28 @@ import Workload
     import Glibc
 #endif
 
-/// `findmy bench ingest --dir DIR [--seconds S]`: starts `findmy serve` as a child process on
+/// `findmy-bench ingest --dir DIR [--seconds S]`: starts `findmy serve` as a child process on
 /// loopback, drives it with keep-alive HTTP clients (one thread and connection each), and prints
 /// one JSON object: per batch size and connection count the acknowledged fixes/s, p50/p99
 /// latency and fsyncs per request, the log's own append rate for the same shape without HTTP
 /// (measured in the same run), their ratio, and the server's peak resident memory.
-enum BenchCommand {
+enum IngestBench {
     static let command = Command(
-        name: "bench", summary: "benchmarks: `findmy bench ingest`, `findmy bench read` (docs/benchmarks.md)"
+        name: "ingest",
+        summary: "reports over HTTP against findmy serve, and the log alone (fixes/s, latency)"
     ) {
         try run($0)
     }
 
     static let help = """
-        usage: findmy bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
+        usage: findmy-bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
                                    [--client wrk|swift] [--wrk-script PATH]
-               findmy bench project --dir DIR [--fixes N] [--devices N]   (see findmy bench project --help)
-               findmy bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
 
-        Starts `findmy serve` on DIR/server (a scratch directory: it is emptied first) at 127.0.0.1:0,
-        enrols one device per connection, and reports for S seconds (default 3) per configuration.
-        Then appends the same shapes straight to a log in DIR/baseline, for the HTTP-over-log ratio.
-        Build with -c release to measure. The client runs on the same machine and takes CPU from the
-        server, so the figures are a floor.
+        Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
+        directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
+        S seconds (default 3) per configuration. Then appends the same shapes straight to a log in
+        DIR/baseline, for the HTTP-over-log ratio. Build with -c release to measure. The client runs on
+        the same machine and takes CPU from the server, so the figures are a floor.
 
         --client wrk (the default when /usr/bin/wrk exists) drives the server with wrk, 2 threads,
         and ops/bench/report.lua (found from the working directory or next to the build, or
@@ -41,14 +40,8 @@ enum BenchCommand {
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        if arguments.first == "project" { return try ProjectBench.run(Array(arguments.dropFirst())) }
-        if arguments.first == "read" { return try ReadBench.run(Array(arguments.dropFirst())) }
-        guard arguments.first == "ingest" else {
-            print(help)
-            return arguments.contains("--help") ? 0 : 2
-        }
         let options = try Options(
-            Array(arguments.dropFirst()),
+            arguments,
             valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script"], flags: [])
         if options.flag("help") {
             print(help)
@@ -67,7 +60,7 @@ enum BenchCommand {
         let serverDirectory = root + "/server"
         removeData(serverDirectory)
 
-        let user = try UserCommand.offline(serverDirectory, name: "bench", admin: false)
+        let user = try addUser(serverDirectory, name: "bench")
         let server = try ChildServer(dataDirectory: serverDirectory, logPath: root + "/server.log")
         defer { server.stop() }
         let setup = HTTPConnection(address: server.address)
@@ -244,78 +237,6 @@ enum BenchCommand {
         writer.string(RFC3339.formatMillis(fix.recordedAtMicros))
         writer.endObject()
         return String(decoding: writer.bytes, as: UTF8.self)
-    }
-}
-
-/// `findmy serve` started from this executable, its URL read from its first line of output.
-final class ChildServer {
-    let pid: pid_t
-    let address: String
-
-    /// `projector: false` measures ingest alone: a projector and its database would take CPU from
-    /// the path being measured. The read bench needs both.
-    init(dataDirectory: String, logPath: String, projector: Bool = false, arguments more: [String] = [])
-        throws
-    {
-        var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else { throw UsageError("pipe failed") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
-        posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
-        posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let arguments =
-            [
-                "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector",
-                projector ? "on" : "off",
-            ] + more
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var child: pid_t = 0
-        let status = posix_spawn(&child, "/proc/self/exe", &actions, nil, &argv, environ)
-        close(pipeFDs[1])
-        guard status == 0 else {
-            throw UsageError("cannot start findmy serve: \(String(cString: strerror(status)))")
-        }
-        pid = child
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(pipeFDs[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
-        close(pipeFDs[0])
-        let url = String(decoding: line, as: UTF8.self)
-        guard url.hasPrefix("http://") else { throw UsageError("findmy serve did not start; see \(logPath)") }
-        address = String(url.dropFirst("http://".count))
-    }
-
-    /// VmHWM of the child: its peak resident set so far.
-    func peakResidentBytes() -> Int64 {
-        guard let file = fopen("/proc/\(pid)/status", "r") else { return -1 }
-        defer { fclose(file) }
-        var buffer = [CChar](repeating: 0, count: 256)
-        while fgets(&buffer, 256, file) != nil {
-            let line = String(
-                decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if line.hasPrefix("VmHWM:") {
-                let kilobytes = line.split(separator: " ").compactMap { Int64($0) }.first ?? -1
-                return kilobytes * 1024
-            }
-        }
-        return -1
-    }
-
-    func metric(_ name: String, _ connection: HTTPConnection) throws -> Double {
-        let text = try connection.send("GET", "/metrics").bodyText
-        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
-            return Double(line.split(separator: " ").last ?? "") ?? 0
-        }
-        return 0
-    }
-
-    func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
     }
 }
 

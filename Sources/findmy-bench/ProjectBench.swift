@@ -1,3 +1,4 @@
+import CLI
 import Events
 import JSON
 import Postgres
@@ -8,11 +9,17 @@ import Workload
     import Glibc
 #endif
 
-/// `findmy bench project --dir DIR [--fixes N] [--devices N]`: the projector catching up on a large
+/// `findmy-bench project --dir DIR [--fixes N] [--devices N]`: the projector catching up on a large
 /// realistic log, against the raw COPY of the same rows into the same schema, measured in one run.
 enum ProjectBench {
+    static let command = Command(
+        name: "project", summary: "the projector catching up on a large log, against a raw COPY (fixes/s)"
+    ) {
+        try run($0)
+    }
+
     static let help = """
-        usage: findmy bench project --dir DIR [--fixes 5000000] [--devices 1000]
+        usage: findmy-bench project --dir DIR [--fixes 5000000] [--devices 1000]
 
         Writes a log of N realistic fixes (100-fix batches, from the given number of devices) in DIR/log,
         starts a private PostgreSQL in DIR, then measures, in one run: the raw COPY of the same fix rows
@@ -36,15 +43,19 @@ enum ProjectBench {
         try PosixFileIO().makeDirectory(root)
 
         let generated = try writeLog(root + "/log", totalFixes: totalFixes, devices: devices)
-        let database = try Database.open(dataDirectory: root, url: nil)
-        defer { database.close() }
+        allowTraversal(root)
+        let cluster = try EmbeddedPostgres(dataDirectory: root)
+        try cluster.start()
+        defer { try? cluster.stop() }
+        let client = PostgresClient(conninfo: cluster.conninfo)
+        defer { client.close() }
         let reader = LogReader(directory: root + "/log")
 
-        let copySeconds = try rawCopy(database.client, reader)
-        let (projectSeconds, projector) = try catchUp(database.client, reader)
+        let copySeconds = try rawCopy(client, reader)
+        let (projectSeconds, projector) = try catchUp(client, reader)
         let rssAfterProjection = LogBench.peakResidentBytes()
         let rebuildStart = monotonicMicros()
-        _ = try Rebuild.run(client: database.client, reader: reader) { _ in }
+        _ = try Rebuild.run(client: client, reader: reader) { _ in }
         let rebuildSeconds = Double(monotonicMicros() - rebuildStart) / 1_000_000
 
         let fixes = Double(generated.fixes)

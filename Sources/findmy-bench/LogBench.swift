@@ -1,3 +1,4 @@
+import CLI
 import Events
 import JSON
 import Threads
@@ -7,10 +8,30 @@ import Workload
     import Glibc
 #endif
 
-/// `findmy log bench --dir DIR [--json] [--seconds S]`: the log's figures on this machine, each
-/// with the physical baseline it should be compared to, measured in the same run.
+/// `findmy-bench log --dir DIR [--seconds S]`: the log's figures on this machine, each with the
+/// physical baseline it should be compared to, measured in the same run.
 enum LogBench {
-    static func run(_ options: Options) throws -> Int32 {
+    static let command = Command(
+        name: "log", summary: "the event log alone: fdatasync, appends, replay, bytes per fix"
+    ) {
+        try run($0)
+    }
+
+    static let help = """
+        usage: findmy-bench log --dir DIR [--seconds 2]
+
+        Measures the log on this machine in DIR (a scratch directory): raw fdatasync rate, group-commit
+        appends (1, 10, 100 fixes per batch from 1, 16, 64 threads, S seconds each), replay against LZ4
+        decompression alone, and bytes per fix on disk against the JSON a phone sends. Prints one JSON
+        object. Build with -c release to measure.
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        let options = try Options(arguments, valued: ["dir", "seconds"], flags: [])
+        if options.flag("help") {
+            print(help)
+            return 0
+        }
         let root = try options.required("dir")
         let seconds = Double(try options.integer("seconds", default: 2))
         try PosixFileIO().makeDirectory(root)

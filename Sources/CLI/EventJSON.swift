@@ -1,14 +1,19 @@
 import Events
 import JSON
 
-/// How `findmy log dump` shows a record: JSON (one object per record) or one human line.
-enum EventJSON {
-    static func write(_ header: RecordHeader, _ event: Event, to writer: inout JSONWriter) {
+/// How `findmy log dump` shows a record: JSON (one object per record) or one human line. Also the
+/// report body a phone would send for a batch, which `findmy-bench log` weighs against the log.
+public enum EventJSON {
+    public static func typeName(_ type: UInt8) -> String {
+        EventType(rawValue: type)?.name ?? "unknown_\(type)"
+    }
+
+    public static func write(_ header: RecordHeader, _ event: Event, to writer: inout JSONWriter) {
         writer.beginObject()
         writer.key("offset")
         writer.int64(Int64(header.offset))
         writer.key("type")
-        writer.string(LogCommand.typeName(header.type))
+        writer.string(typeName(header.type))
         writer.key("received_at")
         writer.string(time(header.receivedAtMicros))
         switch event {
@@ -143,7 +148,7 @@ enum EventJSON {
         writer.endObject()
     }
 
-    static func write(_ fix: Fix, to writer: inout JSONWriter) {
+    public static func write(_ fix: Fix, to writer: inout JSONWriter) {
         writer.beginObject()
         writer.key("latitude")
         finite(fix.latitude, &writer)
@@ -185,7 +190,7 @@ enum EventJSON {
     /// A time of the log as RFC 3339, or, outside the years RFC 3339 text is written for (where
     /// formatting traps; only a hand-made or damaged log holds such a time), its microseconds since
     /// 1970 as they are: a dump shows what the log holds and never stops on it.
-    static func time(_ micros: Int64, millis: Bool = false) -> String {
+    public static func time(_ micros: Int64, millis: Bool = false) -> String {
         guard micros == RFC3339.clampedMicros(micros) else { return "\(micros) µs since 1970" }
         return millis ? RFC3339.formatMillis(micros) : RFC3339.formatMicros(micros)
     }
@@ -195,9 +200,9 @@ enum EventJSON {
         if value.isFinite { writer.double(value) } else { writer.string(value.description) }
     }
 
-    static func line(_ header: RecordHeader, _ event: Event) -> String {
+    public static func line(_ header: RecordHeader, _ event: Event) -> String {
         let prefix =
-            "\(header.offset)  \(time(header.receivedAtMicros, millis: true))  \(LogCommand.typeName(header.type))"
+            "\(header.offset)  \(time(header.receivedAtMicros, millis: true))  \(typeName(header.type))"
         switch event {
         case .fixBatch(let batch):
             return prefix + "  device \(batch.deviceID)  batch \(batch.batchID)  \(batch.fixes.count) fixes"

@@ -1,4 +1,4 @@
-import Crypto
+import CLI
 import Events
 import HTTPClient
 import JSON
@@ -10,7 +10,7 @@ import Workload
     import Glibc
 #endif
 
-/// `findmy bench read --dir DIR`: the read API's latency over HTTP against a release server.
+/// `findmy-bench read --dir DIR`: the read API's latency over HTTP against a release server.
 ///
 /// Seeds a log directly (no HTTP): one user with `devices` devices, each with one recent fix, and
 /// device 1 with `historyDays` days of fixes at a 5-minute cadence (30 days: 8,640 fixes). Starts
@@ -23,8 +23,14 @@ import Workload
 /// without HTTP, authentication or JSON. Each HTTP figure is also printed as a ratio to it: what the
 /// server adds on top of what PostgreSQL must do anyway.
 enum ReadBench {
+    static let command = Command(
+        name: "read", summary: "the read API's latency over HTTP, against its bare SQL (p50, p99)"
+    ) {
+        try run($0)
+    }
+
     static let help = """
-        usage: findmy bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
+        usage: findmy-bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
 
         DIR/server is a scratch directory: it is emptied first (log and embedded PostgreSQL). Build with
         -c release to measure. The client runs on the same machine and takes CPU from the server.
@@ -48,13 +54,11 @@ enum ReadBench {
             throw UsageError("--devices and --history-days must be at least 1, --requests at least 10")
         }
         try PosixFileIO().makeDirectory(root)
-        // As root the embedded cluster runs as an unprivileged user, who must pass through DIR.
-        var info = stat()
-        if getuid() == 0, stat(root, &info) == 0 { chmod(root, (info.st_mode & 0o7777) | S_IXOTH) }
+        allowTraversal(root)
         let serverDirectory = root + "/server"
         try removeRecursively(serverDirectory)
 
-        let user = try UserCommand.offline(serverDirectory, name: "bench", admin: false)
+        let user = try addUser(serverDirectory, name: "bench")
         let seeded = try seed(
             serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
         let historyFixes = seeded.historyFixes
@@ -138,7 +142,7 @@ enum ReadBench {
         writer.key("history_fixes")
         writer.int64(Int64(historyFixes))
         writer.key("server_start_and_projection_seconds")
-        writer.double(BenchCommand.rounded(projectedSeconds))
+        writer.double(IngestBench.rounded(projectedSeconds))
         for (name, result, bare, targetMillis) in [
             ("devices_list", list, bareVersions, 5.0), ("devices_list_changing", changing, bareVersions, 5.0),
             ("devices_list_uncached", uncached, bareList, 5.0), ("history_page", history, bareHistory, 25.0),
@@ -150,20 +154,20 @@ enum ReadBench {
             writer.key("response_bytes")
             writer.int64(Int64(result.responseBytes))
             writer.key("first_ms")
-            writer.double(BenchCommand.rounded(Double(result.firstMicros) / 1000))
+            writer.double(IngestBench.rounded(Double(result.firstMicros) / 1000))
             writer.key("p50_ms")
-            writer.double(BenchCommand.rounded(Double(result.percentile(50)) / 1000))
+            writer.double(IngestBench.rounded(Double(result.percentile(50)) / 1000))
             writer.key("p99_ms")
-            writer.double(BenchCommand.rounded(Double(result.percentile(99)) / 1000))
+            writer.double(IngestBench.rounded(Double(result.percentile(99)) / 1000))
             writer.key("p99_target_ms")
             writer.double(targetMillis)
             writer.key("bare_sql_p50_ms")
-            writer.double(BenchCommand.rounded(Double(bare.percentile(50)) / 1000))
+            writer.double(IngestBench.rounded(Double(bare.percentile(50)) / 1000))
             writer.key("bare_sql_p99_ms")
-            writer.double(BenchCommand.rounded(Double(bare.percentile(99)) / 1000))
+            writer.double(IngestBench.rounded(Double(bare.percentile(99)) / 1000))
             writer.key("p50_over_bare_sql")
             writer.double(
-                BenchCommand.rounded(Double(result.percentile(50)) / Double(max(1, bare.percentile(50)))))
+                IngestBench.rounded(Double(result.percentile(50)) / Double(max(1, bare.percentile(50)))))
             writer.endObject()
         }
         writer.key("changed_devices_per_list")
