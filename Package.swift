@@ -112,7 +112,8 @@ let package = Package(
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
-        .testTarget(name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto"], swiftSettings: strict),
+        .testTarget(
+            name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto", "Events"], swiftSettings: strict),
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
