@@ -103,6 +103,9 @@ let package = Package(
 
         .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
+        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
+        .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
+        .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(
@@ -110,7 +113,8 @@ let package = Package(
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
-        .testTarget(name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto"], swiftSettings: strict),
+        .testTarget(
+            name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto", "Events"], swiftSettings: strict),
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(

@@ -128,7 +128,9 @@ public struct TrackGenerator: Sendable {
             accuracyMeters: accuracy,
             altitudeMeters: Self.rounded(altitude, 10),
             speedMetersPerSecond: hasMotion ? Self.rounded(max(0, speed), 100) : nil,
-            headingDegrees: hasMotion ? Self.rounded(headingDegrees, 10) : nil,
+            // Rounding 359.96 gives 360, which ingest refuses (heading_deg is within [0, 360)).
+            headingDegrees: hasMotion
+                ? Self.rounded(headingDegrees, 10).truncatingRemainder(dividingBy: 360) : nil,
             batteryPercent: UInt8(max(0, min(100, battery))),
             isCharging: charging,
             source: mode == .still ? "visit" : "significant",

@@ -13,6 +13,9 @@ import Testing
     final class Shared: Sendable {
         let acknowledged = Mutex<Set<Double>>([])
         let stop = Atomic<Bool>(false)
+        /// Set by the reporter once it has stopped: no request of its own is in flight.
+        let finished = Atomic<Bool>(false)
+        var acknowledgedCount: Int { acknowledged.withLock { $0.count } }
     }
 
     static let day: Int64 = 86_400_000_000
@@ -57,13 +60,16 @@ import Testing
     @Test func backupWhileReportingThenRestoreAndServeTheSameHistory() throws {
         let data = ScratchDirectory("findmy-backup")
         let copies = ScratchDirectory("findmy-backup-copies")
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on", "--segment-bytes-max", "4096"])
+        let server = try ServerProcess(
+            data: data.path, extraArguments: ["--projector", "on", "--segment-bytes-max", "4096"])
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
         let user = try addUser("alice", data: data.path)
         var tokens: [String] = []
         for name in ["phone", "laptop"] {
-            tokens.append(try enrol(connection, userToken: user, uuid: UUID().uuidString, name: name).string("device_token")!)
+            tokens.append(
+                try enrol(connection, userToken: user, uuid: UUID().uuidString, name: name).string(
+                    "device_token")!)
         }
         // Clients report while the backup is taken.
         let shared = Shared()
@@ -85,14 +91,18 @@ import Testing
                     body: reportBody(batchID: UUID().uuidString, fixes: fixes))
                 if answer?.status == 200 { shared.acknowledged.withLock { $0.formUnion(sent) } }
             }
+            shared.finished.store(true, ordering: .releasing)
         }
         reporter.start()
-        usleep(1_000_000)
+        defer { shared.stop.store(true, ordering: .relaxed) }
+        // Fixes are acknowledged before the backup starts, while it runs and after it ends.
+        #expect(waitUntil { shared.acknowledgedCount >= 20 })
         let before = shared.acknowledged.withLock { $0 }
         let during = try backup(data.path, to: copies.path + "/during")
-        usleep(500_000)
+        let afterBackup = shared.acknowledgedCount
+        #expect(waitUntil { shared.acknowledgedCount >= afterBackup + 20 })
         shared.stop.store(true, ordering: .relaxed)
-        usleep(300_000)
+        #expect(waitUntil { shared.finished.load(ordering: .acquiring) })
         #expect(!before.isEmpty)
         #expect(try during["projection"]!.stringValue.contains("rebuilt"))
         let inBackup = try latitudes(copies.path + "/during/log")
@@ -100,16 +110,22 @@ import Testing
 
         // A backup of the quiet server, restored into a new directory and served.
         let quiet = try backup(data.path, to: copies.path + "/quiet")
-        #expect(try latitudes(copies.path + "/quiet/log") == shared.acknowledged.withLock { $0 }.union(inBackup))
+        #expect(
+            try latitudes(copies.path + "/quiet/log") == shared.acknowledged.withLock { $0 }.union(inBackup))
         let restoredData = copies.path + "/restored"
-        let restore = try FindmyProcess.run(["restore", "--from", copies.path + "/quiet", "--data-dir", restoredData, "--json"])
+        let restore = try FindmyProcess.run([
+            "restore", "--from", copies.path + "/quiet", "--data-dir", restoredData, "--json",
+        ])
         #expect(restore.status == 0, "\(restore.error)")
         let restored = try JSONParser.parse(restore.output)
         let restoredEnd = try restored["end_offset"]!.int64Value
         let backupEnd = try quiet["durable_end"]!.int64Value
         #expect(restored["verified"] == .bool(true) && restoredEnd == backupEnd)
-        let again = try FindmyProcess.run(["restore", "--from", copies.path + "/quiet", "--data-dir", restoredData])
-        #expect(again.status != 0 && again.error.contains("--force"), "a non-empty directory is not overwritten")
+        let again = try FindmyProcess.run([
+            "restore", "--from", copies.path + "/quiet", "--data-dir", restoredData,
+        ])
+        #expect(
+            again.status != 0 && again.error.contains("--force"), "a non-empty directory is not overwritten")
 
         try waitForProjector(data.path)
         let original = try readView(connection, token: user)
@@ -117,7 +133,9 @@ import Testing
         defer { second.stop() }
         try waitForProjector(restoredData)
         let copy = try readView(HTTPConnection(address: second.address), token: user)
-        #expect(original.count == 2 && copy == original, "the restored server answers the same devices and history")
+        #expect(
+            original.count == 2 && copy == original,
+            "the restored server answers the same devices and history")
     }
 
     @Test func aBackupAfterACompactionHoldsNoExpiredFix() throws {
@@ -139,22 +157,28 @@ import Testing
                 if old { expired.insert(latitude) } else { live.insert(latitude) }
             }
             let answer = try post(
-                connection, "/api/find-my/report", token: token, body: reportBody(batchID: UUID().uuidString, fixes: fixes))
+                connection, "/api/find-my/report", token: token,
+                body: reportBody(batchID: UUID().uuidString, fixes: fixes))
             #expect(answer.status == 200 && answer.int("accepted") == 6, "\(answer.body)")
         }
         let window = try FindmyProcess.run([
-            "retention", "set", "--device", String(enrolled.int("device_id")!), "--days", "1", "--data-dir", data.path,
+            "retention", "set", "--device", String(enrolled.int("device_id")!), "--days", "1", "--data-dir",
+            data.path,
         ])
         #expect(window.status == 0, "\(window.error)")
         let older = ScratchDirectory("findmy-backup-older")
         _ = try backup(data.path, to: older.path + "/b")
-        #expect(try latitudes(older.path + "/b/log") == live.union(expired), "a backup from before holds everything")
+        #expect(
+            try latitudes(older.path + "/b/log") == live.union(expired),
+            "a backup from before holds everything")
 
         let compact = try FindmyProcess.run(["compact", "--data-dir", data.path])
         #expect(compact.status == 0, "\(compact.error)")
         let after = ScratchDirectory("findmy-backup-after")
         _ = try backup(data.path, to: after.path + "/b")
-        #expect(try latitudes(after.path + "/b/log") == live, "a backup after the compaction holds only live fixes")
+        #expect(
+            try latitudes(after.path + "/b/log") == live,
+            "a backup after the compaction holds only live fixes")
         // The older backup still holds what it held: retention cannot reach it.
         #expect(try latitudes(older.path + "/b/log") == live.union(expired))
     }

@@ -137,6 +137,7 @@ import Testing
                 }
             }
             try setWindow(connection, device: devices["short"]!, days: 1, token: user)
+            // A random moment to kill at, from the seed: choosing when, not waiting for anything.
             let delayMicros = UInt32(200_000 + random.next() % 2_800_000)
             let killed = DispatchSemaphore(value: 0)
             Thread { [server] in
@@ -156,14 +157,17 @@ import Testing
             let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
             for latitude in acknowledged.confirmed {
                 let device = acknowledged.device[latitude]!
-                let expired = device == devices["short"]! && acknowledged.recordedAt[latitude]! < now - Self.day
+                let expired =
+                    device == devices["short"]! && acknowledged.recordedAt[latitude]! < now - Self.day
                 if !expired {
-                    #expect(inLog.contains(latitude), "seed \(seed): round \(round): live fix \(latitude) lost")
+                    #expect(
+                        inLog.contains(latitude), "seed \(seed): round \(round): live fix \(latitude) lost")
                 } else if !inLog.contains(latitude) {
                     removedEver.insert(latitude)
                 }
             }
-            #expect(removedEver.isDisjoint(with: inLog), "seed \(seed): round \(round): removed fixes came back")
+            #expect(
+                removedEver.isDisjoint(with: inLog), "seed \(seed): round \(round): removed fixes came back")
         }
         #expect(!removedEver.isEmpty, "seed \(seed): the scheduled compactions removed nothing")
 
@@ -177,6 +181,7 @@ import Testing
         let compactArguments = ["compact", "--data-dir", data.path, "--as-of", RFC3339.formatMicros(asOf)]
         for _ in 0..<4 {
             let compact = try FindmyProcess(compactArguments)
+            // A random moment to kill at, from the seed: choosing when, not waiting for anything.
             usleep(UInt32(50_000 + random.next() % 1_500_000))
             compact.kill()
             compact.wait()
@@ -208,19 +213,28 @@ import Testing
                 }.joined(separator: "; ")
         }
         let finalLog = try logLatitudes(data.path)
-        #expect(expected.subtracting(finalLog).isEmpty, "seed \(seed): live fixes lost: \(describe(expected.subtracting(finalLog)))")
-        #expect(finalLog.subtracting(allowed).isEmpty, "seed \(seed): expired fixes kept: \(describe(finalLog.subtracting(allowed)))")
+        #expect(
+            expected.subtracting(finalLog).isEmpty,
+            "seed \(seed): live fixes lost: \(describe(expected.subtracting(finalLog)))")
+        #expect(
+            finalLog.subtracting(allowed).isEmpty,
+            "seed \(seed): expired fixes kept: \(describe(finalLog.subtracting(allowed)))")
         try verifyLog(data.path, seed: seed)
         let pg = try PostgresConnection(cluster.conninfo)
         defer { pg.close() }
         let rows = try pg.execute("SELECT latitude FROM findmy.device_locations")
         var inTable = Set<Double>()
         for row in 0..<rows.rowCount { inTable.insert(Double(rows.string(row, 0)!)!) }
-        #expect(expected.subtracting(inTable).isEmpty, "seed \(seed): rows lost: \(describe(expected.subtracting(inTable)))")
-        #expect(inTable.subtracting(allowed).isEmpty, "seed \(seed): expired rows kept: \(describe(inTable.subtracting(allowed)))")
+        #expect(
+            expected.subtracting(inTable).isEmpty,
+            "seed \(seed): rows lost: \(describe(expected.subtracting(inTable)))")
+        #expect(
+            inTable.subtracting(allowed).isEmpty,
+            "seed \(seed): expired rows kept: \(describe(inTable.subtracting(allowed)))")
         let latest = try pg.execute("SELECT latitude FROM findmy.device_latest")
         for row in 0..<latest.rowCount {
-            #expect(allowed.contains(Double(latest.string(row, 0)!)!), "seed \(seed): an expired latest position")
+            #expect(
+                allowed.contains(Double(latest.string(row, 0)!)!), "seed \(seed): an expired latest position")
         }
     }
 }

@@ -49,12 +49,15 @@ import Testing
         }
         let kills = 6
         for _ in 0..<kills {
+            // A random moment to kill at, from the seed: choosing when, not waiting for anything.
             usleep(UInt32(150_000 + random.next() % 500_000))
             server.kill9()
             server = try ServerProcess(data: data.path)
             shared.address.withLock { $0 = server.address }
         }
-        usleep(300_000)
+        // The last server acknowledges batches too before the clients stop.
+        let acknowledgedBeforeLastServer = shared.acks.withLock { $0.count }
+        #expect(waitUntil { shared.acks.withLock { $0.count } > acknowledgedBeforeLastServer })
         shared.stop.store(true, ordering: .relaxed)
         done.wait()
         #expect(server.stop() == 0)
@@ -108,7 +111,7 @@ private func runClient(_ shared: IngestCrashTests.Shared, token: String, seed: U
                 let accepted = answer.int("accepted")
             else {
                 if answer.status == 409 {
-                    usleep(50_000)
+                    usleep(50_000)  // a retry's pause, as a phone's: not a synchronisation
                     continue
                 }  // the same batch in flight
                 shared.errors.withLock { $0.append("status \(answer.status): \(answer.body)") }
@@ -127,7 +130,7 @@ private func runClient(_ shared: IngestCrashTests.Shared, token: String, seed: U
             pending = nil
         } catch {
             connection = nil
-            usleep(20_000)
+            usleep(20_000)  // a reconnect's pause while the server restarts, as a phone's
         }
     }
 }

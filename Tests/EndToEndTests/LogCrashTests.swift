@@ -25,6 +25,7 @@ import Testing
                     "load", "--data-dir", data.path, "--seconds", "60", "--appenders", "8", "--fixes", "5",
                     "--seed", String(seed &+ UInt64(iteration)),
                 ], executable: benchExecutable())
+            // A random moment to kill at, from the seed: choosing when, not waiting for anything.
             usleep(UInt32(100_000 + random.next() % 600_000))
             child.kill(SIGKILL)
             #expect(child.wait() != nil)

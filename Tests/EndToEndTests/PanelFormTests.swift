@@ -144,12 +144,10 @@ import Testing
             form: "scope=all&from=&to=")
         #expect(erased.header("Location") == settingsPath + "?done=erased")
         // The erase's offset is not in a redirect: wait for the projection to apply it.
-        let deadline = Date().addingTimeInterval(20)
-        repeat {
+        _ = try waitUntil {
             history = try get(connection, "/api/find-my/devices/\(phoneID)/locations", token: alice)
-            if (try? history.body["locations"]?.arrayValue)?.count == 0 { break }
-            usleep(50_000)
-        } while Date() < deadline
+            return (try? history.body["locations"]?.arrayValue)?.count == 0
+        }
         #expect(history.status == 200 && (try? history.body["locations"]?.arrayValue)?.count == 0)
 
         // The account page: a wrong current password, a mismatch, then the change. The other

@@ -122,3 +122,15 @@ final class ScratchDirectory: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 }
+
+/// Waits until `condition` holds, checking it every few milliseconds; false if it still does not
+/// after `timeoutSeconds`. The deadline only bounds a failing test, so it is generous: a passing
+/// test goes on as soon as the condition holds, whatever the machine's speed.
+func waitUntil(timeoutSeconds: Double = 120, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(timeoutSeconds * 1000))
+    while try !condition() {
+        if ContinuousClock.now > deadline { return false }
+        usleep(5_000)
+    }
+    return true
+}

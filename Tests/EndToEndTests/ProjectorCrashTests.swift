@@ -21,19 +21,17 @@ import Testing
             projector.kill(SIGTERM)
             projector.wait()
         }
-        let deadline = Date().addingTimeInterval(240)
-        while Date() < deadline {
-            if let connection = try? PostgresConnection(try conninfo()),
-                let checkpoint = try? connection.execute(
-                    "SELECT next_offset FROM findmy.projector_checkpoints"
-                ).int64(0, 0),
-                checkpoint == end
-            {
-                connection.close()
-                return
-            }
-            usleep(200_000)
+        let reached = waitUntil(timeoutSeconds: 240) {
+            guard let connection = try? PostgresConnection(try conninfo()) else { return false }
+            defer { connection.close() }
+            // No row yet (before the projector's first commit) means not yet; row 0 of none would trap.
+            guard
+                let result = try? connection.execute("SELECT next_offset FROM findmy.projector_checkpoints"),
+                result.rowCount > 0
+            else { return false }
+            return (try? result.int64(0, 0)) == end
         }
+        if reached { return }
         throw TestFailure("the projector did not reach offset \(end): \(projector.standardError)")
     }
 
@@ -88,6 +86,7 @@ import Testing
                     "--seed", String(seed &+ UInt64(round)),
                 ], executable: benchExecutable())
             let projector = try FindmyProcess(["project", "--data-dir", data.path])
+            // A random moment to kill at, from the seed: choosing when, not waiting for anything.
             usleep(UInt32(1_500_000 + random.next() % 2_500_000))
             projector.kill(SIGKILL)
             projector.wait()
@@ -101,6 +100,7 @@ import Testing
         // Kill rebuilds at random moments: the live generation is untouched, and the next rebuild completes.
         for _ in 0..<3 {
             let replay = try FindmyProcess(["replay", "--data-dir", data.path])
+            // A random moment to kill at, from the seed: choosing when, not waiting for anything.
             usleep(UInt32(500_000 + random.next() % 3_000_000))
             replay.kill(SIGKILL)
             replay.wait()

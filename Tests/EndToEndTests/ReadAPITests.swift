@@ -370,7 +370,9 @@ struct ReadServer {
         #expect(latitude(try list(offset)[phoneID]) == 2)
         // An older fix does not displace it, but last_seen_at moves.
         let seenBefore = try list(offset)[phoneID]?["last_seen_at"]
-        usleep(2_000)
+        // The next report's received_at must fall in a later millisecond than the last one's.
+        let seenMicros = try RFC3339.parseMicros(try #require(try? seenBefore?.stringValue))
+        #expect(waitUntil { Int64(Date().timeIntervalSince1970 * 1_000_000) > seenMicros + 1_000 })
         offset = try report(3, secondsAgo: 900)
         var devices = try list(offset)
         #expect(latitude(devices[phoneID]) == 2 && devices[phoneID]?["last_seen_at"] != seenBefore)

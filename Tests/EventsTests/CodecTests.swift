@@ -70,7 +70,11 @@ import Workload
             var payload = encoded.payload
             let cut = Int.random(in: 0..<payload.count, using: &fuzzer.random)
             payload.removeLast(payload.count - cut)
-            _ = try? EventCodec.decode(header: encoded.header, stored: payload)
+            // A payload cut short is an error, never a shorter event read as if whole.
+            #expect(throws: (any Error).self) {
+                try EventCodec.decode(header: encoded.header, stored: payload)
+            }
+            // A changed byte may still spell a valid event; it must not trap either way.
             var flipped = encoded.payload
             flipped[cut] ^= 0xFF
             _ = try? EventCodec.decode(header: encoded.header, stored: flipped)

@@ -8,8 +8,11 @@ final class TestServer: Sendable {
     let server: HTTPServer
     let echoCalls = Mutex(0)
     let handlersRunning = Mutex((now: 0, max: 0))
+    /// Set when `/together` handlers waited out their deadline without meeting.
+    let gaveUp = Mutex(false)
     let observations = Mutex<[HTTPServer.Observation]>([])
-    let slowStarted = Mutex(false)
+    /// Holds every `/blocked` handler until the test opens it.
+    let blockedRelease = Latch()
     /// Replies of `/deferred/held` requests, kept until the test answers them.
     let heldReplies = Mutex<[HTTPReply]>([])
 
@@ -65,16 +68,25 @@ private final class RoutesBox: Sendable {
         router.add("GET", "/whoami") { request in
             .text("\(request.connectionID) \(request.remoteAddress)")
         }
-        router.add("GET", "/sleep") { [self] request in
-            owner?.handlersRunning.withLock {
+        // Holds its thread until `n` handlers run at once (or, if they never do, until a generous
+        // deadline, after which every handler gives up at once): the peak is then seen whatever
+        // the machine's speed, not sampled during a fixed sleep.
+        router.add("GET", "/together") { [self] request in
+            guard let owner else { return .text("no server") }
+            let wanted = request.query("n").flatMap { Int($0) } ?? 1
+            owner.handlersRunning.withLock {
                 $0.now += 1
                 $0.max = max($0.max, $0.now)
             }
-            usleep(UInt32(request.query("ms").flatMap { Int($0) } ?? 10) * 1000)
-            owner?.handlersRunning.withLock { $0.now -= 1 }
-            return .text("slept")
+            defer { owner.handlersRunning.withLock { $0.now -= 1 } }
+            let met = waitUntil {
+                owner.handlersRunning.withLock { $0.max >= wanted } || owner.gaveUp.withLock { $0 }
+            }
+            if !met { owner.gaveUp.withLock { $0 = true } }
+            return .text("together")
         }
-        // Answered from another thread after `ms` milliseconds, as the log's group commit does.
+        // Answered from another thread after `ms` milliseconds, as the log's group commit does: a
+        // latency to simulate, not a synchronisation.
         router.addDeferred("POST", "/deferred/later") { request, reply in
             let milliseconds = request.query("ms").flatMap { Int($0) } ?? 10
             let body = request.body
@@ -90,10 +102,16 @@ private final class RoutesBox: Sendable {
         router.addDeferred("GET", "/deferred/held") { [self] _, reply in
             owner?.heldReplies.withLock { $0.append(reply) }
         }
-        router.add("GET", "/slow") { [self] _ in
-            owner?.slowStarted.withLock { $0 = true }
-            usleep(500_000)
-            return .text("finished")
+        // Blocks until the test opens `blockedRelease`: the test decides when it ends.
+        router.add("GET", "/blocked") { [self] _ in
+            guard let owner else { return .text("no server") }
+            owner.handlersRunning.withLock {
+                $0.now += 1
+                $0.max = max($0.max, $0.now)
+            }
+            owner.blockedRelease.wait()
+            owner.handlersRunning.withLock { $0.now -= 1 }
+            return .text("released")
         }
         return router
     }
@@ -117,13 +135,48 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     group.wait()
 }
 
-func waitUntil(timeoutSeconds: Double = 5, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeoutSeconds)
+/// Waits until `condition` holds, checking it every few milliseconds; false if it still does not
+/// after `timeoutSeconds`. The deadline is generous on purpose: it only bounds a failing test, and a
+/// passing one returns as soon as the condition holds, whatever the machine's speed.
+func waitUntil(timeoutSeconds: Double = 30, _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(timeoutSeconds * 1000))
     while !condition() {
-        if Date() > deadline { return false }
-        usleep(5_000)
+        if ContinuousClock.now > deadline { return false }
+        usleep(2_000)
     }
     return true
+}
+
+/// A gate that blocked threads pass once the test opens it, and for good.
+final class Latch: Sendable {
+    private let condition = NSCondition()
+    private let isOpen = Mutex(false)
+
+    func wait() {
+        condition.lock()
+        defer { condition.unlock() }
+        while !isOpen.withLock({ $0 }) { condition.wait() }
+    }
+
+    func open() {
+        condition.lock()
+        defer { condition.unlock() }
+        isOpen.withLock { $0 = true }
+        condition.broadcast()
+    }
+}
+
+/// `body` run on a new thread; `isFinished` turns true once it has returned.
+final class Background: Sendable {
+    private let finished = Mutex(false)
+    var isFinished: Bool { finished.withLock { $0 } }
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        Thread { [self] in
+            body()
+            finished.withLock { $0 = true }
+        }.start()
+    }
 }
 
 /// A TCP client on a bare socket, for what `HTTPConnection` would never send (conflicting framing

@@ -61,3 +61,14 @@ func expectPostgresError(
     }
     return nil
 }
+
+/// Waits until `condition` holds, checking it every few milliseconds; false if it still does not
+/// after `timeoutSeconds`. The deadline only bounds a failing test: it is generous on purpose.
+func waitUntil(timeoutSeconds: Double = 60, _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(timeoutSeconds * 1000))
+    while !condition() {
+        if ContinuousClock.now > deadline { return false }
+        usleep(2_000)
+    }
+    return true
+}
