@@ -63,7 +63,7 @@ let package = Package(
 
         // The read API (and later the web panel): devices, latest fixes, history, arrivals.
         .target(
-            name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.

@@ -1,9 +1,9 @@
-import Dispatch
 import Events
 import HTTP
 import Ingest
 import JSON
 import Postgres
+import Threads
 
 #if canImport(Glibc)
     import Glibc
@@ -171,7 +171,7 @@ public final class ReadService: Sendable {
         let rows = try decoding { () throws(PostgresError) in try rowsInScope(result, scope) }
         let halves = rows.count >= Self.parallelCardsMin ? 2 : 1
         let parts = (0..<halves).map { _ in CardsPart() }
-        DispatchQueue.concurrentPerform(iterations: halves) { half in
+        concurrentPerform(iterations: halves) { half in
             let part = parts[half]
             let slice = rows[(rows.count * half / halves)..<(rows.count * (half + 1) / halves)]
             part.cards.reserveCapacity(slice.count)
