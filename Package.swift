@@ -49,20 +49,21 @@ let package = Package(
 
         // Enrolment, push tokens, pause and the report endpoint: validation, the in-memory registry
         // rebuilt from the log, and the HTTP handlers. See docs/api.md.
-        .target(name: "Ingest", dependencies: ["Events", "HTTP", "JSON", "Crypto"], swiftSettings: strict),
+        .target(name: "Ingest", dependencies: ["Events", "HTTP", "JSON", "Crypto", "Threads"], swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
-        // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster.
+        // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
+        // timestamps count days with JSON's CivilCalendar, the one calendar; bytea's hex is Crypto's Hex.
         // The one module that calls libpq.
-        .target(name: "Postgres", dependencies: ["CPQ", "Threads"], swiftSettings: strict),
+        .target(name: "Postgres", dependencies: ["CPQ", "Threads", "JSON", "Crypto"], swiftSettings: strict),
 
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
-        .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
+        .target(name: "Projector", dependencies: ["Events", "Postgres", "JSON"], swiftSettings: strict),
 
         // The read API (and later the web panel): devices, latest fixes, history, arrivals.
         .target(
-            name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.

@@ -305,37 +305,12 @@ public struct DatabaseCompaction {
     /// The end of the month a partition named `device_locations_yYYYYmMM` covers, or nil for
     /// another name (the default partition).
     static func partitionEndMicros(_ name: String) -> Int64? {
-        let prefix = "device_locations_y"
-        guard name.hasPrefix(prefix) else { return nil }
-        let rest = name.dropFirst(prefix.count).split(separator: "m")
-        guard rest.count == 2, let year = Int(rest[0]), let month = Int(rest[1]), (1...12).contains(month)
-        else {
-            return nil
-        }
-        let (nextYear, nextMonth) = month == 12 ? (year + 1, 1) : (year, month + 1)
-        return Int64(daysFromCivil(year: nextYear, month: nextMonth, day: 1)) * RetentionPolicy.microsPerDay
+        Month(partitionName: name).map { Month(index: $0.index + 1).startMicros }
     }
 
     /// The start of the month a partition named `device_locations_yYYYYmMM` covers, or nil.
     static func partitionStartMicros(_ name: String) -> Int64? {
-        let prefix = "device_locations_y"
-        guard name.hasPrefix(prefix) else { return nil }
-        let rest = name.dropFirst(prefix.count).split(separator: "m")
-        guard rest.count == 2, let year = Int(rest[0]), let month = Int(rest[1]), (1...12).contains(month)
-        else {
-            return nil
-        }
-        return Int64(daysFromCivil(year: year, month: month, day: 1)) * RetentionPolicy.microsPerDay
-    }
-
-    /// Days since 1970-01-01 (Howard Hinnant's algorithm, proleptic Gregorian).
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
+        Month(partitionName: name)?.startMicros
     }
 
     /// Devices whose `device_latest` row is no longer in the history get it recomputed, under a lock

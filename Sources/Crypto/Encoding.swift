@@ -1,86 +1,72 @@
+import CSodium
+
 /// Base64 with the URL- and filename-safe alphabet (RFC 4648 §5), without padding: tokens travel
-/// in URLs and headers, where '+', '/' and '=' need escaping.
+/// in URLs and headers, where '+', '/' and '=' need escaping. Through libsodium's
+/// `sodium_bin2base64` and `sodium_base642bin` (`sodium_base64_VARIANT_URLSAFE_NO_PADDING`), whose
+/// table lookups take the same time for every character.
 public enum Base64URL {
-    private static let alphabet = Array(
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let variant = sodium_base64_VARIANT_URLSAFE_NO_PADDING
 
     public static func encode(_ bytes: [UInt8]) -> String {
-        var output: [UInt8] = []
-        output.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var index = 0
-        while index < bytes.count {
-            let chunk = min(3, bytes.count - index)
-            var group = UInt32(bytes[index]) << 16
-            if chunk > 1 { group |= UInt32(bytes[index + 1]) << 8 }
-            if chunk > 2 { group |= UInt32(bytes[index + 2]) }
-            for position in 0...chunk {
-                output.append(alphabet[Int(group >> UInt32(18 - 6 * position) & 0x3F)])
-            }
-            index += 3
+        if bytes.isEmpty { return "" }
+        // The length libsodium wants includes the terminating NUL.
+        let capacity = sodium_base64_encoded_len(bytes.count, variant)
+        var output = [CChar](repeating: 0, count: capacity)
+        bytes.withUnsafeBufferPointer { input in
+            _ = sodium_bin2base64(&output, capacity, input.baseAddress, input.count, variant)
         }
-        return String(decoding: output, as: UTF8.self)
+        return String(decoding: output.prefix(capacity - 1).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Nil for characters outside the alphabet, padding, or a length no encoding produces.
+    /// Nil for characters outside the alphabet, padding, or a length no encoding produces; and for a
+    /// non-canonical encoding, whose last character has unused low bits set.
     public static func decode(_ text: String) -> [UInt8]? {
-        var sextets: [UInt8] = []
-        for byte in text.utf8 {
-            guard let value = alphabet.firstIndex(of: byte) else { return nil }
-            sextets.append(UInt8(value))
-        }
-        guard sextets.count % 4 != 1 else { return nil }
-        var output: [UInt8] = []
-        var index = 0
-        while index < sextets.count {
-            let chunk = min(4, sextets.count - index)
-            var group: UInt32 = 0
-            for position in 0..<4 {
-                group = group << 6 | (position < chunk ? UInt32(sextets[index + position]) : 0)
+        let input = Array(text.utf8)
+        if input.isEmpty { return [] }
+        var output = [UInt8](repeating: 0, count: input.count / 4 * 3 + 3)
+        var count = 0
+        let result = input.withUnsafeBufferPointer { input in
+            input.withMemoryRebound(to: CChar.self) { characters in
+                sodium_base642bin(
+                    &output, output.count, characters.baseAddress, characters.count, nil, &count, nil, variant
+                )
             }
-            for position in 0..<(chunk - 1) {
-                output.append(UInt8(truncatingIfNeeded: group >> UInt32(16 - 8 * position)))
-            }
-            index += 4
         }
-        // Reject non-canonical encodings: unused low bits of the last character must be zero.
-        guard encode(output) == text else { return nil }
-        return output
+        guard result == 0 else { return nil }
+        let bytes = Array(output.prefix(count))
+        // libsodium reads a byte above 0x7F as a sign-extended char and maps some of them into the
+        // alphabet; the canonical form of what was decoded is ASCII, so a round trip refuses them.
+        guard encode(bytes) == text else { return nil }
+        return bytes
     }
 }
 
-/// Lowercase hexadecimal, as digests are shown in logs and CLI output.
+/// Lowercase hexadecimal, as digests are shown in logs and CLI output. Through libsodium's
+/// `sodium_bin2hex` and `sodium_hex2bin`, which take the same time for every digit.
 public enum Hex {
     public static func encode(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            output.append(digits[Int(byte >> 4)])
-            output.append(digits[Int(byte & 0xF)])
+        if bytes.isEmpty { return "" }
+        let capacity = bytes.count * 2 + 1
+        var output = [CChar](repeating: 0, count: capacity)
+        bytes.withUnsafeBufferPointer { input in
+            _ = sodium_bin2hex(&output, capacity, input.baseAddress, input.count)
         }
-        return String(decoding: output, as: UTF8.self)
+        return String(decoding: output.prefix(capacity - 1).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Nil for odd lengths or non-hex characters; either case is accepted.
     public static func decode(_ text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count % 2 == 0 else { return nil }
-        func nibble(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-            default: return nil
+        let input = Array(text.utf8)
+        if input.isEmpty { return [] }
+        var output = [UInt8](repeating: 0, count: (input.count + 1) / 2)
+        var count = 0
+        let result = input.withUnsafeBufferPointer { input in
+            input.withMemoryRebound(to: CChar.self) { characters in
+                sodium_hex2bin(
+                    &output, output.count, characters.baseAddress, characters.count, nil, &count, nil)
             }
         }
-        var output: [UInt8] = []
-        output.reserveCapacity(utf8.count / 2)
-        var index = 0
-        while index < utf8.count {
-            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
-            output.append(high << 4 | low)
-            index += 2
-        }
-        return output
+        guard result == 0 else { return nil }
+        return Array(output.prefix(count))
     }
 }

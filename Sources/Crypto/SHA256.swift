@@ -32,3 +32,8 @@ public func constantTimeEqual(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
         }
     }
 }
+
+/// `constantTimeEqual` of two secrets' UTF-8 bytes (CSRF tokens, cookie values).
+public func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
+    constantTimeEqual(Array(lhs.utf8), Array(rhs.utf8))
+}

@@ -67,6 +67,32 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     }
 }
 
+/// The names of a fix's fields: members of a report and of the read API's fix objects, and columns
+/// of the projection's fix tables. The one list; decoders, writers and SQL take names from here.
+public enum FixField: String, CaseIterable, Sendable {
+    case latitude
+    case longitude
+    case accuracy = "accuracy_m"
+    case altitude = "altitude_m"
+    case speed = "speed_mps"
+    case heading = "heading_deg"
+    case battery = "battery_pct"
+    case charging = "is_charging"
+    case source
+    case recordedAt = "recorded_at"
+    /// Set by the server, never sent by a device.
+    case receivedAt = "received_at"
+    case clockSuspect = "clock_suspect"
+
+    /// The fields a device sends in a report (docs/api.md): every one but the server's own.
+    public static let reported: [FixField] = allCases.filter { $0 != .receivedAt && $0 != .clockSuspect }
+
+    /// `table.column` for each of `fields`, comma-separated, for a SELECT list.
+    public static func columns(_ fields: [FixField], of table: String) -> String {
+        fields.map { "\(table).\($0.rawValue)" }.joined(separator: ", ")
+    }
+}
+
 /// One position report. Doubles are kept bit for bit; range checks belong to ingest.
 public struct Fix: Equatable, Sendable {
     public var latitude: Double

@@ -49,6 +49,9 @@ public protocol FileIO: Sendable {
     /// Names in a directory, without `.` and `..`.
     func list(_ directory: String) throws -> [String]
     func makeDirectory(_ path: String) throws
+    /// `flock(LOCK_EX | LOCK_NB)`: true when this descriptor now holds the lock, false when another
+    /// open file holds it. Closing the descriptor releases it.
+    func lockExclusive(_ fd: Int32, path: String) throws -> Bool
 }
 
 extension FileIO {
@@ -80,6 +83,17 @@ extension FileIO {
         }
         buffer.removeLast(count - done)
         return buffer
+    }
+
+    /// The real `flock`, EINTR retried, for every file layer: a lock is on the open file, which a
+    /// fault-injecting layer shares with the real one.
+    public func lockExclusive(_ fd: Int32, path: String) throws -> Bool {
+        while true {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
+            let error = errno
+            if error == EWOULDBLOCK { return false }
+            if error != EINTR { throw IOError(operation: "flock", path: path, errno: error) }
+        }
     }
 
     /// fsync of a directory: makes the creation, rename or removal of its entries durable.

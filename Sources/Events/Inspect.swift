@@ -147,7 +147,9 @@ public struct LogInspector {
         let segments = SegmentDirectory(path: directory, io: io)
         let lock = try io.open(segments.lockPath, flags: O_CREAT | O_RDWR, mode: 0o600)
         defer { io.close(lock) }
-        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else { throw LogError.locked(directory: directory) }
+        guard try io.lockExclusive(lock, path: segments.lockPath) else {
+            throw LogError.locked(directory: directory)
+        }
         var report = RepairReport()
         let bases = try segments.bases()
         let scanner = SegmentScanner(io: io)

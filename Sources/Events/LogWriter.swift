@@ -95,8 +95,6 @@ public final class LogWriter: @unchecked Sendable {
     private var active: ActiveSegment?
     private var frameBuffer: [UInt8] = []
 
-    private let rewriteLock = ConditionLock(conditions: 0)
-
     /// Opens (creating if needed) the log in `directory`, recovering it as docs/log-format.md says.
     public init(directory: String, options: LogOptions = LogOptions()) throws {
         self.directory = directory
@@ -245,17 +243,10 @@ public final class LogWriter: @unchecked Sendable {
     }
 
     private func startCommitter() -> pthread_t {
-        var thread = pthread_t()
-        // Unretained: the writer joins these threads in `close`, which `deinit` calls.
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        let result = pthread_create(
-            &thread, nil,
-            { context in
-                Unmanaged<LogWriter>.fromOpaque(context!).takeUnretainedValue().runCommitter()
-                return nil
-            }, context)
-        precondition(result == 0, "pthread_create failed: \(result)")
-        return thread
+        // Unretained: the writer joins these threads in `close`, which `deinit` calls; a strong
+        // reference here would keep an unclosed writer, and its threads, alive for ever.
+        let writer = Unmanaged.passUnretained(self)
+        return spawnThread { writer.takeUnretainedValue().runCommitter() }
     }
 
     private func complete(_ tickets: [Ticket]) {
@@ -535,7 +526,14 @@ public final class LogWriter: @unchecked Sendable {
         } catch {
             throw LogError(error)
         }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        let locked: Bool
+        do {
+            locked = try io.lockExclusive(fd, path: segments.lockPath)
+        } catch {
+            io.close(fd)
+            throw LogError(error)
+        }
+        guard locked else {
             io.close(fd)
             throw LogError.locked(directory: segments.path)
         }

@@ -3,28 +3,79 @@ import HTTP
 /// A request ingest refuses as a whole: the HTTP status, a stable `code` for programs, and a
 /// message that tells the client what to change. Every code is listed in docs/api.md.
 public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Every code an API error body can carry, as it is spelled on the wire (`rawValue`). Handlers
+    /// and pages match on these cases, never on the text.
+    public enum Code: String, Sendable, CaseIterable {
+        case adminOnly = "admin_only"
+        case batchInProgress = "batch_in_progress"
+        case busy = "busy"
+        case compactionFailed = "compaction_failed"
+        case crossOriginRequest = "cross_origin_request"
+        case csrfFieldMissing = "csrf_field_missing"
+        case csrfTokenInvalid = "csrf_token_invalid"
+        case csrfTokenMissing = "csrf_token_missing"
+        case databaseUnavailable = "database_unavailable"
+        case deviceNotFound = "device_not_found"
+        case emptyBatch = "empty_batch"
+        case invalidAfterOffset = "invalid_after_offset"
+        case invalidBatchId = "invalid_batch_id"
+        case invalidCredentials = "invalid_credentials"
+        case invalidCursor = "invalid_cursor"
+        case invalidField = "invalid_field"
+        case invalidLimit = "invalid_limit"
+        case invalidRange = "invalid_range"
+        case invalidSession = "invalid_session"
+        case invalidToken = "invalid_token"
+        case invalidUntil = "invalid_until"
+        case logUnavailable = "log_unavailable"
+        case malformedJson = "malformed_json"
+        case missingField = "missing_field"
+        case missingToken = "missing_token"
+        case projectionBehind = "projection_behind"
+        case readsUnavailable = "reads_unavailable"
+        case reportingPaused = "reporting_paused"
+        case shareNotFound = "share_not_found"
+        case tooManyAttempts = "too_many_attempts"
+        case tooManyAttemptsFromAddress = "too_many_attempts_from_address"
+        case tooManyAuthFailures = "too_many_auth_failures"
+        case tooManyFixes = "too_many_fixes"
+        case unknownField = "unknown_field"
+        case unknownParameter = "unknown_parameter"
+        case unsupportedMediaType = "unsupported_media_type"
+        case userExists = "user_exists"
+        case userNotFound = "user_not_found"
+        case wrongType = "wrong_type"
+    }
+
     public var status: Int
-    public var code: String
+    public var code: Code
     public var message: String
 
-    public init(status: Int, code: String, message: String) {
+    public init(status: Int, code: Code, message: String) {
         self.status = status
         self.code = code
         self.message = message
     }
 
-    public var description: String { "\(status) \(code): \(message)" }
+    public var description: String { "\(status) \(code.rawValue): \(message)" }
 
     public var response: HTTPResponse { .error(status: status, code: code, message: message) }
 
     /// A device the caller may not see answers exactly like one that does not exist, body included,
     /// so that ids cannot be probed.
     public static let deviceNotFound = APIError(
-        status: 404, code: "device_not_found",
+        status: 404, code: .deviceNotFound,
         message:
             "no device with this id among the devices you can see; list yours with GET /api/find-my/devices")
 
-    static func badRequest(_ code: String, _ message: String) -> APIError {
+    static func badRequest(_ code: Code, _ message: String) -> APIError {
         APIError(status: 400, code: code, message: message)
+    }
+}
+
+extension HTTPResponse {
+    /// The JSON error body (`{"error": {"code", "message"}}`) with one of the API's typed codes.
+    public static func error(status: Int, code: APIError.Code, message: String) -> HTTPResponse {
+        .error(status: status, code: code.rawValue, message: message)
     }
 }

@@ -45,7 +45,7 @@ extension IngestService {
                 let text = try field { () throws(JSONAccessError) in try object.string("role") }
                 guard let role = Role(name: text) else {
                     throw .badRequest(
-                        "invalid_field", "role must be admin or member, got '\(text.prefix(32))'")
+                        .invalidField, "role must be admin or member, got '\(text.prefix(32))'")
                 }
                 let offset = try changeRole(name: request.pathParameters["name"] ?? "", role: role)
                 return .json("{\"offset\": \(offset)}")
@@ -56,7 +56,7 @@ extension IngestService {
     // MARK: login
 
     static let invalidCredentials = APIError(
-        status: 401, code: "invalid_credentials", message: "the name or the password is wrong")
+        status: 401, code: .invalidCredentials, message: "the name or the password is wrong")
 
     /// A login from another site's page is refused whatever it carries (login CSRF: it would log
     /// the browser into the attacker's account); so is a body that is neither JSON nor a form.
@@ -122,13 +122,13 @@ extension IngestService {
             }
             return .refused(
                 Self.throttled(
-                    "too_many_attempts_from_address",
+                    .tooManyAttemptsFromAddress,
                     "more than \(limits.loginAttemptsPerAddressPerMinuteMax) login attempts from your address within a minute; wait \(retryAfter) s",
                     retryAfterSeconds: retryAfter))
         }
         guard let slot = PasswordCheckSlot(self) else {
             var response = APIError(
-                status: 503, code: "busy", message: "too many logins at once; retry in a second"
+                status: 503, code: .busy, message: "too many logins at once; retry in a second"
             ).response
             response.headers.set("Retry-After", "1")
             return .refused(response)
@@ -147,7 +147,7 @@ extension IngestService {
             }
             return .refused(
                 Self.throttled(
-                    "too_many_attempts",
+                    .tooManyAttempts,
                     "more than \(limits.loginAttemptsPerMinuteMax) login attempts for this name within a minute; wait \(retryAfter) s",
                     retryAfterSeconds: retryAfter))
         }
@@ -190,7 +190,7 @@ extension IngestService {
             Self.redirect("/login?error=\(code)&next=\(percentEncoded(next))")
         }
         guard let expected = namedCookie(request, Self.loginCSRFCookieName),
-            constantTimeEquals(expected, form.csrf)
+            constantTimeEqual(expected, form.csrf)
         else { return back("expired_form") }
         let session: LoginSession
         do throws(APIError) {
@@ -200,7 +200,7 @@ extension IngestService {
             case .started(let started): session = started
             }
         } catch {
-            return back(error.code)
+            return back(error.code.rawValue)
         }
         var response = Self.redirect(next)
         response.headers.add(
@@ -244,22 +244,22 @@ extension IngestService {
             for item in parseForm(request.body) {
                 guard ["name", "password", "csrf", "next"].contains(item.name) else {
                     throw .badRequest(
-                        "unknown_field",
+                        .unknownField,
                         "login takes the fields name and password (and the panel's csrf and next), not '\(item.name.prefix(32))'"
                     )
                 }
                 guard values.updateValue(item.value, forKey: item.name) == nil else {
-                    throw .badRequest("unknown_field", "\(item.name) is given twice")
+                    throw .badRequest(.unknownField, "\(item.name) is given twice")
                 }
             }
             guard let name = values["name"], let password = values["password"] else {
-                throw .badRequest("missing_field", "login needs both name and password")
+                throw .badRequest(.missingField, "login needs both name and password")
             }
             // Another site's page can post a form; only the panel's login page has the csrf field
             // that matches its cookie.
             guard let csrf = values["csrf"] else {
                 throw APIError(
-                    status: 403, code: "csrf_field_missing",
+                    status: 403, code: .csrfFieldMissing,
                     message:
                         "a form login must carry the csrf field of the login page (GET /login), equal to its findmy_login_csrf cookie; programs log in with Content-Type: application/json"
                 )
@@ -269,7 +269,7 @@ extension IngestService {
         // text/plain in particular: another site's page can send it without asking (no preflight).
         guard type == "application/json" else {
             throw APIError(
-                status: 415, code: "unsupported_media_type",
+                status: 415, code: .unsupportedMediaType,
                 message:
                     "log in with Content-Type: application/json and {\"name\": ..., \"password\": ...}, or with the web panel's form; got '\(type.isEmpty ? "no Content-Type" : String(type.prefix(64)))'"
             )
@@ -288,7 +288,7 @@ extension IngestService {
             ?? false
         if isForm, let expected = sessionCSRFToken(request) {
             let sent = parseForm(request.body).first { $0.name == "csrf" }?.value ?? ""
-            guard constantTimeEquals(expected, sent) else {
+            guard constantTimeEqual(expected, sent) else {
                 var refused = HTTPResponse.text(
                     "This form has expired. Go back, reload the page and log out again.", status: 403)
                 refused.headers.set("Cache-Control", "no-store")
@@ -349,7 +349,7 @@ extension IngestService {
             password.utf8.count <= PasswordHash.passwordBytesMax
         else {
             throw .badRequest(
-                "invalid_field",
+                .invalidField,
                 "the password must be \(limits.passwordBytesMin) to \(PasswordHash.passwordBytesMax) bytes")
         }
         let hash = PasswordHash.hash(password)
@@ -379,14 +379,14 @@ extension IngestService {
         // A slot first: "busy" must not count against the name (see startSession).
         guard let slot = PasswordCheckSlot(self) else {
             throw APIError(
-                status: 503, code: "busy", message: "too many password checks at once; retry in a second")
+                status: 503, code: .busy, message: "too many password checks at once; retry in a second")
         }
         if case .refused(let retryAfter, _) = doorLimits.loginsPerName.admit(
             throttleKey(user.name), nowMicros: clockMicros())
         {
             slot.release()
             throw APIError(
-                status: 429, code: "too_many_attempts",
+                status: 429, code: .tooManyAttempts,
                 message: "too many password attempts within a minute; wait \(retryAfter) s")
         }
         let matches = PasswordHash.verify(current, against: user.passwordHash ?? PasswordHash.decoy)
@@ -404,7 +404,7 @@ extension IngestService {
     public func formCSRFMatches(_ request: HTTPRequest, sent: String?) -> Bool {
         if case .foreign = originVerdict(request) { return false }
         guard let expected = sessionCSRFToken(request), let sent else { return false }
-        return constantTimeEquals(expected, sent)
+        return constantTimeEqual(expected, sent)
     }
 
     public func changeRole(name: String, role: Role) throws(APIError) -> UInt64 {
@@ -421,7 +421,7 @@ extension IngestService {
 
     func existingUser(_ name: String) throws(APIError) -> Registry.User {
         guard let user = registry.read({ $0.registry.user(named: name) }) else {
-            throw APIError(status: 404, code: "user_not_found", message: "no user named '\(name.prefix(64))'")
+            throw APIError(status: 404, code: .userNotFound, message: "no user named '\(name.prefix(64))'")
         }
         return user
     }
@@ -464,7 +464,7 @@ extension IngestService {
             do {
                 until = try RFC3339.parseMicros(untilText)
             } catch {
-                throw .badRequest("invalid_until", "until must be an RFC 3339 time: \(error.description)")
+                throw .badRequest(.invalidUntil, "until must be an RFC 3339 time: \(error.description)")
             }
         }
         let (grantee, offset) = try shareDevice(deviceID, owner: owner, withUser: name, untilMicros: until)
@@ -490,11 +490,11 @@ extension IngestService {
         precondition(deviceOwner(deviceID) == owner, "the caller checks ownership first")
         let now = clockMicros()
         if let until, until <= now {
-            throw .badRequest("invalid_until", "until (\(RFC3339.formatMicros(until))) is not in the future")
+            throw .badRequest(.invalidUntil, "until (\(RFC3339.formatMicros(until))) is not in the future")
         }
         let grantee = try existingUser(name)
         guard grantee.id != owner else {
-            throw .badRequest("invalid_field", "you see your own devices already; share with another user")
+            throw .badRequest(.invalidField, "you see your own devices already; share with another user")
         }
         let offset = try mutations.withLock { _ throws(APIError) in
             try appendAndApply(
@@ -519,7 +519,7 @@ extension IngestService {
         let grantee = try existingUser(name)
         guard registry.read({ $0.registry.shares[deviceID]?[grantee.id] }) != nil else {
             throw APIError(
-                status: 404, code: "share_not_found",
+                status: 404, code: .shareNotFound,
                 message: "this device is not shared with '\(grantee.name)'")
         }
         let offset = try mutations.withLock { _ throws(APIError) in
@@ -587,27 +587,4 @@ extension Role {
         default: return nil
         }
     }
-}
-
-/// Compares two secrets in time independent of where they first differ (libcrypto's
-/// `CRYPTO_memcmp`, which no optimiser turns into an early exit). Lengths are not secret.
-func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    constantTimeEqual(Array(a.utf8), Array(b.utf8))
-}
-
-/// `text` with everything but unreserved characters (RFC 3986) percent-encoded, for a query value.
-public func percentEncoded(_ text: String) -> String {
-    var out = ""
-    for byte in text.utf8 {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-            UInt8(ascii: "~"):
-            out.unicodeScalars.append(Unicode.Scalar(byte))
-        default:
-            let hex = Array("0123456789ABCDEF".utf8)
-            out += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 15)]], as: UTF8.self)
-        }
-    }
-    return out
 }

@@ -64,7 +64,7 @@ extension IngestService {
             return try body()
         } catch {
             var response = error.response
-            if error.status == 409 && error.code == "batch_in_progress" {
+            if error.status == 409 && error.code == .batchInProgress {
                 response.headers.set("Retry-After", "1")
             }
             return response
@@ -74,7 +74,7 @@ extension IngestService {
     func healthz() -> HTTPResponse {
         if logFailing.load(ordering: .relaxed) {
             return .error(
-                status: 503, code: "log_unavailable",
+                status: 503, code: .logUnavailable,
                 message:
                     "the last append to the event log failed (disk full or I/O error); see the server log")
         }
@@ -107,7 +107,7 @@ extension IngestService {
         let uuidText = try field { () throws(JSONAccessError) in try object.string("device_uuid") }
         guard let uuid = UUID128(uuidText) else {
             throw .badRequest(
-                "invalid_field",
+                .invalidField,
                 "device_uuid: '\(uuidText.prefix(64))' is not a UUID; generate one once on the device and keep it"
             )
         }
@@ -124,7 +124,7 @@ extension IngestService {
             })
         else {
             throw .badRequest(
-                "invalid_field",
+                .invalidField,
                 "platform must be 1 to \(Self.platformBytesMax) characters of a-z, 0-9, '_', '-' (ios, android, macos, linux, ...)"
             )
         }
@@ -185,14 +185,14 @@ extension IngestService {
             try field { () throws(JSONAccessError) in try object.stringIfPresent("environment") } ?? ""
         guard Self.pushProviders.contains(provider) else {
             throw .badRequest(
-                "invalid_field",
+                .invalidField,
                 "provider must be one of \(Self.pushProviders.sorted().joined(separator: ", "))")
         }
         guard !token.isEmpty, token.utf8.count <= limits.pushTokenBytesMax,
             !token.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7F })
         else {
             throw .badRequest(
-                "invalid_field",
+                .invalidField,
                 "token must be 1 to \(limits.pushTokenBytesMax) bytes without spaces or control characters")
         }
         try checkText(topic, field: "topic", allowEmpty: true)
@@ -276,14 +276,14 @@ extension IngestService {
             }
             if state.registry.devices[deviceID]?.paused == true {
                 throw APIError(
-                    status: 409, code: "reporting_paused",
+                    status: 409, code: .reportingPaused,
                     message:
                         "reporting is paused for this device; nothing was stored. Resume with POST /api/find-my/reporting {\"paused\": false}"
                 )
             }
             guard state.batchesInFlight.insert(key).inserted else {
                 throw APIError(
-                    status: 409, code: "batch_in_progress",
+                    status: 409, code: .batchInProgress,
                     message:
                         "this batch_id is being stored by another request right now; retry in a second for its result"
                 )

@@ -3,6 +3,7 @@ import Events
 import HTTP
 import JSON
 import Synchronization
+import Threads
 
 /// The ingest side of the server: the registry, the log writer it appends to, and the handlers
 /// of the enrolment, push token, pause and report endpoints.
@@ -105,7 +106,7 @@ public final class IngestService: Sendable {
         logFailing.store(true, ordering: .relaxed)
         StructuredLog.error("append_failed", ["error": .string("\(error)")])
         return APIError(
-            status: 503, code: "log_unavailable",
+            status: 503, code: .logUnavailable,
             message:
                 "the server could not store the request durably (\(error)); nothing was stored, send it again later"
         )
@@ -129,7 +130,7 @@ public final class IngestService: Sendable {
             }
             guard existing == nil else {
                 throw APIError(
-                    status: 409, code: "user_exists",
+                    status: 409, code: .userExists,
                     message: "a user named '\(name)' exists already; choose another name")
             }
             let token = Token.generate()
@@ -157,13 +158,13 @@ public final class IngestService: Sendable {
                 return .user(userID)
             }
             throw APIError(
-                status: 401, code: "missing_token",
+                status: 401, code: .missingToken,
                 message: "send Authorization: Bearer <token>, or log in with POST /login for a session cookie"
             )
         }
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             throw APIError(
-                status: 401, code: "missing_token",
+                status: 401, code: .missingToken,
                 message: "the Authorization header must be 'Bearer <token>'")
         }
         let token = header.dropFirst(7).trimmingSpaces
@@ -179,7 +180,7 @@ public final class IngestService: Sendable {
         case .device(let id): return id
         case .user:
             throw APIError(
-                status: 401, code: "invalid_token",
+                status: 401, code: .invalidToken,
                 message:
                     "this is a user token; this endpoint takes the device token returned by POST /api/find-my/devices"
             )
@@ -191,7 +192,7 @@ public final class IngestService: Sendable {
         case .user(let id): return id
         case .device:
             throw APIError(
-                status: 401, code: "invalid_token",
+                status: 401, code: .invalidToken,
                 message:
                     "this is a device token; enrolling a device takes its owner's user token (findmy user add)"
             )
@@ -204,7 +205,7 @@ public final class IngestService: Sendable {
         case .user(let id): return id
         case .device:
             throw APIError(
-                status: 401, code: "invalid_token",
+                status: 401, code: .invalidToken,
                 message: "this is a device token; reading locations takes a user token (findmy user add)")
         }
     }
@@ -232,13 +233,13 @@ public final class IngestService: Sendable {
 
     func checkText(_ text: String, field: String, allowEmpty: Bool) throws(APIError) {
         guard allowEmpty || !text.isEmpty else {
-            throw .badRequest("invalid_field", "\(field) must not be empty")
+            throw .badRequest(.invalidField, "\(field) must not be empty")
         }
         guard text.utf8.count <= limits.textBytesMax else {
-            throw .badRequest("invalid_field", "\(field) is longer than \(limits.textBytesMax) bytes")
+            throw .badRequest(.invalidField, "\(field) is longer than \(limits.textBytesMax) bytes")
         }
         guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            throw .badRequest("invalid_field", "\(field) must not contain control characters")
+            throw .badRequest(.invalidField, "\(field) must not contain control characters")
         }
     }
 }
@@ -260,15 +261,15 @@ func parseObject(_ body: [UInt8], allowed: Set<String>) throws(APIError) -> JSON
     do {
         document = try JSONParser.parse(body)
     } catch {
-        throw .badRequest("malformed_json", "the body is not valid JSON: \(error.description)")
+        throw .badRequest(.malformedJson, "the body is not valid JSON: \(error.description)")
     }
     guard case .object(let object) = document else {
-        throw .badRequest("wrong_type", "the body must be a JSON object, found \(document.typeName)")
+        throw .badRequest(.wrongType, "the body must be a JSON object, found \(document.typeName)")
     }
     do {
         try object.checkKeys(allowed: allowed)
     } catch {
-        throw .badRequest("unknown_field", "\(error.pathDescription): \(error.message)")
+        throw .badRequest(.unknownField, "\(error.pathDescription): \(error.message)")
     }
     return object
 }
@@ -278,7 +279,7 @@ func field<T>(_ read: () throws(JSONAccessError) -> T) throws(APIError) -> T {
     do {
         return try read()
     } catch {
-        let code = error.code == .missingKey ? "missing_field" : "wrong_type"
+        let code: APIError.Code = error.code == .missingKey ? .missingField : .wrongType
         throw .badRequest(code, "\(error.pathDescription): \(error.message)")
     }
 }

@@ -1,6 +1,7 @@
 import Events
 import HTTP
 import Synchronization
+import Threads
 
 /// Counters for `GET /metrics`, in the Prometheus text format (version 0.0.4).
 public final class IngestMetrics: Sendable {

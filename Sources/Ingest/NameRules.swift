@@ -46,7 +46,7 @@ public enum NameRules {
                 text.unicodeScalars.distance(from: text.unicodeScalars.startIndex, to: $0)
             } ?? 0
         throw .badRequest(
-            "invalid_field",
+            .invalidField,
             "\(field) contains \(describe(scalar)) at character \(position + 1); names must not contain control, invisible (zero-width) or text-direction characters: remove it"
         )
     }

@@ -46,10 +46,7 @@ public struct DecodedReport: Equatable, Sendable {
 /// its index and reason, so that one bad fix never blocks the fixes queued behind it on a phone.
 public enum ReportDecoder {
     static let batchKeys: Set<String> = ["batch_id", "fixes"]
-    static let fixKeys: Set<String> = [
-        "latitude", "longitude", "accuracy_m", "altitude_m", "speed_mps", "heading_deg", "battery_pct",
-        "is_charging", "source", "recorded_at",
-    ]
+    static let fixKeys = Set(FixField.reported.map(\.rawValue))
 
     /// The report in `body`, or the error that fails the whole request. Tries `decodeDirect`
     /// first and, when it gives up, `decodeTree`, whose results are the contract.
@@ -71,32 +68,32 @@ public enum ReportDecoder {
         do {
             document = try JSONParser.parse(body)
         } catch {
-            throw .badRequest("malformed_json", "the body is not valid JSON: \(error.description)")
+            throw .badRequest(.malformedJson, "the body is not valid JSON: \(error.description)")
         }
         guard case .object(let object) = document else {
             throw .badRequest(
-                "wrong_type",
+                .wrongType,
                 "the body must be a JSON object {\"batch_id\": ..., \"fixes\": [...]}, found \(document.typeName)"
             )
         }
         do {
             try object.checkKeys(allowed: batchKeys)
         } catch {
-            throw .badRequest("unknown_field", "\(error.pathDescription): \(error.message)")
+            throw .badRequest(.unknownField, "\(error.pathDescription): \(error.message)")
         }
         let batchID = try decodeBatchID(object)
         guard let fixesValue = object["fixes"] else {
-            throw .badRequest("missing_field", "fixes: required member is missing; send an array of fixes")
+            throw .badRequest(.missingField, "fixes: required member is missing; send an array of fixes")
         }
         guard case .array(let elements) = fixesValue else {
-            throw .badRequest("wrong_type", "fixes: expected an array, found \(fixesValue.typeName)")
+            throw .badRequest(.wrongType, "fixes: expected an array, found \(fixesValue.typeName)")
         }
         guard !elements.isEmpty else {
-            throw .badRequest("empty_batch", "fixes is empty; send at least one fix, or nothing at all")
+            throw .badRequest(.emptyBatch, "fixes is empty; send at least one fix, or nothing at all")
         }
         guard elements.count <= limits.batchFixesMax else {
             throw APIError(
-                status: 413, code: "too_many_fixes",
+                status: 413, code: .tooManyFixes,
                 message:
                     "\(elements.count) fixes in one batch; batchFixesMax is \(limits.batchFixesMax): split the batch"
             )
@@ -118,14 +115,14 @@ public enum ReportDecoder {
     static func decodeBatchID(_ object: JSONObject) throws(APIError) -> UUID128 {
         guard let value = object["batch_id"] else {
             throw .badRequest(
-                "missing_field", "batch_id: required member is missing; send a UUID generated once per batch")
+                .missingField, "batch_id: required member is missing; send a UUID generated once per batch")
         }
         guard case .string(let text) = value else {
-            throw .badRequest("wrong_type", "batch_id: expected a UUID string, found \(value.typeName)")
+            throw .badRequest(.wrongType, "batch_id: expected a UUID string, found \(value.typeName)")
         }
         guard let id = UUID128(text) else {
             throw .badRequest(
-                "invalid_batch_id",
+                .invalidBatchId,
                 "batch_id: '\(text.prefix(64))' is not a UUID (like 1b4e28ba-2fa1-11d2-883f-0016d3cca427)")
         }
         return id
@@ -209,18 +206,18 @@ public enum ReportDecoder {
 
         /// Stores the member `key`; false when it is not a fix field.
         mutating func set(_ key: String, _ value: JSONValue) -> Bool {
-            switch key {
-            case "latitude": latitude = value
-            case "longitude": longitude = value
-            case "accuracy_m": accuracy = value
-            case "altitude_m": altitude = value
-            case "speed_mps": speed = value
-            case "heading_deg": heading = value
-            case "battery_pct": battery = value
-            case "is_charging": charging = value
-            case "source": source = value
-            case "recorded_at": recordedAt = value
-            default: return false
+            switch FixField(rawValue: key) {
+            case .latitude?: latitude = value
+            case .longitude?: longitude = value
+            case .accuracy?: accuracy = value
+            case .altitude?: altitude = value
+            case .speed?: speed = value
+            case .heading?: heading = value
+            case .battery?: battery = value
+            case .charging?: charging = value
+            case .source?: source = value
+            case .recordedAt?: recordedAt = value
+            case .receivedAt?, .clockSuspect?, nil: return false
             }
             return true
         }

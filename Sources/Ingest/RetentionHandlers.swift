@@ -32,17 +32,17 @@ extension IngestService {
                 switch (device, user) {
                 case (let id?, nil):
                     guard id > 0, registry.read({ $0.registry.liveDevice(UInt64(id)) }) != nil else {
-                        throw APIError(status: 404, code: "device_not_found", message: "no device \(id)")
+                        throw APIError(status: 404, code: .deviceNotFound, message: "no device \(id)")
                     }
                     scope = .device(UInt64(id))
                 case (nil, let name?):
                     guard let found = registry.read({ $0.registry.user(named: name) }) else {
                         throw APIError(
-                            status: 404, code: "user_not_found", message: "no user named '\(name)'")
+                            status: 404, code: .userNotFound, message: "no user named '\(name)'")
                     }
                     scope = .user(found.id)
                 default:
-                    throw .badRequest("invalid_field", "give exactly one of device (an id) and user (a name)")
+                    throw .badRequest(.invalidField, "give exactly one of device (an id) and user (a name)")
                 }
                 let offset = try mutations.withLock { _ throws(APIError) in
                     try appendAndApply(
@@ -59,12 +59,12 @@ extension IngestService {
     static func days(_ object: JSONObject) throws(APIError) -> UInt32? {
         guard let value = object["days"] else {
             throw .badRequest(
-                "missing_field", "days: give a whole number of days, or null to use the default")
+                .missingField, "days: give a whole number of days, or null to use the default")
         }
         if value == .null { return nil }
         guard case .integer(let days) = value, days >= 1, days <= Int64(retentionDaysMax) else {
             throw .badRequest(
-                "invalid_field",
+                .invalidField,
                 "days must be a whole number from 1 to \(retentionDaysMax), or null to clear it")
         }
         return UInt32(days)
@@ -94,7 +94,7 @@ extension IngestService {
     public func setRetention(deviceID: UInt64, days: UInt32?) throws(APIError) -> UInt64 {
         if let days, days < 1 || days > UInt32(Self.retentionDaysMax) {
             throw .badRequest(
-                "invalid_field", "days must be a whole number from 1 to \(Self.retentionDaysMax)")
+                .invalidField, "days must be a whole number from 1 to \(Self.retentionDaysMax)")
         }
         let offset = try mutations.withLock { _ throws(APIError) in
             try appendAndApply(
@@ -124,7 +124,7 @@ extension IngestService {
             do {
                 return try RFC3339.parseMicros(text)
             } catch {
-                throw .badRequest("invalid_field", "\(key): '\(text.prefix(64))' is not an RFC 3339 time")
+                throw .badRequest(.invalidField, "\(key): '\(text.prefix(64))' is not an RFC 3339 time")
             }
         }
         let from = try time("from")
@@ -143,7 +143,7 @@ extension IngestService {
         -> UInt64
     {
         if let from, let to, from >= to {
-            throw .badRequest("invalid_field", "from must be before to")
+            throw .badRequest(.invalidField, "from must be before to")
         }
         let offset = try mutations.withLock { _ throws(APIError) in
             try appendAndApply(

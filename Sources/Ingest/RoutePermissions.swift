@@ -1,3 +1,4 @@
+import Crypto
 import HTTP
 
 /// Who may call a route. Every route of the server has exactly one entry in
@@ -248,7 +249,7 @@ extension IngestService {
                     ])
             }
             var response = APIError(
-                status: 429, code: "too_many_auth_failures",
+                status: 429, code: .tooManyAuthFailures,
                 message:
                     "more than \(limit.eventsMax) requests from your address with an unknown token or an ended session within a minute; wait \(retryAfterSeconds) s, and check the token or log in again"
             ).response
@@ -279,7 +280,7 @@ extension IngestService {
         if case .foreign(let origin) = originVerdict(request) { return crossOriginRefusal(origin, request) }
         guard let sent = request.headers["X-CSRF-Token"] else { return .csrfTokenMissing }
         guard let expected = sessions.csrfToken(token: session, nowMicros: clockMicros()),
-            constantTimeEquals(expected, sent)
+            constantTimeEqual(expected, sent)
         else { return .csrfTokenInvalid }
         return nil
     }
@@ -288,7 +289,7 @@ extension IngestService {
     func crossOriginRefusal(_ origin: String, _ request: HTTPRequest) -> APIError {
         let own = limits.publicURL.map { "\($0) (--public-url) or " } ?? ""
         return APIError(
-            status: 403, code: "cross_origin_request",
+            status: 403, code: .crossOriginRequest,
             message:
                 "the request comes from a page of '\(origin.prefix(100))', not of this server (\(own)Host '\((request.headers["Host"] ?? "").prefix(100))'); logins and changes made with the session cookie are taken only from this server's own pages. Behind a proxy that changes the Host header, start findmy with --public-url"
         )
@@ -317,7 +318,7 @@ extension IngestService {
             let userID = try authenticatedUser(request)
             guard registry.read({ $0.registry.users[userID]?.role }) == .admin else {
                 throw APIError(
-                    status: 403, code: "admin_only",
+                    status: 403, code: .adminOnly,
                     message: "this endpoint is for administrators (findmy user role NAME admin)")
             }
             return .user(userID)
@@ -338,24 +339,24 @@ extension IngestService {
 extension APIError {
     /// A token no user or device has (never had, or revoked); counts as a failed authentication.
     static let unknownToken = APIError(
-        status: 401, code: "invalid_token",
+        status: 401, code: .invalidToken,
         message:
             "the token is unknown, revoked or rotated (re-enrolling a device revokes its earlier token; rotating a user token ends every earlier one)"
     )
 
     /// A session cookie of no live session; counts as a failed authentication.
     static let sessionEnded = APIError(
-        status: 401, code: "invalid_session",
+        status: 401, code: .invalidSession,
         message: "the session expired or was ended; log in again with POST /login")
 
     static let csrfTokenMissing = APIError(
-        status: 403, code: "csrf_token_missing",
+        status: 403, code: .csrfTokenMissing,
         message:
             "a change made with the findmy_session cookie must carry the session's CSRF token in the X-CSRF-Token header (POST /login answers it as csrf_token); programs can send Authorization: Bearer <token> instead"
     )
 
     static let csrfTokenInvalid = APIError(
-        status: 403, code: "csrf_token_invalid",
+        status: 403, code: .csrfTokenInvalid,
         message:
             "the X-CSRF-Token header is not this session's CSRF token; send the csrf_token that the login which set this cookie answered"
     )

@@ -244,7 +244,7 @@ extension IngestService {
 }
 
 extension IngestService {
-    static func throttled(_ code: String, _ message: String, retryAfterSeconds: Int) -> HTTPResponse {
+    static func throttled(_ code: APIError.Code, _ message: String, retryAfterSeconds: Int) -> HTTPResponse {
         var response = APIError(status: 429, code: code, message: message).response
         response.headers.set("Retry-After", "\(retryAfterSeconds)")
         return response

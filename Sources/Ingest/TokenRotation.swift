@@ -43,7 +43,7 @@ extension IngestService {
         let token = Token.generate()
         let offset = try mutations.withLock { _ throws(APIError) -> UInt64 in
             guard registry.read({ $0.registry.users[userID] }) != nil else {
-                throw APIError(status: 404, code: "user_not_found", message: "no user with id \(userID)")
+                throw APIError(status: 404, code: .userNotFound, message: "no user with id \(userID)")
             }
             return try appendAndApply(
                 .userTokenRotated(

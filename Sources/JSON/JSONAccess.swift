@@ -183,9 +183,6 @@ extension JSONObject {
         try decode(key) { v throws(JSONAccessError) in try v.boolValue }
     }
 
-    public func doubleIfPresent(_ key: String) throws(JSONAccessError) -> Double? {
-        try decodeIfPresent(key) { v throws(JSONAccessError) in try v.doubleValue }
-    }
     public func int64IfPresent(_ key: String) throws(JSONAccessError) -> Int64? {
         try decodeIfPresent(key) { v throws(JSONAccessError) in try v.int64Value }
     }

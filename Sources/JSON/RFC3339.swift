@@ -15,10 +15,10 @@ public enum RFC3339 {
     static let microsPerSecond: Int64 = 1_000_000
     static let microsPerDay: Int64 = 86_400 * microsPerSecond
     /// 0001-01-01T00:00:00Z.
-    public static let microsMin: Int64 = daysFromCivil(year: 1, month: 1, day: 1) * microsPerDay
+    public static let microsMin: Int64 = CivilCalendar.days(year: 1, month: 1, day: 1) * microsPerDay
     /// 9999-12-31T23:59:59.999999Z.
     public static let microsMax: Int64 =
-        daysFromCivil(year: 9999, month: 12, day: 31) * microsPerDay + microsPerDay - 1
+        CivilCalendar.days(year: 9999, month: 12, day: 31) * microsPerDay + microsPerDay - 1
 
     public static func parseMicros(_ text: String) throws(ParseError) -> Int64 {
         try parseMicros(Array(text.utf8))
@@ -64,7 +64,7 @@ public enum RFC3339 {
         }
         let seconds = Int64(hour * 3600 + minute * 60 + second - offsetMinutes * 60)
         let micros =
-            daysFromCivil(year: year, month: month, day: day) * microsPerDay + seconds * microsPerSecond
+            CivilCalendar.days(year: year, month: month, day: day) * microsPerDay + seconds * microsPerSecond
             + fractionMicros
         guard micros >= microsMin && micros <= microsMax else {
             throw ParseError(byteOffset: 0, message: "instant is outside years 0001 to 9999 in UTC")
@@ -110,7 +110,7 @@ public enum RFC3339 {
             "fractionDigits must be 0, 3 or 6")
         let days = micros >= 0 ? micros / microsPerDay : (micros + 1) / microsPerDay - 1
         let microsOfDay = micros - days * microsPerDay
-        let (year, month, day) = civilFromDays(days)
+        let (year, month, day) = CivilCalendar.date(days: days)
         let secondOfDay = Int(microsOfDay / microsPerSecond)
         let fraction = Int(microsOfDay % microsPerSecond)
         // Two digits at a time: two times per fix, 8,640 fixes in a history page.
@@ -155,29 +155,6 @@ public enum RFC3339 {
         case 4, 6, 9, 11: return 30
         default: return 31
         }
-    }
-
-    /// Days since 1970-01-01 in the proleptic Gregorian calendar (Howard Hinnant's days_from_civil).
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int64 {
-        let shiftedYear = month <= 2 ? year - 1 : year
-        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return Int64(era * 146_097 + dayOfEra - 719_468)
-    }
-
-    /// The inverse of `daysFromCivil`.
-    static func civilFromDays(_ days: Int64) -> (year: Int, month: Int, day: Int) {
-        let shifted = Int(days) + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
 

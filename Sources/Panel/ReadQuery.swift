@@ -74,7 +74,7 @@ public struct HistoryCursor: Equatable, Sendable {
     public static func decode(_ text: String, kind: Kind, deviceID: UInt64) throws(APIError) -> HistoryCursor
     {
         let invalid = APIError(
-            status: 400, code: "invalid_cursor",
+            status: 400, code: .invalidCursor,
             message:
                 "cursor is not a next_cursor this listing returned; pass next_cursor unchanged, or omit cursor to start from the beginning"
         )
@@ -125,7 +125,7 @@ public struct HistoryQuery: Equatable, Sendable {
         let to = try values["to"].map { text throws(APIError) in try time(text, "to") }
         if let from, let to, from > to {
             throw APIError(
-                status: 400, code: "invalid_range",
+                status: 400, code: .invalidRange,
                 message:
                     "from (\(RFC3339.formatMicros(from))) is after to (\(RFC3339.formatMicros(to))); from is inclusive, to exclusive"
             )
@@ -134,7 +134,7 @@ public struct HistoryQuery: Equatable, Sendable {
         if let text = values["limit"] {
             guard let number = Int(text), number >= 1, number <= limitMax else {
                 throw APIError(
-                    status: 400, code: "invalid_limit",
+                    status: 400, code: .invalidLimit,
                     message: "limit must be a whole number from 1 to \(limitMax), got '\(text.prefix(32))'")
             }
             limit = number
@@ -150,7 +150,7 @@ public struct HistoryQuery: Equatable, Sendable {
             return try RFC3339.parseMicros(text)
         } catch {
             throw APIError(
-                status: 400, code: "invalid_range",
+                status: 400, code: .invalidRange,
                 message:
                     "\(name) must be an RFC 3339 time like 2026-05-01T09:00:00Z (a '+' offset must be sent as %2B): \(error.description)"
             )
@@ -163,7 +163,7 @@ public func afterOffset(_ items: [(name: String, value: String)]) throws(APIErro
     guard let text = items.first(where: { $0.name == "after_offset" })?.value else { return nil }
     guard let offset = UInt64(text), offset <= UInt64(Int64.max) else {
         throw APIError(
-            status: 400, code: "invalid_after_offset",
+            status: 400, code: .invalidAfterOffset,
             message:
                 "after_offset must be the offset a write answered (a whole number), got '\(text.prefix(32))'")
     }
@@ -179,14 +179,14 @@ func checkedParameters(_ items: [(name: String, value: String)], allowed: Set<St
     for item in items {
         guard allowed.contains(item.name) else {
             throw APIError(
-                status: 400, code: "unknown_parameter",
+                status: 400, code: .unknownParameter,
                 message:
                     "unknown query parameter '\(item.name.prefix(64))'; this endpoint takes \(allowed.sorted().joined(separator: ", "))"
             )
         }
         guard values.updateValue(item.value, forKey: item.name) == nil else {
             throw APIError(
-                status: 400, code: "unknown_parameter",
+                status: 400, code: .unknownParameter,
                 message: "query parameter '\(item.name)' is given twice")
         }
     }

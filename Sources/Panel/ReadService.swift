@@ -1,9 +1,9 @@
-import Dispatch
 import Events
 import HTTP
 import Ingest
 import JSON
 import Postgres
+import Threads
 
 #if canImport(Glibc)
     import Glibc
@@ -68,7 +68,7 @@ public final class ReadService: Sendable {
     /// `reads_unavailable`, so a client learns why instead of getting a 404 or a 405.
     public static func addUnavailableRoutes(to router: inout GuardedRouter) {
         let error = APIError(
-            status: 503, code: "reads_unavailable",
+            status: 503, code: .readsUnavailable,
             message:
                 "this server runs with --projector off and has no database to read from; start it with --projector on"
         )
@@ -171,7 +171,7 @@ public final class ReadService: Sendable {
         let rows = try decoding { () throws(PostgresError) in try rowsInScope(result, scope) }
         let halves = rows.count >= Self.parallelCardsMin ? 2 : 1
         let parts = (0..<halves).map { _ in CardsPart() }
-        DispatchQueue.concurrentPerform(iterations: halves) { half in
+        concurrentPerform(iterations: halves) { half in
             let part = parts[half]
             let slice = rows[(rows.count * half / halves)..<(rows.count * (half + 1) / halves)]
             part.cards.reserveCapacity(slice.count)
@@ -420,7 +420,7 @@ public final class ReadService: Sendable {
         let durableEnd = ingest.log.durableEnd
         guard offset < durableEnd else {
             throw APIError(
-                status: 400, code: "invalid_after_offset",
+                status: 400, code: .invalidAfterOffset,
                 message:
                     "after_offset \(offset) was never written: the log ends at offset \(durableEnd); pass the offset a write answered"
             )
@@ -429,7 +429,7 @@ public final class ReadService: Sendable {
         while projectedEnd() <= offset {
             guard monotonicMicros() < deadline else {
                 throw APIError(
-                    status: 503, code: "projection_behind",
+                    status: 503, code: .projectionBehind,
                     message:
                         "the projection has not reached offset \(offset) within \(limits.readAfterOffsetWaitMillisMax) ms "
                         + "(it is at \(projectedEnd())); retry, or see /healthz for the projector's lag")
@@ -518,13 +518,8 @@ public final class ReadService: Sendable {
     static let versionColumns = "d.as_of_offset, l.log_offset, l.fix_index"
 
     /// The fix columns in the order `writeFix` reads them; `recorded_at` is at `fixColumnCount - 3`.
-    static func fixColumns(_ table: String) -> String {
-        [
-            "latitude", "longitude", "accuracy_m", "altitude_m", "speed_mps", "heading_deg", "battery_pct",
-            "is_charging", "source", "recorded_at", "received_at", "clock_suspect",
-        ].map { "\(table).\($0)" }.joined(separator: ", ")
-    }
-    static let fixColumnCount = 12
+    static func fixColumns(_ table: String) -> String { FixField.columns(FixField.allCases, of: table) }
+    static let fixColumnCount = FixField.allCases.count
 
     /// The card of a device of a binary-format result (`deviceSelect`) and its latest fix.
     ///
@@ -722,7 +717,7 @@ public final class ReadService: Sendable {
     }
 
     static let databaseUnavailable = APIError(
-        status: 503, code: "database_unavailable",
+        status: 503, code: .databaseUnavailable,
         message: "the database did not answer this read; retry shortly (the server log has the cause)")
 
     func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {

@@ -1,4 +1,5 @@
 import CPQ
+import Crypto
 
 /// The rows of one statement, read in text format and decoded on access.
 ///
@@ -207,26 +208,8 @@ enum PostgresTypeOID {
     static let postgresEpochMicros: Int64 = 946_684_800_000_000
 }
 
+/// `\x` and hex digits (either case), PostgreSQL's `bytea` hex output format.
 private func decodeHex(_ text: String) -> [UInt8]? {
-    let utf8 = Array(text.utf8)
-    guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0
-    else { return nil }
-    var bytes = [UInt8]()
-    bytes.reserveCapacity(utf8.count / 2 - 1)
-    var index = 2
-    while index < utf8.count {
-        guard let high = hexValue(utf8[index]), let low = hexValue(utf8[index + 1]) else { return nil }
-        bytes.append(high << 4 | low)
-        index += 2
-    }
-    return bytes
-}
-
-private func hexValue(_ digit: UInt8) -> UInt8? {
-    switch digit {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-    default: nil
-    }
+    guard text.hasPrefix("\\x") else { return nil }
+    return Hex.decode(String(text.dropFirst(2)))
 }

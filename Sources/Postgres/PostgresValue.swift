@@ -1,3 +1,5 @@
+import Crypto
+
 /// A statement parameter, or a value for COPY.
 ///
 /// Sent in text format except `bytes`, which goes in binary so no hex round trip is needed. `text`
@@ -33,7 +35,7 @@ public enum PostgresValue: Sendable, Equatable {
         case .double(let value):
             value.isNaN ? "NaN" : value.isInfinite ? (value < 0 ? "-Infinity" : "Infinity") : "\(value)"
         case .bool(let value): value ? "t" : "f"
-        case .bytes(let value): "\\x" + hex(value)
+        case .bytes(let value): "\\x" + Hex.encode(value)
         case .timestamp(let micros): PostgresTimestamp.text(micros: micros)
         }
     }
@@ -63,18 +65,6 @@ extension PostgresValue {
     public static func int64Array(_ values: [Int64?]) -> PostgresValue {
         array(values.map { $0.map { .int64($0) } })
     }
-    /// For `$n::float8[]`.
-    public static func doubleArray(_ values: [Double?]) -> PostgresValue {
-        array(values.map { $0.map { .double($0) } })
-    }
-    /// For `$n::text[]`.
-    public static func textArray(_ values: [String?]) -> PostgresValue {
-        array(values.map { $0.map { .text($0) } })
-    }
-    /// For `$n::bool[]`.
-    public static func boolArray(_ values: [Bool?]) -> PostgresValue {
-        array(values.map { $0.map { .bool($0) } })
-    }
     /// For `$n::timestamptz[]`, from microseconds since the epoch.
     public static func timestampArray(micros: [Int64?]) -> PostgresValue {
         array(micros.map { $0.map { .timestamp(micros: $0) } })
@@ -89,16 +79,4 @@ extension PostgresValue {
         }
         literal += "\""
     }
-}
-
-private let hexDigits = Array("0123456789abcdef".utf8)
-
-func hex(_ bytes: [UInt8]) -> String {
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        out.append(hexDigits[Int(byte >> 4)])
-        out.append(hexDigits[Int(byte & 0x0f)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

@@ -1,3 +1,5 @@
+import JSON
+
 /// Microseconds since the Unix epoch <-> PostgreSQL `timestamptz` text, exact to the microsecond.
 ///
 /// Why text: `to_timestamp($1::float8 / 1e6)` goes through a double and loses microseconds for
@@ -11,8 +13,9 @@ public enum PostgresTimestamp {
 
     /// The `timestamptz` text for `micros` since 1970-01-01 00:00:00 UTC.
     public static func text(micros: Int64) -> String {
-        let (days, microsOfDay) = floorDivide(micros, microsPerDay)
-        let (year, month, day) = civil(fromDays: days)
+        let (days, microsOfDay) = CivilCalendar.floorDivide(micros, microsPerDay)
+        let date = CivilCalendar.date(days: days)
+        let (year, month, day) = (Int64(date.year), Int64(date.month), Int64(date.day))
         let seconds = microsOfDay / 1_000_000
         let fraction = microsOfDay % 1_000_000
         let bc = year <= 0
@@ -50,39 +53,12 @@ public enum PostgresTimestamp {
         guard let offsetSeconds = scanner.offsetSeconds() else { return nil }
         let bc = scanner.skip(" BC")
         guard scanner.atEnd else { return nil }
-        let days = days(fromCivil: bc ? 1 - year : year, month, day)
+        let days = CivilCalendar.days(year: Int(bc ? 1 - year : year), month: Int(month), day: Int(day))
         let secondsOfDay = (hour * 60 + minute) * 60 + second - offsetSeconds
         let (total, overflow) = days.multipliedReportingOverflow(by: microsPerDay)
         let (micros, overflowAgain) = total.addingReportingOverflow(secondsOfDay * 1_000_000 + fraction)
         guard !overflow, !overflowAgain else { return nil }
         return micros
-    }
-
-    static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
-        let remainder = value % divisor
-        return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)
-    }
-
-    /// Howard Hinnant's days_from_civil / civil_from_days: proleptic Gregorian, year 0 = 1 BC.
-    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146097 + dayOfEra - 719468
-    }
-
-    static func civil(fromDays days: Int64) -> (Int64, Int64, Int64) {
-        let z = days + 719468
-        let era = (z >= 0 ? z : z - 146096) / 146097
-        let dayOfEra = z - era * 146097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     private static func pad(_ value: Int64, _ width: Int) -> String {

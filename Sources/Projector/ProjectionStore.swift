@@ -156,11 +156,13 @@ public struct ProjectionStore: Sendable {
         }
     }
 
-    static let locationColumns = [
-        "device_id", "log_offset", "fix_index", "recorded_at", "received_at", "latitude", "longitude",
-        "accuracy_m",
-        "altitude_m", "speed_mps", "heading_deg", "battery_pct", "is_charging", "source", "clock_suspect",
-    ]
+    /// In the order `values` gives them.
+    static let locationColumns =
+        ["device_id", "log_offset", "fix_index"]
+        + ([
+            .recordedAt, .receivedAt, .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery,
+            .charging, .source, .clockSuspect,
+        ] as [FixField]).map(\.rawValue)
 
     static func values(_ row: LocationRow) -> [PostgresValue?] {
         let fix = row.fix

@@ -1,4 +1,5 @@
 import Events
+import JSON
 import Postgres
 
 /// The PostgreSQL side of findmy: a small `findmy_meta` schema with versioned migrations, and the
@@ -231,32 +232,51 @@ public enum Schema {
         // Identifiers and bounds come from integers computed here, never from input.
         try connection.executeScript(
             """
-            CREATE TABLE IF NOT EXISTS \(s).device_locations_\(month.name) PARTITION OF \(s).device_locations
+            CREATE TABLE IF NOT EXISTS \(s).\(month.partitionName) PARTITION OF \(s).device_locations
             FOR VALUES FROM ('\(month.firstDay)') TO ('\(next.firstDay)')
             """)
     }
 }
 
-/// A calendar month (UTC), for naming and bounding partitions.
-struct Month {
+/// A calendar month (UTC), for naming and bounding partitions: the projector names them, the
+/// compactor reads the names back to drop whole months.
+public struct Month: Sendable, Equatable {
     /// Months since January of year 0.
-    var index: Int
+    public var index: Int
 
-    init(index: Int) { self.index = index }
+    public init(index: Int) { self.index = index }
 
-    /// From the timestamp's own text form (`2026-12-02 ...`), so the calendar arithmetic lives in
-    /// one place (PostgresTimestamp). Years before 1 fall in the default partition anyway.
-    init(micros: Int64) {
-        let text = Array(PostgresTimestamp.text(micros: micros).utf8)
-        let dash = text.firstIndex(of: UInt8(ascii: "-")) ?? 4
-        let year = Int(String(decoding: text[..<dash], as: UTF8.self)) ?? 0
-        let month = Int(String(decoding: text[(dash + 1)..<(dash + 3)], as: UTF8.self)) ?? 1
+    /// The month holding `micros`, by arithmetic on the one calendar (no text round trip per row).
+    public init(micros: Int64) {
+        let day = CivilCalendar.floorDivide(micros, RetentionPolicy.microsPerDay).quotient
+        let date = CivilCalendar.date(days: day)
+        index = date.year * 12 + (date.month - 1)
+    }
+
+    static let partitionPrefix = "device_locations_"
+
+    /// The month of a partition named `device_locations_yYYYYmMM`; nil for another name (the
+    /// default partition).
+    public init?(partitionName: String) {
+        let prefix = Self.partitionPrefix + "y"
+        guard partitionName.hasPrefix(prefix) else { return nil }
+        let rest = partitionName.dropFirst(prefix.count).split(separator: "m")
+        guard rest.count == 2, let year = Int(rest[0]), let month = Int(rest[1]), (1...12).contains(month)
+        else {
+            return nil
+        }
         index = year * 12 + (month - 1)
     }
 
-    var year: Int { index >= 0 ? index / 12 : (index - 11) / 12 }
-    var month: Int { index - year * 12 + 1 }
+    public var year: Int { index >= 0 ? index / 12 : (index - 11) / 12 }
+    public var month: Int { index - year * 12 + 1 }
     var name: String { "y\(year)m" + (month < 10 ? "0" : "") + "\(month)" }
+    /// The partition of `device_locations` that holds this month's fixes.
+    public var partitionName: String { Self.partitionPrefix + name }
+    /// Midnight UTC on the first day of the month, in microseconds since the epoch.
+    public var startMicros: Int64 {
+        CivilCalendar.days(year: year, month: month, day: 1) * RetentionPolicy.microsPerDay
+    }
     var firstDay: String {
         let yearText = String(year)
         return String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText + "-"

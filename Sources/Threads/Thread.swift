@@ -21,3 +21,22 @@ public func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     precondition(result == 0, "pthread_create failed: \(result)")
     return thread
 }
+
+/// Runs `body(0)` to `body(iterations - 1)` at the same time, `body(0)` on the calling thread and
+/// each other on a thread of its own, and returns when every one has returned. For a few large
+/// pieces of CPU work (each worth far more than starting a thread); the threads are ours, not a
+/// hidden pool's, so every thread of findmy starts here.
+public func concurrentPerform(iterations: Int, _ body: (Int) -> Void) {
+    precondition(iterations >= 1, "concurrentPerform needs at least one iteration")
+    // The body does not escape: every thread is joined before this returns.
+    withoutActuallyEscaping(body) { body in
+        final class Shared: @unchecked Sendable {
+            let body: (Int) -> Void
+            init(_ body: @escaping (Int) -> Void) { self.body = body }
+        }
+        let shared = Shared(body)
+        let threads = (1..<iterations).map { index in spawnThread { shared.body(index) } }
+        shared.body(0)
+        for thread in threads { pthread_join(thread, nil) }
+    }
+}

@@ -158,8 +158,8 @@ extension PanelService {
         } catch {
             let code =
                 switch error.code {
-                case "user_exists": "user_exists"
-                case "invalid_field": "invalid_name"
+                case .userExists: "user_exists"
+                case .invalidField: "invalid_name"
                 default: "failed"
                 }
             return IngestService.redirect("/find-my/admin?error=" + code)
@@ -175,7 +175,7 @@ extension PanelService {
             return IngestService.redirect("/find-my/admin?done=role")
         } catch {
             return IngestService.redirect(
-                "/find-my/admin?error=" + (error.code == "user_not_found" ? "user_not_found" : "failed"))
+                "/find-my/admin?error=" + (error.code == .userNotFound ? "user_not_found" : "failed"))
         }
     }
 }

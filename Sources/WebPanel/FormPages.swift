@@ -193,9 +193,9 @@ extension PanelService {
             return back("done=password")
         } catch {
             switch error.code {
-            case "invalid_credentials": return back("error=wrong_password")
-            case "invalid_field": return back("error=invalid_password")
-            case "too_many_attempts", "busy": return back("error=\(error.code)")
+            case .invalidCredentials: return back("error=wrong_password")
+            case .invalidField: return back("error=invalid_password")
+            case .tooManyAttempts, .busy: return back("error=\(error.code.rawValue)")
             default: return back("error=failed")
             }
         }
@@ -377,8 +377,8 @@ extension PanelService {
         } catch {
             let code =
                 switch error.code {
-                case "user_not_found", "invalid_until": error.code
-                case "invalid_field": "self"
+                case .userNotFound, .invalidUntil: error.code.rawValue
+                case .invalidField: "self"
                 default: "failed"
                 }
             return IngestService.redirect(back + "?error=" + code)
@@ -391,7 +391,7 @@ extension PanelService {
             return IngestService.redirect(form.settingsPath + "?done=revoked")
         } catch {
             let code =
-                ["user_not_found", "share_not_found"].contains(error.code) ? "share_not_found" : "failed"
+                [.userNotFound, .shareNotFound].contains(error.code) ? "share_not_found" : "failed"
             return IngestService.redirect(form.settingsPath + "?error=" + code)
         }
     }

@@ -1,3 +1,4 @@
+import Events
 import Ingest
 import Postgres
 
@@ -37,8 +38,12 @@ struct PanelData: Sendable {
     /// Recent fixes that estimate a device's usual reporting cadence.
     static let cadenceFixesCount = 21
 
-    static let fixColumns =
-        "l.latitude, l.longitude, l.accuracy_m, l.battery_pct, l.is_charging, l.source, l.recorded_at, l.received_at, l.clock_suspect"
+    static let fixColumns = FixField.columns(
+        [
+            .latitude, .longitude, .accuracy, .battery, .charging, .source, .recordedAt, .receivedAt,
+            .clockSuspect,
+        ],
+        of: "l")
 
     func devices(_ visible: [Registry.VisibleDevice], userName: (UInt64) -> String?) throws -> [PanelDevice] {
         guard !visible.isEmpty else { return [] }

@@ -10,10 +10,13 @@ import Projector
 /// `findmy backup` and `findmy restore` (docs/backup.md). A backup is the event log and nothing
 /// else: the log is the truth, and the PostgreSQL projection is rebuilt from it (`findmy replay`).
 enum BackupCommand {
-    static let backup = Command(name: "backup", summary: "write a consistent copy of the event log, while the server runs") {
+    static let backup = Command(
+        name: "backup", summary: "write a consistent copy of the event log, while the server runs"
+    ) {
         try runBackup($0)
     }
-    static let restore = Command(name: "restore", summary: "bring a backup back into an empty data directory") {
+    static let restore = Command(name: "restore", summary: "bring a backup back into an empty data directory")
+    {
         try runRestore($0)
     }
 
@@ -79,7 +82,8 @@ enum BackupCommand {
             printLine(String(decoding: manifest, as: UTF8.self))
         } else {
             printLine(
-                "backup: \(report.segments) segments, \(report.bytes) bytes, offsets \(report.firstOffset)..<\(report.durableEnd) in \(target)/log")
+                "backup: \(report.segments) segments, \(report.bytes) bytes, offsets \(report.firstOffset)..<\(report.durableEnd) in \(target)/log"
+            )
             printLine("the PostgreSQL projection is not in it: it is rebuilt from the log after a restore")
         }
         return 0
@@ -115,7 +119,8 @@ enum BackupCommand {
 
     static func runRestore(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
-            arguments, valued: ["from", "data-dir", Database.setting.flag], flags: ["force", "rebuild", "json"])
+            arguments, valued: ["from", "data-dir", Database.setting.flag],
+            flags: ["force", "rebuild", "json"])
         if options.flag("help") {
             print(restoreHelp)
             return 0
@@ -123,7 +128,9 @@ enum BackupCommand {
         let source = try options.required("from")
         let data = try options.required("data-dir", environment: "FINDMY_DATA_DIR")
         let io = PosixFileIO()
-        guard exists(source + "/log") else { throw UsageError("no backup at \(source): \(source)/log is missing") }
+        guard exists(source + "/log") else {
+            throw UsageError("no backup at \(source): \(source)/log is missing")
+        }
         var movedAside: String?
         if exists(data), !(try io.list(data).isEmpty) {
             guard options.flag("force") else {
@@ -155,9 +162,12 @@ enum BackupCommand {
         var rebuilt: RebuildProgress?
         if options.flag("rebuild") {
             let database = try Database.open(
-                dataDirectory: data, url: options.value(Database.setting.flag, environment: Database.setting.environment))
+                dataDirectory: data,
+                url: options.value(Database.setting.flag, environment: Database.setting.environment))
             defer { database.close() }
-            rebuilt = try Rebuild.run(client: database.client, reader: LogReader(directory: data + "/log")) { _ in }
+            rebuilt = try Rebuild.run(client: database.client, reader: LogReader(directory: data + "/log")) {
+                _ in
+            }
         }
         let end = verify.lastOffset.map { $0 + 1 } ?? verify.firstOffset ?? 0
         if options.flag("json") {
@@ -181,7 +191,9 @@ enum BackupCommand {
             printLine(String(decoding: writer.bytes, as: UTF8.self))
         } else {
             if let movedAside { printLine("moved the previous \(data) aside to \(movedAside)") }
-            printLine("restored \(verify.records) records (\(verify.fixes) fixes) into \(data)/log; the log verifies")
+            printLine(
+                "restored \(verify.records) records (\(verify.fixes) fixes) into \(data)/log; the log verifies"
+            )
             if let rebuilt {
                 printLine("rebuilt the projection up to offset \(rebuilt.checkpoint)")
             } else {
@@ -196,18 +208,17 @@ enum BackupCommand {
     /// Refuses when a server (or any writer) holds DIR's log, or its embedded cluster runs.
     static func requireStopped(_ data: String) throws {
         let lock = data + "/log/LOCK"
-        if exists(lock) {
-            let fd = open(lock, O_RDONLY)
-            if fd >= 0 {
-                defer { close(fd) }
-                if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-                    throw UsageError("a server holds the log in \(data): stop it before restoring over it")
-                }
-                flock(fd, LOCK_UN)
+        let io = PosixFileIO()
+        if exists(lock), let fd = try? io.open(lock, flags: O_RDONLY, mode: 0) {
+            // Taking the lock and closing at once releases it: only whether it was free matters.
+            defer { io.close(fd) }
+            if (try? io.lockExclusive(fd, path: lock)) != true {
+                throw UsageError("a server holds the log in \(data): stop it before restoring over it")
             }
         }
         if exists(data + "/postgres/data/postmaster.pid") {
-            throw UsageError("the embedded PostgreSQL of \(data) is running: stop the server before restoring over it")
+            throw UsageError(
+                "the embedded PostgreSQL of \(data) is running: stop the server before restoring over it")
         }
     }
 

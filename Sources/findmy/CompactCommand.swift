@@ -123,19 +123,19 @@ final class CompactService: Sendable {
                     case .object(let parsed) = try JSONParser.parse(
                         request.body.isEmpty ? Array("{}".utf8) : request.body)
                 else {
-                    return .error(status: 400, code: "wrong_type", message: "the body must be a JSON object")
+                    return .error(status: 400, code: .wrongType, message: "the body must be a JSON object")
                 }
                 object = parsed
                 try object.checkKeys(allowed: ["as_of", "dry_run"])
                 if let text = try object.stringIfPresent("as_of") { asOf = try RFC3339.parseMicros(text) }
                 dryRun = try object.boolIfPresent("dry_run") ?? false
             } catch {
-                return .error(status: 400, code: "invalid_field", message: "\(error)")
+                return .error(status: 400, code: .invalidField, message: "\(error)")
             }
             do {
                 return .json(CompactReportJSON.encode(try compactor.run(asOfMicros: asOf, dryRun: dryRun)))
             } catch {
-                return .error(status: 500, code: "compaction_failed", message: "\(error)")
+                return .error(status: 500, code: .compactionFailed, message: "\(error)")
             }
         }
     }
@@ -259,54 +259,6 @@ enum CompactReportJSON {
         writer.int64(report.elapsedMicros / 1000)
         writer.endObject()
         return writer.bytes
-    }
-}
-
-/// An admin request: through the running server's socket when one answers, otherwise served in
-/// this process by the same routes over a log opened here (the log has exactly one writer).
-enum AdminCall {
-    static func send(
-        data: String, _ method: String, _ path: String, body: [UInt8],
-        offline: (LogWriter) throws -> (Router, () -> Void)
-    ) throws -> (status: Int, body: [UInt8]) {
-        let socket = data + "/admin.sock"
-        var info = stat()
-        if stat(socket, &info) == 0 {
-            let connection = HTTPConnection(address: "unix:" + socket, reconnect: false)
-            do {
-                let response = try connection.send(
-                    method, path, headers: [("Content-Type", "application/json")], body: body)
-                return (response.status, response.body)
-            } catch {
-                guard case .connectFailed = error else { throw error }
-            }
-        }
-        try LogCommand.requireLog(data + "/log")
-        let log: LogWriter
-        do {
-            log = try LogWriter(directory: data + "/log")
-        } catch LogError.locked {
-            throw UsageError(
-                "a server holds the log in \(data) but its admin socket \(socket) does not answer; "
-                    + "wait for it to start, or stop it")
-        }
-        defer { log.close() }
-        let (router, close) = try offline(log)
-        defer { close() }
-        let response = router.respond(to: HTTPRequest(method: method, target: path, body: body)).response
-        return (response.status, response.body)
-    }
-
-    /// The body of a successful answer, or the server's error message as a usage error.
-    static func check(_ answer: (status: Int, body: [UInt8])) throws -> JSONValue {
-        let document = try? JSONParser.parse(answer.body)
-        guard answer.status == 200 || answer.status == 201, let document else {
-            let message =
-                (try? document?["error"]?["message"]?.stringValue)
-                ?? String(decoding: answer.body, as: UTF8.self)
-            throw UsageError(message)
-        }
-        return document
     }
 }
 

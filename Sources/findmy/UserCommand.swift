@@ -1,6 +1,6 @@
 import CLI
 import Events
-import HTTPClient
+import HTTP
 import Ingest
 import JSON
 
@@ -84,8 +84,8 @@ enum UserCommand {
             return 0
         case "list":
             let document: JSONValue
-            if let answer = try socketRequest(data, "GET", "/admin/users", body: nil) {
-                document = answer.body
+            if let answer = try AdminCall.socket(data: data, "GET", "/admin/users", body: nil) {
+                document = (try? JSONParser.parse(answer.body)) ?? .null
             } else {
                 let service = try offlineService(data)
                 defer { service.log.close() }
@@ -141,15 +141,12 @@ enum UserCommand {
         }
         let userID: Int64
         let token: String
-        if let answer = try socketRequest(
-            data, "POST", "/admin/users/\(percentEncoded(name))/token", body: nil)
+        if let answer = try AdminCall.socket(
+            data: data, "POST", "/admin/users/\(percentEncoded(name))/token", body: nil)
         {
-            guard answer.status == 200 else {
-                throw UsageError(
-                    (try? answer.body["error"]?["message"]?.stringValue) ?? "status \(answer.status)")
-            }
-            userID = try answer.body["user_id"]!.int64Value
-            token = try answer.body["token"]!.stringValue
+            let document = try AdminCall.check(answer)
+            userID = try document["user_id"]!.int64Value
+            token = try document["token"]!.stringValue
         } else {
             let service = try offlineService(data)
             defer { service.log.close() }
@@ -220,24 +217,6 @@ enum UserCommand {
         _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 
-    /// A user name as one path segment: unreserved characters kept, every other byte %XX.
-    static func percentEncoded(_ text: String) -> String {
-        var output = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                UInt8(ascii: "_"),
-                UInt8(ascii: "~"):
-                output.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let digits = Array("0123456789ABCDEF")
-                output += "%\(digits[Int(byte >> 4)])\(digits[Int(byte & 0xF)])"
-            }
-        }
-        return output
-    }
-
     /// Through the admin socket when a server answers, otherwise on the log directly.
     static func mutate(
         _ data: String, path: String, body: [String: String],
@@ -250,11 +229,8 @@ enum UserCommand {
             writer.string(value)
         }
         writer.endObject()
-        if let answer = try socketRequest(data, "POST", path, body: writer.bytes) {
-            guard answer.status == 200 else {
-                throw UsageError(
-                    (try? answer.body["error"]?["message"]?.stringValue) ?? "status \(answer.status)")
-            }
+        if let answer = try AdminCall.socket(data: data, "POST", path, body: writer.bytes) {
+            _ = try AdminCall.check(answer)
             return
         }
         let service = try offlineService(data)
@@ -266,35 +242,8 @@ enum UserCommand {
         }
     }
 
-    /// nil when no server answers on the admin socket.
-    static func socketRequest(_ data: String, _ method: String, _ path: String, body: [UInt8]?) throws -> (
-        status: Int, body: JSONValue
-    )? {
-        let socket = data + "/admin.sock"
-        var info = stat()
-        guard stat(socket, &info) == 0 else { return nil }
-        let connection = HTTPConnection(address: "unix:" + socket, reconnect: false)
-        do {
-            let response = try connection.send(
-                method, path, headers: body == nil ? [] : [("Content-Type", "application/json")],
-                body: body ?? [])
-            return (response.status, (try? JSONParser.parse(response.body)) ?? .null)
-        } catch {
-            if case .connectFailed = error { return nil }
-            throw error
-        }
-    }
-
     static func offlineService(_ data: String) throws -> IngestService {
-        try PosixFileIO().makeDirectory(data)
-        let log: LogWriter
-        do {
-            log = try LogWriter(directory: data + "/log")
-        } catch LogError.locked {
-            throw UsageError(
-                "a server holds the log in \(data) but its admin socket \(data)/admin.sock does not answer; "
-                    + "wait for it to start, or stop it")
-        }
+        let log = try AdminCall.openLog(data: data, creating: true)
         do {
             return try IngestService(log: log)
         } catch {
@@ -307,10 +256,6 @@ enum UserCommand {
     static func viaSocket(_ data: String, name: String, admin: Bool) throws -> (
         userID: UInt64, token: String
     )? {
-        let path = data + "/admin.sock"
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        let connection = HTTPConnection(address: "unix:" + path, reconnect: false)
         var writer = JSONWriter(capacity: 96)
         writer.beginObject()
         writer.key("name")
@@ -318,35 +263,16 @@ enum UserCommand {
         writer.key("admin")
         writer.bool(admin)
         writer.endObject()
-        let response: HTTPClientResponse
-        do {
-            response = try connection.send(
-                "POST", "/admin/users", headers: [("Content-Type", "application/json")], body: writer.bytes)
-        } catch {
-            // A socket file left by a killed server: nobody answers.
-            if case .connectFailed = error { return nil }
-            throw error
+        guard let answer = try AdminCall.socket(data: data, "POST", "/admin/users", body: writer.bytes) else {
+            return nil
         }
-        let document = try JSONParser.parse(response.body)
-        guard response.status == 201 else {
-            let message = (try? document["error"]?["message"]?.stringValue) ?? response.bodyText
-            throw UsageError(message)
-        }
+        let document = try AdminCall.check(answer)
         return (UInt64(try document["user_id"]!.int64Value), try document["token"]!.stringValue)
     }
 
     static func offline(_ data: String, name: String, admin: Bool) throws -> (userID: UInt64, token: String) {
-        try PosixFileIO().makeDirectory(data)
-        let log: LogWriter
-        do {
-            log = try LogWriter(directory: data + "/log")
-        } catch LogError.locked {
-            throw UsageError(
-                "a server holds the log in \(data) but its admin socket \(data)/admin.sock does not answer; "
-                    + "wait for it to start, or stop it")
-        }
-        defer { log.close() }
-        let service = try IngestService(log: log)
+        let service = try offlineService(data)
+        defer { service.log.close() }
         do {
             let created = try service.createUser(name: name, role: admin ? .admin : .member)
             return (created.userID, created.token)

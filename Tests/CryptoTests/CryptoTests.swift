@@ -19,6 +19,9 @@ import Testing
     #expect(constantTimeEqual([1, 2, 3], [1, 2, 3]))
     #expect(!constantTimeEqual([1, 2, 3], [1, 2, 4]))
     #expect(!constantTimeEqual([1, 2, 3], [1, 2]))
+    #expect(constantTimeEqual("csrf-tök", "csrf-tök"))
+    #expect(!constantTimeEqual("csrf-tök", "csrf-tok"))
+    #expect(!constantTimeEqual("", "a"))
 }
 
 @Test func tokensAre256BitsOfURLSafeBase64() {

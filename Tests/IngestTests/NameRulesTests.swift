@@ -41,7 +41,7 @@ import Testing
             try NameRules.check("alice\u{202E}nimda", field: "model")
             Issue.record("accepted")
         } catch {
-            #expect(error.status == 400 && error.code == "invalid_field")
+            #expect(error.status == 400 && error.code == .invalidField)
             #expect(
                 error.message.hasPrefix(
                     "model contains U+202E (a text-direction embedding or override) at character 6"))

@@ -164,7 +164,7 @@ import Testing
                 _ = try ReportDecoder.decode(Array(body.utf8), receivedAtMicros: Self.now, limits: limits)
                 return nil
             } catch {
-                return (error.status, error.code)
+                return (error.status, error.code.rawValue)
             }
         }
         let id = "\"batch_id\": \"1b4e28ba-2fa1-11d2-883f-0016d3cca427\""
@@ -192,7 +192,7 @@ import Testing
         do {
             _ = try ReportDecoder.decode(Array(body.utf8), receivedAtMicros: Self.now, limits: small)
         } catch {
-            #expect(error.status == 413 && error.code == "too_many_fixes" && error.message.contains("3"))
+            #expect(error.status == 413 && error.code == .tooManyFixes && error.message.contains("3"))
         }
         // The default takes 10,000.
         let full = try decode(Array(repeating: fix(), count: 10_000))

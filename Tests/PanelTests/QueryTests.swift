@@ -59,7 +59,7 @@ import Testing
             do {
                 _ = try HistoryCursor.decode(text, kind: kind, deviceID: device)
             } catch {
-                #expect(error.status == 400 && error.code == "invalid_cursor")
+                #expect(error.status == 400 && error.code == .invalidCursor)
             }
         }
     }
@@ -81,7 +81,7 @@ import Testing
             [("from", "2026-05-02T00:00:00Z"), ("to", "2026-05-01T00:00:00Z")],
         ] {
             let found = error(bad)
-            #expect(found?.status == 400 && found?.code == "invalid_range", "\(bad)")
+            #expect(found?.status == 400 && found?.code == .invalidRange, "\(bad)")
         }
         #expect(error([("from", "2026-05-01 09:00:00 02:00")])?.message.contains("%2B") == true)
     }
@@ -91,14 +91,14 @@ import Testing
         #expect(try parse([("limit", "10000")]).limit == 10_000)
         for bad in ["0", "-1", "10001", "ten", "", "1.5", "99999999999999999999"] {
             let found = error([("limit", bad)])
-            #expect(found?.code == "invalid_limit", "\(bad)")
+            #expect(found?.code == .invalidLimit, "\(bad)")
             #expect(found?.message.contains("1 to 10000") == true)
         }
     }
 
     @Test func unknownAndRepeatedParametersAreRefused() throws {
-        #expect(error([("form", "2026-05-01T09:00:00Z")])?.code == "unknown_parameter")
-        #expect(error([("limit", "5"), ("limit", "6")])?.code == "unknown_parameter")
+        #expect(error([("form", "2026-05-01T09:00:00Z")])?.code == .unknownParameter)
+        #expect(error([("limit", "5"), ("limit", "6")])?.code == .unknownParameter)
         #expect(try parse([("after_offset", "12")]).limit == 1_000)
     }
 

@@ -35,9 +35,12 @@ func timestampTextRoundTripsWithoutAServer(micros: Int64) {
 
 @Test func arrayLiteralsQuoteTextAndSpellSpecialValues() {
     #expect(PostgresValue.int64Array([1, nil, -3]) == .text("{1,NULL,-3}"))
-    #expect(PostgresValue.doubleArray([.nan, -.infinity, 0.5]) == .text("{NaN,-Infinity,0.5}"))
-    #expect(PostgresValue.textArray(["a\"b\\c", nil, "NULL"]) == .text(#"{"a\"b\\c",NULL,"NULL"}"#))
-    #expect(PostgresValue.boolArray([true, false]) == .text("{t,f}"))
+    #expect(
+        PostgresValue.array([.double(.nan), .double(-.infinity), .double(0.5)])
+            == .text("{NaN,-Infinity,0.5}"))
+    #expect(
+        PostgresValue.array([.text("a\"b\\c"), nil, .text("NULL")]) == .text(#"{"a\"b\\c",NULL,"NULL"}"#))
+    #expect(PostgresValue.array([.bool(true), .bool(false)]) == .text("{t,f}"))
 }
 
 @Test func aLongDataDirectoryPutsTheSocketUnderTmpAndSaysSo() throws {

@@ -2,17 +2,20 @@
     import Glibc
 #endif
 
-/// State behind a pthread reader-writer lock: token lookups on every request read in parallel,
-/// and only admissions and applies take it exclusively.
+/// State behind a pthread reader-writer lock: readers in parallel, writers alone. Ingest's registry
+/// uses it: token lookups on every request read in parallel, and only admissions and applies take
+/// it exclusively.
 ///
 /// Why not `Synchronization.Mutex`: on Linux it is a priority-inheritance futex, and with 64
 /// connection threads on 2 cores a preempted holder made it the top symbol of the report path's
 /// profile (lockSlow, 14 % of the server's CPU at 64 connections).
-final class ReadWriteLocked<State>: @unchecked Sendable {
-    private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
-    private var state: State
+public final class ReadWriteLocked<State>: @unchecked Sendable {
+    // Inlinable, so the registry's lookups on every request stay specialised and free of calls
+    // across the module boundary, as they were when this lived in Ingest.
+    @usableFromInline let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+    @usableFromInline var state: State
 
-    init(_ state: State) {
+    public init(_ state: State) {
         self.state = state
         pthread_rwlock_init(lock, nil)
     }
@@ -22,13 +25,17 @@ final class ReadWriteLocked<State>: @unchecked Sendable {
         lock.deallocate()
     }
 
-    func read<Result, Failure: Error>(_ body: (State) throws(Failure) -> Result) throws(Failure) -> Result {
+    @inlinable
+    public func read<Result, Failure: Error>(_ body: (State) throws(Failure) -> Result) throws(Failure)
+        -> Result
+    {
         pthread_rwlock_rdlock(lock)
         defer { pthread_rwlock_unlock(lock) }
         return try body(state)
     }
 
-    func write<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
+    @inlinable
+    public func write<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
         -> Result
     {
         pthread_rwlock_wrlock(lock)
@@ -38,11 +45,11 @@ final class ReadWriteLocked<State>: @unchecked Sendable {
 }
 
 /// State behind a plain (adaptive, not priority-inheriting) pthread mutex; see `ReadWriteLocked`.
-final class Locked<State>: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var state: State
+public final class Locked<State>: @unchecked Sendable {
+    @usableFromInline let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    @usableFromInline var state: State
 
-    init(_ state: State) {
+    public init(_ state: State) {
         self.state = state
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
@@ -56,7 +63,9 @@ final class Locked<State>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
+    @inlinable
+    public func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
+        throws(Failure)
         -> Result
     {
         pthread_mutex_lock(mutex)
