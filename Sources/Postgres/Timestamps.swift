@@ -58,6 +58,12 @@ public enum PostgresTimestamp {
         return micros
     }
 
+    /// The UTC calendar date of `micros` since the epoch, by arithmetic (no text): year 0 is 1 BC.
+    /// The one civil-from-days of the tree, meant to become the shared calendar function.
+    public static func civilDate(micros: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        civil(fromDays: floorDivide(micros, microsPerDay).0)
+    }
+
     static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
         let remainder = value % divisor
         return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)

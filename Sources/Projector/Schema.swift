@@ -1,5 +1,6 @@
 import Events
 import Postgres
+import ProjectionSchema
 
 /// The PostgreSQL side of findmy: a small `findmy_meta` schema with versioned migrations, and the
 /// projection tables, which live in one schema per generation.
@@ -14,9 +15,9 @@ import Postgres
 /// generations were bound (log_id NULL), is never served: the projector drops and rebuilds it.
 public enum Schema {
     /// The schema the read side queries: always the live generation.
-    public static let live = "findmy"
+    public static let live = ProjectionSchema.live
     /// Where a rebuild writes until it is swapped in.
-    public static let building = "findmy_next"
+    public static let building = ProjectionSchema.building
     /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
     /// 2: the history index is `(device_id, recorded_at, log_offset, fix_index)`, the read API's order.
     /// 3: `devices.as_of_offset`, the version the read API's device cards are cached by.
@@ -85,14 +86,8 @@ public enum Schema {
     }
 
     /// The columns of one fix, shared by `device_locations` (history) and `device_latest`.
-    static let fixColumns = """
-        log_offset bigint NOT NULL, fix_index integer NOT NULL,
-                recorded_at timestamptz NOT NULL, received_at timestamptz NOT NULL,
-                latitude double precision NOT NULL, longitude double precision NOT NULL,
-                accuracy_m double precision NOT NULL, altitude_m double precision, speed_mps double precision,
-                heading_deg double precision, battery_pct smallint, is_charging boolean, source text NOT NULL,
-                clock_suspect boolean NOT NULL
-        """
+    static let fixColumns = ProjectionSchema.fixColumns.dropFirst().map(\.definition).joined(
+        separator: ",\n        ")
 
     /// Creates an empty generation in `schema` (dropping anything there), checkpoint at offset 0,
     /// bound to the log `logID`, in one transaction: a reader sees the old tables or the new empty
@@ -193,7 +188,7 @@ public enum Schema {
     public static func swapIn(_ connection: PostgresConnection) throws {
         try connection.transaction { connection in
             _ = try connection.execute("SELECT pg_advisory_xact_lock(7402)")
-            let retired = "findmy_retired"
+            let retired = ProjectionSchema.retired
             try connection.executeScript(
                 """
                 DROP SCHEMA IF EXISTS \(retired) CASCADE;
@@ -244,14 +239,10 @@ struct Month {
 
     init(index: Int) { self.index = index }
 
-    /// From the timestamp's own text form (`2026-12-02 ...`), so the calendar arithmetic lives in
-    /// one place (PostgresTimestamp). Years before 1 fall in the default partition anyway.
+    /// By calendar arithmetic on the microseconds: this runs for every row the projector copies.
     init(micros: Int64) {
-        let text = Array(PostgresTimestamp.text(micros: micros).utf8)
-        let dash = text.firstIndex(of: UInt8(ascii: "-")) ?? 4
-        let year = Int(String(decoding: text[..<dash], as: UTF8.self)) ?? 0
-        let month = Int(String(decoding: text[(dash + 1)..<(dash + 3)], as: UTF8.self)) ?? 1
-        index = year * 12 + (month - 1)
+        let date = PostgresTimestamp.civilDate(micros: micros)
+        index = Int(date.year) * 12 + Int(date.month - 1)
     }
 
     var year: Int { index >= 0 ? index / 12 : (index - 11) / 12 }
