@@ -54,24 +54,48 @@ public enum ProjectionSchema {
     }
 
     /// The columns of one fix row, in order, shared by `device_locations` and `device_latest`: the
-    /// order of the DDL, of the projector's COPY and of its upsert.
-    public static let fixColumns: [Column] = [
-        Column(name: "device_id", type: .bigint, nullable: false),
-        Column(name: "log_offset", type: .bigint, nullable: false),
-        Column(name: "fix_index", type: .integer, nullable: false),
-        Column(name: "recorded_at", type: .timestamptz, nullable: false),
-        Column(name: "received_at", type: .timestamptz, nullable: false),
-        Column(name: "latitude", type: .float8, nullable: false),
-        Column(name: "longitude", type: .float8, nullable: false),
-        Column(name: "accuracy_m", type: .float8, nullable: false),
-        Column(name: "altitude_m", type: .float8, nullable: true),
-        Column(name: "speed_mps", type: .float8, nullable: true),
-        Column(name: "heading_deg", type: .float8, nullable: true),
-        Column(name: "battery_pct", type: .smallint, nullable: true),
-        Column(name: "is_charging", type: .boolean, nullable: true),
-        Column(name: "source", type: .text, nullable: false),
-        Column(name: "clock_suspect", type: .boolean, nullable: false),
-    ]
+    /// order of the DDL, of the projector's COPY and of its upsert. The read side names the ones it
+    /// selects by case, so a column renamed here fails to compile there.
+    public enum FixColumn: String, Sendable, CaseIterable {
+        case deviceID = "device_id"
+        case logOffset = "log_offset"
+        case fixIndex = "fix_index"
+        case recordedAt = "recorded_at"
+        case receivedAt = "received_at"
+        case latitude
+        case longitude
+        case accuracy = "accuracy_m"
+        case altitude = "altitude_m"
+        case speed = "speed_mps"
+        case heading = "heading_deg"
+        case battery = "battery_pct"
+        case isCharging = "is_charging"
+        case source
+        case clockSuspect = "clock_suspect"
+
+        public var type: ColumnType {
+            switch self {
+            case .deviceID, .logOffset: .bigint
+            case .fixIndex: .integer
+            case .recordedAt, .receivedAt: .timestamptz
+            case .latitude, .longitude, .accuracy, .altitude, .speed, .heading: .float8
+            case .battery: .smallint
+            case .isCharging, .clockSuspect: .boolean
+            case .source: .text
+            }
+        }
+
+        public var nullable: Bool {
+            switch self {
+            case .altitude, .speed, .heading, .battery, .isCharging: true
+            default: false
+            }
+        }
+    }
+
+    public static let fixColumns: [Column] = FixColumn.allCases.map {
+        Column(name: $0.rawValue, type: $0.type, nullable: $0.nullable)
+    }
 
     public static var fixColumnNames: [String] { fixColumns.map(\.name) }
 
@@ -81,8 +105,8 @@ public enum ProjectionSchema {
         "recorded_max",
     ]
 
-    /// `l.latitude, l.longitude, ...`: the named fix columns, qualified by a table alias.
-    public static func select(_ names: [String], from alias: String) -> String {
-        names.map { alias + "." + $0 }.joined(separator: ", ")
+    /// `l.latitude, l.longitude, ...`: fix columns qualified by a table alias, for a SELECT list.
+    public static func select(_ columns: [FixColumn], from alias: String) -> String {
+        columns.map { alias + "." + $0.rawValue }.joined(separator: ", ")
     }
 }

@@ -199,7 +199,7 @@ public struct ProjectionStore: Sendable {
     /// each of the width of its column's type.
     static func encode(_ row: LocationRow, _ out: inout BinaryCopyRows) throws(PostgresError) {
         let fix = row.fix
-        out.beginRow(fieldCount: 15)
+        out.beginRow(fieldCount: ProjectionSchema.fixColumns.count)
         out.int64(Int64(row.deviceID))
         out.int64(Int64(row.logOffset))
         out.int32(Int32(row.fixIndex))
@@ -227,7 +227,7 @@ public struct ProjectionStore: Sendable {
 
     /// One row of `device_batches` in binary COPY form, in `ProjectionSchema.batchColumnNames` order.
     static func encode(_ row: BatchRow, _ out: inout BinaryCopyRows) {
-        out.beginRow(fieldCount: 8)
+        out.beginRow(fieldCount: ProjectionSchema.batchColumnNames.count)
         out.int64(Int64(row.logOffset))
         out.int64(Int64(row.deviceID))
         out.uuid(high: row.batchID.high, low: row.batchID.low)
