@@ -147,3 +147,46 @@ import Workload
         if Month(micros: micros).index != expected { break }
     }
 }
+
+/// Each field the projector's encoder writes has the width of the type `ProjectionSchema` declares
+/// for that column (binary COPY refuses any other), NULL only where the column is nullable.
+@Test func theHistoryEncoderFollowsTheSchemasColumnTypes() throws {
+    let full = Fix(
+        latitude: 1, longitude: 2, accuracyMeters: 3, altitudeMeters: 4, speedMetersPerSecond: 5,
+        headingDegrees: 6,
+        batteryPercent: 7, isCharging: true, source: "gps", recordedAtMicros: 8, clockSuspect: false)
+    var empty = full
+    empty.altitudeMeters = nil
+    empty.speedMetersPerSecond = nil
+    empty.headingDegrees = nil
+    empty.batteryPercent = nil
+    empty.isCharging = nil
+    for fix in [full, empty] {
+        var out = BinaryCopyRows(writeHeader: false)
+        try ProjectionStore.encode(
+            LocationRow(deviceID: 1, logOffset: 2, fixIndex: 3, receivedAtMicros: 4, fix: fix), &out)
+        let bytes = out.bytes
+        var position = 2
+        #expect(Int(bytes[0]) << 8 | Int(bytes[1]) == ProjectionSchema.fixColumns.count)
+        for column in ProjectionSchema.fixColumns {
+            let length = bytes[position..<position + 4].reduce(Int32(0)) { $0 << 8 | Int32($1) }
+            position += 4
+            let width: Int32? =
+                switch column.type {
+                case .bigint, .timestamptz, .float8: 8
+                case .integer: 4
+                case .smallint: 2
+                case .boolean: 1
+                case .text: nil
+                }
+            if length == -1 {
+                #expect(column.nullable, "\(column.name) written as NULL")
+                #expect(fix == empty, "\(column.name) NULL in a full fix")
+            } else {
+                if let width { #expect(length == width, "\(column.name)") }
+                position += Int(length)
+            }
+        }
+        #expect(position == bytes.count)
+    }
+}
