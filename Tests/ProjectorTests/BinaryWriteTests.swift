@@ -190,3 +190,21 @@ import Workload
         #expect(position == bytes.count)
     }
 }
+
+/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 3, column for
+/// column: a change here is a new table layout, which needs a new `projectionVersion`.
+@Test func theFixColumnsAreProjectionVersion3sLayout() {
+    #expect(Schema.projectionVersion == 3)
+    let version3 = """
+        log_offset bigint NOT NULL, fix_index integer NOT NULL, recorded_at timestamptz NOT NULL,
+        received_at timestamptz NOT NULL, latitude double precision NOT NULL, longitude double precision NOT NULL,
+        accuracy_m double precision NOT NULL, altitude_m double precision, speed_mps double precision,
+        heading_deg double precision, battery_pct smallint, is_charging boolean, source text NOT NULL,
+        clock_suspect boolean NOT NULL
+        """
+    func columns(_ ddl: String) -> [String] {
+        ddl.split(separator: ",").map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
+    }
+    #expect(columns(Schema.fixColumns) == columns(version3))
+    #expect(ProjectionSchema.fixColumns.first?.definition == "device_id bigint NOT NULL")
+}
