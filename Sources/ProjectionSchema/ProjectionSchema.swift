@@ -10,8 +10,6 @@ public enum ProjectionSchema {
     public static let building = "findmy_next"
     /// Where the old generation goes for the moment of the swap.
     public static let retired = "findmy_retired"
-    /// Migrations and the generations table; not part of any generation.
-    public static let meta = "findmy_meta"
 
     /// The tables of one generation.
     public enum Table: String, Sendable, CaseIterable {
