@@ -58,24 +58,36 @@ let package = Package(
         // The one module that calls libpq.
         .target(name: "Postgres", dependencies: ["CPQ", "Threads", "JSON", "Crypto"], swiftSettings: strict),
 
+        // The projection's names in one place: schemas, tables, the fix columns and their types.
+        // The projector writes by it, the read API, the panel and the compactor query by it.
+        .target(name: "ProjectionSchema", swiftSettings: strict),
+
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
-        .target(name: "Projector", dependencies: ["Events", "Postgres", "JSON"], swiftSettings: strict),
+        .target(
+            name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema"],
+            swiftSettings: strict),
 
         // The read API (and later the web panel): devices, latest fixes, history, arrivals.
         .target(
-            name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto", "Threads"],
+            name: "Panel",
+            dependencies: [
+                "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
+            ],
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
         // The script and style sheet are plain files compiled into the binary (`PackageResources`),
         // so the executable needs no resource bundle beside it.
         .target(
-            name: "WebPanel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            name: "WebPanel",
+            dependencies: ["Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto"],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes.
-        .target(name: "Compactor", dependencies: ["Events", "Postgres", "Projector"], swiftSettings: strict),
+        .target(
+            name: "Compactor", dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector"],
+            swiftSettings: strict),
 
         // What both executables share: commands, their options and usage errors, dispatch, and
         // the JSON and text form of log records (`findmy log dump`, the report body a bench weighs).
@@ -112,13 +124,16 @@ let package = Package(
             name: "IngestTests", dependencies: ["Ingest", "Events", "JSON", "HTTP"], swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
+            swiftSettings: strict),
         .testTarget(
             name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto", "Events"], swiftSettings: strict),
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
-            name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload", "Compactor"], swiftSettings: strict),
+            name: "ProjectorTests",
+            dependencies: ["Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor"],
+            swiftSettings: strict),
         .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
     ]
 )

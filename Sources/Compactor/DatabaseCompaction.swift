@@ -1,5 +1,6 @@
 import Events
 import Postgres
+import ProjectionSchema
 import Projector
 
 /// What one compaction did to PostgreSQL (or, in a dry run, would do).
@@ -50,7 +51,7 @@ public struct DatabaseCompaction {
 
     public init(
         policy: RetentionPolicy, nowMicros: Int64, rowsPerStatementMax: Int, logID: UUID128,
-        schema: String = Schema.live
+        schema: String = ProjectionSchema.live
     ) {
         precondition(rowsPerStatementMax > 0)
         self.policy = policy
@@ -87,12 +88,14 @@ public struct DatabaseCompaction {
         // Expired fixes: per overridden device with its cutoff, then everyone else with the default.
         for (device, cutoff) in overridden.sorted(by: { $0.key < $1.key }) {
             report.locationRowsDeleted += try deleteBounded(
-                "device_locations", key: "device_id, log_offset, fix_index, recorded_at",
+                ProjectionSchema.Table.deviceLocations.rawValue,
+                key: "device_id, log_offset, fix_index, recorded_at",
                 where: "device_id = $1 AND (recorded_at < $2 OR received_at < $2)",
                 [.int64(Int64(device)), .timestamp(micros: cutoff)], connection, dryRun: dryRun)
         }
         report.locationRowsDeleted += try deleteBounded(
-            "device_locations", key: "device_id, log_offset, fix_index, recorded_at",
+            ProjectionSchema.Table.deviceLocations.rawValue,
+            key: "device_id, log_offset, fix_index, recorded_at",
             where: "device_id <> ALL($1::bigint[]) AND (recorded_at < $2 OR received_at < $2)",
             [others, .timestamp(micros: defaultCutoff)], connection, dryRun: dryRun)
         // Erasures and removals (the projector deletes these when it folds the event; this catches
@@ -100,7 +103,8 @@ public struct DatabaseCompaction {
         for (device, list) in policy.erasures.sorted(by: { $0.key < $1.key }) {
             for entry in list {
                 report.locationRowsDeleted += try deleteBounded(
-                    "device_locations", key: "device_id, log_offset, fix_index, recorded_at",
+                    ProjectionSchema.Table.deviceLocations.rawValue,
+                    key: "device_id, log_offset, fix_index, recorded_at",
                     where: """
                         device_id = $1 AND log_offset < $2 AND ($3::timestamptz IS NULL OR recorded_at >= $3)
                         AND ($4::timestamptz IS NULL OR recorded_at < $4)
@@ -115,10 +119,12 @@ public struct DatabaseCompaction {
         for (device, offset) in policy.removedAt.sorted(by: { $0.key < $1.key }) {
             let parameters: [PostgresValue?] = [.int64(Int64(device)), .int64(Int64(offset))]
             report.locationRowsDeleted += try deleteBounded(
-                "device_locations", key: "device_id, log_offset, fix_index, recorded_at",
+                ProjectionSchema.Table.deviceLocations.rawValue,
+                key: "device_id, log_offset, fix_index, recorded_at",
                 where: "device_id = $1 AND log_offset < $2", parameters, connection, dryRun: dryRun)
             report.batchRowsDeleted += try deleteBounded(
-                "device_batches", key: "log_offset", where: "device_id = $1 AND log_offset < $2", parameters,
+                ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
+                where: "device_id = $1 AND log_offset < $2", parameters,
                 connection, dryRun: dryRun)
         }
         // Envelopes past the arrivals window (or the device's fix window, when longer).
@@ -131,12 +137,13 @@ public struct DatabaseCompaction {
         }
         for (cutoff, ids) in envelopeCutoffs.sorted(by: { $0.key < $1.key }) {
             report.batchRowsDeleted += try deleteBounded(
-                "device_batches", key: "log_offset",
+                ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
                 where: "device_id = ANY($1::bigint[]) AND received_at < $2",
                 [.int64Array(ids), .timestamp(micros: cutoff)], connection, dryRun: dryRun)
         }
         report.batchRowsDeleted += try deleteBounded(
-            "device_batches", key: "log_offset", where: "device_id <> ALL($1::bigint[]) AND received_at < $2",
+            ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
+            where: "device_id <> ALL($1::bigint[]) AND received_at < $2",
             [.int64Array(envelopeCutoffs.values.flatMap { $0 }), .timestamp(micros: defaultEnvelopeCutoff)],
             connection, dryRun: dryRun)
         report.latestRecomputed = try recomputeStaleLatest(connection, dryRun: dryRun)
@@ -164,7 +171,8 @@ public struct DatabaseCompaction {
                 bitPattern:
                     try connection.execute("SELECT max(through_offset) FROM \(scrubTable)").int64(0, 0) ?? 0)
         }
-        let checkpoint = try connection.execute("SELECT next_offset FROM \(s).projector_checkpoints")
+        let checkpoint = try connection.execute(
+            "SELECT next_offset FROM \(s).\(ProjectionSchema.Table.projectorCheckpoints.rawValue)")
         let folded = checkpoint.rowCount > 0 ? UInt64(bitPattern: try checkpoint.int64(0, 0) ?? 0) : 0
         var ranges: [(fromMicros: Int64?, toMicros: Int64?)] = []
         var removals = false
@@ -182,8 +190,8 @@ public struct DatabaseCompaction {
         }
         guard !ranges.isEmpty else { return }
         report.relationsRewritten =
-            try affectedPartitions(connection, ranges) + ["device_latest"]
-            + (removals ? ["device_batches"] : [])
+            try affectedPartitions(connection, ranges) + [ProjectionSchema.Table.deviceLatest.rawValue]
+            + (removals ? [ProjectionSchema.Table.deviceBatches.rawValue] : [])
         if dryRun { return }
         try connection.executeScript("SET lock_timeout = \(Self.scrubLockWaitMillisMax)")
         defer { try? connection.executeScript("RESET lock_timeout") }
@@ -197,7 +205,10 @@ public struct DatabaseCompaction {
         // the replaced ones from its file. A role that does not own the database gets a warning,
         // not an error, and the old rows stay until autovacuum and reuse (docs/retention.md).
         let analyzed =
-            ["device_locations"] + report.relationsRewritten.filter { !$0.hasPrefix("device_locations") }
+            [ProjectionSchema.Table.deviceLocations.rawValue]
+            + report.relationsRewritten.filter {
+                !$0.hasPrefix(ProjectionSchema.Table.deviceLocations.rawValue)
+            }
         for relation in analyzed {
             try connection.executeScript("ANALYZE \(s).\(PostgresConnection.quoteIdentifier(relation))")
         }
@@ -231,7 +242,7 @@ public struct DatabaseCompaction {
             SELECT c.relname FROM pg_inherits i
             JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
             JOIN pg_namespace n ON n.oid = p.relnamespace
-            WHERE n.nspname = $1 AND p.relname = 'device_locations' ORDER BY c.relname
+            WHERE n.nspname = $1 AND p.relname = '\(ProjectionSchema.Table.deviceLocations.rawValue)' ORDER BY c.relname
             """, [.text(schema)])
         var names: [String] = []
         for row in 0..<result.rowCount {
@@ -281,7 +292,7 @@ public struct DatabaseCompaction {
             SELECT c.relname FROM pg_inherits i
             JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
             JOIN pg_namespace n ON n.oid = p.relnamespace
-            WHERE n.nspname = $1 AND p.relname = 'device_locations' ORDER BY c.relname
+            WHERE n.nspname = $1 AND p.relname = '\(ProjectionSchema.Table.deviceLocations.rawValue)' ORDER BY c.relname
             """, [.text(schema)])
         let cutoff = nowMicros - Int64(policy.longestWindowDays) * RetentionPolicy.microsPerDay
         var dropped: [String] = []
@@ -317,13 +328,14 @@ public struct DatabaseCompaction {
     /// that keeps the projector's upsert of a newer fix from interleaving.
     private func recomputeStaleLatest(_ connection: PostgresConnection, dryRun: Bool) throws -> Int {
         let stale = """
-            SELECT l.device_id FROM \(s).device_latest l WHERE NOT EXISTS (
-                SELECT 1 FROM \(s).device_locations d WHERE d.device_id = l.device_id AND d.log_offset = l.log_offset
+            SELECT l.device_id FROM \(s).\(ProjectionSchema.Table.deviceLatest.rawValue) l WHERE NOT EXISTS (
+                SELECT 1 FROM \(s).\(ProjectionSchema.Table.deviceLocations.rawValue) d WHERE d.device_id = l.device_id AND d.log_offset = l.log_offset
                     AND d.fix_index = l.fix_index AND d.recorded_at = l.recorded_at)
             """
         if dryRun { return try connection.execute(stale).rowCount }
         return try connection.transaction { connection in
-            _ = try connection.execute("LOCK TABLE \(s).device_latest IN SHARE ROW EXCLUSIVE MODE")
+            _ = try connection.execute(
+                "LOCK TABLE \(s).\(ProjectionSchema.Table.deviceLatest.rawValue) IN SHARE ROW EXCLUSIVE MODE")
             let result = try connection.execute(stale)
             var ids: [UInt64] = []
             for row in 0..<result.rowCount { ids.append(UInt64(bitPattern: try result.int64(row, 0) ?? 0)) }

@@ -86,11 +86,6 @@ public enum FixField: String, CaseIterable, Sendable {
 
     /// The fields a device sends in a report (docs/api.md): every one but the server's own.
     public static let reported: [FixField] = allCases.filter { $0 != .receivedAt && $0 != .clockSuspect }
-
-    /// `table.column` for each of `fields`, comma-separated, for a SELECT list.
-    public static func columns(_ fields: [FixField], of table: String) -> String {
-        fields.map { "\(table).\($0.rawValue)" }.joined(separator: ", ")
-    }
 }
 
 /// One position report. Doubles are kept bit for bit; range checks belong to ingest.

@@ -2,6 +2,7 @@ import HTTP
 import Ingest
 import JSON
 import Postgres
+import ProjectionSchema
 
 extension ReadService {
     /// `GET /api/find-my/admin/devices` (admin role, checked by the permission table): every device
@@ -10,7 +11,8 @@ extension ReadService {
     func adminDevices(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         _ = try checkedParameters(request.queryItems, allowed: [])
         let registry = ingest.registrySnapshot
-        let result = try query("SELECT d.id, d.last_seen_at FROM findmy.devices d", [])
+        let result = try query(
+            "SELECT d.id, d.last_seen_at FROM \(ProjectionSchema.Table.devices.live) d", [])
         var lastSeen: [UInt64: Int64] = [:]
         try decoding { () throws(PostgresError) in
             for row in 0..<result.rowCount {

@@ -3,6 +3,7 @@ import HTTP
 import Ingest
 import JSON
 import Postgres
+import ProjectionSchema
 import Threads
 
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ import Threads
 /// The read API (docs/api.md, "Read API"): the caller's devices with their latest fix and
 /// staleness, a device's history and what arrived when. Reads PostgreSQL only.
 ///
-/// Every read is ONE statement against `findmy.`: a rebuild swaps the schema under an advisory
+/// Every read is ONE statement against the live projection schema (`ProjectionSchema.live`): a rebuild swaps the schema under an advisory
 /// lock (`Schema.swapIn`), and a statement resolves its tables when it is parsed, so it sees the
 /// old generation or the new one, never a mix. A multi-statement transaction could straddle a swap
 /// (a large page is one statement's cursor, FETCHed in pieces: see `eachPiece`). The one exception
@@ -315,7 +316,7 @@ public final class ReadService: Sendable {
             """
             SELECT b.received_at, b.batch_id::text, b.fix_count, b.rejected_count, b.recorded_min,
                 b.recorded_max, b.log_offset
-            FROM findmy.device_batches b
+            FROM \(ProjectionSchema.Table.deviceBatches.live) b
             WHERE b.device_id = $1
               AND b.received_at >= coalesce($2::timestamptz, '-infinity')
               AND b.received_at < coalesce($3::timestamptz, 'infinity')
@@ -465,8 +466,9 @@ public final class ReadService: Sendable {
     /// which is most of what PostgreSQL and libpq spend on a list.
     public static func deviceVersionsStatement(ownerID: UInt64, sharedIDs: [UInt64]) -> Statement {
         Statement(
-            sql: "SELECT d.id, \(versionColumns) FROM findmy.devices d "
-                + "LEFT JOIN findmy.device_latest l ON l.device_id = d.id" + ownedOrShared,
+            sql: "SELECT d.id, \(versionColumns) FROM \(ProjectionSchema.Table.devices.live) d "
+                + "LEFT JOIN \(ProjectionSchema.Table.deviceLatest.live) l ON l.device_id = d.id"
+                + ownedOrShared,
             parameters: [.int64(Int64(ownerID)), .int64Array(sharedIDs.map { Int64($0) })], format: .binary)
     }
 
@@ -487,7 +489,7 @@ public final class ReadService: Sendable {
         Statement(
             sql: """
                 SELECT \(fixColumns("l")), l.log_offset, l.fix_index
-                FROM findmy.device_locations l
+                FROM \(ProjectionSchema.Table.deviceLocations.live) l
                 WHERE l.device_id = $1
                   AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
                   AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
@@ -511,15 +513,19 @@ public final class ReadService: Sendable {
     static let deviceSelect = """
         SELECT d.id, d.name, d.platform, d.model, d.paused, d.created_at, d.last_seen_at, \(fixColumns("l")),
             \(versionColumns)
-        FROM findmy.devices d LEFT JOIN findmy.device_latest l ON l.device_id = d.id
+        FROM \(ProjectionSchema.Table.devices.live) d LEFT JOIN \(ProjectionSchema.Table.deviceLatest.live) l ON l.device_id = d.id
         """
     static let deviceColumnCount = 7
     /// What `DeviceVersion` reads.
     static let versionColumns = "d.as_of_offset, l.log_offset, l.fix_index"
 
     /// The fix columns in the order `writeFix` reads them; `recorded_at` is at `fixColumnCount - 3`.
-    static func fixColumns(_ table: String) -> String { FixField.columns(FixField.allCases, of: table) }
-    static let fixColumnCount = FixField.allCases.count
+    static let fixColumnList: [ProjectionSchema.FixColumn] = [
+        .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery, .isCharging, .source,
+        .recordedAt, .receivedAt, .clockSuspect,
+    ]
+    static func fixColumns(_ table: String) -> String { ProjectionSchema.select(fixColumnList, from: table) }
+    static let fixColumnCount = fixColumnList.count
 
     /// The card of a device of a binary-format result (`deviceSelect`) and its latest fix.
     ///

@@ -53,7 +53,7 @@ extension PostgresConnection {
         return result.affectedRows
     }
 
-    private func putCopyData(_ handle: OpaquePointer, _ buffer: [UInt8]) throws(PostgresError) {
+    func putCopyData(_ handle: OpaquePointer, _ buffer: [UInt8]) throws(PostgresError) {
         let sent = buffer.withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) {
                 PQputCopyData(handle, $0.baseAddress, Int32(bytes.count))
@@ -66,7 +66,7 @@ extension PostgresConnection {
         }
     }
 
-    private func drainResults(_ handle: OpaquePointer) {
+    func drainResults(_ handle: OpaquePointer) {
         while let result = PQgetResult(handle) { PQclear(result) }
     }
 

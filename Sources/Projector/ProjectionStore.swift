@@ -1,5 +1,6 @@
 import Events
 import Postgres
+import ProjectionSchema
 
 public enum ProjectorError: Error, Equatable, CustomStringConvertible {
     /// Another projector (or a rebuild's swap) advanced the checkpoint first; nothing was written.
@@ -156,13 +157,7 @@ public struct ProjectionStore: Sendable {
         }
     }
 
-    /// In the order `values` gives them.
-    static let locationColumns =
-        ["device_id", "log_offset", "fix_index"]
-        + ([
-            .recordedAt, .receivedAt, .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery,
-            .charging, .source, .clockSuspect,
-        ] as [FixField]).map(\.rawValue)
+    static let locationColumns = ProjectionSchema.fixColumnNames
 
     static func values(_ row: LocationRow) -> [PostgresValue?] {
         let fix = row.fix
@@ -194,29 +189,53 @@ public struct ProjectionStore: Sendable {
             try Schema.ensurePartition(
                 schema, monthOf: row.fix.recordedAtMicros, nowMicros: nowMicros, connection)
         }
-        try connection.copyIn(
-            table: schema + ".device_locations", columns: Self.locationColumns,
-            rows: rows.lazy.map(Self.values))
+        try connection.copyInBinary(
+            table: ProjectionSchema.Table.deviceLocations.in(schema), columns: Self.locationColumns,
+            rows: rows,
+            encode: Self.encode)
+    }
+
+    /// One row of `device_locations` in binary COPY form: one field per `ProjectionSchema.fixColumns`,
+    /// each of the width of its column's type.
+    static func encode(_ row: LocationRow, _ out: inout BinaryCopyRows) throws(PostgresError) {
+        let fix = row.fix
+        out.beginRow(fieldCount: ProjectionSchema.fixColumns.count)
+        out.int64(Int64(row.deviceID))
+        out.int64(Int64(row.logOffset))
+        out.int32(Int32(row.fixIndex))
+        out.timestamp(micros: fix.recordedAtMicros)
+        out.timestamp(micros: row.receivedAtMicros)
+        out.float8(fix.latitude)
+        out.float8(fix.longitude)
+        out.float8(fix.accuracyMeters)
+        if let value = fix.altitudeMeters { out.float8(value) } else { out.null() }
+        if let value = fix.speedMetersPerSecond { out.float8(value) } else { out.null() }
+        if let value = fix.headingDegrees { out.float8(value) } else { out.null() }
+        if let value = fix.batteryPercent { out.int16(Int16(value)) } else { out.null() }
+        if let value = fix.isCharging { out.bool(value) } else { out.null() }
+        try out.text(fix.source)
+        out.bool(fix.clockSuspect)
     }
 
     private func writeBatches(_ rows: [BatchRow], _ connection: PostgresConnection) throws {
         guard !rows.isEmpty else { return }
-        try connection.copyIn(
-            table: schema + ".device_batches",
-            columns: [
-                "log_offset", "device_id", "batch_id", "received_at", "fix_count", "rejected_count",
-                "recorded_min",
-                "recorded_max",
-            ],
-            rows: rows.lazy.map { row in
-                [
-                    .int64(Int64(row.logOffset)), .int64(Int64(row.deviceID)), .text(row.batchID.description),
-                    .timestamp(micros: row.receivedAtMicros), .int64(Int64(row.fixCount)),
-                    .int64(Int64(row.rejectedCount)),
-                    row.recordedMinMicros.map { .timestamp(micros: $0) },
-                    row.recordedMaxMicros.map { .timestamp(micros: $0) },
-                ]
-            })
+        try connection.copyInBinary(
+            table: ProjectionSchema.Table.deviceBatches.in(schema),
+            columns: ProjectionSchema.batchColumnNames,
+            rows: rows, encode: Self.encode)
+    }
+
+    /// One row of `device_batches` in binary COPY form, in `ProjectionSchema.batchColumnNames` order.
+    static func encode(_ row: BatchRow, _ out: inout BinaryCopyRows) {
+        out.beginRow(fieldCount: ProjectionSchema.batchColumnNames.count)
+        out.int64(Int64(row.logOffset))
+        out.int64(Int64(row.deviceID))
+        out.uuid(high: row.batchID.high, low: row.batchID.low)
+        out.timestamp(micros: row.receivedAtMicros)
+        out.int32(Int32(row.fixCount))
+        out.int32(Int32(row.rejectedCount))
+        if let value = row.recordedMinMicros { out.timestamp(micros: value) } else { out.null() }
+        if let value = row.recordedMaxMicros { out.timestamp(micros: value) } else { out.null() }
     }
 
     /// One statement for all devices of the batch: candidates as arrays, the rule in the WHERE.
@@ -226,11 +245,7 @@ public struct ProjectionStore: Sendable {
         for row in rows {
             for (index, value) in Self.values(row).enumerated() { columns[index].append(value) }
         }
-        let types = [
-            "bigint", "bigint", "integer", "timestamptz", "timestamptz", "float8", "float8", "float8",
-            "float8", "float8",
-            "float8", "smallint", "boolean", "text", "boolean",
-        ]
+        let types = ProjectionSchema.fixColumns.map(\.type.castName)
         let arrays = types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
         let names = Self.locationColumns.joined(separator: ", ")
         let updates = Self.locationColumns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(

@@ -1,6 +1,7 @@
 import Events
 import JSON
 import Postgres
+import ProjectionSchema
 
 /// The PostgreSQL side of findmy: a small `findmy_meta` schema with versioned migrations, and the
 /// projection tables, which live in one schema per generation.
@@ -15,9 +16,9 @@ import Postgres
 /// generations were bound (log_id NULL), is never served: the projector drops and rebuilds it.
 public enum Schema {
     /// The schema the read side queries: always the live generation.
-    public static let live = "findmy"
+    public static let live = ProjectionSchema.live
     /// Where a rebuild writes until it is swapped in.
-    public static let building = "findmy_next"
+    public static let building = ProjectionSchema.building
     /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
     /// 2: the history index is `(device_id, recorded_at, log_offset, fix_index)`, the read API's order.
     /// 3: `devices.as_of_offset`, the version the read API's device cards are cached by.
@@ -86,14 +87,8 @@ public enum Schema {
     }
 
     /// The columns of one fix, shared by `device_locations` (history) and `device_latest`.
-    static let fixColumns = """
-        log_offset bigint NOT NULL, fix_index integer NOT NULL,
-                recorded_at timestamptz NOT NULL, received_at timestamptz NOT NULL,
-                latitude double precision NOT NULL, longitude double precision NOT NULL,
-                accuracy_m double precision NOT NULL, altitude_m double precision, speed_mps double precision,
-                heading_deg double precision, battery_pct smallint, is_charging boolean, source text NOT NULL,
-                clock_suspect boolean NOT NULL
-        """
+    static let fixColumns = ProjectionSchema.fixColumns.dropFirst().map(\.definition).joined(
+        separator: ",\n        ")
 
     /// Creates an empty generation in `schema` (dropping anything there), checkpoint at offset 0,
     /// bound to the log `logID`, in one transaction: a reader sees the old tables or the new empty
@@ -194,7 +189,7 @@ public enum Schema {
     public static func swapIn(_ connection: PostgresConnection) throws {
         try connection.transaction { connection in
             _ = try connection.execute("SELECT pg_advisory_xact_lock(7402)")
-            let retired = "findmy_retired"
+            let retired = ProjectionSchema.retired
             try connection.executeScript(
                 """
                 DROP SCHEMA IF EXISTS \(retired) CASCADE;
@@ -253,7 +248,7 @@ public struct Month: Sendable, Equatable {
         index = date.year * 12 + (date.month - 1)
     }
 
-    static let partitionPrefix = "device_locations_"
+    static let partitionPrefix = ProjectionSchema.Table.deviceLocations.rawValue + "_"
 
     /// The month of a partition named `device_locations_yYYYYmMM`; nil for another name (the
     /// default partition).

@@ -2,6 +2,7 @@ import Events
 import HTTP
 import Ingest
 import Postgres
+import ProjectionSchema
 
 /// `/find-my/admin` (docs/panel.md): users (name, role, whether a password is set, how many
 /// devices), changing a role, creating a user (its API token shown once), and the devices with
@@ -181,11 +182,11 @@ extension PanelService {
 }
 
 extension PanelData {
-    /// When a report last arrived from each device (`findmy.devices.last_seen_at`); nothing else.
+    /// When a report last arrived from each device (`devices.last_seen_at`); nothing else.
     func lastSeen(_ ids: [UInt64]) throws -> [UInt64: Int64] {
         guard !ids.isEmpty else { return [:] }
         let result = try pool.execute(
-            "SELECT id, last_seen_at FROM findmy.devices WHERE id = ANY($1::bigint[])",
+            "SELECT id, last_seen_at FROM \(ProjectionSchema.Table.devices.live) WHERE id = ANY($1::bigint[])",
             [.int64Array(ids.map { Int64($0) })])
         var seen: [UInt64: Int64] = [:]
         for row in 0..<result.rowCount {

@@ -1,6 +1,7 @@
 import Events
 import Ingest
 import Postgres
+import ProjectionSchema
 
 /// A device as the panel shows it: what the registry knows plus its latest fix from PostgreSQL.
 struct PanelDevice: Sendable {
@@ -26,7 +27,7 @@ struct PanelFix: Sendable {
     var clockSuspect: Bool
 }
 
-/// The panel's reads: single statements against `findmy.` through the read API's pool (each one
+/// The panel's reads: single statements against the live projection schema (`ProjectionSchema.live`) through the read API's pool (each one
 /// sees a whole projection generation, like the read API's). Who may see which device is decided
 /// before any of these run, by `IngestService.visibleDevices` / `visibility`.
 struct PanelData: Sendable {
@@ -38,19 +39,19 @@ struct PanelData: Sendable {
     /// Recent fixes that estimate a device's usual reporting cadence.
     static let cadenceFixesCount = 21
 
-    static let fixColumns = FixField.columns(
+    static let fixColumns = ProjectionSchema.select(
         [
-            .latitude, .longitude, .accuracy, .battery, .charging, .source, .recordedAt, .receivedAt,
+            .latitude, .longitude, .accuracy, .battery, .isCharging, .source, .recordedAt, .receivedAt,
             .clockSuspect,
         ],
-        of: "l")
+        from: "l")
 
     func devices(_ visible: [Registry.VisibleDevice], userName: (UInt64) -> String?) throws -> [PanelDevice] {
         guard !visible.isEmpty else { return [] }
         let result = try pool.execute(
             """
             SELECT d.id, d.name, d.platform, d.model, d.paused, d.last_seen_at, \(Self.fixColumns)
-            FROM findmy.devices d LEFT JOIN findmy.device_latest l ON l.device_id = d.id
+            FROM \(ProjectionSchema.Table.devices.live) d LEFT JOIN \(ProjectionSchema.Table.deviceLatest.live) l ON l.device_id = d.id
             WHERE d.id = ANY($1::bigint[]) ORDER BY d.name, d.id
             """, [.int64Array(visible.map { Int64($0.deviceID) })])
         var sharedBy: [UInt64: UInt64] = [:]
@@ -87,7 +88,7 @@ struct PanelData: Sendable {
     func usualCadenceMicros(deviceID: UInt64) throws -> Int64? {
         let result = try pool.execute(
             """
-            SELECT received_at FROM findmy.device_batches WHERE device_id = $1 AND fix_count > 0
+            SELECT received_at FROM \(ProjectionSchema.Table.deviceBatches.live) WHERE device_id = $1 AND fix_count > 0
             ORDER BY received_at DESC LIMIT \(Self.cadenceFixesCount)
             """, [.int64(Int64(deviceID))])
         var times: [Int64] = []
@@ -103,7 +104,7 @@ struct PanelData: Sendable {
     func history(deviceID: UInt64, fromMicros: Int64, toMicros: Int64) throws -> [PanelFix] {
         let result = try pool.execute(
             """
-            SELECT \(Self.fixColumns) FROM findmy.device_locations l
+            SELECT \(Self.fixColumns) FROM \(ProjectionSchema.Table.deviceLocations.live) l
             WHERE l.device_id = $1 AND l.recorded_at >= $2 AND l.recorded_at < $3
             ORDER BY l.recorded_at, l.log_offset, l.fix_index LIMIT \(Self.historyFixesMax)
             """,

@@ -1,8 +1,8 @@
 import Events
 import Testing
 
-/// The one list of fix field names: what a device sends, what the read API writes and what the
-/// projection's columns are called (docs/api.md, docs/postgres.md).
+/// The one list of fix field names: what a device sends and what the read API writes; the
+/// projection's columns (ProjectionSchema.FixColumn) carry the same names, checked in ProjectorTests.
 @Test func fixFieldNamesAreTheAPIAndColumnNames() {
     #expect(
         FixField.reported.map(\.rawValue) == [
@@ -13,7 +13,4 @@ import Testing
         FixField.allCases.map(\.rawValue) == FixField.reported.map(\.rawValue) + [
             "received_at", "clock_suspect",
         ])
-    #expect(
-        FixField.columns([.latitude, .accuracy, .recordedAt], of: "l")
-            == "l.latitude, l.accuracy_m, l.recorded_at")
 }
