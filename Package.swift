@@ -47,9 +47,16 @@ let package = Package(
         // (Argon2id password hashes).
         .target(name: "Crypto", dependencies: ["CCrypto", "CSodium"], swiftSettings: strict),
 
-        // Enrolment, push tokens, pause and the report endpoint: validation, the in-memory registry
-        // rebuilt from the log, and the HTTP handlers. See docs/api.md.
-        .target(name: "Ingest", dependencies: ["Events", "HTTP", "JSON", "Crypto"], swiftSettings: strict),
+        // Who may do what: the registry of users, devices, tokens and shares folded from the log,
+        // name rules, `APIError`, the status-source hook and the structured log. Every module that
+        // authenticates a caller or reads the registry imports this, never `Ingest`.
+        .target(name: "Identity", dependencies: ["Events", "HTTP", "JSON", "Crypto"], swiftSettings: strict),
+
+        // Enrolment, push tokens, pause and the report endpoint: validation, decoding and the HTTP
+        // handlers, over the registry `Identity` keeps. See docs/api.md.
+        .target(
+            name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto"],
+            swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
@@ -62,14 +69,16 @@ let package = Package(
 
         // The read API (and later the web panel): devices, latest fixes, history, arrivals.
         .target(
-            name: "Panel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            name: "Panel",
+            dependencies: ["Identity", "Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
         // The script and style sheet are plain files compiled into the binary (`PackageResources`),
         // so the executable needs no resource bundle beside it.
         .target(
-            name: "WebPanel", dependencies: ["Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            name: "WebPanel",
+            dependencies: ["Identity", "Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
@@ -85,7 +94,8 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector",
+                "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
+                "Projector",
                 "Panel", "Compactor", "WebPanel", "Threads",
             ],
             swiftSettings: strict),
@@ -108,16 +118,23 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(
-            name: "IngestTests", dependencies: ["Ingest", "Events", "JSON", "HTTP"], swiftSettings: strict),
+            name: "IdentityTests", dependencies: ["Identity", "Events", "JSON", "HTTP"], swiftSettings: strict
+        ),
+        .testTarget(
+            name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
+            swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"], swiftSettings: strict),
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
+            swiftSettings: strict),
         .testTarget(
-            name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto", "Events"], swiftSettings: strict),
-        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
+            name: "PanelTests", dependencies: ["Panel", "Identity", "Ingest", "Crypto", "Events"],
+            swiftSettings: strict),
+        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),
         .testTarget(
-            name: "ProjectorTests", dependencies: ["Projector", "Postgres", "Events", "Workload", "Compactor"], swiftSettings: strict),
+            name: "ProjectorTests",
+            dependencies: ["Projector", "Postgres", "Events", "Workload", "Compactor"], swiftSettings: strict),
         .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
     ]
 )

@@ -1,6 +1,7 @@
 import Crypto
 import Events
 import HTTP
+import Identity
 import JSON
 
 /// Login and sessions, passwords and roles, sharing, and the admin listing of users.

@@ -1,5 +1,6 @@
 import Events
 import HTTP
+import Identity
 import Synchronization
 
 /// Counters for `GET /metrics`, in the Prometheus text format (version 0.0.4).

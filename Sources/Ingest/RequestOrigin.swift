@@ -1,4 +1,5 @@
 import HTTP
+import Identity
 
 /// A web origin, `scheme://host:port` (RFC 6454), as browsers send it in the `Origin` header:
 /// lowercased, with the scheme's default port made explicit, so that `https://a.example` and

@@ -1,5 +1,6 @@
 import Events
 import HTTP
+import Identity
 import JSON
 
 /// Retention and erasure: the owner's endpoints (docs/api.md) and the admin's retention setting.

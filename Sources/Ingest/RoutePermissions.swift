@@ -1,4 +1,5 @@
 import HTTP
+import Identity
 
 /// Who may call a route. Every route of the server has exactly one entry in
 /// `RoutePermissions.table`; `GuardedRouter` refuses to build a router with a route that has none,

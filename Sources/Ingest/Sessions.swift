@@ -1,5 +1,6 @@
 import Crypto
 import HTTP
+import Identity
 import Synchronization
 
 /// Login sessions of the web panel: ephemeral server state, not events. Only the SHA-256 of a

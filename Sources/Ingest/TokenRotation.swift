@@ -1,6 +1,7 @@
 import Crypto
 import Events
 import HTTP
+import Identity
 import JSON
 
 /// Ending a leaked or old user API token by replacing it (docs/privacy.md, "What a leaked token can

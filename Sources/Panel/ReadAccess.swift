@@ -1,3 +1,4 @@
+import Identity
 import Ingest
 
 /// Who may read which device: every read route goes through `scope(of:)` and

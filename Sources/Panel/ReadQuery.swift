@@ -1,4 +1,5 @@
 import Crypto
+import Identity
 import Ingest
 import JSON
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Events
 import HTTP
+import Identity
 import Ingest
 import JSON
 import Postgres

@@ -1,4 +1,5 @@
 import HTTP
+import Identity
 import Ingest
 
 /// Builds an HTML document in which every value passes through `text` or `attribute`: there is no

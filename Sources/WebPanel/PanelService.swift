@@ -1,6 +1,7 @@
 import Crypto
 import Events
 import HTTP
+import Identity
 import Ingest
 import JSON
 import Postgres

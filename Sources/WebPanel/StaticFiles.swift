@@ -1,4 +1,5 @@
 import HTTP
+import Identity
 import Ingest
 
 #if canImport(Glibc)

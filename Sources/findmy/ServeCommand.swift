@@ -2,6 +2,7 @@ import CLI
 import Compactor
 import Events
 import HTTP
+import Identity
 import Ingest
 import Panel
 import Postgres

@@ -1,6 +1,7 @@
 import CLI
 import Events
 import HTTPClient
+import Identity
 import Ingest
 import JSON
 

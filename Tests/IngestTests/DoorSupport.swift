@@ -1,6 +1,7 @@
 import Events
 import Foundation
 import HTTP
+import Identity
 import JSON
 import Synchronization
 import Testing

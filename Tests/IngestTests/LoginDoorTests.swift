@@ -1,4 +1,5 @@
 import HTTP
+import Identity
 import JSON
 import Testing
 

@@ -1,5 +1,6 @@
 import Events
 import Foundation
+import Identity
 import Synchronization
 import Testing
 

@@ -14,9 +14,11 @@ public protocol StatusSource: Sendable {
 }
 
 /// The status sources registered with a service.
-final class StatusSources: Sendable {
+package final class StatusSources: Sendable {
     private let sources = Mutex<[any StatusSource]>([])
 
-    func add(_ source: any StatusSource) { sources.withLock { $0.append(source) } }
-    var all: [any StatusSource] { sources.withLock { $0 } }
+    package init() {}
+
+    package func add(_ source: any StatusSource) { sources.withLock { $0.append(source) } }
+    package var all: [any StatusSource] { sources.withLock { $0 } }
 }

@@ -8,11 +8,11 @@
 /// Why not `Synchronization.Mutex`: on Linux it is a priority-inheritance futex, and with 64
 /// connection threads on 2 cores a preempted holder made it the top symbol of the report path's
 /// profile (lockSlow, 14 % of the server's CPU at 64 connections).
-final class ReadWriteLocked<State>: @unchecked Sendable {
+package final class ReadWriteLocked<State>: @unchecked Sendable {
     private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
     private var state: State
 
-    init(_ state: State) {
+    package init(_ state: State) {
         self.state = state
         pthread_rwlock_init(lock, nil)
     }
@@ -22,13 +22,16 @@ final class ReadWriteLocked<State>: @unchecked Sendable {
         lock.deallocate()
     }
 
-    func read<Result, Failure: Error>(_ body: (State) throws(Failure) -> Result) throws(Failure) -> Result {
+    package func read<Result, Failure: Error>(_ body: (State) throws(Failure) -> Result) throws(Failure)
+        -> Result
+    {
         pthread_rwlock_rdlock(lock)
         defer { pthread_rwlock_unlock(lock) }
         return try body(state)
     }
 
-    func write<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
+    package func write<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
+        throws(Failure)
         -> Result
     {
         pthread_rwlock_wrlock(lock)
@@ -38,11 +41,11 @@ final class ReadWriteLocked<State>: @unchecked Sendable {
 }
 
 /// State behind a plain (adaptive, not priority-inheriting) pthread mutex; see `ReadWriteLocked`.
-final class Locked<State>: @unchecked Sendable {
+package final class Locked<State>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var state: State
 
-    init(_ state: State) {
+    package init(_ state: State) {
         self.state = state
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
@@ -56,7 +59,8 @@ final class Locked<State>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure)
+    package func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
+        throws(Failure)
         -> Result
     {
         pthread_mutex_lock(mutex)

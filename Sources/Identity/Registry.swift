@@ -84,6 +84,12 @@ public struct Registry: Sendable {
         public var offset: UInt64
         public var accepted: Int
         public var rejections: [Rejection]
+
+        package init(offset: UInt64, accepted: Int, rejections: [Rejection]) {
+            self.offset = offset
+            self.accepted = accepted
+            self.rejections = rejections
+        }
     }
 
     struct DeviceKey: Hashable {

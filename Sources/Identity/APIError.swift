@@ -24,7 +24,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         message:
             "no device with this id among the devices you can see; list yours with GET /api/find-my/devices")
 
-    static func badRequest(_ code: String, _ message: String) -> APIError {
+    package static func badRequest(_ code: String, _ message: String) -> APIError {
         APIError(status: 400, code: code, message: message)
     }
 }
