@@ -47,13 +47,17 @@ let package = Package(
         // (Argon2id password hashes).
         .target(name: "Crypto", dependencies: ["CCrypto", "CSodium"], swiftSettings: strict),
 
-        // Who may do what: the registry of users, devices, tokens and shares folded from the log,
-        // name rules, `APIError`, the status-source hook and the structured log. Every module that
-        // authenticates a caller or reads the registry imports this, never `Ingest`.
+        // Who may do what: the registry of users, devices, tokens and shares folded from the log;
+        // sessions, passwords (Argon2id through Crypto) and roles; name rules; the route permission
+        // table, the gate and `GuardedRouter`; `APIError`, the status-source hook and the structured
+        // log; the login, logout, token, share and user routes. It appends identity events through
+        // the log writer it holds (`IdentityService`). Every module that authenticates a caller or
+        // reads the registry imports this, never `Ingest`.
         .target(name: "Identity", dependencies: ["Events", "HTTP", "JSON", "Crypto"], swiftSettings: strict),
 
-        // Enrolment, push tokens, pause and the report endpoint: validation, decoding and the HTTP
-        // handlers, over the registry `Identity` keeps. See docs/api.md.
+        // Enrolment, push tokens, pause, a device's retention and erasure, and the report endpoint:
+        // validation, decoding and the HTTP handlers, over the registry `Identity` keeps.
+        // See docs/api.md.
         .target(
             name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto"],
             swiftSettings: strict),
@@ -67,15 +71,17 @@ let package = Package(
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
         .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
 
-        // The read API (and later the web panel): devices, latest fixes, history, arrivals.
+        // The read API: devices, latest fixes, history, arrivals. Callers and what they may see come
+        // from Identity.
         .target(
             name: "Panel",
-            dependencies: ["Identity", "Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
+            dependencies: ["Identity", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
         // The script and style sheet are plain files compiled into the binary (`PackageResources`),
-        // so the executable needs no resource bundle beside it.
+        // so the executable needs no resource bundle beside it. Identity for callers; Ingest only
+        // for the retention and erasure forms.
         .target(
             name: "WebPanel",
             dependencies: ["Identity", "Ingest", "Postgres", "HTTP", "JSON", "Events", "Crypto"],
@@ -118,7 +124,8 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(
-            name: "IdentityTests", dependencies: ["Identity", "Events", "JSON", "HTTP"], swiftSettings: strict
+            name: "IdentityTests", dependencies: ["Identity", "Ingest", "Events", "JSON", "HTTP"],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
@@ -128,7 +135,7 @@ let package = Package(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
             swiftSettings: strict),
         .testTarget(
-            name: "PanelTests", dependencies: ["Panel", "Identity", "Ingest", "Crypto", "Events"],
+            name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
             swiftSettings: strict),
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"], swiftSettings: strict),

@@ -1,6 +1,5 @@
 import HTTP
 import Identity
-import Ingest
 import JSON
 import Postgres
 
@@ -10,7 +9,7 @@ extension ReadService {
     /// no fix time and no battery: an administrator manages devices, it does not see where they are.
     func adminDevices(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         _ = try checkedParameters(request.queryItems, allowed: [])
-        let registry = ingest.registrySnapshot
+        let registry = identity.registrySnapshot
         let result = try query("SELECT d.id, d.last_seen_at FROM findmy.devices d", [])
         var lastSeen: [UInt64: Int64] = [:]
         try decoding { () throws(PostgresError) in

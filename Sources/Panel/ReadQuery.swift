@@ -1,6 +1,5 @@
 import Crypto
 import Identity
-import Ingest
 import JSON
 
 /// The limits of the read API, each with its unit; docs/api.md lists them.

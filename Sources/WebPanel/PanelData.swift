@@ -1,5 +1,4 @@
 import Identity
-import Ingest
 import Postgres
 
 /// A device as the panel shows it: what the registry knows plus its latest fix from PostgreSQL.
@@ -28,7 +27,7 @@ struct PanelFix: Sendable {
 
 /// The panel's reads: single statements against `findmy.` through the read API's pool (each one
 /// sees a whole projection generation, like the read API's). Who may see which device is decided
-/// before any of these run, by `IngestService.visibleDevices` / `visibility`.
+/// before any of these run, by `IdentityService.visibleDevices` / `visibility`.
 struct PanelData: Sendable {
     let pool: PostgresPool
 

@@ -1,6 +1,5 @@
 import HTTP
 import Identity
-import Ingest
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,5 @@
 import Crypto
 import Identity
-import Ingest
 import Testing
 
 @testable import Panel

@@ -1,5 +1,4 @@
 import HTTP
-import Identity
 
 /// A web origin, `scheme://host:port` (RFC 6454), as browsers send it in the `Origin` header:
 /// lowercased, with the scheme's default port made explicit, so that `https://a.example` and
@@ -56,7 +55,7 @@ enum OriginVerdict: Equatable {
     case foreign(String)
 }
 
-extension IngestService {
+extension IdentityService {
     /// Whether the request's `Origin` is this server's own. Own: the origin of `--public-url`, or
     /// the request's `Host` (a browser sets `Host` to the server it connects to; no page of another
     /// site can change it), with `https` when a TLS proxy says so (`X-Forwarded-Proto: https`).

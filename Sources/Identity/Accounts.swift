@@ -1,12 +1,11 @@
 import Crypto
 import Events
 import HTTP
-import Identity
 import JSON
 
 /// Login and sessions, passwords and roles, sharing, and the admin listing of users.
 /// docs/api.md documents the routes; docs/privacy.md what they mean for who sees whom.
-extension IngestService {
+extension IdentityService {
     public static let sessionCookieName = "findmy_session"
 
     public func addAccountRoutes(to router: inout GuardedRouter) {

@@ -1,8 +1,8 @@
 import HTTP
-import Identity
 import JSON
 import Testing
 
+@testable import Identity
 @testable import Ingest
 
 /// The session cookie on the JSON API (issue 11, item 3): a state-changing `/api/` request that the

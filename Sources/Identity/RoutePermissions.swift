@@ -1,5 +1,4 @@
 import HTTP
-import Identity
 
 /// Who may call a route. Every route of the server has exactly one entry in
 /// `RoutePermissions.table`; `GuardedRouter` refuses to build a router with a route that has none,
@@ -117,7 +116,7 @@ public struct RoutePermissionError: Error, Equatable, CustomStringConvertible {
     public var problems: [String]
     public var description: String {
         "refusing to start: " + problems.joined(separator: "; ")
-            + " (every route needs one entry in RoutePermissions.table, Sources/Ingest/RoutePermissions.swift)"
+            + " (every route needs one entry in RoutePermissions.table, Sources/Identity/RoutePermissions.swift)"
     }
 }
 
@@ -132,14 +131,14 @@ public struct GuardedRouter {
         case adminSocket
     }
 
-    let service: IngestService
+    let service: IdentityService
     let listener: Listener
     let table: [RouteKey: Permission]
     var router = Router()
     var problems: [String] = []
 
     public init(
-        service: IngestService, listener: Listener, table: [RouteKey: Permission] = RoutePermissions.table
+        service: IdentityService, listener: Listener, table: [RouteKey: Permission] = RoutePermissions.table
     ) {
         self.service = service
         self.listener = listener
@@ -154,7 +153,7 @@ public struct GuardedRouter {
             case .passed: return handler(request)
             case .refused(let refusal):
                 guard permission == .page, refusal.status == 401 else { return refusal }
-                return IngestService.loginRedirect(request)
+                return IdentityService.loginRedirect(request)
             }
         }
     }
@@ -206,7 +205,7 @@ public struct GuardedRouter {
     }
 }
 
-extension IngestService {
+extension IdentityService {
     /// 303 to the login page, which comes back to the page asked for after the login.
     static func loginRedirect(_ request: HTTPRequest) -> HTTPResponse {
         var target = request.path
@@ -327,7 +326,7 @@ extension IngestService {
 
     /// The device in path parameter `id`, if the caller owns it; the 404 of a missing device otherwise
     /// (also for a user it is shared with: sharing lends sight, not control).
-    func ownedDevice(_ request: HTTPRequest) throws(APIError) -> (userID: UInt64, deviceID: UInt64) {
+    package func ownedDevice(_ request: HTTPRequest) throws(APIError) -> (userID: UInt64, deviceID: UInt64) {
         let userID = try authenticatedUser(request)
         guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
             deviceOwner(deviceID) == userID
