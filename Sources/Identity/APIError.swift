@@ -1,6 +1,6 @@
 import HTTP
 
-/// A request ingest refuses as a whole: the HTTP status, a stable `code` for programs, and a
+/// A request the server refuses as a whole: the HTTP status, a stable `code` for programs, and a
 /// message that tells the client what to change. Every code is listed in docs/api.md.
 public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     public var status: Int

@@ -58,7 +58,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/report"): .device,
         RouteKey("GET", "/healthz"): .open,
         RouteKey("GET", "/metrics"): .open,
-        // Login, sessions, sharing, users (Sources/Ingest/Accounts.swift)
+        // Login, sessions, sharing, users (Sources/Identity/Accounts.swift)
         RouteKey("POST", "/login"): .open,
         RouteKey("POST", "/logout"): .open,  // ends only the session its own cookie names
         RouteKey("GET", "/api/find-my/devices/{id}/shares"): .owner,
@@ -100,7 +100,7 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}"): .owner,
-        // The admin socket (Sources/Ingest/Handlers.swift, Accounts.swift)
+        // The admin socket (Sources/Ingest/Handlers.swift, Sources/Identity/Accounts.swift)
         RouteKey("POST", "/admin/users"): .adminSocket,
         RouteKey("GET", "/admin/users"): .adminSocket,
         RouteKey("POST", "/admin/users/{name}/password"): .adminSocket,

@@ -2,7 +2,7 @@ import JSON
 import Synchronization
 
 /// Another component of the server (the projector, say) that reports through `/healthz` and
-/// `/metrics`. Ingest does not know what it is; it only asks.
+/// `/metrics`. The service does not know what it is; it only asks.
 public protocol StatusSource: Sendable {
     /// Its name as a member of the `/healthz` object.
     var name: String { get }
