@@ -8,9 +8,12 @@
 /// Why not `Synchronization.Mutex`: on Linux it is a priority-inheritance futex, and with 64
 /// connection threads on 2 cores a preempted holder made it the top symbol of the report path's
 /// profile (lockSlow, 14 % of the server's CPU at 64 connections).
+///
+/// `read`, `write` and `withLock` are `@inlinable`: the report path calls them from `Ingest`, and
+/// a generic method called across modules otherwise runs unspecialised, its closure not inlined.
 package final class ReadWriteLocked<State>: @unchecked Sendable {
-    private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
-    private var state: State
+    @usableFromInline let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+    @usableFromInline var state: State
 
     package init(_ state: State) {
         self.state = state
@@ -22,7 +25,8 @@ package final class ReadWriteLocked<State>: @unchecked Sendable {
         lock.deallocate()
     }
 
-    package func read<Result, Failure: Error>(_ body: (State) throws(Failure) -> Result) throws(Failure)
+    @inlinable package func read<Result, Failure: Error>(_ body: (State) throws(Failure) -> Result)
+        throws(Failure)
         -> Result
     {
         pthread_rwlock_rdlock(lock)
@@ -30,7 +34,7 @@ package final class ReadWriteLocked<State>: @unchecked Sendable {
         return try body(state)
     }
 
-    package func write<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
+    @inlinable package func write<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
         throws(Failure)
         -> Result
     {
@@ -42,8 +46,8 @@ package final class ReadWriteLocked<State>: @unchecked Sendable {
 
 /// State behind a plain (adaptive, not priority-inheriting) pthread mutex; see `ReadWriteLocked`.
 package final class Locked<State>: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var state: State
+    @usableFromInline let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    @usableFromInline var state: State
 
     package init(_ state: State) {
         self.state = state
@@ -59,7 +63,7 @@ package final class Locked<State>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    package func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
+    @inlinable package func withLock<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result)
         throws(Failure)
         -> Result
     {
