@@ -100,7 +100,7 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}"): .owner,
-        // The admin socket (Sources/Ingest/Handlers.swift, Sources/Identity/Accounts.swift)
+        // The admin socket (Sources/Identity/Accounts.swift, Sources/Ingest/RetentionHandlers.swift)
         RouteKey("POST", "/admin/users"): .adminSocket,
         RouteKey("GET", "/admin/users"): .adminSocket,
         RouteKey("POST", "/admin/users/{name}/password"): .adminSocket,

@@ -39,25 +39,6 @@ extension IngestService {
     /// The admin routes, served only on the owner-only unix socket DATA_DIR/admin.sock.
     public func addAdminRoutes(to router: inout GuardedRouter) {
         addRetentionAdminRoutes(to: &router)
-        router.add("POST", "/admin/users") { [self] request in
-            respond { () throws(APIError) in
-                let object = try parseObject(request.body, allowed: ["name", "admin"])
-                let name = try field { () throws(JSONAccessError) in try object.string("name") }
-                let admin =
-                    try field { () throws(JSONAccessError) in try object.boolIfPresent("admin") } ?? false
-                let created = try identity.createUser(name: name, role: admin ? .admin : .member)
-                var writer = JSONWriter(capacity: 128)
-                writer.beginObject()
-                writer.key("user_id")
-                writer.int64(Int64(created.userID))
-                writer.key("token")
-                writer.string(created.token)
-                writer.key("offset")
-                writer.int64(Int64(created.offset))
-                writer.endObject()
-                return .json(writer.bytes, status: 201)
-            }
-        }
     }
 
     func healthz() -> HTTPResponse {
