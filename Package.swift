@@ -47,9 +47,22 @@ let package = Package(
         // (Argon2id password hashes).
         .target(name: "Crypto", dependencies: ["CCrypto", "CSodium"], swiftSettings: strict),
 
-        // Enrolment, push tokens, pause and the report endpoint: validation, the in-memory registry
-        // rebuilt from the log, and the HTTP handlers. See docs/api.md.
-        .target(name: "Ingest", dependencies: ["Events", "HTTP", "JSON", "Crypto", "Threads"], swiftSettings: strict),
+        // Who may do what: the registry of users, devices, tokens and shares folded from the log;
+        // sessions, passwords (Argon2id through Crypto) and roles; name rules; the route permission
+        // table, the gate and `GuardedRouter`; `APIError`, the status-source hook and the structured
+        // log; the login, logout, token, share and user routes. It appends identity events through
+        // the log writer it holds (`IdentityService`). Every module that authenticates a caller or
+        // reads the registry imports this, never `Ingest`.
+        .target(
+            name: "Identity", dependencies: ["Events", "HTTP", "JSON", "Crypto", "Threads"],
+            swiftSettings: strict),
+
+        // Enrolment, push tokens, pause, a device's retention and erasure, and the report endpoint:
+        // validation, decoding and the HTTP handlers, over the registry `Identity` keeps.
+        // See docs/api.md.
+        .target(
+            name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
@@ -67,20 +80,22 @@ let package = Package(
             name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema"],
             swiftSettings: strict),
 
-        // The read API (and later the web panel): devices, latest fixes, history, arrivals.
+        // The read API: devices, latest fixes, history, arrivals. Callers and what they may see come
+        // from Identity.
         .target(
             name: "Panel",
             dependencies: [
-                "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
+                "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
             ],
             swiftSettings: strict),
 
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
         // The script and style sheet are plain files compiled into the binary (`PackageResources`),
-        // so the executable needs no resource bundle beside it.
+        // so the executable needs no resource bundle beside it. Identity for callers; Ingest only
+        // for the retention and erasure forms.
         .target(
             name: "WebPanel",
-            dependencies: ["Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto"],
+            dependencies: ["Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto"],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
@@ -98,7 +113,8 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres", "Projector",
+                "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
+                "Projector",
                 "Panel", "Compactor", "WebPanel", "Threads",
             ],
             swiftSettings: strict),
@@ -121,14 +137,20 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(
-            name: "IngestTests", dependencies: ["Ingest", "Events", "JSON", "HTTP"], swiftSettings: strict),
+            name: "IdentityTests", dependencies: ["Identity", "Ingest", "Events", "JSON", "HTTP"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
+            swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
             swiftSettings: strict),
         .testTarget(
-            name: "PanelTests", dependencies: ["Panel", "Ingest", "Crypto", "Events"], swiftSettings: strict),
-        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel"], swiftSettings: strict),
+            name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
+            swiftSettings: strict),
+        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",

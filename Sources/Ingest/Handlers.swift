@@ -1,6 +1,7 @@
 import Crypto
 import Events
 import HTTP
+import Identity
 import JSON
 
 extension IngestService {
@@ -38,41 +39,10 @@ extension IngestService {
     /// The admin routes, served only on the owner-only unix socket DATA_DIR/admin.sock.
     public func addAdminRoutes(to router: inout GuardedRouter) {
         addRetentionAdminRoutes(to: &router)
-        router.add("POST", "/admin/users") { [self] request in
-            respond { () throws(APIError) in
-                let object = try parseObject(request.body, allowed: ["name", "admin"])
-                let name = try field { () throws(JSONAccessError) in try object.string("name") }
-                let admin =
-                    try field { () throws(JSONAccessError) in try object.boolIfPresent("admin") } ?? false
-                let created = try createUser(name: name, role: admin ? .admin : .member)
-                var writer = JSONWriter(capacity: 128)
-                writer.beginObject()
-                writer.key("user_id")
-                writer.int64(Int64(created.userID))
-                writer.key("token")
-                writer.string(created.token)
-                writer.key("offset")
-                writer.int64(Int64(created.offset))
-                writer.endObject()
-                return .json(writer.bytes, status: 201)
-            }
-        }
-    }
-
-    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
-        do {
-            return try body()
-        } catch {
-            var response = error.response
-            if error.status == 409 && error.code == .batchInProgress {
-                response.headers.set("Retry-After", "1")
-            }
-            return response
-        }
     }
 
     func healthz() -> HTTPResponse {
-        if logFailing.load(ordering: .relaxed) {
+        if identity.logFailing.load(ordering: .relaxed) {
             return .error(
                 status: 503, code: .logUnavailable,
                 message:
@@ -102,7 +72,7 @@ extension IngestService {
     static let platformBytesMax = 32
 
     func enrol(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let userID = try userID(request)
+        let userID = try identity.userID(request)
         let object = try parseObject(request.body, allowed: ["device_uuid", "name", "platform", "model"])
         let uuidText = try field { () throws(JSONAccessError) in try object.string("device_uuid") }
         guard let uuid = UUID128(uuidText) else {
@@ -114,8 +84,8 @@ extension IngestService {
         let name = try field { () throws(JSONAccessError) in try object.string("name") }
         let platform = try field { () throws(JSONAccessError) in try object.string("platform") }
         let model = try field { () throws(JSONAccessError) in try object.stringIfPresent("model") } ?? ""
-        try checkText(name, field: "name", allowEmpty: false)
-        try checkText(model, field: "model", allowEmpty: true)
+        try identity.checkText(name, field: "name", allowEmpty: false)
+        try identity.checkText(model, field: "model", allowEmpty: true)
         try NameRules.check(name, field: "name")
         try NameRules.check(model, field: "model")
         guard !platform.isEmpty, platform.utf8.count <= Self.platformBytesMax,
@@ -129,7 +99,7 @@ extension IngestService {
             )
         }
         let token = Token.generate()
-        let (deviceID, offset, created) = try mutations.withLock {
+        let (deviceID, offset, created) = try identity.mutations.withLock {
             _ throws(APIError) -> (UInt64, UInt64, Bool) in
             let (existing, nextID) = registry.read {
                 ($0.registry.device(userID: userID, uuid: uuid), $0.registry.nextDeviceID)
@@ -176,7 +146,7 @@ extension IngestService {
     static let pushProviders: Set<String> = ["apns", "fcm", "unifiedpush"]
 
     func registerPushToken(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try deviceID(request)
+        let deviceID = try identity.deviceID(request)
         let object = try parseObject(request.body, allowed: ["provider", "token", "topic", "environment"])
         let provider = try field { () throws(JSONAccessError) in try object.string("provider") }
         let token = try field { () throws(JSONAccessError) in try object.string("token") }
@@ -195,12 +165,12 @@ extension IngestService {
                 .invalidField,
                 "token must be 1 to \(limits.pushTokenBytesMax) bytes without spaces or control characters")
         }
-        try checkText(topic, field: "topic", allowEmpty: true)
-        try checkText(environment, field: "environment", allowEmpty: true)
+        try identity.checkText(topic, field: "topic", allowEmpty: true)
+        try identity.checkText(environment, field: "environment", allowEmpty: true)
         let event = Event.pushTokenRegistered(
             PushTokenRegistered(
                 deviceID: deviceID, provider: provider, token: token, topic: topic, environment: environment))
-        let offset = try mutations.withLock { _ throws(APIError) in
+        let offset = try identity.mutations.withLock { _ throws(APIError) in
             try appendAndApply(event, receivedAtMicros: clockMicros())
         }
         StructuredLog.info(
@@ -211,10 +181,10 @@ extension IngestService {
     // MARK: pause
 
     func changeReporting(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try deviceID(request)
+        let deviceID = try identity.deviceID(request)
         let object = try parseObject(request.body, allowed: ["paused"])
         let paused = try field { () throws(JSONAccessError) in try object.bool("paused") }
-        let offset = try mutations.withLock { _ throws(APIError) in
+        let offset = try identity.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused)),
                 receivedAtMicros: clockMicros())
@@ -233,7 +203,7 @@ extension IngestService {
 
     /// A report ready to append: decoded, admitted (its batch id marked in flight), encoded.
     struct AdmittedReport: Sendable {
-        var key: BatchKey
+        var key: IdentityService.BatchKey
         var event: Event
         var encoded: EncodedEvent
         var acceptedCount: Int
@@ -269,7 +239,7 @@ extension IngestService {
         let received = clockMicros()
         let decoded = try ReportDecoder.decode(
             request.body, receivedAtMicros: received, limits: arrivalLimits(deviceID))
-        let key = BatchKey(deviceID: deviceID, batchID: decoded.batchID)
+        let key = IdentityService.BatchKey(deviceID: deviceID, batchID: decoded.batchID)
         let admission = try registry.write { state throws(APIError) -> Admission in
             if let result = state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID) {
                 return .duplicate(result)

@@ -1,5 +1,6 @@
 import Events
 import HTTP
+import Identity
 import Synchronization
 import Threads
 

@@ -1,4 +1,5 @@
 import Events
+import Identity
 import JSON
 
 /// Why one fix of a report was not accepted. `code` is the stable part (a metrics label and what a

@@ -1,4 +1,5 @@
 import Events
+import Identity
 import JSON
 
 #if canImport(Glibc)

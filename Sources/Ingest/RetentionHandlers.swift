@@ -1,5 +1,6 @@
 import Events
 import HTTP
+import Identity
 import JSON
 
 /// Retention and erasure: the owner's endpoints (docs/api.md) and the admin's retention setting.
@@ -44,7 +45,7 @@ extension IngestService {
                 default:
                     throw .badRequest(.invalidField, "give exactly one of device (an id) and user (a name)")
                 }
-                let offset = try mutations.withLock { _ throws(APIError) in
+                let offset = try identity.mutations.withLock { _ throws(APIError) in
                     try appendAndApply(
                         .retentionChanged(RetentionChanged(scope: scope, days: days)),
                         receivedAtMicros: clockMicros())
@@ -82,7 +83,7 @@ extension IngestService {
     }
 
     func setDeviceRetention(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try ownedDevice(request).deviceID
+        let deviceID = try identity.ownedDevice(request).deviceID
         let object = try parseObject(request.body, allowed: ["days"])
         let days = try Self.days(object)
         let offset = try setRetention(deviceID: deviceID, days: days)
@@ -96,7 +97,7 @@ extension IngestService {
             throw .badRequest(
                 .invalidField, "days must be a whole number from 1 to \(Self.retentionDaysMax)")
         }
-        let offset = try mutations.withLock { _ throws(APIError) in
+        let offset = try identity.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .retentionChanged(RetentionChanged(scope: .device(deviceID), days: days)),
                 receivedAtMicros: clockMicros())
@@ -113,7 +114,7 @@ extension IngestService {
     }
 
     func eraseHistory(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try ownedDevice(request).deviceID
+        let deviceID = try identity.ownedDevice(request).deviceID
         let object = try parseObject(
             request.body.isEmpty ? Array("{}".utf8) : request.body, allowed: ["from", "to"])
         func time(_ key: String) throws(APIError) -> Int64? {
@@ -145,7 +146,7 @@ extension IngestService {
         if let from, let to, from >= to {
             throw .badRequest(.invalidField, "from must be before to")
         }
-        let offset = try mutations.withLock { _ throws(APIError) in
+        let offset = try identity.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .historyErased(HistoryErased(deviceID: deviceID, fromMicros: from, toMicros: to)),
                 receivedAtMicros: clockMicros())
@@ -155,8 +156,8 @@ extension IngestService {
     }
 
     func removeDevice(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try ownedDevice(request).deviceID
-        let offset = try mutations.withLock { _ throws(APIError) in
+        let deviceID = try identity.ownedDevice(request).deviceID
+        let offset = try identity.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .deviceRemoved(DeviceRemoved(deviceID: deviceID)), receivedAtMicros: clockMicros())
         }

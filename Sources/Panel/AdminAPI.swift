@@ -1,5 +1,5 @@
 import HTTP
-import Ingest
+import Identity
 import JSON
 import Postgres
 import ProjectionSchema
@@ -10,7 +10,7 @@ extension ReadService {
     /// no fix time and no battery: an administrator manages devices, it does not see where they are.
     func adminDevices(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         _ = try checkedParameters(request.queryItems, allowed: [])
-        let registry = ingest.registrySnapshot
+        let registry = identity.registrySnapshot
         let result = try query(
             "SELECT d.id, d.last_seen_at FROM \(ProjectionSchema.Table.devices.live) d", [])
         var lastSeen: [UInt64: Int64] = [:]

@@ -1,4 +1,4 @@
-import Ingest
+import Identity
 
 /// Who may read which device: every read route goes through `scope(of:)` and
 /// `device(_:visibleTo:)`, which apply the registry's one rule (`Registry.visibility`): a reader
@@ -6,7 +6,7 @@ import Ingest
 /// gets no exception (docs/privacy.md). The permission table (`RoutePermissions`) checks the same
 /// rule before a handler runs; this is the second, independent check.
 struct ReadAccess: Sendable {
-    let ingest: IngestService
+    let identity: IdentityService
 
     /// What `reader` may read now: device ids, and for a shared device the owner's name.
     struct ReadScope: Sendable {
@@ -29,10 +29,12 @@ struct ReadAccess: Sendable {
     }
 
     func scope(of reader: UInt64) -> ReadScope {
-        let visible = ingest.visibleDevices(to: reader)
+        let visible = identity.visibleDevices(to: reader)
         var sharedBy: [UInt64: String] = [:]
         for device in visible {
-            if let owner = device.sharedByUserID { sharedBy[device.deviceID] = ingest.userName(owner) ?? "" }
+            if let owner = device.sharedByUserID {
+                sharedBy[device.deviceID] = identity.userName(owner) ?? ""
+            }
         }
         return ReadScope(deviceIDs: visible.map(\.deviceID), sharedBy: sharedBy)
     }
@@ -44,9 +46,9 @@ struct ReadAccess: Sendable {
         id: UInt64, sharedBy: String?
     ) {
         guard let pathID, let deviceID = UInt64(pathID),
-            let visible = ingest.visibility(of: deviceID, to: reader)
+            let visible = identity.visibility(of: deviceID, to: reader)
         else { throw Self.notFound }
-        return (deviceID, visible.sharedByUserID.map { ingest.userName($0) ?? "" })
+        return (deviceID, visible.sharedByUserID.map { identity.userName($0) ?? "" })
     }
 
     static let notFound = APIError.deviceNotFound

@@ -1,5 +1,5 @@
 import Crypto
-import Ingest
+import Identity
 import JSON
 
 /// The limits of the read API, each with its unit; docs/api.md lists them.

@@ -1,6 +1,6 @@
 import Events
 import HTTP
-import Ingest
+import Identity
 import JSON
 import Postgres
 import ProjectionSchema
@@ -20,10 +20,10 @@ import Threads
 /// is a devices list with kept devices (`DeviceCardCache`): the versions, then the changed rows; a
 /// device's version names the same row in every generation, so each device is still one row.
 ///
-/// Authentication and who owns which device come from the ingest registry (in memory, ahead of the
+/// Authentication and who owns which device come from the identity registry (in memory, ahead of the
 /// projection); the rule of who may read what lives in `ReadAccess` alone.
 public final class ReadService: Sendable {
-    public let ingest: IngestService
+    public let identity: IdentityService
     public let pool: PostgresPool
     public let limits: ReadLimits
     /// The projection's checkpoint: every offset below it is in PostgreSQL.
@@ -34,16 +34,16 @@ public final class ReadService: Sendable {
     let cards: DeviceCardCache
 
     public init(
-        ingest: IngestService, pool: PostgresPool, limits: ReadLimits = ReadLimits(),
+        identity: IdentityService, pool: PostgresPool, limits: ReadLimits = ReadLimits(),
         projectedEnd: @escaping @Sendable () -> UInt64,
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
     ) {
-        self.ingest = ingest
+        self.identity = identity
         self.pool = pool
         self.limits = limits
         self.projectedEnd = projectedEnd
         self.clockMicros = clockMicros
-        access = ReadAccess(ingest: ingest)
+        access = ReadAccess(identity: identity)
         cards = DeviceCardCache(bytesMax: limits.deviceCardCacheBytesMax)
     }
 
@@ -84,7 +84,7 @@ public final class ReadService: Sendable {
     // MARK: handlers
 
     func devices(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try ingest.authenticatedUser(request)
+        let reader = try identity.authenticatedUser(request)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
         let scope = access.scope(of: reader)
@@ -204,7 +204,7 @@ public final class ReadService: Sendable {
     }
 
     func device(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try ingest.authenticatedUser(request)
+        let reader = try identity.authenticatedUser(request)
         let (deviceID, sharedBy) = try access.device(request.pathParameters["id"], visibleTo: reader)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
@@ -219,7 +219,7 @@ public final class ReadService: Sendable {
     }
 
     func locations(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try ingest.authenticatedUser(request)
+        let reader = try identity.authenticatedUser(request)
         let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader).id
         let query = try HistoryQuery.parse(
             request.queryItems, kind: .locations, deviceID: deviceID,
@@ -306,7 +306,7 @@ public final class ReadService: Sendable {
     }
 
     func arrivals(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try ingest.authenticatedUser(request)
+        let reader = try identity.authenticatedUser(request)
         let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader).id
         let query = try HistoryQuery.parse(
             request.queryItems, kind: .arrivals, deviceID: deviceID,
@@ -418,7 +418,7 @@ public final class ReadService: Sendable {
     /// than an answer that silently lacks the client's own write.
     func waitForProjection(_ request: HTTPRequest) throws(APIError) {
         guard let offset = try afterOffset(request.queryItems) else { return }
-        let durableEnd = ingest.log.durableEnd
+        let durableEnd = identity.log.durableEnd
         guard offset < durableEnd else {
             throw APIError(
                 status: 400, code: .invalidAfterOffset,

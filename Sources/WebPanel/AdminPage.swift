@@ -1,6 +1,6 @@
 import Events
 import HTTP
-import Ingest
+import Identity
 import Postgres
 import ProjectionSchema
 
@@ -53,7 +53,7 @@ extension PanelService {
     }
 
     func adminPage(_ request: HTTPRequest, _ caller: Caller, created: CreatedUserNotice?) -> HTTPResponse {
-        let registry = ingest.registrySnapshot
+        let registry = identity.registrySnapshot
         var html = HTML()
         pageTop(&html, title: "Admin", caller: caller)
         html.raw(
@@ -149,10 +149,10 @@ extension PanelService {
     func createUser(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
         let name = fields["name"] ?? ""
         guard let role = Role(name: fields["role"] ?? "member") else {
-            return IngestService.redirect("/find-my/admin?error=invalid_role")
+            return IdentityService.redirect("/find-my/admin?error=invalid_role")
         }
         do throws(APIError) {
-            let created = try ingest.createUser(name: name, role: role)
+            let created = try identity.createUser(name: name, role: role)
             return adminPage(
                 HTTPRequest(method: "GET", target: "/find-my/admin"), caller,
                 created: CreatedUserNotice(name: name, token: created.token))
@@ -163,19 +163,19 @@ extension PanelService {
                 case .invalidField: "invalid_name"
                 default: "failed"
                 }
-            return IngestService.redirect("/find-my/admin?error=" + code)
+            return IdentityService.redirect("/find-my/admin?error=" + code)
         }
     }
 
     func changeRole(_ fields: [String: String]) -> HTTPResponse {
         guard let role = Role(name: fields["role"] ?? "") else {
-            return IngestService.redirect("/find-my/admin?error=invalid_role")
+            return IdentityService.redirect("/find-my/admin?error=invalid_role")
         }
         do throws(APIError) {
-            _ = try ingest.changeRole(name: fields["user"] ?? "", role: role)
-            return IngestService.redirect("/find-my/admin?done=role")
+            _ = try identity.changeRole(name: fields["user"] ?? "", role: role)
+            return IdentityService.redirect("/find-my/admin?done=role")
         } catch {
-            return IngestService.redirect(
+            return IdentityService.redirect(
                 "/find-my/admin?error=" + (error.code == .userNotFound ? "user_not_found" : "failed"))
         }
     }

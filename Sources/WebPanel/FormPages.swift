@@ -1,5 +1,6 @@
 import Events
 import HTTP
+import Identity
 import Ingest
 import JSON
 
@@ -8,7 +9,7 @@ import JSON
 /// shown). Every form is a plain POST carrying the session's CSRF token and works without
 /// JavaScript: success is a 303 back to the page with a flash message named in the URL
 /// (`?done=CODE`, `?error=CODE`), each code mapped to a fixed sentence, so no request text is ever
-/// echoed. Each operation is the one the JSON API uses (`IngestService.shareDevice`, ...).
+/// echoed. Each operation is the one the JSON API uses (`IdentityService.shareDevice`, ...).
 extension PanelService {
     /// Who is looking: the gate (`.page`) let only a user through.
     struct Caller {
@@ -19,10 +20,11 @@ extension PanelService {
     }
 
     func caller(_ request: HTTPRequest) -> Caller? {
-        guard let userID = try? ingest.authenticatedUser(request) else { return nil }
+        guard let userID = try? identity.authenticatedUser(request) else { return nil }
         return Caller(
-            userID: userID, name: ingest.userName(userID) ?? "", isAdmin: ingest.role(of: userID) == .admin,
-            csrf: ingest.sessionCSRFToken(request))
+            userID: userID, name: identity.userName(userID) ?? "",
+            isAdmin: identity.role(of: userID) == .admin,
+            csrf: identity.sessionCSRFToken(request))
     }
 
     func addFormRoutes(to router: inout GuardedRouter) {
@@ -59,7 +61,7 @@ extension PanelService {
     // MARK: guards shared by the form routes
 
     func withCaller(_ request: HTTPRequest, _ body: (Caller) -> HTTPResponse) -> HTTPResponse {
-        guard let caller = caller(request) else { return IngestService.redirect("/login") }
+        guard let caller = caller(request) else { return IdentityService.redirect("/login") }
         return body(caller)
     }
 
@@ -77,7 +79,7 @@ extension PanelService {
                     fields[item.name] = item.value
                 }
             }
-            guard ingest.formCSRFMatches(request, sent: fields["csrf"]) else {
+            guard identity.formCSRFMatches(request, sent: fields["csrf"]) else {
                 return messagePage(
                     status: 403, title: "This form has expired",
                     message:
@@ -95,8 +97,8 @@ extension PanelService {
     ) -> HTTPResponse {
         func resolve(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
             guard let id = request.pathParameters["id"].flatMap({ UInt64($0) }),
-                ingest.deviceOwner(id) == caller.userID,
-                let device = ingest.registrySnapshot.liveDevice(id)
+                identity.deviceOwner(id) == caller.userID,
+                let device = identity.registrySnapshot.liveDevice(id)
             else {
                 return messagePage(
                     status: 404, title: "Device not found",
@@ -162,7 +164,7 @@ extension PanelService {
             <label for="new">New password</label>
             <input id="new" name="new" type="password" autocomplete="new-password" required minlength="
             """)
-        html.text(String(ingest.limits.passwordBytesMin))
+        html.text(String(identity.limits.passwordBytesMin))
         html.raw(
             """
             ">
@@ -185,11 +187,11 @@ extension PanelService {
 
     func changePassword(_ request: HTTPRequest, _ caller: Caller, _ fields: [String: String]) -> HTTPResponse
     {
-        func back(_ query: String) -> HTTPResponse { IngestService.redirect("/find-my/account?\(query)") }
+        func back(_ query: String) -> HTTPResponse { IdentityService.redirect("/find-my/account?\(query)") }
         let new = fields["new"] ?? ""
         guard new == fields["again"] ?? "" else { return back("error=mismatch") }
         do throws(APIError) {
-            _ = try ingest.changeOwnPassword(request, current: fields["current"] ?? "", new: new)
+            _ = try identity.changeOwnPassword(request, current: fields["current"] ?? "", new: new)
             return back("done=password")
         } catch {
             switch error.code {
@@ -205,11 +207,11 @@ extension PanelService {
     /// token is shown once and must not travel in a URL (history, logs); the page is `no-store`.
     func rotateToken(_ caller: Caller) -> HTTPResponse {
         do throws(APIError) {
-            let rotated = try ingest.rotateUserToken(userID: caller.userID, via: "panel")
+            let rotated = try identity.rotateUserToken(userID: caller.userID, via: "panel")
             return accountPage(
                 HTTPRequest(method: "GET", target: "/find-my/account"), caller, newToken: rotated.token)
         } catch {
-            return IngestService.redirect("/find-my/account?error=failed")
+            return IdentityService.redirect("/find-my/account?error=failed")
         }
     }
 
@@ -264,7 +266,7 @@ extension PanelService {
     func sharesSection(_ html: inout HTML, _ caller: Caller, _ form: FormDevice) {
         let id = String(form.device.id)
         html.raw("<section aria-labelledby=\"shares-heading\">\n<h3 id=\"shares-heading\">Shared with</h3>\n")
-        let shares = ingest.shares(of: form.device.id)
+        let shares = identity.shares(of: form.device.id)
         if shares.isEmpty {
             html.raw("<p id=\"no-shares\">Nobody: only you see this device.</p>\n")
         } else {
@@ -366,14 +368,14 @@ extension PanelService {
         var until: Int64?
         if let text = form.fields["until"], !text.isEmpty {
             guard let micros = Self.parseLocalUTC(text) else {
-                return IngestService.redirect(back + "?error=invalid_until")
+                return IdentityService.redirect(back + "?error=invalid_until")
             }
             until = micros
         }
         do throws(APIError) {
-            _ = try ingest.shareDevice(
+            _ = try identity.shareDevice(
                 form.device.id, owner: caller.userID, withUser: form.fields["user"] ?? "", untilMicros: until)
-            return IngestService.redirect(back + "?done=shared")
+            return IdentityService.redirect(back + "?done=shared")
         } catch {
             let code =
                 switch error.code {
@@ -381,18 +383,18 @@ extension PanelService {
                 case .invalidField: "self"
                 default: "failed"
                 }
-            return IngestService.redirect(back + "?error=" + code)
+            return IdentityService.redirect(back + "?error=" + code)
         }
     }
 
     func revokeShare(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
         do throws(APIError) {
-            _ = try ingest.unshareDevice(form.device.id, fromUser: form.fields["user"] ?? "")
-            return IngestService.redirect(form.settingsPath + "?done=revoked")
+            _ = try identity.unshareDevice(form.device.id, fromUser: form.fields["user"] ?? "")
+            return IdentityService.redirect(form.settingsPath + "?done=revoked")
         } catch {
             let code =
                 [.userNotFound, .shareNotFound].contains(error.code) ? "share_not_found" : "failed"
-            return IngestService.redirect(form.settingsPath + "?error=" + code)
+            return IdentityService.redirect(form.settingsPath + "?error=" + code)
         }
     }
 
@@ -401,15 +403,15 @@ extension PanelService {
         var days: UInt32?
         if !text.isEmpty {
             guard let value = UInt32(text), value >= 1, value <= UInt32(IngestService.retentionDaysMax) else {
-                return IngestService.redirect(form.settingsPath + "?error=invalid_days")
+                return IdentityService.redirect(form.settingsPath + "?error=invalid_days")
             }
             days = value
         }
         do throws(APIError) {
             _ = try ingest.setRetention(deviceID: form.device.id, days: days)
-            return IngestService.redirect(form.settingsPath + "?done=retention")
+            return IdentityService.redirect(form.settingsPath + "?done=retention")
         } catch {
-            return IngestService.redirect(form.settingsPath + "?error=failed")
+            return IdentityService.redirect(form.settingsPath + "?error=failed")
         }
     }
 
@@ -426,7 +428,7 @@ extension PanelService {
     func eraseConfirmation(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
         let scope = request.query("scope")
         guard let range = Self.eraseRange(scope: scope, from: request.query("from"), to: request.query("to"))
-        else { return IngestService.redirect(form.settingsPath + "?error=invalid_range") }
+        else { return IdentityService.redirect(form.settingsPath + "?error=invalid_range") }
         var html = HTML()
         pageTop(&html, title: "Erase history of \(form.device.name)", caller: caller)
         html.raw("<h2>Erase history of ")
@@ -467,12 +469,12 @@ extension PanelService {
         guard
             let range = Self.eraseRange(
                 scope: form.fields["scope"], from: form.fields["from"], to: form.fields["to"])
-        else { return IngestService.redirect(form.settingsPath + "?error=invalid_range") }
+        else { return IdentityService.redirect(form.settingsPath + "?error=invalid_range") }
         do throws(APIError) {
             _ = try ingest.eraseHistory(deviceID: form.device.id, fromMicros: range.from, toMicros: range.to)
-            return IngestService.redirect(form.settingsPath + "?done=erased")
+            return IdentityService.redirect(form.settingsPath + "?done=erased")
         } catch {
-            return IngestService.redirect(form.settingsPath + "?error=failed")
+            return IdentityService.redirect(form.settingsPath + "?error=failed")
         }
     }
 

@@ -1,5 +1,5 @@
 import HTTP
-import Ingest
+import Identity
 
 /// Builds an HTML document in which every value passes through `text` or `attribute`: there is no
 /// way to add a string to the page unescaped except `raw`, which takes only literals of this module.

@@ -1,5 +1,4 @@
-import Events
-import Ingest
+import Identity
 import Postgres
 import ProjectionSchema
 
@@ -29,7 +28,7 @@ struct PanelFix: Sendable {
 
 /// The panel's reads: single statements against the live projection schema (`ProjectionSchema.live`) through the read API's pool (each one
 /// sees a whole projection generation, like the read API's). Who may see which device is decided
-/// before any of these run, by `IngestService.visibleDevices` / `visibility`.
+/// before any of these run, by `IdentityService.visibleDevices` / `visibility`.
 struct PanelData: Sendable {
     let pool: PostgresPool
 

@@ -1,4 +1,4 @@
-import Ingest
+import Identity
 import JSON
 
 /// The `/find-my` page: the device list, the selected device's details and history, the map, and

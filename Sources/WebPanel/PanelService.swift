@@ -1,6 +1,7 @@
 import Crypto
 import Events
 import HTTP
+import Identity
 import Ingest
 import JSON
 import Postgres
@@ -12,7 +13,7 @@ import Postgres
 /// The web panel (docs/panel.md): server-rendered pages over the same data as the read API.
 /// `/find-my` lists the caller's devices beside a map; the selection and the history range are the
 /// URL (`?selected=ID&from=&to=`), so every view can be bookmarked and the back button works.
-/// Who sees which device is `IngestService.visibleDevices` / `visibility`, as for the read API.
+/// Who sees which device is `IdentityService.visibleDevices` / `visibility`, as for the read API.
 public final class PanelService: Sendable {
     public struct Configuration: Sendable {
         /// A Leaflet tile URL template.
@@ -27,6 +28,8 @@ public final class PanelService: Sendable {
     }
 
     let ingest: IngestService
+    /// Who the caller is, and what they may see and change (every page but retention and erasure).
+    var identity: IdentityService { ingest.identity }
     /// nil on a server with `--projector off`: the pages then answer 503.
     let data: PanelData?
     let configuration: Configuration
@@ -57,7 +60,7 @@ public final class PanelService: Sendable {
 
     func loginPage(_ request: HTTPRequest) -> HTTPResponse {
         let next = request.query("next").flatMap { $0.hasPrefix("/find-my") ? $0 : nil } ?? "/find-my"
-        if ingest.sessionCSRFToken(request) != nil, request.query("error") == nil {
+        if identity.sessionCSRFToken(request) != nil, request.query("error") == nil {
             var response = HTTPResponse(status: 303)
             response.headers.set("Location", "/find-my")
             return response
@@ -103,7 +106,7 @@ public final class PanelService: Sendable {
         var response = pageResponse(html, tileSource: "'none'")
         response.headers.add(
             "Set-Cookie",
-            "\(IngestService.loginCSRFCookieName)=\(csrf); Path=/; Max-Age=3600; HttpOnly; SameSite=Strict")
+            "\(IdentityService.loginCSRFCookieName)=\(csrf); Path=/; Max-Age=3600; HttpOnly; SameSite=Strict")
         return response
     }
 
@@ -128,21 +131,21 @@ public final class PanelService: Sendable {
     func findMy(_ request: HTTPRequest) -> HTTPResponse {
         guard let data else { return unavailablePage() }
         // The gate (.page) let only a user through; this resolves which one.
-        guard let reader = try? ingest.authenticatedUser(request) else {
+        guard let reader = try? identity.authenticatedUser(request) else {
             var response = HTTPResponse(status: 303)
             response.headers.set("Location", "/login")
             return response
         }
         let now = clockMicros()
         do {
-            let visible = ingest.visibleDevices(to: reader)
-            let devices = try data.devices(visible, userName: { [ingest] in ingest.userName($0) })
+            let visible = identity.visibleDevices(to: reader)
+            let devices = try data.devices(visible, userName: { [identity] in identity.userName($0) })
             var selection = Selection.none
             if let selected = request.query("selected") {
                 selection = .notFound
                 // Only a device the reader may see now is looked up at all: another user's id
                 // gets the same page as an id that never existed.
-                if let id = UInt64(selected), ingest.visibility(of: id, to: reader) != nil,
+                if let id = UInt64(selected), identity.visibility(of: id, to: reader) != nil,
                     let device = devices.first(where: { $0.id == id })
                 {
                     let cadence = try data.usualCadenceMicros(deviceID: id)
@@ -151,8 +154,8 @@ public final class PanelService: Sendable {
                 }
             }
             let page = PanelPage(
-                userName: ingest.userName(reader) ?? "", isAdmin: ingest.role(of: reader) == .admin,
-                csrf: ingest.sessionCSRFToken(request),
+                userName: identity.userName(reader) ?? "", isAdmin: identity.role(of: reader) == .admin,
+                csrf: identity.sessionCSRFToken(request),
                 devices: devices, selection: selection, nowMicros: now, configuration: configuration)
             var status = 200
             if case .notFound = selection { status = 404 }

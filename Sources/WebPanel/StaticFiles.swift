@@ -1,5 +1,5 @@
 import HTTP
-import Ingest
+import Identity
 
 #if canImport(Glibc)
     import Glibc

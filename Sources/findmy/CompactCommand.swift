@@ -3,6 +3,7 @@ import Compactor
 import Events
 import HTTP
 import HTTPClient
+import Identity
 import Ingest
 import JSON
 import Postgres

@@ -2,6 +2,7 @@ import CLI
 import Compactor
 import Events
 import HTTP
+import Identity
 import Ingest
 import Panel
 import Postgres
@@ -342,7 +343,7 @@ enum ServeCommand {
             try? projector.prepare()
             service.addStatusSource(ProjectorStatusSource(projector: projector))
             let readService = ReadService(
-                ingest: service,
+                identity: service.identity,
                 pool: PostgresPool(
                     conninfo: opened.client.conninfo,
                     limits: .init(connectionsMax: configuration.readConnectionsMax),
@@ -428,7 +429,7 @@ enum ServeCommand {
     {
         var api = GuardedRouter(service: service, listener: .api)
         service.addRoutes(to: &api)
-        service.addAccountRoutes(to: &api)
+        service.identity.addAccountRoutes(to: &api)
         if let reads {
             reads.addRoutes(to: &api)
         } else {
@@ -437,7 +438,7 @@ enum ServeCommand {
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)
-        service.addAccountAdminRoutes(to: &admin)
+        service.identity.addAccountAdminRoutes(to: &admin)
         CompactService.addAdminRoute(to: &admin, compactor: compactor)
         return (try api.build(), try admin.build())
     }

@@ -1,6 +1,7 @@
 import CLI
 import Events
 import HTTP
+import Identity
 import Ingest
 import JSON
 
@@ -68,7 +69,8 @@ enum UserCommand {
             try mutate(
                 data, path: "/admin/users/\(percentEncoded(name))/password", body: ["password": password]
             ) {
-                service throws(APIError) in _ = try service.setPassword(name: name, password: password)
+                service throws(APIError) in
+                _ = try service.identity.setPassword(name: name, password: password)
             }
             printLine("password set for '\(name)'")
             return 0
@@ -78,7 +80,7 @@ enum UserCommand {
             }
             let name = options.positional[1]
             try mutate(data, path: "/admin/users/\(percentEncoded(name))/role", body: ["role": role.name]) {
-                service throws(APIError) in _ = try service.changeRole(name: name, role: role)
+                service throws(APIError) in _ = try service.identity.changeRole(name: name, role: role)
             }
             printLine("'\(name)' is now \(role == .admin ? "an admin" : "a member")")
             return 0
@@ -89,7 +91,7 @@ enum UserCommand {
             } else {
                 let service = try offlineService(data)
                 defer { service.log.close() }
-                document = try JSONParser.parse(service.usersJSON())
+                document = try JSONParser.parse(service.identity.usersJSON())
             }
             if options.flag("json") {
                 var writer = JSONWriter(capacity: 256)
@@ -151,7 +153,7 @@ enum UserCommand {
             let service = try offlineService(data)
             defer { service.log.close() }
             do {
-                let rotated = try service.rotateUserToken(name: name, via: "cli")
+                let rotated = try service.identity.rotateUserToken(name: name, via: "cli")
                 (userID, token) = (Int64(rotated.userID), rotated.token)
             } catch {
                 throw UsageError(error.message)
@@ -274,7 +276,7 @@ enum UserCommand {
         let service = try offlineService(data)
         defer { service.log.close() }
         do {
-            let created = try service.createUser(name: name, role: admin ? .admin : .member)
+            let created = try service.identity.createUser(name: name, role: admin ? .admin : .member)
             return (created.userID, created.token)
         } catch {
             throw UsageError(error.message)

@@ -1,4 +1,5 @@
 import Events
+import Identity
 import Ingest
 import JSON
 import Testing

@@ -1,5 +1,5 @@
 import Crypto
-import Ingest
+import Identity
 import Testing
 
 @testable import Panel

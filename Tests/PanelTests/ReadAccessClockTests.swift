@@ -1,13 +1,13 @@
 import Events
 import Foundation
+import Identity
 import Synchronization
 import Testing
 
-@testable import Ingest
 @testable import Panel
 
 /// The read API's own check of who may read what (`ReadAccess`, the second one after the
-/// permission gate) follows a share's `until` on the ingest service's clock: here a clock the test
+/// permission gate) follows a share's `until` on the identity service's clock: here a clock the test
 /// moves, so that expiry is checked at its boundary and not by waiting.
 @Suite struct ReadAccessClockTests {
     final class Clock: Sendable {
@@ -23,20 +23,20 @@ import Testing
         var options = LogOptions()
         options.diagnostics = { _ in }
         let clock = Clock()
-        let ingest = try IngestService(
+        let identity = try IdentityService(
             log: try LogWriter(directory: directory + "/log", options: options), clockMicros: { clock.now })
-        defer { ingest.log.close() }
-        let olga = try ingest.createUser(name: "olga", role: .member)
-        let mia = try ingest.createUser(name: "mia", role: .member)
-        _ = try ingest.appendAndApply(
+        defer { identity.log.close() }
+        let olga = try identity.createUser(name: "olga", role: .member)
+        let mia = try identity.createUser(name: "mia", role: .member)
+        _ = try identity.appendAndApply(
             .deviceEnrolled(
                 DeviceEnrolled(
                     deviceID: 7, userID: olga.userID, deviceUUID: UUID128.random(), name: "phone",
                     platform: "ios",
                     model: "")), receivedAtMicros: clock.now)
-        _ = try ingest.shareDevice(
+        _ = try identity.shareDevice(
             7, owner: olga.userID, withUser: "mia", untilMicros: clock.now + 60_000_000)
-        let access = ReadAccess(ingest: ingest)
+        let access = ReadAccess(identity: identity)
 
         clock.advance(micros: 59_999_999)
         #expect(access.scope(of: mia.userID).deviceIDs == [7])

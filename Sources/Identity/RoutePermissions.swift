@@ -59,7 +59,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/report"): .device,
         RouteKey("GET", "/healthz"): .open,
         RouteKey("GET", "/metrics"): .open,
-        // Login, sessions, sharing, users (Sources/Ingest/Accounts.swift)
+        // Login, sessions, sharing, users (Sources/Identity/Accounts.swift)
         RouteKey("POST", "/login"): .open,
         RouteKey("POST", "/logout"): .open,  // ends only the session its own cookie names
         RouteKey("GET", "/api/find-my/devices/{id}/shares"): .owner,
@@ -101,7 +101,7 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}"): .owner,
-        // The admin socket (Sources/Ingest/Handlers.swift, Accounts.swift)
+        // The admin socket (Sources/Identity/Accounts.swift, Sources/Ingest/RetentionHandlers.swift)
         RouteKey("POST", "/admin/users"): .adminSocket,
         RouteKey("GET", "/admin/users"): .adminSocket,
         RouteKey("POST", "/admin/users/{name}/password"): .adminSocket,
@@ -117,7 +117,7 @@ public struct RoutePermissionError: Error, Equatable, CustomStringConvertible {
     public var problems: [String]
     public var description: String {
         "refusing to start: " + problems.joined(separator: "; ")
-            + " (every route needs one entry in RoutePermissions.table, Sources/Ingest/RoutePermissions.swift)"
+            + " (every route needs one entry in RoutePermissions.table, Sources/Identity/RoutePermissions.swift)"
     }
 }
 
@@ -132,14 +132,14 @@ public struct GuardedRouter {
         case adminSocket
     }
 
-    let service: IngestService
+    let service: IdentityService
     let listener: Listener
     let table: [RouteKey: Permission]
     var router = Router()
     var problems: [String] = []
 
     public init(
-        service: IngestService, listener: Listener, table: [RouteKey: Permission] = RoutePermissions.table
+        service: IdentityService, listener: Listener, table: [RouteKey: Permission] = RoutePermissions.table
     ) {
         self.service = service
         self.listener = listener
@@ -154,7 +154,7 @@ public struct GuardedRouter {
             case .passed: return handler(request)
             case .refused(let refusal):
                 guard permission == .page, refusal.status == 401 else { return refusal }
-                return IngestService.loginRedirect(request)
+                return IdentityService.loginRedirect(request)
             }
         }
     }
@@ -206,7 +206,7 @@ public struct GuardedRouter {
     }
 }
 
-extension IngestService {
+extension IdentityService {
     /// 303 to the login page, which comes back to the page asked for after the login.
     static func loginRedirect(_ request: HTTPRequest) -> HTTPResponse {
         var target = request.path
@@ -327,7 +327,7 @@ extension IngestService {
 
     /// The device in path parameter `id`, if the caller owns it; the 404 of a missing device otherwise
     /// (also for a user it is shared with: sharing lends sight, not control).
-    func ownedDevice(_ request: HTTPRequest) throws(APIError) -> (userID: UInt64, deviceID: UInt64) {
+    package func ownedDevice(_ request: HTTPRequest) throws(APIError) -> (userID: UInt64, deviceID: UInt64) {
         let userID = try authenticatedUser(request)
         guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
             deviceOwner(deviceID) == userID

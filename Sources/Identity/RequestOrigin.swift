@@ -55,7 +55,7 @@ enum OriginVerdict: Equatable {
     case foreign(String)
 }
 
-extension IngestService {
+extension IdentityService {
     /// Whether the request's `Origin` is this server's own. Own: the origin of `--public-url`, or
     /// the request's `Host` (a browser sets `Host` to the server it connects to; no page of another
     /// site can change it), with `https` when a TLS proxy says so (`X-Forwarded-Proto: https`).

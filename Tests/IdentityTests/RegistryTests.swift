@@ -1,6 +1,6 @@
 import Events
 import Foundation
-import Ingest
+import Identity
 import Testing
 
 /// The registry is a fold of events: the same events give the same registry, whether applied as

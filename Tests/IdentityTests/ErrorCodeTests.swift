@@ -1,6 +1,6 @@
 import Foundation
 import HTTP
-import Ingest
+import Identity
 import JSON
 import Testing
 

@@ -1,11 +1,11 @@
 import Events
 
-/// Everything ingest must know to answer a request without a database: users, devices, token
+/// Everything the server must know to answer a request without a database: users, devices, token
 /// hashes, push tokens, pause switches and the recent batch results of each device.
 ///
 /// It is a pure value folded from the log: `apply(_:offset:)` is the one code path, used both
 /// while replaying the log at start and after each append the server makes, so the registry a
-/// restarted server rebuilds is the one it had. Callers serialise access (see `IngestService`).
+/// restarted server rebuilds is the one it had. Callers serialise access (see `IdentityService`).
 public struct Registry: Sendable {
     /// The retention overrides, folded by the compactor's own rule (`RetentionPolicy`), so that the
     /// arrival check and the compactor agree on every device's window. Its default window is set
@@ -84,6 +84,12 @@ public struct Registry: Sendable {
         public var offset: UInt64
         public var accepted: Int
         public var rejections: [Rejection]
+
+        package init(offset: UInt64, accepted: Int, rejections: [Rejection]) {
+            self.offset = offset
+            self.accepted = accepted
+            self.rejections = rejections
+        }
     }
 
     struct DeviceKey: Hashable {

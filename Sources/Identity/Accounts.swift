@@ -5,7 +5,7 @@ import JSON
 
 /// Login and sessions, passwords and roles, sharing, and the admin listing of users.
 /// docs/api.md documents the routes; docs/privacy.md what they mean for who sees whom.
-extension IngestService {
+extension IdentityService {
     public static let sessionCookieName = "findmy_session"
 
     public func addAccountRoutes(to router: inout GuardedRouter) {
@@ -31,6 +31,25 @@ extension IngestService {
     public func addAccountAdminRoutes(to router: inout GuardedRouter) {
         addTokenAdminRoutes(to: &router)
         router.add("GET", "/admin/users") { [self] _ in .json(usersJSON()) }
+        router.add("POST", "/admin/users") { [self] request in
+            respond { () throws(APIError) in
+                let object = try parseObject(request.body, allowed: ["name", "admin"])
+                let name = try field { () throws(JSONAccessError) in try object.string("name") }
+                let admin =
+                    try field { () throws(JSONAccessError) in try object.boolIfPresent("admin") } ?? false
+                let created = try createUser(name: name, role: admin ? .admin : .member)
+                var writer = JSONWriter(capacity: 128)
+                writer.beginObject()
+                writer.key("user_id")
+                writer.int64(Int64(created.userID))
+                writer.key("token")
+                writer.string(created.token)
+                writer.key("offset")
+                writer.int64(Int64(created.offset))
+                writer.endObject()
+                return .json(writer.bytes, status: 201)
+            }
+        }
         router.add("POST", "/admin/users/{name}/password") { [self] request in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["password"])

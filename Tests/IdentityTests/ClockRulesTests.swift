@@ -2,6 +2,7 @@ import HTTP
 import JSON
 import Testing
 
+@testable import Identity
 @testable import Ingest
 
 /// The rules that depend on the wall clock, on the door's manual clock: a share that expires by
@@ -18,7 +19,7 @@ import Testing
         init(_ configure: (inout IngestLimits) -> Void = { _ in }) throws {
             door = try Door(configure)
             var builder = GuardedRouter(service: door.service, listener: .api)
-            door.service.addRoutes(to: &builder)
+            door.ingest.addRoutes(to: &builder)
             door.service.addAccountRoutes(to: &builder)
             builder.add("GET", "/api/find-my/devices/{id}") { _ in .json("{\"read\": true}") }
             router = try builder.build()
@@ -82,7 +83,7 @@ import Testing
     func useSession(_ door: Door, _ user: Door.LoggedIn, _ deviceID: UInt64) -> Door.Answer {
         door.send(
             "GET", "/api/find-my/devices/\(deviceID)/shares",
-            headers: [("Cookie", "\(IngestService.sessionCookieName)=\(user.cookie)")])
+            headers: [("Cookie", "\(IdentityService.sessionCookieName)=\(user.cookie)")])
     }
 
     @Test func aSessionEndsWhenIdleForLongerThanTheIdleLimit() throws {
@@ -125,6 +126,6 @@ import Testing
         #expect(ended.status == 401 && ended.errorCode == "invalid_session", "\(ended.body)")
         // A new login starts a new session.
         let again = door.jsonLogin("nina", "a long passphrase")
-        #expect(again.status == 200 && again.cookie(IngestService.sessionCookieName) != nil)
+        #expect(again.status == 200 && again.cookie(IdentityService.sessionCookieName) != nil)
     }
 }

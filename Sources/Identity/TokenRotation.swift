@@ -9,7 +9,7 @@ import JSON
 /// account page. Each appends one `user token rotated` event; the registry applies it before the
 /// answer is sent, so the earlier token is refused from the next request on, and a restart replays
 /// to the same state. Login sessions are not tokens: a rotation leaves them alone.
-extension IngestService {
+extension IdentityService {
     public func addTokenRoutes(to router: inout GuardedRouter) {
         router.add("POST", "/api/find-my/account/token") { [self] request in
             respond { () throws(APIError) in

@@ -2,7 +2,7 @@ import JSON
 import Synchronization
 
 /// Another component of the server (the projector, say) that reports through `/healthz` and
-/// `/metrics`. Ingest does not know what it is; it only asks.
+/// `/metrics`. The service does not know what it is; it only asks.
 public protocol StatusSource: Sendable {
     /// Its name as a member of the `/healthz` object.
     var name: String { get }
@@ -14,9 +14,11 @@ public protocol StatusSource: Sendable {
 }
 
 /// The status sources registered with a service.
-final class StatusSources: Sendable {
+package final class StatusSources: Sendable {
     private let sources = Mutex<[any StatusSource]>([])
 
-    func add(_ source: any StatusSource) { sources.withLock { $0.append(source) } }
-    var all: [any StatusSource] { sources.withLock { $0 } }
+    package init() {}
+
+    package func add(_ source: any StatusSource) { sources.withLock { $0.append(source) } }
+    package var all: [any StatusSource] { sources.withLock { $0 } }
 }

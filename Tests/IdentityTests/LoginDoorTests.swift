@@ -2,6 +2,7 @@ import HTTP
 import JSON
 import Testing
 
+@testable import Identity
 @testable import Ingest
 
 /// Logins (issue 11, items 7 and 4b) and failed authentications (item 12): what a login must carry,
@@ -17,7 +18,7 @@ import Testing
             "POST", "/login", headers: [("Content-Type", "application/x-www-form-urlencoded")],
             body: "name=nina&password=a+long+passphrase")
         #expect(form.status == 403 && form.errorCode == "csrf_field_missing", "\(form.status) \(form.body)")
-        #expect(form.cookie(IngestService.sessionCookieName) == nil)
+        #expect(form.cookie(IdentityService.sessionCookieName) == nil)
 
         // The panel's form: the csrf field equals the login cookie (double submit).
         let panel = door.send(
@@ -26,14 +27,14 @@ import Testing
                 ("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", "findmy_login_csrf=abc123"),
             ], body: "name=nina&password=a+long+passphrase&csrf=abc123")
         #expect(panel.status == 303 && panel.header("Location") == "/find-my")
-        #expect(panel.cookie(IngestService.sessionCookieName) != nil)
+        #expect(panel.cookie(IdentityService.sessionCookieName) != nil)
         let mismatched = door.send(
             "POST", "/login",
             headers: [
                 ("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", "findmy_login_csrf=abc123"),
             ], body: "name=nina&password=a+long+passphrase&csrf=abc124")
         #expect(mismatched.header("Location")?.hasPrefix("/login?error=expired_form") == true)
-        #expect(mismatched.cookie(IngestService.sessionCookieName) == nil)
+        #expect(mismatched.cookie(IdentityService.sessionCookieName) == nil)
     }
 
     @Test func aLoginThatIsNeitherJSONNorAFormIs415() throws {
@@ -46,7 +47,7 @@ import Testing
             let answer = door.send(
                 "POST", "/login", headers: type.map { [("Content-Type", $0)] } ?? [], body: json)
             #expect(answer.status == 415 && answer.errorCode == "unsupported_media_type", "\(type ?? "none")")
-            #expect(answer.cookie(IngestService.sessionCookieName) == nil)
+            #expect(answer.cookie(IdentityService.sessionCookieName) == nil)
         }
         let charset = door.send(
             "POST", "/login", headers: [("Content-Type", "application/json; charset=utf-8")], body: json)
@@ -61,7 +62,7 @@ import Testing
         ] {
             let json = door.jsonLogin("nina", "a long passphrase", headers: [("Origin", origin)])
             #expect(json.status == 403 && json.errorCode == "cross_origin_request", "\(origin): \(json.body)")
-            #expect(json.cookie(IngestService.sessionCookieName) == nil)
+            #expect(json.cookie(IdentityService.sessionCookieName) == nil)
             let form = door.send(
                 "POST", "/login",
                 headers: [
@@ -69,7 +70,7 @@ import Testing
                     ("Cookie", "findmy_login_csrf=abc123"),
                     ("Origin", origin),
                 ], body: "name=nina&password=a+long+passphrase&csrf=abc123")
-            #expect(form.status == 403 && form.cookie(IngestService.sessionCookieName) == nil, "\(origin)")
+            #expect(form.status == 403 && form.cookie(IdentityService.sessionCookieName) == nil, "\(origin)")
         }
         // Our own origin, the same with another case, none at all, and the "null" a page with
         // Referrer-Policy: no-referrer makes browsers send on a form post (and sandboxed frames do).
@@ -99,7 +100,7 @@ import Testing
     @Test func aLogoutWithTheCookieAloneEndsNothing() throws {
         let door = try Door()
         let nina = try door.loggedInUser("nina")
-        let cookie = ("Cookie", "\(IngestService.sessionCookieName)=\(nina.cookie)")
+        let cookie = ("Cookie", "\(IdentityService.sessionCookieName)=\(nina.cookie)")
         let phone = try door.enrol(nina.token)
         func sessionLives() -> Bool {
             door.send("GET", "/api/find-my/devices/\(phone.id)/shares", headers: [cookie]).status == 200
@@ -136,7 +137,7 @@ import Testing
         func form(_ origin: String?) -> HTTPRequest {
             var headers = HTTPHeaders()
             headers.add("Host", Door.host)
-            headers.add("Cookie", "\(IngestService.sessionCookieName)=\(nina.cookie)")
+            headers.add("Cookie", "\(IdentityService.sessionCookieName)=\(nina.cookie)")
             if let origin { headers.add("Origin", origin) }
             return HTTPRequest(method: "POST", target: "/find-my/account/password", headers: headers)
         }
@@ -209,7 +210,7 @@ import Testing
         let refused = door.jsonLogin("nina", "a long passphrase", from: "203.0.113.9:5678")
         #expect(refused.status == 429 && refused.errorCode == "too_many_attempts_from_address")
         #expect(refused.header("Retry-After") == "30")
-        #expect(refused.cookie(IngestService.sessionCookieName) == nil)
+        #expect(refused.cookie(IdentityService.sessionCookieName) == nil)
         door.clock.advance(seconds: 30)
         #expect(door.jsonLogin("nina", "a long passphrase", from: address).status == 200)
         #expect(door.jsonLogin("nina", "a long passphrase", from: address).status == 429)

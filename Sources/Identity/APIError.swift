@@ -1,6 +1,6 @@
 import HTTP
 
-/// A request ingest refuses as a whole: the HTTP status, a stable `code` for programs, and a
+/// A request the server refuses as a whole: the HTTP status, a stable `code` for programs, and a
 /// message that tells the client what to change. Every code is listed in docs/api.md.
 public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Every code an API error body can carry, as it is spelled on the wire (`rawValue`). Handlers
@@ -68,7 +68,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         message:
             "no device with this id among the devices you can see; list yours with GET /api/find-my/devices")
 
-    static func badRequest(_ code: Code, _ message: String) -> APIError {
+    package static func badRequest(_ code: Code, _ message: String) -> APIError {
         APIError(status: 400, code: code, message: message)
     }
 }

@@ -1,6 +1,7 @@
 import Events
 import Foundation
 import HTTP
+import Identity
 import Ingest
 import Testing
 
@@ -28,7 +29,7 @@ import Testing
         defer { service.log.close() }
         var table = RoutePermissions.table
         table[RouteKey("POST", "/api/find-my/report")] = nil
-        var router = GuardedRouter(service: service, listener: .api, table: table)
+        var router = GuardedRouter(service: service.identity, listener: .api, table: table)
         service.addRoutes(to: &router)
         router.add("GET", "/api/find-my/brand-new") { _ in .text("who decided?") }
         #expect {
@@ -47,11 +48,11 @@ import Testing
         defer { service.log.close() }
         var api = GuardedRouter(service: service, listener: .api)
         service.addRoutes(to: &api)
-        service.addAccountRoutes(to: &api)
+        service.identity.addAccountRoutes(to: &api)
         _ = try api.build()
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)
-        service.addAccountAdminRoutes(to: &admin)
+        service.identity.addAccountAdminRoutes(to: &admin)
         _ = try admin.build()
         // An admin-socket route registered on the network API is refused, and the reverse.
         var wrong = GuardedRouter(service: service, listener: .api)
@@ -66,10 +67,10 @@ import Testing
         let scratch = Scratch()
         let service = try service(scratch)
         defer { service.log.close() }
-        let member = try service.createUser(name: "member", role: .member)
-        let admin = try service.createUser(name: "admin", role: .admin)
+        let member = try service.identity.createUser(name: "member", role: .member)
+        let admin = try service.identity.createUser(name: "admin", role: .admin)
         var builder = GuardedRouter(service: service, listener: .api)
-        service.addAccountRoutes(to: &builder)
+        service.identity.addAccountRoutes(to: &builder)
         let router = try builder.build()
         func status(_ token: String?) -> Int {
             var headers = HTTPHeaders()

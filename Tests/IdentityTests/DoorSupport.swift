@@ -5,6 +5,7 @@ import JSON
 import Synchronization
 import Testing
 
+@testable import Identity
 @testable import Ingest
 
 /// A clock the tests move by hand: every window of the door's limits runs on it.
@@ -22,7 +23,9 @@ final class Door: @unchecked Sendable {
     static let ownOrigin = "http://findmy.test:8080"
     let scratch = PermissionTests.Scratch()
     let clock = ManualClock()
-    let service: IngestService
+    /// The enrolment and report routes, beside the account routes, as the server assembles them.
+    let ingest: IngestService
+    var service: IdentityService { ingest.identity }
     let router: Router
 
     init(_ configure: (inout IngestLimits) -> Void = { _ in }) throws {
@@ -31,12 +34,12 @@ final class Door: @unchecked Sendable {
         var options = LogOptions()
         options.diagnostics = { _ in }
         let clock = self.clock
-        service = try IngestService(
+        ingest = try IngestService(
             log: try LogWriter(directory: scratch.path + "/log", options: options), limits: limits,
             clockMicros: { clock.nowMicros })
-        var builder = GuardedRouter(service: service, listener: .api)
-        service.addRoutes(to: &builder)
-        service.addAccountRoutes(to: &builder)
+        var builder = GuardedRouter(service: ingest, listener: .api)
+        ingest.addRoutes(to: &builder)
+        ingest.identity.addAccountRoutes(to: &builder)
         router = try builder.build()
     }
 
@@ -101,7 +104,7 @@ final class Door: @unchecked Sendable {
         let created = try service.createUser(name: name, role: role)
         _ = try service.setPassword(name: name, password: password)
         let login = jsonLogin(name, password)
-        guard login.status == 200, let cookie = login.cookie(IngestService.sessionCookieName) else {
+        guard login.status == 200, let cookie = login.cookie(IdentityService.sessionCookieName) else {
             throw DoorFailure("login of \(name): \(login.status) \(login.body)")
         }
         let csrf = (try? login.body["csrf_token"]?.stringValue) ?? ""

@@ -1,4 +1,4 @@
-import Ingest
+import Identity
 import Testing
 
 /// Names refuse control, invisible and text-direction characters (docs/api.md, "Names"), and

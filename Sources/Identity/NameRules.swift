@@ -61,7 +61,7 @@ public enum NameRules {
     }
 
     /// `U+202E (right-to-left override)`.
-    static func describe(_ scalar: Unicode.Scalar) -> String {
+    package static func describe(_ scalar: Unicode.Scalar) -> String {
         var hex = String(scalar.value, radix: 16, uppercase: true)
         while hex.count < 4 { hex = "0" + hex }
         let name: String =

@@ -2,6 +2,7 @@ import HTTP
 import JSON
 import Testing
 
+@testable import Identity
 @testable import Ingest
 
 /// The session cookie on the JSON API (issue 11, item 3): a state-changing `/api/` request that the

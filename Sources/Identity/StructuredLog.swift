@@ -36,7 +36,7 @@ public enum StructuredLog {
         return String(out)
     }
 
-    static func write(_ level: String, _ event: String, _ fields: KeyValuePairs<String, Field>) {
+    package static func write(_ level: String, _ event: String, _ fields: KeyValuePairs<String, Field>) {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("ts")

@@ -226,7 +226,7 @@ func peerAddress(_ remoteAddress: String) -> String {
     return String(remoteAddress[..<colon])
 }
 
-extension IngestService {
+extension IdentityService {
     /// The client address the per-address limits count under and the log names: the peer's IP
     /// address, or, when the peer is one of `trustedProxies`, the last `X-Forwarded-For` entry,
     /// the one that proxy appended (a client can write the ones before it). Without this, behind
@@ -243,7 +243,7 @@ extension IngestService {
     }
 }
 
-extension IngestService {
+extension IdentityService {
     static func throttled(_ code: APIError.Code, _ message: String, retryAfterSeconds: Int) -> HTTPResponse {
         var response = APIError(status: 429, code: code, message: message).response
         response.headers.set("Retry-After", "\(retryAfterSeconds)")
@@ -260,8 +260,8 @@ extension IngestService {
     /// One of the `passwordChecksConcurrentMax` slots for an Argon2id check (each holds 64 MiB);
     /// nil when all are taken.
     struct PasswordCheckSlot {
-        let service: IngestService
-        init?(_ service: IngestService) {
+        let service: IdentityService
+        init?(_ service: IdentityService) {
             guard
                 service.passwordChecksInFlight.add(1, ordering: .relaxed).newValue
                     <= service.limits.passwordChecksConcurrentMax

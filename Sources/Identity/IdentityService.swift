@@ -1,0 +1,309 @@
+import Crypto
+import Events
+import HTTP
+import JSON
+import Threads
+import Synchronization
+
+/// Who may do what: the registry folded from the log (users, devices, tokens, shares, and what the
+/// report path keeps beside them), sessions, passwords and roles, the gate of every route, and the
+/// account routes. It holds the log writer so that identity changes (a user created, a password
+/// set, a token rotated, a share) are appended and applied like every other event. `IngestService`
+/// holds one and uses its registry for enrolment and the report path's device tokens.
+///
+/// Locking: `registry` is read and updated under its lock, never while appending. Mutations whose
+/// append must be decided together with the registry (a new device id, a token, a push token move)
+/// hold `mutations` across check, append and apply, so they are applied in log order. Reports do
+/// not take `mutations`: decoding, validation and encoding run in parallel on the HTTP event-loop
+/// threads, the append does not block them (the group commit answers), and a batch id in flight is
+/// marked so that a concurrent retry cannot append it twice.
+public final class IdentityService: Sendable {
+    public let log: LogWriter
+    public let limits: IngestLimits
+    package let statusSources = StatusSources()
+    package let registry: ReadWriteLocked<RegistryState>
+    package let mutations = Mutex(())
+    package let clockMicros: @Sendable () -> Int64
+    /// Set when the last append failed, cleared by the next success; `/healthz` reports it.
+    package let logFailing = Atomic<Bool>(false)
+    let sessions: SessionStore
+    let doorLimits: DoorLimits
+    let passwordChecksInFlight = Atomic<Int>(0)
+    /// Told how long each durable append took (the ingest metrics' histogram).
+    let appendObserver: @Sendable (_ micros: Int64) -> Void
+
+    package struct RegistryState: Sendable {
+        package var registry: Registry
+        package var batchesInFlight: Set<BatchKey> = []
+    }
+
+    package struct BatchKey: Hashable, Sendable {
+        package var deviceID: UInt64
+        package var batchID: UUID128
+
+        package init(deviceID: UInt64, batchID: UUID128) {
+            self.deviceID = deviceID
+            self.batchID = batchID
+        }
+    }
+
+    /// Rebuilds the registry from the log (every durable record, from offset 0).
+    public init(
+        log: LogWriter, limits: IngestLimits = IngestLimits(),
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
+        appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in }
+    ) throws {
+        self.log = log
+        self.appendObserver = appendObserver
+        self.limits = limits
+        self.clockMicros = clockMicros
+        sessions = SessionStore(limits: limits)
+        doorLimits = DoorLimits(limits)
+        let reader = LogReader(directory: log.directory, writer: log)
+        let registry = try Registry.replay(
+            reader, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
+        self.registry = ReadWriteLocked(RegistryState(registry: registry))
+    }
+
+    /// Adds a component's health and metrics to `/healthz` and `/metrics`.
+    public func addStatusSource(_ source: any StatusSource) { statusSources.add(source) }
+
+    /// A copy of the registry, for tests and admin listings.
+    public var registrySnapshot: Registry { registry.read { $0.registry } }
+
+    // MARK: appending
+
+    /// Appends and, once durable, applies the event: the one way the server changes its registry.
+    package func appendAndApply(_ event: Event, receivedAtMicros: Int64) throws(APIError) -> UInt64 {
+        let offset = try append(EventCodec.encode(event, receivedAtMicros: receivedAtMicros))
+        registry.write { $0.registry.apply(event, offset: offset) }
+        return offset
+    }
+
+    package func append(_ encoded: EncodedEvent) throws(APIError) -> UInt64 {
+        let start = monotonicMicros()
+        do {
+            let offset = try log.append(encoded)
+            appendSucceeded(startMicros: start)
+            return offset
+        } catch {
+            throw appendFailed(error)
+        }
+    }
+
+    /// Appends without blocking; `completion` runs once the record is durable (or failed), on the
+    /// thread that led its group commit.
+    package func append(
+        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
+    ) {
+        let start = monotonicMicros()
+        log.append(encoded) { [self] result in
+            switch result {
+            case .success(let offset):
+                appendSucceeded(startMicros: start)
+                completion(.success(offset))
+            case .failure(let error):
+                completion(.failure(appendFailed(error)))
+            }
+        }
+    }
+
+    private func appendSucceeded(startMicros: Int64) {
+        appendObserver(monotonicMicros() - startMicros)
+        logFailing.store(false, ordering: .relaxed)
+    }
+
+    private func appendFailed(_ error: any Error) -> APIError {
+        logFailing.store(true, ordering: .relaxed)
+        StructuredLog.error("append_failed", ["error": .string("\(error)")])
+        return APIError(
+            status: 503, code: .logUnavailable,
+            message:
+                "the server could not store the request durably (\(error)); nothing was stored, send it again later"
+        )
+    }
+
+    /// The response of `body`, or its error as JSON (a batch in progress says when to retry).
+    package func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
+        do {
+            return try body()
+        } catch {
+            var response = error.response
+            if error.status == 409 && error.code == .batchInProgress {
+                response.headers.set("Retry-After", "1")
+            }
+            return response
+        }
+    }
+
+    // MARK: users (admin)
+
+    public struct CreatedUser: Sendable {
+        public var userID: UInt64
+        public var token: String
+        public var offset: UInt64
+    }
+
+    /// Creates a user and returns its API token; only the token's SHA-256 is stored.
+    public func createUser(name: String, role: Role) throws(APIError) -> CreatedUser {
+        try checkText(name, field: "name", allowEmpty: false)
+        try NameRules.check(name, field: "name")
+        return try mutations.withLock { _ throws(APIError) -> CreatedUser in
+            let (existing, userID) = registry.read {
+                ($0.registry.user(named: name), $0.registry.nextUserID)
+            }
+            guard existing == nil else {
+                throw APIError(
+                    status: 409, code: .userExists,
+                    message: "a user named '\(name)' exists already; choose another name")
+            }
+            let token = Token.generate()
+            let offset = try appendAndApply(
+                .userCreated(
+                    UserCreated(
+                        userID: userID, name: name, role: role, tokenHash: SHA256.hash(Array(token.utf8)))),
+                receivedAtMicros: clockMicros())
+            StructuredLog.info(
+                "user_created", ["user_id": .int(Int64(userID)), "admin": .bool(role == .admin)])
+            return CreatedUser(userID: userID, token: token, offset: offset)
+        }
+    }
+
+    // MARK: authentication
+
+    /// Who sent `request`: a bearer token (user or device) or, without an Authorization header, the
+    /// `findmy_session` cookie of a login, which stands for its user exactly like a user token.
+    package func principal(_ request: HTTPRequest) throws(APIError) -> Registry.Principal {
+        guard let header = request.headers["Authorization"] else {
+            if let session = sessionCookie(request) {
+                guard let userID = sessions.user(token: session, nowMicros: clockMicros()) else {
+                    throw APIError.sessionEnded
+                }
+                return .user(userID)
+            }
+            throw APIError(
+                status: 401, code: .missingToken,
+                message: "send Authorization: Bearer <token>, or log in with POST /login for a session cookie"
+            )
+        }
+        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else {
+            throw APIError(
+                status: 401, code: .missingToken,
+                message: "the Authorization header must be 'Bearer <token>'")
+        }
+        let token = header.dropFirst(7).trimmingSpaces
+        let hash = SHA256.hash(Array(token.utf8))
+        guard let principal = registry.read({ $0.registry.principal(tokenHash: hash) }) else {
+            throw APIError.unknownToken
+        }
+        return principal
+    }
+
+    package func deviceID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
+        switch try principal(request) {
+        case .device(let id): return id
+        case .user:
+            throw APIError(
+                status: 401, code: .invalidToken,
+                message:
+                    "this is a user token; this endpoint takes the device token returned by POST /api/find-my/devices"
+            )
+        }
+    }
+
+    package func userID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
+        switch try principal(request) {
+        case .user(let id): return id
+        case .device:
+            throw APIError(
+                status: 401, code: .invalidToken,
+                message:
+                    "this is a device token; enrolling a device takes its owner's user token (findmy user add)"
+            )
+        }
+    }
+
+    /// The user a read request acts for: its bearer token must be a user token (401 otherwise).
+    public func authenticatedUser(_ request: HTTPRequest) throws(APIError) -> UInt64 {
+        switch try principal(request) {
+        case .user(let id): return id
+        case .device:
+            throw APIError(
+                status: 401, code: .invalidToken,
+                message: "this is a device token; reading locations takes a user token (findmy user add)")
+        }
+    }
+
+    /// The user who enrolled `deviceID`, or nil for a device the log does not know. The registry is
+    /// ahead of the projection: a device may be known here before its rows reach PostgreSQL.
+    public func deviceOwner(_ deviceID: UInt64) -> UInt64? {
+        registry.read { $0.registry.liveDevice(deviceID)?.userID }
+    }
+
+    /// Whether `reader` may read `deviceID`'s locations now, and who shared it: the registry's rule
+    /// (`Registry.visibility`) at the server's clock.
+    public func visibility(of deviceID: UInt64, to reader: UInt64) -> Registry.VisibleDevice? {
+        let now = clockMicros()
+        return registry.read { $0.registry.visibility(of: deviceID, to: reader, atMicros: now) }
+    }
+
+    /// Every device `reader` may read now, by id.
+    public func visibleDevices(to reader: UInt64) -> [Registry.VisibleDevice] {
+        let now = clockMicros()
+        return registry.read { $0.registry.visibleDevices(to: reader, atMicros: now) }
+    }
+
+    public func userName(_ userID: UInt64) -> String? { registry.read { $0.registry.users[userID]?.name } }
+
+    package func checkText(_ text: String, field: String, allowEmpty: Bool) throws(APIError) {
+        guard allowEmpty || !text.isEmpty else {
+            throw .badRequest(.invalidField, "\(field) must not be empty")
+        }
+        guard text.utf8.count <= limits.textBytesMax else {
+            throw .badRequest(.invalidField, "\(field) is longer than \(limits.textBytesMax) bytes")
+        }
+        guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw .badRequest(.invalidField, "\(field) must not contain control characters")
+        }
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs. On the UTF-8 view: this runs on every request,
+    /// and a Character-based version was 15 % of the server's CPU in a profile.
+    package var trimmingSpaces: String {
+        let bytes = utf8
+        guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return "" }
+        let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })!
+        return String(self[first...last])
+    }
+}
+
+/// Parses a request body that must be a JSON object with only `allowed` members.
+package func parseObject(_ body: [UInt8], allowed: Set<String>) throws(APIError) -> JSONObject {
+    let document: JSONValue
+    do {
+        document = try JSONParser.parse(body)
+    } catch {
+        throw .badRequest(.malformedJson, "the body is not valid JSON: \(error.description)")
+    }
+    guard case .object(let object) = document else {
+        throw .badRequest(.wrongType, "the body must be a JSON object, found \(document.typeName)")
+    }
+    do {
+        try object.checkKeys(allowed: allowed)
+    } catch {
+        throw .badRequest(.unknownField, "\(error.pathDescription): \(error.message)")
+    }
+    return object
+}
+
+/// Reads a member with a typed getter, turning its error into a 400 that names the member.
+package func field<T>(_ read: () throws(JSONAccessError) -> T) throws(APIError) -> T {
+    do {
+        return try read()
+    } catch {
+        let code: APIError.Code = error.code == .missingKey ? .missingField : .wrongType
+        throw .badRequest(code, "\(error.pathDescription): \(error.message)")
+    }
+}
