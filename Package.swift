@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CPQ", "Threads"], swiftSettings: strict),
 
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
-        .target(name: "Projector", dependencies: ["Events", "Postgres"], swiftSettings: strict),
+        .target(name: "Projector", dependencies: ["Events", "Postgres", "Threads"], swiftSettings: strict),
 
         // The read API (and later the web panel): devices, latest fixes, history, arrivals.
         .target(
@@ -74,7 +74,7 @@ let package = Package(
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes.
-        .target(name: "Compactor", dependencies: ["Events", "Postgres", "Projector"], swiftSettings: strict),
+        .target(name: "Compactor", dependencies: ["Events", "Postgres", "Projector", "Threads"], swiftSettings: strict),
 
         // What both executables share: commands, their options and usage errors, dispatch, and
         // the JSON and text form of log records (`findmy log dump`, the report body a bench weighs).

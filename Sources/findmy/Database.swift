@@ -3,6 +3,8 @@ import Ingest
 import JSON
 import Postgres
 import Projector
+import Synchronization
+import Threads
 
 #if canImport(Glibc)
     import Glibc
@@ -47,7 +49,7 @@ struct Database {
     /// When findmy runs as root the cluster runs as an unprivileged user, who must be able to pass
     /// through the data directory to reach DIR/postgres: add search permission for others (not
     /// read: the directory cannot be listed, and DIR/log stays 0700).
-    private static func allowTraversal(_ directory: String) {
+    static func allowTraversal(_ directory: String) {
         guard getuid() == 0 else { return }
         var info = stat()
         guard stat(directory, &info) == 0 else { return }
@@ -58,6 +60,72 @@ struct Database {
     func close() {
         client.close()
         guard startedCluster, let cluster else { return }
+        do {
+            try cluster.stop()
+        } catch {
+            writeStandardError("findmy: \(error)")
+        }
+    }
+}
+
+/// The projector's PostgreSQL as a service of `findmy serve`: resolved (not started) by its
+/// initialiser, so that the read pool and the projector can be built before anything runs;
+/// `start` starts the private cluster (or does nothing for `--database-url`); `stop` closes the
+/// connections that borrow it, then stops the cluster if this process started it. A start that
+/// fails half-way stops what it started, so no PostgreSQL outlives a server that never served.
+final class DatabaseService: Service {
+    let name = "postgres"
+    let client: PostgresClient
+    let description: String
+    private let dataDirectory: String
+    private let cluster: EmbeddedPostgres?
+    private let startedCluster = Mutex(false)
+    private let current = Mutex<ServiceState>(.idle)
+    /// Closed before the cluster stops (the read API's pool).
+    private let borrowers = Mutex<[@Sendable () -> Void]>([])
+
+    init(dataDirectory: String, url: String?) throws {
+        self.dataDirectory = dataDirectory
+        if let url, !url.isEmpty {
+            cluster = nil
+            client = PostgresClient(conninfo: url, policy: Database.projectorPolicy)
+            description = "external PostgreSQL"
+        } else {
+            let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
+            self.cluster = cluster
+            client = PostgresClient(conninfo: cluster.conninfo, policy: Database.projectorPolicy)
+            description = "embedded PostgreSQL in \(cluster.clusterDirectory)"
+        }
+    }
+
+    var state: ServiceState { current.withLock { $0 } }
+
+    /// `close` runs in `stop`, before the cluster stops.
+    func addBorrower(close: @escaping @Sendable () -> Void) { borrowers.withLock { $0.append(close) } }
+
+    func start() throws {
+        guard let cluster else {
+            current.withLock { $0 = .running }
+            return
+        }
+        Database.allowTraversal(dataDirectory)
+        let wasRunning = cluster.postmasterPID() != nil
+        startedCluster.withLock { $0 = !wasRunning }
+        do {
+            try cluster.start()
+        } catch {
+            current.withLock { $0 = .failed("\(error)") }
+            if !wasRunning { try? cluster.stop() }
+            throw error
+        }
+        current.withLock { $0 = .running }
+    }
+
+    func stop(graceMicros: Int64) {
+        for close in borrowers.withLock({ $0 }) { close() }
+        client.close()
+        defer { current.withLock { $0 = .stopped } }
+        guard startedCluster.withLock({ $0 }), let cluster else { return }
         do {
             try cluster.stop()
         } catch {
