@@ -100,7 +100,7 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
+        .testTarget(name: "EventsTests", dependencies: ["Events", "Workload", "Threads"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),

@@ -13,11 +13,11 @@ import Threads
 /// The PostgreSQL a command works with: an external server (`--database-url`), or the private
 /// cluster in DATA_DIR/postgres, started if it is not running and stopped again only by whoever
 /// started it (so `findmy replay` next to a running server leaves the server's cluster alone).
+/// The commands' form of `DatabaseService`: opened and closed in one call each.
 struct Database {
-    let client: PostgresClient
-    let description: String
-    private let cluster: EmbeddedPostgres?
-    private let startedCluster: Bool
+    let service: DatabaseService
+    var client: PostgresClient { service.client }
+    var description: String { service.description }
 
     static let setting = (
         flag: "database-url", environment: "FINDMY_DATABASE_URL",
@@ -30,20 +30,9 @@ struct Database {
     static let projectorPolicy = PostgresClient.ReconnectPolicy(reconnectAttemptsMax: 1)
 
     static func open(dataDirectory: String, url: String?) throws -> Database {
-        if let url, !url.isEmpty {
-            return Database(
-                client: PostgresClient(conninfo: url, policy: projectorPolicy),
-                description: "external PostgreSQL", cluster: nil,
-                startedCluster: false)
-        }
-        allowTraversal(dataDirectory)
-        let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
-        let wasRunning = cluster.postmasterPID() != nil
-        try cluster.start()
-        return Database(
-            client: PostgresClient(conninfo: cluster.conninfo, policy: projectorPolicy),
-            description: "embedded PostgreSQL in \(cluster.clusterDirectory)", cluster: cluster,
-            startedCluster: !wasRunning)
+        let service = try DatabaseService(dataDirectory: dataDirectory, url: url)
+        try service.start()
+        return Database(service: service)
     }
 
     /// When findmy runs as root the cluster runs as an unprivileged user, who must be able to pass
@@ -57,15 +46,7 @@ struct Database {
     }
 
     /// Closes the connection, and stops the embedded cluster if this process started it.
-    func close() {
-        client.close()
-        guard startedCluster, let cluster else { return }
-        do {
-            try cluster.stop()
-        } catch {
-            writeStandardError("findmy: \(error)")
-        }
-    }
+    func close() { service.stop(graceMicros: 0) }
 }
 
 /// The projector's PostgreSQL as a service of `findmy serve`: resolved (not started) by its
@@ -77,7 +58,6 @@ final class DatabaseService: Service {
     let name = "postgres"
     let client: PostgresClient
     let description: String
-    private let dataDirectory: String
     private let cluster: EmbeddedPostgres?
     private let startedCluster = Mutex(false)
     private let current = Mutex<ServiceState>(.idle)
@@ -85,12 +65,12 @@ final class DatabaseService: Service {
     private let borrowers = Mutex<[@Sendable () -> Void]>([])
 
     init(dataDirectory: String, url: String?) throws {
-        self.dataDirectory = dataDirectory
         if let url, !url.isEmpty {
             cluster = nil
             client = PostgresClient(conninfo: url, policy: Database.projectorPolicy)
             description = "external PostgreSQL"
         } else {
+            Database.allowTraversal(dataDirectory)
             let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
             self.cluster = cluster
             client = PostgresClient(conninfo: cluster.conninfo, policy: Database.projectorPolicy)
@@ -108,7 +88,6 @@ final class DatabaseService: Service {
             current.withLock { $0 = .running }
             return
         }
-        Database.allowTraversal(dataDirectory)
         let wasRunning = cluster.postmasterPID() != nil
         startedCluster.withLock { $0 = !wasRunning }
         do {
