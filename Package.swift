@@ -77,7 +77,7 @@ let package = Package(
 
         // Folds the log into PostgreSQL exactly once: schema, the fold, checkpoints, rebuilds.
         .target(
-            name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema"],
+            name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema", "Threads"],
             swiftSettings: strict),
 
         // The read API: devices, latest fixes, history, arrivals. Callers and what they may see come
@@ -101,7 +101,7 @@ let package = Package(
 
         // The retention job: which fixes are live, the log rewrite and the database deletes.
         .target(
-            name: "Compactor", dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector"],
+            name: "Compactor", dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
             swiftSettings: strict),
 
         // What both executables share: commands, their options and usage errors, dispatch, and
@@ -129,7 +129,7 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        .testTarget(name: "EventsTests", dependencies: ["Events", "Workload"], swiftSettings: strict),
+        .testTarget(name: "EventsTests", dependencies: ["Events", "Workload", "Threads"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),

@@ -1,3 +1,4 @@
+import Synchronization
 import Threads
 
 #if canImport(Glibc)
@@ -84,6 +85,9 @@ public final class LogWriter: @unchecked Sendable {
     private var durable: UInt64
     private var writing = false
     private var closed = false
+    /// Set before `onSyncFailure` runs: the thread that failed keeps leadership for good (it never
+    /// returns), so `close` must neither wait for it nor release what it still uses.
+    let syncFailed = Atomic<Bool>(false)
     /// Started by the first `append(_:completion:)`; joined by `close`.
     private var committers: [pthread_t] = []
     private static let committerThreads = 2
@@ -284,7 +288,10 @@ public final class LogWriter: @unchecked Sendable {
             return
         }
         closed = true
-        while writing { sync.wait(Self.conditionDone) }
+        let afterSyncFailure = syncFailed.load(ordering: .sequentiallyConsistent)
+        // After a failed sync the leader never finishes its group: fail what is queued (nothing
+        // unsynced is acknowledged), and leave the descriptors and threads to the process's exit.
+        while writing && !syncFailed.load(ordering: .sequentiallyConsistent) { sync.wait(Self.conditionDone) }
         var completed: [Ticket] = []
         for ticket in queue {
             ticket.outcome = .failure(.closed)
@@ -297,6 +304,10 @@ public final class LogWriter: @unchecked Sendable {
         let committers = self.committers
         self.committers = []
         sync.unlock()
+        if afterSyncFailure {
+            complete(completed)
+            return
+        }
         for committer in committers { pthread_join(committer, nil) }
         complete(completed)
         if let segment = active { io.close(segment.fd) }
@@ -439,6 +450,7 @@ public final class LogWriter: @unchecked Sendable {
         } catch {
             // The partial frame stays; recovery would treat it as a torn tail, but this process
             // can no longer append after it safely.
+            syncFailed.store(true, ordering: .sequentiallyConsistent)
             options.onSyncFailure(IOError(error))
         }
     }
@@ -447,6 +459,7 @@ public final class LogWriter: @unchecked Sendable {
         do {
             try io.fdatasync(fd, path: path)
         } catch {
+            syncFailed.store(true, ordering: .sequentiallyConsistent)
             options.onSyncFailure(IOError(error))
         }
     }
@@ -721,4 +734,24 @@ public struct LogWriterStatistics: Sendable, Equatable {
     public var recordsAppended = 0
     public var bytesAppended = 0
     public var failedAppends = 0
+}
+
+/// The log writer as the first service of `findmy serve`: opened (and recovered) by its
+/// initialiser, before the registry is rebuilt from it, so `start` only checks that it is open;
+/// `stop` is `close` (the group in flight finishes, whatever the grace period: an append that
+/// returned is durable). A failed fdatasync is the fatal error the server stops for, through
+/// `LogOptions.onSyncFailure`.
+extension LogWriter: Service {
+    public var name: String { "log" }
+
+    public func start() throws {
+        guard !sync.withLock({ closed }) else { throw LogError.closed }
+    }
+
+    public func stop(graceMicros: Int64) { close() }
+
+    public var state: ServiceState {
+        if syncFailed.load(ordering: .sequentiallyConsistent) { return .failed("fdatasync failed") }
+        return sync.withLock { closed } ? .stopped : .running
+    }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -92,6 +94,7 @@ extension LogWriter {
             try io.rename(temporaryPath, path)
             try io.syncDirectory(directory)
         } catch {
+            syncFailed.store(true, ordering: .sequentiallyConsistent)
             options.onSyncFailure(IOError(error))
         }
         return report

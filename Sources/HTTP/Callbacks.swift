@@ -44,7 +44,6 @@ final class ServerContext: Sendable {
 
     private struct Counters {
         var connectionsOpened: UInt64 = 0
-        var requestsInFlight = 0
         /// Requests whose handler has not answered yet, so that stop() can answer them.
         var pending: [ObjectIdentifier: PendingReply] = [:]
         var stopping = false
@@ -112,7 +111,21 @@ final class ServerContext: Sendable {
         for reply in pending { reply.abandon() }
     }
 
-    var requestsInFlight: Int { counters.withLock { $0.requestsInFlight } }
+    /// Requests between their request line and their completion; `stop` waits on it reaching 0.
+    private let inFlight = ConditionLock()
+    private nonisolated(unsafe) var inFlightCount = 0
+
+    var requestsInFlight: Int { inFlight.withLock { inFlightCount } }
+
+    /// Sleeps until no request is in flight or the monotonic deadline passes; returns whether none is.
+    func waitForRequestsInFlight(untilMonotonicMicros deadline: Int64) -> Bool {
+        inFlight.withLock {
+            while inFlightCount > 0 {
+                if !inFlight.wait(0, untilMonotonicMicros: deadline) { break }
+            }
+            return inFlightCount == 0
+        }
+    }
 
     func nextConnectionID() -> UInt64 {
         counters.withLock {
@@ -121,8 +134,14 @@ final class ServerContext: Sendable {
         }
     }
 
-    func requestStarted() { counters.withLock { $0.requestsInFlight += 1 } }
-    func requestEnded() { counters.withLock { $0.requestsInFlight -= 1 } }
+    func requestStarted() { inFlight.withLock { inFlightCount += 1 } }
+
+    func requestEnded() {
+        inFlight.withLock {
+            inFlightCount -= 1
+            if inFlightCount == 0 { inFlight.broadcast() }
+        }
+    }
 }
 
 /// The log sink behind its rate limit.

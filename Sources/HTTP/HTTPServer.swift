@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Synchronization
+import Threads
 
 #if canImport(Glibc)
     import Glibc
@@ -173,10 +174,8 @@ public final class HTTPServer: Sendable {
             let fd = MHD_quiesce_daemon(daemon)
             if fd >= 0 { close(fd) }
             if let unixPath { unlink(unixPath) }
-            let deadline = ContinuousClock.now + .milliseconds(Int64(gracePeriodSeconds * 1000))
-            while context.requestsInFlight > 0 && ContinuousClock.now < deadline {
-                usleep(5_000)
-            }
+            let deadline = monotonicClockMicros() + Int64(gracePeriodSeconds * 1_000_000)
+            _ = context.waitForRequestsInFlight(untilMonotonicMicros: deadline)
             context.abandonPending()
             MHD_stop_daemon(daemon)
             context.headDeadline.stop()

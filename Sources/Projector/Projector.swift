@@ -1,6 +1,7 @@
 import Events
 import Postgres
 import Synchronization
+import Threads
 
 #if canImport(Glibc)
     import Glibc
@@ -202,12 +203,12 @@ public final class Projector: Sendable {
         return true
     }
 
-    /// Tails the log until `shouldStop`, surviving PostgreSQL restarts: a failed transaction is
-    /// retried from the checkpoint stored in the database, which says whether it committed.
-    public func run(shouldStop: @Sendable () -> Bool) {
+    /// Tails the log until `stop` is requested, surviving PostgreSQL restarts: a failed transaction
+    /// is retried from the checkpoint stored in the database, which says whether it committed.
+    public func run(until stop: StopSignal) {
         var prepared = false
         var retryDelay = options.retryDelayMicrosMin
-        while !shouldStop() {
+        while !stop.isRequested {
             do {
                 if !prepared {
                     try prepare()
@@ -229,7 +230,7 @@ public final class Projector: Sendable {
                     prepared = false  // prepare drops it and rebuilds this log's
                     continue
                 case .logWithoutID:
-                    backOff(error, &retryDelay, shouldStop)
+                    backOff(error, &retryDelay, stop)
                 case .logBehindCheckpoint, .noGeneration:
                     options.log("projector: stopped: \(error)")
                     state.withLock {
@@ -240,13 +241,13 @@ public final class Projector: Sendable {
                     return
                 }
             } catch {
-                backOff(error, &retryDelay, shouldStop)
+                backOff(error, &retryDelay, stop)
             }
         }
     }
 
     /// After a failure that may pass (PostgreSQL down, say): says so once, waits, doubles the wait.
-    private func backOff(_ error: any Error, _ retryDelay: inout Int64, _ shouldStop: @Sendable () -> Bool) {
+    private func backOff(_ error: any Error, _ retryDelay: inout Int64, _ stop: StopSignal) {
         let message = "\(error)"
         let first = state.withLock { status -> Bool in
             defer {
@@ -256,9 +257,8 @@ public final class Projector: Sendable {
             return status.lastError != message
         }
         if first { options.log("projector: \(message); retrying") }
-        // Sleep in short steps so that a shutdown is not held up by a long back-off.
-        let wakeAt = monotonicMicros() + retryDelay
-        while !shouldStop() && monotonicMicros() < wakeAt { usleep(50_000) }
+        // A stop wakes the wait at once: a shutdown is not held up by a long back-off.
+        stop.wait(micros: retryDelay)
         retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
     }
 }

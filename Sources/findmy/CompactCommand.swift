@@ -14,9 +14,9 @@ import Threads
     import Glibc
 #endif
 
-/// The retention compactor inside `findmy serve`: its settings, its schedule, its admin route and
-/// its metrics (docs/retention.md).
-final class CompactService: Sendable {
+/// The retention compactor inside `findmy serve`: its settings, its admin route and its metrics
+/// (docs/retention.md). Its schedule is `Compactor.CompactorService`, one of the server's services.
+enum CompactService {
     static let settings: [(flag: String, environment: String, help: String)] = [
         (
             "arrivals-retention-days", "FINDMY_ARRIVALS_RETENTION_DAYS",
@@ -38,8 +38,7 @@ final class CompactService: Sendable {
 
     struct Configuration: Sendable {
         var options = Compactor.Options()
-        var intervalSeconds = 3600
-        var firstRunSeconds = 30
+        var schedule = CompactorService.Schedule()
     }
 
     /// Reads the settings with `integer(flag, default, min)`, the serve command's parser.
@@ -50,67 +49,40 @@ final class CompactService: Sendable {
         configuration.options.settings = RetentionSettings(
             retentionDays: retentionDays,
             arrivalsRetentionDays: try integer("arrivals-retention-days", 90, 1))
-        configuration.intervalSeconds = try integer("compact-interval-seconds", 3600, 1)
-        configuration.firstRunSeconds = try integer("compact-first-run-seconds", 30, 1)
+        configuration.schedule.intervalMicros =
+            Int64(try integer("compact-interval-seconds", 3600, 1)) * 1_000_000
+        configuration.schedule.firstRunDelayMicros =
+            Int64(try integer("compact-first-run-seconds", 30, 1)) * 1_000_000
         configuration.options.deleteRowsPerBatchMax = try integer("delete-rows-per-batch-max", 5000, 1)
         return configuration
     }
 
-    let compactor: Compactor
-    let stopFlag = Atomic<Bool>(false)
-    let thread: ThreadBox
-
-    init(compactor: Compactor, thread: ThreadBox) {
-        self.compactor = compactor
-        self.thread = thread
-    }
-
-    final class ThreadBox: @unchecked Sendable {
-        var thread: pthread_t?
-    }
-
-    /// Starts the schedule: a first run shortly after start, then one every interval.
-    static func start(
+    /// The compactor of `findmy serve` and its schedule (not yet started), shown in /healthz and
+    /// /metrics, each scheduled run logged.
+    static func service(
         _ configuration: Configuration, log: LogWriter, service: IngestService, client: PostgresClient?,
         readerCheckpoint: @escaping @Sendable () -> UInt64?
-    ) -> CompactService {
+    ) -> CompactorService {
         let compactor = Compactor(
             writer: log, client: client, options: configuration.options, readerCheckpoint: readerCheckpoint)
-        let compaction = CompactService(compactor: compactor, thread: ThreadBox())
         service.addStatusSource(CompactorStatusSource(compactor: compactor))
-        let interval = Int64(configuration.intervalSeconds) * 1_000_000
-        let firstRunDelayMicros = Int64(configuration.firstRunSeconds) * 1_000_000
-        compaction.thread.thread = spawnThread { [compaction] in
-            var next = monotonicMicros() + min(interval, firstRunDelayMicros)
-            while !compaction.stopFlag.load(ordering: .relaxed) {
-                if monotonicMicros() < next {
-                    usleep(100_000)
-                    continue
-                }
-                next = monotonicMicros() + interval
-                do {
-                    let report = try compactor.run()
-                    StructuredLog.info(
-                        "compacted",
-                        [
-                            "fixes_removed": .int(Int64(report.log.fixesRemoved)),
-                            "bytes_freed": .int(Int64(report.log.bytesFreed)),
-                            "segments_deleted": .int(Int64(report.log.segmentsDeleted)),
-                            "segments_rewritten": .int(Int64(report.log.segmentsRewritten)),
-                            "location_rows_deleted": .int(Int64(report.database?.locationRowsDeleted ?? 0)),
-                            "millis": .int(report.elapsedMicros / 1000),
-                        ])
-                } catch {
-                    StructuredLog.error("compaction_failed", ["error": .string("\(error)")])
-                }
+        return CompactorService(compactor: compactor, schedule: configuration.schedule) { outcome in
+            switch outcome {
+            case .success(let report):
+                StructuredLog.info(
+                    "compacted",
+                    [
+                        "fixes_removed": .int(Int64(report.log.fixesRemoved)),
+                        "bytes_freed": .int(Int64(report.log.bytesFreed)),
+                        "segments_deleted": .int(Int64(report.log.segmentsDeleted)),
+                        "segments_rewritten": .int(Int64(report.log.segmentsRewritten)),
+                        "location_rows_deleted": .int(Int64(report.database?.locationRowsDeleted ?? 0)),
+                        "millis": .int(report.elapsedMicros / 1000),
+                    ])
+            case .failure(let error):
+                StructuredLog.error("compaction_failed", ["error": .string("\(error)")])
             }
         }
-        return compaction
-    }
-
-    func stop() {
-        stopFlag.store(true, ordering: .relaxed)
-        if let thread = thread.thread { pthread_join(thread, nil) }
     }
 
     /// `POST /admin/compact {"as_of": "...", "dry_run": false}`: one run now, its report as JSON.

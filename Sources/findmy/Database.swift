@@ -4,6 +4,8 @@ import Ingest
 import JSON
 import Postgres
 import Projector
+import Synchronization
+import Threads
 
 #if canImport(Glibc)
     import Glibc
@@ -12,11 +14,11 @@ import Projector
 /// The PostgreSQL a command works with: an external server (`--database-url`), or the private
 /// cluster in DATA_DIR/postgres, started if it is not running and stopped again only by whoever
 /// started it (so `findmy replay` next to a running server leaves the server's cluster alone).
+/// The commands' form of `DatabaseService`: opened and closed in one call each.
 struct Database {
-    let client: PostgresClient
-    let description: String
-    private let cluster: EmbeddedPostgres?
-    private let startedCluster: Bool
+    let service: DatabaseService
+    var client: PostgresClient { service.client }
+    var description: String { service.description }
 
     static let setting = (
         flag: "database-url", environment: "FINDMY_DATABASE_URL",
@@ -29,26 +31,15 @@ struct Database {
     static let projectorPolicy = PostgresClient.ReconnectPolicy(reconnectAttemptsMax: 1)
 
     static func open(dataDirectory: String, url: String?) throws -> Database {
-        if let url, !url.isEmpty {
-            return Database(
-                client: PostgresClient(conninfo: url, policy: projectorPolicy),
-                description: "external PostgreSQL", cluster: nil,
-                startedCluster: false)
-        }
-        allowTraversal(dataDirectory)
-        let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
-        let wasRunning = cluster.postmasterPID() != nil
-        try cluster.start()
-        return Database(
-            client: PostgresClient(conninfo: cluster.conninfo, policy: projectorPolicy),
-            description: "embedded PostgreSQL in \(cluster.clusterDirectory)", cluster: cluster,
-            startedCluster: !wasRunning)
+        let service = try DatabaseService(dataDirectory: dataDirectory, url: url)
+        try service.start()
+        return Database(service: service)
     }
 
     /// When findmy runs as root the cluster runs as an unprivileged user, who must be able to pass
     /// through the data directory to reach DIR/postgres: add search permission for others (not
     /// read: the directory cannot be listed, and DIR/log stays 0700).
-    private static func allowTraversal(_ directory: String) {
+    static func allowTraversal(_ directory: String) {
         guard getuid() == 0 else { return }
         var info = stat()
         guard stat(directory, &info) == 0 else { return }
@@ -56,9 +47,65 @@ struct Database {
     }
 
     /// Closes the connection, and stops the embedded cluster if this process started it.
-    func close() {
+    func close() { service.stop(graceMicros: 0) }
+}
+
+/// The projector's PostgreSQL as a service of `findmy serve`: resolved (not started) by its
+/// initialiser, so that the read pool and the projector can be built before anything runs;
+/// `start` starts the private cluster (or does nothing for `--database-url`); `stop` closes the
+/// connections that borrow it, then stops the cluster if this process started it. A start that
+/// fails half-way stops what it started, so no PostgreSQL outlives a server that never served.
+final class DatabaseService: Service {
+    let name = "postgres"
+    let client: PostgresClient
+    let description: String
+    private let cluster: EmbeddedPostgres?
+    private let startedCluster = Mutex(false)
+    private let current = Mutex<ServiceState>(.idle)
+    /// Closed before the cluster stops (the read API's pool).
+    private let borrowers = Mutex<[@Sendable () -> Void]>([])
+
+    init(dataDirectory: String, url: String?) throws {
+        if let url, !url.isEmpty {
+            cluster = nil
+            client = PostgresClient(conninfo: url, policy: Database.projectorPolicy)
+            description = "external PostgreSQL"
+        } else {
+            Database.allowTraversal(dataDirectory)
+            let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
+            self.cluster = cluster
+            client = PostgresClient(conninfo: cluster.conninfo, policy: Database.projectorPolicy)
+            description = "embedded PostgreSQL in \(cluster.clusterDirectory)"
+        }
+    }
+
+    var state: ServiceState { current.withLock { $0 } }
+
+    /// `close` runs in `stop`, before the cluster stops.
+    func addBorrower(close: @escaping @Sendable () -> Void) { borrowers.withLock { $0.append(close) } }
+
+    func start() throws {
+        guard let cluster else {
+            current.withLock { $0 = .running }
+            return
+        }
+        let wasRunning = cluster.postmasterPID() != nil
+        startedCluster.withLock { $0 = !wasRunning }
+        do {
+            try cluster.start()
+        } catch {
+            current.withLock { $0 = .failed("\(error)") }
+            if !wasRunning { try? cluster.stop() }
+            throw error
+        }
+        current.withLock { $0 = .running }
+    }
+
+    func stop(graceMicros: Int64) {
+        for close in borrowers.withLock({ $0 }) { close() }
         client.close()
-        guard startedCluster, let cluster else { return }
+        defer { current.withLock { $0 = .stopped } }
+        guard startedCluster.withLock({ $0 }), let cluster else { return }
         do {
             try cluster.stop()
         } catch {

@@ -67,17 +67,17 @@ enum ProjectCommand {
         let database = try Database.open(dataDirectory: data, url: url)
         defer { database.close() }
         let projector = Projector(client: database.client, reader: LogReader(directory: data + "/log"))
-        let stop = Atomic<Bool>(false)
-        let thread = spawnThread { projector.run(shouldStop: { stop.load(ordering: .relaxed) }) }
+        let stop = StopSignal()
+        let thread = spawnThread { projector.run(until: stop) }
         printLine("projecting \(data)/log into \(database.description)")
         let waiter = spawnThread {
             var received: Int32 = 0
             var waitFor = signals
             sigwait(&waitFor, &received)
-            stop.store(true, ordering: .relaxed)
+            stop.request()
         }
         pthread_join(thread, nil)
-        stop.store(true, ordering: .relaxed)
+        stop.request()
         pthread_kill(waiter, SIGTERM)
         pthread_join(waiter, nil)
         let status = projector.status

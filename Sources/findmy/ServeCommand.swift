@@ -310,9 +310,63 @@ enum ServeCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
+        // Every service in start order; they stop in reverse on every path out of here: a signal,
+        // a service that cannot start, a fatal error (docs/configuration.md, "Start and shutdown").
+        let group = ServiceGroup(graceMicros: shutdownGraceMicros, onEvent: logServiceEvent)
+        let api: HTTPService
+        let log: LogWriter
+        do {
+            (log, api) = try startServices(configuration, group)
+        } catch {
+            group.stop()
+            throw (error as? ServiceStartError)?.underlying ?? error
+        }
+        let port = api.running!.port
+        printLine(url(configuration.listen, port: port))
+        StructuredLog.info("serving", ["listen": .string(configuration.listen), "port": .int(Int64(port))])
+
+        let shutdownSignals = signals
+        let waiter = spawnThread {
+            var received: Int32 = 0
+            var waitFor = shutdownSignals
+            sigwait(&waitFor, &received)
+            group.requestStop(received == SIGTERM ? "SIGTERM" : "SIGINT")
+        }
+        pthread_detach(waiter)
+        let reason = group.waitForStop()
+        switch reason {
+        case .requested(let signal):
+            StructuredLog.info("shutting_down", ["signal": .string(signal)])
+        case .fatal(let service, let message):
+            StructuredLog.error("shutting_down", ["service": .string(service), "error": .string(message)])
+        }
+        group.stop()
+        StructuredLog.info("stopped", ["durable_end": .int(Int64(log.durableEnd))])
+        if case .fatal = reason { return 1 }
+        return 0
+    }
+
+    /// How long requests in flight may take to finish once a shutdown begins.
+    static let shutdownGraceMicros: Int64 = 10_000_000
+
+    /// Opens the log, rebuilds the registry, and starts the services in order: the log, PostgreSQL,
+    /// the projector, the compactor, the admin socket, the API. Throws after the group stopped
+    /// whatever had started; the caller stops it again (a no-op) for what failed before a start.
+    static func startServices(_ configuration: Configuration, _ group: ServiceGroup) throws
+        -> (LogWriter, HTTPService)
+    {
         let data = configuration.dataDirectory
         try PosixFileIO().makeDirectory(data)
-        let log = try LogWriter(directory: data + "/log", options: configuration.log)
+        var logOptions = configuration.log
+        logOptions.onSyncFailure = { error in
+            // After a failed fsync the kernel may have dropped the dirty pages: nothing of this
+            // group may be acknowledged. This thread keeps the group for good; the others stop.
+            group.fail("log", "fdatasync failed, stopping so that nothing unsynced is acknowledged: \(error)")
+            StopSignal().wait()
+            fatalError("unreachable: a stop signal nobody requests")
+        }
+        let log = try LogWriter(directory: data + "/log", options: logOptions)
+        try group.start(log)
         let started = monotonicMicros()
         let service = try IngestService(log: log, limits: configuration.limits)
         let registry = service.registrySnapshot
@@ -326,26 +380,20 @@ enum ServeCommand {
 
         // The projector and its database: started after the log (whose lock keeps a second server off
         // this data directory and its cluster), stopped before it.
-        var database: Database?
-        var projectorThread: pthread_t?
         var reads: ReadService?
+        var client: PostgresClient?
         var projectorCheckpoint: @Sendable () -> UInt64? = { nil }
-        let stopProjector = Atomic<Bool>(false)
         if configuration.projector {
-            let opened = try Database.open(dataDirectory: data, url: configuration.databaseURL)
-            database = opened
+            let database = try DatabaseService(dataDirectory: data, url: configuration.databaseURL)
+            client = database.client
+            try group.start(database)
             let projector = Projector(
-                client: opened.client, reader: LogReader(directory: data + "/log", writer: log))
-            // A projection of another log (a database left from an older installation) is dropped
-            // here, before the HTTP server starts. If PostgreSQL cannot be reached now, the
-            // projector's thread retries (and says why), and the read side borrows no connection
-            // until the projection is bound to this log: it never reads another log's rows.
-            try? projector.prepare()
+                client: database.client, reader: LogReader(directory: data + "/log", writer: log))
             service.addStatusSource(ProjectorStatusSource(projector: projector))
             let readService = ReadService(
                 identity: service.identity,
                 pool: PostgresPool(
-                    conninfo: opened.client.conninfo,
+                    conninfo: database.client.conninfo,
                     limits: .init(connectionsMax: configuration.readConnectionsMax),
                     admission: {
                         let status = projector.status
@@ -357,67 +405,46 @@ enum ServeCommand {
                     }),
                 limits: configuration.read, projectedEnd: { projector.status.checkpoint })
             reads = readService
+            database.addBorrower { readService.pool.close() }
             service.addStatusSource(readService.statusSource)
             projectorCheckpoint = { projector.status.checkpoint }
-            projectorThread = spawnThread {
-                projector.run(shouldStop: { stopProjector.load(ordering: .relaxed) })
-            }
-            StructuredLog.info("projector_started", ["database": .string(opened.description)])
+            // A projection of another log (a database left from an older installation) is dropped
+            // as the projector starts, before the HTTP server does.
+            try group.start(ProjectorService(projector: projector))
+            StructuredLog.info("projector_started", ["database": .string(database.description)])
         }
-        let compaction = CompactService.start(
-            configuration.compactor, log: log, service: service, client: database?.client,
+        let compaction = CompactService.service(
+            configuration.compactor, log: log, service: service, client: client,
             readerCheckpoint: projectorCheckpoint)
-        func stopDatabase() {
-            compaction.stop()
-            stopProjector.store(true, ordering: .relaxed)
-            if let projectorThread { pthread_join(projectorThread, nil) }
-            reads?.pool.close()
-            database?.close()
-        }
+        try group.start(compaction)
 
         // Every route passes through the permission table; a route without an entry stops the start.
-        let adminRouter: Router
-        let router: Router
-        do {
-            let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
-            (router, adminRouter) = try routers(
-                service, reads: reads, panel: panel, compactor: compaction.compactor)
-        } catch {
-            stopDatabase()
-            throw error
-        }
-        let admin: HTTPServer
-        do {
-            admin = try HTTPServer.start(
-                listen: "unix:" + data + "/admin.sock", router: adminRouter, logSink: httpLogSink("admin"))
-        } catch {
-            stopDatabase()
-            throw error
-        }
+        let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
+        let (router, adminRouter) = try routers(
+            service, reads: reads, panel: panel, compactor: compaction.compactor)
+        try group.start(
+            HTTPService(name: "admin") {
+                try HTTPServer.start(
+                    listen: "unix:" + data + "/admin.sock", router: adminRouter, logSink: httpLogSink("admin")
+                )
+            })
         let metrics = service.metrics
-        let server: HTTPServer
-        do {
-            server = try HTTPServer.start(
+        let api = HTTPService(name: "api") {
+            try HTTPServer.start(
                 listen: configuration.listen, router: router, limits: configuration.http,
                 observer: { metrics.observe($0) }, logSink: httpLogSink("api"))
-        } catch {
-            admin.stop(gracePeriodSeconds: 0)
-            stopDatabase()
-            throw error
         }
-        printLine(url(configuration.listen, port: server.port))
-        StructuredLog.info(
-            "serving", ["listen": .string(configuration.listen), "port": .int(Int64(server.port))])
+        try group.start(api)
+        return (log, api)
+    }
 
-        var received: Int32 = 0
-        sigwait(&signals, &received)
-        StructuredLog.info("shutting_down", ["signal": .string(received == SIGTERM ? "SIGTERM" : "SIGINT")])
-        server.stop()
-        admin.stop()
-        stopDatabase()
-        log.close()
-        StructuredLog.info("stopped", ["durable_end": .int(Int64(log.durableEnd))])
-        return 0
+    /// A service that could not start, in the structured log; starts and stops stay quiet (the
+    /// lines `serving`, `shutting_down` and `stopped` say as much).
+    static func logServiceEvent(_ event: ServiceGroup.Event) {
+        if case .startFailed(let service, let error) = event {
+            StructuredLog.error(
+                "service_start_failed", ["service": .string(service), "error": .string(error)])
+        }
     }
 
     /// The network API's router and the admin socket's, each built through the permission table.

@@ -1,6 +1,7 @@
 import Events
 import Foundation
 import Testing
+import Threads
 import Workload
 
 /// Faults injected through a file layer the test controls: what the durability rules promise
@@ -28,6 +29,44 @@ import Workload
         #expect(
             String(decoding: result.standardErrorContent, as: UTF8.self).contains(
                 "fdatasync failed, stopping"))
+    }
+
+    /// What `findmy serve` does with a failed fdatasync: the thread that failed tells the server
+    /// and never returns, and the server closes the log while stopping. That close must neither wait
+    /// for the group that failed nor acknowledge anything after it.
+    @Test(.timeLimit(.minutes(1)))
+    func afterAFailedFdatasyncCloseFailsWhatIsQueuedWithoutWaitingForTheFailedGroup() throws {
+        let directory = TemporaryDirectory()
+        let io = FaultyFileIO()
+        let reported = StopSignal()
+        var options = LogOptions()
+        options.io = io
+        options.diagnostics = { _ in }
+        options.onSyncFailure = { _ in
+            reported.request()
+            StopSignal().wait()
+            fatalError("unreachable")
+        }
+        let writer = try LogWriter(directory: directory.log, options: options)
+        try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
+        let durableBefore = writer.durableEnd
+        io.armSyncFailure(errno: EIO)
+        pthread_detach(
+            spawnThread {
+                _ = try? writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: false)))
+            })
+        reported.wait()
+        let queued = Locked<Bool?>(nil)
+        let appender = spawnThread {
+            let appended =
+                (try? writer.append(.reportingChanged(ReportingChanged(deviceID: 2, paused: true)))) != nil
+            queued.withLock { $0 = appended }
+        }
+        writer.close()
+        pthread_join(appender, nil)
+        #expect(queued.withLock { $0 } == false, "an append after the failed group was acknowledged")
+        #expect(writer.durableEnd == durableBefore)
+        #expect(writer.state == .failed("fdatasync failed"))
     }
 
     @Test func noSpaceFailsTheAppendCleanlyAndTheLogStaysUsable() throws {

@@ -1,0 +1,28 @@
+import Threads
+
+/// The projector as a service of `findmy serve`: `start` drops a projection of another log (so
+/// that nothing is served from it) and runs `Projector.run` on a thread of its own, which retries
+/// while PostgreSQL cannot be reached; `stop` wakes it and joins it, after the transaction in flight.
+public final class ProjectorService: Service {
+    public let name = "projector"
+    public let projector: Projector
+    private let worker = StoppableThread()
+
+    public init(projector: Projector) { self.projector = projector }
+
+    public var state: ServiceState {
+        let status = projector.status
+        if status.stopped { return .failed(status.lastError ?? "stopped") }
+        return worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle)
+    }
+
+    public func start() throws {
+        // PostgreSQL unreachable now is not a start-up failure: the thread retries and says why,
+        // and the read side borrows no connection until the projection is bound to this log.
+        try? projector.prepare()
+        let projector = self.projector
+        worker.start { projector.run(until: $0) }
+    }
+
+    public func stop(graceMicros: Int64) { worker.stop() }
+}
