@@ -95,13 +95,16 @@ let package = Package(
         // for the retention and erasure forms.
         .target(
             name: "WebPanel",
-            dependencies: ["Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto"],
+            dependencies: [
+                "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
+            ],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes.
         .target(
-            name: "Compactor", dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
+            name: "Compactor",
+            dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
             swiftSettings: strict),
 
         // What both executables share: commands, their options and usage errors, dispatch, and
@@ -129,7 +132,8 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        .testTarget(name: "EventsTests", dependencies: ["Events", "Workload", "Threads"], swiftSettings: strict),
+        .testTarget(
+            name: "EventsTests", dependencies: ["Events", "Workload", "Threads"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),

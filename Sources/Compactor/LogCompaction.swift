@@ -129,7 +129,8 @@ public struct LogCompaction {
         // by more than the compaction interval while waiting for the segment to fill or age.
         if let active = try writer.segmentLayout().active {
             var holdsDead = false
-            try reader.read(from: active, wantPayload: { _ in false }) { record in
+            let headersOnly: (RecordHeader) -> Bool = { _ in false }
+            try reader.read(from: active, wantPayload: headersOnly) { record in
                 if let death = policy.firstDeathMicros(record.header), death <= nowMicros { holdsDead = true }
                 return !holdsDead
             }

@@ -50,9 +50,12 @@ public struct LogBackup {
     public func copy(from source: String, to destination: String) throws -> Report {
         let directory = SegmentDirectory(path: source, io: io)
         let bases = try directory.bases()
-        guard !bases.isEmpty else { throw LogError.corrupt(file: source, position: 0, reason: "no segment to back up") }
+        guard !bases.isEmpty else {
+            throw LogError.corrupt(file: source, position: 0, reason: "no segment to back up")
+        }
         guard let watermark = Watermark.read(path: directory.watermarkPath, io: io) else {
-            throw LogError.corrupt(file: directory.watermarkPath, position: 0, reason: "unreadable durable watermark")
+            throw LogError.corrupt(
+                file: directory.watermarkPath, position: 0, reason: "unreadable durable watermark")
         }
         var report = Report(sourceDurableEnd: watermark)
         var copied: [UInt64] = []
@@ -61,15 +64,20 @@ public struct LogBackup {
             let bytes: Int
             do {
                 bytes = try copyFile(directory.segmentPath(base: base), to: destination + "/" + name)
-            } catch let error as IOError where error.errno == ENOENT && copied.isEmpty && index < bases.count - 1 {
+            } catch let error as IOError
+                where error.errno == ENOENT && copied.isEmpty && index < bases.count - 1
+            {
                 report.segmentsGoneMeanwhile += 1
                 continue
             }
             copied.append(base)
             report.bytes += bytes
         }
-        guard let last = copied.last else { throw LogError.corrupt(file: source, position: 0, reason: "no segment copied") }
-        let cut = try cutActive(path: destination + "/" + LogFormat.segmentFileName(baseOffset: last), below: watermark)
+        guard let last = copied.last else {
+            throw LogError.corrupt(file: source, position: 0, reason: "no segment copied")
+        }
+        let cut = try cutActive(
+            path: destination + "/" + LogFormat.segmentFileName(baseOffset: last), below: watermark)
         report.bytes -= cut.bytesDropped
         report.durableEnd = cut.end
         report.segments = copied.count
@@ -121,7 +129,8 @@ public struct LogBackup {
             end = seal.endOffset
         } else if !refused, let damage = scan.damage, damage.expectedOffset < watermark {
             throw LogError.corrupt(
-                file: path, position: damage.position, reason: "damaged below the durable watermark: \(damage.0)")
+                file: path, position: damage.position,
+                reason: "damaged below the durable watermark: \(damage.0)")
         }
         let dropped = scan.fileSize - keptEnd
         if dropped > 0 {

@@ -36,7 +36,8 @@ extension LogWriter {
             let fd = try options.io.open(path, flags: O_RDONLY, mode: 0)
             defer { options.io.close(fd) }
             sealed.append(
-                SealedSegment(base: base, endOffset: seal.endOffset, bytes: try options.io.fileSize(fd, path: path)))
+                SealedSegment(
+                    base: base, endOffset: seal.endOffset, bytes: try options.io.fileSize(fd, path: path)))
         }
         return SegmentLayout(sealed: sealed, active: active)
     }

@@ -36,7 +36,8 @@ public struct HistoryErased: Equatable, Sendable {
 
     /// True when a fix recorded at `recordedAtMicros` falls in the erased range.
     public func covers(recordedAtMicros: Int64) -> Bool {
-        (fromMicros.map { recordedAtMicros >= $0 } ?? true) && (toMicros.map { recordedAtMicros < $0 } ?? true)
+        (fromMicros.map { recordedAtMicros >= $0 } ?? true)
+            && (toMicros.map { recordedAtMicros < $0 } ?? true)
     }
 }
 
@@ -49,7 +50,9 @@ public struct DeviceRemoved: Equatable, Sendable {
 }
 
 extension EventCodec {
-    static func encodeRetention(_ event: Event, into writer: inout ByteWriter) -> (type: UInt8, deviceKey: UInt64)? {
+    static func encodeRetention(_ event: Event, into writer: inout ByteWriter) -> (
+        type: UInt8, deviceKey: UInt64
+    )? {
         switch event {
         case .retentionChanged(let change):
             let (scope, id): (UInt8, UInt64) =
@@ -84,9 +87,12 @@ extension EventCodec {
             let hasDays = try reader.u8()
             let days = try reader.u32()
             guard scope <= 1 else { throw DecodeError.invalid("retention scope \(scope) is not 0 or 1") }
-            guard hasDays <= 1 else { throw DecodeError.invalid("retention days flag \(hasDays) is not 0 or 1") }
+            guard hasDays <= 1 else {
+                throw DecodeError.invalid("retention days flag \(hasDays) is not 0 or 1")
+            }
             return .retentionChanged(
-                RetentionChanged(scope: scope == 0 ? .device(id) : .user(id), days: hasDays == 1 ? days : nil))
+                RetentionChanged(scope: scope == 0 ? .device(id) : .user(id), days: hasDays == 1 ? days : nil)
+            )
         case .historyErased:
             let deviceID = try reader.u64()
             let bounds = try reader.u8()
@@ -95,7 +101,8 @@ extension EventCodec {
             let to = Int64(bitPattern: try reader.u64())
             return .historyErased(
                 HistoryErased(
-                    deviceID: deviceID, fromMicros: bounds & 1 != 0 ? from : nil, toMicros: bounds & 2 != 0 ? to : nil))
+                    deviceID: deviceID, fromMicros: bounds & 1 != 0 ? from : nil,
+                    toMicros: bounds & 2 != 0 ? to : nil))
         case .deviceRemoved:
             return .deviceRemoved(DeviceRemoved(deviceID: try reader.u64()))
         default:

@@ -1,4 +1,3 @@
-
 /// The retention settings of a server (docs/configuration.md, docs/retention.md).
 public struct RetentionSettings: Sendable, Equatable {
     /// A fix lives this long, counted from the earlier of its `recorded_at` and `received_at`,
@@ -60,8 +59,8 @@ public struct RetentionPolicy: Sendable {
     {
         var policy = RetentionPolicy(settings: settings)
         let fixBatch = EventType.fixBatch.rawValue
-        try reader.read(from: 0, upTo: end, wantPayload: { $0.type != fixBatch && !$0.isPayloadRemoved }) {
-            record in
+        let wanted: (RecordHeader) -> Bool = { $0.type != fixBatch && !$0.isPayloadRemoved }
+        try reader.read(from: 0, upTo: end, wantPayload: wanted) { record in
             if record.header.type != fixBatch && !record.header.isPayloadRemoved {
                 policy.apply(try record.event(), offset: record.offset)
             }

@@ -2,8 +2,8 @@ import Crypto
 import Events
 import HTTP
 import JSON
-import Threads
 import Synchronization
+import Threads
 
 /// Who may do what: the registry folded from the log (users, devices, tokens, shares, and what the
 /// report path keeps beside them), sessions, passwords and roles, the gate of every route, and the

@@ -8,7 +8,9 @@ extension ProjectionStore {
 
     /// Deletes the device's history rows of records before `offset` in the erased range, then
     /// recomputes its latest position from what is left.
-    func eraseRows(_ erase: HistoryErased, beforeOffset offset: UInt64, _ connection: PostgresConnection) throws {
+    func eraseRows(_ erase: HistoryErased, beforeOffset offset: UInt64, _ connection: PostgresConnection)
+        throws
+    {
         let s = quoted
         _ = try connection.execute(
             """
@@ -17,7 +19,8 @@ extension ProjectionStore {
             """,
             [
                 .int64(Int64(erase.deviceID)), .int64(Int64(offset)),
-                erase.fromMicros.map { .timestamp(micros: $0) }, erase.toMicros.map { .timestamp(micros: $0) },
+                erase.fromMicros.map { .timestamp(micros: $0) },
+                erase.toMicros.map { .timestamp(micros: $0) },
             ])
         try Self.recomputeLatest(schema: schema, deviceIDs: [erase.deviceID], connection)
     }
@@ -33,7 +36,9 @@ extension ProjectionStore {
 
     /// Sets `device_latest` of each device to its best remaining row by `LatestRule`, or removes it
     /// when the device has no history left. The caller's transaction makes it atomic.
-    public static func recomputeLatest(schema: String, deviceIDs: [UInt64], _ connection: PostgresConnection) throws {
+    public static func recomputeLatest(schema: String, deviceIDs: [UInt64], _ connection: PostgresConnection)
+        throws
+    {
         guard !deviceIDs.isEmpty else { return }
         let s = PostgresConnection.quoteIdentifier(schema)
         let ids: [PostgresValue?] = [.int64Array(deviceIDs.map { Int64($0) })]

@@ -67,16 +67,20 @@ import Testing
 
     @Test func erasureCoversEarlierRecordsInItsRangeOnly() {
         var events = Self.enrolments  // offsets 0...2
+        // Offset 3: an erasure of what was recorded 5 to 3 days ago.
         events.append(
             .historyErased(
                 HistoryErased(
-                    deviceID: 1, fromMicros: Self.now - 5 * Self.day, toMicros: Self.now - 3 * Self.day)))  // offset 3
+                    deviceID: 1, fromMicros: Self.now - 5 * Self.day, toMicros: Self.now - 3 * Self.day)))
         let policy = policy(events)
         let now = Self.now
         #expect(death(policy, device: 1, offset: 2, received: now, recorded: now - 4 * Self.day) == .erased)
-        #expect(death(policy, device: 1, offset: 2, received: now, recorded: now - 3 * Self.day) == nil)  // end is open
-        #expect(death(policy, device: 1, offset: 4, received: now, recorded: now - 4 * Self.day) == nil)  // after the erase
-        #expect(death(policy, device: 2, offset: 2, received: now, recorded: now - 4 * Self.day) == nil)  // another device
+        // End is open.
+        #expect(death(policy, device: 1, offset: 2, received: now, recorded: now - 3 * Self.day) == nil)
+        // After the erase.
+        #expect(death(policy, device: 1, offset: 4, received: now, recorded: now - 4 * Self.day) == nil)
+        // Another device.
+        #expect(death(policy, device: 2, offset: 2, received: now, recorded: now - 4 * Self.day) == nil)
         let whole = self.policy(Self.enrolments + [.historyErased(HistoryErased(deviceID: 1))])
         #expect(death(whole, device: 1, offset: 1, received: now, recorded: now) == .erased)
     }

@@ -35,13 +35,22 @@ import Testing
                 body: Array("{\"days\": \(days)}".utf8))
             #expect(response.status == 200)
         }
-        let user = try FindmyProcess.run(["retention", "set", "--user", "bob", "--days", "90", "--data-dir", data.path])
+        let user = try FindmyProcess.run([
+            "retention", "set", "--user", "bob", "--days", "90", "--data-dir", data.path,
+        ])
         #expect(user.status == 0, "\(user.error)")
 
-        #expect(try accepted(connection, token: tokens["long"]!, daysOld: 40) == 1, "a 60-day device takes a 40-day-old fix")
-        #expect(try accepted(connection, token: tokens["plain"]!, daysOld: 40) == 0, "the default 30 days refuses it")
-        #expect(try accepted(connection, token: tokens["bobs"]!, daysOld: 80) == 1, "the user's 90 days apply")
-        #expect(try accepted(connection, token: tokens["short"]!, daysOld: 10) == 0, "a 5-day device refuses a 10-day-old fix")
+        #expect(
+            try accepted(connection, token: tokens["long"]!, daysOld: 40) == 1,
+            "a 60-day device takes a 40-day-old fix")
+        #expect(
+            try accepted(connection, token: tokens["plain"]!, daysOld: 40) == 0,
+            "the default 30 days refuses it")
+        #expect(
+            try accepted(connection, token: tokens["bobs"]!, daysOld: 80) == 1, "the user's 90 days apply")
+        #expect(
+            try accepted(connection, token: tokens["short"]!, daysOld: 10) == 0,
+            "a 5-day device refuses a 10-day-old fix")
         #expect(try accepted(connection, token: tokens["plain"]!, daysOld: 10) == 1)
 
         // Cleared: back to the default; and the rule survives a restart (folded from the log).
@@ -54,6 +63,7 @@ import Testing
         server.stop()
         let again = try ServerProcess(data: data.path)
         defer { again.stop() }
-        #expect(try accepted(HTTPConnection(address: again.address), token: tokens["bobs"]!, daysOld: 80) == 1)
+        #expect(
+            try accepted(HTTPConnection(address: again.address), token: tokens["bobs"]!, daysOld: 80) == 1)
     }
 }

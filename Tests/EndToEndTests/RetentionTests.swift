@@ -10,9 +10,12 @@ import Testing
 @Suite struct RetentionTests {
     static let day: Int64 = 86_400_000_000
 
-    func send(_ connection: HTTPConnection, _ method: String, _ path: String, token: String, body: String) throws -> Answer {
+    func send(_ connection: HTTPConnection, _ method: String, _ path: String, token: String, body: String)
+        throws -> Answer
+    {
         let response = try connection.send(
-            method, path, headers: [("Content-Type", "application/json"), ("Authorization", "Bearer \(token)")],
+            method, path,
+            headers: [("Content-Type", "application/json"), ("Authorization", "Bearer \(token)")],
             body: Array(body.utf8))
         return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
     }
@@ -45,7 +48,8 @@ import Testing
 
     @Test func onlyUnexpiredUnerasedFixesSurviveInTheLogAndEveryTable() throws {
         let data = ScratchDirectory("findmy-retention")
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on", "--segment-bytes-max", "8192"])
+        let server = try ServerProcess(
+            data: data.path, extraArguments: ["--projector", "on", "--segment-bytes-max", "8192"])
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
         let alice = try addUser("alice", data: data.path)
@@ -59,17 +63,23 @@ import Testing
         }
         // b: 5 days by its owner; bob's devices: 10 days by the admin; a and d: the default 30.
         let retention = try send(
-            connection, "PUT", "/api/find-my/devices/\(devices["b"]!)/retention", token: alice, body: "{\"days\": 5}")
+            connection, "PUT", "/api/find-my/devices/\(devices["b"]!)/retention", token: alice,
+            body: "{\"days\": 5}")
         #expect(retention.status == 200, "\(retention.body)")
-        let cli = try FindmyProcess.run(["retention", "set", "--user", "bob", "--days", "10", "--data-dir", data.path])
+        let cli = try FindmyProcess.run([
+            "retention", "set", "--user", "bob", "--days", "10", "--data-dir", data.path,
+        ])
         #expect(cli.status == 0, "\(cli.error)")
         // Someone else's device answers exactly like a missing one.
         let foreign = try send(
-            connection, "PUT", "/api/find-my/devices/\(devices["c"]!)/retention", token: alice, body: "{\"days\": 1}")
-        let missing = try send(connection, "PUT", "/api/find-my/devices/999/retention", token: alice, body: "{\"days\": 1}")
+            connection, "PUT", "/api/find-my/devices/\(devices["c"]!)/retention", token: alice,
+            body: "{\"days\": 1}")
+        let missing = try send(
+            connection, "PUT", "/api/find-my/devices/999/retention", token: alice, body: "{\"days\": 1}")
         #expect(foreign.status == 404 && missing.status == 404 && foreign.body == missing.body)
         let bad = try send(
-            connection, "PUT", "/api/find-my/devices/\(devices["b"]!)/retention", token: alice, body: "{\"days\": 0}")
+            connection, "PUT", "/api/find-my/devices/\(devices["b"]!)/retention", token: alice,
+            body: "{\"days\": 0}")
         #expect(bad.status == 400 && bad.errorCode == "invalid_field")
 
         // One fix a day (half a day past each whole day), 0 to 28 days old, on every device; each
@@ -87,13 +97,15 @@ import Testing
             for chunk in stride(from: 0, to: fixes.count, by: 7) {
                 let answer = try post(
                     connection, "/api/find-my/report", token: deviceTokens[name]!,
-                    body: reportBody(batchID: UUID().uuidString, fixes: Array(fixes[chunk..<min(chunk + 7, fixes.count)])))
+                    body: reportBody(
+                        batchID: UUID().uuidString, fixes: Array(fixes[chunk..<min(chunk + 7, fixes.count)])))
                 #expect(answer.status == 200, "\(answer.body)")
             }
         }
         let future = try post(
             connection, "/api/find-my/report", token: deviceTokens["a"]!,
-            body: reportBody(batchID: UUID().uuidString, fixes: [fixJSON(latitude: 9.5, secondsAgo: -365 * 86_400)]))
+            body: reportBody(
+                batchID: UUID().uuidString, fixes: [fixJSON(latitude: 9.5, secondsAgo: -365 * 86_400)]))
         #expect(future.status == 200 && future.int("accepted") == 1, "\(future.body)")
         recorded[devices["a"]!]![9.5] = reportNow  // its age counts from received_at
 
@@ -102,9 +114,12 @@ import Testing
         let eraseTo = reportNow - 15 * Self.day
         let erase = try send(
             connection, "POST", "/api/find-my/devices/\(devices["a"]!)/erase", token: alice,
-            body: "{\"from\": \"\(RFC3339.formatMicros(eraseFrom))\", \"to\": \"\(RFC3339.formatMicros(eraseTo))\"}")
+            body:
+                "{\"from\": \"\(RFC3339.formatMicros(eraseFrom))\", \"to\": \"\(RFC3339.formatMicros(eraseTo))\"}"
+        )
         #expect(erase.status == 200, "\(erase.body)")
-        let removed = try send(connection, "DELETE", "/api/find-my/devices/\(devices["d"]!)", token: bob, body: "")
+        let removed = try send(
+            connection, "DELETE", "/api/find-my/devices/\(devices["d"]!)", token: bob, body: "")
         #expect(removed.status == 200, "\(removed.body)")
         let afterRemoval = try post(
             connection, "/api/find-my/report", token: deviceTokens["d"]!,
@@ -113,7 +128,9 @@ import Testing
 
         // Compact as if three days had passed.
         let asOf = reportNow + 3 * Self.day
-        let windows: [Int64: Int64] = [devices["a"]!: 30, devices["b"]!: 5, devices["c"]!: 10, devices["d"]!: 30]
+        let windows: [Int64: Int64] = [
+            devices["a"]!: 30, devices["b"]!: 5, devices["c"]!: 10, devices["d"]!: 30,
+        ]
         var expected: [Int64: Set<Double>] = [:]
         for (device, fixes) in recorded where device != devices["d"]! {
             for (latitude, at) in fixes {
@@ -148,18 +165,23 @@ import Testing
         #expect(try tableLatitudes(pg, "device_locations") == expected)
         var best: [Int64: Set<Double>] = [:]
         for (device, fixes) in recorded where expected[device] != nil {
-            let survivor = fixes.filter { expected[device]!.contains($0.key) && $0.key != 9.5 }.max { $0.value < $1.value }!
+            let survivor = fixes.filter { expected[device]!.contains($0.key) && $0.key != 9.5 }.max {
+                $0.value < $1.value
+            }!
             best[device] = [survivor.key]
         }
         #expect(try tableLatitudes(pg, "device_latest") == best)
         let removedRows = try pg.execute(
             "SELECT (SELECT count(*) FROM findmy.devices WHERE id = $1) + (SELECT count(*) FROM findmy.device_batches WHERE device_id = $1)",
-            [.int64(devices["d"]!)]).int64(0, 0)
+            [.int64(devices["d"]!)]
+        ).int64(0, 0)
         #expect(removedRows == 0)
 
         // /metrics shows what the run removed.
         let metrics = try connection.send("GET", "/metrics")
-        #expect(String(decoding: metrics.body, as: UTF8.self).contains("findmy_compactor_fixes_removed_total \(removedFixes)"))
+        #expect(
+            String(decoding: metrics.body, as: UTF8.self).contains(
+                "findmy_compactor_fixes_removed_total \(removedFixes)"))
 
         // A rebuild from the compacted log yields exactly the survivors.
         let replay = try FindmyProcess.run(["replay", "--data-dir", data.path], timeoutSeconds: 300)

@@ -32,7 +32,8 @@ private func number(_ text: String) throws -> JSONValue {
         ("1e22", 1e22),
         ("1e23", 1e23),  // just past the fast path
         ("8.98846567431158e307", 8.98846567431158e307),
-        ("2.2250738585072011e-308", Double(bitPattern: 0x000F_FFFF_FFFF_FFFF)),  // the value that hung old parsers
+        // The value that hung old parsers.
+        ("2.2250738585072011e-308", Double(bitPattern: 0x000F_FFFF_FFFF_FFFF)),
         ("123456789012345678901234567890", 123_456_789_012_345_678_901_234_567_890.0),
         ("0.000000000000000000000000000001", 1e-30),
         ("1e-400", 0),
