@@ -38,16 +38,8 @@ extension IdentityService {
                 let admin =
                     try field { () throws(JSONAccessError) in try object.boolIfPresent("admin") } ?? false
                 let created = try createUser(name: name, role: admin ? .admin : .member)
-                var writer = JSONWriter(capacity: 128)
-                writer.beginObject()
-                writer.key("user_id")
-                writer.int64(Int64(created.userID))
-                writer.key("token")
-                writer.string(created.token)
-                writer.key("offset")
-                writer.int64(Int64(created.offset))
-                writer.endObject()
-                return .json(writer.bytes, status: 201)
+                return tokenAnswer(
+                    userID: created.userID, token: created.token, offset: created.offset, status: 201)
             }
         }
         router.add("POST", "/admin/users/{name}/password") { [self] request in

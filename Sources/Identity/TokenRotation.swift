@@ -59,18 +59,23 @@ extension IdentityService {
         try rotateUserToken(userID: try existingUser(name).id, via: via)
     }
 
-    /// `{"user_id", "token", "offset"}`, never stored by a cache: the token is a secret.
     func tokenAnswer(_ rotated: RotatedToken) -> HTTPResponse {
+        tokenAnswer(userID: rotated.userID, token: rotated.token, offset: rotated.offset)
+    }
+
+    /// `{"user_id", "token", "offset"}` for a new user's token or a rotated one, never stored by a
+    /// cache: the token is a secret, shown this once.
+    func tokenAnswer(userID: UInt64, token: String, offset: UInt64, status: Int = 200) -> HTTPResponse {
         var writer = JSONWriter(capacity: 128)
         writer.beginObject()
         writer.key("user_id")
-        writer.int64(Int64(rotated.userID))
+        writer.int64(Int64(userID))
         writer.key("token")
-        writer.string(rotated.token)
+        writer.string(token)
         writer.key("offset")
-        writer.int64(Int64(rotated.offset))
+        writer.int64(Int64(offset))
         writer.endObject()
-        var response = HTTPResponse.json(writer.bytes)
+        var response = HTTPResponse.json(writer.bytes, status: status)
         response.headers.set("Cache-Control", "no-store")
         return response
     }
