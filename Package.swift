@@ -64,6 +64,11 @@ let package = Package(
             name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
+        // Decoders of the apps people already run (docs/clients.md), into the report path of Ingest.
+        .target(
+            name: "Clients", dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON"],
+            swiftSettings: strict),
+
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
@@ -144,6 +149,9 @@ let package = Package(
             name: "IdentityTests", dependencies: ["Identity", "Ingest", "Events", "JSON", "HTTP"],
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "ClientsTests", dependencies: ["Clients", "Ingest", "Identity", "Events", "JSON", "HTTP"],
+            swiftSettings: strict),
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
             swiftSettings: strict),
