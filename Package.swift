@@ -63,10 +63,11 @@ let package = Package(
         .target(
             name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
-
-        // Decoders of the apps people already run (docs/clients.md), into the report path of Ingest.
+        // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
+        // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
         .target(
-            name: "Clients", dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON"],
+            name: "Clients",
+            dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
@@ -121,7 +122,8 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
+                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
+                "Postgres",
                 "Projector",
                 "Panel", "Compactor", "WebPanel", "Threads",
             ],
@@ -150,7 +152,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "ClientsTests", dependencies: ["Clients", "Ingest", "Identity", "Events", "JSON", "HTTP"],
+            name: "ClientsTests",
+            dependencies: ["Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP"],
             swiftSettings: strict),
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],

@@ -1,4 +1,5 @@
 import Events
+import Identity
 import Ingest
 
 /// A fix as an app sent it, already in findmy's units (metres, metres per second, degrees,
@@ -60,5 +61,46 @@ public struct AppRejection: Equatable, Sendable {
     public init(index: Int, _ code: FixRejection.Code, _ detail: String) {
         self.index = index
         self.rejection = FixRejection(code, detail)
+    }
+}
+
+extension AppFix {
+    /// The fix the report path validates. The battery is the one value whose range is checked
+    /// here: `Fix` holds it as a whole percentage, and the rule must see it before rounding (as
+    /// the native decoder does: 100.4 is refused).
+    func fix() throws(FixRejection) -> Fix {
+        var percent: UInt8?
+        if let battery = batteryPercent {
+            guard battery >= IngestLimits.batteryPercentMin, battery <= IngestLimits.batteryPercentMax else {
+                throw FixRejection(.outOfRange, "battery_pct must be within [0, 100], got \(battery)")
+            }
+            // In range, so the conversion cannot trap.
+            percent = UInt8(battery.rounded())
+        }
+        return Fix(
+            latitude: latitude, longitude: longitude, accuracyMeters: accuracyMeters,
+            altitudeMeters: altitudeMeters, speedMetersPerSecond: speedMetersPerSecond,
+            headingDegrees: headingDegrees, batteryPercent: percent, isCharging: isCharging, source: source,
+            recordedAtMicros: recordedAtMicros)
+    }
+}
+
+extension AppBatch {
+    /// This batch as the report path's `ClientReport`; indexes past `UInt32` cannot occur (the
+    /// decoders refuse more than `batchFixesMax` items first).
+    func clientReport(deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol) -> ClientReport {
+        var items: [ClientReport.Item] = []
+        items.reserveCapacity(fixes.count)
+        var refused = rejections.map { ClientReport.ItemRejection(index: UInt32($0.index), $0.rejection) }
+        for item in fixes {
+            do {
+                items.append(ClientReport.Item(index: UInt32(item.index), fix: try item.fix.fix()))
+            } catch {
+                refused.append(ClientReport.ItemRejection(index: UInt32(item.index), error))
+            }
+        }
+        return ClientReport(
+            deviceID: deviceID, batchID: batchID, clientProtocol: clientProtocol, items: items,
+            rejections: refused)
     }
 }

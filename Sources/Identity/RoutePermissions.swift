@@ -13,6 +13,11 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
     /// owner's user name and the token as password, `Bearer`, or the query parameter `token`,
     /// `api_key`, `id` or `deviceid`. A refusal carries `WWW-Authenticate: Basic`.
     case appDevice
+    /// As `appDevice`, or, when the header and query carry no token, a token in the request body
+    /// (the OsmAnd protocol's form `id` and JSON `device_id`): the gate then passes with no caller,
+    /// and the handler reads the body's token with `appDevice(token:userName:)`, counting a failure
+    /// with `recordAppAuthFailure`. The session cookie is no credential here, so no CSRF check.
+    case appDeviceOrBody
     /// A user: a user API token or a login session.
     case user
     /// A page of the web panel: a user, exactly like `.user`, except that a browser without a
@@ -33,6 +38,7 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
         case .open: "open"
         case .device: "device"
         case .appDevice: "appDevice"
+        case .appDeviceOrBody: "appDeviceOrBody"
         case .user: "user"
         case .page: "page"
         case .viewer: "viewer"
@@ -64,6 +70,12 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/report"): .device,
         RouteKey("GET", "/healthz"): .open,
         RouteKey("GET", "/metrics"): .open,
+        // Overland and the OsmAnd protocol (Sources/Clients, docs/clients.md); the second Overland
+        // path is where GPSLogger's Overland-format sender posts (BASE/api/v1/overland/batches).
+        RouteKey("POST", "/api/find-my/overland"): .appDevice,
+        RouteKey("POST", "/api/v1/overland/batches"): .appDevice,
+        RouteKey("GET", "/api/find-my/osmand"): .appDeviceOrBody,
+        RouteKey("POST", "/api/find-my/osmand"): .appDeviceOrBody,
         // Login, sessions, sharing, users (Sources/Identity/Accounts.swift)
         RouteKey("POST", "/login"): .open,
         RouteKey("POST", "/logout"): .open,  // ends only the session its own cookie names
@@ -276,7 +288,9 @@ extension IdentityService {
             }
             return .refused(response)
         }
-        if checksCSRF, let refusal = cookieCSRFRefusal(request) { return .refused(refusal.response) }
+        if checksCSRF, permission != .appDeviceOrBody, let refusal = cookieCSRFRefusal(request) {
+            return .refused(refusal.response)
+        }
         return .passed(principal)
     }
 
@@ -316,6 +330,12 @@ extension IdentityService {
             return .device(try deviceID(request))
         case .appDevice:
             return .device(try appDeviceID(request))
+        case .appDeviceOrBody:
+            do {
+                return .device(try appDeviceID(request))
+            } catch  where error.code == .missingToken {
+                return nil
+            }
         case .user, .page:
             return .user(try authenticatedUser(request))
         case .viewer:
