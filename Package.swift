@@ -63,6 +63,11 @@ let package = Package(
         .target(
             name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
+        // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
+        // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
+        .target(
+            name: "Clients", dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
@@ -116,7 +121,7 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
+                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto", "Postgres",
                 "Projector",
                 "Panel", "Compactor", "WebPanel", "Threads",
             ],
@@ -146,6 +151,9 @@ let package = Package(
         ),
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "ClientsTests", dependencies: ["Clients", "Ingest", "Identity", "Events", "JSON", "Crypto"],
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(

@@ -1,0 +1,182 @@
+import Foundation
+import HTTPClient
+import JSON
+import Testing
+
+/// OwnTracks in HTTP mode against a real `findmy serve` (embedded PostgreSQL): the apps' bodies
+/// from Fixtures/clients/owntracks, their answers, the history they leave, the arrivals audit.
+@Suite(.serialized) struct OwnTracksHTTPTests {
+    static var fixtures: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Fixtures/clients/owntracks")
+    }
+
+    /// A server whose users are jane and bob, each with one enrolled device; fixtures are from
+    /// December 2025, so the retention window is wide.
+    struct Setup {
+        let data = ScratchDirectory("findmy-owntracks")
+        let server: ServerProcess
+        let connection: HTTPConnection
+        let janeToken: String
+        let bobToken: String
+        let janeDevice: (id: Int64, token: String)
+        let bobDevice: (id: Int64, token: String)
+
+        init(projector: Bool = true) throws {
+            janeToken = try addUser("jane", data: data.path)
+            bobToken = try addUser("bob", data: data.path)
+            server = try ServerProcess(
+                data: data.path,
+                extraArguments: (projector ? ["--projector", "on"] : []) + ["--retention-days", "36500"])
+            connection = HTTPConnection(address: server.address)
+            let jane = try enrol(connection, userToken: janeToken, uuid: UUID().uuidString, name: "pixel")
+            let bob = try enrol(connection, userToken: bobToken, uuid: UUID().uuidString, name: "iphone")
+            janeDevice = (jane.int("device_id")!, jane.string("device_token")!)
+            bobDevice = (bob.int("device_id")!, bob.string("device_token")!)
+        }
+
+        func stop() { _ = server.stop() }
+    }
+
+    static func basic(_ user: String, _ password: String) -> (name: String, value: String) {
+        ("Authorization", "Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
+    }
+
+    /// POSTs `body` the way the Android app does (Basic auth, JSON content type, X-Limit headers).
+    static func publish(
+        _ connection: HTTPConnection, _ body: [UInt8], auth: (name: String, value: String)?,
+        query: String = ""
+    ) throws -> HTTPClientResponse {
+        var headers: [(name: String, value: String)] = [
+            ("Content-Type", "application/json; charset=utf-8"), ("X-Limit-U", "jane"),
+            ("X-Limit-D", "pixel"),
+        ]
+        if let auth { headers.append(auth) }
+        return try connection.send("POST", "/api/find-my/owntracks" + query, headers: headers, body: body)
+    }
+
+    static func metric(_ text: String, _ line: String) -> Int? {
+        text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap {
+            Int($0.split(separator: " ").last!)
+        }
+    }
+
+    @Test func theAppsBodiesBecomeHistoryWithUnitsConvertedBothClocksAndDuplicatesFolded() throws {
+        let setup = try Setup()
+        defer { setup.stop() }
+        let auth = Self.basic("jane", setup.janeDevice.token)
+        let startedMicros = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let cases = try JSONParser.parse(
+            Array(try Data(contentsOf: Self.fixtures.appendingPathComponent("expected.json")))
+        ).arrayValue
+        var appended = 0
+        for entry in cases {
+            let file = try entry["file"]!.stringValue
+            let body = Array(try Data(contentsOf: Self.fixtures.appendingPathComponent(file)))
+            let response = try Self.publish(setup.connection, body, auth: auth)
+            #expect(response.status == 200, "\(file): \(response.bodyText)")
+            #expect(try JSONParser.parse(response.body) == .array([]), "\(file): \(response.bodyText)")
+            #expect(
+                response.headers.contains {
+                    $0.name.lowercased() == "content-type" && $0.value.hasPrefix("application/json")
+                })
+            let fixes = try entry["fixes"]!.arrayValue
+            let places = try entry["places"]!.arrayValue
+            if !fixes.isEmpty || !places.isEmpty { appended += 1 }
+        }
+        // An app resending after a timeout: byte-identical bodies are answered without appending.
+        for file in ["android-location.json", "gpslogger-owntracks-template.json", "android-transition.json"]
+        {
+            let body = Array(try Data(contentsOf: Self.fixtures.appendingPathComponent(file)))
+            let response = try Self.publish(setup.connection, body, auth: auth)
+            #expect(response.status == 200)
+            #expect(try JSONParser.parse(response.body) == .array([]))
+        }
+        try waitForProjector(setup.data.path)
+
+        let id = setup.janeDevice.id
+        let history = try get(
+            setup.connection,
+            "/api/find-my/devices/\(id)/locations?from=2025-12-01T00:00:00Z&to=2025-12-31T00:00:00Z&limit=100",
+            token: setup.janeToken)
+        #expect(history.status == 200, "\(history.body)")
+        let locations = try history.body["locations"]!.arrayValue
+        let expectedFixes = try cases.flatMap { try $0["fixes"]!.arrayValue }.sorted {
+            (try $0["recorded_at"]!.stringValue) < (try $1["recorded_at"]!.stringValue)
+        }
+        #expect(locations.count == expectedFixes.count, "duplicates fold: \(locations.count) locations")
+        for (location, expected) in zip(locations, expectedFixes) {
+            for key in ["latitude", "longitude", "accuracy_m", "altitude_m", "speed_mps", "heading_deg"] {
+                let wanted = expected[key] ?? .null
+                if wanted == .null {
+                    #expect(location[key] == .null, "\(key) of \(expected)")
+                } else {
+                    let actual = try location[key]!.doubleValue
+                    #expect(
+                        abs(actual - (try wanted.doubleValue)) < 1e-9, "\(key): \(actual) for \(expected)")
+                }
+            }
+            #expect(location["battery_pct"] == expected["battery_pct"])
+            #expect(location["is_charging"] == expected["is_charging"] ?? .null)
+            #expect(location["source"] == expected["source"])
+            // Both clocks: the device's from `tst`, the server's when it arrived.
+            #expect(
+                try RFC3339.parseMicros(location["recorded_at"]!.stringValue)
+                    == RFC3339.parseMicros(expected["recorded_at"]!.stringValue))
+            #expect(
+                try RFC3339.parseMicros(location["received_at"]!.stringValue) >= startedMicros - 1_000_000)
+        }
+
+        let arrivals = try get(
+            setup.connection, "/api/find-my/devices/\(id)/arrivals?limit=100", token: setup.janeToken)
+        let rows = try arrivals.body["arrivals"]!.arrayValue
+        #expect(rows.count == appended, "one arrival per stored request, none for a resend: \(rows)")
+        #expect(rows.allSatisfy { $0["protocol"] == .string("owntracks-http") })
+
+        let metrics = try setup.connection.send("GET", "/metrics").bodyText
+        #expect(Self.metric(metrics, "findmy_batches_total{protocol=\"owntracks-http\"}") == appended)
+        #expect(Self.metric(metrics, "findmy_duplicate_batches_total") == 3)
+        #expect(
+            Self.metric(metrics, "findmy_client_messages_total{protocol=\"owntracks-http\",type=\"lwt\"}")
+                == 1)
+        #expect(
+            Self.metric(metrics, "findmy_client_messages_total{protocol=\"owntracks-http\",type=\"status\"}")
+                == 1)
+
+        let log = try dumpLog(setup.data.path)
+        #expect(log.records.filter { $0["type"] == .string("region_transition") }.count == 1)
+        #expect(log.records.filter { $0["type"] == .string("waypoints_reported") }.count == 1)
+    }
+
+    @Test func onlyTheOwnersNameWithTheDeviceTokenGetsIn() throws {
+        let setup = try Setup(projector: false)
+        defer { setup.stop() }
+        let body = Array(try Data(contentsOf: Self.fixtures.appendingPathComponent("android-location.json")))
+        let refused: [(String, (name: String, value: String)?)] = [
+            ("no credentials", nil),
+            ("a wrong password", Self.basic("jane", "not-a-token")),
+            ("another user's device token", Self.basic("jane", setup.bobDevice.token)),
+            ("the device token under another user's name", Self.basic("bob", setup.janeDevice.token)),
+            ("jane's user token instead of a device token", Self.basic("jane", setup.janeToken)),
+            ("an unknown user", Self.basic("nobody", setup.janeDevice.token)),
+            ("not base64", ("Authorization", "Basic %%%")),
+        ]
+        for (label, auth) in refused {
+            let response = try Self.publish(setup.connection, body, auth: auth)
+            #expect(response.status == 401, "\(label): \(response.status)")
+            #expect(
+                response.headers.contains {
+                    $0.name.lowercased() == "www-authenticate" && $0.value.hasPrefix("Basic")
+                }, "\(label)")
+            #expect(try JSONParser.parse(response.body)["error"]?["code"] != nil, "\(label)")
+        }
+        let own = try Self.publish(setup.connection, body, auth: Self.basic("bob", setup.bobDevice.token))
+        #expect(own.status == 200)
+        // The Bearer form works as well (a proxy or a script).
+        let bearer = try Self.publish(
+            setup.connection, body, auth: ("Authorization", "Bearer \(setup.janeDevice.token)"))
+        #expect(bearer.status == 200)
+        let log = try dumpLog(setup.data.path)
+        #expect(log.batches.map(\.device).sorted() == [setup.janeDevice.id, setup.bobDevice.id].sorted())
+    }
+}
