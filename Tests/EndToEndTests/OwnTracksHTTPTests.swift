@@ -180,3 +180,136 @@ import Testing
         #expect(log.batches.map(\.device).sorted() == [setup.janeDevice.id, setup.bobDevice.id].sorted())
     }
 }
+
+/// What each bad body gets back from the OwnTracks endpoint, and that nothing valid beside it is
+/// lost: every row is answered 200 [] (a 4xx would block an Android queue or make iOS drop the
+/// message), and recorded in the arrivals audit with its rejections.
+@Suite(.serialized) struct OwnTracksBadInputTests {
+    struct Row {
+        var label: String
+        var body: String
+        /// Fixes stored from the body, and items rejected.
+        var accepted: Int
+        var rejected: Int
+        /// A reason code the log keeps for the first rejection.
+        var reason: String? = nil
+    }
+
+    static let good = #"{"_type":"location","lat":52.5,"lon":13.4,"acc":10,"tst":1764756000,"tid":"jp"}"#
+
+    static let rows: [Row] = [
+        Row(label: "not JSON", body: "lat=52.5&lon=13.4", accepted: 0, rejected: 1, reason: "malformed"),
+        Row(
+            label: "truncated JSON", body: #"{"_type":"location","lat":52.5"#, accepted: 0, rejected: 1,
+            reason: "malformed"),
+        Row(
+            label: "no _type", body: #"{"lat":52.5,"lon":13.4,"tst":1764756000}"#, accepted: 0, rejected: 1,
+            reason: "missing_field"),
+        Row(
+            label: "an unknown _type", body: #"{"_type":"bogus"}"#, accepted: 0, rejected: 1,
+            reason: "malformed"),
+        Row(
+            label: "no lat", body: #"{"_type":"location","lon":13.4,"tst":1764756000}"#, accepted: 0,
+            rejected: 1, reason: "missing_field"),
+        Row(
+            label: "lat 91", body: #"{"_type":"location","lat":91,"lon":13.4,"tst":1764756000}"#, accepted: 0,
+            rejected: 1, reason: "out_of_range"),
+        Row(
+            label: "tst 0", body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":0}"#, accepted: 0,
+            rejected: 1, reason: "bad_timestamp"),
+        Row(
+            label: "tst in milliseconds",
+            body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":1764756000000}"#, accepted: 0,
+            rejected: 1, reason: "bad_timestamp"),
+        Row(
+            label: "tst not a number", body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":"yesterday"}"#,
+            accepted: 0, rejected: 1, reason: "wrong_type"),
+        Row(
+            label: "lat 'nan' as a string",
+            body: #"{"_type":"location","lat":"nan","lon":13.4,"tst":1764756000}"#, accepted: 0, rejected: 1,
+            reason: "wrong_type"),
+        Row(
+            label: "batt 140",
+            body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":1764756000,"batt":140}"#, accepted: 0,
+            rejected: 1, reason: "out_of_range"),
+        Row(
+            label: "bs 7", body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":1764756000,"bs":7}"#,
+            accepted: 0, rejected: 1, reason: "out_of_range"),
+        Row(
+            label: "vel 9000 km/h",
+            body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":1764756000,"vel":9000}"#, accepted: 0,
+            rejected: 1, reason: "out_of_range"),
+        Row(
+            label: "a transition without event",
+            body: #"{"_type":"transition","tst":1764756000,"desc":"Home"}"#, accepted: 0, rejected: 1,
+            reason: "missing_field"),
+        Row(label: "an array of numbers", body: "[1, 2]", accepted: 0, rejected: 2, reason: "not_an_object"),
+        Row(
+            label: "a good fix beside a bad one",
+            body: "[\(good), {\"_type\":\"location\",\"lat\":\"x\",\"lon\":13.4,\"tst\":1764756001}]",
+            accepted: 1, rejected: 1, reason: "wrong_type"),
+        // Kept: values an app uses for "unknown" are read as unknown, not refused.
+        Row(
+            label: "acc -1 (unknown)",
+            body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":1764756002,"acc":-1}"#, accepted: 1,
+            rejected: 0),
+        Row(
+            label: "vel and cog -1 (unknown)",
+            body: #"{"_type":"location","lat":52.5,"lon":13.4,"tst":1764756003,"vel":-1,"cog":-1}"#,
+            accepted: 1, rejected: 0),
+        Row(
+            label: "unknown members",
+            body:
+                #"{"_type":"location","lat":52.5,"lon":13.4,"tst":1764756004,"future":{"x":1},"poi":"Cafe"}"#,
+            accepted: 1, rejected: 0),
+    ]
+
+    @Test func everyBadBodyIsAnswered200AndKeptAsARejectionWithoutLosingTheGoodOnes() throws {
+        let setup = try OwnTracksHTTPTests.Setup(projector: false)
+        defer { setup.stop() }
+        let auth = OwnTracksHTTPTests.basic("jane", setup.janeDevice.token)
+        for row in Self.rows {
+            let response = try OwnTracksHTTPTests.publish(setup.connection, Array(row.body.utf8), auth: auth)
+            #expect(response.status == 200, "\(row.label): \(response.status) \(response.bodyText)")
+            #expect(try JSONParser.parse(response.body) == .array([]), "\(row.label)")
+        }
+        let batches = try dumpLog(setup.data.path).records.filter { $0["type"] == .string("fix_batch") }
+        #expect(batches.count == Self.rows.count, "one record per request")
+        for (row, batch) in zip(Self.rows, batches) {
+            let fixes = try batch["fixes"]!.arrayValue
+            let rejected = try batch["rejected"]!.arrayValue
+            #expect(fixes.count == row.accepted, "\(row.label): \(batch)")
+            #expect(rejected.count == row.rejected, "\(row.label): \(batch)")
+            #expect(batch["protocol"] == .string("owntracks-http"))
+            if let reason = row.reason {
+                #expect(
+                    (try rejected.first?["reason"]?.stringValue)?.hasPrefix(reason + ":") == true,
+                    "\(row.label): \(rejected)")
+            }
+        }
+        let metrics = try setup.connection.send("GET", "/metrics").bodyText
+        #expect(
+            OwnTracksHTTPTests.metric(
+                metrics, "findmy_protocol_fixes_rejected_total{protocol=\"owntracks-http\"}")
+                == Self.rows.map(\.rejected).reduce(0, +))
+        #expect(
+            OwnTracksHTTPTests.metric(
+                metrics, "findmy_protocol_fixes_accepted_total{protocol=\"owntracks-http\"}")
+                == Self.rows.map(\.accepted).reduce(0, +))
+    }
+
+    /// A paused device: the app's queue drains (200 []), and nothing is kept, as the pause promises.
+    @Test func aPausedDeviceIsAnsweredAndNothingIsKept() throws {
+        let setup = try OwnTracksHTTPTests.Setup(projector: false)
+        defer { setup.stop() }
+        let paused = try post(
+            setup.connection, "/api/find-my/reporting", token: setup.janeDevice.token,
+            body: #"{"paused": true}"#)
+        #expect(paused.status == 200)
+        let response = try OwnTracksHTTPTests.publish(
+            setup.connection, Array(Self.good.utf8),
+            auth: OwnTracksHTTPTests.basic("jane", setup.janeDevice.token))
+        #expect(response.status == 200)
+        #expect(try dumpLog(setup.data.path).batches.isEmpty)
+    }
+}
