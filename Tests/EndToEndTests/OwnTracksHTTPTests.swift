@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPClient
 import JSON
@@ -311,5 +312,50 @@ import Testing
             auth: OwnTracksHTTPTests.basic("jane", setup.janeDevice.token))
         #expect(response.status == 200)
         #expect(try dumpLog(setup.data.path).batches.isEmpty)
+    }
+}
+
+/// OwnTracks' payload encryption with the device token as the key, as a person sets it up in the
+/// app (docs/clients.md): the body is `{"_type":"encrypted","data":...}`, the answer is encrypted too.
+@Suite(.serialized) struct OwnTracksEncryptionTests {
+    /// The app's key: the UTF-8 bytes of what was typed, cut or zero-padded to 32 bytes.
+    static func key(_ typed: String) -> [UInt8] {
+        let bytes = Array(typed.utf8.prefix(32))
+        return bytes + [UInt8](repeating: 0, count: 32 - bytes.count)
+    }
+
+    static func encrypted(_ plaintext: String, key: [UInt8]) -> [UInt8] {
+        let data = Base64.encode(SecretBox.seal(Array(plaintext.utf8), key: key))
+        return Array(#"{"_type":"encrypted","data":"\#(data)"}"#.utf8)
+    }
+
+    @Test func anEncryptedLocationIsStoredAndAnsweredEncrypted() throws {
+        let setup = try OwnTracksHTTPTests.Setup(projector: false)
+        defer { setup.stop() }
+        let token = setup.janeDevice.token
+        let auth = OwnTracksHTTPTests.basic("jane", token)
+        let location = #"{"_type":"location","lat":52.5,"lon":13.4,"acc":10,"tst":1764756000,"tid":"jp"}"#
+        let first = try OwnTracksHTTPTests.publish(
+            setup.connection, Self.encrypted(location, key: Self.key(token)), auth: auth)
+        #expect(first.status == 200)
+        let answer = try JSONParser.parse(first.body)
+        #expect(answer["_type"] == .string("encrypted"), "\(first.bodyText)")
+        let box = Base64.decode(try answer["data"]!.stringValue) ?? []
+        let opened = SecretBox.open(box, key: Self.key(token)).map { String(decoding: $0, as: UTF8.self) }
+        #expect(opened == "[]")
+        // The app resends with a fresh nonce: the same message inside, answered as a duplicate.
+        let resend = try OwnTracksHTTPTests.publish(
+            setup.connection, Self.encrypted(location, key: Self.key(token)), auth: auth)
+        #expect(resend.status == 200)
+        // A key that is not the device token: acknowledged, kept as a rejection, nothing decrypted.
+        let wrong = try OwnTracksHTTPTests.publish(
+            setup.connection, Self.encrypted(location, key: Self.key("my own passphrase")), auth: auth)
+        #expect(wrong.status == 200)
+        let batches = try dumpLog(setup.data.path).records.filter { $0["type"] == .string("fix_batch") }
+        #expect(batches.count == 2, "the resend is folded: \(batches)")
+        #expect(try batches[0]["fixes"]!.arrayValue.count == 1)
+        #expect(try batches[0]["fixes"]![0]!["latitude"]!.doubleValue == 52.5)
+        #expect(try batches[1]["fixes"]!.arrayValue.isEmpty)
+        #expect((try batches[1]["rejected"]![0]!["reason"]!.stringValue).hasPrefix("malformed:"))
     }
 }
