@@ -160,7 +160,7 @@ let package = Package(
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto"],
             swiftSettings: strict),
         .testTarget(
             name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],

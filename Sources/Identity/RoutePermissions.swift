@@ -70,6 +70,8 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/report"): .device,
         RouteKey("GET", "/healthz"): .open,
         RouteKey("GET", "/metrics"): .open,
+        // The apps people already run (Sources/Clients, docs/clients.md)
+        RouteKey("POST", "/api/find-my/owntracks"): .appDevice,
         // Overland and the OsmAnd protocol (Sources/Clients, docs/clients.md); the second Overland
         // path is where GPSLogger's Overland-format sender posts (BASE/api/v1/overland/batches).
         RouteKey("POST", "/api/find-my/overland"): .appDevice,

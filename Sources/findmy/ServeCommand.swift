@@ -457,7 +457,7 @@ enum ServeCommand {
     {
         var api = GuardedRouter(service: service, listener: .api)
         service.addRoutes(to: &api)
-        AppEndpoints.addRoutes(to: &api, service: service)
+        ClientsService(ingest: service).addRoutes(to: &api)
         service.identity.addAccountRoutes(to: &api)
         if let reads {
             reads.addRoutes(to: &api)

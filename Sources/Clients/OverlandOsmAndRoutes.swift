@@ -6,23 +6,28 @@ import Ingest
 /// The HTTP endpoints of Overland and the OsmAnd protocol (docs/clients.md): each decodes its
 /// wire format, hands the fixes to `IngestService.submit`, and answers what its app needs once they
 /// are durable. Deferred handlers, as the native report: no thread waits for the fdatasync.
-public enum AppEndpoints {
+extension ClientsService {
     /// Overland's endpoint, and the path GPSLogger's Overland-format sender appends to its base URL.
-    public static let overlandPaths = ["/api/find-my/overland", "/api/v1/overland/batches"]
-    public static let osmandPath = "/api/find-my/osmand"
+    static let overlandPaths = ["/api/find-my/overland", "/api/v1/overland/batches"]
+    static let osmandPath = "/api/find-my/osmand"
 
-    public static func addRoutes(to router: inout GuardedRouter, service: IngestService) {
-        for path in overlandPaths {
+    func addOverlandRoutes(to router: inout GuardedRouter) {
+        let service = ingest
+        for path in Self.overlandPaths {
             router.addDeferred("POST", path) { request, principal, reply in
                 guard case .device(let deviceID)? = principal else {
                     preconditionFailure("the Overland routes' permission is .appDevice")
                 }
-                overland(request, deviceID: deviceID, service: service, reply: reply)
+                Self.overland(request, deviceID: deviceID, service: service, reply: reply)
             }
         }
+    }
+
+    func addOsmAndRoutes(to router: inout GuardedRouter) {
+        let service = ingest
         for method in ["GET", "POST"] {
-            router.addDeferred(method, osmandPath) { request, principal, reply in
-                osmand(request, principal: principal, service: service, reply: reply)
+            router.addDeferred(method, Self.osmandPath) { request, principal, reply in
+                Self.osmand(request, principal: principal, service: service, reply: reply)
             }
         }
     }
