@@ -17,8 +17,9 @@ import JSON
 ///   departure), and the battery of that later moment is not kept;
 /// - other `action`s (`paused_location_updates`, ...) and trip records (`type: "trip"`) are not
 ///   fixes: acknowledged, counted, not stored;
-/// - `current` is the newest location, sent beside a batch when the queue holds more; it is kept
-///   (the position of "now"), and the same fix arriving later in its own batch is folded once.
+/// - `current` is the newest location, sent beside a batch when the queue holds more; it is still
+///   queued on the phone and arrives again in a later batch, so it is not stored from here (history
+///   would hold it twice); `trip` (the running trip) is not a fix either.
 ///
 /// Envelope problems (not JSON, no `locations` array) fail the request with 400: the app never
 /// sends such a body. A problem inside one element rejects only that element.
@@ -42,8 +43,7 @@ public enum OverlandDecoder {
         guard case .array(let locations) = locationsValue else {
             throw .badRequest(.wrongType, "locations: expected an array, found \(locationsValue.typeName)")
         }
-        let currentCount = object["current"].map { $0 == .null ? 0 : 1 } ?? 0
-        guard locations.count + currentCount <= limits.batchFixesMax else {
+        guard locations.count <= limits.batchFixesMax else {
             throw APIError(
                 status: 413, code: .tooManyFixes,
                 message:
@@ -61,11 +61,6 @@ public enum OverlandDecoder {
             } catch {
                 batch.rejections.append(AppRejection(index: index, error.code, error.detail))
             }
-        }
-        // `current` repeats a location still queued on the phone: when it cannot be read, that
-        // location is judged when it arrives in its own batch.
-        if let current = object["current"], current != .null, let fix = try? feature(current) {
-            batch.fixes.append(AppBatch.Item(index: locations.count, fix: fix))
         }
         return batch
     }
