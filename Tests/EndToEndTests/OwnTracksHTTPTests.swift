@@ -402,16 +402,16 @@ import Testing
         let answer = try JSONParser.parse(
             try OwnTracksHTTPTests.publish(connection, body, auth: auth, query: "?friends=1").body
         ).arrayValue
-        let tablet_tid = Self.tid(tablet.int("device_id")!)
-        let bob_tid = Self.tid(setup.bobDevice.id)
+        let tabletTid = Self.tid(tablet.int("device_id")!)
+        let bobTid = Self.tid(setup.bobDevice.id)
         let locations = answer.filter { $0["_type"] == .string("location") }
         let cards = answer.filter { $0["_type"] == .string("card") }
-        #expect(Set(locations.map { try! $0["tid"]!.stringValue }) == [tablet_tid, bob_tid], "\(answer)")
-        #expect(Set(cards.map { try! $0["tid"]!.stringValue }) == [tablet_tid, bob_tid], "\(answer)")
-        let bob = try #require(locations.first { $0["tid"] == .string(bob_tid) })
+        #expect(Set(locations.map { try! $0["tid"]!.stringValue }) == [tabletTid, bobTid], "\(answer)")
+        #expect(Set(cards.map { try! $0["tid"]!.stringValue }) == [tabletTid, bobTid], "\(answer)")
+        let bob = try #require(locations.first { $0["tid"] == .string(bobTid) })
         #expect(try bob["lat"]!.doubleValue == 50.9)
         #expect(bob["acc"] == .integer(12) && bob["batt"] == .integer(81))
-        #expect(cards.contains { $0["tid"] == .string(bob_tid) && $0["name"] == .string("bob: iphone") })
+        #expect(cards.contains { $0["tid"] == .string(bobTid) && $0["name"] == .string("bob: iphone") })
         // Never the watch nobody shared, never the posting device itself.
         #expect(!answer.contains { $0["tid"] == .string(Self.tid(watch.int("device_id")!)) })
         #expect(!answer.contains { $0["tid"] == .string(Self.tid(setup.janeDevice.id)) })
@@ -424,7 +424,7 @@ import Testing
             try OwnTracksHTTPTests.publish(connection, body, auth: auth, query: "?friends=1").body
         ).arrayValue
         #expect(
-            !after.contains { $0["tid"] == .string(bob_tid) }, "a revoked share is gone at once: \(after)")
-        #expect(after.contains { $0["tid"] == .string(tablet_tid) })
+            !after.contains { $0["tid"] == .string(bobTid) }, "a revoked share is gone at once: \(after)")
+        #expect(after.contains { $0["tid"] == .string(tabletTid) })
     }
 }
