@@ -125,7 +125,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector",
-                "Panel", "Compactor", "WebPanel", "Threads",
+                "Panel", "Compactor", "WebPanel", "Threads", "ProjectionSchema",
             ],
             swiftSettings: strict),
 

@@ -102,17 +102,19 @@ extension ClientsService {
     static func answer(
         _ outcome: ClientReportOutcome, service: IngestService, success: () -> HTTPResponse
     ) -> HTTPResponse {
-        service.identity.respond { () throws(APIError) -> HTTPResponse in
-            switch outcome {
-            case .stored, .duplicate, .empty, .paused:
-                return success()
-            case .inProgress:
-                throw APIError(
-                    status: 409, code: .batchInProgress,
-                    message: "the same request is being stored right now; send it again in a second")
-            case .failed(let error):
-                throw error
-            }
+        switch outcome {
+        case .stored, .duplicate, .empty, .paused:
+            return success()
+        case .inProgress:
+            // As for OwnTracks: every one of these apps retries a 503 later.
+            var response = APIError(
+                status: 503, code: .batchInProgress,
+                message: "the same request is being stored right now; send it again in a second"
+            ).response
+            response.headers.set("Retry-After", "1")
+            return response
+        case .failed(let error):
+            return error.response
         }
     }
 }

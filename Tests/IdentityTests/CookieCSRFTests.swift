@@ -108,15 +108,17 @@ import Testing
                     "cross_origin_request"
                 ),
             ]
-            // A device route never takes a cookie at all: 401, as before (an app's route: no token).
+            // A device route never takes a cookie at all: 401, as before. An app's route neither
+            // (its credentials are a device token in a header or the query).
             let permission = RoutePermissions.table[key]!
-            let isDeviceRoute = permission == .device || permission == .appDevice
-            let deviceRefusal = permission == .device ? "invalid_token" : "missing_token"
+            let takesDeviceToken = permission == .device || permission == .appDevice
             for (label, headers, type, code) in refused {
                 let end = door.service.log.durableEnd
                 let shares = door.service.shares(of: device.id).map(\.user)
                 let answer = send(headers, contentType: type)
-                let (status, expectedCode) = isDeviceRoute ? (401, deviceRefusal) : (403, code)
+                let (status, expectedCode) =
+                    permission == .device
+                    ? (401, "invalid_token") : permission == .appDevice ? (401, "missing_token") : (403, code)
                 #expect(answer.status == status, "\(key), \(label): \(answer.status) \(answer.body)")
                 #expect(answer.errorCode == expectedCode, "\(key), \(label)")
                 #expect(door.service.log.durableEnd == end, "\(key), \(label): an event was written")
@@ -124,14 +126,14 @@ import Testing
             }
             // Bearer tokens are unaffected: no CSRF header, any Origin. (First: a route may end
             // the token it was called with, and a session outlives that.)
-            let bearer = isDeviceRoute ? device.token : victim.token
+            let bearer = takesDeviceToken ? device.token : victim.token
             let withBearer = send([("Authorization", "Bearer \(bearer)"), ("Origin", "https://evil.example")])
             #expect(withBearer.status != 403 && withBearer.status != 401, "\(key): \(withBearer.body)")
             // With the token, from our own page, any other route reaches its handler.
             let allowed = send([cookie, ("X-CSRF-Token", victim.csrf), ("Origin", Door.ownOrigin)])
             #expect(allowed.status != 403, "\(key): \(allowed.body)")
             #expect(
-                isDeviceRoute == (allowed.status == 401),
+                takesDeviceToken == (allowed.status == 401),
                 "\(key): \(allowed.status) \(allowed.body)")
             // Without Origin (some clients send none) the token alone is enough.
             let noOrigin = send([cookie, ("X-CSRF-Token", victim.csrf)])
