@@ -24,7 +24,15 @@ import JSON
 /// Envelope problems (not JSON, no `locations` array) fail the request with 400: the app never
 /// sends such a body. A problem inside one element rejects only that element.
 public enum OverlandDecoder {
+    /// `decodeDirect` when it answers, otherwise `decodeTree`, whose results are the contract.
     public static func decode(_ body: [UInt8], limits: IngestLimits) throws(APIError) -> AppBatch {
+        if let batch = decodeDirect(body, limits: limits) { return batch }
+        return try decodeTree(body, limits: limits)
+    }
+
+    /// Parses the whole body into a `JSONValue` tree, then reads the batch from it. Every error
+    /// message a client can get comes from here.
+    public static func decodeTree(_ body: [UInt8], limits: IngestLimits) throws(APIError) -> AppBatch {
         let document: JSONValue
         do {
             document = try JSONParser.parse(body)
