@@ -80,10 +80,11 @@ let package = Package(
             name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema", "Threads"],
             swiftSettings: strict),
 
-        // The read API: devices, latest fixes, history, arrivals. Callers and what they may see come
-        // from Identity.
+        // The JSON read API over the projection: devices, latest fixes, history, arrivals, device cards.
+        // Routes, SQL statements, row encoding and paging each in their own file. Callers and what
+        // they may see come from Identity's gate.
         .target(
-            name: "Panel",
+            name: "ReadAPI",
             dependencies: [
                 "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
             ],
@@ -118,7 +119,7 @@ let package = Package(
             dependencies: [
                 "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
                 "Projector",
-                "Panel", "Compactor", "WebPanel", "Threads",
+                "ReadAPI", "Compactor", "WebPanel", "Threads",
             ],
             swiftSettings: strict),
 
@@ -128,7 +129,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "Panel",
+                "ReadAPI",
             ],
             swiftSettings: strict),
 
@@ -152,7 +153,7 @@ let package = Package(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
             swiftSettings: strict),
         .testTarget(
-            name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
+            name: "ReadAPITests", dependencies: ["ReadAPI", "Identity", "Crypto", "Events"],
             swiftSettings: strict),
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),

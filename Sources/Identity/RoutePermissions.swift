@@ -67,7 +67,7 @@ public enum RoutePermissions {
         RouteKey("DELETE", "/api/find-my/devices/{id}/shares/{user}"): .owner,
         RouteKey("GET", "/api/find-my/admin/users"): .admin,
         RouteKey("POST", "/api/find-my/account/token"): .user,  // one's own token (TokenRotation.swift)
-        // The read API (Sources/Panel)
+        // The read API (Sources/ReadAPI)
         RouteKey("GET", "/api/find-my/devices"): .user,  // filtered to what the caller may see
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,

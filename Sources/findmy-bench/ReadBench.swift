@@ -2,7 +2,7 @@ import CLI
 import Events
 import HTTPClient
 import JSON
-import Panel
+import ReadAPI
 import Postgres
 import Workload
 

@@ -4,7 +4,7 @@ import Events
 import HTTP
 import Identity
 import Ingest
-import Panel
+import ReadAPI
 import Postgres
 import Projector
 import Synchronization

@@ -4,7 +4,7 @@ import Identity
 import Synchronization
 import Testing
 
-@testable import Panel
+@testable import ReadAPI
 
 /// The read API's own check of who may read what (`ReadAccess`, the second one after the
 /// permission gate) follows a share's `until` on the identity service's clock: here a clock the test
