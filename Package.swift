@@ -153,9 +153,13 @@ let package = Package(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
             swiftSettings: strict),
         .testTarget(
-            name: "ReadAPITests", dependencies: ["ReadAPI", "Identity", "Crypto", "Events"],
+            name: "ReadAPITests",
+            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP"],
             swiftSettings: strict),
-        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
+        .testTarget(
+            name: "WebPanelTests",
+            dependencies: ["WebPanel", "Identity", "Ingest", "Events", "Postgres", "JSON"],
+            swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",

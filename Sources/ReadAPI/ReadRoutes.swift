@@ -6,21 +6,24 @@ import Postgres
 /// The routes of the read API (docs/api.md, "Read API") and their handlers: each checks its query,
 /// waits for the projection when asked (`after_offset`), runs one statement (`ReadStatements`) and
 /// writes the rows (`RowEncoding`, `DeviceCards`), a page at a time (`Paging`).
+///
+/// Who reads, and which device, come from the gate (`GateCaller`): `.user` for the list, `.viewer`
+/// for a device's routes, which the gate lets through only for a device the reader may see now.
 extension ReadService {
     public func addRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/api/find-my/devices") { [self] request in
-            respond { () throws(APIError) in try devices(request) }
+        router.add("GET", "/api/find-my/devices") { [self] request, caller in
+            respond { () throws(APIError) in try devices(request, reader: caller.userID) }
         }
-        router.add("GET", "/api/find-my/devices/{id}") { [self] request in
-            respond { () throws(APIError) in try device(request) }
+        router.add("GET", "/api/find-my/devices/{id}") { [self] request, caller in
+            respond { () throws(APIError) in try device(request, caller) }
         }
-        router.add("GET", "/api/find-my/devices/{id}/locations") { [self] request in
-            respond { () throws(APIError) in try locations(request) }
+        router.add("GET", "/api/find-my/devices/{id}/locations") { [self] request, caller in
+            respond { () throws(APIError) in try locations(request, deviceID: caller.deviceID) }
         }
-        router.add("GET", "/api/find-my/devices/{id}/arrivals") { [self] request in
-            respond { () throws(APIError) in try arrivals(request) }
+        router.add("GET", "/api/find-my/devices/{id}/arrivals") { [self] request, caller in
+            respond { () throws(APIError) in try arrivals(request, deviceID: caller.deviceID) }
         }
-        router.add("GET", "/api/find-my/admin/devices") { [self] request in
+        router.add("GET", "/api/find-my/admin/devices") { [self] request, _ in
             respond { () throws(APIError) in try adminDevices(request) }
         }
     }
@@ -37,14 +40,13 @@ extension ReadService {
             "/api/find-my/devices", "/api/find-my/devices/{id}", "/api/find-my/devices/{id}/locations",
             "/api/find-my/devices/{id}/arrivals", "/api/find-my/admin/devices",
         ] {
-            router.add("GET", pattern) { _ in error.response }
+            router.add("GET", pattern) { _, _ in error.response }
         }
     }
 
     // MARK: handlers
 
-    func devices(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try identity.authenticatedUser(request)
+    func devices(_ request: HTTPRequest, reader: UInt64) throws(APIError) -> HTTPResponse {
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
         let scope = access.scope(of: reader)
@@ -107,9 +109,9 @@ extension ReadService {
         return .json(writer.bytes)
     }
 
-    func device(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try identity.authenticatedUser(request)
-        let (deviceID, sharedBy) = try access.device(request.pathParameters["id"], visibleTo: reader)
+    func device(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> HTTPResponse {
+        let deviceID = caller.deviceID
+        let sharedBy = caller.device.flatMap(access.sharedBy)
         _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
         try waitForProjection(request)
         let result = try query(Self.devicesStatement(ids: [deviceID]))
@@ -122,9 +124,7 @@ extension ReadService {
         return .json(writer.bytes)
     }
 
-    func locations(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try identity.authenticatedUser(request)
-        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader).id
+    func locations(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let query = try HistoryQuery.parse(
             request.queryItems, kind: .locations, deviceID: deviceID,
             limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
@@ -165,9 +165,7 @@ extension ReadService {
         return .json(writer.bytes)
     }
 
-    func arrivals(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let reader = try identity.authenticatedUser(request)
-        let deviceID = try access.device(request.pathParameters["id"], visibleTo: reader).id
+    func arrivals(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let query = try HistoryQuery.parse(
             request.queryItems, kind: .arrivals, deviceID: deviceID,
             limitDefault: limits.arrivalsPageBatchesDefault, limitMax: limits.arrivalsPageBatchesMax)

@@ -50,8 +50,8 @@ public final class PanelService: Sendable {
     }
 
     public func addRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/find-my") { [self] request in findMy(request) }
-        router.add("GET", "/login") { [self] request in loginPage(request) }
+        router.add("GET", "/find-my") { [self] request, gate in findMy(request, gate) }
+        router.add("GET", "/login") { [self] request, _ in loginPage(request) }
         addFormRoutes(to: &router)
         statics.addRoutes(to: &router)
     }
@@ -128,14 +128,10 @@ public final class PanelService: Sendable {
         var invalid: Bool
     }
 
-    func findMy(_ request: HTTPRequest) -> HTTPResponse {
+    /// `gate`: the reader, whom the gate (`.page`) resolved.
+    func findMy(_ request: HTTPRequest, _ gate: GateCaller) -> HTTPResponse {
         guard let data else { return unavailablePage() }
-        // The gate (.page) let only a user through; this resolves which one.
-        guard let reader = try? identity.authenticatedUser(request) else {
-            var response = HTTPResponse(status: 303)
-            response.headers.set("Location", "/login")
-            return response
-        }
+        let reader = gate.userID
         let now = clockMicros()
         do {
             let visible = identity.visibleDevices(to: reader)
@@ -155,7 +151,7 @@ public final class PanelService: Sendable {
             }
             let page = PanelPage(
                 userName: identity.userName(reader) ?? "", isAdmin: identity.role(of: reader) == .admin,
-                csrf: identity.sessionCSRFToken(request),
+                csrf: gate.sessionCSRFToken,
                 devices: devices, selection: selection, nowMicros: now, configuration: configuration)
             var status = 200
             if case .notFound = selection { status = 404 }
