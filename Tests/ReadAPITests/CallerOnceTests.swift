@@ -1,5 +1,3 @@
-import Events
-import Foundation
 import HTTP
 import Postgres
 import Testing
@@ -13,24 +11,14 @@ import Testing
 /// caller was resolved, and resolved once.
 @Suite struct ReadCallerOnceTests {
     @Test func everyReadRouteLooksTheCredentialUpOnce() throws {
-        let directory = NSTemporaryDirectory() + "findmy-readonce-\(UInt64.random(in: 0...UInt64.max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var options = LogOptions()
-        options.diagnostics = { _ in }
-        let identity = try IdentityService(
-            log: try LogWriter(directory: directory + "/log", options: options))
-        defer { identity.log.close() }
+        let scratch = try ScratchIdentity()
+        defer { scratch.close() }
+        let identity = scratch.identity
         let olga = try identity.createUser(name: "olga", role: .member)
         let ada = try identity.createUser(name: "ada", role: .admin)
-        for (deviceID, userID) in [(UInt64(7), olga.userID), (8, ada.userID)] {
-            _ = try identity.appendAndApply(
-                .deviceEnrolled(
-                    DeviceEnrolled(
-                        deviceID: deviceID, userID: userID, deviceUUID: UUID128.random(), name: "phone",
-                        platform: "ios", model: "")), receivedAtMicros: wallClockMicros())
-        }
-        let pool = PostgresPool(conninfo: "host=\(directory)/no-postgres-here port=1")
+        try scratch.enrol(deviceID: 7, userID: olga.userID)
+        try scratch.enrol(deviceID: 8, userID: ada.userID)
+        let pool = PostgresPool(conninfo: "host=\(scratch.directory)/no-postgres-here port=1")
         defer { pool.close() }
         let reads = ReadService(identity: identity, pool: pool, projectedEnd: { 0 })
         var builder = GuardedRouter(service: identity, listener: .api)

@@ -1,5 +1,3 @@
-import Events
-import Foundation
 import HTTP
 import Identity
 import Synchronization
@@ -19,23 +17,13 @@ import Testing
     }
 
     @Test func aSharedDeviceLeavesTheReadersScopeAtItsUntil() throws {
-        let directory = NSTemporaryDirectory() + "findmy-readaccess-\(UInt64.random(in: 0...UInt64.max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var options = LogOptions()
-        options.diagnostics = { _ in }
         let clock = Clock()
-        let identity = try IdentityService(
-            log: try LogWriter(directory: directory + "/log", options: options), clockMicros: { clock.now })
-        defer { identity.log.close() }
+        let scratch = try ScratchIdentity(clockMicros: { clock.now })
+        defer { scratch.close() }
+        let identity = scratch.identity
         let olga = try identity.createUser(name: "olga", role: .member)
         let mia = try identity.createUser(name: "mia", role: .member)
-        _ = try identity.appendAndApply(
-            .deviceEnrolled(
-                DeviceEnrolled(
-                    deviceID: 7, userID: olga.userID, deviceUUID: UUID128.random(), name: "phone",
-                    platform: "ios",
-                    model: "")), receivedAtMicros: clock.now)
+        try scratch.enrol(deviceID: 7, userID: olga.userID)
         _ = try identity.shareDevice(
             7, owner: olga.userID, withUser: "mia", untilMicros: clock.now + 60_000_000)
         let access = ReadAccess(identity: identity)
