@@ -227,7 +227,9 @@ extension ReadService {
             writer.key("paused")
             writer.bool(device.paused)
             writer.key("last_seen_at")
-            Self.writeTime(&writer, lastSeen[device.id])
+            writer.flatValue(bytesMax: JSONFlatObject.timestampBytesMax) { object in
+                Self.writeTime(&object, lastSeen[device.id])
+            }
             writer.endObject()
         }
         writer.endArray()

@@ -92,30 +92,40 @@ extension ReadService {
         object.timestamp(micros: RFC3339.clampedMicros(micros))
     }
 
-    /// `writeTime` as one value of a document written with `JSONWriter`.
-    static func writeTime(_ writer: inout JSONWriter, _ micros: Int64?) {
-        writer.flatValue(bytesMax: JSONFlatObject.timestampBytesMax) { writeTime(&$0, micros) }
-    }
-
-    /// One arrival (a batch as it arrived) of a text-format `arrivalsStatement` result, as an object.
+    /// One arrival (a batch as it arrived) of a text-format `arrivalsStatement` result, as one
+    /// object written at once, like a fix.
     func writeArrival(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int) throws(PostgresError)
     {
-        writer.beginObject()
-        writer.key("received_at")
-        Self.writeTime(&writer, try result.timestampMicros(row, ArrivalColumn.receivedAt.rawValue))
-        writer.key("batch_id")
-        writer.string(result.string(row, ArrivalColumn.batchID.rawValue) ?? "")
-        writer.key("fix_count")
-        writer.int64(try result.int64(row, ArrivalColumn.fixCount.rawValue) ?? 0)
-        writer.key("rejected_count")
-        writer.int64(try result.int64(row, ArrivalColumn.rejectedCount.rawValue) ?? 0)
-        writer.key("recorded_min")
-        Self.writeTime(&writer, try result.timestampMicros(row, ArrivalColumn.recordedMin.rawValue))
-        writer.key("recorded_max")
-        Self.writeTime(&writer, try result.timestampMicros(row, ArrivalColumn.recordedMax.rawValue))
-        writer.key("offset")
-        writer.int64(try result.int64(row, ArrivalColumn.logOffset.rawValue) ?? 0)
-        writer.endObject()
+        typealias Column = ArrivalColumn
+        let receivedAt = try result.timestampMicros(row, Column.receivedAt.rawValue)
+        var batchID = result.string(row, Column.batchID.rawValue) ?? ""
+        let fixCount = try result.int64(row, Column.fixCount.rawValue) ?? 0
+        let rejectedCount = try result.int64(row, Column.rejectedCount.rawValue) ?? 0
+        let recordedMin = try result.timestampMicros(row, Column.recordedMin.rawValue)
+        let recordedMax = try result.timestampMicros(row, Column.recordedMax.rawValue)
+        let offset = try result.int64(row, Column.logOffset.rawValue) ?? 0
+        // Keys and punctuation (about 110 bytes), three times, three integers, the batch id.
+        let bytesMax =
+            160 + 3 * JSONFlatObject.timestampBytesMax + 3 * JSONFlatObject.integerBytesMax
+            + JSONFlatObject.stringBytesMax(utf8Count: batchID.utf8.count)
+        batchID.withUTF8 { batchIDUTF8 in
+            writer.flatObject(bytesMax: bytesMax) { object in
+                object.key("received_at")
+                Self.writeTime(&object, receivedAt)
+                object.key("batch_id")
+                object.string(utf8: batchIDUTF8)
+                object.key("fix_count")
+                object.int64(fixCount)
+                object.key("rejected_count")
+                object.int64(rejectedCount)
+                object.key("recorded_min")
+                Self.writeTime(&object, recordedMin)
+                object.key("recorded_max")
+                Self.writeTime(&object, recordedMax)
+                object.key("offset")
+                object.int64(offset)
+            }
+        }
     }
 }
 
