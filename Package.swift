@@ -141,7 +141,8 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(
-            name: "IdentityTests", dependencies: ["Identity", "Ingest", "Events", "JSON", "HTTP"],
+            name: "IdentityTests",
+            dependencies: ["Identity", "Ingest", "WebPanel", "Events", "JSON", "HTTP"],
             swiftSettings: strict
         ),
         .testTarget(

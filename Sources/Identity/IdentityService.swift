@@ -29,6 +29,8 @@ public final class IdentityService: Sendable {
     let sessions: SessionStore
     let doorLimits: DoorLimits
     let passwordChecksInFlight = Atomic<Int>(0)
+    /// The web panel's answer to form posts on `/login` and `/logout` (`answerLoginForms`).
+    let loginForms = Mutex<(any PanelLoginForms)?>(nil)
     /// Told how long each durable append took (the ingest metrics' histogram).
     let appendObserver: @Sendable (_ micros: Int64) -> Void
 

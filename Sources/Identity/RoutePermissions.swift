@@ -216,7 +216,10 @@ extension IdentityService {
                 + request.queryItems.map { percentEncoded($0.name) + "=" + percentEncoded($0.value) }
                 .joined(separator: "&")
         }
-        return redirect("/login?next=" + percentEncoded(target))
+        var response = HTTPResponse(status: 303)
+        response.headers.set("Location", "/login?next=" + percentEncoded(target))
+        response.headers.set("Cache-Control", "no-store")
+        return response
     }
 
     enum GateOutcome {
