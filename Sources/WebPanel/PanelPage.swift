@@ -1,4 +1,5 @@
 import Identity
+import Ingest
 import JSON
 
 /// The `/find-my` page: the device list, the selected device's details and history, the map, and
