@@ -356,6 +356,9 @@ extension IdentityService {
     /// Users by id with name, role, whether a password is set, and their device count. No locations.
     public func usersJSON() -> [UInt8] {
         let registry = registrySnapshot
+        // One pass over the devices, not one per user: the listing stays linear in users + devices.
+        var deviceCounts: [UInt64: Int] = [:]
+        for device in registry.devices.values { deviceCounts[device.userID, default: 0] += 1 }
         var writer = JSONWriter(capacity: 256 + registry.users.count * 96)
         writer.beginObject()
         writer.key("users")
@@ -371,7 +374,7 @@ extension IdentityService {
             writer.key("has_password")
             writer.bool(user.passwordHash != nil)
             writer.key("devices")
-            writer.int64(Int64(registry.devices.values.count { $0.userID == user.id }))
+            writer.int64(Int64(deviceCounts[user.id] ?? 0))
             writer.endObject()
         }
         writer.endArray()
