@@ -369,6 +369,7 @@ enum ServeCommand {
         try group.start(log)
         let started = monotonicMicros()
         let service = try IngestService(log: log, limits: configuration.limits)
+        service.addStatusSource(ServiceGroupStatus(group))
         let registry = service.registrySnapshot
         StructuredLog.info(
             "registry_rebuilt",
