@@ -308,16 +308,7 @@ extension IngestService {
         writer.key("accepted")
         writer.int64(Int64(result.accepted))
         writer.key("rejected")
-        writer.beginArray()
-        for rejection in result.rejections {
-            writer.beginObject()
-            writer.key("index")
-            writer.int64(Int64(rejection.index))
-            writer.key("reason")
-            writer.string(rejection.reason)
-            writer.endObject()
-        }
-        writer.endArray()
+        writer.rejectedFixes(result.rejections.lazy.map { ($0.index, $0.reason) })
         writer.key("duplicate")
         writer.bool(duplicate)
         writer.key("offset")
