@@ -24,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         // Locks with condition variables and POSIX threads, shared by the modules that block.
@@ -89,6 +90,9 @@ let package = Package(
             ],
             swiftSettings: strict),
 
+        // A QR code's matrix of modules, through libqrencode: the one module that calls it.
+        .target(name: "QRCode", dependencies: ["CQRencode"], swiftSettings: strict),
+
         // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
         // The script and style sheet are plain files compiled into the binary (`PackageResources`),
         // so the executable needs no resource bundle beside it. Identity for callers; Ingest only
@@ -97,6 +101,7 @@ let package = Package(
             name: "WebPanel",
             dependencies: [
                 "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
+                "QRCode",
             ],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
@@ -156,6 +161,7 @@ let package = Package(
             name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
             swiftSettings: strict),
         .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
+        .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",
