@@ -56,6 +56,7 @@ extension PanelService {
             withOwnedDevice(request, form: true) { erase(request, $0, $1) }
         }
         addAdminRoutes(to: &router)
+        addDeviceRoutes(to: &router)
     }
 
     // MARK: guards shared by the form routes

@@ -24,6 +24,9 @@ public final class PanelService: Sendable {
         public var leafletDirectory = "/usr/share/javascript/leaflet"
         /// How often the page asks for new positions.
         public var pollSeconds = 5
+        /// `findmy serve --mqtt-url`: the broker "Add a device" names for OwnTracks in MQTT mode
+        /// (nil: the page says to ask the administrator for it).
+        public var mqttURL: String?
         public init() {}
     }
 
