@@ -160,7 +160,9 @@ let package = Package(
         .testTarget(
             name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
             swiftSettings: strict),
-        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
+        .testTarget(
+            name: "WebPanelTests", dependencies: ["WebPanel", "Identity", "Crypto", "JSON"],
+            swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
