@@ -29,6 +29,8 @@ extension PanelService {
         "invalid_name":
             "The name is empty, too long, or has a character names may not have (control characters, invisible or text-direction characters).",
         "invalid_app": "Pick the app the device will report with.",
+        "invalid_topic_name":
+            "For OwnTracks in MQTT mode the name becomes a level of the broker topic: it may not be empty or hold '/', '+' or '#'.",
         "failed": "The device could not be stored. Nothing changed; try again.",
     ]
 
@@ -70,8 +72,18 @@ extension PanelService {
         func back(_ code: String) -> HTTPResponse { redirect(Self.addDevicePath + "?error=" + code) }
         guard let app = fields["app"].flatMap(SetupApp.init(rawValue:)) else { return back("invalid_app") }
         // A form without its UUID was not served by this page: start again with a fresh one.
-        guard let uuid = fields["device_uuid"].flatMap({ UUID128($0) }) else { return back("failed") }
+        guard var uuid = fields["device_uuid"].flatMap({ UUID128($0) }) else { return back("failed") }
         let name = fields["name"] ?? ""
+        var topic: String?
+        if app == .owntracksMQTT {
+            // The device of a topic has the topic's UUID, so that its first message finds this one.
+            guard
+                let deviceTopic = IngestService.topic(
+                    filter: configuration.mqttTopicFilter, userName: caller.name, deviceName: name)
+            else { return back("invalid_topic_name") }
+            uuid = IngestService.deviceUUID(topic: deviceTopic)
+            topic = deviceTopic
+        }
         if let existing = identity.registrySnapshot.device(userID: caller.userID, uuid: uuid) {
             return addedAlreadyPage(caller, existing)
         }
@@ -84,7 +96,8 @@ extension PanelService {
         }
         let setup = AppSetup(
             app: app, baseURL: baseURL(request), userName: caller.name, deviceName: name,
-            token: enrolled.token, broker: configuration.mqttURL.flatMap { MQTTBroker(url: $0) })
+            token: enrolled.token, broker: configuration.mqttURL.flatMap { MQTTBroker(url: $0) }, topic: topic
+        )
         return setupPage(caller, app: app, deviceName: name, setup: setup)
     }
 

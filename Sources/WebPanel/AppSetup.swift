@@ -88,9 +88,10 @@ struct AppSetup: Equatable, Sendable {
 
     /// `baseURL`: how the phone reaches findmy (`--public-url`, or the address the browser used),
     /// without a trailing slash.
+    /// `topic`: the broker topic of OwnTracks' MQTT mode (`IngestService.topic`).
     init(
         app: SetupApp, baseURL: String, userName: String, deviceName: String, token: String,
-        broker: MQTTBroker?
+        broker: MQTTBroker?, topic: String? = nil
     ) {
         notes = []
         link = nil
@@ -142,7 +143,9 @@ struct AppSetup: Equatable, Sendable {
                 Setting(label: "Password", value: "your login at the broker (your administrator gives it)"),
                 Setting(label: "Device ID", value: deviceName),
                 Setting(label: "Tracker ID", value: Self.trackerID(deviceName)),
-                Setting(label: "Topic the app publishes to", value: "owntracks/\(userName)/\(deviceName)"),
+                Setting(
+                    label: "Topic the app publishes to", value: topic ?? "owntracks/\(userName)/\(deviceName)"
+                ),
                 Setting(label: "Device token (not typed into the app)", value: token, secret: true),
             ]
             notes = [

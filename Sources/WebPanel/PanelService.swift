@@ -27,6 +27,9 @@ public final class PanelService: Sendable {
         /// `findmy serve --mqtt-url`: the broker "Add a device" names for OwnTracks in MQTT mode
         /// (nil: the page says to ask the administrator for it).
         public var mqttURL: String?
+        /// `findmy serve --mqtt-topic`: the topic filter whose two `+` levels are the user name and
+        /// the device name.
+        public var mqttTopicFilter = "owntracks/+/+"
         public init() {}
     }
 

@@ -73,5 +73,24 @@ import Testing
         #expect(
             !(try pages.request(connection, "GET", "/find-my/devices/new", cookies: [session]).body.contains(
                 token)))
+
+        // OwnTracks over MQTT: the topic names the device, so even a fresh form for the same name
+        // finds the device of that topic (the one its first message would enrol).
+        func addMQTT(_ name: String) throws -> PanelPageTests.Page {
+            let form = try pages.request(connection, "GET", "/find-my/devices/new", cookies: [session])
+            let uuid = try pages.hiddenField("device_uuid", in: form.body)
+            return try pages.request(
+                connection, "POST", "/find-my/devices/new", cookies: [session],
+                form: "name=\(name)&app=owntracks-mqtt&device_uuid=\(uuid)&csrf=\(csrf)")
+        }
+        let mqtt = try addMQTT("tablet")
+        #expect(mqtt.status == 201)
+        #expect(mqtt.body.contains("<code>owntracks/alice/tablet</code>"))
+        #expect(mqtt.body.contains("ask your administrator for the broker"))
+        #expect(!mqtt.body.contains("<svg"))
+        #expect(try addMQTT("tablet").status == 409)
+        let slash = try addMQTT("a%2Fb")
+        #expect(
+            slash.status == 303 && slash.header("Location")?.hasSuffix("error=invalid_topic_name") == true)
     }
 }
