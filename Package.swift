@@ -51,7 +51,8 @@ let package = Package(
         // Who may do what: the registry of users, devices, tokens and shares folded from the log;
         // sessions, passwords (Argon2id through Crypto) and roles; name rules; the route permission
         // table, the gate and `GuardedRouter`; `APIError`, the status-source hook and the structured
-        // log; the login, logout, token, share and user routes. It appends identity events through
+        // log; the login and logout routes for programs (a form post goes to WebPanel's LoginForms),
+        // the token, share and user routes, and their limits (IdentityLimits). It appends identity events through
         // the log writer it holds (`IdentityService`). Every module that authenticates a caller or
         // reads the registry imports this, never `Ingest`.
         .target(
@@ -93,10 +94,11 @@ let package = Package(
         // A QR code's matrix of modules, through libqrencode: the one module that calls it.
         .target(name: "QRCode", dependencies: ["CQRencode"], swiftSettings: strict),
 
-        // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
+        // The web panel: every server-rendered page and form (the login form too, and "Add a device"
+        // with its setup QR codes drawn from QRCode), the map script, Leaflet served from libjs-leaflet.
         // The script and style sheet are plain files compiled into the binary (`PackageResources`),
         // so the executable needs no resource bundle beside it. Identity for callers; Ingest only
-        // for the retention and erasure forms.
+        // for the retention and erasure forms and the enrolment of "Add a device".
         .target(
             name: "WebPanel",
             dependencies: [
