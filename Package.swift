@@ -52,9 +52,9 @@ let package = Package(
         // sessions, passwords (Argon2id through Crypto) and roles; name rules; the route permission
         // table, the gate and `GuardedRouter`; `APIError`, the status-source hook and the structured
         // log; the login and logout routes for programs (a form post goes to WebPanel's LoginForms),
-        // the token, share and user routes, and their limits (IdentityLimits). It appends identity events through
-        // the log writer it holds (`IdentityService`). Every module that authenticates a caller or
-        // reads the registry imports this, never `Ingest`.
+        // the token, share and user routes, and their limits (IdentityLimits). It appends identity
+        // events through the log writer it holds (`IdentityService`). Every module that
+        // authenticates a caller or reads the registry imports this, never `Ingest`.
         .target(
             name: "Identity", dependencies: ["Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
