@@ -163,7 +163,7 @@ let package = Package(
             name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
             swiftSettings: strict),
         .testTarget(
-            name: "WebPanelTests", dependencies: ["WebPanel", "Identity", "Crypto", "JSON"],
+            name: "WebPanelTests", dependencies: ["WebPanel", "Identity", "Crypto", "JSON", "QRCode"],
             swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),

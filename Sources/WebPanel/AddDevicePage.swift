@@ -162,33 +162,33 @@ extension PanelService {
         pageBottom(&html)
         return pageResponse(html, status: 409, tileSource: "'none'")
     }
+}
 
-    /// The QR code as inline SVG: one path of dark runs per row, inside the quiet zone of four
-    /// modules the standard asks for, dark on white whatever the page's colours.
-    func qrSVG(_ code: QRCode, into html: inout HTML) {
-        let quietModules = 4
-        let side = code.size + 2 * quietModules
-        var path = ""
-        for y in 0..<code.size {
-            var x = 0
-            while x < code.size {
-                guard code[x, y] else {
-                    x += 1
-                    continue
-                }
-                let start = x
-                while x < code.size, code[x, y] { x += 1 }
-                path += "M\(start + quietModules) \(y + quietModules)h\(x - start)v1h-\(x - start)z"
+/// The QR code as inline SVG: one path of dark runs per row, inside the quiet zone of four
+/// modules the standard asks for, dark on white whatever the page's colours.
+func qrSVG(_ code: QRCode, into html: inout HTML) {
+    let quietModules = 4
+    let side = code.size + 2 * quietModules
+    var path = ""
+    for y in 0..<code.size {
+        var x = 0
+        while x < code.size {
+            guard code[x, y] else {
+                x += 1
+                continue
             }
+            let start = x
+            while x < code.size, code[x, y] { x += 1 }
+            path += "M\(start + quietModules) \(y + quietModules)h\(x - start)v1h-\(x - start)z"
         }
-        html.raw("<svg class=\"qr\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 ")
-        html.text("\(side) \(side)")
-        html.raw(
-            "\" role=\"img\" aria-label=\"QR code of the setup link\" shape-rendering=\"crispEdges\" data-version=\""
-        )
-        html.text(String(code.version))
-        html.raw("\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<path fill=\"#000\" d=\"")
-        html.attribute(path)
-        html.raw("\"/>\n</svg>\n")
     }
+    html.raw("<svg class=\"qr\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 ")
+    html.text("\(side) \(side)")
+    html.raw(
+        "\" role=\"img\" aria-label=\"QR code of the setup link\" shape-rendering=\"crispEdges\" data-version=\""
+    )
+    html.text(String(code.version))
+    html.raw("\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<path fill=\"#000\" d=\"")
+    html.attribute(path)
+    html.raw("\"/>\n</svg>\n")
 }
