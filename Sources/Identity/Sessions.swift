@@ -22,7 +22,7 @@ final class SessionStore: Sendable {
     let sessionsMax: Int
     private let sessions = Mutex<[[UInt8]: Session]>([:])
 
-    init(limits: IngestLimits) {
+    init(limits: IdentityLimits) {
         idleMicros = limits.sessionIdleMicros
         ageMicros = limits.sessionAgeMicros
         sessionsMax = limits.sessionsMax
@@ -205,7 +205,7 @@ final class DoorLimits: Sendable {
     let loginsPerAddress: SlidingWindowLimit
     let authFailuresPerAddress: SlidingWindowLimit
 
-    init(_ limits: IngestLimits) {
+    init(_ limits: IdentityLimits) {
         // A name is a key too: as many as addresses, bounded the same way.
         loginsPerName = SlidingWindowLimit(
             eventsMax: limits.loginAttemptsPerMinuteMax, keysMax: limits.addressesTrackedMax)
