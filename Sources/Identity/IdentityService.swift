@@ -19,7 +19,7 @@ import Threads
 /// marked so that a concurrent retry cannot append it twice.
 public final class IdentityService: Sendable {
     public let log: LogWriter
-    public let limits: IngestLimits
+    public let limits: IdentityLimits
     package let statusSources = StatusSources()
     package let registry: ReadWriteLocked<RegistryState>
     package let mutations = Mutex(())
@@ -29,6 +29,8 @@ public final class IdentityService: Sendable {
     let sessions: SessionStore
     let doorLimits: DoorLimits
     let passwordChecksInFlight = Atomic<Int>(0)
+    /// The web panel's answer to form posts on `/login` and `/logout` (`answerLoginForms`).
+    let loginForms = Mutex<(any PanelLoginForms)?>(nil)
     /// Told how long each durable append took (the ingest metrics' histogram).
     let appendObserver: @Sendable (_ micros: Int64) -> Void
 
@@ -49,7 +51,7 @@ public final class IdentityService: Sendable {
 
     /// Rebuilds the registry from the log (every durable record, from offset 0).
     public init(
-        log: LogWriter, limits: IngestLimits = IngestLimits(),
+        log: LogWriter, limits: IdentityLimits = IdentityLimits(),
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
         appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in }
     ) throws {
@@ -123,16 +125,12 @@ public final class IdentityService: Sendable {
         )
     }
 
-    /// The response of `body`, or its error as JSON (a batch in progress says when to retry).
+    /// The response of `body`, or its error as JSON.
     package func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
         do {
             return try body()
         } catch {
-            var response = error.response
-            if error.status == 409 && error.code == .batchInProgress {
-                response.headers.set("Retry-After", "1")
-            }
-            return response
+            return error.response
         }
     }
 

@@ -84,6 +84,8 @@ public enum RoutePermissions {
         RouteKey("POST", "/find-my/account/password"): .page,
         RouteKey("POST", "/find-my/account/token"): .page,
         RouteKey("GET", "/find-my/devices/{id}/settings"): .page,  // owner only, in the handler
+        RouteKey("GET", "/find-my/devices/new"): .page,  // "Add a device": for the caller only
+        RouteKey("POST", "/find-my/devices/new"): .page,
         RouteKey("POST", "/find-my/devices/{id}/shares"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/shares/revoke"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/retention"): .page,  // owner only
@@ -221,7 +223,10 @@ extension IdentityService {
                 + request.queryItems.map { percentEncoded($0.name) + "=" + percentEncoded($0.value) }
                 .joined(separator: "&")
         }
-        return redirect("/login?next=" + percentEncoded(target))
+        var response = HTTPResponse(status: 303)
+        response.headers.set("Location", "/login?next=" + percentEncoded(target))
+        response.headers.set("Cache-Control", "no-store")
+        return response
     }
 
     enum GateOutcome {

@@ -24,7 +24,7 @@ final class SessionStore: Sendable {
     /// Every lookup of a credential, bearer tokens' included (`IdentityService.principal`).
     let lookups = CredentialLookups()
 
-    init(limits: IngestLimits) {
+    init(limits: IdentityLimits) {
         idleMicros = limits.sessionIdleMicros
         ageMicros = limits.sessionAgeMicros
         sessionsMax = limits.sessionsMax
@@ -208,7 +208,7 @@ final class DoorLimits: Sendable {
     let loginsPerAddress: SlidingWindowLimit
     let authFailuresPerAddress: SlidingWindowLimit
 
-    init(_ limits: IngestLimits) {
+    init(_ limits: IdentityLimits) {
         // A name is a key too: as many as addresses, bounded the same way.
         loginsPerName = SlidingWindowLimit(
             eventsMax: limits.loginAttemptsPerMinuteMax, keysMax: limits.addressesTrackedMax)

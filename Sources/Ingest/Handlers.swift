@@ -81,6 +81,34 @@ extension IngestService {
         let name = try field { () throws(JSONAccessError) in try object.string("name") }
         let platform = try field { () throws(JSONAccessError) in try object.string("platform") }
         let model = try field { () throws(JSONAccessError) in try object.stringIfPresent("model") } ?? ""
+        let enrolled = try enrolDevice(
+            userID: userID, uuid: uuid, name: name, platform: platform, model: model)
+        var writer = JSONWriter(capacity: 160)
+        writer.beginObject()
+        writer.key("device_id")
+        writer.int64(Int64(enrolled.deviceID))
+        writer.key("device_token")
+        writer.string(enrolled.token)
+        writer.key("offset")
+        writer.int64(Int64(enrolled.offset))
+        writer.endObject()
+        return .json(writer.bytes, status: enrolled.created ? 201 : 200)
+    }
+
+    public struct EnrolledDevice: Sendable {
+        public var deviceID: UInt64
+        /// Shown once: only its SHA-256 is kept.
+        public var token: String
+        public var offset: UInt64
+        /// False when the user had a device with this UUID: it got a new token, the old one ended.
+        public var created: Bool
+    }
+
+    /// Enrols device `uuid` of user `userID` (or renames it and issues it a new token when the user
+    /// has it already): the path of `POST /api/find-my/devices` and the panel's "Add a device".
+    public func enrolDevice(userID: UInt64, uuid: UUID128, name: String, platform: String, model: String)
+        throws(APIError) -> EnrolledDevice
+    {
         try identity.checkText(name, field: "name", allowEmpty: false)
         try identity.checkText(model, field: "model", allowEmpty: true)
         try NameRules.check(name, field: "name")
@@ -126,16 +154,7 @@ extension IngestService {
                 "user_id": .int(Int64(userID)), "device_id": .int(Int64(deviceID)),
                 "platform": .string(platform),
             ])
-        var writer = JSONWriter(capacity: 160)
-        writer.beginObject()
-        writer.key("device_id")
-        writer.int64(Int64(deviceID))
-        writer.key("device_token")
-        writer.string(token)
-        writer.key("offset")
-        writer.int64(Int64(offset))
-        writer.endObject()
-        return .json(writer.bytes, status: created ? 201 : 200)
+        return EnrolledDevice(deviceID: deviceID, token: token, offset: offset, created: created)
     }
 
     // MARK: push tokens
@@ -303,16 +322,7 @@ extension IngestService {
         writer.key("accepted")
         writer.int64(Int64(result.accepted))
         writer.key("rejected")
-        writer.beginArray()
-        for rejection in result.rejections {
-            writer.beginObject()
-            writer.key("index")
-            writer.int64(Int64(rejection.index))
-            writer.key("reason")
-            writer.string(rejection.reason)
-            writer.endObject()
-        }
-        writer.endArray()
+        writer.rejectedFixes(result.rejections.lazy.map { ($0.index, $0.reason) })
         writer.key("duplicate")
         writer.bool(duplicate)
         writer.key("offset")

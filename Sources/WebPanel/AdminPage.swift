@@ -149,7 +149,7 @@ extension PanelService {
     func createUser(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
         let name = fields["name"] ?? ""
         guard let role = Role(name: fields["role"] ?? "member") else {
-            return IdentityService.redirect("/find-my/admin?error=invalid_role")
+            return redirect("/find-my/admin?error=invalid_role")
         }
         do throws(APIError) {
             let created = try identity.createUser(name: name, role: role)
@@ -163,19 +163,19 @@ extension PanelService {
                 case .invalidField: "invalid_name"
                 default: "failed"
                 }
-            return IdentityService.redirect("/find-my/admin?error=" + code)
+            return redirect("/find-my/admin?error=" + code)
         }
     }
 
     func changeRole(_ fields: [String: String]) -> HTTPResponse {
         guard let role = Role(name: fields["role"] ?? "") else {
-            return IdentityService.redirect("/find-my/admin?error=invalid_role")
+            return redirect("/find-my/admin?error=invalid_role")
         }
         do throws(APIError) {
             _ = try identity.changeRole(name: fields["user"] ?? "", role: role)
-            return IdentityService.redirect("/find-my/admin?done=role")
+            return redirect("/find-my/admin?done=role")
         } catch {
-            return IdentityService.redirect(
+            return redirect(
                 "/find-my/admin?error=" + (error.code == .userNotFound ? "user_not_found" : "failed"))
         }
     }

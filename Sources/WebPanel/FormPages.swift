@@ -57,6 +57,7 @@ extension PanelService {
             withOwnedDevice(request, gate, form: true) { erase(request, $0, $1) }
         }
         addAdminRoutes(to: &router)
+        addDeviceRoutes(to: &router)
     }
 
     // MARK: guards shared by the form routes
@@ -189,7 +190,7 @@ extension PanelService {
 
     func changePassword(_ request: HTTPRequest, _ caller: Caller, _ fields: [String: String]) -> HTTPResponse
     {
-        func back(_ query: String) -> HTTPResponse { IdentityService.redirect("/find-my/account?\(query)") }
+        func back(_ query: String) -> HTTPResponse { redirect("/find-my/account?\(query)") }
         let new = fields["new"] ?? ""
         guard new == fields["again"] ?? "" else { return back("error=mismatch") }
         do throws(APIError) {
@@ -214,7 +215,7 @@ extension PanelService {
             return accountPage(
                 HTTPRequest(method: "GET", target: "/find-my/account"), caller, newToken: rotated.token)
         } catch {
-            return IdentityService.redirect("/find-my/account?error=failed")
+            return redirect("/find-my/account?error=failed")
         }
     }
 
@@ -371,14 +372,14 @@ extension PanelService {
         var until: Int64?
         if let text = form.fields["until"], !text.isEmpty {
             guard let micros = Self.parseLocalUTC(text) else {
-                return IdentityService.redirect(back + "?error=invalid_until")
+                return redirect(back + "?error=invalid_until")
             }
             until = micros
         }
         do throws(APIError) {
             _ = try identity.shareDevice(
                 form.device.id, owner: caller.userID, withUser: form.fields["user"] ?? "", untilMicros: until)
-            return IdentityService.redirect(back + "?done=shared")
+            return redirect(back + "?done=shared")
         } catch {
             let code =
                 switch error.code {
@@ -386,18 +387,18 @@ extension PanelService {
                 case .invalidField: "self"
                 default: "failed"
                 }
-            return IdentityService.redirect(back + "?error=" + code)
+            return redirect(back + "?error=" + code)
         }
     }
 
     func revokeShare(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
         do throws(APIError) {
             _ = try identity.unshareDevice(form.device.id, fromUser: form.fields["user"] ?? "")
-            return IdentityService.redirect(form.settingsPath + "?done=revoked")
+            return redirect(form.settingsPath + "?done=revoked")
         } catch {
             let code =
                 [.userNotFound, .shareNotFound].contains(error.code) ? "share_not_found" : "failed"
-            return IdentityService.redirect(form.settingsPath + "?error=" + code)
+            return redirect(form.settingsPath + "?error=" + code)
         }
     }
 
@@ -406,15 +407,15 @@ extension PanelService {
         var days: UInt32?
         if !text.isEmpty {
             guard let value = UInt32(text), value >= 1, value <= UInt32(IngestService.retentionDaysMax) else {
-                return IdentityService.redirect(form.settingsPath + "?error=invalid_days")
+                return redirect(form.settingsPath + "?error=invalid_days")
             }
             days = value
         }
         do throws(APIError) {
             _ = try ingest.setRetention(deviceID: form.device.id, days: days)
-            return IdentityService.redirect(form.settingsPath + "?done=retention")
+            return redirect(form.settingsPath + "?done=retention")
         } catch {
-            return IdentityService.redirect(form.settingsPath + "?error=failed")
+            return redirect(form.settingsPath + "?error=failed")
         }
     }
 
@@ -431,7 +432,7 @@ extension PanelService {
     func eraseConfirmation(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
         let scope = request.query("scope")
         guard let range = Self.eraseRange(scope: scope, from: request.query("from"), to: request.query("to"))
-        else { return IdentityService.redirect(form.settingsPath + "?error=invalid_range") }
+        else { return redirect(form.settingsPath + "?error=invalid_range") }
         var html = HTML()
         pageTop(&html, title: "Erase history of \(form.device.name)", caller: caller)
         html.raw("<h2>Erase history of ")
@@ -472,12 +473,12 @@ extension PanelService {
         guard
             let range = Self.eraseRange(
                 scope: form.fields["scope"], from: form.fields["from"], to: form.fields["to"])
-        else { return IdentityService.redirect(form.settingsPath + "?error=invalid_range") }
+        else { return redirect(form.settingsPath + "?error=invalid_range") }
         do throws(APIError) {
             _ = try ingest.eraseHistory(deviceID: form.device.id, fromMicros: range.from, toMicros: range.to)
-            return IdentityService.redirect(form.settingsPath + "?done=erased")
+            return redirect(form.settingsPath + "?done=erased")
         } catch {
-            return IdentityService.redirect(form.settingsPath + "?error=failed")
+            return redirect(form.settingsPath + "?error=failed")
         }
     }
 

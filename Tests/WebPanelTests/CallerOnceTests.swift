@@ -45,6 +45,7 @@ import Testing
             ("POST", "/find-my/devices/7/retention", "csrf=\(csrf)&days=7", 303),
             ("GET", "/find-my/devices/9/settings", "", 404),
             ("GET", "/find-my/admin", "", 200),
+            ("GET", "/find-my/devices/new", "", 200),
         ]
         for call in calls {
             var headers = HTTPHeaders()
