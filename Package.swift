@@ -82,10 +82,11 @@ let package = Package(
             name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema", "Threads"],
             swiftSettings: strict),
 
-        // The read API: devices, latest fixes, history, arrivals. Callers and what they may see come
-        // from Identity.
+        // The JSON read API over the projection: devices, latest fixes, history, arrivals, device cards.
+        // Routes, SQL statements, row encoding and paging each in their own file. Callers and what
+        // they may see come from Identity's gate.
         .target(
-            name: "Panel",
+            name: "ReadAPI",
             dependencies: [
                 "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
             ],
@@ -125,7 +126,7 @@ let package = Package(
             dependencies: [
                 "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
                 "Projector",
-                "Panel", "Compactor", "WebPanel", "Threads",
+                "ReadAPI", "Compactor", "WebPanel", "Threads",
             ],
             swiftSettings: strict),
 
@@ -135,7 +136,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "Panel",
+                "ReadAPI",
             ],
             swiftSettings: strict),
 
@@ -160,10 +161,14 @@ let package = Package(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
             swiftSettings: strict),
         .testTarget(
-            name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
+            name: "ReadAPITests",
+            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP"],
             swiftSettings: strict),
         .testTarget(
-            name: "WebPanelTests", dependencies: ["WebPanel", "Identity", "Crypto", "JSON", "QRCode"],
+            name: "WebPanelTests",
+            dependencies: [
+                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
+            ],
             swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),

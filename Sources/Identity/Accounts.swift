@@ -12,26 +12,25 @@ extension IdentityService {
         // The decoy hash is computed on first use: computed now, the first login for an unknown
         // name costs what every other one does.
         _ = PasswordHash.decoy
-        router.add("POST", "/login") { [self] request in respond { () throws(APIError) in try login(request) }
+        router.add("POST", "/login") { [self] request, _ in
+            respond { () throws(APIError) in try login(request) }
         }
-        router.add("POST", "/logout") { [self] request in logout(request) }
-        router.add("GET", "/api/find-my/devices/{id}/shares") { [self] request in
-            respond { () throws(APIError) in try listShares(request) }
+        router.add("POST", "/logout") { [self] request, _ in logout(request) }
+        router.add("GET", "/api/find-my/devices/{id}/shares") { [self] _, caller in listShares(caller) }
+        router.add("POST", "/api/find-my/devices/{id}/shares") { [self] request, caller in
+            respond { () throws(APIError) in try grantShare(request, caller) }
         }
-        router.add("POST", "/api/find-my/devices/{id}/shares") { [self] request in
-            respond { () throws(APIError) in try grantShare(request) }
+        router.add("DELETE", "/api/find-my/devices/{id}/shares/{user}") { [self] request, caller in
+            respond { () throws(APIError) in try revokeShare(request, caller) }
         }
-        router.add("DELETE", "/api/find-my/devices/{id}/shares/{user}") { [self] request in
-            respond { () throws(APIError) in try revokeShare(request) }
-        }
-        router.add("GET", "/api/find-my/admin/users") { [self] _ in .json(usersJSON()) }
+        router.add("GET", "/api/find-my/admin/users") { [self] _, _ in .json(usersJSON()) }
         addTokenRoutes(to: &router)
     }
 
     public func addAccountAdminRoutes(to router: inout GuardedRouter) {
         addTokenAdminRoutes(to: &router)
-        router.add("GET", "/admin/users") { [self] _ in .json(usersJSON()) }
-        router.add("POST", "/admin/users") { [self] request in
+        router.add("GET", "/admin/users") { [self] _, _ in .json(usersJSON()) }
+        router.add("POST", "/admin/users") { [self] request, _ in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["name", "admin"])
                 let name = try field { () throws(JSONAccessError) in try object.string("name") }
@@ -42,7 +41,7 @@ extension IdentityService {
                     userID: created.userID, token: created.token, offset: created.offset, status: 201)
             }
         }
-        router.add("POST", "/admin/users/{name}/password") { [self] request in
+        router.add("POST", "/admin/users/{name}/password") { [self] request, _ in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["password"])
                 let password = try field { () throws(JSONAccessError) in try object.string("password") }
@@ -50,7 +49,7 @@ extension IdentityService {
                 return .json("{\"offset\": \(offset)}")
             }
         }
-        router.add("POST", "/admin/users/{name}/role") { [self] request in
+        router.add("POST", "/admin/users/{name}/role") { [self] request, _ in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["role"])
                 let text = try field { () throws(JSONAccessError) in try object.string("role") }
@@ -298,10 +297,10 @@ extension IdentityService {
     /// (the same throttle per name, the same bound on concurrent Argon2id checks), then the new one
     /// is stored by `setPassword`, the path `findmy user passwd` takes. The request's own session
     /// stays; every other session of the user ends.
-    public func changeOwnPassword(_ request: HTTPRequest, current: String, new: String) throws(APIError)
-        -> UInt64
+    public func changeOwnPassword(_ request: HTTPRequest, _ caller: GateCaller, current: String, new: String)
+        throws(APIError) -> UInt64
     {
-        let userID = try authenticatedUser(request)
+        let userID = caller.userID
         guard let user = registry.read({ $0.registry.users[userID] }) else { throw Self.invalidCredentials }
         // A slot first: "busy" must not count against the name (see startSession).
         guard let slot = PasswordCheckSlot(self) else {
@@ -328,9 +327,9 @@ extension IdentityService {
     /// Whether a panel form post carries its session's CSRF token in field `csrf` and comes from no
     /// other site's page (`Origin`, which the panel's `Referrer-Policy: same-origin` lets browsers
     /// send). A request without a live session has no token to match and is refused.
-    public func formCSRFMatches(_ request: HTTPRequest, sent: String?) -> Bool {
+    public func formCSRFMatches(_ request: HTTPRequest, _ caller: GateCaller, sent: String?) -> Bool {
         if case .foreign = originVerdict(request) { return false }
-        guard let expected = sessionCSRFToken(request), let sent else { return false }
+        guard let expected = caller.sessionCSRFToken, let sent else { return false }
         return constantTimeEqual(expected, sent)
     }
 
@@ -384,8 +383,8 @@ extension IdentityService {
 
     // MARK: sharing (owner only: the gate has checked `.owner`)
 
-    func grantShare(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let (owner, deviceID) = try ownedDevice(request)
+    func grantShare(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> HTTPResponse {
+        let (owner, deviceID) = (caller.userID, caller.deviceID)
         let object = try parseObject(request.body, allowed: ["user", "until"])
         let name = try field { () throws(JSONAccessError) in try object.string("user") }
         let untilText = try field { () throws(JSONAccessError) in try object.stringIfPresent("until") }
@@ -437,9 +436,8 @@ extension IdentityService {
         return (grantee, offset)
     }
 
-    func revokeShare(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let (_, deviceID) = try ownedDevice(request)
-        let offset = try unshareDevice(deviceID, fromUser: request.pathParameters["user"] ?? "")
+    func revokeShare(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> HTTPResponse {
+        let offset = try unshareDevice(caller.deviceID, fromUser: request.pathParameters["user"] ?? "")
         return .json("{\"offset\": \(offset)}")
     }
 
@@ -482,13 +480,12 @@ extension IdentityService {
             }
     }
 
-    func listShares(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let (_, deviceID) = try ownedDevice(request)
+    func listShares(_ caller: GateCaller) -> HTTPResponse {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("shares")
         writer.beginArray()
-        for share in shares(of: deviceID) {
+        for share in shares(of: caller.deviceID) {
             writer.beginObject()
             writer.key("user")
             writer.string(share.user)

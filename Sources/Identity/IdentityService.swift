@@ -170,14 +170,16 @@ public final class IdentityService: Sendable {
     // MARK: authentication
 
     /// Who sent `request`: a bearer token (user or device) or, without an Authorization header, the
-    /// `findmy_session` cookie of a login, which stands for its user exactly like a user token.
-    package func principal(_ request: HTTPRequest) throws(APIError) -> Registry.Principal {
+    /// `findmy_session` cookie of a login, which stands for its user exactly like a user token and
+    /// brings its session's CSRF token along. The gate calls this once per request and hands the
+    /// result to the handler (`GateCaller`): the one SHA-256 of the request's credential.
+    package func resolveCaller(_ request: HTTPRequest) throws(APIError) -> GateCaller {
         guard let header = request.headers["Authorization"] else {
             if let session = sessionCookie(request) {
-                guard let userID = sessions.user(token: session, nowMicros: clockMicros()) else {
+                guard let found = sessions.user(token: session, nowMicros: clockMicros()) else {
                     throw APIError.sessionEnded
                 }
-                return .user(userID)
+                return GateCaller(principal: .user(found.userID), sessionCSRFToken: found.csrfToken)
             }
             throw APIError(
                 status: 401, code: .missingToken,
@@ -190,46 +192,11 @@ public final class IdentityService: Sendable {
                 message: "the Authorization header must be 'Bearer <token>'")
         }
         let token = header.dropFirst(7).trimmingSpaces
-        let hash = SHA256.hash(Array(token.utf8))
+        let hash = sessions.lookups.hash(token)
         guard let principal = registry.read({ $0.registry.principal(tokenHash: hash) }) else {
             throw APIError.unknownToken
         }
-        return principal
-    }
-
-    package func deviceID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
-        switch try principal(request) {
-        case .device(let id): return id
-        case .user:
-            throw APIError(
-                status: 401, code: .invalidToken,
-                message:
-                    "this is a user token; this endpoint takes the device token returned by POST /api/find-my/devices"
-            )
-        }
-    }
-
-    package func userID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
-        switch try principal(request) {
-        case .user(let id): return id
-        case .device:
-            throw APIError(
-                status: 401, code: .invalidToken,
-                message:
-                    "this is a device token; enrolling a device takes its owner's user token (findmy user add)"
-            )
-        }
-    }
-
-    /// The user a read request acts for: its bearer token must be a user token (401 otherwise).
-    public func authenticatedUser(_ request: HTTPRequest) throws(APIError) -> UInt64 {
-        switch try principal(request) {
-        case .user(let id): return id
-        case .device:
-            throw APIError(
-                status: 401, code: .invalidToken,
-                message: "this is a device token; reading locations takes a user token (findmy user add)")
-        }
+        return GateCaller(principal: principal)
     }
 
     /// The user who enrolled `deviceID`, or nil for a device the log does not know. The registry is

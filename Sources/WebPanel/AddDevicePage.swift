@@ -17,11 +17,11 @@ extension PanelService {
     static let addDevicePath = "/find-my/devices/new"
 
     func addDeviceRoutes(to router: inout GuardedRouter) {
-        router.add("GET", Self.addDevicePath) { [self] request in
-            withCaller(request) { addDevicePage(request, $0) }
+        router.add("GET", Self.addDevicePath) { [self] request, gate in
+            withCaller(gate) { addDevicePage(request, $0) }
         }
-        router.add("POST", Self.addDevicePath) { [self] request in
-            withForm(request) { addDevice(request, $0, $1) }
+        router.add("POST", Self.addDevicePath) { [self] request, gate in
+            withForm(request, gate) { addDevice(request, $0, $1) }
         }
     }
 

@@ -57,10 +57,10 @@ public final class PanelService: Sendable {
 
     /// The pages and forms, and the form side of `POST /login` and `POST /logout` (`LoginForms`).
     public func addRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/find-my") { [self] request in findMy(request) }
+        router.add("GET", "/find-my") { [self] request, gate in findMy(request, gate) }
         let loginForms = LoginForms(identity: identity)
         identity.answerLoginForms(with: loginForms)
-        router.add("GET", "/login") { request in loginForms.loginPage(request) }
+        router.add("GET", "/login") { request, _ in loginForms.loginPage(request) }
         addFormRoutes(to: &router)
         statics.addRoutes(to: &router)
     }
@@ -83,14 +83,10 @@ public final class PanelService: Sendable {
         var invalid: Bool
     }
 
-    func findMy(_ request: HTTPRequest) -> HTTPResponse {
+    /// `gate`: the reader, whom the gate (`.page`) resolved.
+    func findMy(_ request: HTTPRequest, _ gate: GateCaller) -> HTTPResponse {
         guard let data else { return unavailablePage() }
-        // The gate (.page) let only a user through; this resolves which one.
-        guard let reader = try? identity.authenticatedUser(request) else {
-            var response = HTTPResponse(status: 303)
-            response.headers.set("Location", "/login")
-            return response
-        }
+        let reader = gate.userID
         let now = clockMicros()
         do {
             let visible = identity.visibleDevices(to: reader)
@@ -110,7 +106,7 @@ public final class PanelService: Sendable {
             }
             let page = PanelPage(
                 userName: identity.userName(reader) ?? "", isAdmin: identity.role(of: reader) == .admin,
-                csrf: identity.sessionCSRFToken(request),
+                csrf: gate.sessionCSRFToken,
                 devices: devices, selection: selection, nowMicros: now, configuration: configuration)
             var status = 200
             if case .notFound = selection { status = 404 }

@@ -4,9 +4,9 @@ import Events
 import HTTP
 import Identity
 import Ingest
-import Panel
 import Postgres
 import Projector
+import ReadAPI
 import Synchronization
 import Threads
 import WebPanel
