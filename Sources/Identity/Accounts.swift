@@ -416,7 +416,6 @@ extension IdentityService {
     )
         throws(APIError) -> (grantee: Registry.User, offset: UInt64)
     {
-        precondition(deviceOwner(deviceID) == owner, "the caller checks ownership first")
         let now = clockMicros()
         if let until, until <= now {
             throw .badRequest(.invalidUntil, "until (\(RFC3339.formatMicros(until))) is not in the future")
@@ -426,7 +425,10 @@ extension IdentityService {
             throw .badRequest(.invalidField, "you see your own devices already; share with another user")
         }
         let offset = try mutations.withLock { _ throws(APIError) in
-            try appendAndApply(
+            // The gate saw the owner; the device may have been removed since. Checked again under
+            // the mutations lock, where no removal can interleave, and answered as any unknown device.
+            guard deviceOwner(deviceID) == owner else { throw APIError.deviceNotFound }
+            return try appendAndApply(
                 .shareGranted(
                     ShareGranted(deviceID: deviceID, granteeUserID: grantee.id, untilMicros: until)),
                 receivedAtMicros: now)
