@@ -24,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         // Locks with condition variables and POSIX threads, shared by the modules that block.
@@ -50,9 +51,10 @@ let package = Package(
         // Who may do what: the registry of users, devices, tokens and shares folded from the log;
         // sessions, passwords (Argon2id through Crypto) and roles; name rules; the route permission
         // table, the gate and `GuardedRouter`; `APIError`, the status-source hook and the structured
-        // log; the login, logout, token, share and user routes. It appends identity events through
-        // the log writer it holds (`IdentityService`). Every module that authenticates a caller or
-        // reads the registry imports this, never `Ingest`.
+        // log; the login and logout routes for programs (a form post goes to WebPanel's LoginForms),
+        // the token, share and user routes, and their limits (IdentityLimits). It appends identity
+        // events through the log writer it holds (`IdentityService`). Every module that
+        // authenticates a caller or reads the registry imports this, never `Ingest`.
         .target(
             name: "Identity", dependencies: ["Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
@@ -86,23 +88,29 @@ let package = Package(
             name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema", "Threads"],
             swiftSettings: strict),
 
-        // The read API: devices, latest fixes, history, arrivals. Callers and what they may see come
-        // from Identity.
+        // The JSON read API over the projection: devices, latest fixes, history, arrivals, device cards.
+        // Routes, SQL statements, row encoding and paging each in their own file. Callers and what
+        // they may see come from Identity's gate.
         .target(
-            name: "Panel",
+            name: "ReadAPI",
             dependencies: [
                 "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
             ],
             swiftSettings: strict),
 
-        // The web panel: server-rendered pages, the map script, Leaflet served from libjs-leaflet.
+        // A QR code's matrix of modules, through libqrencode: the one module that calls it.
+        .target(name: "QRCode", dependencies: ["CQRencode"], swiftSettings: strict),
+
+        // The web panel: every server-rendered page and form (the login form too, and "Add a device"
+        // with its setup QR codes drawn from QRCode), the map script, Leaflet served from libjs-leaflet.
         // The script and style sheet are plain files compiled into the binary (`PackageResources`),
         // so the executable needs no resource bundle beside it. Identity for callers; Ingest only
-        // for the retention and erasure forms.
+        // for the retention and erasure forms and the enrolment of "Add a device".
         .target(
             name: "WebPanel",
             dependencies: [
                 "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
+                "QRCode",
             ],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
@@ -125,7 +133,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector",
-                "Panel", "Compactor", "WebPanel", "Threads", "ProjectionSchema",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema",
             ],
             swiftSettings: strict),
 
@@ -135,7 +143,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "Panel",
+                "ReadAPI",
             ],
             swiftSettings: strict),
 
@@ -148,7 +156,8 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(
-            name: "IdentityTests", dependencies: ["Identity", "Ingest", "Events", "JSON", "HTTP"],
+            name: "IdentityTests",
+            dependencies: ["Identity", "Ingest", "WebPanel", "Events", "JSON", "HTTP"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -163,9 +172,16 @@ let package = Package(
             name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto"],
             swiftSettings: strict),
         .testTarget(
-            name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],
+            name: "ReadAPITests",
+            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP"],
             swiftSettings: strict),
-        .testTarget(name: "WebPanelTests", dependencies: ["WebPanel", "Identity"], swiftSettings: strict),
+        .testTarget(
+            name: "WebPanelTests",
+            dependencies: [
+                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
+            ],
+            swiftSettings: strict),
+        .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",

@@ -5,9 +5,11 @@ set -euo pipefail
 
 # postgresql-15 is the server the embedded cluster runs (initdb, pg_ctl, postgres): `make run` needs it.
 # libjs-leaflet is the web panel's map, which findmy serves from /usr/share/javascript/leaflet.
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev postgresql-15 libjs-leaflet)
+# libqrencode-dev draws the setup QR codes of the panel's "Add a device" page (the QRCode module).
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev postgresql-15 libjs-leaflet)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
-test_packages=(curl git chromium chromium-driver python3-selenium)
+# zbar-tools: zbarimg scans the QR codes the panel draws back to their links (WebPanelTests).
+test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools)
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then

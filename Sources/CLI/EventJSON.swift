@@ -29,16 +29,7 @@ public enum EventJSON {
             for fix in batch.fixes { write(fix, to: &writer) }
             writer.endArray()
             writer.key("rejected")
-            writer.beginArray()
-            for rejection in batch.rejections {
-                writer.beginObject()
-                writer.key("index")
-                writer.int64(Int64(rejection.index))
-                writer.key("reason")
-                writer.string(rejection.reason)
-                writer.endObject()
-            }
-            writer.endArray()
+            writer.rejectedFixes(batch.rejections.lazy.map { ($0.index, $0.reason) })
         case .userCreated(let user):
             writer.key("user")
             writer.int64(Int64(bitPattern: user.userID))

@@ -1,4 +1,5 @@
 import Identity
+import Ingest
 import JSON
 
 #if canImport(Glibc)

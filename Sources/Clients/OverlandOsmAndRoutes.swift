@@ -14,8 +14,8 @@ extension ClientsService {
     func addOverlandRoutes(to router: inout GuardedRouter) {
         let service = ingest
         for path in Self.overlandPaths {
-            router.addDeferred("POST", path) { request, principal, reply in
-                guard case .device(let deviceID)? = principal else {
+            router.addDeferred("POST", path) { request, caller, reply in
+                guard case .device(let deviceID)? = caller.principal else {
                     preconditionFailure("the Overland routes' permission is .appDevice")
                 }
                 Self.overland(request, deviceID: deviceID, service: service, reply: reply)
@@ -26,8 +26,8 @@ extension ClientsService {
     func addOsmAndRoutes(to router: inout GuardedRouter) {
         let service = ingest
         for method in ["GET", "POST"] {
-            router.addDeferred(method, Self.osmandPath) { request, principal, reply in
-                Self.osmand(request, principal: principal, service: service, reply: reply)
+            router.addDeferred(method, Self.osmandPath) { request, caller, reply in
+                Self.osmand(request, principal: caller.principal, service: service, reply: reply)
             }
         }
     }

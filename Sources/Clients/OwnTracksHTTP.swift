@@ -17,15 +17,8 @@ extension ClientsService {
     /// A blocking route (a worker thread waits for the group commit): the Friends answer reads
     /// PostgreSQL after the append, which a deferred route's completion must not do.
     func addOwnTracksRoutes(to router: inout GuardedRouter) {
-        router.add("POST", "/api/find-my/owntracks") { [self] request in
-            // The gate resolved the caller already; this resolves it again (cheap: one hash).
-            let deviceID: UInt64
-            do throws(APIError) {
-                deviceID = try ingest.identity.appDeviceID(request)
-            } catch {
-                return error.response
-            }
-            return receiveOwnTracks(request, deviceID: deviceID)
+        router.add("POST", "/api/find-my/owntracks") { [self] request, caller in
+            receiveOwnTracks(request, deviceID: caller.tokenDeviceID)
         }
     }
 

@@ -12,26 +12,25 @@ extension IdentityService {
         // The decoy hash is computed on first use: computed now, the first login for an unknown
         // name costs what every other one does.
         _ = PasswordHash.decoy
-        router.add("POST", "/login") { [self] request in respond { () throws(APIError) in try login(request) }
+        router.add("POST", "/login") { [self] request, _ in
+            respond { () throws(APIError) in try login(request) }
         }
-        router.add("POST", "/logout") { [self] request in logout(request) }
-        router.add("GET", "/api/find-my/devices/{id}/shares") { [self] request in
-            respond { () throws(APIError) in try listShares(request) }
+        router.add("POST", "/logout") { [self] request, _ in logout(request) }
+        router.add("GET", "/api/find-my/devices/{id}/shares") { [self] _, caller in listShares(caller) }
+        router.add("POST", "/api/find-my/devices/{id}/shares") { [self] request, caller in
+            respond { () throws(APIError) in try grantShare(request, caller) }
         }
-        router.add("POST", "/api/find-my/devices/{id}/shares") { [self] request in
-            respond { () throws(APIError) in try grantShare(request) }
+        router.add("DELETE", "/api/find-my/devices/{id}/shares/{user}") { [self] request, caller in
+            respond { () throws(APIError) in try revokeShare(request, caller) }
         }
-        router.add("DELETE", "/api/find-my/devices/{id}/shares/{user}") { [self] request in
-            respond { () throws(APIError) in try revokeShare(request) }
-        }
-        router.add("GET", "/api/find-my/admin/users") { [self] _ in .json(usersJSON()) }
+        router.add("GET", "/api/find-my/admin/users") { [self] _, _ in .json(usersJSON()) }
         addTokenRoutes(to: &router)
     }
 
     public func addAccountAdminRoutes(to router: inout GuardedRouter) {
         addTokenAdminRoutes(to: &router)
-        router.add("GET", "/admin/users") { [self] _ in .json(usersJSON()) }
-        router.add("POST", "/admin/users") { [self] request in
+        router.add("GET", "/admin/users") { [self] _, _ in .json(usersJSON()) }
+        router.add("POST", "/admin/users") { [self] request, _ in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["name", "admin"])
                 let name = try field { () throws(JSONAccessError) in try object.string("name") }
@@ -42,7 +41,7 @@ extension IdentityService {
                     userID: created.userID, token: created.token, offset: created.offset, status: 201)
             }
         }
-        router.add("POST", "/admin/users/{name}/password") { [self] request in
+        router.add("POST", "/admin/users/{name}/password") { [self] request, _ in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["password"])
                 let password = try field { () throws(JSONAccessError) in try object.string("password") }
@@ -50,7 +49,7 @@ extension IdentityService {
                 return .json("{\"offset\": \(offset)}")
             }
         }
-        router.add("POST", "/admin/users/{name}/role") { [self] request in
+        router.add("POST", "/admin/users/{name}/role") { [self] request, _ in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["role"])
                 let text = try field { () throws(JSONAccessError) in try object.string("role") }
@@ -70,13 +69,15 @@ extension IdentityService {
         status: 401, code: .invalidCredentials, message: "the name or the password is wrong")
 
     /// A login from another site's page is refused whatever it carries (login CSRF: it would log
-    /// the browser into the attacker's account); so is a body that is neither JSON nor a form.
+    /// the browser into the attacker's account); so is a body that is neither JSON nor a form. A
+    /// form is the web panel's (`answerLoginForms`).
     func login(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
         if case .foreign(let origin) = originVerdict(request) { throw crossOriginRefusal(origin, request) }
-        let credentials = try self.credentials(request)
-        if let form = credentials.panelForm {
-            return panelLogin(request, name: credentials.name, password: credentials.password, form: form)
+        if mediaType(request) == "application/x-www-form-urlencoded", let forms = loginForms.withLock({ $0 })
+        {
+            return try forms.login(request)
         }
+        let credentials = try self.credentials(request)
         let session: LoginSession
         switch try startSession(name: credentials.name, password: credentials.password, request: request) {
         case .refused(let response): return response
@@ -103,14 +104,14 @@ extension IdentityService {
         return response
     }
 
-    struct LoginSession {
-        var user: Registry.User
-        var token: String
-        var csrfToken: String
-        var nowMicros: Int64
+    package struct LoginSession {
+        package var user: Registry.User
+        package var token: String
+        package var csrfToken: String
+        package var nowMicros: Int64
     }
 
-    enum LoginOutcome {
+    package enum LoginOutcome {
         case started(LoginSession)
         /// Throttled (429) or too busy (503): the API answer, with its Retry-After.
         case refused(HTTPResponse)
@@ -121,7 +122,9 @@ extension IdentityService {
     /// it says: the client address's attempts (`loginAttemptsPerAddressPerMinuteMax`, counted), a
     /// free password-check slot (`passwordChecksConcurrentMax`; "busy" counts against nothing), the
     /// name's attempts (`loginAttemptsPerMinuteMax`, counted), then one Argon2id check.
-    func startSession(name: String, password: String, request: HTTPRequest) throws(APIError) -> LoginOutcome {
+    package func startSession(name: String, password: String, request: HTTPRequest) throws(APIError)
+        -> LoginOutcome
+    {
         let now = clockMicros()
         let address = clientAddress(request)
         if case .refused(let retryAfter, let first) = doorLimits.loginsPerAddress.admit(
@@ -177,66 +180,12 @@ extension IdentityService {
         return .started(LoginSession(user: user, token: token, csrfToken: csrfToken, nowMicros: now))
     }
 
-    // MARK: the web panel's login and logout forms
+    // MARK: the session cookie and the web panel's forms
 
-    /// The double-submit cookie of the panel's login form: `GET /login` sets it to a random value
-    /// and puts the same value in the form's `csrf` field; a form login whose field does not match
-    /// the cookie is refused. (Before a login there is no session to hold a token.)
-    public static let loginCSRFCookieName = "findmy_login_csrf"
-
-    /// The fields a panel form adds to `name` and `password`: `csrf`, and `next`, where to go after.
-    struct PanelLoginForm {
-        var csrf: String
-        var next: String?
-    }
-
-    /// A login from the panel's form answers with redirects, never JSON: to `next` (a `/find-my` URL
-    /// only, so the form cannot be used to send someone elsewhere) with the session cookie, or back
-    /// to `/login?error=CODE`.
-    func panelLogin(_ request: HTTPRequest, name: String, password: String, form: PanelLoginForm)
-        -> HTTPResponse
-    {
-        let next = form.next.flatMap { Self.isPanelPath($0) ? $0 : nil } ?? "/find-my"
-        func back(_ code: String) -> HTTPResponse {
-            Self.redirect("/login?error=\(code)&next=\(percentEncoded(next))")
-        }
-        guard let expected = namedCookie(request, Self.loginCSRFCookieName),
-            constantTimeEqual(expected, form.csrf)
-        else { return back("expired_form") }
-        let session: LoginSession
-        do throws(APIError) {
-            switch try startSession(name: name, password: password, request: request) {
-            case .refused(let response):
-                return back(response.status == 429 ? "too_many_attempts" : "busy")
-            case .started(let started): session = started
-            }
-        } catch {
-            return back(error.code.rawValue)
-        }
-        var response = Self.redirect(next)
-        response.headers.add(
-            "Set-Cookie",
-            cookie(session.token, maxAgeSeconds: limits.sessionAgeSecondsMax, secure: cookieSecure(request)))
-        response.headers.add(
-            "Set-Cookie", "\(Self.loginCSRFCookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")
-        return response
-    }
-
-    /// A path of the panel, safe to redirect to: `/find-my` or a page under `/find-my/`, optionally
-    /// with a query, and nothing
-    /// that a browser could read as another host (a backslash) or another header (CR, LF): printable
-    /// ASCII only. `//` cannot follow the fixed `/find-my` prefix.
-    static func isPanelPath(_ path: String) -> Bool {
-        (path == "/find-my" || path.hasPrefix("/find-my?") || path.hasPrefix("/find-my/"))
-            && !path.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 < 0x21 || $0 > 0x7E })
-    }
-
-    public static func redirect(_ location: String) -> HTTPResponse {
-        var response = HTTPResponse(status: 303)
-        response.headers.set("Location", location)
-        response.headers.set("Cache-Control", "no-store")
-        return response
-    }
+    /// Hands form posts to `POST /login` and `POST /logout` to the web panel (`WebPanel.LoginForms`),
+    /// which answers them with redirects; without it a form login is refused like any body that is
+    /// not JSON.
+    public func answerLoginForms(with forms: any PanelLoginForms) { loginForms.withLock { $0 = forms } }
 
     /// The CSRF token of the request's live login session, for the panel's forms; nil without one.
     public func sessionCSRFToken(_ request: HTTPRequest) -> String? {
@@ -244,39 +193,9 @@ extension IdentityService {
         return sessions.csrfToken(token: token, nowMicros: clockMicros())
     }
 
-    /// `name` and `password` from the panel's login form (form-encoded, with its `csrf` field:
-    /// `panelForm`, answered with redirects) or a JSON object; any other body is refused.
-    func credentials(_ request: HTTPRequest) throws(APIError) -> (
-        name: String, password: String, panelForm: PanelLoginForm?
-    ) {
+    /// `name` and `password` from a JSON object; any other body is refused (a form is the panel's).
+    func credentials(_ request: HTTPRequest) throws(APIError) -> (name: String, password: String) {
         let type = mediaType(request)
-        if type == "application/x-www-form-urlencoded" {
-            var values: [String: String] = [:]
-            for item in parseForm(request.body) {
-                guard ["name", "password", "csrf", "next"].contains(item.name) else {
-                    throw .badRequest(
-                        .unknownField,
-                        "login takes the fields name and password (and the panel's csrf and next), not '\(item.name.prefix(32))'"
-                    )
-                }
-                guard values.updateValue(item.value, forKey: item.name) == nil else {
-                    throw .badRequest(.unknownField, "\(item.name) is given twice")
-                }
-            }
-            guard let name = values["name"], let password = values["password"] else {
-                throw .badRequest(.missingField, "login needs both name and password")
-            }
-            // Another site's page can post a form; only the panel's login page has the csrf field
-            // that matches its cookie.
-            guard let csrf = values["csrf"] else {
-                throw APIError(
-                    status: 403, code: .csrfFieldMissing,
-                    message:
-                        "a form login must carry the csrf field of the login page (GET /login), equal to its findmy_login_csrf cookie; programs log in with Content-Type: application/json"
-                )
-            }
-            return (name, password, PanelLoginForm(csrf: csrf, next: values["next"]))
-        }
         // text/plain in particular: another site's page can send it without asking (no preflight).
         guard type == "application/json" else {
             throw APIError(
@@ -288,44 +207,40 @@ extension IdentityService {
         let object = try parseObject(request.body, allowed: ["name", "password"])
         let name = try field { () throws(JSONAccessError) in try object.string("name") }
         let password = try field { () throws(JSONAccessError) in try object.string("password") }
-        return (name, password, nil)
+        return (name, password)
     }
 
-    /// A form post (the panel's logout button) must carry the session's CSRF token and is answered
-    /// with a redirect to the login page; a post without a form body answers JSON as before.
+    /// A form post (the panel's logout button) is the web panel's (`answerLoginForms`); any other
+    /// post answers JSON.
     func logout(_ request: HTTPRequest) -> HTTPResponse {
         let isForm =
             request.headers["Content-Type"]?.lowercased().hasPrefix("application/x-www-form-urlencoded")
             ?? false
-        if isForm, let expected = sessionCSRFToken(request) {
-            let sent = parseForm(request.body).first { $0.name == "csrf" }?.value ?? ""
-            guard constantTimeEqual(expected, sent) else {
-                var refused = HTTPResponse.text(
-                    "This form has expired. Go back, reload the page and log out again.", status: 403)
-                refused.headers.set("Cache-Control", "no-store")
-                return refused
-            }
-        }
+        if isForm, let forms = loginForms.withLock({ $0 }) { return forms.logout(request) }
         // A program's logout is held to the API's rule for the cookie (X-CSRF-Token, our Origin), so
         // that another site cannot end a user's session either. A cookie of no live session has
         // nothing left to protect.
-        if !isForm, sessionCSRFToken(request) != nil, let refusal = cookieCSRFRefusal(request) {
+        if sessionCSRFToken(request) != nil, let refusal = cookieCSRFRefusal(request) {
             return refusal.response
         }
-        if let token = sessionCookie(request) { sessions.end(token: token) }
-        var response =
-            isForm ? Self.redirect("/login?logged_out=1") : HTTPResponse.json("{\"logged_out\": true}")
+        endSession(request)
+        var response = HTTPResponse.json("{\"logged_out\": true}")
         response.headers.add("Set-Cookie", cookie("", maxAgeSeconds: 0, secure: cookieSecure(request)))
         return response
     }
 
+    /// Ends the session whose cookie the request carries, if any.
+    package func endSession(_ request: HTTPRequest) {
+        if let token = sessionCookie(request) { sessions.end(token: token) }
+    }
+
     /// Secure when the request came over TLS, which findmy learns from the proxy that terminated it
     /// (`X-Forwarded-Proto: https`), or always with `--cookie-secure on`.
-    func cookieSecure(_ request: HTTPRequest) -> Bool {
+    package func cookieSecure(_ request: HTTPRequest) -> Bool {
         limits.cookieSecure || request.headers["X-Forwarded-Proto"]?.lowercased() == "https"
     }
 
-    func cookie(_ value: String, maxAgeSeconds: Int, secure: Bool) -> String {
+    package func cookie(_ value: String, maxAgeSeconds: Int, secure: Bool) -> String {
         "\(Self.sessionCookieName)=\(value); Path=/; Max-Age=\(maxAgeSeconds); HttpOnly; SameSite=Strict"
             + (secure ? "; Secure" : "")
     }
@@ -382,10 +297,10 @@ extension IdentityService {
     /// (the same throttle per name, the same bound on concurrent Argon2id checks), then the new one
     /// is stored by `setPassword`, the path `findmy user passwd` takes. The request's own session
     /// stays; every other session of the user ends.
-    public func changeOwnPassword(_ request: HTTPRequest, current: String, new: String) throws(APIError)
-        -> UInt64
+    public func changeOwnPassword(_ request: HTTPRequest, _ caller: GateCaller, current: String, new: String)
+        throws(APIError) -> UInt64
     {
-        let userID = try authenticatedUser(request)
+        let userID = caller.userID
         guard let user = registry.read({ $0.registry.users[userID] }) else { throw Self.invalidCredentials }
         // A slot first: "busy" must not count against the name (see startSession).
         guard let slot = PasswordCheckSlot(self) else {
@@ -412,9 +327,9 @@ extension IdentityService {
     /// Whether a panel form post carries its session's CSRF token in field `csrf` and comes from no
     /// other site's page (`Origin`, which the panel's `Referrer-Policy: same-origin` lets browsers
     /// send). A request without a live session has no token to match and is refused.
-    public func formCSRFMatches(_ request: HTTPRequest, sent: String?) -> Bool {
+    public func formCSRFMatches(_ request: HTTPRequest, _ caller: GateCaller, sent: String?) -> Bool {
         if case .foreign = originVerdict(request) { return false }
-        guard let expected = sessionCSRFToken(request), let sent else { return false }
+        guard let expected = caller.sessionCSRFToken, let sent else { return false }
         return constantTimeEqual(expected, sent)
     }
 
@@ -440,6 +355,9 @@ extension IdentityService {
     /// Users by id with name, role, whether a password is set, and their device count. No locations.
     public func usersJSON() -> [UInt8] {
         let registry = registrySnapshot
+        // One pass over the devices, not one per user: the listing stays linear in users + devices.
+        var deviceCounts: [UInt64: Int] = [:]
+        for device in registry.devices.values { deviceCounts[device.userID, default: 0] += 1 }
         var writer = JSONWriter(capacity: 256 + registry.users.count * 96)
         writer.beginObject()
         writer.key("users")
@@ -455,7 +373,7 @@ extension IdentityService {
             writer.key("has_password")
             writer.bool(user.passwordHash != nil)
             writer.key("devices")
-            writer.int64(Int64(registry.devices.values.count { $0.userID == user.id }))
+            writer.int64(Int64(deviceCounts[user.id] ?? 0))
             writer.endObject()
         }
         writer.endArray()
@@ -465,8 +383,8 @@ extension IdentityService {
 
     // MARK: sharing (owner only: the gate has checked `.owner`)
 
-    func grantShare(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let (owner, deviceID) = try ownedDevice(request)
+    func grantShare(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> HTTPResponse {
+        let (owner, deviceID) = (caller.userID, caller.deviceID)
         let object = try parseObject(request.body, allowed: ["user", "until"])
         let name = try field { () throws(JSONAccessError) in try object.string("user") }
         let untilText = try field { () throws(JSONAccessError) in try object.stringIfPresent("until") }
@@ -498,7 +416,6 @@ extension IdentityService {
     )
         throws(APIError) -> (grantee: Registry.User, offset: UInt64)
     {
-        precondition(deviceOwner(deviceID) == owner, "the caller checks ownership first")
         let now = clockMicros()
         if let until, until <= now {
             throw .badRequest(.invalidUntil, "until (\(RFC3339.formatMicros(until))) is not in the future")
@@ -508,7 +425,10 @@ extension IdentityService {
             throw .badRequest(.invalidField, "you see your own devices already; share with another user")
         }
         let offset = try mutations.withLock { _ throws(APIError) in
-            try appendAndApply(
+            // The gate saw the owner; the device may have been removed since. Checked again under
+            // the mutations lock, where no removal can interleave, and answered as any unknown device.
+            guard deviceOwner(deviceID) == owner else { throw APIError.deviceNotFound }
+            return try appendAndApply(
                 .shareGranted(
                     ShareGranted(deviceID: deviceID, granteeUserID: grantee.id, untilMicros: until)),
                 receivedAtMicros: now)
@@ -518,9 +438,8 @@ extension IdentityService {
         return (grantee, offset)
     }
 
-    func revokeShare(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let (_, deviceID) = try ownedDevice(request)
-        let offset = try unshareDevice(deviceID, fromUser: request.pathParameters["user"] ?? "")
+    func revokeShare(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> HTTPResponse {
+        let offset = try unshareDevice(caller.deviceID, fromUser: request.pathParameters["user"] ?? "")
         return .json("{\"offset\": \(offset)}")
     }
 
@@ -563,13 +482,12 @@ extension IdentityService {
             }
     }
 
-    func listShares(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let (_, deviceID) = try ownedDevice(request)
+    func listShares(_ caller: GateCaller) -> HTTPResponse {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("shares")
         writer.beginArray()
-        for share in shares(of: deviceID) {
+        for share in shares(of: caller.deviceID) {
             writer.beginObject()
             writer.key("user")
             writer.string(share.user)

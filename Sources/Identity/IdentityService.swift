@@ -19,7 +19,7 @@ import Threads
 /// marked so that a concurrent retry cannot append it twice.
 public final class IdentityService: Sendable {
     public let log: LogWriter
-    public let limits: IngestLimits
+    public let limits: IdentityLimits
     package let statusSources = StatusSources()
     package let registry: ReadWriteLocked<RegistryState>
     package let mutations = Mutex(())
@@ -29,6 +29,8 @@ public final class IdentityService: Sendable {
     let sessions: SessionStore
     let doorLimits: DoorLimits
     let passwordChecksInFlight = Atomic<Int>(0)
+    /// The web panel's answer to form posts on `/login` and `/logout` (`answerLoginForms`).
+    let loginForms = Mutex<(any PanelLoginForms)?>(nil)
     /// Told how long each durable append took (the ingest metrics' histogram).
     let appendObserver: @Sendable (_ micros: Int64) -> Void
 
@@ -49,7 +51,7 @@ public final class IdentityService: Sendable {
 
     /// Rebuilds the registry from the log (every durable record, from offset 0).
     public init(
-        log: LogWriter, limits: IngestLimits = IngestLimits(),
+        log: LogWriter, limits: IdentityLimits = IdentityLimits(),
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
         appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in }
     ) throws {
@@ -123,16 +125,12 @@ public final class IdentityService: Sendable {
         )
     }
 
-    /// The response of `body`, or its error as JSON (a batch in progress says when to retry).
+    /// The response of `body`, or its error as JSON.
     package func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
         do {
             return try body()
         } catch {
-            var response = error.response
-            if error.status == 409 && error.code == .batchInProgress {
-                response.headers.set("Retry-After", "1")
-            }
-            return response
+            return error.response
         }
     }
 
@@ -172,14 +170,16 @@ public final class IdentityService: Sendable {
     // MARK: authentication
 
     /// Who sent `request`: a bearer token (user or device) or, without an Authorization header, the
-    /// `findmy_session` cookie of a login, which stands for its user exactly like a user token.
-    package func principal(_ request: HTTPRequest) throws(APIError) -> Registry.Principal {
+    /// `findmy_session` cookie of a login, which stands for its user exactly like a user token and
+    /// brings its session's CSRF token along. The gate calls this once per request and hands the
+    /// result to the handler (`GateCaller`): the one SHA-256 of the request's credential.
+    package func resolveCaller(_ request: HTTPRequest) throws(APIError) -> GateCaller {
         guard let header = request.headers["Authorization"] else {
             if let session = sessionCookie(request) {
-                guard let userID = sessions.user(token: session, nowMicros: clockMicros()) else {
+                guard let found = sessions.user(token: session, nowMicros: clockMicros()) else {
                     throw APIError.sessionEnded
                 }
-                return .user(userID)
+                return GateCaller(principal: .user(found.userID), sessionCSRFToken: found.csrfToken)
             }
             throw APIError(
                 status: 401, code: .missingToken,
@@ -192,46 +192,11 @@ public final class IdentityService: Sendable {
                 message: "the Authorization header must be 'Bearer <token>'")
         }
         let token = header.dropFirst(7).trimmingSpaces
-        let hash = SHA256.hash(Array(token.utf8))
+        let hash = sessions.lookups.hash(token)
         guard let principal = registry.read({ $0.registry.principal(tokenHash: hash) }) else {
             throw APIError.unknownToken
         }
-        return principal
-    }
-
-    package func deviceID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
-        switch try principal(request) {
-        case .device(let id): return id
-        case .user:
-            throw APIError(
-                status: 401, code: .invalidToken,
-                message:
-                    "this is a user token; this endpoint takes the device token returned by POST /api/find-my/devices"
-            )
-        }
-    }
-
-    package func userID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
-        switch try principal(request) {
-        case .user(let id): return id
-        case .device:
-            throw APIError(
-                status: 401, code: .invalidToken,
-                message:
-                    "this is a device token; enrolling a device takes its owner's user token (findmy user add)"
-            )
-        }
-    }
-
-    /// The user a read request acts for: its bearer token must be a user token (401 otherwise).
-    public func authenticatedUser(_ request: HTTPRequest) throws(APIError) -> UInt64 {
-        switch try principal(request) {
-        case .user(let id): return id
-        case .device:
-            throw APIError(
-                status: 401, code: .invalidToken,
-                message: "this is a device token; reading locations takes a user token (findmy user add)")
-        }
+        return GateCaller(principal: principal)
     }
 
     /// The user who enrolled `deviceID`, or nil for a device the log does not know. The registry is

@@ -86,7 +86,7 @@ func mediaType(_ request: HTTPRequest) -> String {
         .lowercased()
 }
 
-extension IngestLimits {
+extension IdentityLimits {
     /// Whether `url` can be `publicURL`: `http` or `https`, a host, an optional port and path.
     public static func isPublicURL(_ url: String) -> Bool { WebOrigin(url) != nil }
 }

@@ -86,7 +86,7 @@ public enum RoutePermissions {
         RouteKey("DELETE", "/api/find-my/devices/{id}/shares/{user}"): .owner,
         RouteKey("GET", "/api/find-my/admin/users"): .admin,
         RouteKey("POST", "/api/find-my/account/token"): .user,  // one's own token (TokenRotation.swift)
-        // The read API (Sources/Panel)
+        // The read API (Sources/ReadAPI)
         RouteKey("GET", "/api/find-my/devices"): .user,  // filtered to what the caller may see
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
@@ -103,6 +103,8 @@ public enum RoutePermissions {
         RouteKey("POST", "/find-my/account/password"): .page,
         RouteKey("POST", "/find-my/account/token"): .page,
         RouteKey("GET", "/find-my/devices/{id}/settings"): .page,  // owner only, in the handler
+        RouteKey("GET", "/find-my/devices/new"): .page,  // "Add a device": for the caller only
+        RouteKey("POST", "/find-my/devices/new"): .page,
         RouteKey("POST", "/find-my/devices/{id}/shares"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/shares/revoke"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/retention"): .page,  // owner only
@@ -141,9 +143,16 @@ public struct RoutePermissionError: Error, Equatable, CustomStringConvertible {
 }
 
 /// Registers routes through the permission table and checks each request against its entry before
-/// the handler runs. Handlers still resolve their caller themselves (defence in depth); this gate
-/// makes the table the truth about who reaches them.
+/// the handler runs. The gate resolves the caller once and hands the handler what it found
+/// (`GateCaller`: the principal, the device of a device route, the session's CSRF token), so no
+/// handler looks the credential up again or checks a second time who may see the device; the table
+/// is the one truth about who reaches a handler.
 public struct GuardedRouter {
+    /// A route that answers on the calling thread, given the caller the gate resolved.
+    public typealias Handler = @Sendable (HTTPRequest, GateCaller) -> HTTPResponse
+    /// A route that answers later through its `HTTPReply` (`Router.DeferredHandler`).
+    public typealias DeferredHandler = @Sendable (HTTPRequest, GateCaller, HTTPReply) -> Void
+
     public enum Listener: Sendable {
         /// The network API.
         case api
@@ -165,12 +174,12 @@ public struct GuardedRouter {
         self.table = table
     }
 
-    public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Router.Handler) {
+    public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
         guard let permission = permission(method, pattern) else { return }
         let checksCSRF = Self.checksCSRF(method, pattern)
         router.add(method, pattern) { [service] request in
             switch service.pass(request, permission, checksCSRF: checksCSRF) {
-            case .passed: return handler(request)
+            case .passed(let caller): return handler(request, caller)
             case .refused(let refusal):
                 guard permission == .page, refusal.status == 401 else { return refusal }
                 return IdentityService.loginRedirect(request)
@@ -186,18 +195,16 @@ public struct GuardedRouter {
     }
 
     /// A route whose handler answers later (`Router.DeferredHandler`); a refusal is answered at
-    /// once. The handler gets the caller this gate resolved (nil for an open route), so that a
-    /// hot route does not hash the same token twice.
+    /// once. The handler gets the caller this gate resolved, as `add`'s does.
     public mutating func addDeferred(
-        _ method: String, _ pattern: String,
-        _ handler: @escaping @Sendable (HTTPRequest, Registry.Principal?, HTTPReply) -> Void
+        _ method: String, _ pattern: String, _ handler: @escaping DeferredHandler
     ) {
         guard let permission = permission(method, pattern) else { return }
         precondition(permission != .page, "a page's refusal is a redirect; serve pages with add")
         let checksCSRF = Self.checksCSRF(method, pattern)
         router.addDeferred(method, pattern) { [service] request, reply in
             switch service.pass(request, permission, checksCSRF: checksCSRF) {
-            case .passed(let principal): handler(request, principal, reply)
+            case .passed(let caller): handler(request, caller, reply)
             case .refused(let refusal): reply(refusal)
             }
         }
@@ -235,12 +242,15 @@ extension IdentityService {
                 + request.queryItems.map { percentEncoded($0.name) + "=" + percentEncoded($0.value) }
                 .joined(separator: "&")
         }
-        return redirect("/login?next=" + percentEncoded(target))
+        var response = HTTPResponse(status: 303)
+        response.headers.set("Location", "/login?next=" + percentEncoded(target))
+        response.headers.set("Cache-Control", "no-store")
+        return response
     }
 
     enum GateOutcome {
-        /// The caller the gate resolved (nil for a route that takes no credentials).
-        case passed(Registry.Principal?)
+        /// The caller the gate resolved (no principal for a route that takes no credentials).
+        case passed(GateCaller)
         case refused(HTTPResponse)
     }
 
@@ -249,7 +259,7 @@ extension IdentityService {
     /// counts as a failure for that address); then, when `checksCSRF` and the session cookie
     /// authenticated the request, its CSRF token and its `Origin`.
     func pass(_ request: HTTPRequest, _ permission: Permission, checksCSRF: Bool) -> GateOutcome {
-        if permission == .open || permission == .adminSocket { return .passed(nil) }
+        if permission == .open || permission == .adminSocket { return .passed(GateCaller()) }
         let limit = doorLimits.authFailuresPerAddress
         // Usually no address has failed lately: then this costs one atomic load, and the report
         // path neither reads the clock nor copies the address for it.
@@ -275,9 +285,9 @@ extension IdentityService {
             response.headers.set("Retry-After", "\(retryAfterSeconds)")
             return .refused(response)
         }
-        let principal: Registry.Principal?
+        let caller: GateCaller
         do throws(APIError) {
-            principal = try authorize(request, permission)
+            caller = try authorize(request, permission)
         } catch {
             // A missing credential is no guess, and a known token of the wrong kind no secret.
             if error == .unknownToken || error == .sessionEnded {
@@ -290,10 +300,13 @@ extension IdentityService {
             }
             return .refused(response)
         }
-        if checksCSRF, permission != .appDeviceOrBody, let refusal = cookieCSRFRefusal(request) {
+        // The session's own token came with the caller: the cookie is not looked up again.
+        if checksCSRF, let expected = caller.sessionCSRFToken,
+            let refusal = cookieCSRFRefusal(request, expected: expected)
+        {
             return .refused(refusal.response)
         }
-        return .passed(principal)
+        return .passed(caller)
     }
 
     /// Why a request that the session cookie authenticated may not change anything, or nil: its
@@ -303,11 +316,16 @@ extension IdentityService {
         guard request.headers["Authorization"] == nil, let session = sessionCookie(request) else {
             return nil
         }
+        return cookieCSRFRefusal(
+            request, expected: sessions.csrfToken(token: session, nowMicros: clockMicros()))
+    }
+
+    /// `cookieCSRFRefusal` for a request the session cookie authenticated, whose session's CSRF
+    /// token is `expected` (nil: the session ended).
+    func cookieCSRFRefusal(_ request: HTTPRequest, expected: String?) -> APIError? {
         if case .foreign(let origin) = originVerdict(request) { return crossOriginRefusal(origin, request) }
         guard let sent = request.headers["X-CSRF-Token"] else { return .csrfTokenMissing }
-        guard let expected = sessions.csrfToken(token: session, nowMicros: clockMicros()),
-            constantTimeEqual(expected, sent)
-        else { return .csrfTokenInvalid }
+        guard let expected, constantTimeEqual(expected, sent) else { return .csrfTokenInvalid }
         return nil
     }
 
@@ -322,51 +340,68 @@ extension IdentityService {
     }
 
     /// Checks `request` against `permission`; throws the answer for a caller who may not pass,
-    /// and returns the caller who may (nil for a route that takes no credentials).
-    @discardableResult
-    func authorize(_ request: HTTPRequest, _ permission: Permission) throws(APIError) -> Registry.Principal? {
+    /// and returns what it resolved about the caller who may (nothing for a route that takes no
+    /// credentials). A device of someone else and a device that does not exist give the same 404,
+    /// body included, so that ids cannot be probed; sharing lends sight (`.viewer`), not control
+    /// (`.owner`).
+    func authorize(_ request: HTTPRequest, _ permission: Permission) throws(APIError) -> GateCaller {
         switch permission {
         case .open, .adminSocket:
-            return nil
+            return GateCaller()
         case .device:
-            return .device(try deviceID(request))
+            let caller = try resolveCaller(request)
+            guard case .device = caller.principal else {
+                throw APIError(
+                    status: 401, code: .invalidToken,
+                    message:
+                        "this is a user token; this endpoint takes the device token returned by POST /api/find-my/devices"
+                )
+            }
+            return caller
         case .appDevice:
-            return .device(try appDeviceID(request))
+            return GateCaller(principal: .device(try appDeviceID(request)))
         case .appDeviceOrBody:
             do {
-                return .device(try appDeviceID(request))
+                return GateCaller(principal: .device(try appDeviceID(request)))
             } catch  where error.code == .missingToken {
-                return nil
+                return GateCaller()
             }
         case .user, .page:
-            return .user(try authenticatedUser(request))
+            return try userCaller(request)
         case .viewer:
-            let reader = try authenticatedUser(request)
+            var caller = try userCaller(request)
             guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
-                visibility(of: deviceID, to: reader) != nil
+                let visible = visibility(of: deviceID, to: caller.userID)
             else { throw APIError.deviceNotFound }
-            return .user(reader)
+            caller.device = visible
+            return caller
         case .owner:
-            return .user(try ownedDevice(request).userID)
+            var caller = try userCaller(request)
+            guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
+                deviceOwner(deviceID) == caller.userID
+            else { throw APIError.deviceNotFound }
+            caller.device = Registry.VisibleDevice(deviceID: deviceID, sharedByUserID: nil)
+            return caller
         case .admin:
-            let userID = try authenticatedUser(request)
-            guard registry.read({ $0.registry.users[userID]?.role }) == .admin else {
+            let caller = try userCaller(request)
+            guard registry.read({ $0.registry.users[caller.userID]?.role }) == .admin else {
                 throw APIError(
                     status: 403, code: .adminOnly,
                     message: "this endpoint is for administrators (findmy user role NAME admin)")
             }
-            return .user(userID)
+            return caller
         }
     }
 
-    /// The device in path parameter `id`, if the caller owns it; the 404 of a missing device otherwise
-    /// (also for a user it is shared with: sharing lends sight, not control).
-    package func ownedDevice(_ request: HTTPRequest) throws(APIError) -> (userID: UInt64, deviceID: UInt64) {
-        let userID = try authenticatedUser(request)
-        guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
-            deviceOwner(deviceID) == userID
-        else { throw APIError.deviceNotFound }
-        return (userID, deviceID)
+    /// The caller of a route for users: a user token or a session (401 for a device token).
+    func userCaller(_ request: HTTPRequest) throws(APIError) -> GateCaller {
+        let caller = try resolveCaller(request)
+        guard case .user = caller.principal else {
+            throw APIError(
+                status: 401, code: .invalidToken,
+                message: "this is a device token; reading locations takes a user token (findmy user add)")
+        }
+        return caller
     }
 }
 
@@ -419,7 +454,15 @@ extension IdentityService {
                 return try appDevice(
                     token: String(text[text.index(after: colon)...]), userName: String(text[..<colon]))
             }
-            return try deviceID(request)
+            let caller = try resolveCaller(request)
+            guard case .device(let deviceID) = caller.principal else {
+                throw APIError(
+                    status: 401, code: .invalidToken,
+                    message:
+                        "this is a user token; apps send the device token returned by POST /api/find-my/devices"
+                )
+            }
+            return deviceID
         }
         for name in Self.appTokenParameters {
             if let token = request.queryItems.first(where: { $0.name == name })?.value {
@@ -438,7 +481,7 @@ extension IdentityService {
     /// token, whichever half was wrong, so that names cannot be probed. For a token carried in a
     /// request body, call this from the handler and count a failure with `recordAppAuthFailure`.
     public func appDevice(token: String, userName: String?) throws(APIError) -> UInt64 {
-        let hash = SHA256.hash(Array(token[...].trimmingSpaces.utf8))
+        let hash = sessions.lookups.hash(token[...].trimmingSpaces)
         let found = registry.read { state -> UInt64? in
             guard case .device(let deviceID)? = state.registry.principal(tokenHash: hash) else { return nil }
             if let userName {

@@ -21,8 +21,10 @@ final class SessionStore: Sendable {
     let ageMicros: Int64
     let sessionsMax: Int
     private let sessions = Mutex<[[UInt8]: Session]>([:])
+    /// Every lookup of a credential, bearer tokens' included (`IdentityService.principal`).
+    let lookups = CredentialLookups()
 
-    init(limits: IngestLimits) {
+    init(limits: IdentityLimits) {
         idleMicros = limits.sessionIdleMicros
         ageMicros = limits.sessionAgeMicros
         sessionsMax = limits.sessionsMax
@@ -48,9 +50,10 @@ final class SessionStore: Sendable {
         return token
     }
 
-    /// The user of a live session, marking it used; nil (and forgotten) when it expired or is unknown.
-    func user(token: String, nowMicros: Int64) -> UInt64? {
-        let hash = SHA256.hash(Array(token.utf8))
+    /// The user of a live session and its CSRF token, marking it used; nil (and forgotten) when it
+    /// expired or is unknown.
+    func user(token: String, nowMicros: Int64) -> (userID: UInt64, csrfToken: String)? {
+        let hash = lookups.hash(token)
         return sessions.withLock { sessions in
             guard var session = sessions[hash] else { return nil }
             guard isLive(session, nowMicros) else {
@@ -59,13 +62,13 @@ final class SessionStore: Sendable {
             }
             session.lastUsedAtMicros = nowMicros
             sessions[hash] = session
-            return session.userID
+            return (session.userID, session.csrfToken)
         }
     }
 
     /// The CSRF token of a live session, without marking it used; nil when it expired or is unknown.
     func csrfToken(token: String, nowMicros: Int64) -> String? {
-        let hash = SHA256.hash(Array(token.utf8))
+        let hash = lookups.hash(token)
         return sessions.withLock { sessions in
             guard let session = sessions[hash], isLive(session, nowMicros) else { return nil }
             return session.csrfToken
@@ -205,7 +208,7 @@ final class DoorLimits: Sendable {
     let loginsPerAddress: SlidingWindowLimit
     let authFailuresPerAddress: SlidingWindowLimit
 
-    init(_ limits: IngestLimits) {
+    init(_ limits: IdentityLimits) {
         // A name is a key too: as many as addresses, bounded the same way.
         loginsPerName = SlidingWindowLimit(
             eventsMax: limits.loginAttemptsPerMinuteMax, keysMax: limits.addressesTrackedMax)

@@ -1,5 +1,6 @@
 import JSON
 import Synchronization
+import Threads
 
 /// Another component of the server (the projector, say) that reports through `/healthz` and
 /// `/metrics`. The service does not know what it is; it only asks.
@@ -21,4 +22,44 @@ package final class StatusSources: Sendable {
 
     package func add(_ source: any StatusSource) { sources.withLock { $0.append(source) } }
     package var all: [any StatusSource] { sources.withLock { $0 } }
+}
+
+/// The services of `findmy serve` in `/healthz` (`services`: each one's `state`, and its `error`
+/// once failed) and `/metrics` (`findmy_service_running`). A service that is not running while the
+/// server answers makes the status `degraded`.
+public struct ServiceGroupStatus: StatusSource {
+    let group: ServiceGroup
+    public let name = "services"
+
+    public init(_ group: ServiceGroup) { self.group = group }
+
+    public func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+        var degraded = false
+        let members = group.states.map { service -> (String, JSONValue) in
+            var fields: [JSONObject.Member] = []
+            switch service.state {
+            case .idle: fields = [.init(key: "state", value: .string("idle"))]
+            case .running: fields = [.init(key: "state", value: .string("running"))]
+            case .stopped: fields = [.init(key: "state", value: .string("stopped"))]
+            case .failed(let why):
+                fields = [
+                    .init(key: "state", value: .string("failed")), .init(key: "error", value: .string(why)),
+                ]
+            }
+            degraded = degraded || service.state != .running
+            return (service.name, .object(JSONObject(fields)))
+        }
+        return (degraded, members)
+    }
+
+    public func metricsText() -> String {
+        var text =
+            "# HELP findmy_service_running Whether each service of the server runs (1) or not (0).\n"
+            + "# TYPE findmy_service_running gauge\n"
+        for service in group.states {
+            text +=
+                "findmy_service_running{service=\"\(service.name)\"} \(service.state == .running ? 1 : 0)\n"
+        }
+        return text
+    }
 }

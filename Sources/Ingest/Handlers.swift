@@ -8,26 +8,23 @@ extension IngestService {
     /// The public routes. `/metrics` and `/healthz` are unauthenticated: bind the server to a
     /// trusted network or put a proxy in front (docs/configuration.md).
     public func addRoutes(to router: inout GuardedRouter) {
-        router.add("POST", "/api/find-my/devices") { [self] request in
-            respond { () throws(APIError) in try enrol(request) }
+        router.add("POST", "/api/find-my/devices") { [self] request, caller in
+            respond { () throws(APIError) in try enrol(request, userID: caller.userID) }
         }
-        router.add("POST", "/api/find-my/push-tokens") { [self] request in
-            respond { () throws(APIError) in try registerPushToken(request) }
+        router.add("POST", "/api/find-my/push-tokens") { [self] request, caller in
+            respond { () throws(APIError) in try registerPushToken(request, deviceID: caller.tokenDeviceID) }
         }
-        router.add("POST", "/api/find-my/reporting") { [self] request in
-            respond { () throws(APIError) in try changeReporting(request) }
+        router.add("POST", "/api/find-my/reporting") { [self] request, caller in
+            respond { () throws(APIError) in try changeReporting(request, deviceID: caller.tokenDeviceID) }
         }
         // Deferred: the event-loop thread decodes and queues the append, and the group commit
         // that makes the batch durable sends the answer; no thread waits for the fdatasync.
-        router.addDeferred("POST", "/api/find-my/report") { [self] request, principal, reply in
-            guard case .device(let deviceID) = principal else {
-                preconditionFailure("the report route's permission is .device")
-            }
-            report(request, deviceID: deviceID, reply: reply)
+        router.addDeferred("POST", "/api/find-my/report") { [self] request, caller, reply in
+            report(request, deviceID: caller.tokenDeviceID, reply: reply)
         }
         addRetentionRoutes(to: &router)
-        router.add("GET", "/healthz") { [self] _ in healthz() }
-        router.add("GET", "/metrics") { [self] _ in
+        router.add("GET", "/healthz") { [self] _, _ in healthz() }
+        router.add("GET", "/metrics") { [self] _, _ in
             var text = metrics.render(log: log.statistics)
             for source in statusSources.all { text += source.metricsText() }
             var response = HTTPResponse.text(text)
@@ -71,8 +68,8 @@ extension IngestService {
 
     static let platformBytesMax = 32
 
-    func enrol(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let userID = try identity.userID(request)
+    /// `userID`: the caller, as the gate resolved it.
+    func enrol(_ request: HTTPRequest, userID: UInt64) throws(APIError) -> HTTPResponse {
         let object = try parseObject(request.body, allowed: ["device_uuid", "name", "platform", "model"])
         let uuidText = try field { () throws(JSONAccessError) in try object.string("device_uuid") }
         guard let uuid = UUID128(uuidText) else {
@@ -84,6 +81,34 @@ extension IngestService {
         let name = try field { () throws(JSONAccessError) in try object.string("name") }
         let platform = try field { () throws(JSONAccessError) in try object.string("platform") }
         let model = try field { () throws(JSONAccessError) in try object.stringIfPresent("model") } ?? ""
+        let enrolled = try enrolDevice(
+            userID: userID, uuid: uuid, name: name, platform: platform, model: model)
+        var writer = JSONWriter(capacity: 160)
+        writer.beginObject()
+        writer.key("device_id")
+        writer.int64(Int64(enrolled.deviceID))
+        writer.key("device_token")
+        writer.string(enrolled.token)
+        writer.key("offset")
+        writer.int64(Int64(enrolled.offset))
+        writer.endObject()
+        return .json(writer.bytes, status: enrolled.created ? 201 : 200)
+    }
+
+    public struct EnrolledDevice: Sendable {
+        public var deviceID: UInt64
+        /// Shown once: only its SHA-256 is kept.
+        public var token: String
+        public var offset: UInt64
+        /// False when the user had a device with this UUID: it got a new token, the old one ended.
+        public var created: Bool
+    }
+
+    /// Enrols device `uuid` of user `userID` (or renames it and issues it a new token when the user
+    /// has it already): the path of `POST /api/find-my/devices` and the panel's "Add a device".
+    public func enrolDevice(userID: UInt64, uuid: UUID128, name: String, platform: String, model: String)
+        throws(APIError) -> EnrolledDevice
+    {
         try identity.checkText(name, field: "name", allowEmpty: false)
         try identity.checkText(model, field: "model", allowEmpty: true)
         try NameRules.check(name, field: "name")
@@ -129,24 +154,14 @@ extension IngestService {
                 "user_id": .int(Int64(userID)), "device_id": .int(Int64(deviceID)),
                 "platform": .string(platform),
             ])
-        var writer = JSONWriter(capacity: 160)
-        writer.beginObject()
-        writer.key("device_id")
-        writer.int64(Int64(deviceID))
-        writer.key("device_token")
-        writer.string(token)
-        writer.key("offset")
-        writer.int64(Int64(offset))
-        writer.endObject()
-        return .json(writer.bytes, status: created ? 201 : 200)
+        return EnrolledDevice(deviceID: deviceID, token: token, offset: offset, created: created)
     }
 
     // MARK: push tokens
 
     static let pushProviders: Set<String> = ["apns", "fcm", "unifiedpush"]
 
-    func registerPushToken(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try identity.deviceID(request)
+    func registerPushToken(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let object = try parseObject(request.body, allowed: ["provider", "token", "topic", "environment"])
         let provider = try field { () throws(JSONAccessError) in try object.string("provider") }
         let token = try field { () throws(JSONAccessError) in try object.string("token") }
@@ -180,8 +195,7 @@ extension IngestService {
 
     // MARK: pause
 
-    func changeReporting(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try identity.deviceID(request)
+    func changeReporting(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let object = try parseObject(request.body, allowed: ["paused"])
         let paused = try field { () throws(JSONAccessError) in try object.bool("paused") }
         let offset = try identity.mutations.withLock { _ throws(APIError) in
@@ -308,16 +322,7 @@ extension IngestService {
         writer.key("accepted")
         writer.int64(Int64(result.accepted))
         writer.key("rejected")
-        writer.beginArray()
-        for rejection in result.rejections {
-            writer.beginObject()
-            writer.key("index")
-            writer.int64(Int64(rejection.index))
-            writer.key("reason")
-            writer.string(rejection.reason)
-            writer.endObject()
-        }
-        writer.endArray()
+        writer.rejectedFixes(result.rejections.lazy.map { ($0.index, $0.reason) })
         writer.key("duplicate")
         writer.bool(duplicate)
         writer.key("offset")

@@ -12,6 +12,8 @@ public final class IngestService: Sendable {
     /// The callers, the registry and the log writer this service appends to.
     public let identity: IdentityService
     public let metrics: IngestMetrics
+    /// The report path's limits, and (as `limits.identity`) those the identity service enforces.
+    public let limits: IngestLimits
 
     /// Rebuilds the registry from the log (every durable record, from offset 0).
     public init(
@@ -20,13 +22,13 @@ public final class IngestService: Sendable {
     ) throws {
         let metrics = IngestMetrics()
         self.metrics = metrics
+        self.limits = limits
         identity = try IdentityService(
-            log: log, limits: limits, clockMicros: clockMicros,
+            log: log, limits: limits.identity, clockMicros: clockMicros,
             appendObserver: { metrics.recordAppend(micros: $0) })
     }
 
     public var log: LogWriter { identity.log }
-    public var limits: IngestLimits { identity.limits }
     var registry: ReadWriteLocked<IdentityService.RegistryState> { identity.registry }
     var clockMicros: @Sendable () -> Int64 { identity.clockMicros }
     var statusSources: StatusSources { identity.statusSources }
@@ -49,7 +51,16 @@ public final class IngestService: Sendable {
         identity.append(encoded, completion: completion)
     }
 
-    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse { identity.respond(body) }
+    /// The response of `body`, or its error as JSON; a batch in progress says when to retry.
+    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
+        do {
+            return try body()
+        } catch {
+            var response = error.response
+            if error.code == .batchInProgress { response.headers.set("Retry-After", "1") }
+            return response
+        }
+    }
 }
 
 extension GuardedRouter {

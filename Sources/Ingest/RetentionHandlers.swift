@@ -11,19 +11,20 @@ extension IngestService {
     public static let retentionDaysMax = 36_500
 
     public func addRetentionRoutes(to router: inout GuardedRouter) {
-        router.add("PUT", "/api/find-my/devices/{id}/retention") { [self] request in
-            respond { () throws(APIError) in try setDeviceRetention(request) }
+        // `.owner` routes: the gate has checked that the caller owns the device in the path.
+        router.add("PUT", "/api/find-my/devices/{id}/retention") { [self] request, caller in
+            respond { () throws(APIError) in try setDeviceRetention(request, deviceID: caller.deviceID) }
         }
-        router.add("POST", "/api/find-my/devices/{id}/erase") { [self] request in
-            respond { () throws(APIError) in try eraseHistory(request) }
+        router.add("POST", "/api/find-my/devices/{id}/erase") { [self] request, caller in
+            respond { () throws(APIError) in try eraseHistory(request, deviceID: caller.deviceID) }
         }
-        router.add("DELETE", "/api/find-my/devices/{id}") { [self] request in
-            respond { () throws(APIError) in try removeDevice(request) }
+        router.add("DELETE", "/api/find-my/devices/{id}") { [self] _, caller in
+            respond { () throws(APIError) in try removeDevice(deviceID: caller.deviceID) }
         }
     }
 
     public func addRetentionAdminRoutes(to router: inout GuardedRouter) {
-        router.add("POST", "/admin/retention") { [self] request in
+        router.add("POST", "/admin/retention") { [self] request, _ in
             respond { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["device", "user", "days"])
                 let device = try field { () throws(JSONAccessError) in try object.int64IfPresent("device") }
@@ -82,8 +83,7 @@ extension IngestService {
         return writer.bytes
     }
 
-    func setDeviceRetention(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try identity.ownedDevice(request).deviceID
+    func setDeviceRetention(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let object = try parseObject(request.body, allowed: ["days"])
         let days = try Self.days(object)
         let offset = try setRetention(deviceID: deviceID, days: days)
@@ -113,8 +113,7 @@ extension IngestService {
         return (override, arrivalLimits(deviceID).retentionDays)
     }
 
-    func eraseHistory(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try identity.ownedDevice(request).deviceID
+    func eraseHistory(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let object = try parseObject(
             request.body.isEmpty ? Array("{}".utf8) : request.body, allowed: ["from", "to"])
         func time(_ key: String) throws(APIError) -> Int64? {
@@ -155,8 +154,7 @@ extension IngestService {
         return offset
     }
 
-    func removeDevice(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
-        let deviceID = try identity.ownedDevice(request).deviceID
+    func removeDevice(deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let offset = try identity.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .deviceRemoved(DeviceRemoved(deviceID: deviceID)), receivedAtMicros: clockMicros())

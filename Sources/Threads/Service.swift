@@ -185,6 +185,12 @@ public final class ServiceGroup: Sendable {
         onEvent(.started(service.name))
     }
 
+    /// Every service of the group in start order, with its state now (`/healthz`).
+    public var states: [(name: String, state: ServiceState)] {
+        // The states are read outside the group's lock: a service's own lock is never taken under it.
+        lock.withLock { members }.map { ($0.name, $0.state) }
+    }
+
     /// A normal shutdown (a signal): wakes `waitForStop`. The first reason given wins.
     public func requestStop(_ why: String) { settle(.requested(why)) }
 

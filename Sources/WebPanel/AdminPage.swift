@@ -11,19 +11,19 @@ import ProjectionSchema
 /// (docs/privacy.md). A member gets a plain 403 page.
 extension PanelService {
     func addAdminRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/find-my/admin") { [self] request in
-            withAdmin(request) { adminPage(request, $0, created: nil) }
+        router.add("GET", "/find-my/admin") { [self] request, gate in
+            withAdmin(gate) { adminPage(request, $0, created: nil) }
         }
-        router.add("POST", "/find-my/admin/users") { [self] request in
-            withForm(request) { caller, fields in adminOnly(caller) { createUser(caller, fields) } }
+        router.add("POST", "/find-my/admin/users") { [self] request, gate in
+            withForm(request, gate) { caller, fields in adminOnly(caller) { createUser(caller, fields) } }
         }
-        router.add("POST", "/find-my/admin/users/role") { [self] request in
-            withForm(request) { caller, fields in adminOnly(caller) { changeRole(fields) } }
+        router.add("POST", "/find-my/admin/users/role") { [self] request, gate in
+            withForm(request, gate) { caller, fields in adminOnly(caller) { changeRole(fields) } }
         }
     }
 
-    func withAdmin(_ request: HTTPRequest, _ body: (Caller) -> HTTPResponse) -> HTTPResponse {
-        withCaller(request) { caller in adminOnly(caller) { body(caller) } }
+    func withAdmin(_ gate: GateCaller, _ body: (Caller) -> HTTPResponse) -> HTTPResponse {
+        withCaller(gate) { caller in adminOnly(caller) { body(caller) } }
     }
 
     func adminOnly(_ caller: Caller, _ body: () -> HTTPResponse) -> HTTPResponse {
@@ -149,7 +149,7 @@ extension PanelService {
     func createUser(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
         let name = fields["name"] ?? ""
         guard let role = Role(name: fields["role"] ?? "member") else {
-            return IdentityService.redirect("/find-my/admin?error=invalid_role")
+            return redirect("/find-my/admin?error=invalid_role")
         }
         do throws(APIError) {
             let created = try identity.createUser(name: name, role: role)
@@ -163,19 +163,19 @@ extension PanelService {
                 case .invalidField: "invalid_name"
                 default: "failed"
                 }
-            return IdentityService.redirect("/find-my/admin?error=" + code)
+            return redirect("/find-my/admin?error=" + code)
         }
     }
 
     func changeRole(_ fields: [String: String]) -> HTTPResponse {
         guard let role = Role(name: fields["role"] ?? "") else {
-            return IdentityService.redirect("/find-my/admin?error=invalid_role")
+            return redirect("/find-my/admin?error=invalid_role")
         }
         do throws(APIError) {
             _ = try identity.changeRole(name: fields["user"] ?? "", role: role)
-            return IdentityService.redirect("/find-my/admin?done=role")
+            return redirect("/find-my/admin?done=role")
         } catch {
-            return IdentityService.redirect(
+            return redirect(
                 "/find-my/admin?error=" + (error.code == .userNotFound ? "user_not_found" : "failed"))
         }
     }

@@ -11,65 +11,67 @@ import JSON
 /// (`?done=CODE`, `?error=CODE`), each code mapped to a fixed sentence, so no request text is ever
 /// echoed. Each operation is the one the JSON API uses (`IdentityService.shareDevice`, ...).
 extension PanelService {
-    /// Who is looking: the gate (`.page`) let only a user through.
+    /// Who is looking: the gate (`.page`) let only a user through, and resolved which one.
     struct Caller {
         var userID: UInt64
         var name: String
         var isAdmin: Bool
+        /// The session's CSRF token, which every form of the page carries; nil for a bearer token.
         var csrf: String?
+        /// What the gate resolved, for an operation that takes it (`changeOwnPassword`).
+        var gate: GateCaller
     }
 
-    func caller(_ request: HTTPRequest) -> Caller? {
-        guard let userID = try? identity.authenticatedUser(request) else { return nil }
-        return Caller(
-            userID: userID, name: identity.userName(userID) ?? "",
-            isAdmin: identity.role(of: userID) == .admin,
-            csrf: identity.sessionCSRFToken(request))
+    func caller(_ gate: GateCaller) -> Caller {
+        Caller(
+            userID: gate.userID, name: identity.userName(gate.userID) ?? "",
+            isAdmin: identity.role(of: gate.userID) == .admin, csrf: gate.sessionCSRFToken, gate: gate)
     }
 
     func addFormRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/find-my/account") { [self] request in
-            withCaller(request) { accountPage(request, $0) }
+        router.add("GET", "/find-my/account") { [self] request, gate in
+            withCaller(gate) { accountPage(request, $0) }
         }
-        router.add("POST", "/find-my/account/password") { [self] request in
-            withForm(request) { changePassword(request, $0, $1) }
+        router.add("POST", "/find-my/account/password") { [self] request, gate in
+            withForm(request, gate) { changePassword(request, $0, $1) }
         }
-        router.add("POST", "/find-my/account/token") { [self] request in
-            withForm(request) { caller, _ in rotateToken(caller) }
+        router.add("POST", "/find-my/account/token") { [self] request, gate in
+            withForm(request, gate) { caller, _ in rotateToken(caller) }
         }
-        router.add("GET", "/find-my/devices/{id}/settings") { [self] request in
-            withOwnedDevice(request) { settingsPage(request, $0, $1) }
+        router.add("GET", "/find-my/devices/{id}/settings") { [self] request, gate in
+            withOwnedDevice(request, gate) { settingsPage(request, $0, $1) }
         }
-        router.add("POST", "/find-my/devices/{id}/shares") { [self] request in
-            withOwnedDevice(request, form: true) { addShare(request, $0, $1) }
+        router.add("POST", "/find-my/devices/{id}/shares") { [self] request, gate in
+            withOwnedDevice(request, gate, form: true) { addShare(request, $0, $1) }
         }
-        router.add("POST", "/find-my/devices/{id}/shares/revoke") { [self] request in
-            withOwnedDevice(request, form: true) { revokeShare(request, $0, $1) }
+        router.add("POST", "/find-my/devices/{id}/shares/revoke") { [self] request, gate in
+            withOwnedDevice(request, gate, form: true) { revokeShare(request, $0, $1) }
         }
-        router.add("POST", "/find-my/devices/{id}/retention") { [self] request in
-            withOwnedDevice(request, form: true) { setRetention(request, $0, $1) }
+        router.add("POST", "/find-my/devices/{id}/retention") { [self] request, gate in
+            withOwnedDevice(request, gate, form: true) { setRetention(request, $0, $1) }
         }
-        router.add("GET", "/find-my/devices/{id}/erase") { [self] request in
-            withOwnedDevice(request) { eraseConfirmation(request, $0, $1) }
+        router.add("GET", "/find-my/devices/{id}/erase") { [self] request, gate in
+            withOwnedDevice(request, gate) { eraseConfirmation(request, $0, $1) }
         }
-        router.add("POST", "/find-my/devices/{id}/erase") { [self] request in
-            withOwnedDevice(request, form: true) { erase(request, $0, $1) }
+        router.add("POST", "/find-my/devices/{id}/erase") { [self] request, gate in
+            withOwnedDevice(request, gate, form: true) { erase(request, $0, $1) }
         }
         addAdminRoutes(to: &router)
+        addDeviceRoutes(to: &router)
     }
 
     // MARK: guards shared by the form routes
 
-    func withCaller(_ request: HTTPRequest, _ body: (Caller) -> HTTPResponse) -> HTTPResponse {
-        guard let caller = caller(request) else { return IdentityService.redirect("/login") }
-        return body(caller)
+    func withCaller(_ gate: GateCaller, _ body: (Caller) -> HTTPResponse) -> HTTPResponse {
+        body(caller(gate))
     }
 
     /// A form post: the caller, and the form's fields (first value of each) once its `csrf` field
     /// matched the session's token; a 403 page otherwise.
-    func withForm(_ request: HTTPRequest, _ body: (Caller, [String: String]) -> HTTPResponse) -> HTTPResponse
-    {
-        withCaller(request) { caller in
+    func withForm(
+        _ request: HTTPRequest, _ gate: GateCaller, _ body: (Caller, [String: String]) -> HTTPResponse
+    ) -> HTTPResponse {
+        withCaller(gate) { caller in
             var fields: [String: String] = [:]
             let isForm =
                 request.headers["Content-Type"]?.lowercased().hasPrefix("application/x-www-form-urlencoded")
@@ -79,7 +81,7 @@ extension PanelService {
                     fields[item.name] = item.value
                 }
             }
-            guard identity.formCSRFMatches(request, sent: fields["csrf"]) else {
+            guard identity.formCSRFMatches(request, gate, sent: fields["csrf"]) else {
                 return messagePage(
                     status: 403, title: "This form has expired",
                     message:
@@ -93,7 +95,8 @@ extension PanelService {
     /// A page of a device the caller owns; anyone else, and an id that does not exist, gets the same
     /// "Device not found" page (a user the device is shared with too: sharing lends sight, not control).
     func withOwnedDevice(
-        _ request: HTTPRequest, form: Bool = false, _ body: (Caller, FormDevice) -> HTTPResponse
+        _ request: HTTPRequest, _ gate: GateCaller, form: Bool = false,
+        _ body: (Caller, FormDevice) -> HTTPResponse
     ) -> HTTPResponse {
         func resolve(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
             guard let id = request.pathParameters["id"].flatMap({ UInt64($0) }),
@@ -106,8 +109,8 @@ extension PanelService {
             }
             return body(caller, FormDevice(device: device, fields: fields))
         }
-        if form { return withForm(request, resolve) }
-        return withCaller(request) { resolve($0, [:]) }
+        if form { return withForm(request, gate, resolve) }
+        return withCaller(gate) { resolve($0, [:]) }
     }
 
     struct FormDevice {
@@ -187,11 +190,12 @@ extension PanelService {
 
     func changePassword(_ request: HTTPRequest, _ caller: Caller, _ fields: [String: String]) -> HTTPResponse
     {
-        func back(_ query: String) -> HTTPResponse { IdentityService.redirect("/find-my/account?\(query)") }
+        func back(_ query: String) -> HTTPResponse { redirect("/find-my/account?\(query)") }
         let new = fields["new"] ?? ""
         guard new == fields["again"] ?? "" else { return back("error=mismatch") }
         do throws(APIError) {
-            _ = try identity.changeOwnPassword(request, current: fields["current"] ?? "", new: new)
+            _ = try identity.changeOwnPassword(
+                request, caller.gate, current: fields["current"] ?? "", new: new)
             return back("done=password")
         } catch {
             switch error.code {
@@ -211,7 +215,7 @@ extension PanelService {
             return accountPage(
                 HTTPRequest(method: "GET", target: "/find-my/account"), caller, newToken: rotated.token)
         } catch {
-            return IdentityService.redirect("/find-my/account?error=failed")
+            return redirect("/find-my/account?error=failed")
         }
     }
 
@@ -368,14 +372,14 @@ extension PanelService {
         var until: Int64?
         if let text = form.fields["until"], !text.isEmpty {
             guard let micros = Self.parseLocalUTC(text) else {
-                return IdentityService.redirect(back + "?error=invalid_until")
+                return redirect(back + "?error=invalid_until")
             }
             until = micros
         }
         do throws(APIError) {
             _ = try identity.shareDevice(
                 form.device.id, owner: caller.userID, withUser: form.fields["user"] ?? "", untilMicros: until)
-            return IdentityService.redirect(back + "?done=shared")
+            return redirect(back + "?done=shared")
         } catch {
             let code =
                 switch error.code {
@@ -383,18 +387,18 @@ extension PanelService {
                 case .invalidField: "self"
                 default: "failed"
                 }
-            return IdentityService.redirect(back + "?error=" + code)
+            return redirect(back + "?error=" + code)
         }
     }
 
     func revokeShare(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
         do throws(APIError) {
             _ = try identity.unshareDevice(form.device.id, fromUser: form.fields["user"] ?? "")
-            return IdentityService.redirect(form.settingsPath + "?done=revoked")
+            return redirect(form.settingsPath + "?done=revoked")
         } catch {
             let code =
                 [.userNotFound, .shareNotFound].contains(error.code) ? "share_not_found" : "failed"
-            return IdentityService.redirect(form.settingsPath + "?error=" + code)
+            return redirect(form.settingsPath + "?error=" + code)
         }
     }
 
@@ -403,15 +407,15 @@ extension PanelService {
         var days: UInt32?
         if !text.isEmpty {
             guard let value = UInt32(text), value >= 1, value <= UInt32(IngestService.retentionDaysMax) else {
-                return IdentityService.redirect(form.settingsPath + "?error=invalid_days")
+                return redirect(form.settingsPath + "?error=invalid_days")
             }
             days = value
         }
         do throws(APIError) {
             _ = try ingest.setRetention(deviceID: form.device.id, days: days)
-            return IdentityService.redirect(form.settingsPath + "?done=retention")
+            return redirect(form.settingsPath + "?done=retention")
         } catch {
-            return IdentityService.redirect(form.settingsPath + "?error=failed")
+            return redirect(form.settingsPath + "?error=failed")
         }
     }
 
@@ -428,7 +432,7 @@ extension PanelService {
     func eraseConfirmation(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
         let scope = request.query("scope")
         guard let range = Self.eraseRange(scope: scope, from: request.query("from"), to: request.query("to"))
-        else { return IdentityService.redirect(form.settingsPath + "?error=invalid_range") }
+        else { return redirect(form.settingsPath + "?error=invalid_range") }
         var html = HTML()
         pageTop(&html, title: "Erase history of \(form.device.name)", caller: caller)
         html.raw("<h2>Erase history of ")
@@ -469,12 +473,12 @@ extension PanelService {
         guard
             let range = Self.eraseRange(
                 scope: form.fields["scope"], from: form.fields["from"], to: form.fields["to"])
-        else { return IdentityService.redirect(form.settingsPath + "?error=invalid_range") }
+        else { return redirect(form.settingsPath + "?error=invalid_range") }
         do throws(APIError) {
             _ = try ingest.eraseHistory(deviceID: form.device.id, fromMicros: range.from, toMicros: range.to)
-            return IdentityService.redirect(form.settingsPath + "?done=erased")
+            return redirect(form.settingsPath + "?done=erased")
         } catch {
-            return IdentityService.redirect(form.settingsPath + "?error=failed")
+            return redirect(form.settingsPath + "?error=failed")
         }
     }
 

@@ -1,4 +1,5 @@
 import Identity
+import Ingest
 import JSON
 
 /// The `/find-my` page: the device list, the selected device's details and history, the map, and
@@ -79,7 +80,9 @@ struct PanelPage {
     func deviceList(_ html: inout HTML) {
         html.raw("<nav aria-labelledby=\"devices-heading\">\n<h2 id=\"devices-heading\">Devices</h2>\n")
         guard !devices.isEmpty else {
-            html.raw("<p>No devices yet. Enrol one with the API (see docs/api.md).</p>\n</nav>\n")
+            html.raw(
+                "<p>No devices yet. <a id=\"add-device\" href=\"/find-my/devices/new\">Add a device</a> (or enrol one with the API, see docs/api.md).</p>\n</nav>\n"
+            )
             return
         }
         html.raw("<ul id=\"device-list\">\n")
@@ -112,7 +115,8 @@ struct PanelPage {
             }
             html.raw("</span></li>\n")
         }
-        html.raw("</ul>\n</nav>\n")
+        html.raw(
+            "</ul>\n<p><a id=\"add-device\" href=\"/find-my/devices/new\">Add a device</a></p>\n</nav>\n")
     }
 
     func details(_ html: inout HTML, _ device: PanelDevice, cadenceMicros: Int64?) {

@@ -24,6 +24,12 @@ public final class PanelService: Sendable {
         public var leafletDirectory = "/usr/share/javascript/leaflet"
         /// How often the page asks for new positions.
         public var pollSeconds = 5
+        /// `findmy serve --mqtt-url`: the broker "Add a device" names for OwnTracks in MQTT mode
+        /// (nil: the page says to ask the administrator for it).
+        public var mqttURL: String?
+        /// `findmy serve --mqtt-topic`: the topic filter whose two `+` levels are the user name and
+        /// the device name.
+        public var mqttTopicFilter = "owntracks/+/+"
         public init() {}
     }
 
@@ -49,65 +55,14 @@ public final class PanelService: Sendable {
         self.clockMicros = clockMicros
     }
 
+    /// The pages and forms, and the form side of `POST /login` and `POST /logout` (`LoginForms`).
     public func addRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/find-my") { [self] request in findMy(request) }
-        router.add("GET", "/login") { [self] request in loginPage(request) }
+        router.add("GET", "/find-my") { [self] request, gate in findMy(request, gate) }
+        let loginForms = LoginForms(identity: identity)
+        identity.answerLoginForms(with: loginForms)
+        router.add("GET", "/login") { request, _ in loginForms.loginPage(request) }
         addFormRoutes(to: &router)
         statics.addRoutes(to: &router)
-    }
-
-    // MARK: /login
-
-    func loginPage(_ request: HTTPRequest) -> HTTPResponse {
-        let next = request.query("next").flatMap { $0.hasPrefix("/find-my") ? $0 : nil } ?? "/find-my"
-        if identity.sessionCSRFToken(request) != nil, request.query("error") == nil {
-            var response = HTTPResponse(status: 303)
-            response.headers.set("Location", "/find-my")
-            return response
-        }
-        let csrf = Token.generate()
-        var html = HTML()
-        head(&html, title: "Log in")
-        html.raw("<main id=\"main\" class=\"login\">\n<h1>findmy</h1>\n<h2>Log in</h2>\n")
-        switch request.query("error") {
-        case nil: break
-        case "expired_form":
-            html.raw("<p class=\"error\" role=\"alert\">The form had expired. Please try again.</p>\n")
-        case "too_many_attempts":
-            html.raw(
-                "<p class=\"error\" role=\"alert\">Too many attempts for this name. Wait a minute and try again.</p>\n"
-            )
-        case "busy":
-            html.raw("<p class=\"error\" role=\"alert\">The server is busy. Try again in a second.</p>\n")
-        default:
-            html.raw("<p class=\"error\" role=\"alert\">The name or the password is wrong.</p>\n")
-        }
-        if request.query("logged_out") != nil {
-            html.raw("<p role=\"status\">You are logged out.</p>\n")
-        }
-        html.raw("<form method=\"post\" action=\"/login\">\n<input type=\"hidden\" name=\"csrf\" value=\"")
-        html.attribute(csrf)
-        html.raw("\">\n<input type=\"hidden\" name=\"next\" value=\"")
-        html.attribute(next)
-        html.raw(
-            """
-            ">
-            <label for="name">Name</label>
-            <input id="name" name="name" autocomplete="username" autocapitalize="none" required autofocus>
-            <label for="password">Password</label>
-            <input id="password" name="password" type="password" autocomplete="current-password" required>
-            <button type="submit">Log in</button>
-            </form>
-            </main>
-            </body>
-            </html>
-
-            """)
-        var response = pageResponse(html, tileSource: "'none'")
-        response.headers.add(
-            "Set-Cookie",
-            "\(IdentityService.loginCSRFCookieName)=\(csrf); Path=/; Max-Age=3600; HttpOnly; SameSite=Strict")
-        return response
     }
 
     // MARK: /find-my
@@ -128,14 +83,10 @@ public final class PanelService: Sendable {
         var invalid: Bool
     }
 
-    func findMy(_ request: HTTPRequest) -> HTTPResponse {
+    /// `gate`: the reader, whom the gate (`.page`) resolved.
+    func findMy(_ request: HTTPRequest, _ gate: GateCaller) -> HTTPResponse {
         guard let data else { return unavailablePage() }
-        // The gate (.page) let only a user through; this resolves which one.
-        guard let reader = try? identity.authenticatedUser(request) else {
-            var response = HTTPResponse(status: 303)
-            response.headers.set("Location", "/login")
-            return response
-        }
+        let reader = gate.userID
         let now = clockMicros()
         do {
             let visible = identity.visibleDevices(to: reader)
@@ -155,7 +106,7 @@ public final class PanelService: Sendable {
             }
             let page = PanelPage(
                 userName: identity.userName(reader) ?? "", isAdmin: identity.role(of: reader) == .admin,
-                csrf: identity.sessionCSRFToken(request),
+                csrf: gate.sessionCSRFToken,
                 devices: devices, selection: selection, nowMicros: now, configuration: configuration)
             var status = 200
             if case .notFound = selection { status = 404 }

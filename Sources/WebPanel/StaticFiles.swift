@@ -44,19 +44,19 @@ struct StaticFiles: Sendable {
     }
 
     func addRoutes(to router: inout GuardedRouter) {
-        router.add("GET", "/static/panel.js") { _ in
+        router.add("GET", "/static/panel.js") { _, _ in
             Self.file(PackageResources.panel_js, type: "text/javascript; charset=utf-8")
         }
-        router.add("GET", "/static/panel.css") { _ in
+        router.add("GET", "/static/panel.css") { _, _ in
             Self.file(PackageResources.panel_css, type: "text/css; charset=utf-8")
         }
-        router.add("GET", "/static/leaflet/leaflet.js") { [leaflet] _ in
+        router.add("GET", "/static/leaflet/leaflet.js") { [leaflet] _, _ in
             Self.file(leaflet["leaflet.js"], type: "text/javascript; charset=utf-8")
         }
-        router.add("GET", "/static/leaflet/leaflet.css") { [leaflet] _ in
+        router.add("GET", "/static/leaflet/leaflet.css") { [leaflet] _, _ in
             Self.file(leaflet["leaflet.css"], type: "text/css; charset=utf-8")
         }
-        router.add("GET", "/static/leaflet/images/{file}") { [leaflet] request in
+        router.add("GET", "/static/leaflet/images/{file}") { [leaflet] request, _ in
             Self.file(leaflet["images/" + (request.pathParameters["file"] ?? "")], type: "image/png")
         }
     }

@@ -2,8 +2,8 @@ import CLI
 import Events
 import HTTPClient
 import JSON
-import Panel
 import Postgres
+import ReadAPI
 import Workload
 
 #if canImport(Glibc)

@@ -87,7 +87,7 @@ enum CompactService {
 
     /// `POST /admin/compact {"as_of": "...", "dry_run": false}`: one run now, its report as JSON.
     static func addAdminRoute(to router: inout GuardedRouter, compactor: Compactor) {
-        router.add("POST", "/admin/compact") { request in
+        router.add("POST", "/admin/compact") { request, _ in
             let object: JSONObject
             var asOf: Int64?
             var dryRun = false

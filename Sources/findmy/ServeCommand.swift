@@ -5,9 +5,9 @@ import Events
 import HTTP
 import Identity
 import Ingest
-import Panel
 import Postgres
 import Projector
+import ReadAPI
 import Synchronization
 import Threads
 import WebPanel
@@ -259,7 +259,7 @@ enum ServeCommand {
             configuration.limits.authFailuresPerAddressPerMinuteMax,
             min: 1)
         if let url = options.value("public-url", environment: "FINDMY_PUBLIC_URL"), !url.isEmpty {
-            guard IngestLimits.isPublicURL(url) else {
+            guard IdentityLimits.isPublicURL(url) else {
                 throw UsageError(
                     "--public-url (FINDMY_PUBLIC_URL) must be an http or https URL such as https://findmy.example.org, got '\(url)'"
                 )
@@ -370,6 +370,7 @@ enum ServeCommand {
         try group.start(log)
         let started = monotonicMicros()
         let service = try IngestService(log: log, limits: configuration.limits)
+        service.addStatusSource(ServiceGroupStatus(group))
         let registry = service.registrySnapshot
         StructuredLog.info(
             "registry_rebuilt",

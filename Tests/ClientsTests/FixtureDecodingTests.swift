@@ -2,6 +2,7 @@ import Clients
 import Foundation
 import HTTP
 import Identity
+import Ingest
 import JSON
 import Testing
 

@@ -1,5 +1,6 @@
 import Clients
 import Identity
+import Ingest
 import Testing
 
 /// `OverlandDecoder.decodeDirect` must answer exactly as `decodeTree` whenever it answers at all:

@@ -173,12 +173,20 @@ import Testing
         }
         let own = try Self.publish(setup.connection, body, auth: Self.basic("bob", setup.bobDevice.token))
         #expect(own.status == 200)
+        // Whatever the content type (GPSLogger sends what its settings say, or none).
+        let plainText = try setup.connection.send(
+            "POST", "/api/find-my/owntracks",
+            headers: [("Content-Type", "text/plain"), Self.basic("bob", setup.bobDevice.token)],
+            body: Array(try Data(contentsOf: Self.fixtures.appendingPathComponent("ios-location.json"))))
+        #expect(plainText.status == 200)
         // The Bearer form works as well (a proxy or a script).
         let bearer = try Self.publish(
             setup.connection, body, auth: ("Authorization", "Bearer \(setup.janeDevice.token)"))
         #expect(bearer.status == 200)
         let log = try dumpLog(setup.data.path)
-        #expect(log.batches.map(\.device).sorted() == [setup.janeDevice.id, setup.bobDevice.id].sorted())
+        #expect(
+            log.batches.map(\.device).sorted()
+                == [setup.janeDevice.id, setup.bobDevice.id, setup.bobDevice.id].sorted())
     }
 }
 

@@ -21,7 +21,7 @@ import Testing
             var builder = GuardedRouter(service: door.service, listener: .api)
             door.ingest.addRoutes(to: &builder)
             door.service.addAccountRoutes(to: &builder)
-            builder.add("GET", "/api/find-my/devices/{id}") { _ in .json("{\"read\": true}") }
+            builder.add("GET", "/api/find-my/devices/{id}") { _, _ in .json("{\"read\": true}") }
             router = try builder.build()
         }
 

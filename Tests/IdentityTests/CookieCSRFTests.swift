@@ -50,7 +50,7 @@ import Testing
             if served.routeName == key.pattern && served.response.status != 405 {
                 continue
             }
-            builder.add(key.method, key.pattern) { _ in .json("{\"stub\": true}") }
+            builder.add(key.method, key.pattern) { _, _ in .json("{\"stub\": true}") }
         }
         return try builder.build()
     }

@@ -4,6 +4,7 @@ import HTTP
 import JSON
 import Synchronization
 import Testing
+import WebPanel
 
 @testable import Identity
 @testable import Ingest
@@ -40,6 +41,8 @@ final class Door: @unchecked Sendable {
         var builder = GuardedRouter(service: ingest, listener: .api)
         ingest.addRoutes(to: &builder)
         ingest.identity.addAccountRoutes(to: &builder)
+        // The panel's login form and logout button post to the same routes.
+        ingest.identity.answerLoginForms(with: LoginForms(identity: ingest.identity))
         router = try builder.build()
     }
 

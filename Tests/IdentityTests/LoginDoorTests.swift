@@ -141,12 +141,16 @@ import Testing
             if let origin { headers.add("Origin", origin) }
             return HTTPRequest(method: "POST", target: "/find-my/account/password", headers: headers)
         }
-        for origin in [Door.ownOrigin, nil, "null"] as [String?] {
-            #expect(door.service.formCSRFMatches(form(origin), sent: nina.csrf), "\(origin ?? "none")")
+        // What the gate hands a page: the caller and its session's CSRF token.
+        func matches(_ request: HTTPRequest, sent: String) throws -> Bool {
+            door.service.formCSRFMatches(request, try door.service.resolveCaller(request), sent: sent)
         }
-        #expect(!door.service.formCSRFMatches(form(nil), sent: "forged"))
+        for origin in [Door.ownOrigin, nil, "null"] as [String?] {
+            #expect(try matches(form(origin), sent: nina.csrf), "\(origin ?? "none")")
+        }
+        #expect(try !matches(form(nil), sent: "forged"))
         for origin in ["http://findmy.test:9999", "https://evil.example"] {
-            #expect(!door.service.formCSRFMatches(form(origin), sent: nina.csrf), "\(origin)")
+            #expect(try !matches(form(origin), sent: nina.csrf), "\(origin)")
         }
     }
 

@@ -31,7 +31,7 @@ import Testing
         table[RouteKey("POST", "/api/find-my/report")] = nil
         var router = GuardedRouter(service: service.identity, listener: .api, table: table)
         service.addRoutes(to: &router)
-        router.add("GET", "/api/find-my/brand-new") { _ in .text("who decided?") }
+        router.add("GET", "/api/find-my/brand-new") { _, _ in .text("who decided?") }
         #expect {
             _ = try router.build()
         } throws: { error in

@@ -1,10 +1,9 @@
 import Identity
 
-/// Who may read which device: every read route goes through `scope(of:)` and
-/// `device(_:visibleTo:)`, which apply the registry's one rule (`Registry.visibility`): a reader
-/// sees its own devices and the devices shared with it while the share is active. An administrator
-/// gets no exception (docs/privacy.md). The permission table (`RoutePermissions`) checks the same
-/// rule before a handler runs; this is the second, independent check.
+/// Who may read which device, by the registry's one rule (`Registry.visibility`): a reader sees its
+/// own devices and the devices shared with it while the share is active. An administrator gets no
+/// exception (docs/privacy.md). The gate applies it to a device's routes (`.viewer`) and hands the
+/// handler the device it found; the devices list applies it here, through `scope(of:)`.
 struct ReadAccess: Sendable {
     let identity: IdentityService
 
@@ -39,16 +38,9 @@ struct ReadAccess: Sendable {
         return ReadScope(deviceIDs: visible.map(\.deviceID), sharedBy: sharedBy)
     }
 
-    /// `deviceID` parsed from the path, if `reader` may read it, with the owner's name when shared.
-    /// A device of someone else and a device that does not exist give the same 404, body included,
-    /// so that ids cannot be probed.
-    func device(_ pathID: String?, visibleTo reader: UInt64) throws(APIError) -> (
-        id: UInt64, sharedBy: String?
-    ) {
-        guard let pathID, let deviceID = UInt64(pathID),
-            let visible = identity.visibility(of: deviceID, to: reader)
-        else { throw Self.notFound }
-        return (deviceID, visible.sharedByUserID.map { identity.userName($0) ?? "" })
+    /// The owner's name of a device shared with the reader, nil for the reader's own.
+    func sharedBy(_ visible: Registry.VisibleDevice) -> String? {
+        visible.sharedByUserID.map { identity.userName($0) ?? "" }
     }
 
     static let notFound = APIError.deviceNotFound

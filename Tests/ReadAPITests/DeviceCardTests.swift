@@ -1,7 +1,7 @@
 import JSON
 import Testing
 
-@testable import Panel
+@testable import ReadAPI
 
 /// The devices list's kept JSON (`DeviceCard`, `DeviceCardCache`), without a server.
 @Suite struct DeviceCardTests {

@@ -1,6 +1,8 @@
+import Identity
 import JSON
 import Postgres
 import Synchronization
+import Threads
 
 /// Which state of a device a `DeviceCard` shows: the `devices` row's `as_of_offset` and the key of
 /// its latest fix. A row's stamp moves whenever the projector writes it, and a latest fix's key
@@ -146,4 +148,137 @@ final class DeviceCardCache: Sendable {
 
     /// Since the start: devices of lists answered from a kept card, and written anew.
     var counts: (reused: Int, written: Int) { state.withLock { ($0.reused, $0.written) } }
+}
+
+// MARK: rows to cards
+
+extension ReadService {
+    /// The rows of `result` (device id in column 0, as in every device statement) whose devices are in `scope`, by id. The
+    /// statements leave the order to PostgreSQL (a sort there cost more than here), and the registry
+    /// is ahead of the projection: a device removed a moment ago may still have a row.
+    func rowsInScope(_ result: PostgresResult, _ scope: ReadAccess.ReadScope) throws(PostgresError) -> [(
+        id: UInt64, row: Int
+    )] {
+        var rows: [(id: UInt64, row: Int)] = []
+        rows.reserveCapacity(result.rowCount)
+        for row in 0..<result.rowCount {
+            let id = UInt64(bitPattern: try result.binaryInt64(row, 0) ?? 0)
+            if scope.contains(id) { rows.append((id, row)) }
+        }
+        rows.sort { $0.id < $1.id }
+        return rows
+    }
+
+    /// The cards of the rows of `result` (`deviceSelect`) whose devices are in `scope`, by id.
+    /// Many are written in two halves at once, on this thread and one more: by then PostgreSQL has
+    /// answered and the client waits, so the second core is free, and writing is most of the time.
+    func makeCards(_ result: PostgresResult, _ scope: ReadAccess.ReadScope) throws(APIError) -> [(
+        id: UInt64, card: DeviceCard
+    )] {
+        let rows = try decoding { () throws(PostgresError) in try rowsInScope(result, scope) }
+        let halves = rows.count >= Self.parallelCardsMin ? 2 : 1
+        let parts = (0..<halves).map { _ in CardsPart() }
+        concurrentPerform(iterations: halves) { half in
+            let part = parts[half]
+            let slice = rows[(rows.count * half / halves)..<(rows.count * (half + 1) / halves)]
+            part.cards.reserveCapacity(slice.count)
+            var scratch = JSONWriter(capacity: 4096)
+            do throws(PostgresError) {
+                for (id, row) in slice {
+                    part.cards.append((id, try makeCard(result, row, scratch: &scratch)))
+                }
+            } catch {
+                part.failure = error
+            }
+        }
+        var cards: [(id: UInt64, card: DeviceCard)] = []
+        cards.reserveCapacity(rows.count)
+        for part in parts {
+            if let failure = part.failure { try decoding { () throws(PostgresError) in throw failure } }
+            cards += part.cards
+        }
+        return cards
+    }
+
+    /// At least this many cards are written in two halves at once.
+    static let parallelCardsMin = 256
+
+    /// One half of the cards being written; touched by one thread at a time.
+    final class CardsPart: @unchecked Sendable {
+        var cards: [(id: UInt64, card: DeviceCard)] = []
+        var failure: PostgresError?
+    }
+
+    /// The card of a device of a binary-format result (`deviceSelect`) and its latest fix.
+    ///
+    /// Each row is read whole, then written as one `JSONFlatObject` (one reservation per device
+    /// instead of one per token), as `writeFix` does for a history page.
+    /// `scratch` is where it is written before being copied out at its exact length.
+    func makeCard(_ result: PostgresResult, _ row: Int, scratch writer: inout JSONWriter)
+        throws(PostgresError)
+        -> DeviceCard
+    {
+        typealias Column = DeviceColumn
+        let id = try result.binaryInt64(row, Column.id.rawValue) ?? 0
+        let name = try result.binaryText(row, Column.name.rawValue)
+        let platform = try result.binaryText(row, Column.platform.rawValue)
+        let model = try result.binaryText(row, Column.model.rawValue)
+        let paused = try result.binaryBool(row, Column.paused.rawValue) ?? false
+        let createdAt = try result.binaryTimestampMicros(row, Column.createdAt.rawValue)
+        let lastSeen = try result.binaryTimestampMicros(row, Column.lastSeenAt.rawValue)
+        let fixColumn = DeviceColumn.allCases.count
+        // A device without a latest fix has nulls in every fix column (the LEFT JOIN).
+        let latest: FixRow? =
+            try result.binaryTimestampMicros(row, fixColumn + FixColumns.recordedAt) == nil
+            ? nil : try FixRow(result, row, fixColumn)
+        let version = try DeviceVersion(result, row, fixColumn + FixColumns.shown.count)
+        let bytesMax =
+            Self.deviceBytesMaxFixed + JSONFlatObject.stringBytesMax(utf8Count: name.count)
+            + JSONFlatObject.stringBytesMax(utf8Count: platform.count)
+            + JSONFlatObject.stringBytesMax(utf8Count: model.count) + (latest?.bytesMax ?? 0)
+        writer.reset()
+        var holes = (sharedBy: 0, sinceLastReport: 0, fixAge: 0)
+        writer.flatObject(bytesMax: bytesMax) { object in
+            object.key("id")
+            object.int64(id)
+            object.key("name")
+            object.string(utf8: name)
+            object.key("platform")
+            object.string(utf8: platform)
+            object.key("model")
+            object.string(utf8: model)
+            object.key("paused")
+            object.bool(paused)
+            object.key("shared_by")
+            holes.sharedBy = object.written
+            object.key("created_at")
+            Self.writeTime(&object, createdAt)
+            object.key("last_seen_at")
+            Self.writeTime(&object, lastSeen)
+            object.key("since_last_report_seconds")
+            holes.sinceLastReport = object.written
+            object.key("fix_age_seconds")
+            holes.fixAge = object.written
+            object.key("latest")
+            if let latest {
+                object.beginObject()
+                latest.write(&object)
+                object.endObject()
+            } else {
+                object.null()
+            }
+        }
+        let bytes = writer.bytes.withUnsafeBufferPointer { written in
+            [UInt8](unsafeUninitializedCapacity: written.count) { output, count in
+                count = output.initialize(fromContentsOf: written)
+            }
+        }
+        return DeviceCard(
+            version: version, bytes: bytes, sharedByAt: holes.sharedBy,
+            sinceLastReportAt: holes.sinceLastReport, fixAgeAt: holes.fixAge, lastSeenMicros: lastSeen,
+            recordedAtMicros: latest?.recordedAt)
+    }
+
+    /// The keys, punctuation and fixed-width values of a device, for `makeCard`'s bound.
+    static let deviceBytesMaxFixed = 512
 }

@@ -1,4 +1,3 @@
-import Crypto
 import Identity
 import JSON
 
@@ -22,82 +21,6 @@ public struct ReadLimits: Sendable {
     public var deviceCardCacheBytesMax = 16 << 20
 
     public init() {}
-}
-
-/// A position in a device's history or arrivals, handed to clients as an opaque `next_cursor`.
-///
-/// Layout (then Base64URL without padding): version 1 (1 byte), kind (1 byte: 1 locations,
-/// 2 arrivals), device id (8 bytes), time in microseconds (8 bytes: `recorded_at` for locations,
-/// `received_at` for arrivals), log offset (8 bytes), fix index (4 bytes; 0 for arrivals); integers
-/// big-endian. The device id and kind are checked on the way back, so a cursor from another
-/// device or another listing is refused instead of silently skipping rows.
-public struct HistoryCursor: Equatable, Sendable {
-    public enum Kind: UInt8, Sendable {
-        case locations = 1
-        case arrivals = 2
-    }
-
-    public var kind: Kind
-    public var deviceID: UInt64
-    public var micros: Int64
-    public var logOffset: UInt64
-    public var fixIndex: UInt32
-
-    static let version: UInt8 = 1
-    static let byteCount = 30
-
-    public init(kind: Kind, deviceID: UInt64, micros: Int64, logOffset: UInt64, fixIndex: UInt32 = 0) {
-        self.kind = kind
-        self.deviceID = deviceID
-        self.micros = micros
-        self.logOffset = logOffset
-        self.fixIndex = fixIndex
-    }
-
-    public var encoded: String {
-        var bytes: [UInt8] = [Self.version, kind.rawValue]
-        bytes.reserveCapacity(Self.byteCount)
-        func put<T: FixedWidthInteger>(_ value: T) {
-            for shift in stride(from: T.bitWidth - 8, through: 0, by: -8) {
-                bytes.append(UInt8(truncatingIfNeeded: value >> T(shift)))
-            }
-        }
-        put(deviceID)
-        put(micros)
-        put(logOffset)
-        put(fixIndex)
-        assert(bytes.count == Self.byteCount)
-        return Base64URL.encode(bytes)
-    }
-
-    /// Decodes a cursor for `kind` of `deviceID`; a 400 `invalid_cursor` for anything else.
-    public static func decode(_ text: String, kind: Kind, deviceID: UInt64) throws(APIError) -> HistoryCursor
-    {
-        let invalid = APIError(
-            status: 400, code: .invalidCursor,
-            message:
-                "cursor is not a next_cursor this listing returned; pass next_cursor unchanged, or omit cursor to start from the beginning"
-        )
-        guard let bytes = Base64URL.decode(text), bytes.count == byteCount, bytes[0] == version,
-            let found = Kind(rawValue: bytes[1])
-        else { throw invalid }
-        var index = 2
-        func take<T: FixedWidthInteger>(_: T.Type) -> T {
-            var value: T = 0
-            for _ in 0..<(T.bitWidth / 8) {
-                value = value << 8 | T(bytes[index])
-                index += 1
-            }
-            return value
-        }
-        let cursor = HistoryCursor(
-            kind: found, deviceID: take(UInt64.self), micros: Int64(bitPattern: take(UInt64.self)),
-            logOffset: take(UInt64.self), fixIndex: take(UInt32.self))
-        guard cursor.kind == kind, cursor.deviceID == deviceID, cursor.logOffset <= UInt64(Int64.max),
-            cursor.micros >= RFC3339.microsMin, cursor.micros <= RFC3339.microsMax
-        else { throw invalid }
-        return cursor
-    }
 }
 
 /// The query of a history or arrivals request: `from` (inclusive) and `to` (exclusive) as

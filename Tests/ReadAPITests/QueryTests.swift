@@ -2,7 +2,7 @@ import Crypto
 import Identity
 import Testing
 
-@testable import Panel
+@testable import ReadAPI
 
 /// The read API's query parsing and cursors, without a server.
 @Suite struct QueryTests {

@@ -1,0 +1,239 @@
+import HTTP
+import Identity
+import JSON
+import Postgres
+
+/// The routes of the read API (docs/api.md, "Read API") and their handlers: each checks its query,
+/// waits for the projection when asked (`after_offset`), runs one statement (`ReadStatements`) and
+/// writes the rows (`RowEncoding`, `DeviceCards`), a page at a time (`Paging`).
+///
+/// Who reads, and which device, come from the gate (`GateCaller`): `.user` for the list, `.viewer`
+/// for a device's routes, which the gate lets through only for a device the reader may see now.
+extension ReadService {
+    public func addRoutes(to router: inout GuardedRouter) {
+        router.add("GET", "/api/find-my/devices") { [self] request, caller in
+            respond { () throws(APIError) in try devices(request, reader: caller.userID) }
+        }
+        router.add("GET", "/api/find-my/devices/{id}") { [self] request, caller in
+            respond { () throws(APIError) in try device(request, caller) }
+        }
+        router.add("GET", "/api/find-my/devices/{id}/locations") { [self] request, caller in
+            respond { () throws(APIError) in try locations(request, deviceID: caller.deviceID) }
+        }
+        router.add("GET", "/api/find-my/devices/{id}/arrivals") { [self] request, caller in
+            respond { () throws(APIError) in try arrivals(request, deviceID: caller.deviceID) }
+        }
+        router.add("GET", "/api/find-my/admin/devices") { [self] request, _ in
+            respond { () throws(APIError) in try adminDevices(request) }
+        }
+    }
+
+    /// The read routes of a server without a database (`--projector off`): each answers 503
+    /// `reads_unavailable`, so a client learns why instead of getting a 404 or a 405.
+    public static func addUnavailableRoutes(to router: inout GuardedRouter) {
+        let error = APIError(
+            status: 503, code: .readsUnavailable,
+            message:
+                "this server runs with --projector off and has no database to read from; start it with --projector on"
+        )
+        for pattern in [
+            "/api/find-my/devices", "/api/find-my/devices/{id}", "/api/find-my/devices/{id}/locations",
+            "/api/find-my/devices/{id}/arrivals", "/api/find-my/admin/devices",
+        ] {
+            router.add("GET", pattern) { _, _ in error.response }
+        }
+    }
+
+    // MARK: handlers
+
+    func devices(_ request: HTTPRequest, reader: UInt64) throws(APIError) -> HTTPResponse {
+        _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
+        try waitForProjection(request)
+        let scope = access.scope(of: reader)
+        let sharedIDs = scope.sharedBy.keys.sorted()
+        // The kept card of each device in scope, by the scope's index.
+        let kept = cards.cards(scope.deviceIDs)
+        // By id; nil for a device read again below.
+        var list: [(id: UInt64, card: DeviceCard?)]
+        if kept.count(where: { $0 != nil }) * 2 < scope.deviceIDs.count {
+            // Few cards (a first read): every column in one statement, as if there were no cache.
+            let fresh = try makeCards(
+                try query(Self.devicesStatement(ownerID: reader, sharedIDs: sharedIDs)), scope)
+            cards.insert(fresh)
+            cards.count(reused: 0, written: fresh.count)
+            list = fresh.map { ($0.id, $0.card) }
+        } else {
+            // The versions PostgreSQL has now; a card of another version is read and written again.
+            let versions = try query(Self.deviceVersionsStatement(ownerID: reader, sharedIDs: sharedIDs))
+            var stale: [UInt64] = []
+            list = try decoding { () throws(PostgresError) in
+                try rowsInScope(versions, scope).map { (id, row) throws(PostgresError) in
+                    if let index = scope.index(of: id), let card = kept[index],
+                        card.version == (try DeviceVersion(versions, row, 1))
+                    {
+                        return (id, card)
+                    }
+                    stale.append(id)
+                    return (id, nil)
+                }
+            }
+            cards.count(reused: list.count - stale.count, written: stale.count)
+            if !stale.isEmpty {
+                // Read a moment after the versions, so possibly newer: each device is still one
+                // row's state, and a device gone in between is left out, as the scope would.
+                let fresh = try makeCards(try query(Self.devicesStatement(ids: stale)), scope)
+                cards.insert(fresh)
+                var next = fresh.startIndex
+                for index in list.indices where list[index].card == nil {
+                    // Both by id, the fresh ones a subset of the stale.
+                    while next < fresh.endIndex, fresh[next].id < list[index].id { next += 1 }
+                    if next < fresh.endIndex, fresh[next].id == list[index].id {
+                        list[index].card = fresh[next].card
+                    }
+                }
+            }
+        }
+        let sharedBy = { (id: UInt64) -> String? in scope.sharedBy.isEmpty ? nil : scope.sharedBy[id] }
+        var bytesMax = 64
+        for (id, card) in list {
+            bytesMax += card?.bytesMax(sharedByUTF8Count: sharedBy(id)?.utf8.count ?? 0) ?? 0
+        }
+        let now = clockMicros()
+        var writer = JSONWriter(capacity: bytesMax)
+        writer.beginObject()
+        writer.key("devices")
+        writer.beginArray()
+        for case (let id, let card?) in list { card.write(&writer, nowMicros: now, sharedBy: sharedBy(id)) }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+
+    func device(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> HTTPResponse {
+        let deviceID = caller.deviceID
+        let sharedBy = caller.device.flatMap(access.sharedBy)
+        _ = try checkedParameters(request.queryItems, allowed: ["after_offset"])
+        try waitForProjection(request)
+        let result = try query(Self.devicesStatement(ids: [deviceID]))
+        // Known to the registry but not projected yet: the same answer as any unknown device.
+        guard result.rowCount == 1 else { throw ReadAccess.notFound }
+        var scratch = JSONWriter(capacity: 2048)
+        let card = try decoding { () throws(PostgresError) in try makeCard(result, 0, scratch: &scratch) }
+        var writer = JSONWriter(capacity: card.bytesMax(sharedByUTF8Count: sharedBy?.utf8.count ?? 0))
+        card.write(&writer, nowMicros: clockMicros(), sharedBy: sharedBy)
+        return .json(writer.bytes)
+    }
+
+    func locations(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
+        let query = try HistoryQuery.parse(
+            request.queryItems, kind: .locations, deviceID: deviceID,
+            limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
+        try waitForProjection(request)
+        // As for the devices: every fix's reservation fits without growing the buffer.
+        var writer = JSONWriter(capacity: 4096 + query.limit * 768)
+        writer.beginObject()
+        writer.key("locations")
+        writer.beginArray()
+        var written = 0
+        var nextPage = false
+        var last: (piece: PostgresResult, row: Int)? = nil
+        try eachPiece(Self.locationsStatement(deviceID: deviceID, query), rowsMax: query.limit + 1) {
+            piece throws(APIError) in
+            try decoding { () throws(PostgresError) in
+                for row in 0..<piece.rowCount {
+                    guard written < query.limit else {
+                        nextPage = true
+                        return
+                    }
+                    try writeFix(&writer, piece, row, 0)
+                    written += 1
+                    last = (piece, row)
+                }
+            }
+        }
+        writer.endArray()
+        writer.key("next_cursor")
+        if nextPage, let (piece, row) = last {
+            let cursor = try decoding { () throws(PostgresError) in
+                try HistoryCursor(locationsOf: deviceID, after: piece, row)
+            }
+            writer.string(cursor.encoded)
+        } else {
+            writer.null()
+        }
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+
+    func arrivals(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
+        let query = try HistoryQuery.parse(
+            request.queryItems, kind: .arrivals, deviceID: deviceID,
+            limitDefault: limits.arrivalsPageBatchesDefault, limitMax: limits.arrivalsPageBatchesMax)
+        try waitForProjection(request)
+        let result = try self.query(Self.arrivalsStatement(deviceID: deviceID, query))
+        let rows = min(result.rowCount, query.limit)
+        var writer = JSONWriter(capacity: 256 + rows * 220)
+        writer.beginObject()
+        writer.key("arrivals")
+        writer.beginArray()
+        try decoding { () throws(PostgresError) in
+            for row in 0..<rows { try writeArrival(&writer, result, row) }
+        }
+        writer.endArray()
+        writer.key("next_cursor")
+        if result.rowCount > query.limit {
+            let cursor = try decoding { () throws(PostgresError) in
+                try HistoryCursor(arrivalsOf: deviceID, after: result, rows - 1)
+            }
+            writer.string(cursor.encoded)
+        } else {
+            writer.null()
+        }
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+
+    /// `GET /api/find-my/admin/devices` (admin role, checked by the permission table): every device
+    /// with its owner, names, pause switch and when a report last arrived. Deliberately no position,
+    /// no fix time and no battery: an administrator manages devices, it does not see where they are.
+    func adminDevices(_ request: HTTPRequest) throws(APIError) -> HTTPResponse {
+        _ = try checkedParameters(request.queryItems, allowed: [])
+        let registry = identity.registrySnapshot
+        let result = try query(Self.lastSeenStatement)
+        var lastSeen: [UInt64: Int64] = [:]
+        try decoding { () throws(PostgresError) in
+            for row in 0..<result.rowCount {
+                if let micros = try result.timestampMicros(row, 1) {
+                    lastSeen[UInt64(bitPattern: try result.int64(row, 0) ?? 0)] = micros
+                }
+            }
+        }
+        var writer = JSONWriter(capacity: 256 + registry.devices.count * 200)
+        writer.beginObject()
+        writer.key("devices")
+        writer.beginArray()
+        for device in registry.devices.values.sorted(by: { $0.id < $1.id }) {
+            writer.beginObject()
+            writer.key("id")
+            writer.int64(Int64(device.id))
+            writer.key("name")
+            writer.string(device.name)
+            writer.key("owner")
+            writer.string(registry.users[device.userID]?.name ?? "")
+            writer.key("platform")
+            writer.string(device.platform)
+            writer.key("model")
+            writer.string(device.model)
+            writer.key("paused")
+            writer.bool(device.paused)
+            writer.key("last_seen_at")
+            writer.flatValue(bytesMax: JSONFlatObject.timestampBytesMax) { object in
+                Self.writeTime(&object, lastSeen[device.id])
+            }
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+}

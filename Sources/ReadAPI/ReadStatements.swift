@@ -1,0 +1,176 @@
+import Postgres
+import ProjectionSchema
+
+/// The SQL of the read API, built from `ProjectionSchema`'s names, and where each value sits in the
+/// rows it returns. A row is read by position: each position is a value's index in the lists below,
+/// from which the SELECT list is built too, so a column moved in a list moves in the SQL and in the
+/// reading together, and no row is searched by column name.
+extension ReadService {
+    /// One statement, its parameters and the format of its result. Public so that `findmy-bench
+    /// read` can time the very statements of the read API over a bare connection, as the baseline of
+    /// its ratios.
+    public struct Statement: Sendable {
+        public var sql: String
+        public var parameters: [PostgresValue?]
+        /// Binary for the large reads: nothing is formatted as text on either side.
+        public var format: PostgresResultFormat
+    }
+
+    /// The devices of `ownerID` and the devices `sharedIDs`, each with its latest fix, in no
+    /// particular order. The caller keeps the rows in the reader's scope (`ReadAccess.scope`).
+    ///
+    /// By owner rather than by the scope's list of ids, and unsorted: with 1,000 devices that was
+    /// 30% less time in PostgreSQL than `d.id = ANY(<1,000 ids>) ORDER BY d.id` (docs/benchmarks.md).
+    public static func devicesStatement(ownerID: UInt64, sharedIDs: [UInt64]) -> Statement {
+        Statement(
+            sql: deviceSelect + ownedOrShared,
+            parameters: [.int64(Int64(ownerID)), .int64Array(sharedIDs.map { Int64($0) })], format: .binary)
+    }
+
+    /// The same devices' ids and versions only (`DeviceVersion`): 4 values a device instead of 22,
+    /// which is most of what PostgreSQL and libpq spend on a list.
+    public static func deviceVersionsStatement(ownerID: UInt64, sharedIDs: [UInt64]) -> Statement {
+        Statement(
+            sql: "SELECT d.id, \(versionColumns) FROM \(ProjectionSchema.Table.devices.live) d "
+                + "LEFT JOIN \(ProjectionSchema.Table.deviceLatest.live) l ON l.device_id = d.id"
+                + ownedOrShared,
+            parameters: [.int64(Int64(ownerID)), .int64Array(sharedIDs.map { Int64($0) })], format: .binary)
+    }
+
+    /// The devices `ids` (any owner: the caller has checked the scope) as `devicesStatement` reads them.
+    static func devicesStatement(ids: [UInt64]) -> Statement {
+        Statement(
+            sql: deviceSelect + " WHERE d.id = ANY($1::bigint[])",
+            parameters: [.int64Array(ids.map { Int64($0) })], format: .binary)
+    }
+
+    static let ownedOrShared = " WHERE d.user_id = $1 OR d.id = ANY($2::bigint[])"
+
+    /// A page of a device's history and one row more, which tells whether another page follows.
+    ///
+    /// The keyset (recorded_at, log_offset, fix_index) is unique, so pages neither repeat nor skip a
+    /// fix, even among fixes with the same recorded_at.
+    public static func locationsStatement(deviceID: UInt64, _ query: HistoryQuery) -> Statement {
+        Statement(
+            sql: """
+                SELECT \(FixColumns.select(FixColumns.history))
+                FROM \(ProjectionSchema.Table.deviceLocations.live) l
+                WHERE l.device_id = $1
+                  AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
+                  AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
+                  AND l.recorded_at >= coalesce($4::timestamptz, '-infinity')
+                  AND ($4::timestamptz IS NULL OR (l.recorded_at, l.log_offset, l.fix_index) > ($4, $5, $6))
+                ORDER BY l.recorded_at, l.log_offset, l.fix_index
+                LIMIT $7
+                """,
+            parameters: [
+                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
+                query.toMicros.map { .timestamp(micros: $0) },
+                query.cursor.map { .timestamp(micros: $0.micros) },
+                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
+                .int64(Int64(query.limit + 1)),
+            ], format: .binary)
+    }
+
+    /// A page of a device's arrivals and one row more, by the keyset (received_at, log_offset).
+    static func arrivalsStatement(deviceID: UInt64, _ query: HistoryQuery) -> Statement {
+        Statement(
+            sql: """
+                SELECT \(ArrivalColumn.allCases.map(\.expression).joined(separator: ", "))
+                FROM \(ProjectionSchema.Table.deviceBatches.live) b
+                WHERE b.device_id = $1
+                  AND b.received_at >= coalesce($2::timestamptz, '-infinity')
+                  AND b.received_at < coalesce($3::timestamptz, 'infinity')
+                  AND ($4::timestamptz IS NULL OR (b.received_at, b.log_offset) > ($4, $5))
+                ORDER BY b.received_at, b.log_offset
+                LIMIT $6
+                """,
+            parameters: [
+                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
+                query.toMicros.map { .timestamp(micros: $0) },
+                query.cursor.map { .timestamp(micros: $0.micros) },
+                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.limit + 1)),
+            ], format: .text)
+    }
+
+    /// When a report last arrived from each device, for the admin listing (no position, no fix time).
+    static let lastSeenStatement = Statement(
+        sql: "SELECT d.id, d.last_seen_at FROM \(ProjectionSchema.Table.devices.live) d", parameters: [],
+        format: .text)
+
+    // MARK: where each value sits in a row
+
+    /// A device and its latest fix: the `DeviceColumn`s, then `FixColumns.shown`, then `versionColumns`.
+    static let deviceSelect = """
+        SELECT \(DeviceColumn.allCases.map(\.expression).joined(separator: ", ")), \(FixColumns.select(FixColumns.shown)),
+            \(versionColumns)
+        FROM \(ProjectionSchema.Table.devices.live) d LEFT JOIN \(ProjectionSchema.Table.deviceLatest.live) l ON l.device_id = d.id
+        """
+    /// What `DeviceVersion` reads, after the device and its fix.
+    static let versionColumns = "d.as_of_offset, l.log_offset, l.fix_index"
+
+    /// The device's own columns at the head of a `deviceSelect` row; the raw value is the position.
+    enum DeviceColumn: Int, CaseIterable {
+        case id, name, platform, model, paused, createdAt, lastSeenAt
+
+        var expression: String {
+            switch self {
+            case .id: "d.id"
+            case .name: "d.name"
+            case .platform: "d.platform"
+            case .model: "d.model"
+            case .paused: "d.paused"
+            case .createdAt: "d.created_at"
+            case .lastSeenAt: "d.last_seen_at"
+            }
+        }
+    }
+
+    /// The columns of an arrivals row (text format); the raw value is the position.
+    enum ArrivalColumn: Int, CaseIterable {
+        case receivedAt, batchID, fixCount, rejectedCount, recordedMin, recordedMax, logOffset, clientProtocol
+
+        var expression: String {
+            switch self {
+            case .receivedAt: "b.received_at"
+            case .batchID: "b.batch_id::text"
+            case .fixCount: "b.fix_count"
+            case .rejectedCount: "b.rejected_count"
+            case .recordedMin: "b.recorded_min"
+            case .recordedMax: "b.recorded_max"
+            case .logOffset: "b.log_offset"
+            case .clientProtocol: "b.protocol"
+            }
+        }
+    }
+
+    /// The fix columns the read API selects, by `ProjectionSchema.FixColumn`, and their positions.
+    enum FixColumns {
+        /// A fix as the API shows it (`FixRow`), in the order of docs/api.md.
+        static let shown: [ProjectionSchema.FixColumn] = [
+            .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery, .isCharging, .source,
+            .recordedAt, .receivedAt, .clockSuspect,
+        ]
+        /// A history row: the fix shown, then its keyset, which the next page's cursor carries.
+        static let history: [ProjectionSchema.FixColumn] = shown + [.logOffset, .fixIndex]
+
+        /// Where `recorded_at` is in `shown`: null there means a device without a latest fix.
+        static let recordedAt = position(.recordedAt, in: shown)
+        static let historyLogOffset = position(.logOffset, in: history)
+        static let historyFixIndex = position(.fixIndex, in: history)
+
+        static func position(_ column: ProjectionSchema.FixColumn, in list: [ProjectionSchema.FixColumn])
+            -> Int
+        {
+            guard let index = list.firstIndex(of: column) else {
+                preconditionFailure("\(column) is not among the selected fix columns")
+            }
+            return index
+        }
+
+        /// `l.latitude, l.longitude, ...` for a SELECT list.
+        static func select(_ list: [ProjectionSchema.FixColumn]) -> String {
+            ProjectionSchema.select(list, from: "l")
+        }
+    }
+}
