@@ -65,6 +65,12 @@ let package = Package(
         .target(
             name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
+        // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
+        // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
+        .target(
+            name: "Clients",
+            dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
@@ -124,9 +130,10 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
+                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
+                "Postgres",
                 "Projector",
-                "ReadAPI", "Compactor", "WebPanel", "Threads",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema",
             ],
             swiftSettings: strict),
 
@@ -154,11 +161,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "ClientsTests",
+            dependencies: ["Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP"],
+            swiftSettings: strict),
+        .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto"],
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",

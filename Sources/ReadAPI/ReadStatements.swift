@@ -128,7 +128,7 @@ extension ReadService {
 
     /// The columns of an arrivals row (text format); the raw value is the position.
     enum ArrivalColumn: Int, CaseIterable {
-        case receivedAt, batchID, fixCount, rejectedCount, recordedMin, recordedMax, logOffset
+        case receivedAt, batchID, fixCount, rejectedCount, recordedMin, recordedMax, logOffset, clientProtocol
 
         var expression: String {
             switch self {
@@ -139,6 +139,7 @@ extension ReadService {
             case .recordedMin: "b.recorded_min"
             case .recordedMax: "b.recorded_max"
             case .logOffset: "b.log_offset"
+            case .clientProtocol: "b.protocol"
             }
         }
     }

@@ -16,8 +16,9 @@ extension ReadService {
     /// One fix of a binary-format result, read straight from libpq's buffer: `source` points into
     /// the result, so a `FixRow` must not outlive it.
     struct FixRow {
-        var latitude = 0.0, longitude = 0.0, accuracy = 0.0
-        var altitude, speed, heading: Double?
+        var latitude = 0.0, longitude = 0.0
+        /// nil: accuracy unknown (an app that sent none), answered as null.
+        var accuracy, altitude, speed, heading: Double?
         var battery: Int64?
         var charging: Bool?
         var source = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
@@ -32,7 +33,7 @@ extension ReadService {
                 switch column {
                 case .latitude: latitude = try result.binaryDouble(row, at) ?? 0
                 case .longitude: longitude = try result.binaryDouble(row, at) ?? 0
-                case .accuracy: accuracy = try result.binaryDouble(row, at) ?? 0
+                case .accuracy: accuracy = try result.binaryDouble(row, at)
                 case .altitude: altitude = try result.binaryDouble(row, at)
                 case .speed: speed = try result.binaryDouble(row, at)
                 case .heading: heading = try result.binaryDouble(row, at)
@@ -63,7 +64,7 @@ extension ReadService {
             object.key("longitude")
             object.finiteDouble(longitude)
             object.key("accuracy_m")
-            object.finiteDouble(accuracy)
+            if let accuracy { object.finiteDouble(accuracy) } else { object.null() }
             object.key("altitude_m")
             if let altitude { object.finiteDouble(altitude) } else { object.null() }
             object.key("speed_mps")
@@ -104,26 +105,32 @@ extension ReadService {
         let recordedMin = try result.timestampMicros(row, Column.recordedMin.rawValue)
         let recordedMax = try result.timestampMicros(row, Column.recordedMax.rawValue)
         let offset = try result.int64(row, Column.logOffset.rawValue) ?? 0
+        var clientProtocol = result.string(row, Column.clientProtocol.rawValue) ?? "native"
         // Keys and punctuation (about 110 bytes), three times, three integers, the batch id.
         let bytesMax =
             160 + 3 * JSONFlatObject.timestampBytesMax + 3 * JSONFlatObject.integerBytesMax
             + JSONFlatObject.stringBytesMax(utf8Count: batchID.utf8.count)
+            + JSONFlatObject.stringBytesMax(utf8Count: clientProtocol.utf8.count) + 16
         batchID.withUTF8 { batchIDUTF8 in
-            writer.flatObject(bytesMax: bytesMax) { object in
-                object.key("received_at")
-                Self.writeTime(&object, receivedAt)
-                object.key("batch_id")
-                object.string(utf8: batchIDUTF8)
-                object.key("fix_count")
-                object.int64(fixCount)
-                object.key("rejected_count")
-                object.int64(rejectedCount)
-                object.key("recorded_min")
-                Self.writeTime(&object, recordedMin)
-                object.key("recorded_max")
-                Self.writeTime(&object, recordedMax)
-                object.key("offset")
-                object.int64(offset)
+            clientProtocol.withUTF8 { protocolUTF8 in
+                writer.flatObject(bytesMax: bytesMax) { object in
+                    object.key("received_at")
+                    Self.writeTime(&object, receivedAt)
+                    object.key("batch_id")
+                    object.string(utf8: batchIDUTF8)
+                    object.key("fix_count")
+                    object.int64(fixCount)
+                    object.key("rejected_count")
+                    object.int64(rejectedCount)
+                    object.key("recorded_min")
+                    Self.writeTime(&object, recordedMin)
+                    object.key("recorded_max")
+                    Self.writeTime(&object, recordedMax)
+                    object.key("offset")
+                    object.int64(offset)
+                    object.key("protocol")
+                    object.string(utf8: protocolUTF8)
+                }
             }
         }
     }

@@ -30,7 +30,8 @@ enum IngestBench {
         Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
         directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
         S seconds (default 3) per configuration. Then appends the same shapes straight to a log in
-        DIR/baseline, for the HTTP-over-log ratio. Build with -c release to measure. The client runs on
+        DIR/baseline, for the HTTP-over-log ratio. Last, 1,000-fix batches at 16 connections to the
+        native endpoint and as Overland sends them, for their ratio. Build with -c release to measure. The client runs on
         the same machine and takes CPU from the server, so the figures are a floor.
 
         --client wrk (the default when /usr/bin/wrk exists) drives the server with wrk, 2 threads,
@@ -119,6 +120,9 @@ enum IngestBench {
             }
         }
         writer.endArray()
+        // Issue 13: an app's protocol against native, with the same fixes in the same run.
+        OverlandBench.write(
+            try OverlandBench.measure(server.address, tokens: deviceTokens, seconds: seconds), to: &writer)
         writer.key("server_peak_rss_bytes")
         writer.int64(server.peakResidentBytes())
         writer.endObject()
@@ -220,7 +224,7 @@ enum IngestBench {
         writer.key("longitude")
         writer.double(fix.longitude)
         writer.key("accuracy_m")
-        writer.double(fix.accuracyMeters)
+        writer.double(fix.accuracyMeters ?? 10)
         writer.key("altitude_m")
         writer.double(fix.altitudeMeters ?? 34)
         writer.key("speed_mps")

@@ -1,4 +1,5 @@
 import CLI
+import Clients
 import Compactor
 import Events
 import HTTP
@@ -457,6 +458,8 @@ enum ServeCommand {
     {
         var api = GuardedRouter(service: service, listener: .api)
         service.addRoutes(to: &api)
+        ClientsService(ingest: service, friends: reads.map { ProjectionFriends(pool: $0.pool) }).addRoutes(
+            to: &api)
         service.identity.addAccountRoutes(to: &api)
         if let reads {
             reads.addRoutes(to: &api)

@@ -54,5 +54,12 @@ import Testing
         #expect(runs.count == 1)
         #expect(try runs[0]["acknowledged_fixes_per_s"]!.doubleValue > 0)
         #expect(runs[0]["failed_requests"] == .integer(0))
+        // Overland's 1,000-fix batches against native: every request answered {"result":"ok"}.
+        let overland = try #require(result["overland"])
+        for side in ["native", "overland"] {
+            #expect(try overland[side]!["acknowledged_fixes_per_s"]!.doubleValue > 0, "\(side)")
+            #expect(overland[side]!["failed_requests"] == .integer(0), "\(side)")
+        }
+        #expect(try overland["overland_over_native_ratio"]!.doubleValue > 0)
     }
 }

@@ -267,7 +267,8 @@ import Testing
         let page = try pages.request(
             connection, "GET", "/find-my?selected=\(deviceID)&from=\(from)&to=\(to)", token: alice)
         #expect(page.status == 200)
-        #expect(page.body.contains("± more than 1000.0 km") && page.body.contains("± unknown"))
+        // A zero or negative one says "accuracy unknown", never a precise-looking radius.
+        #expect(page.body.contains("± more than 1000.0 km") && page.body.contains("accuracy unknown"))
         // The year 20000 is the latest fix, shown as the last time RFC 3339 can say.
         let selected = try pages.request(connection, "GET", "/find-my?selected=\(deviceID)", token: alice)
         #expect(selected.body.contains("9999-12-31 23:59 UTC"))
@@ -275,8 +276,9 @@ import Testing
             connection, "/api/find-my/devices/\(deviceID)/locations?after_offset=\(last)", token: alice)
         let accuracies = ((try? history.body["locations"]?.arrayValue) ?? []).map { $0["accuracy_m"] }
         #expect(accuracies.count == outsized.count + 4)
-        // Outsized values as stored; what JSON cannot say (NaN, infinities) as null.
+        // Outsized values as stored; what JSON cannot say (NaN, infinities) as null, and a stored
+        // +0.0, which means "accuracy unknown" (docs/log-format.md), as null too.
         #expect(accuracies.contains(.double(1e308)) && accuracies.contains(.double(-1e308)))
-        #expect(accuracies.filter { $0 == .null }.count == 3, "\(accuracies)")
+        #expect(accuracies.filter { $0 == .null }.count == 4, "\(accuracies)")
     }
 }

@@ -12,9 +12,15 @@ import Testing
     static func changesState(_ method: String) -> Bool { !["GET", "HEAD", "OPTIONS"].contains(method) }
 
     /// Every state-changing API route of the table, so that a route added later is covered too.
+    /// Not `.appDeviceOrBody` routes: the gate takes no credential of theirs from the cookie and
+    /// passes them on for the handler to read the body's token (Tests/EndToEndTests/
+    /// OverlandOsmAndTests.swift checks that a cookie alone stores nothing there).
     static var stateChangingAPIRoutes: [RouteKey] {
-        RoutePermissions.table.keys.filter { changesState($0.method) && $0.pattern.hasPrefix("/api/") }
-            .sorted { $0.description < $1.description }
+        RoutePermissions.table.keys.filter {
+            changesState($0.method) && $0.pattern.hasPrefix("/api/")
+                && RoutePermissions.table[$0] != .appDeviceOrBody
+        }
+        .sorted { $0.description < $1.description }
     }
 
     static func path(_ pattern: String, device: UInt64) -> String {
@@ -102,13 +108,17 @@ import Testing
                     "cross_origin_request"
                 ),
             ]
-            // A device route never takes a cookie at all: 401, as before.
+            // A device route never takes a cookie at all: 401, as before. An app's route neither
+            // (its credentials are a device token in a header or the query).
             let permission = RoutePermissions.table[key]!
+            let takesDeviceToken = permission == .device || permission == .appDevice
             for (label, headers, type, code) in refused {
                 let end = door.service.log.durableEnd
                 let shares = door.service.shares(of: device.id).map(\.user)
                 let answer = send(headers, contentType: type)
-                let (status, expectedCode) = permission == .device ? (401, "invalid_token") : (403, code)
+                let (status, expectedCode) =
+                    permission == .device
+                    ? (401, "invalid_token") : permission == .appDevice ? (401, "missing_token") : (403, code)
                 #expect(answer.status == status, "\(key), \(label): \(answer.status) \(answer.body)")
                 #expect(answer.errorCode == expectedCode, "\(key), \(label)")
                 #expect(door.service.log.durableEnd == end, "\(key), \(label): an event was written")
@@ -116,14 +126,14 @@ import Testing
             }
             // Bearer tokens are unaffected: no CSRF header, any Origin. (First: a route may end
             // the token it was called with, and a session outlives that.)
-            let bearer = permission == .device ? device.token : victim.token
+            let bearer = takesDeviceToken ? device.token : victim.token
             let withBearer = send([("Authorization", "Bearer \(bearer)"), ("Origin", "https://evil.example")])
             #expect(withBearer.status != 403 && withBearer.status != 401, "\(key): \(withBearer.body)")
             // With the token, from our own page, any other route reaches its handler.
             let allowed = send([cookie, ("X-CSRF-Token", victim.csrf), ("Origin", Door.ownOrigin)])
             #expect(allowed.status != 403, "\(key): \(allowed.body)")
             #expect(
-                (permission == .device) == (allowed.status == 401),
+                takesDeviceToken == (allowed.status == 401),
                 "\(key): \(allowed.status) \(allowed.body)")
             // Without Origin (some clients send none) the token alone is enough.
             let noOrigin = send([cookie, ("X-CSRF-Token", victim.csrf)])

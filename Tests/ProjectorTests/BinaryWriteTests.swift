@@ -107,6 +107,7 @@ import Workload
                 values.append(.int64(Int64(row.rejectedCount)))
                 values.append(row.recordedMinMicros.map { .timestamp(micros: $0) })
                 values.append(row.recordedMaxMicros.map { .timestamp(micros: $0) })
+                values.append(.text(row.clientProtocol.name))
                 return values
             })
         let names = ProjectionSchema.batchColumnNames.joined(separator: ", ")
@@ -191,21 +192,22 @@ import Workload
     }
 }
 
-/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 3, column for
+/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 4, column for
 /// column: a change here is a new table layout, which needs a new `projectionVersion`.
-@Test func theFixColumnsAreProjectionVersion3sLayout() {
-    #expect(Schema.projectionVersion == 3)
-    let version3 = """
+/// (4: `accuracy_m` nullable, for fixes whose app sent no accuracy.)
+@Test func theFixColumnsAreProjectionVersion4sLayout() {
+    #expect(Schema.projectionVersion == 4)
+    let version4 = """
         log_offset bigint NOT NULL, fix_index integer NOT NULL, recorded_at timestamptz NOT NULL,
         received_at timestamptz NOT NULL, latitude double precision NOT NULL, longitude double precision NOT NULL,
-        accuracy_m double precision NOT NULL, altitude_m double precision, speed_mps double precision,
+        accuracy_m double precision, altitude_m double precision, speed_mps double precision,
         heading_deg double precision, battery_pct smallint, is_charging boolean, source text NOT NULL,
         clock_suspect boolean NOT NULL
         """
     func columns(_ ddl: String) -> [String] {
         ddl.split(separator: ",").map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
     }
-    #expect(columns(Schema.fixColumns) == columns(version3))
+    #expect(columns(Schema.fixColumns) == columns(version4))
     #expect(ProjectionSchema.fixColumns.first?.definition == "device_id bigint NOT NULL")
 }
 

@@ -80,3 +80,39 @@ import Testing
             ])
     }
 }
+
+/// The protocol of a batch reaches `device_batches`, from a whole record and from an envelope
+/// whose payload the compactor removed (it is in the header); a place event projects nothing.
+@Suite struct ProtocolFoldTests {
+    @Test func theProtocolSurvivesTheEnvelopeAndUnknownAccuracyStaysUnknown() throws {
+        let fix = Fix(
+            latitude: 1, longitude: 2, accuracyMeters: nil, source: "automatic", recordedAtMicros: 500)
+        let event = Event.fixBatch(
+            FixBatch(deviceID: 7, batchID: UUID128.random(), fixes: [fix], clientProtocol: .owntracksHTTP))
+        var whole = EventCodec.encode(event, receivedAtMicros: 900)
+        whole.header.offset = 0
+        var envelope = whole.header
+        envelope.offset = 1
+        envelope.flags |= LogFormat.recordFlagPayloadRemoved
+        envelope.codec = Codec.none.rawValue
+        envelope.uncompressedBytes = 0
+        var place = EventCodec.encode(
+            .regionTransition(
+                RegionTransition(
+                    deviceID: 7, clientProtocol: .owntracksHTTP, kind: .enter, recordedAtMicros: 600,
+                    regionID: "",
+                    regionName: "Home", trigger: "c", latitude: 1, longitude: 2, accuracyMeters: nil)),
+            receivedAtMicros: 950)
+        place.header.offset = 2
+        var batch = ProjectionBatch(firstOffset: 0)
+        try batch.add(
+            LogRecord(header: whole.header, storedPayload: whole.payload, segmentPath: "", position: 0))
+        try batch.add(LogRecord(header: envelope, storedPayload: [], segmentPath: "", position: 0))
+        try batch.add(
+            LogRecord(header: place.header, storedPayload: place.payload, segmentPath: "", position: 0))
+        #expect(batch.batches.map(\.clientProtocol) == [.owntracksHTTP, .owntracksHTTP])
+        #expect(batch.locations.count == 1)
+        #expect(batch.locations.first?.fix.accuracyMeters == nil)
+        #expect(batch.nextOffset == 3)
+    }
+}

@@ -1,0 +1,106 @@
+import Events
+import Identity
+import Ingest
+
+/// A fix as an app sent it, already in findmy's units (metres, metres per second, degrees,
+/// percent, UTC), before the fix rules of docs/api.md are applied.
+public struct AppFix: Equatable, Sendable {
+    public var latitude: Double
+    public var longitude: Double
+    /// nil: unknown (the app sent none, 0, or a value that means "invalid").
+    public var accuracyMeters: Double?
+    public var altitudeMeters: Double?
+    public var speedMetersPerSecond: Double?
+    public var headingDegrees: Double?
+    /// Before rounding, so that the range rule sees what was sent.
+    public var batteryPercent: Double?
+    public var isCharging: Bool?
+    public var source: String
+    public var recordedAtMicros: Int64
+
+    public init(
+        latitude: Double, longitude: Double, accuracyMeters: Double? = nil, altitudeMeters: Double? = nil,
+        speedMetersPerSecond: Double? = nil, headingDegrees: Double? = nil, batteryPercent: Double? = nil,
+        isCharging: Bool? = nil, source: String, recordedAtMicros: Int64
+    ) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.accuracyMeters = accuracyMeters
+        self.altitudeMeters = altitudeMeters
+        self.speedMetersPerSecond = speedMetersPerSecond
+        self.headingDegrees = headingDegrees
+        self.batteryPercent = batteryPercent
+        self.isCharging = isCharging
+        self.source = source
+        self.recordedAtMicros = recordedAtMicros
+    }
+}
+
+/// What one app request holds, in request order: fixes with their index in the request (the
+/// element of Overland's `locations`, 0 for the OsmAnd protocol's one fix), items that cannot be a
+/// fix with their reason, and how many items were not fixes at all (Overland's trip records and
+/// pause actions), which are acknowledged and not stored.
+public struct AppBatch: Equatable, Sendable {
+    public struct Item: Equatable, Sendable {
+        public var index: Int
+        public var fix: AppFix
+    }
+
+    public var fixes: [Item] = []
+    public var rejections: [AppRejection] = []
+    public var skipped = 0
+
+    public init() {}
+}
+
+/// An item of an app's request that can never be a fix, with the reason the arrivals audit shows.
+public struct AppRejection: Equatable, Sendable {
+    public var index: Int
+    public var rejection: FixRejection
+
+    public init(index: Int, _ code: FixRejection.Code, _ detail: String) {
+        self.index = index
+        self.rejection = FixRejection(code, detail)
+    }
+}
+
+extension AppFix {
+    /// The fix the report path validates. The battery is the one value whose range is checked
+    /// here: `Fix` holds it as a whole percentage, and the rule must see it before rounding (as
+    /// the native decoder does: 100.4 is refused).
+    func fix() throws(FixRejection) -> Fix {
+        var percent: UInt8?
+        if let battery = batteryPercent {
+            guard battery >= IngestLimits.batteryPercentMin, battery <= IngestLimits.batteryPercentMax else {
+                throw FixRejection(.outOfRange, "battery_pct must be within [0, 100], got \(battery)")
+            }
+            // In range, so the conversion cannot trap.
+            percent = UInt8(battery.rounded())
+        }
+        return Fix(
+            latitude: latitude, longitude: longitude, accuracyMeters: accuracyMeters,
+            altitudeMeters: altitudeMeters, speedMetersPerSecond: speedMetersPerSecond,
+            headingDegrees: headingDegrees, batteryPercent: percent, isCharging: isCharging, source: source,
+            recordedAtMicros: recordedAtMicros)
+    }
+}
+
+extension AppBatch {
+    /// This batch as the report path's `ClientReport`; indexes past `UInt32` cannot occur (the
+    /// decoders refuse more than `batchFixesMax` items first).
+    func clientReport(deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol) -> ClientReport {
+        var items: [ClientReport.Item] = []
+        items.reserveCapacity(fixes.count)
+        var refused = rejections.map { ClientReport.ItemRejection(index: UInt32($0.index), $0.rejection) }
+        for item in fixes {
+            do {
+                items.append(ClientReport.Item(index: UInt32(item.index), fix: try item.fix.fix()))
+            } catch {
+                refused.append(ClientReport.ItemRejection(index: UInt32(item.index), error))
+            }
+        }
+        return ClientReport(
+            deviceID: deviceID, batchID: batchID, clientProtocol: clientProtocol, items: items,
+            rejections: refused)
+    }
+}

@@ -1,0 +1,190 @@
+import Identity
+import Ingest
+import JSON
+
+/// Decodes the body Overland (iOS) posts, and GPSLogger's Overland-format sender:
+/// `{"locations": [GeoJSON Feature, ...], "current": Feature, "trip": {...}}`.
+///
+/// What the app writes, from Overland-iOS's GLManager.m (docs/clients.md has the table):
+/// - a location is a Point feature, `coordinates` `[longitude, latitude]`, with `properties`
+///   `timestamp` (ISO 8601, whole seconds), `horizontal_accuracy` (negative: the position is
+///   invalid), `altitude` with `vertical_accuracy` (negative: the altitude is invalid), `speed`
+///   (m/s, negative: invalid), `course` (degrees, negative: invalid; rounded, so 359.6 arrives as
+///   360), `battery_level` (0..1, -1 unknown; GPSLogger sends percent, so a value above 1 is read as
+///   percent), `battery_state`, `motion`, `device_id`, `wifi`, ...;
+/// - a visit is a feature with `action: "visit"`, `arrival_date` and `departure_date` (null when
+///   unknown), and `timestamp` = when the app was told, so the fix is dated at arrival (or
+///   departure), and the battery of that later moment is not kept;
+/// - other `action`s (`paused_location_updates`, ...) and trip records (`type: "trip"`) are not
+///   fixes: acknowledged, counted, not stored;
+/// - `current` is the newest location, sent beside a batch when the queue holds more; it is still
+///   queued on the phone and arrives again in a later batch, so it is not stored from here (history
+///   would hold it twice); `trip` (the running trip) is not a fix either.
+///
+/// Envelope problems (not JSON, no `locations` array) fail the request with 400: the app never
+/// sends such a body. A problem inside one element rejects only that element.
+public enum OverlandDecoder {
+    /// `decodeDirect` when it answers, otherwise `decodeTree`, whose results are the contract.
+    public static func decode(_ body: [UInt8], limits: IngestLimits) throws(APIError) -> AppBatch {
+        if let batch = decodeDirect(body, limits: limits) { return batch }
+        return try decodeTree(body, limits: limits)
+    }
+
+    /// Parses the whole body into a `JSONValue` tree, then reads the batch from it. Every error
+    /// message a client can get comes from here.
+    public static func decodeTree(_ body: [UInt8], limits: IngestLimits) throws(APIError) -> AppBatch {
+        let document: JSONValue
+        do {
+            document = try JSONParser.parse(body)
+        } catch {
+            throw .badRequest(.malformedJson, "the body is not valid JSON: \(error.description)")
+        }
+        guard case .object(let object) = document else {
+            throw .badRequest(
+                .wrongType,
+                "the body must be a JSON object {\"locations\": [...]}, found \(document.typeName)")
+        }
+        guard let locationsValue = object["locations"] else {
+            throw .badRequest(
+                .missingField, "locations: required member is missing; send {\"locations\": [...]}")
+        }
+        guard case .array(let locations) = locationsValue else {
+            throw .badRequest(.wrongType, "locations: expected an array, found \(locationsValue.typeName)")
+        }
+        guard locations.count <= limits.batchFixesMax else {
+            throw APIError(
+                status: 413, code: .tooManyFixes,
+                message:
+                    "\(locations.count) locations in one request; batchFixesMax is \(limits.batchFixesMax): lower the app's batch size"
+            )
+        }
+        var batch = AppBatch()
+        for (index, element) in locations.enumerated() {
+            do {
+                if let fix = try feature(element) {
+                    batch.fixes.append(AppBatch.Item(index: index, fix: fix))
+                } else {
+                    batch.skipped += 1
+                }
+            } catch {
+                batch.rejections.append(AppRejection(index: index, error.code, error.detail))
+            }
+        }
+        return batch
+    }
+
+    /// One element of `locations`: a fix, nil for a feature that is not one, or why it cannot be read.
+    static func feature(_ value: JSONValue) throws(FixRejection) -> AppFix? {
+        guard case .object = value else {
+            throw FixRejection(
+                .notAnObject, "a location must be a GeoJSON Feature object, found \(value.typeName)")
+        }
+        guard let properties = value["properties"], case .object = properties else {
+            throw FixRejection(.missingField, "properties: a location needs a properties object")
+        }
+        if let action = properties["action"], action != .null {
+            guard action == .string("visit") else { return nil }
+            return try visit(value, properties)
+        }
+        if properties["type"] == .string("trip") { return nil }
+        let (longitude, latitude) = try coordinates(value)
+        let recordedAt = try time(properties["timestamp"], "timestamp", required: true)!
+        var fix = AppFix(
+            latitude: latitude, longitude: longitude, source: "track", recordedAtMicros: recordedAt)
+        fix.accuracyMeters = try accuracy(properties)
+        if let verticalAccuracy = try number(properties["vertical_accuracy"], "vertical_accuracy"),
+            verticalAccuracy < 0
+        {
+            fix.altitudeMeters = nil
+        } else {
+            fix.altitudeMeters = try number(properties["altitude"], "altitude")
+        }
+        fix.speedMetersPerSecond = try number(properties["speed"], "speed").flatMap { $0 < 0 ? nil : $0 }
+        fix.headingDegrees = try number(properties["course"], "course").flatMap { course in
+            course < 0 ? nil : (course == 360 ? 0 : course)
+        }
+        fix.batteryPercent = try number(properties["battery_level"], "battery_level").flatMap { level in
+            level < 0 ? nil : (level <= 1 ? level * 100 : level)
+        }
+        fix.isCharging = try batteryCharging(properties["battery_state"])
+        return fix
+    }
+
+    static func visit(_ value: JSONValue, _ properties: JSONValue) throws(FixRejection) -> AppFix? {
+        let arrival = try time(properties["arrival_date"], "arrival_date", required: false)
+        let departure = try time(properties["departure_date"], "departure_date", required: false)
+        guard let recordedAt = arrival ?? departure else { return nil }
+        let (longitude, latitude) = try coordinates(value)
+        var fix = AppFix(
+            latitude: latitude, longitude: longitude, source: "visit", recordedAtMicros: recordedAt)
+        fix.accuracyMeters = try accuracy(properties)
+        return fix
+    }
+
+    static func coordinates(_ feature: JSONValue) throws(FixRejection) -> (Double, Double) {
+        guard let coordinates = feature["geometry"]?["coordinates"] else {
+            throw FixRejection(
+                .missingField, "geometry.coordinates: a location needs [longitude, latitude]")
+        }
+        guard case .array(let pair) = coordinates, pair.count >= 2 else {
+            throw FixRejection(
+                .wrongType,
+                "geometry.coordinates must be an array [longitude, latitude], found \(coordinates.typeName)")
+        }
+        guard let longitude = try number(pair[0], "longitude"), let latitude = try number(pair[1], "latitude")
+        else {
+            throw FixRejection(.missingField, "geometry.coordinates: longitude and latitude must not be null")
+        }
+        return (longitude, latitude)
+    }
+
+    /// CoreLocation's `horizontalAccuracy`: negative means the coordinates are invalid.
+    static func accuracy(_ properties: JSONValue) throws(FixRejection) -> Double? {
+        guard let accuracy = try number(properties["horizontal_accuracy"], "horizontal_accuracy") else {
+            return nil
+        }
+        guard accuracy >= 0 else {
+            throw FixRejection(
+                .outOfRange,
+                "horizontal_accuracy is \(accuracy): a negative accuracy marks an invalid position (CoreLocation)"
+            )
+        }
+        return accuracy == 0 ? nil : accuracy
+    }
+
+    /// `charging` and `full` (plugged in) are charging; `unplugged` is not; `unknown` is unknown.
+    static func batteryCharging(_ value: JSONValue?) throws(FixRejection) -> Bool? {
+        switch value {
+        case .string("charging")?, .string("full")?: true
+        case .string("unplugged")?: false
+        case nil, .null?, .string?: nil
+        case let value?:
+            throw FixRejection(.wrongType, "battery_state must be a string, found \(value.typeName)")
+        }
+    }
+
+    static func number(_ value: JSONValue?, _ key: String) throws(FixRejection) -> Double? {
+        switch value {
+        case nil, .null?: nil
+        case .integer(let integer)?: Double(integer)
+        case .double(let double)?: double
+        case let value?: throw FixRejection(.wrongType, "\(key) must be a number, found \(value.typeName)")
+        }
+    }
+
+    static func time(_ value: JSONValue?, _ key: String, required: Bool) throws(FixRejection) -> Int64? {
+        guard let value, value != .null else {
+            if required { throw FixRejection(.missingField, "\(key) is required (ISO 8601)") }
+            return nil
+        }
+        guard case .string(let text) = value else {
+            throw FixRejection(.wrongType, "\(key) must be an ISO 8601 string, found \(value.typeName)")
+        }
+        guard let micros = AppTime.iso8601Micros(text) else {
+            throw FixRejection(
+                .badTimestamp,
+                "\(key) '\(text.prefix(40))' is not an ISO 8601 time with a zone (2026-12-01T08:00:00Z)")
+        }
+        return micros
+    }
+}
