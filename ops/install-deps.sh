@@ -7,7 +7,9 @@ set -euo pipefail
 # libjs-leaflet is the web panel's map, which findmy serves from /usr/share/javascript/leaflet.
 build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev postgresql-15 libjs-leaflet)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
-test_packages=(curl git chromium chromium-driver python3-selenium)
+# mosquitto: the real MQTT broker the OwnTracks MQTT tests start on a free port (its config in a
+# temporary directory); mosquitto-clients: mosquitto_pub, the publisher those tests use.
+test_packages=(curl git chromium chromium-driver python3-selenium mosquitto mosquitto-clients)
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then
