@@ -22,6 +22,8 @@ public enum EventJSON {
             writer.int64(Int64(bitPattern: batch.deviceID))
             writer.key("batch_id")
             writer.string(batch.batchID.description)
+            writer.key("protocol")
+            writer.string(batch.clientProtocol.name)
             writer.key("fixes")
             writer.beginArray()
             for fix in batch.fixes { write(fix, to: &writer) }
@@ -139,6 +141,45 @@ public enum EventJSON {
             // Not even the hash: a dump is shared in bug reports.
             writer.key("user")
             writer.int64(Int64(bitPattern: rotated.userID))
+        case .regionTransition(let transition):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: transition.deviceID))
+            writer.key("protocol")
+            writer.string(transition.clientProtocol.name)
+            writer.key("event")
+            writer.string(transition.kind == .enter ? "enter" : "leave")
+            writer.key("recorded_at")
+            writer.string(time(transition.recordedAtMicros))
+            writer.key("region_id")
+            writer.string(transition.regionID)
+            writer.key("region")
+            writer.string(transition.regionName)
+            writer.key("trigger")
+            writer.string(transition.trigger)
+        case .waypointsReported(let reported):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: reported.deviceID))
+            writer.key("protocol")
+            writer.string(reported.clientProtocol.name)
+            writer.key("complete")
+            writer.bool(reported.complete)
+            writer.key("waypoints")
+            writer.beginArray()
+            for waypoint in reported.waypoints {
+                writer.beginObject()
+                writer.key("region_id")
+                writer.string(waypoint.regionID)
+                writer.key("name")
+                writer.string(waypoint.name)
+                writer.key("latitude")
+                finite(waypoint.latitude, &writer)
+                writer.key("longitude")
+                finite(waypoint.longitude, &writer)
+                writer.key("radius_m")
+                finite(waypoint.radiusMeters, &writer)
+                writer.endObject()
+            }
+            writer.endArray()
         case .unknown(_, let version, let payload):
             writer.key("event_version")
             writer.int64(Int64(version))
@@ -155,7 +196,7 @@ public enum EventJSON {
         writer.key("longitude")
         finite(fix.longitude, &writer)
         writer.key("accuracy_m")
-        finite(fix.accuracyMeters, &writer)
+        if let accuracy = fix.accuracyMeters { finite(accuracy, &writer) } else { writer.null() }
         if let altitude = fix.altitudeMeters {
             writer.key("altitude_m")
             finite(altitude, &writer)
@@ -206,6 +247,7 @@ public enum EventJSON {
         switch event {
         case .fixBatch(let batch):
             return prefix + "  device \(batch.deviceID)  batch \(batch.batchID)  \(batch.fixes.count) fixes"
+                + (batch.clientProtocol == .native ? "" : "  via \(batch.clientProtocol.name)")
                 + (batch.rejections.isEmpty ? "" : ", \(batch.rejections.count) rejected")
         case .userCreated(let user):
             return prefix + "  user \(user.userID) '\(user.name)' \(user.role == .admin ? "admin" : "member")"
@@ -240,6 +282,12 @@ public enum EventJSON {
         case .shareRevoked(let share):
             return prefix + "  device \(share.deviceID) from user \(share.granteeUserID)"
         case .userTokenRotated(let rotated): return prefix + "  user \(rotated.userID)"
+        case .regionTransition(let transition):
+            return prefix + "  device \(transition.deviceID)  \(transition.kind == .enter ? "enter" : "leave") "
+                + "'\(transition.regionName)'"
+        case .waypointsReported(let reported):
+            return prefix + "  device \(reported.deviceID)  \(reported.waypoints.count) waypoints"
+                + (reported.complete ? " (whole list)" : "")
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
         }

@@ -41,6 +41,42 @@ public enum Base64URL {
     }
 }
 
+/// Base64 with the standard alphabet and padding (RFC 4648 §4): HTTP Basic credentials and the
+/// payloads of apps that use it (OwnTracks' encrypted messages). Through libsodium's
+/// `sodium_base642bin` (`sodium_base64_VARIANT_ORIGINAL`), constant time per character.
+public enum Base64 {
+    private static let variant = sodium_base64_VARIANT_ORIGINAL
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        if bytes.isEmpty { return "" }
+        let capacity = sodium_base64_encoded_len(bytes.count, variant)
+        var output = [CChar](repeating: 0, count: capacity)
+        bytes.withUnsafeBufferPointer { input in
+            _ = sodium_bin2base64(&output, capacity, input.baseAddress, input.count, variant)
+        }
+        return String(decoding: output.prefix(capacity - 1).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Nil for characters outside the alphabet, missing padding or a length no encoding produces.
+    /// Line breaks and spaces (some encoders wrap lines) are ignored.
+    public static func decode(_ text: String) -> [UInt8]? {
+        let input = Array(text.utf8)
+        if input.isEmpty { return [] }
+        guard input.allSatisfy({ $0 < 0x80 }) else { return nil }
+        var output = [UInt8](repeating: 0, count: input.count / 4 * 3 + 3)
+        var count = 0
+        let result = input.withUnsafeBufferPointer { input in
+            input.withMemoryRebound(to: CChar.self) { characters in
+                sodium_base642bin(
+                    &output, output.count, characters.baseAddress, characters.count, " \r\n", &count, nil,
+                    variant)
+            }
+        }
+        guard result == 0 else { return nil }
+        return Array(output.prefix(count))
+    }
+}
+
 /// Lowercase hexadecimal, as digests are shown in logs and CLI output. Through libsodium's
 /// `sodium_bin2hex` and `sodium_hex2bin`, which take the same time for every digit.
 public enum Hex {

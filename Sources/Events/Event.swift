@@ -20,6 +20,8 @@ public enum Event: Equatable, Sendable {
     case shareGranted(ShareGranted)
     case shareRevoked(ShareRevoked)
     case userTokenRotated(UserTokenRotated)
+    case regionTransition(RegionTransition)
+    case waypointsReported(WaypointsReported)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -43,6 +45,9 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case shareGranted = 22
     case shareRevoked = 23
     case userTokenRotated = 24
+    // 25 and up: places (issue 13): what apps report about regions.
+    case regionTransition = 25
+    case waypointsReported = 26
 
     public var name: String {
         switch self {
@@ -63,6 +68,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .shareGranted: "share_granted"
         case .shareRevoked: "share_revoked"
         case .userTokenRotated: "user_token_rotated"
+        case .regionTransition: "region_transition"
+        case .waypointsReported: "waypoints_reported"
         }
     }
 }
@@ -92,7 +99,9 @@ public enum FixField: String, CaseIterable, Sendable {
 public struct Fix: Equatable, Sendable {
     public var latitude: Double
     public var longitude: Double
-    public var accuracyMeters: Double
+    /// nil: accuracy unknown (an app that sends none, or 0). The native report API requires it;
+    /// the log stores unknown as 0, a value outside the accepted range (docs/log-format.md).
+    public var accuracyMeters: Double?
     public var altitudeMeters: Double?
     public var speedMetersPerSecond: Double?
     public var headingDegrees: Double?
@@ -105,7 +114,7 @@ public struct Fix: Equatable, Sendable {
     public var clockSuspect: Bool
 
     public init(
-        latitude: Double, longitude: Double, accuracyMeters: Double, altitudeMeters: Double? = nil,
+        latitude: Double, longitude: Double, accuracyMeters: Double?, altitudeMeters: Double? = nil,
         speedMetersPerSecond: Double? = nil, headingDegrees: Double? = nil, batteryPercent: UInt8? = nil,
         isCharging: Bool? = nil, source: String, recordedAtMicros: Int64, clockSuspect: Bool = false
     ) {
@@ -126,7 +135,7 @@ public struct Fix: Equatable, Sendable {
     public static func == (lhs: Fix, rhs: Fix) -> Bool {
         lhs.latitude.bitPattern == rhs.latitude.bitPattern
             && lhs.longitude.bitPattern == rhs.longitude.bitPattern
-            && lhs.accuracyMeters.bitPattern == rhs.accuracyMeters.bitPattern
+            && lhs.accuracyMeters?.bitPattern == rhs.accuracyMeters?.bitPattern
             && lhs.altitudeMeters?.bitPattern == rhs.altitudeMeters?.bitPattern
             && lhs.speedMetersPerSecond?.bitPattern == rhs.speedMetersPerSecond?.bitPattern
             && lhs.headingDegrees?.bitPattern == rhs.headingDegrees?.bitPattern
@@ -144,13 +153,60 @@ public struct FixBatch: Equatable, Sendable {
     public var batchID: UUID128
     public var fixes: [Fix]
     public var rejections: [Rejection]
+    /// The wire format the batch arrived in; kept in the record header's flags (docs/log-format.md).
+    public var clientProtocol: ClientProtocol
 
-    public init(deviceID: UInt64, batchID: UUID128, fixes: [Fix], rejections: [Rejection] = []) {
+    public init(
+        deviceID: UInt64, batchID: UUID128, fixes: [Fix], rejections: [Rejection] = [],
+        clientProtocol: ClientProtocol = .native
+    ) {
         self.deviceID = deviceID
         self.batchID = batchID
         self.fixes = fixes
         self.rejections = rejections
+        self.clientProtocol = clientProtocol
     }
+}
+
+/// The wire format a fix batch arrived in: findmy's own report API or an app's protocol. Stored as
+/// a 4-bit number in bits 12-15 of the record header's flags; 0 (every record written before this
+/// field) is native. A number this version has no name for is kept and shown as `protocol-N`.
+public struct ClientProtocol: Hashable, Sendable, Comparable {
+    public let rawValue: UInt8
+
+    public init?(rawValue: UInt8) {
+        guard rawValue <= Self.rawValueMax else { return nil }
+        self.rawValue = rawValue
+    }
+
+    private init(known rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let rawValueMax: UInt8 = 15
+    public static let native = ClientProtocol(known: 0)
+    public static let owntracksHTTP = ClientProtocol(known: 1)
+    public static let owntracksMQTT = ClientProtocol(known: 2)
+    public static let overland = ClientProtocol(known: 3)
+    public static let osmand = ClientProtocol(known: 4)
+    public static let known: [ClientProtocol] = [.native, .owntracksHTTP, .owntracksMQTT, .overland, .osmand]
+
+    /// The name the arrivals audit, `/metrics` and the CLI show.
+    public var name: String {
+        switch rawValue {
+        case 0: "native"
+        case 1: "owntracks-http"
+        case 2: "owntracks-mqtt"
+        case 3: "overland"
+        case 4: "osmand"
+        default: "protocol-\(rawValue)"
+        }
+    }
+
+    public init?(name: String) {
+        guard let found = Self.known.first(where: { $0.name == name }) else { return nil }
+        self = found
+    }
+
+    public static func < (lhs: ClientProtocol, rhs: ClientProtocol) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// A fix of a request that was not accepted: its index in the request and the reason.

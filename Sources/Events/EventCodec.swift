@@ -23,6 +23,7 @@ public enum EventCodec {
         var recordedMax: Int64 = 0
         var deviceKey: UInt64 = 0
         var idempotencyKey = UUID128.zero
+        var flags: UInt16 = 0
         var writer = ByteWriter()
         switch event {
         case .fixBatch(let batch):
@@ -35,6 +36,7 @@ public enum EventCodec {
             }
             deviceKey = batch.deviceID
             idempotencyKey = batch.batchID
+            flags = UInt16(batch.clientProtocol.rawValue) << LogFormat.recordFlagProtocolShift
             writer.bytes = FixCodec.encode(batch.fixes)
             writer.u32(UInt32(batch.rejections.count))
             for rejection in batch.rejections {
@@ -114,6 +116,8 @@ public enum EventCodec {
             type = EventType.userTokenRotated.rawValue
             writer.u64(rotated.userID)
             writeHash(rotated.tokenHash, to: &writer)
+        case .regionTransition, .waypointsReported:
+            (type, deviceKey, recordedMin, recordedMax) = encodePlace(event, into: &writer)!
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -129,7 +133,8 @@ public enum EventCodec {
             stored = compressed
         }
         let header = RecordHeader(
-            type: type, codec: codec.rawValue, eventVersion: version, receivedAtMicros: receivedAtMicros,
+            type: type, codec: codec.rawValue, flags: flags, eventVersion: version,
+            receivedAtMicros: receivedAtMicros,
             recordedMinMicros: recordedMin, recordedMaxMicros: recordedMax, fixCount: fixCount,
             uncompressedBytes: UInt32(raw.count), deviceKey: deviceKey, idempotencyKey: idempotencyKey)
         return EncodedEvent(header: header, payload: stored)
@@ -179,7 +184,7 @@ public enum EventCodec {
             return .fixBatch(
                 FixBatch(
                     deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes,
-                    rejections: rejections))
+                    rejections: rejections, clientProtocol: header.clientProtocol))
         }
         var reader = ByteReader(payload)
         let event: Event
@@ -251,6 +256,8 @@ public enum EventCodec {
         case .userTokenRotated:
             event = .userTokenRotated(
                 UserTokenRotated(userID: try reader.u64(), tokenHash: try readHash(&reader)))
+        case .regionTransition, .waypointsReported:
+            event = try decodePlace(type, &reader)!
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

@@ -52,7 +52,8 @@ enum FixCodec {
         appendPlanes(times, to: &writer)
 
         let columns: [(Fix) -> Double?] = [
-            { $0.latitude }, { $0.longitude }, { $0.accuracyMeters },
+            // Unknown accuracy is stored as 0 (never nil, which would repeat the previous value).
+            { $0.latitude }, { $0.longitude }, { $0.accuracyMeters ?? 0 },
             { $0.altitudeMeters }, { $0.speedMetersPerSecond }, { $0.headingDegrees },
         ]
         var values = [UInt64](repeating: 0, count: count)
@@ -118,7 +119,8 @@ enum FixCodec {
                 Fix(
                     latitude: Double(bitPattern: previousBits[0]),
                     longitude: Double(bitPattern: previousBits[1]),
-                    accuracyMeters: Double(bitPattern: previousBits[2]),
+                    // Bits 0 (+0.0) is "unknown": ingest never accepts 0 as an accuracy.
+                    accuracyMeters: previousBits[2] == 0 ? nil : Double(bitPattern: previousBits[2]),
                     altitudeMeters: flags & Presence.altitude != 0
                         ? Double(bitPattern: previousBits[3]) : nil,
                     speedMetersPerSecond: flags & Presence.speed != 0

@@ -39,6 +39,9 @@ public enum LogFormat {
     public static let segmentFlagRewritten: UInt32 = 1
     public static let recordFlagPayloadRemoved: UInt16 = 1
     public static let recordFlagEncryptionMask: UInt16 = 0x0F00
+    /// Bits 12-15 of a fix batch's flags: its `ClientProtocol` (0, native, in older records).
+    public static let recordFlagProtocolMask: UInt16 = 0xF000
+    public static let recordFlagProtocolShift: UInt16 = 12
 
     public static func segmentFileName(baseOffset: UInt64) -> String {
         let digits = String(baseOffset)
@@ -191,6 +194,10 @@ public struct RecordHeader: Equatable, Sendable {
 
     public var isSeal: Bool { type == LogFormat.sealType }
     public var isPayloadRemoved: Bool { flags & LogFormat.recordFlagPayloadRemoved != 0 }
+    /// The wire format of a fix batch; readable from an envelope too.
+    public var clientProtocol: ClientProtocol {
+        ClientProtocol(rawValue: UInt8((flags & LogFormat.recordFlagProtocolMask) >> LogFormat.recordFlagProtocolShift))!
+    }
 
     func write(to writer: inout ByteWriter) {
         writer.u16(UInt16(LogFormat.recordHeaderBytes))

@@ -297,7 +297,7 @@ public struct Registry: Sendable {
         case .shareRevoked(let revoked):
             shares[revoked.deviceID]?[revoked.granteeUserID] = nil
             if shares[revoked.deviceID]?.isEmpty == true { shares[revoked.deviceID] = nil }
-        case .unknown:
+        case .regionTransition, .waypointsReported, .unknown:
             break
         }
     }

@@ -9,6 +9,10 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
     case open
     /// A device token.
     case device
+    /// A device token carried the way an app can (docs/clients.md): HTTP Basic with the device
+    /// owner's user name and the token as password, `Bearer`, or the query parameter `token`,
+    /// `api_key`, `id` or `deviceid`. A refusal carries `WWW-Authenticate: Basic`.
+    case appDevice
     /// A user: a user API token or a login session.
     case user
     /// A page of the web panel: a user, exactly like `.user`, except that a browser without a
@@ -28,6 +32,7 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .open: "open"
         case .device: "device"
+        case .appDevice: "appDevice"
         case .user: "user"
         case .page: "page"
         case .viewer: "viewer"
@@ -264,7 +269,12 @@ extension IdentityService {
             if error == .unknownToken || error == .sessionEnded {
                 limit.record(clientAddress(request), nowMicros: clockMicros())
             }
-            return .refused(error.response)
+            var response = error.response
+            // Apps with a user/password form (OwnTracks) send Basic credentials only when asked.
+            if permission == .appDevice && error.status == 401 {
+                response.headers.set("WWW-Authenticate", "Basic realm=\"findmy\", charset=\"UTF-8\"")
+            }
+            return .refused(response)
         }
         if checksCSRF, let refusal = cookieCSRFRefusal(request) { return .refused(refusal.response) }
         return .passed(principal)
@@ -304,6 +314,8 @@ extension IdentityService {
             return nil
         case .device:
             return .device(try deviceID(request))
+        case .appDevice:
+            return .device(try appDeviceID(request))
         case .user, .page:
             return .user(try authenticatedUser(request))
         case .viewer:
@@ -360,4 +372,67 @@ extension APIError {
         message:
             "the X-CSRF-Token header is not this session's CSRF token; send the csrf_token that the login which set this cookie answered"
     )
+}
+
+// MARK: app credentials
+
+extension IdentityService {
+    /// Query parameters an app may carry its device token in (Overland's `token`, GPSLogger's
+    /// `api_key`, the OsmAnd protocol's `id` and `deviceid`).
+    public static let appTokenParameters = ["token", "api_key", "id", "deviceid"]
+
+    /// The device of an app's request (permission `.appDevice`): HTTP Basic (user name and device
+    /// token), `Bearer`, or a query parameter of `appTokenParameters`, in that order.
+    package func appDeviceID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
+        if let header = request.headers["Authorization"] {
+            if header.count > 6, header.prefix(6).lowercased() == "basic " {
+                guard let decoded = Base64.decode(header.dropFirst(6).trimmingSpaces),
+                    let text = String(validating: decoded, as: UTF8.self),
+                    let colon = text.firstIndex(of: ":")
+                else {
+                    throw APIError(
+                        status: 401, code: .missingToken,
+                        message: "the Basic credentials are not base64 of 'user:password'")
+                }
+                return try appDevice(
+                    token: String(text[text.index(after: colon)...]), userName: String(text[..<colon]))
+            }
+            return try deviceID(request)
+        }
+        for name in Self.appTokenParameters {
+            if let token = request.queryItems.first(where: { $0.name == name })?.value {
+                return try appDevice(token: token, userName: nil)
+            }
+        }
+        throw APIError(
+            status: 401, code: .missingToken,
+            message:
+                "send the device token: as the password of HTTP Basic with your findmy user name (OwnTracks), as Authorization: Bearer <token>, or as ?token=<token>"
+        )
+    }
+
+    /// The device whose token is `token`; with `userName`, only a device of that user (an app that
+    /// sends a user name and the token as password). A wrong pair answers the 401 of an unknown
+    /// token, whichever half was wrong, so that names cannot be probed. For a token carried in a
+    /// request body, call this from the handler and count a failure with `recordAppAuthFailure`.
+    public func appDevice(token: String, userName: String?) throws(APIError) -> UInt64 {
+        let hash = SHA256.hash(Array(token[...].trimmingSpaces.utf8))
+        let found = registry.read { state -> UInt64? in
+            guard case .device(let deviceID)? = state.registry.principal(tokenHash: hash) else { return nil }
+            if let userName {
+                guard let owner = state.registry.liveDevice(deviceID)?.userID,
+                    state.registry.user(named: userName)?.id == owner
+                else { return nil }
+            }
+            return deviceID
+        }
+        guard let found else { throw APIError.unknownToken }
+        return found
+    }
+
+    /// Counts a failed authentication of `request`'s address, as the gate does for an unknown token.
+    public func recordAppAuthFailure(_ request: HTTPRequest) {
+        let limit = doorLimits.authFailuresPerAddress
+        limit.record(clientAddress(request), nowMicros: clockMicros())
+    }
 }

@@ -6,6 +6,11 @@ import Threads
 
 /// Counters for `GET /metrics`, in the Prometheus text format (version 0.0.4).
 public final class IngestMetrics: Sendable {
+    struct MessageKey: Hashable {
+        var clientProtocol: ClientProtocol
+        var type: String
+    }
+
     struct RequestKey: Hashable {
         var route: String
         var method: String
@@ -22,6 +27,10 @@ public final class IngestMetrics: Sendable {
         var fixesAccepted = 0
         var fixesRejected: [FixRejection.Code: Int] = [:]
         var duplicateBatches = 0
+        var batchesByProtocol: [ClientProtocol: Int] = [:]
+        var fixesAcceptedByProtocol: [ClientProtocol: Int] = [:]
+        var fixesRejectedByProtocol: [ClientProtocol: Int] = [:]
+        var clientMessages: [MessageKey: Int] = [:]
         var appendBuckets = [Int](repeating: 0, count: IngestMetrics.appendBucketsMicros.count + 1)
         var appendCount = 0
         var appendMicrosSum: Int64 = 0
@@ -37,11 +46,23 @@ public final class IngestMetrics: Sendable {
         state.withLock { $0.requests[key, default: 0] += 1 }
     }
 
-    func recordReport(accepted: Int, rejected: [FixRejection.Code: Int]) {
+    func recordReport(
+        accepted: Int, rejected: [FixRejection.Code: Int], clientProtocol: ClientProtocol = .native
+    ) {
         state.withLock { state in
             state.fixesAccepted += accepted
-            for (code, count) in rejected { state.fixesRejected[code, default: 0] += count }
+            for (code, count) in rejected {
+                state.fixesRejected[code, default: 0] += count
+                state.fixesRejectedByProtocol[clientProtocol, default: 0] += count
+            }
+            state.batchesByProtocol[clientProtocol, default: 0] += 1
+            state.fixesAcceptedByProtocol[clientProtocol, default: 0] += accepted
         }
+    }
+
+    /// The message types an app may send are few and fixed by its decoder, so the label set stays small.
+    func recordClientMessage(_ clientProtocol: ClientProtocol, type: String) {
+        state.withLock { $0.clientMessages[MessageKey(clientProtocol: clientProtocol, type: type), default: 0] += 1 }
     }
 
     func recordDuplicate() { state.withLock { $0.duplicateBatches += 1 } }
@@ -77,6 +98,28 @@ public final class IngestMetrics: Sendable {
         for code in FixRejection.Code.allCases {
             out +=
                 "findmy_fixes_rejected_total{reason=\"\(code.rawValue)\"} \(state.fixesRejected[code] ?? 0)\n"
+        }
+        out += "# HELP findmy_batches_total Batches stored durably, by the protocol they arrived in.\n"
+        out += "# TYPE findmy_batches_total counter\n"
+        for clientProtocol in ClientProtocol.known {
+            out += "findmy_batches_total{protocol=\"\(clientProtocol.name)\"} \(state.batchesByProtocol[clientProtocol] ?? 0)\n"
+        }
+        out += "# HELP findmy_protocol_fixes_accepted_total Fixes stored durably, by protocol.\n"
+        out += "# TYPE findmy_protocol_fixes_accepted_total counter\n"
+        for clientProtocol in ClientProtocol.known {
+            out += "findmy_protocol_fixes_accepted_total{protocol=\"\(clientProtocol.name)\"} \(state.fixesAcceptedByProtocol[clientProtocol] ?? 0)\n"
+        }
+        out += "# HELP findmy_protocol_fixes_rejected_total Fixes or messages rejected, by protocol.\n"
+        out += "# TYPE findmy_protocol_fixes_rejected_total counter\n"
+        for clientProtocol in ClientProtocol.known {
+            out += "findmy_protocol_fixes_rejected_total{protocol=\"\(clientProtocol.name)\"} \(state.fixesRejectedByProtocol[clientProtocol] ?? 0)\n"
+        }
+        out += "# HELP findmy_client_messages_total Messages of apps acknowledged without a fix, by protocol and type.\n"
+        out += "# TYPE findmy_client_messages_total counter\n"
+        for (key, count) in state.clientMessages.sorted(by: {
+            ($0.key.clientProtocol, $0.key.type) < ($1.key.clientProtocol, $1.key.type)
+        }) {
+            out += "findmy_client_messages_total{protocol=\"\(key.clientProtocol.name)\",type=\"\(key.type)\"} \(count)\n"
         }
         out +=
             "# HELP findmy_duplicate_batches_total Retried batch ids answered from the registry without appending.\n"

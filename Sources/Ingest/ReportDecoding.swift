@@ -15,6 +15,8 @@ public struct FixRejection: Error, Equatable, Sendable {
         case badTimestamp = "bad_timestamp"
         case badSource = "bad_source"
         case expired
+        /// An app's message that cannot be read at all (not JSON, an unknown `_type`, ...).
+        case malformed
     }
 
     public var code: Code
@@ -150,7 +152,10 @@ public enum ReportDecoder {
     }
 
     /// Applies the fix rules to a fix's members, however they were read.
-    static func validate(_ fields: FixFields, receivedAtMicros: Int64, limits: IngestLimits)
+    /// `recordedAtMicros`: the fix time when a decoder already has it (then `fields.recordedAt` is unused).
+    static func validate(
+        _ fields: FixFields, receivedAtMicros: Int64, limits: IngestLimits, recordedAtMicros: Int64? = nil
+    )
         throws(FixRejection) -> Fix
     {
         typealias Limits = IngestLimits
@@ -183,7 +188,8 @@ public enum ReportDecoder {
         let battery = try batteryPercent(fields.battery)
         let charging = try optionalBool(fields.charging, "is_charging")
         let source = try decodeSource(fields.source)
-        let recordedAt = try timestamp(fields.recordedAt)
+        let recordedAt: Int64
+        if let recordedAtMicros { recordedAt = recordedAtMicros } else { recordedAt = try timestamp(fields.recordedAt) }
         // A wrong device clock can make a fix look young; its age counts from the earlier clock.
         let ageMicros = receivedAtMicros - min(recordedAt, receivedAtMicros)
         guard ageMicros <= limits.retentionMicros else {
@@ -198,6 +204,34 @@ public enum ReportDecoder {
             isCharging: charging,
             source: source, recordedAtMicros: recordedAt,
             clockSuspect: recordedAt > receivedAtMicros + limits.clockSkewToleranceMicros)
+    }
+
+    /// The fix rules for a fix an app's protocol decoder built (`IngestService.submit`): the same
+    /// ranges, source rule, retention window and clock flag as a native fix, except that accuracy
+    /// may be unknown (nil). `fix.clockSuspect` is set here, whatever the decoder put there.
+    public static func validate(_ fix: Fix, receivedAtMicros: Int64, limits: IngestLimits)
+        throws(FixRejection) -> Fix
+    {
+        func present(_ value: Double?) -> JSONValue? { value.map { .double($0) } }
+        // Reuses the one set of rules; the values go through them as a JSON decoder would give them.
+        var fields = FixFields()
+        fields.latitude = .double(fix.latitude)
+        fields.longitude = .double(fix.longitude)
+        // A known accuracy keeps its rule; unknown is checked separately below.
+        fields.accuracy = .double(fix.accuracyMeters ?? 1)
+        fields.altitude = present(fix.altitudeMeters)
+        fields.speed = present(fix.speedMetersPerSecond)
+        fields.heading = present(fix.headingDegrees)
+        fields.battery = fix.batteryPercent.map { .integer(Int64($0)) }
+        fields.charging = fix.isCharging.map { .bool($0) }
+        fields.source = .string(fix.source)
+        guard fix.recordedAtMicros >= RFC3339.microsMin, fix.recordedAtMicros <= RFC3339.microsMax else {
+            throw FixRejection(.badTimestamp, "the fix time is outside years 0001 to 9999 in UTC")
+        }
+        var valid = try validate(
+            fields, receivedAtMicros: receivedAtMicros, limits: limits, recordedAtMicros: fix.recordedAtMicros)
+        valid.accuracyMeters = fix.accuracyMeters
+        return valid
     }
 
     /// The members of one fix, before their rules are applied.

@@ -315,7 +315,7 @@ public final class ReadService: Sendable {
         let result = try self.query(
             """
             SELECT b.received_at, b.batch_id::text, b.fix_count, b.rejected_count, b.recorded_min,
-                b.recorded_max, b.log_offset
+                b.recorded_max, b.log_offset, b.protocol
             FROM \(ProjectionSchema.Table.deviceBatches.live) b
             WHERE b.device_id = $1
               AND b.received_at >= coalesce($2::timestamptz, '-infinity')
@@ -352,6 +352,8 @@ public final class ReadService: Sendable {
                 try writeTime(&writer, result, row, 5)
                 writer.key("offset")
                 writer.int64(try result.int64(row, 6) ?? 0)
+                writer.key("protocol")
+                writer.string(result.string(row, 7) ?? "native")
                 writer.endObject()
             }
         }
@@ -609,8 +611,8 @@ public final class ReadService: Sendable {
     /// One fix of a binary-format result, read straight from libpq's buffer: `source` points into
     /// the result, so a `FixRow` must not outlive it.
     struct FixRow {
-        var latitude, longitude, accuracy: Double
-        var altitude, speed, heading: Double?
+        var latitude, longitude: Double
+        var accuracy, altitude, speed, heading: Double?
         var battery: Int64?
         var charging: Bool?
         var source: UnsafeBufferPointer<UInt8>
@@ -620,7 +622,7 @@ public final class ReadService: Sendable {
         init(_ result: PostgresResult, _ row: Int, _ first: Int) throws(PostgresError) {
             latitude = try result.binaryDouble(row, first) ?? 0
             longitude = try result.binaryDouble(row, first + 1) ?? 0
-            accuracy = try result.binaryDouble(row, first + 2) ?? 0
+            accuracy = try result.binaryDouble(row, first + 2)
             altitude = try result.binaryDouble(row, first + 3)
             speed = try result.binaryDouble(row, first + 4)
             heading = try result.binaryDouble(row, first + 5)
@@ -647,7 +649,7 @@ public final class ReadService: Sendable {
             object.key("longitude")
             object.finiteDouble(longitude)
             object.key("accuracy_m")
-            object.finiteDouble(accuracy)
+            if let accuracy { object.finiteDouble(accuracy) } else { object.null() }
             object.key("altitude_m")
             if let altitude { object.finiteDouble(altitude) } else { object.null() }
             object.key("speed_mps")

@@ -85,7 +85,8 @@ public enum ProjectionSchema {
 
         public var nullable: Bool {
             switch self {
-            case .altitude, .speed, .heading, .battery, .isCharging: true
+            // accuracy: NULL when unknown (an app that sends none; docs/api.md).
+            case .accuracy, .altitude, .speed, .heading, .battery, .isCharging: true
             default: false
             }
         }
@@ -100,7 +101,7 @@ public enum ProjectionSchema {
     /// The columns of `device_batches`, in the order of its DDL and the projector's COPY.
     public static let batchColumnNames = [
         "log_offset", "device_id", "batch_id", "received_at", "fix_count", "rejected_count", "recorded_min",
-        "recorded_max",
+        "recorded_max", "protocol",
     ]
 
     /// `l.latitude, l.longitude, ...`: fix columns qualified by a table alias, for a SELECT list.

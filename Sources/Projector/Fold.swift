@@ -27,11 +27,14 @@ public struct BatchRow: Equatable, Sendable {
     public var rejectedCount: Int
     public var recordedMinMicros: Int64?
     public var recordedMaxMicros: Int64?
+    public var clientProtocol: ClientProtocol
 
     public init(
         logOffset: UInt64, deviceID: UInt64, batchID: UUID128, receivedAtMicros: Int64, fixCount: Int,
-        rejectedCount: Int, recordedMinMicros: Int64?, recordedMaxMicros: Int64?
+        rejectedCount: Int, recordedMinMicros: Int64?, recordedMaxMicros: Int64?,
+        clientProtocol: ClientProtocol = .native
     ) {
+        self.clientProtocol = clientProtocol
         self.logOffset = logOffset
         self.deviceID = deviceID
         self.batchID = batchID
@@ -123,6 +126,8 @@ public struct ProjectionBatch: Sendable {
             lastSeen[removed.deviceID] = nil
         case .userPasswordSet, .userRoleChanged, .shareGranted, .shareRevoked:
             break  // who may see whom is decided from the ingest registry, not from a table
+        case .regionTransition, .waypointsReported:
+            break  // places: the geofence projection's, when it exists
         case .unknown:
             break  // a newer findmy's event: nothing this version projects
         }
@@ -145,7 +150,7 @@ public struct ProjectionBatch: Sendable {
                 recordedMinMicros: header.fixCount == 0 || header.recordedMinMicros == 0
                     ? nil : header.recordedMinMicros,
                 recordedMaxMicros: header.fixCount == 0 || header.recordedMaxMicros == 0
-                    ? nil : header.recordedMaxMicros))
+                    ? nil : header.recordedMaxMicros, clientProtocol: header.clientProtocol))
     }
 
     private mutating func add(
@@ -157,7 +162,8 @@ public struct ProjectionBatch: Sendable {
                 receivedAtMicros: receivedAtMicros,
                 fixCount: batch.fixes.count, rejectedCount: batch.rejections.count,
                 recordedMinMicros: batch.fixes.isEmpty ? nil : header.recordedMinMicros,
-                recordedMaxMicros: batch.fixes.isEmpty ? nil : header.recordedMaxMicros))
+                recordedMaxMicros: batch.fixes.isEmpty ? nil : header.recordedMaxMicros,
+                clientProtocol: batch.clientProtocol))
         lastSeen[batch.deviceID] = max(lastSeen[batch.deviceID] ?? .min, receivedAtMicros)
         for (index, fix) in batch.fixes.enumerated() {
             let row = LocationRow(

@@ -165,7 +165,7 @@ public struct ProjectionStore: Sendable {
             .int64(Int64(row.deviceID)), .int64(Int64(row.logOffset)), .int64(Int64(row.fixIndex)),
             .timestamp(micros: fix.recordedAtMicros), .timestamp(micros: row.receivedAtMicros),
             .double(fix.latitude),
-            .double(fix.longitude), .double(fix.accuracyMeters), fix.altitudeMeters.map { .double($0) },
+            .double(fix.longitude), fix.accuracyMeters.map { .double($0) }, fix.altitudeMeters.map { .double($0) },
             fix.speedMetersPerSecond.map { .double($0) }, fix.headingDegrees.map { .double($0) },
             fix.batteryPercent.map { .int64(Int64($0)) }, fix.isCharging.map { .bool($0) }, .text(fix.source),
             .bool(fix.clockSuspect),
@@ -207,7 +207,7 @@ public struct ProjectionStore: Sendable {
         out.timestamp(micros: row.receivedAtMicros)
         out.float8(fix.latitude)
         out.float8(fix.longitude)
-        out.float8(fix.accuracyMeters)
+        if let value = fix.accuracyMeters { out.float8(value) } else { out.null() }
         if let value = fix.altitudeMeters { out.float8(value) } else { out.null() }
         if let value = fix.speedMetersPerSecond { out.float8(value) } else { out.null() }
         if let value = fix.headingDegrees { out.float8(value) } else { out.null() }
@@ -226,7 +226,7 @@ public struct ProjectionStore: Sendable {
     }
 
     /// One row of `device_batches` in binary COPY form, in `ProjectionSchema.batchColumnNames` order.
-    static func encode(_ row: BatchRow, _ out: inout BinaryCopyRows) {
+    static func encode(_ row: BatchRow, _ out: inout BinaryCopyRows) throws(PostgresError) {
         out.beginRow(fieldCount: ProjectionSchema.batchColumnNames.count)
         out.int64(Int64(row.logOffset))
         out.int64(Int64(row.deviceID))
@@ -236,6 +236,7 @@ public struct ProjectionStore: Sendable {
         out.int32(Int32(row.rejectedCount))
         if let value = row.recordedMinMicros { out.timestamp(micros: value) } else { out.null() }
         if let value = row.recordedMaxMicros { out.timestamp(micros: value) } else { out.null() }
+        try out.text(row.clientProtocol.name)
     }
 
     /// One statement for all devices of the batch: candidates as arrays, the rule in the WHERE.

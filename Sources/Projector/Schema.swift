@@ -22,7 +22,8 @@ public enum Schema {
     /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
     /// 2: the history index is `(device_id, recorded_at, log_offset, fix_index)`, the read API's order.
     /// 3: `devices.as_of_offset`, the version the read API's device cards are cached by.
-    public static let projectionVersion = 3
+    /// 4: `accuracy_m` nullable (accuracy unknown), `device_batches.protocol` (issue 13).
+    public static let projectionVersion = 4
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -163,7 +164,8 @@ public enum Schema {
                 fix_count integer NOT NULL,
                 rejected_count integer NOT NULL,
                 recorded_min timestamptz,
-                recorded_max timestamptz
+                recorded_max timestamptz,
+                protocol text NOT NULL DEFAULT 'native'
             );
             CREATE INDEX ON \(s).device_batches (device_id, received_at);
             CREATE TABLE \(s).projector_checkpoints (

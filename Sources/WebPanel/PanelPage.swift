@@ -138,7 +138,7 @@ struct PanelPage {
                 time(&html, fix.receivedAtMicros)
                 html.raw("</dd>\n")
             }
-            row(&html, "Accuracy", "± \(meters(fix.accuracyMeters))", id: "accuracy")
+            row(&html, "Accuracy", accuracyText(fix.accuracyMeters), id: "accuracy")
             var battery = fix.batteryPercent.map { "\($0) %" } ?? "unknown"
             if let charging = fix.isCharging { battery += charging ? ", charging" : ", not charging" }
             row(&html, "Battery", battery, id: "battery")
@@ -239,7 +239,7 @@ struct PanelPage {
             html.attribute(String(index))
             html.raw("\">")
             time(&html, fix.recordedAtMicros, relative: false)
-            html.text(" · ± \(meters(fix.accuracyMeters))")
+            html.text(" · " + accuracyText(fix.accuracyMeters))
             if let battery = fix.batteryPercent { html.text(" · battery \(battery) %") }
             html.raw("</li>\n")
         }
@@ -319,6 +319,11 @@ struct PanelPage {
         return "\(Double(tenthsOfKilometres) / 10) km"
     }
 
+    /// "± 12 m", or "accuracy unknown" for a fix whose app sent none (stored NULL, read as 0).
+    func accuracyText(_ value: Double) -> String {
+        value > 0 ? "± " + meters(value) : "accuracy unknown"
+    }
+
     /// What the map script needs; JSONWriter escapes `<`, `>` and `&` in every string.
     func island() -> [UInt8] {
         var writer = JSONWriter(capacity: 1024 + devices.count * 200)
@@ -365,7 +370,8 @@ struct PanelPage {
         writer.key("longitude")
         writer.finiteDouble(fix.longitude)
         writer.key("accuracy_m")
-        writer.finiteDouble(fix.accuracyMeters)
+        // null: accuracy unknown; the map draws no circle and says so rather than a precise dot.
+        if fix.accuracyMeters > 0 { writer.finiteDouble(fix.accuracyMeters) } else { writer.null() }
         writer.key("recorded_at")
         writer.string(stamp(fix.recordedAtMicros))
         writer.endObject()

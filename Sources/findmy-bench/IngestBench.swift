@@ -220,7 +220,7 @@ enum IngestBench {
         writer.key("longitude")
         writer.double(fix.longitude)
         writer.key("accuracy_m")
-        writer.double(fix.accuracyMeters)
+        writer.double(fix.accuracyMeters ?? 10)
         writer.key("altitude_m")
         writer.double(fix.altitudeMeters ?? 34)
         writer.key("speed_mps")

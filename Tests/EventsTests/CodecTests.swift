@@ -158,3 +158,32 @@ import Workload
         }
     }
 }
+
+@Suite struct UnknownAccuracyAndProtocolTests {
+    /// Unknown accuracy is stored as 0, outside the accepted range, so a version-1 reader of any
+    /// age reads the record; this version reads it back as unknown.
+    @Test func unknownAccuracyRoundTripsAndKnownValuesStayBitForBit() throws {
+        let fixes = [
+            Fix(latitude: 1, longitude: 2, accuracyMeters: nil, source: "owntracks", recordedAtMicros: 10),
+            Fix(latitude: 1, longitude: 2, accuracyMeters: 12.5, source: "owntracks", recordedAtMicros: 20),
+            Fix(latitude: 1, longitude: 2, accuracyMeters: nil, source: "owntracks", recordedAtMicros: 30),
+        ]
+        let event = Event.fixBatch(
+            FixBatch(deviceID: 3, batchID: UUID128.random(), fixes: fixes, clientProtocol: .owntracksHTTP))
+        let encoded = EventCodec.encode(event, receivedAtMicros: 40)
+        #expect(try EventCodec.decode(header: encoded.header, stored: encoded.payload) == event)
+    }
+
+    /// The protocol lives in header flag bits 12-15: an envelope (payload removed) still says it,
+    /// and a record written before the field (flags 0) reads as native.
+    @Test func theProtocolIsInTheHeaderAndZeroIsNative() throws {
+        for clientProtocol in ClientProtocol.known {
+            let batch = FixBatch(deviceID: 3, batchID: .zero, fixes: [], clientProtocol: clientProtocol)
+            let header = EventCodec.encode(.fixBatch(batch), receivedAtMicros: 1).header
+            #expect(header.clientProtocol == clientProtocol)
+            #expect(header.flags & ~LogFormat.recordFlagProtocolMask == 0)
+        }
+        #expect(ClientProtocol.native.rawValue == 0)
+        #expect(ClientProtocol.known.map(\.name) == ["native", "owntracks-http", "owntracks-mqtt", "overland", "osmand"])
+    }
+}

@@ -61,6 +61,17 @@ struct EventFuzzer {
 
     mutating func optionalDouble() -> Double? { Bool.random(using: &random) ? double() : nil }
 
+    /// Unknown (nil) is stored as +0.0, so +0.0 itself is not a value a fix can hold.
+    mutating func accuracy() -> Double? {
+        guard Int.random(in: 0..<4, using: &random) != 0 else { return nil }
+        let value = double()
+        return value.bitPattern == 0 ? nil : value
+    }
+
+    mutating func clientProtocol() -> ClientProtocol {
+        ClientProtocol(rawValue: UInt8.random(in: 0...ClientProtocol.rawValueMax, using: &random))!
+    }
+
     mutating func string(maxBytes: Int = 40) -> String {
         let alphabet = Array("abcXYZ019 -_<>\"'\\é日本🙂\u{0}\n")
         return String(
@@ -78,7 +89,7 @@ struct EventFuzzer {
 
     mutating func fix() -> Fix {
         Fix(
-            latitude: double(), longitude: double(), accuracyMeters: double(),
+            latitude: double(), longitude: double(), accuracyMeters: accuracy(),
             altitudeMeters: optionalDouble(),
             speedMetersPerSecond: optionalDouble(), headingDegrees: optionalDouble(),
             batteryPercent: Bool.random(using: &random) ? UInt8.random(in: 0...255, using: &random) : nil,
@@ -93,7 +104,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<19, using: &random) {
+        switch Int.random(in: 0..<21, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -102,7 +113,7 @@ struct EventFuzzer {
             return .fixBatch(
                 FixBatch(
                     deviceID: id(), batchID: uuid(), fixes: (0..<count).map { _ in fix() },
-                    rejections: rejections))
+                    rejections: rejections, clientProtocol: clientProtocol()))
         case 2:
             return .userCreated(
                 UserCreated(
@@ -149,6 +160,23 @@ struct EventFuzzer {
             return .shareRevoked(ShareRevoked(deviceID: id(), granteeUserID: id()))
         case 17:
             return .userTokenRotated(UserTokenRotated(userID: id(), tokenHash: hash()))
+        case 19:
+            return .regionTransition(
+                RegionTransition(
+                    deviceID: id(), clientProtocol: clientProtocol(),
+                    kind: Bool.random(using: &random) ? .enter : .leave, recordedAtMicros: time(),
+                    regionID: string(), regionName: string(), trigger: string(), latitude: optionalDouble(),
+                    longitude: optionalDouble(), accuracyMeters: optionalDouble()))
+        case 20:
+            let waypoints = (0..<Int.random(in: 0...5, using: &random)).map { _ in
+                Waypoint(
+                    createdAtMicros: time(), regionID: string(), name: string(), latitude: double(),
+                    longitude: double(), radiusMeters: double())
+            }
+            return .waypointsReported(
+                WaypointsReported(
+                    deviceID: id(), clientProtocol: clientProtocol(), complete: Bool.random(using: &random),
+                    waypoints: waypoints))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

@@ -60,23 +60,37 @@
     });
   }
 
+  // null: the app sent no accuracy. Never drawn or worded as precise.
   function accuracyText(meters) {
-    return meters >= 1000 ? (Math.floor(meters / 100) / 10) + " km" : Math.round(meters) + " m";
+    if (meters === null || meters === undefined || !(meters > 0)) { return "accuracy unknown"; }
+    return "± " + (meters >= 1000 ? (Math.floor(meters / 100) / 10) + " km" : Math.round(meters) + " m");
   }
+
+  function known(meters) { return meters !== null && meters !== undefined && meters > 0; }
 
   function place(device) {
     var fix = device.latest;
     if (!fix) { return; }
     var at = [fix.latitude, fix.longitude];
     var marker = state.markers[device.id];
+    // Unknown accuracy: no circle, a faded marker titled so; a pin alone would look precise.
+    var title = known(fix.accuracy_m) ? device.name : device.name + " (accuracy unknown)";
     if (marker) {
       marker.setLatLng(at);
-      state.circles[device.id].setLatLng(at).setRadius(fix.accuracy_m);
     } else {
-      marker = L.marker(at, { title: device.name, alt: device.name, keyboard: true }).addTo(state.map);
+      marker = L.marker(at, { title: title, alt: title, keyboard: true }).addTo(state.map);
       marker.on("click", function () { window.location.href = "/find-my?selected=" + device.id; });
       state.markers[device.id] = marker;
-      // Always the circle: a 3 km fix must look like a 3 km fix.
+    }
+    marker.setOpacity(known(fix.accuracy_m) ? 1 : 0.55);
+    if (marker.getElement && marker.getElement()) { marker.getElement().title = title; }
+    var circle = state.circles[device.id];
+    if (!known(fix.accuracy_m)) {
+      if (circle) { state.map.removeLayer(circle); delete state.circles[device.id]; }
+    } else if (circle) {
+      circle.setLatLng(at).setRadius(fix.accuracy_m);
+    } else {
+      // Always the circle when known: a 3 km fix must look like a 3 km fix.
       state.circles[device.id] = L.circle(at, {
         radius: fix.accuracy_m, weight: 1, fillOpacity: 0.15, interactive: false
       }).addTo(state.map);
@@ -104,7 +118,7 @@
       var pointRenderer = L.canvas({ padding: 0.5 });
       data.track.forEach(function (fix) {
         var point = L.circleMarker([fix.latitude, fix.longitude], { radius: 4, weight: 1, renderer: pointRenderer })
-          .bindTooltip(localTime(fix.recorded_at) + " · ± " + accuracyText(fix.accuracy_m))
+          .bindTooltip(localTime(fix.recorded_at) + " · " + accuracyText(fix.accuracy_m))
           .addTo(state.map);
         state.trackPoints.push(point);
       });
@@ -123,7 +137,7 @@
       // A circle's own getBounds needs a map view, which is what is being decided here.
       data.devices.forEach(function (device) {
         if (!device.latest || (data.selected !== null && device.id !== data.selected)) { return; }
-        var circle = L.latLng(device.latest.latitude, device.latest.longitude).toBounds(2 * device.latest.accuracy_m);
+        var circle = L.latLng(device.latest.latitude, device.latest.longitude).toBounds(2 * (known(device.latest.accuracy_m) ? device.latest.accuracy_m : 100));
         bounds = bounds ? bounds.extend(circle) : circle;
       });
     }
@@ -151,7 +165,7 @@
           if (ago) { ago.setAttribute("data-at", device.latest.recorded_at); }
         }
         var accuracy = document.getElementById("accuracy");
-        if (accuracy) { accuracy.textContent = "± " + accuracyText(device.latest.accuracy_m); }
+        if (accuracy) { accuracy.textContent = accuracyText(device.latest.accuracy_m); }
         if (state.map && !state.track) { state.map.panTo([device.latest.latitude, device.latest.longitude]); }
       }
     });
