@@ -72,6 +72,8 @@ public final class MQTTClient: Sendable {
         /// QoS 1 messages received on the current connection and not yet acknowledged.
         public var acknowledgementsPending = 0
         public var lastError: String?
+
+        public init() {}
     }
 
     private struct State: Sendable {

@@ -181,3 +181,16 @@ private func waitUntil(_ condition: () -> Bool) -> Bool {
     #expect(waitUntil { subscriber.status.subscribed })
     subscriber.stop(graceMicros: 0)
 }
+
+@Test func aTopicFilterSaysWhatEachWildcardMatched() throws {
+    let filter = try #require(TopicFilter("owntracks/+/+", wildcards: 2))
+    #expect(filter.match("owntracks/alice/phone") == ["alice", "phone"])
+    #expect(filter.match("owntracks/alice/phone/event") == nil)
+    #expect(filter.match("owntracks/alice") == nil)
+    #expect(filter.match("owntracks//phone") == nil)
+    #expect(filter.match("other/alice/phone") == nil)
+    #expect(TopicFilter("home/+/tracks/+", wildcards: 2)?.match("home/bob/tracks/ipad") == ["bob", "ipad"])
+    #expect(TopicFilter("owntracks/#", wildcards: 2) == nil)
+    #expect(TopicFilter("owntracks/+", wildcards: 2) == nil)
+    #expect(TopicFilter("owntracks/a+/+", wildcards: 2) == nil)
+}
