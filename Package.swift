@@ -68,6 +68,11 @@ let package = Package(
         .target(
             name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
+        // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
+        // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
+        .target(
+            name: "Clients", dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
@@ -121,7 +126,7 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Identity", "Ingest", "HTTP", "HTTPClient", "Crypto", "Postgres",
+                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto", "Postgres",
                 "Projector",
                 "Panel", "Compactor", "WebPanel", "Threads",
             ],
@@ -154,9 +159,12 @@ let package = Package(
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
             swiftSettings: strict),
+        .testTarget(
+            name: "ClientsTests", dependencies: ["Clients", "Ingest", "Identity", "Events", "JSON", "Crypto"],
+            swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres"],
+            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto"],
             swiftSettings: strict),
         .testTarget(
             name: "PanelTests", dependencies: ["Panel", "Identity", "Crypto", "Events"],

@@ -283,7 +283,8 @@ public enum EventJSON {
             return prefix + "  device \(share.deviceID) from user \(share.granteeUserID)"
         case .userTokenRotated(let rotated): return prefix + "  user \(rotated.userID)"
         case .regionTransition(let transition):
-            return prefix + "  device \(transition.deviceID)  \(transition.kind == .enter ? "enter" : "leave") "
+            return prefix
+                + "  device \(transition.deviceID)  \(transition.kind == .enter ? "enter" : "leave") "
                 + "'\(transition.regionName)'"
         case .waypointsReported(let reported):
             return prefix + "  device \(reported.deviceID)  \(reported.waypoints.count) waypoints"

@@ -196,7 +196,8 @@ public struct RecordHeader: Equatable, Sendable {
     public var isPayloadRemoved: Bool { flags & LogFormat.recordFlagPayloadRemoved != 0 }
     /// The wire format of a fix batch; readable from an envelope too.
     public var clientProtocol: ClientProtocol {
-        ClientProtocol(rawValue: UInt8((flags & LogFormat.recordFlagProtocolMask) >> LogFormat.recordFlagProtocolShift))!
+        ClientProtocol(
+            rawValue: UInt8((flags & LogFormat.recordFlagProtocolMask) >> LogFormat.recordFlagProtocolShift))!
     }
 
     func write(to writer: inout ByteWriter) {

@@ -64,6 +64,8 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/report"): .device,
         RouteKey("GET", "/healthz"): .open,
         RouteKey("GET", "/metrics"): .open,
+        // The apps people already run (Sources/Clients, docs/clients.md)
+        RouteKey("POST", "/api/find-my/owntracks"): .appDevice,
         // Login, sessions, sharing, users (Sources/Identity/Accounts.swift)
         RouteKey("POST", "/login"): .open,
         RouteKey("POST", "/logout"): .open,  // ends only the session its own cookie names

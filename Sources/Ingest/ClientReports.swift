@@ -128,7 +128,8 @@ extension IngestService {
         case .duplicate(let result):
             metrics.recordDuplicate()
             return completion(
-                .duplicate(offset: result.offset, accepted: result.accepted, rejected: result.rejections.count))
+                .duplicate(
+                    offset: result.offset, accepted: result.accepted, rejected: result.rejections.count))
         case .paused: return completion(.paused)
         case .inProgress: return completion(.inProgress)
         case .append: break
@@ -164,7 +165,8 @@ extension IngestService {
                     state.batchesInFlight.remove(key)
                     state.registry.apply(.fixBatch(batch), offset: offset)
                 }
-                metrics.recordReport(accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
+                metrics.recordReport(
+                    accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
                 completion(.stored(offset: offset, accepted: acceptedCount, rejected: rejectedCount))
             }
         }

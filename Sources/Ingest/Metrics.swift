@@ -62,7 +62,9 @@ public final class IngestMetrics: Sendable {
 
     /// The message types an app may send are few and fixed by its decoder, so the label set stays small.
     func recordClientMessage(_ clientProtocol: ClientProtocol, type: String) {
-        state.withLock { $0.clientMessages[MessageKey(clientProtocol: clientProtocol, type: type), default: 0] += 1 }
+        state.withLock {
+            $0.clientMessages[MessageKey(clientProtocol: clientProtocol, type: type), default: 0] += 1
+        }
     }
 
     func recordDuplicate() { state.withLock { $0.duplicateBatches += 1 } }
@@ -102,24 +104,29 @@ public final class IngestMetrics: Sendable {
         out += "# HELP findmy_batches_total Batches stored durably, by the protocol they arrived in.\n"
         out += "# TYPE findmy_batches_total counter\n"
         for clientProtocol in ClientProtocol.known {
-            out += "findmy_batches_total{protocol=\"\(clientProtocol.name)\"} \(state.batchesByProtocol[clientProtocol] ?? 0)\n"
+            out +=
+                "findmy_batches_total{protocol=\"\(clientProtocol.name)\"} \(state.batchesByProtocol[clientProtocol] ?? 0)\n"
         }
         out += "# HELP findmy_protocol_fixes_accepted_total Fixes stored durably, by protocol.\n"
         out += "# TYPE findmy_protocol_fixes_accepted_total counter\n"
         for clientProtocol in ClientProtocol.known {
-            out += "findmy_protocol_fixes_accepted_total{protocol=\"\(clientProtocol.name)\"} \(state.fixesAcceptedByProtocol[clientProtocol] ?? 0)\n"
+            out +=
+                "findmy_protocol_fixes_accepted_total{protocol=\"\(clientProtocol.name)\"} \(state.fixesAcceptedByProtocol[clientProtocol] ?? 0)\n"
         }
         out += "# HELP findmy_protocol_fixes_rejected_total Fixes or messages rejected, by protocol.\n"
         out += "# TYPE findmy_protocol_fixes_rejected_total counter\n"
         for clientProtocol in ClientProtocol.known {
-            out += "findmy_protocol_fixes_rejected_total{protocol=\"\(clientProtocol.name)\"} \(state.fixesRejectedByProtocol[clientProtocol] ?? 0)\n"
+            out +=
+                "findmy_protocol_fixes_rejected_total{protocol=\"\(clientProtocol.name)\"} \(state.fixesRejectedByProtocol[clientProtocol] ?? 0)\n"
         }
-        out += "# HELP findmy_client_messages_total Messages of apps acknowledged without a fix, by protocol and type.\n"
+        out +=
+            "# HELP findmy_client_messages_total Messages of apps acknowledged without a fix, by protocol and type.\n"
         out += "# TYPE findmy_client_messages_total counter\n"
         for (key, count) in state.clientMessages.sorted(by: {
             ($0.key.clientProtocol, $0.key.type) < ($1.key.clientProtocol, $1.key.type)
         }) {
-            out += "findmy_client_messages_total{protocol=\"\(key.clientProtocol.name)\",type=\"\(key.type)\"} \(count)\n"
+            out +=
+                "findmy_client_messages_total{protocol=\"\(key.clientProtocol.name)\",type=\"\(key.type)\"} \(count)\n"
         }
         out +=
             "# HELP findmy_duplicate_batches_total Retried batch ids answered from the registry without appending.\n"

@@ -189,7 +189,11 @@ public enum ReportDecoder {
         let charging = try optionalBool(fields.charging, "is_charging")
         let source = try decodeSource(fields.source)
         let recordedAt: Int64
-        if let recordedAtMicros { recordedAt = recordedAtMicros } else { recordedAt = try timestamp(fields.recordedAt) }
+        if let recordedAtMicros {
+            recordedAt = recordedAtMicros
+        } else {
+            recordedAt = try timestamp(fields.recordedAt)
+        }
         // A wrong device clock can make a fix look young; its age counts from the earlier clock.
         let ageMicros = receivedAtMicros - min(recordedAt, receivedAtMicros)
         guard ageMicros <= limits.retentionMicros else {
@@ -229,7 +233,8 @@ public enum ReportDecoder {
             throw FixRejection(.badTimestamp, "the fix time is outside years 0001 to 9999 in UTC")
         }
         var valid = try validate(
-            fields, receivedAtMicros: receivedAtMicros, limits: limits, recordedAtMicros: fix.recordedAtMicros)
+            fields, receivedAtMicros: receivedAtMicros, limits: limits, recordedAtMicros: fix.recordedAtMicros
+        )
         valid.accuracyMeters = fix.accuracyMeters
         return valid
     }

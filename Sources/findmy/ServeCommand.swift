@@ -1,4 +1,5 @@
 import CLI
+import Clients
 import Compactor
 import Events
 import HTTP
@@ -456,6 +457,7 @@ enum ServeCommand {
     {
         var api = GuardedRouter(service: service, listener: .api)
         service.addRoutes(to: &api)
+        ClientsService(ingest: service).addRoutes(to: &api)
         service.identity.addAccountRoutes(to: &api)
         if let reads {
             reads.addRoutes(to: &api)

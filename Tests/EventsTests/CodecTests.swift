@@ -184,6 +184,9 @@ import Workload
             #expect(header.flags & ~LogFormat.recordFlagProtocolMask == 0)
         }
         #expect(ClientProtocol.native.rawValue == 0)
-        #expect(ClientProtocol.known.map(\.name) == ["native", "owntracks-http", "owntracks-mqtt", "overland", "osmand"])
+        #expect(
+            ClientProtocol.known.map(\.name) == [
+                "native", "owntracks-http", "owntracks-mqtt", "overland", "osmand",
+            ])
     }
 }

@@ -1,0 +1,121 @@
+import Crypto
+import Events
+import HTTP
+import Identity
+import Ingest
+import JSON
+
+/// OwnTracks in HTTP mode: `POST /api/find-my/owntracks`, HTTP Basic with the findmy user name
+/// and the device token (docs/clients.md).
+///
+/// The answer is always `200` with a JSON array once the request is durable, whatever its
+/// content: a 4xx makes Android retry the message for weeks and iOS drop it, so content that can
+/// never be valid is acknowledged, and kept as a rejection in the arrivals audit and in
+/// `/metrics`. Only bad credentials get `401` (from the gate, with `WWW-Authenticate: Basic`),
+/// and only a failure to store gets `503`: then nothing was kept and the app must send it again.
+extension ClientsService {
+    func addOwnTracksRoutes(to router: inout GuardedRouter) {
+        router.addDeferred("POST", "/api/find-my/owntracks") { [self] request, principal, reply in
+            guard case .device(let deviceID)? = principal else {
+                preconditionFailure("the OwnTracks route's permission is .appDevice")
+            }
+            receiveOwnTracks(request, deviceID: deviceID, reply: reply)
+        }
+    }
+
+    func receiveOwnTracks(_ request: HTTPRequest, deviceID: UInt64, reply: HTTPReply) {
+        var plaintext = request.body
+        var key: [UInt8]?
+        var rejection: FixRejection?
+        if let encrypted = OwnTracksEncryption.encryptedData(request.body) {
+            key = OwnTracksEncryption.key(password: Self.basicPassword(request))
+            if let key, let opened = OwnTracksEncryption.open(encrypted, key: key) {
+                plaintext = opened
+            } else {
+                plaintext = []
+                rejection = FixRejection(
+                    .malformed,
+                    "an encrypted message that this device's key does not open; the OwnTracks encryption key must be the device token (docs/clients.md)"
+                )
+            }
+        }
+        var decoded = OwnTracks.decode(plaintext, deviceID: deviceID, clientProtocol: .owntracksHTTP)
+        if let rejection { decoded.rejections.append(.init(index: 0, rejection)) }
+        for type in decoded.counted { ingest.recordClientMessage(.owntracksHTTP, type: type) }
+        // The apps resend a message after a timeout; the same plaintext is the same batch. (An
+        // encrypted resend has a fresh nonce, so the id comes from what is inside.)
+        let report = ClientReport(
+            deviceID: deviceID,
+            batchID: ClientReport.derivedBatchID(
+                deviceID: deviceID, clientProtocol: .owntracksHTTP,
+                body: rejection == nil ? plaintext : request.body),
+            clientProtocol: .owntracksHTTP, items: decoded.items, rejections: decoded.rejections,
+            places: decoded.places)
+        let answerKey = key
+        ingest.submit(report) { outcome in
+            switch outcome {
+            case .stored, .duplicate, .empty, .paused:
+                reply(Self.answer([], key: answerKey))
+            case .inProgress:
+                var response = APIError(
+                    status: 503, code: .batchInProgress,
+                    message: "the same message is being stored by another request; send it again in a second"
+                ).response
+                response.headers.set("Retry-After", "1")
+                reply(response)
+            case .failed(let error):
+                reply(error.response)
+            }
+        }
+    }
+
+    /// The answer: a JSON array of messages for the app, encrypted when the request was.
+    static func answer(_ messages: [JSONValue], key: [UInt8]?) -> HTTPResponse {
+        let plaintext = JSONWriter.encode(.array(messages))
+        guard let key else { return .json(plaintext) }
+        return .json(OwnTracksEncryption.seal(plaintext, key: key))
+    }
+
+    /// The password of HTTP Basic credentials (the gate has checked them already).
+    static func basicPassword(_ request: HTTPRequest) -> String? {
+        guard let header = request.headers["Authorization"], header.count > 6,
+            header.prefix(6).lowercased() == "basic ",
+            let decoded = Base64.decode(String(header.dropFirst(6)).trimmingSpaces),
+            let text = String(validating: decoded, as: UTF8.self), let colon = text.firstIndex(of: ":")
+        else { return nil }
+        return String(text[text.index(after: colon)...])
+    }
+}
+
+/// OwnTracks' payload encryption (`_type: encrypted`), as both apps implement it: libsodium's
+/// secretbox, `data` = base64(nonce ‖ MAC ‖ ciphertext), key = the UTF-8 bytes of the key the person
+/// typed, cut or zero-padded to 32 bytes. In findmy that key is the device token: the server keeps
+/// only token hashes, so it derives the key from the password of each request and never stores it.
+enum OwnTracksEncryption {
+    /// The `data` of an `{"_type": "encrypted", "data": "..."}` body, decoded from base64; nil for
+    /// any other body.
+    static func encryptedData(_ body: [UInt8]) -> [UInt8]? {
+        guard body.count < 1 << 24, let document = try? JSONParser.parse(body),
+            document["_type"] == .string("encrypted"), case .string(let data)? = document["data"]
+        else { return nil }
+        return Base64.decode(data) ?? []
+    }
+
+    static func key(password: String?) -> [UInt8]? {
+        guard let password, !password.isEmpty else { return nil }
+        var key = Array(password.utf8.prefix(SecretBox.keyBytes))
+        key += [UInt8](repeating: 0, count: SecretBox.keyBytes - key.count)
+        return key
+    }
+
+    static func open(_ box: [UInt8], key: [UInt8]) -> [UInt8]? { SecretBox.open(box, key: key) }
+
+    /// `{"_type":"encrypted","data":"..."}` holding `plaintext`.
+    static func seal(_ plaintext: [UInt8], key: [UInt8]) -> [UInt8] {
+        JSONWriter.encode(
+            .object([
+                "_type": .string("encrypted"),
+                "data": .string(Base64.encode(SecretBox.seal(plaintext, key: key))),
+            ]))
+    }
+}
