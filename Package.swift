@@ -71,7 +71,8 @@ let package = Package(
         // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
         // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
         .target(
-            name: "Clients", dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            name: "Clients",
+            dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
@@ -126,9 +127,10 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto", "Postgres",
+                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
+                "Postgres",
                 "Projector",
-                "Panel", "Compactor", "WebPanel", "Threads",
+                "Panel", "Compactor", "WebPanel", "Threads", "MQTT",
             ],
             swiftSettings: strict),
 
@@ -160,7 +162,8 @@ let package = Package(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
             swiftSettings: strict),
         .testTarget(
-            name: "ClientsTests", dependencies: ["Clients", "Ingest", "Identity", "Events", "JSON", "Crypto"],
+            name: "ClientsTests",
+            dependencies: ["Clients", "Ingest", "Identity", "Events", "JSON", "Crypto"],
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(

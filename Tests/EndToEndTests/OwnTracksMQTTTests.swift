@@ -1,0 +1,134 @@
+import Foundation
+import HTTPClient
+import JSON
+import Testing
+
+/// OwnTracks in MQTT mode against a real Debian mosquitto: a QoS 1 message is acknowledged to the
+/// broker only once it is durable in the log, with a persistent session, so a crash between
+/// receipt and durability means redelivery (and the fix stored once), and messages published
+/// while findmy is down arrive when it starts.
+@Suite struct OwnTracksMQTTTests {
+    /// An OwnTracks location message as the app publishes it (`vel` km/h, `tst` epoch seconds).
+    static func location(latitude: Double, secondsAgo: Int = 60) -> String {
+        let tst = Int(Date().timeIntervalSince1970) - secondsAgo
+        return
+            "{\"_type\":\"location\",\"lat\":\(latitude),\"lon\":13.405,\"tst\":\(tst),\"acc\":12,\"batt\":81,\"bs\":1,\"vel\":36,\"t\":\"u\",\"tid\":\"ph\",\"topic\":\"owntracks/alice/phone\"}"
+    }
+
+    static func server(_ data: String, _ broker: Mosquitto, projector: Bool = false, hold: String? = nil)
+        throws -> ServerProcess
+    {
+        var arguments = ["--mqtt-url", "mqtt://127.0.0.1:\(broker.port)"]
+        if projector { arguments += ["--projector", "on"] }
+        let server = try ServerProcess(
+            data: data, extraArguments: arguments,
+            environment: hold.map { ["FINDMY_TEST_MQTT_HOLD": $0] } ?? [:])
+        // Subscribed: from here on the broker keeps what is published for findmy's session.
+        guard waitUntil(timeoutSeconds: 60, { (try? mqttHealth(server)["subscribed"]) == .bool(true) }) else {
+            throw TestFailure("findmy did not subscribe: \(server.process.standardError)")
+        }
+        return server
+    }
+
+    static func mqttHealth(_ server: ServerProcess) throws -> JSONValue {
+        let answer = try get(HTTPConnection(address: server.address), "/healthz", token: nil)
+        return answer.body["mqtt"] ?? .null
+    }
+
+    static func count(_ server: ServerProcess, _ member: String) -> Int64? {
+        try? mqttHealth(server)[member]?.int64Value
+    }
+
+    /// The fix batches of the log with a fix at `latitude`.
+    static func batches(_ data: String, latitude: Double) throws -> [DumpedBatch] {
+        try dumpLog(data).batches.filter { batch in
+            batch.fixes.contains { (try? $0["latitude"]?.doubleValue) == latitude }
+        }
+    }
+
+    @Test func aServerKilledBetweenReceiptAndDurabilityGetsTheMessageAgainAndStoresItOnce() throws {
+        let broker = try Mosquitto()
+        let data = ScratchDirectory("findmy-mqtt-crash")
+        let alice = try addUser("alice", data: data.path)
+        var server = try Self.server(data.path, broker, projector: true, hold: "before-append")
+        try broker.publish(topic: "owntracks/alice/phone", Self.location(latitude: 48.1))
+        // Received and enrolled, not appended: this is the moment to die.
+        #expect(waitUntil { server.process.standardError.contains("\"mqtt_test_hold\"") })
+        server.kill9()
+        #expect(try Self.batches(data.path, latitude: 48.1).isEmpty)
+
+        server = try Self.server(data.path, broker, projector: true)
+        defer { server.stop() }
+        // Acknowledged to the broker only once durable: from here on the fix must be in the log.
+        #expect(waitUntil { Self.count(server, "acknowledgements_sent") == 1 })
+        #expect(try Self.batches(data.path, latitude: 48.1).count == 1)
+        try waitForProjector(data.path)
+        let connection = HTTPConnection(address: server.address)
+        let devices = try get(connection, "/api/find-my/devices", token: alice)
+        let phones = try devices.body["devices"]!.arrayValue
+        #expect(phones.count == 1)
+        #expect(phones.first?["name"] == .string("phone"))
+        let phoneID = try #require(try phones.first?["id"]?.int64Value)
+        let history = try get(connection, "/api/find-my/devices/\(phoneID)/locations", token: alice)
+        let latitudes = try history.body["locations"]!.arrayValue.map { try $0["latitude"]!.doubleValue }
+        #expect(latitudes == [48.1], "the redelivered fix is in history exactly once")
+        #expect(try Self.batches(data.path, latitude: 48.1).count == 1)
+    }
+
+    @Test func aMessageDurableButNotAcknowledgedWhenTheServerDiesIsStoredOnce() throws {
+        let broker = try Mosquitto()
+        let data = ScratchDirectory("findmy-mqtt-crash-ack")
+        _ = try addUser("alice", data: data.path)
+        var server = try Self.server(data.path, broker, hold: "before-ack")
+        try broker.publish(topic: "owntracks/alice/phone", Self.location(latitude: 48.2))
+        #expect(waitUntil { server.process.standardError.contains("\"mqtt_test_hold\"") })
+        // Durable, and the PUBACK never sent: the broker must deliver it again.
+        #expect(try Self.batches(data.path, latitude: 48.2).count == 1)
+        server.kill9()
+
+        server = try Self.server(data.path, broker)
+        #expect(waitUntil { Self.count(server, "acknowledgements_sent") == 1 })
+        #expect(Self.count(server, "messages_received") == 1)
+        #expect(server.stop() == 0)
+        #expect(try Self.batches(data.path, latitude: 48.2).count == 1, "the redelivery is a duplicate")
+    }
+
+    @Test func messagesPublishedWhileTheServerIsDownArriveWhenItStarts() throws {
+        let broker = try Mosquitto()
+        let data = ScratchDirectory("findmy-mqtt-away")
+        _ = try addUser("alice", data: data.path)
+        // The first start makes the session; a clean stop keeps it with the broker.
+        let first = try Self.server(data.path, broker)
+        #expect(first.stop() == 0)
+
+        let latitudes = [47.1, 47.2, 47.3]
+        let messages = latitudes.enumerated().map { Self.location(latitude: $1, secondsAgo: 300 - $0) }
+        for message in messages { try broker.publish(topic: "owntracks/alice/phone", message) }
+        let resent = messages[2]
+        // Nobody called "mallory" in findmy: acknowledged, counted, nothing enrolled.
+        try broker.publish(topic: "owntracks/mallory/phone", Self.location(latitude: 47.9))
+        // The same message again (a phone resending after a lost PUBACK): stored once.
+        try broker.publish(topic: "owntracks/alice/phone", resent)
+
+        let second = try Self.server(data.path, broker)
+        #expect(waitUntil { Self.count(second, "acknowledgements_sent") == 5 })
+        #expect(Self.count(second, "unknown_user_messages") == 1)
+        let metrics = try HTTPConnection(address: second.address).send(
+            "GET", "/metrics", headers: [], body: [])
+        let text = String(decoding: metrics.body, as: UTF8.self)
+        #expect(text.contains("findmy_mqtt_messages_dropped_total{reason=\"unknown_user\"} 1"))
+        #expect(text.contains("findmy_batches_total{protocol=\"owntracks-mqtt\"} 3"))
+        #expect(second.stop() == 0)
+
+        let (records, batches) = try dumpLog(data.path)
+        for latitude in latitudes {
+            #expect(try Self.batches(data.path, latitude: latitude).count == 1, "latitude \(latitude)")
+        }
+        #expect(!batches.contains { $0.fixes.contains { (try? $0["latitude"]?.doubleValue) == 47.9 } })
+        let enrolled = records.filter { $0["type"] == .string("device_enrolled") }
+        #expect(enrolled.count == 1, "one device, alice's phone: \(enrolled)")
+        // Every fix speaks the app's units converted: 36 km/h is 10 m/s.
+        let fix = try #require(batches.first?.fixes.first)
+        #expect(fix["speed_mps"] == .double(10) || fix["speed_mps"] == .integer(10))
+    }
+}
