@@ -130,7 +130,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector",
-                "Panel", "Compactor", "WebPanel", "Threads", "MQTT",
+                "Panel", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT",
             ],
             swiftSettings: strict),
 

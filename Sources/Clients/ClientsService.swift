@@ -15,9 +15,12 @@ import JSON
 /// in the body), its `ClientProtocol` number in Events.
 public final class ClientsService: Sendable {
     public let ingest: IngestService
+    /// The latest positions for OwnTracks' Friends view; nil without a projection (`--projector off`).
+    public let friends: (any FriendsSource)?
 
-    public init(ingest: IngestService) {
+    public init(ingest: IngestService, friends: (any FriendsSource)? = nil) {
         self.ingest = ingest
+        self.friends = friends
     }
 
     public func addRoutes(to router: inout GuardedRouter) {

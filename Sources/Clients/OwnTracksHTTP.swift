@@ -14,16 +14,22 @@ import JSON
 /// `/metrics`. Only bad credentials get `401` (from the gate, with `WWW-Authenticate: Basic`),
 /// and only a failure to store gets `503`: then nothing was kept and the app must send it again.
 extension ClientsService {
+    /// A blocking route (a worker thread waits for the group commit): the Friends answer reads
+    /// PostgreSQL after the append, which a deferred route's completion must not do.
     func addOwnTracksRoutes(to router: inout GuardedRouter) {
-        router.addDeferred("POST", "/api/find-my/owntracks") { [self] request, principal, reply in
-            guard case .device(let deviceID)? = principal else {
-                preconditionFailure("the OwnTracks route's permission is .appDevice")
+        router.add("POST", "/api/find-my/owntracks") { [self] request in
+            // The gate resolved the caller already; this resolves it again (cheap: one hash).
+            let deviceID: UInt64
+            do throws(APIError) {
+                deviceID = try ingest.identity.appDeviceID(request)
+            } catch {
+                return error.response
             }
-            receiveOwnTracks(request, deviceID: deviceID, reply: reply)
+            return receiveOwnTracks(request, deviceID: deviceID)
         }
     }
 
-    func receiveOwnTracks(_ request: HTTPRequest, deviceID: UInt64, reply: HTTPReply) {
+    func receiveOwnTracks(_ request: HTTPRequest, deviceID: UInt64) -> HTTPResponse {
         var plaintext = request.body
         var key: [UInt8]?
         var rejection: FixRejection?
@@ -51,22 +57,26 @@ extension ClientsService {
                 body: rejection == nil ? plaintext : request.body),
             clientProtocol: .owntracksHTTP, items: decoded.items, rejections: decoded.rejections,
             places: decoded.places)
-        let answerKey = key
-        ingest.submit(report) { outcome in
-            switch outcome {
-            case .stored, .duplicate, .empty, .paused:
-                reply(Self.answer([], key: answerKey))
-            case .inProgress:
-                var response = APIError(
-                    status: 503, code: .batchInProgress,
-                    message: "the same message is being stored by another request; send it again in a second"
-                ).response
-                response.headers.set("Retry-After", "1")
-                reply(response)
-            case .failed(let error):
-                reply(error.response)
-            }
+        switch ingest.submitAndWait(report) {
+        case .stored, .duplicate, .empty, .paused:
+            let friends = Self.wantsFriends(request) ? friendsMessages(for: deviceID) : []
+            return Self.answer(friends, key: key)
+        case .inProgress:
+            var response = APIError(
+                status: 503, code: .batchInProgress,
+                message: "the same message is being stored by another request; send it again in a second"
+            ).response
+            response.headers.set("Retry-After", "1")
+            return response
+        case .failed(let error):
+            return error.response
         }
+    }
+
+    /// `?friends=1` (or `true`, `on`) on the URL typed into the app.
+    static func wantsFriends(_ request: HTTPRequest) -> Bool {
+        guard let value = request.query("friends")?.lowercased() else { return false }
+        return ["1", "true", "on", "yes"].contains(value)
     }
 
     /// The answer: a JSON array of messages for the app, encrypted when the request was.

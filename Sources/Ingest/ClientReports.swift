@@ -178,3 +178,24 @@ extension IngestService {
         metrics.recordClientMessage(clientProtocol, type: type)
     }
 }
+
+extension IngestService {
+    /// `submit` for a caller on a thread that may block (a blocking route's worker): returns the
+    /// outcome once the report is durable or refused.
+    public func submitAndWait(_ report: ClientReport) -> ClientReportOutcome {
+        let lock = ConditionLock()
+        let slot = Locked(ClientReportOutcome?.none)
+        submit(report) { outcome in
+            lock.withLock {
+                slot.withLock { $0 = outcome }
+                lock.signal()
+            }
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        while true {
+            if let outcome = slot.withLock({ $0 }) { return outcome }
+            lock.wait()
+        }
+    }
+}

@@ -466,7 +466,8 @@ enum ServeCommand {
     {
         var api = GuardedRouter(service: service, listener: .api)
         service.addRoutes(to: &api)
-        ClientsService(ingest: service).addRoutes(to: &api)
+        ClientsService(ingest: service, friends: reads.map { ProjectionFriends(pool: $0.pool) }).addRoutes(
+            to: &api)
         service.identity.addAccountRoutes(to: &api)
         if let reads {
             reads.addRoutes(to: &api)

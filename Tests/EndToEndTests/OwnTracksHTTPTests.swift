@@ -359,3 +359,72 @@ import Testing
         #expect((try batches[1]["rejected"]![0]!["reason"]!.stringValue).hasPrefix("malformed:"))
     }
 }
+
+/// The Friends view: with `?friends=1` on the URL, the answer to a publish carries the latest
+/// position and a card of every device the owner may see (their own others, and what is shared
+/// with them), never another; without it, `[]`.
+@Suite(.serialized) struct OwnTracksFriendsTests {
+    static func tid(_ id: Int64) -> String {
+        let digits = String(id, radix: 36, uppercase: true)
+        return digits.count >= 2 ? digits : "0" + digits
+    }
+
+    @Test func theAnswerCarriesExactlyTheDevicesTheOwnerMaySee() throws {
+        let setup = try OwnTracksHTTPTests.Setup()
+        defer { setup.stop() }
+        let connection = setup.connection
+        let tablet = try enrol(
+            connection, userToken: setup.janeToken, uuid: UUID().uuidString, name: "tablet")
+        let watch = try enrol(connection, userToken: setup.bobToken, uuid: UUID().uuidString, name: "watch")
+        var lastOffset: Int64 = 0
+        for (token, latitude) in [
+            (tablet.string("device_token")!, 48.1), (setup.bobDevice.token, 50.9),
+            (watch.string("device_token")!, 40.4),
+        ] {
+            let report = try post(
+                connection, "/api/find-my/report", token: token,
+                body: reportBody(batchID: UUID().uuidString, fixes: [fixJSON(latitude: latitude)]))
+            #expect(report.status == 200)
+            lastOffset = max(lastOffset, report.int("offset") ?? 0)
+        }
+        let shared = try post(
+            connection, "/api/find-my/devices/\(setup.bobDevice.id)/shares", token: setup.bobToken,
+            body: #"{"user": "jane"}"#)
+        #expect(shared.status == 201, "\(shared.body)")
+        try waitForProjector(setup.data.path)
+
+        let auth = OwnTracksHTTPTests.basic("jane", setup.janeDevice.token)
+        let body = Array(
+            #"{"_type":"location","lat":52.5,"lon":13.4,"acc":10,"tst":1764756000,"tid":"jp"}"#.utf8)
+        let plain = try OwnTracksHTTPTests.publish(connection, body, auth: auth)
+        #expect(try JSONParser.parse(plain.body) == .array([]))
+
+        let answer = try JSONParser.parse(
+            try OwnTracksHTTPTests.publish(connection, body, auth: auth, query: "?friends=1").body
+        ).arrayValue
+        let tabletTid = Self.tid(tablet.int("device_id")!)
+        let bobTid = Self.tid(setup.bobDevice.id)
+        let locations = answer.filter { $0["_type"] == .string("location") }
+        let cards = answer.filter { $0["_type"] == .string("card") }
+        #expect(Set(locations.map { try! $0["tid"]!.stringValue }) == [tabletTid, bobTid], "\(answer)")
+        #expect(Set(cards.map { try! $0["tid"]!.stringValue }) == [tabletTid, bobTid], "\(answer)")
+        let bob = try #require(locations.first { $0["tid"] == .string(bobTid) })
+        #expect(try bob["lat"]!.doubleValue == 50.9)
+        #expect(bob["acc"] == .integer(12) && bob["batt"] == .integer(81))
+        #expect(cards.contains { $0["tid"] == .string(bobTid) && $0["name"] == .string("bob: iphone") })
+        // Never the watch nobody shared, never the posting device itself.
+        #expect(!answer.contains { $0["tid"] == .string(Self.tid(watch.int("device_id")!)) })
+        #expect(!answer.contains { $0["tid"] == .string(Self.tid(setup.janeDevice.id)) })
+
+        let revoked = try connection.send(
+            "DELETE", "/api/find-my/devices/\(setup.bobDevice.id)/shares/jane",
+            headers: [("Authorization", "Bearer \(setup.bobToken)")])
+        #expect(revoked.status == 200)
+        let after = try JSONParser.parse(
+            try OwnTracksHTTPTests.publish(connection, body, auth: auth, query: "?friends=1").body
+        ).arrayValue
+        #expect(
+            !after.contains { $0["tid"] == .string(bobTid) }, "a revoked share is gone at once: \(after)")
+        #expect(after.contains { $0["tid"] == .string(tabletTid) })
+    }
+}
