@@ -365,8 +365,9 @@ public final class MQTTClient: Sendable {
         case 1: "unacceptable protocol version (the broker does not speak MQTT 3.1.1)"
         case 2: "client identifier rejected"
         case 3: "server unavailable"
-        case 4: "bad user name or password (check --mqtt-username and --mqtt-password-file)"
-        case 5: "not authorized"
+        case 4: "bad user name or password (check the login and password findmy was given)"
+        // mosquitto answers this one to a wrong password too.
+        case 5: "not authorized (check the login and password findmy was given, and the broker's ACL)"
         default: "return code \(code)"
         }
     }

@@ -2,21 +2,36 @@ import Foundation
 
 /// A real Debian `mosquitto` on a free loopback port, its configuration in a temporary directory,
 /// stopped (SIGKILL, then reaped) when released or by `kill`, so that a failing test leaves no
-/// broker behind. (MQTTTests has the same helper: test targets cannot share code.)
+/// broker behind. (MQTTTests has the same helper without logins: test targets cannot share code.)
 final class Mosquitto: @unchecked Sendable {
     let port: UInt16
     let directory: String
     private var process: Process?
 
-    /// Anonymous clients allowed, sessions kept in memory for as long as the broker runs.
-    init(port: UInt16? = nil) throws {
+    private let access: String
+
+    /// Sessions kept in memory for as long as the broker runs. Without `logins`, anonymous clients
+    /// may do anything; with them, only those logins may connect, under the ACL `acl`.
+    init(port: UInt16? = nil, logins: [String: String] = [:], acl: String = "") throws {
         directory = NSTemporaryDirectory() + "/findmy-mosquitto-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        if logins.isEmpty {
+            access = "allow_anonymous true\n"
+        } else {
+            for (index, (user, password)) in logins.sorted(by: { $0.key < $1.key }).enumerated() {
+                try Self.run(
+                    "mosquitto_passwd",
+                    (index == 0 ? ["-c"] : []) + ["-b", directory + "/passwd", user, password])
+            }
+            try acl.write(toFile: directory + "/acl", atomically: true, encoding: .utf8)
+            access =
+                "allow_anonymous false\npassword_file \(directory)/passwd\nacl_file \(directory)/acl\n"
+        }
         var lastError = ""
         for _ in 0..<5 {
             let candidate = try port ?? Self.freePort()
             do {
-                process = try Self.launch(directory: directory, port: candidate)
+                process = try Self.launch(directory: directory, port: candidate, access: access)
                 self.port = candidate
                 return
             } catch {
@@ -44,33 +59,39 @@ final class Mosquitto: @unchecked Sendable {
     /// Starts the broker again on the same port (after `kill`), with empty sessions.
     func restart() throws {
         kill()
-        process = try Self.launch(directory: directory, port: port)
+        process = try Self.launch(directory: directory, port: port, access: access)
     }
 
     /// Publishes one message with Debian's `mosquitto_pub`, which returns once the broker has
     /// acknowledged it (QoS 1).
-    func publish(topic: String, _ message: String, qos: Int = 1) throws {
-        let publisher = Process()
-        publisher.executableURL = URL(fileURLWithPath: try Self.executable("mosquitto_pub"))
-        publisher.arguments = [
+    func publish(topic: String, _ message: String, qos: Int = 1, login: (String, String)? = nil) throws {
+        var arguments = [
             "-h", "127.0.0.1", "-p", String(port), "-q", String(qos), "-t", topic, "-m", message,
         ]
+        if let (user, password) = login { arguments += ["-u", user, "-P", password] }
+        try Self.run("mosquitto_pub", arguments)
+    }
+
+    private static func run(_ name: String, _ arguments: [String]) throws {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: try executable(name))
+        child.arguments = arguments
         let errors = Pipe()
-        publisher.standardError = errors
-        try publisher.run()
-        publisher.waitUntilExit()
-        guard publisher.terminationStatus == 0 else {
+        child.standardError = errors
+        child.standardOutput = FileHandle.nullDevice
+        try child.run()
+        child.waitUntilExit()
+        guard child.terminationStatus == 0 else {
             let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw BrokerError("mosquitto_pub exited with \(publisher.terminationStatus): \(text)")
+            throw BrokerError("\(name) exited with \(child.terminationStatus): \(text)")
         }
     }
 
-    private static func launch(directory: String, port: UInt16) throws -> Process {
+    private static func launch(directory: String, port: UInt16, access: String) throws -> Process {
         let configuration = directory + "/mosquitto.conf"
         try """
         listener \(port) 127.0.0.1
-        allow_anonymous true
-        persistence false
+        \(access)persistence false
         user \(NSUserName())
         log_dest stderr
         log_type error

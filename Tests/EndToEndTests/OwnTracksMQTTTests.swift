@@ -15,15 +15,17 @@ import Testing
             "{\"_type\":\"location\",\"lat\":\(latitude),\"lon\":13.405,\"tst\":\(tst),\"acc\":12,\"batt\":81,\"bs\":1,\"vel\":36,\"t\":\"u\",\"tid\":\"ph\",\"topic\":\"owntracks/alice/phone\"}"
     }
 
-    static func server(_ data: String, _ broker: Mosquitto, projector: Bool = false, hold: String? = nil)
-        throws -> ServerProcess
-    {
-        var arguments = ["--mqtt-url", "mqtt://127.0.0.1:\(broker.port)"]
+    static func server(
+        _ data: String, _ broker: Mosquitto, projector: Bool = false, hold: String? = nil,
+        login: [String] = [], subscribed: Bool = true
+    ) throws -> ServerProcess {
+        var arguments = ["--mqtt-url", "mqtt://127.0.0.1:\(broker.port)"] + login
         if projector { arguments += ["--projector", "on"] }
         let server = try ServerProcess(
             data: data, extraArguments: arguments,
             environment: hold.map { ["FINDMY_TEST_MQTT_HOLD": $0] } ?? [:])
         // Subscribed: from here on the broker keeps what is published for findmy's session.
+        guard subscribed else { return server }
         guard waitUntil(timeoutSeconds: 60, { (try? mqttHealth(server)["subscribed"]) == .bool(true) }) else {
             throw TestFailure("findmy did not subscribe: \(server.process.standardError)")
         }
@@ -130,5 +132,49 @@ import Testing
         // Every fix speaks the app's units converted: 36 km/h is 10 m/s.
         let fix = try #require(batches.first?.fixes.first)
         #expect(fix["speed_mps"] == .double(10) || fix["speed_mps"] == .integer(10))
+    }
+
+    @Test func theBrokerLoginAndItsACLDecideWhoseDeviceAMessageIs() throws {
+        let acl = """
+            pattern readwrite owntracks/%u/#
+            user findmy
+            topic read owntracks/#
+
+            """
+        let broker = try Mosquitto(
+            logins: ["findmy": "subscriber-secret", "alice": "alice-secret"], acl: acl)
+        let data = ScratchDirectory("findmy-mqtt-acl")
+        _ = try addUser("alice", data: data.path)
+        _ = try addUser("bob", data: data.path)
+        let passwordFile = data.path + "/mqtt-password"
+
+        // A wrong password: refused by the broker, said in /healthz, retried; nothing else stops.
+        try "not-the-password\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        let login = ["--mqtt-username", "findmy", "--mqtt-password-file", passwordFile]
+        let refused = try Self.server(data.path, broker, login: login, subscribed: false)
+        #expect(
+            waitUntil {
+                (try? Self.mqttHealth(refused)["last_error"]?.stringValue)?.contains(
+                    "check the login and password") == true
+            }, "\((try? Self.mqttHealth(refused)) ?? .null)")
+        #expect(refused.stop() == 0)
+
+        try "subscriber-secret\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        let server = try Self.server(data.path, broker, login: login)
+        // alice's login may publish under owntracks/alice/ only: her message on bob's topic never
+        // reaches findmy, so no device of bob's is made from it.
+        try broker.publish(
+            topic: "owntracks/bob/phone", Self.location(latitude: 46.2), login: ("alice", "alice-secret"))
+        try broker.publish(
+            topic: "owntracks/alice/phone", Self.location(latitude: 46.1), login: ("alice", "alice-secret"))
+        #expect(waitUntil { Self.count(server, "acknowledgements_sent") == 1 })
+        #expect(server.stop() == 0)
+
+        let (records, batches) = try dumpLog(data.path)
+        let enrolled = records.filter { $0["type"] == .string("device_enrolled") }
+        #expect(enrolled.count == 1)
+        #expect(batches.count == 1)
+        #expect(try Self.batches(data.path, latitude: 46.1).count == 1)
+        #expect(try Self.batches(data.path, latitude: 46.2).isEmpty)
     }
 }
