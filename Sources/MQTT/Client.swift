@@ -22,7 +22,8 @@ public final class MQTTClient: Sendable {
         public var clientID: String
         public var username: String?
         public var password: [UInt8]?
-        public var topicFilter: String
+        /// Subscribed together, each at QoS 1.
+        public var topicFilters: [String]
         public var keepAliveSeconds: UInt16 = 60
         public var connectTimeoutMillis = 10_000
         public var reconnectDelayMillisMin = 250
@@ -31,14 +32,15 @@ public final class MQTTClient: Sendable {
 
         public init(
             host: String, port: UInt16, clientID: String, username: String? = nil, password: [UInt8]? = nil,
-            topicFilter: String
+            topicFilters: [String]
         ) {
             self.host = host
             self.port = port
             self.clientID = clientID
             self.username = username
             self.password = password
-            self.topicFilter = topicFilter
+            precondition(!topicFilters.isEmpty, "subscribe to at least one topic filter")
+            self.topicFilters = topicFilters
         }
     }
 
@@ -270,7 +272,7 @@ public final class MQTTClient: Sendable {
                             send(
                                 socket,
                                 OutboundPacket.subscribe(
-                                    packetID: Self.subscribePacketID, filter: configuration.topicFilter,
+                                    packetID: Self.subscribePacketID, filters: configuration.topicFilters,
                                     qos: 1))
                         else { return .failed("sending SUBSCRIBE: \(errnoText())", wasConnected: false) }
                         lastSentMicros = monotonicClockMicros()
@@ -287,10 +289,13 @@ public final class MQTTClient: Sendable {
                         .awaitingSubscribeAcknowledgement,
                         .subscribeAcknowledged(Self.subscribePacketID, let granted)
                     ):
-                        guard granted.first.map({ $0 <= 2 }) == true else {
+                        guard granted.count == configuration.topicFilters.count,
+                            granted.allSatisfy({ $0 <= 2 })
+                        else {
                             return .failed(
-                                "the broker refused the subscription to '\(configuration.topicFilter)' "
-                                    + "(check its ACL for this login)", wasConnected: true)
+                                "the broker refused the subscription to "
+                                    + configuration.topicFilters.joined(separator: ", ")
+                                    + " (check its ACL for this login)", wasConnected: true)
                         }
                         phase = .subscribed
                         state.withLock { $0.status.subscribed = true }

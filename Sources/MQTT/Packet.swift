@@ -79,11 +79,13 @@ public enum OutboundPacket {
         return frame(type: 1, flags: 0, body)
     }
 
-    /// SUBSCRIBE to one topic filter at `qos` (the flags nibble is fixed at 0b0010 by the standard).
-    public static func subscribe(packetID: UInt16, filter: String, qos: UInt8) -> [UInt8] {
+    /// SUBSCRIBE to topic filters, each at `qos` (the flags nibble is fixed at 0b0010 by the standard).
+    public static func subscribe(packetID: UInt16, filters: [String], qos: UInt8) -> [UInt8] {
         var body: [UInt8] = [UInt8(packetID >> 8), UInt8(packetID & 0xFF)]
-        appendString(&body, Array(filter.utf8))
-        body.append(qos)
+        for filter in filters {
+            appendString(&body, Array(filter.utf8))
+            body.append(qos)
+        }
         return frame(type: 8, flags: 0x2, body)
     }
 

@@ -59,6 +59,11 @@ final class OwnTracksMQTTService: Service, StatusSource {
 
     let name = "mqtt"
     let configuration: Configuration
+    /// The device's topic and its subtopics: OwnTracks publishes locations (and its `lwt`) on the
+    /// device's topic, region transitions on `<topic>/event` and waypoints on `<topic>/waypoint`
+    /// and `<topic>/waypoints` (OwnTracks booklet, "Topics"). nil: the device's topic itself.
+    let filters: [(filter: TopicFilter, subtopic: String?)]
+    static let subtopics = ["event", "waypoint", "waypoints"]
     private let ingest: IngestService
     private let dataDirectory: String
     private let client = Mutex<MQTTClient?>(nil)
@@ -67,6 +72,12 @@ final class OwnTracksMQTTService: Service, StatusSource {
 
     init(_ configuration: Configuration, ingest: IngestService, dataDirectory: String) {
         self.configuration = configuration
+        filters =
+            [(configuration.topic, nil)]
+            + Self.subtopics.map { subtopic in
+                // The base has its two wildcards; a constant level more keeps them two.
+                (TopicFilter(configuration.topic.description + "/" + subtopic, wildcards: 2)!, subtopic)
+            }
         self.ingest = ingest
         self.dataDirectory = dataDirectory
     }
@@ -83,7 +94,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
         let clientID = try configuration.clientID ?? Self.clientID(dataDirectory: dataDirectory)
         var clientConfiguration = MQTTClient.Configuration(
             host: configuration.host, port: configuration.port, clientID: clientID,
-            username: configuration.username, password: password, topicFilter: configuration.topic.description
+            username: configuration.username, password: password,
+            topicFilters: filters.map(\.filter.description)
         )
         clientConfiguration.reconnectDelayMillisMax = 30_000
         let broker = "\(configuration.host):\(configuration.port)"
@@ -125,14 +137,20 @@ final class OwnTracksMQTTService: Service, StatusSource {
         let acknowledge: @Sendable () -> Void = { [self] in
             if let ticket = delivery.ticket { client.withLock { $0 }?.acknowledge(ticket) }
         }
-        guard let levels = configuration.topic.match(publish.topic) else {
+        guard
+            let (levels, subtopic) = filters.lazy.compactMap({ entry in
+                entry.filter.match(publish.topic).map { ($0, entry.subtopic) }
+            }).first
+        else {
             return drop(.topic, acknowledge, ["topic": .string(StructuredLog.sanitized(publish.topic))])
         }
         let (userName, deviceName) = (levels[0], levels[1])
+        // The device is its topic's: a transition on <topic>/event belongs to the same device.
+        let deviceTopic = subtopic.map { String(publish.topic.dropLast($0.count + 1)) } ?? publish.topic
         let device: IngestService.TopicDevice
         do {
             device = try ingest.topicDevice(
-                userName: userName, deviceName: deviceName, uuid: Self.deviceUUID(topic: publish.topic),
+                userName: userName, deviceName: deviceName, uuid: Self.deviceUUID(topic: deviceTopic),
                 platform: "owntracks")
         } catch {
             // The enrolment's append failed: the log is failing; the broker keeps the message.

@@ -111,15 +111,23 @@ import Testing
         try broker.publish(topic: "owntracks/mallory/phone", Self.location(latitude: 47.9))
         // The same message again (a phone resending after a lost PUBACK): stored once.
         try broker.publish(topic: "owntracks/alice/phone", resent)
+        // A region transition, which the app publishes on the device's topic + /event.
+        let tst = Int(Date().timeIntervalSince1970) - 200
+        try broker.publish(
+            topic: "owntracks/alice/phone/event",
+            "{\"_type\":\"transition\",\"event\":\"enter\",\"desc\":\"home\",\"t\":\"c\",\"tst\":\(tst),"
+                + "\"wtst\":\(tst - 1000),\"lat\":47.15,\"lon\":13.4,\"acc\":20,\"rid\":\"r1\",\"tid\":\"ph\"}"
+        )
 
         let second = try Self.server(data.path, broker)
-        #expect(waitUntil { Self.count(second, "acknowledgements_sent") == 5 })
+        #expect(waitUntil { Self.count(second, "acknowledgements_sent") == 6 })
         #expect(Self.count(second, "unknown_user_messages") == 1)
         let metrics = try HTTPConnection(address: second.address).send(
             "GET", "/metrics", headers: [], body: [])
         let text = String(decoding: metrics.body, as: UTF8.self)
         #expect(text.contains("findmy_mqtt_messages_dropped_total{reason=\"unknown_user\"} 1"))
-        #expect(text.contains("findmy_batches_total{protocol=\"owntracks-mqtt\"} 3"))
+        // Three locations and the transition's request (its batch, with no fix, marks it stored).
+        #expect(text.contains("findmy_batches_total{protocol=\"owntracks-mqtt\"} 4"))
         #expect(second.stop() == 0)
 
         let (records, batches) = try dumpLog(data.path)
@@ -129,6 +137,11 @@ import Testing
         #expect(!batches.contains { $0.fixes.contains { (try? $0["latitude"]?.doubleValue) == 47.9 } })
         let enrolled = records.filter { $0["type"] == .string("device_enrolled") }
         #expect(enrolled.count == 1, "one device, alice's phone: \(enrolled)")
+        let transitions = records.filter { $0["type"] == .string("region_transition") }
+        #expect(transitions.count == 1)
+        #expect(transitions.first?["region"] == .string("home"))
+        #expect(
+            transitions.first?["device"] != nil && transitions.first?["device"] == enrolled.first?["device"])
         // Every fix speaks the app's units converted: 36 km/h is 10 m/s.
         let fix = try #require(batches.first?.fixes.first)
         #expect(fix["speed_mps"] == .double(10) || fix["speed_mps"] == .integer(10))

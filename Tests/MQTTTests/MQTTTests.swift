@@ -84,7 +84,7 @@ private final class Inbox: Sendable {
 
 private func client(_ broker: Mosquitto, id: String, _ inbox: Inbox) -> MQTTClient {
     var configuration = MQTTClient.Configuration(
-        host: "127.0.0.1", port: broker.port, clientID: id, topicFilter: "owntracks/+/+")
+        host: "127.0.0.1", port: broker.port, clientID: id, topicFilters: ["owntracks/+/+"])
     configuration.reconnectDelayMillisMin = 50
     configuration.reconnectDelayMillisMax = 500
     let started = MQTTClient(configuration) { delivery in inbox.deliveries.withLock { $0.append(delivery) } }
