@@ -190,4 +190,23 @@ import Testing
         #expect(try Self.batches(data.path, latitude: 46.1).count == 1)
         #expect(try Self.batches(data.path, latitude: 46.2).isEmpty)
     }
+
+    @Test func anMQTTSettingFindmyCannotHonourStopsTheStartWithAMessage() throws {
+        let data = ScratchDirectory("findmy-mqtt-usage")
+        let cases: [(arguments: [String], says: String)] = [
+            (["--mqtt-url", "mqtts://127.0.0.1:8883"], "mqtts:// (TLS) is not supported yet"),
+            (["--mqtt-url", "http://127.0.0.1:1883"], "must be mqtt://HOST"),
+            (["--mqtt-url", "mqtt://user@127.0.0.1"], "--mqtt-username"),
+            (
+                ["--mqtt-url", "mqtt://127.0.0.1:1883", "--mqtt-topic", "owntracks/#"],
+                "two single-level wildcards"
+            ),
+        ]
+        for (arguments, says) in cases {
+            let result = try FindmyProcess.run(
+                ["serve", "--data-dir", data.path, "--projector", "off"] + arguments)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.error.contains(says), "\(arguments): \(result.error)")
+        }
+    }
 }
