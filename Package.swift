@@ -41,6 +41,11 @@ let package = Package(
         // A small blocking HTTP/1.1 client over POSIX sockets, for tests, load and admin commands.
         .target(name: "HTTPClient", swiftSettings: strict),
 
+        // A subscribing MQTT 3.1.1 client over POSIX sockets that sends a QoS 1 PUBACK only when the
+        // application says the message is safe (libmosquitto and Paho C acknowledge on receipt; see
+        // Sources/MQTT/Packet.swift and docs/clients.md).
+        .target(name: "MQTT", dependencies: ["Threads"], swiftSettings: strict),
+
         // Strict JSON parsing and writing, and RFC 3339 timestamps. No Foundation.
         .target(name: "JSON", swiftSettings: strict),
 
@@ -133,7 +138,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector",
-                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT",
             ],
             swiftSettings: strict),
 
@@ -151,6 +156,8 @@ let package = Package(
             name: "EventsTests", dependencies: ["Events", "Workload", "Threads"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
+        // The MQTT client against a real Debian mosquitto started on a free port.
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Threads"], swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
         .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),

@@ -9,7 +9,9 @@ set -euo pipefail
 build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev postgresql-15 libjs-leaflet)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
 # zbar-tools: zbarimg scans the QR codes the panel draws back to their links (WebPanelTests).
-test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools)
+# mosquitto: the real MQTT broker the OwnTracks MQTT tests start on a free port (its config in a
+# temporary directory); mosquitto-clients: mosquitto_pub, the publisher those tests use.
+test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients)
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then

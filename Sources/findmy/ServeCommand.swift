@@ -154,7 +154,7 @@ enum ServeCommand {
                 "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
                 "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
             ),
-        ] + CompactService.settings
+        ] + CompactService.settings + OwnTracksMQTTService.settings
 
     static var help: String {
         var lines = [
@@ -187,6 +187,7 @@ enum ServeCommand {
         var read = ReadLimits()
         var compactor = CompactService.Configuration()
         var panel = PanelService.Configuration()
+        var mqtt: OwnTracksMQTTService.Configuration?
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -294,6 +295,7 @@ enum ServeCommand {
         {
             configuration.panel.tileAttribution = text
         }
+        configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
         return configuration
     }
 
@@ -419,6 +421,13 @@ enum ServeCommand {
             configuration.compactor, log: log, service: service, client: client,
             readerCheckpoint: projectorCheckpoint)
         try group.start(compaction)
+        // OwnTracks over MQTT: after the log it appends to, stopped before it, so that every
+        // acknowledgement it waits for within the grace period can still come.
+        if let mqtt = configuration.mqtt {
+            let subscriber = OwnTracksMQTTService(mqtt, ingest: service, dataDirectory: data)
+            service.addStatusSource(subscriber)
+            try group.start(subscriber)
+        }
 
         // Every route passes through the permission table; a route without an entry stops the start.
         let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)

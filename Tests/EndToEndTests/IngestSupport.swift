@@ -12,11 +12,12 @@ final class ServerProcess: @unchecked Sendable {
 
     /// Without `--projector` in `extraArguments` the server runs ingest only (`--projector off`), so
     /// that tests of the report path neither need nor wait for PostgreSQL.
-    init(data: String, extraArguments: [String] = []) throws {
+    init(data: String, extraArguments: [String] = [], environment: [String: String] = [:]) throws {
         dataDirectory = data
         let projector = extraArguments.contains("--projector") ? [] : ["--projector", "off"]
         process = try FindmyProcess(
-            ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + projector + extraArguments)
+            ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + projector + extraArguments,
+            environment: environment)
         let deadline = Date().addingTimeInterval(120)
         while process.outputLines.isEmpty {
             guard Date() < deadline, process.process.isRunning else {

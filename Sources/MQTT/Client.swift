@@ -1,0 +1,474 @@
+import Synchronization
+import Threads
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A subscribing MQTT 3.1.1 client over a plain TCP socket, on one thread of its own, that
+/// acknowledges a QoS 1 message only when the application says so (`acknowledge`).
+///
+/// It connects with clean session 0, so the broker keeps the subscription and every QoS 1 message
+/// not yet acknowledged while the client is away or after it crashed, and sends them again on the
+/// next connection. It subscribes on every connection (harmless when the session has it already,
+/// and it follows a changed filter), pings within the keep-alive, and reconnects with a doubling
+/// delay after any failure. Acknowledgements of messages from a connection that has since dropped
+/// are discarded: the broker redelivers those messages on the next one.
+public final class MQTTClient: Sendable {
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: UInt16
+        /// The same on every start, so that the broker finds the session it kept.
+        public var clientID: String
+        public var username: String?
+        public var password: [UInt8]?
+        /// Subscribed together, each at QoS 1.
+        public var topicFilters: [String]
+        public var keepAliveSeconds: UInt16 = 60
+        public var connectTimeoutMillis = 10_000
+        public var reconnectDelayMillisMin = 250
+        public var reconnectDelayMillisMax = 30_000
+        public var packetBytesMax = 1 << 20
+
+        public init(
+            host: String, port: UInt16, clientID: String, username: String? = nil, password: [UInt8]? = nil,
+            topicFilters: [String]
+        ) {
+            self.host = host
+            self.port = port
+            self.clientID = clientID
+            self.username = username
+            self.password = password
+            precondition(!topicFilters.isEmpty, "subscribe to at least one topic filter")
+            self.topicFilters = topicFilters
+        }
+    }
+
+    /// What a message's acknowledgement needs: its connection and its place on it.
+    public struct Ticket: Sendable, Equatable {
+        let connection: UInt64
+        let sequence: UInt64
+    }
+
+    /// A delivered message. For QoS 1, pass `ticket` to `acknowledge` exactly once, when the
+    /// message is safe (findmy: durable in the log); QoS 0 messages have no ticket.
+    public struct Delivery: Sendable {
+        public var publish: Publish
+        public var ticket: Ticket?
+    }
+
+    /// Lines of the client's life, for the owner's log.
+    public enum Event: Sendable, Equatable {
+        case connected(sessionPresent: Bool)
+        case connectionFailed(String)
+        case disconnected(String)
+    }
+
+    public struct Status: Sendable, Equatable {
+        public var connected = false
+        /// The broker granted the subscription on the current connection.
+        public var subscribed = false
+        public var connections = 0
+        public var messagesReceived = 0
+        public var acknowledgementsSent = 0
+        /// QoS 1 messages received on the current connection and not yet acknowledged.
+        public var acknowledgementsPending = 0
+        public var lastError: String?
+
+        public init() {}
+    }
+
+    private struct State: Sendable {
+        var connection: UInt64 = 0
+        var acknowledgements = InboundAcknowledgements()
+        var outbox: [UInt8] = []
+        var status = Status()
+        var stopDeadlineMicros: Int64?
+    }
+
+    public let configuration: Configuration
+    private let onMessage: @Sendable (Delivery) -> Void
+    private let onEvent: @Sendable (Event) -> Void
+    private let state = Mutex(State())
+    private let worker = StoppableThread()
+    /// Wakes the client's poll: an acknowledgement to send, or a stop. Nonblocking both ends.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    /// `onMessage` runs on the client's thread, one message at a time, in the order received.
+    public init(
+        _ configuration: Configuration, onEvent: @escaping @Sendable (Event) -> Void = { _ in },
+        onMessage: @escaping @Sendable (Delivery) -> Void
+    ) {
+        self.configuration = configuration
+        self.onMessage = onMessage
+        self.onEvent = onEvent
+        var ends: [Int32] = [-1, -1]
+        let result = pipe(&ends)
+        precondition(result == 0, "pipe failed: errno \(errno)")
+        for end in ends {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
+        wakeRead = ends[0]
+        wakeWrite = ends[1]
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    public var status: Status { state.withLock { $0.status } }
+
+    /// Starts the client's thread, which connects (and keeps reconnecting) in the background.
+    public func start() {
+        worker.start { [self] stop in run(stop) }
+    }
+
+    /// Stops reading new messages, waits up to `graceMicros` for the acknowledgements of messages
+    /// already handed out, sends them and DISCONNECT, and returns once the thread is gone.
+    /// Messages still unacknowledged stay with the broker's session for the next start.
+    public func stop(graceMicros: Int64) {
+        state.withLock { $0.stopDeadlineMicros = monotonicClockMicros() + graceMicros }
+        worker.stopSignal.request()
+        wake()
+        worker.stop()
+    }
+
+    /// Acknowledges a QoS 1 message to the broker, in order after every message received before
+    /// it on its connection. From any thread; it never blocks on the network.
+    public func acknowledge(_ ticket: Ticket) {
+        let queued = state.withLock { state -> Bool in
+            guard ticket.connection == state.connection else { return false }
+            let ready = state.acknowledgements.acknowledge(ticket.sequence)
+            for packetID in ready {
+                state.outbox += OutboundPacket.publishAcknowledgement(packetID: packetID)
+            }
+            state.status.acknowledgementsPending = state.acknowledgements.pendingCount
+            return !ready.isEmpty
+        }
+        if queued { wake() }
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    // MARK: the client's thread
+
+    private func run(_ stop: StopSignal) {
+        var delayMillis = configuration.reconnectDelayMillisMin
+        while !stop.isRequested {
+            let outcome = session(stop)
+            state.withLock {
+                $0.connection += 1
+                $0.acknowledgements = InboundAcknowledgements()
+                $0.outbox = []
+                $0.status.connected = false
+                $0.status.subscribed = false
+                $0.status.acknowledgementsPending = 0
+                if case .failed(let why, _) = outcome { $0.status.lastError = why }
+            }
+            switch outcome {
+            case .stopped: return
+            case .failed(let why, let wasConnected):
+                onEvent(wasConnected ? .disconnected(why) : .connectionFailed(why))
+                if wasConnected { delayMillis = configuration.reconnectDelayMillisMin }
+            }
+            if stop.wait(micros: Int64(delayMillis) * 1000) { return }
+            delayMillis = min(delayMillis * 2, configuration.reconnectDelayMillisMax)
+        }
+    }
+
+    private enum SessionOutcome {
+        case stopped
+        /// `wasConnected`: the broker had accepted the connection (so the next attempt starts
+        /// again from the shortest delay).
+        case failed(String, wasConnected: Bool)
+    }
+
+    private enum Phase {
+        case awaitingConnectAcknowledgement
+        case awaitingSubscribeAcknowledgement
+        case subscribed
+    }
+
+    private static let subscribePacketID: UInt16 = 1
+
+    private func session(_ stop: StopSignal) -> SessionOutcome {
+        let socket: Int32
+        switch openSocket(stop) {
+        case .success(let opened): socket = opened
+        case .failure(let error):
+            return stop.isRequested ? .stopped : .failed(error.description, wasConnected: false)
+        }
+        defer { close(socket) }
+        let keepAliveMicros = Int64(configuration.keepAliveSeconds) * 1_000_000
+        let handshakeDeadline = monotonicClockMicros() + Int64(configuration.connectTimeoutMillis) * 1000
+        guard
+            send(
+                socket,
+                OutboundPacket.connect(
+                    clientID: configuration.clientID, cleanSession: false,
+                    keepAliveSeconds: configuration.keepAliveSeconds, username: configuration.username,
+                    password: configuration.password))
+        else { return .failed("sending CONNECT: \(errnoText())", wasConnected: false) }
+        var lastSentMicros = monotonicClockMicros()
+        var pingSentMicros: Int64?
+        var phase = Phase.awaitingConnectAcknowledgement
+        var reader = PacketReader(packetBytesMax: configuration.packetBytesMax)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let now = monotonicClockMicros()
+            var wasConnected: Bool { phase == .subscribed }
+            if stop.isRequested {
+                return drain(socket, connected: wasConnected)
+            }
+            if phase != .subscribed && now > handshakeDeadline {
+                return .failed("the broker did not accept the connection in time", wasConnected: false)
+            }
+            if let sent = pingSentMicros, now - sent > keepAliveMicros {
+                return .failed("the broker did not answer a ping within the keep-alive", wasConnected: true)
+            }
+            if keepAliveMicros > 0 && pingSentMicros == nil && now - lastSentMicros >= keepAliveMicros / 2 {
+                guard send(socket, OutboundPacket.pingRequest) else {
+                    return .failed("sending PINGREQ: \(errnoText())", wasConnected: wasConnected)
+                }
+                lastSentMicros = now
+                pingSentMicros = now
+            }
+            let outgoing = takeOutbox()
+            if !outgoing.isEmpty {
+                guard send(socket, outgoing) else {
+                    return .failed("sending PUBACK: \(errnoText())", wasConnected: wasConnected)
+                }
+                lastSentMicros = monotonicClockMicros()
+            }
+            var descriptors = [
+                pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            let waitMillis = keepAliveMicros > 0 ? Int32(max(10, keepAliveMicros / 4000)) : 1000
+            let ready = poll(&descriptors, 2, min(waitMillis, 1000))
+            if ready < 0 && errno != EINTR {
+                return .failed("poll: \(errnoText())", wasConnected: wasConnected)
+            }
+            if descriptors[1].revents != 0 { drainWakePipe() }
+            guard descriptors[0].revents != 0 else { continue }
+            let count = recv(socket, &buffer, buffer.count, 0)
+            if count == 0 { return .failed("the broker closed the connection", wasConnected: wasConnected) }
+            if count < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                return .failed("receiving: \(errnoText())", wasConnected: wasConnected)
+            }
+            reader.append(buffer[0..<count])
+            do {
+                while let packet = try reader.next() {
+                    switch (phase, packet) {
+                    case (.awaitingConnectAcknowledgement, .connectAcknowledged(let present, 0)):
+                        guard
+                            send(
+                                socket,
+                                OutboundPacket.subscribe(
+                                    packetID: Self.subscribePacketID, filters: configuration.topicFilters,
+                                    qos: 1))
+                        else { return .failed("sending SUBSCRIBE: \(errnoText())", wasConnected: false) }
+                        lastSentMicros = monotonicClockMicros()
+                        phase = .awaitingSubscribeAcknowledgement
+                        state.withLock {
+                            $0.status.connected = true
+                            $0.status.connections += 1
+                        }
+                        onEvent(.connected(sessionPresent: present))
+                    case (.awaitingConnectAcknowledgement, .connectAcknowledged(_, let code)):
+                        return .failed(
+                            "the broker refused the connection: \(refusal(code))", wasConnected: false)
+                    case (
+                        .awaitingSubscribeAcknowledgement,
+                        .subscribeAcknowledged(Self.subscribePacketID, let granted)
+                    ):
+                        guard granted.count == configuration.topicFilters.count,
+                            granted.allSatisfy({ $0 <= 2 })
+                        else {
+                            return .failed(
+                                "the broker refused the subscription to "
+                                    + configuration.topicFilters.joined(separator: ", ")
+                                    + " (check its ACL for this login)", wasConnected: true)
+                        }
+                        phase = .subscribed
+                        state.withLock { $0.status.subscribed = true }
+                    case (.awaitingSubscribeAcknowledgement, .publish(let message)),
+                        (.subscribed, .publish(let message)):
+                        // A resumed session may deliver before the SUBACK.
+                        deliver(message)
+                    case (_, .pingResponse):
+                        pingSentMicros = nil
+                    default:
+                        return .failed(
+                            "the broker sent \(packet) at the wrong time", wasConnected: wasConnected)
+                    }
+                }
+            } catch {
+                return .failed(
+                    "the broker sent bytes that are not MQTT 3.1.1: \(error)", wasConnected: wasConnected)
+            }
+        }
+    }
+
+    private func deliver(_ message: Publish) {
+        var ticket: Ticket?
+        if message.qos >= 1, let packetID = message.packetID {
+            ticket = state.withLock { state in
+                let sequence = state.acknowledgements.received(packetID: packetID)
+                state.status.messagesReceived += 1
+                state.status.acknowledgementsPending = state.acknowledgements.pendingCount
+                return Ticket(connection: state.connection, sequence: sequence)
+            }
+        } else {
+            state.withLock { $0.status.messagesReceived += 1 }
+        }
+        onMessage(Delivery(publish: message, ticket: ticket))
+    }
+
+    /// The way out of a stop: no more reading; the acknowledgements of messages handed out are
+    /// sent as they come until none is pending or the grace period ends, then DISCONNECT (which
+    /// keeps the session: clean session 0).
+    private func drain(_ socket: Int32, connected: Bool) -> SessionOutcome {
+        let deadline = state.withLock { $0.stopDeadlineMicros } ?? monotonicClockMicros()
+        while true {
+            let outgoing = takeOutbox()
+            let pending = state.withLock { $0.acknowledgements.pendingCount }
+            if !outgoing.isEmpty && !send(socket, outgoing) { return .stopped }
+            let now = monotonicClockMicros()
+            if pending == 0 || now >= deadline { break }
+            var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
+            _ = poll(&descriptor, 1, Int32(min(1000, max(1, (deadline - now) / 1000))))
+            drainWakePipe()
+        }
+        if connected { _ = send(socket, OutboundPacket.disconnect) }
+        return .stopped
+    }
+
+    /// The PUBACKs queued by `acknowledge`, counted as sent (the outbox holds nothing else).
+    private func takeOutbox() -> [UInt8] {
+        state.withLock { state in
+            defer { state.outbox = [] }
+            state.status.acknowledgementsSent += state.outbox.count / 4
+            return state.outbox
+        }
+    }
+
+    private func drainWakePipe() {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        while read(wakeRead, &bytes, bytes.count) > 0 {}
+    }
+
+    private func refusal(_ code: UInt8) -> String {
+        switch code {
+        case 1: "unacceptable protocol version (the broker does not speak MQTT 3.1.1)"
+        case 2: "client identifier rejected"
+        case 3: "server unavailable"
+        case 4: "bad user name or password (check the login and password findmy was given)"
+        // mosquitto answers this one to a wrong password too.
+        case 5: "not authorized (check the login and password findmy was given, and the broker's ACL)"
+        default: "return code \(code)"
+        }
+    }
+
+    // MARK: sockets
+
+    private struct SocketError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Resolves the host and connects to the first address that answers within the timeout;
+    /// a stop interrupts the wait.
+    private func openSocket(_ stop: StopSignal) -> Result<Int32, SocketError> {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let resolved = getaddrinfo(configuration.host, String(configuration.port), &hints, &list)
+        guard resolved == 0, let first = list else {
+            return .failure(
+                SocketError(
+                    description:
+                        "cannot resolve '\(configuration.host)': \(String(cString: gai_strerror(resolved)))"))
+        }
+        defer { freeaddrinfo(list) }
+        var lastError = "no address for '\(configuration.host)'"
+        var candidate: UnsafeMutablePointer<addrinfo>? = first
+        while let address = candidate {
+            candidate = address.pointee.ai_next
+            let socket = Glibc.socket(
+                address.pointee.ai_family, address.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue),
+                address.pointee.ai_protocol)
+            guard socket >= 0 else {
+                lastError = "socket: \(errnoText())"
+                continue
+            }
+            switch connectWithin(socket, address.pointee, stop) {
+            case nil:
+                var one: Int32 = 1
+                setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                // Sends block at most this long, so a broker that stops reading cannot hold the thread.
+                var timeout = timeval(tv_sec: 10, tv_usec: 0)
+                setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                return .success(socket)
+            case let error?:
+                lastError = error
+                close(socket)
+                if stop.isRequested { break }
+            }
+        }
+        return .failure(
+            SocketError(
+                description: "cannot connect to \(configuration.host):\(configuration.port): \(lastError)"))
+    }
+
+    /// nil once connected; else why not.
+    private func connectWithin(_ socket: Int32, _ address: addrinfo, _ stop: StopSignal) -> String? {
+        let flags = fcntl(socket, F_GETFL)
+        _ = fcntl(socket, F_SETFL, flags | O_NONBLOCK)
+        defer { _ = fcntl(socket, F_SETFL, flags) }
+        if Glibc.connect(socket, address.ai_addr, address.ai_addrlen) == 0 { return nil }
+        guard errno == EINPROGRESS else { return errnoText() }
+        let deadline = monotonicClockMicros() + Int64(configuration.connectTimeoutMillis) * 1000
+        while true {
+            if stop.isRequested { return "stopping" }
+            let now = monotonicClockMicros()
+            if now >= deadline { return "timed out" }
+            var descriptors = [
+                pollfd(fd: socket, events: Int16(POLLOUT), revents: 0),
+                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            _ = poll(&descriptors, 2, Int32(min(1000, (deadline - now) / 1000 + 1)))
+            if descriptors[1].revents != 0 { drainWakePipe() }
+            if descriptors[0].revents != 0 { break }
+        }
+        var error: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        getsockopt(socket, SOL_SOCKET, SO_ERROR, &error, &length)
+        return error == 0 ? nil : String(cString: strerror(error))
+    }
+
+    /// Sends every byte; false on a failure (the connection is then given up).
+    private func send(_ socket: Int32, _ bytes: [UInt8]) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes.withUnsafeBytes {
+                Glibc.send(socket, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            sent += count
+        }
+        return true
+    }
+
+    private func errnoText() -> String { String(cString: strerror(errno)) }
+}

@@ -1,0 +1,37 @@
+/// A topic filter with single-level wildcards (`owntracks/+/+`), and what they matched in a topic.
+///
+/// Only `+` is supported: findmy needs the user and the device of a topic, each one level, and a
+/// multi-level `#` cannot say which level is which.
+public struct TopicFilter: Sendable, Equatable, CustomStringConvertible {
+    public let description: String
+    private let levels: [Substring]
+
+    /// nil unless `text` is levels separated by `/`, each either `+` or a name without `+`, `#`
+    /// or NUL, with exactly `wildcards` of them `+`.
+    public init?(_ text: String, wildcards: Int) {
+        let levels = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard !text.isEmpty, text.utf8.count <= 65535,
+            levels.allSatisfy({ $0 == "+" || !$0.contains(where: { $0 == "+" || $0 == "#" || $0 == "\0" }) }),
+            levels.filter({ $0 == "+" }).count == wildcards
+        else { return nil }
+        description = text
+        self.levels = levels
+    }
+
+    /// The levels of `topic` where the filter has `+`, in order; nil when the topic does not
+    /// match (another prefix, another depth) or a wildcard level is empty.
+    public func match(_ topic: String) -> [String]? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == levels.count else { return nil }
+        var captured: [String] = []
+        for (level, part) in zip(levels, parts) {
+            if level == "+" {
+                guard !part.isEmpty else { return nil }
+                captured.append(String(part))
+            } else if level != part {
+                return nil
+            }
+        }
+        return captured
+    }
+}

@@ -1,0 +1,441 @@
+import CLI
+import Clients
+import Crypto
+import Events
+import Identity
+import Ingest
+import JSON
+import MQTT
+import Synchronization
+import Threads
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// OwnTracks in MQTT mode (`findmy serve --mqtt-url`): findmy subscribes to the phones' topics on
+/// the broker they publish to. A message on `owntracks/<user>/<device>` belongs to the findmy user
+/// named <user>; its first message enrols the device <device> under a UUID derived from the topic.
+/// The payload goes through the same OwnTracks decoder as the HTTP endpoint and the same report
+/// path as every app, and a QoS 1 message is acknowledged to the broker only once its report is
+/// durable in the log (docs/clients.md, "OwnTracks (MQTT)").
+final class OwnTracksMQTTService: Service, StatusSource {
+    struct Configuration: Sendable {
+        var host: String
+        var port: UInt16
+        var username: String?
+        var passwordFile: String?
+        var topic: TopicFilter
+        /// nil: the one kept in DATA_DIR/mqtt-client-id (made on the first start).
+        var clientID: String?
+        var testHold: TestHold?
+    }
+
+    /// A test-only stop between receipt and acknowledgement (`FINDMY_TEST_MQTT_HOLD`): the
+    /// message is held and never acknowledged, and the line `mqtt_test_hold` tells the test it
+    /// may SIGKILL the server now.
+    enum TestHold: String, Sendable {
+        /// Received, never appended.
+        case beforeAppend = "before-append"
+        /// Appended and durable, never acknowledged.
+        case beforeAcknowledgement = "before-ack"
+    }
+
+    /// Why a message was acknowledged without being stored, for `/metrics`.
+    enum Drop: String, CaseIterable, Sendable {
+        case unknownUser = "unknown_user"
+        case invalidDeviceName = "invalid_device_name"
+        case topic = "topic"
+        case paused = "paused"
+    }
+
+    private struct Counters: Sendable {
+        var dropped: [Drop: Int] = [:]
+        var enrolled = 0
+        var stored = 0
+        var duplicates = 0
+        var failed = 0
+    }
+
+    let name = "mqtt"
+    let configuration: Configuration
+    /// The device's topic and its subtopics: OwnTracks publishes locations (and its `lwt`) on the
+    /// device's topic, region transitions on `<topic>/event` and waypoints on `<topic>/waypoint`
+    /// and `<topic>/waypoints` (OwnTracks booklet, "Topics"). nil: the device's topic itself.
+    let filters: [(filter: TopicFilter, subtopic: String?)]
+    static let subtopics = ["event", "waypoint", "waypoints"]
+    private let ingest: IngestService
+    private let dataDirectory: String
+    private let client = Mutex<MQTTClient?>(nil)
+    private let counters = Mutex(Counters())
+    private let serviceState = Mutex(ServiceState.idle)
+
+    init(_ configuration: Configuration, ingest: IngestService, dataDirectory: String) {
+        self.configuration = configuration
+        filters =
+            [(configuration.topic, nil)]
+            + Self.subtopics.map { subtopic in
+                // The base has its two wildcards; a constant level more keeps them two.
+                (TopicFilter(configuration.topic.description + "/" + subtopic, wildcards: 2)!, subtopic)
+            }
+        self.ingest = ingest
+        self.dataDirectory = dataDirectory
+    }
+
+    var state: ServiceState { serviceState.withLock { $0 } }
+
+    /// Reads the password file and the client id, and starts the client, which connects in the
+    /// background: a broker that is down delays nothing else (it shows in /healthz and is retried).
+    func start() throws {
+        var password: [UInt8]?
+        if let file = configuration.passwordFile {
+            password = try Self.readPassword(file)
+        }
+        let clientID = try configuration.clientID ?? Self.clientID(dataDirectory: dataDirectory)
+        var clientConfiguration = MQTTClient.Configuration(
+            host: configuration.host, port: configuration.port, clientID: clientID,
+            username: configuration.username, password: password,
+            topicFilters: filters.map(\.filter.description)
+        )
+        clientConfiguration.reconnectDelayMillisMax = 30_000
+        let broker = "\(configuration.host):\(configuration.port)"
+        let started = MQTTClient(
+            clientConfiguration,
+            onEvent: { event in
+                switch event {
+                case .connected(let sessionPresent):
+                    StructuredLog.info(
+                        "mqtt_connected",
+                        ["broker": .string(broker), "session_present": .bool(sessionPresent)])
+                case .connectionFailed(let why):
+                    StructuredLog.error(
+                        "mqtt_connection_failed", ["broker": .string(broker), "error": .string(why)])
+                case .disconnected(let why):
+                    StructuredLog.error(
+                        "mqtt_disconnected", ["broker": .string(broker), "error": .string(why)])
+                }
+            },
+            onMessage: { [weak self] delivery in self?.handle(delivery) })
+        client.withLock { $0 = started }
+        started.start()
+        serviceState.withLock { $0 = .running }
+    }
+
+    /// Waits up to the grace period for the acknowledgements of messages being appended, then
+    /// disconnects; what is not acknowledged stays in the broker's session for the next start.
+    func stop(graceMicros: Int64) {
+        client.withLock { $0 }?.stop(graceMicros: graceMicros)
+        serviceState.withLock { $0 = .stopped }
+    }
+
+    // MARK: messages
+
+    /// On the client's thread, one message at a time. Never throws: every way out either
+    /// acknowledges (stored, a duplicate, or never storable) or leaves the message to the broker.
+    private func handle(_ delivery: MQTTClient.Delivery) {
+        let publish = delivery.publish
+        let acknowledge: @Sendable () -> Void = { [self] in
+            if let ticket = delivery.ticket { client.withLock { $0 }?.acknowledge(ticket) }
+        }
+        guard
+            let (levels, subtopic) = filters.lazy.compactMap({ entry in
+                entry.filter.match(publish.topic).map { ($0, entry.subtopic) }
+            }).first
+        else {
+            return drop(.topic, acknowledge, ["topic": .string(StructuredLog.sanitized(publish.topic))])
+        }
+        let (userName, deviceName) = (levels[0], levels[1])
+        // The device is its topic's: a transition on <topic>/event belongs to the same device.
+        let deviceTopic = subtopic.map { String(publish.topic.dropLast($0.count + 1)) } ?? publish.topic
+        let device: IngestService.TopicDevice
+        do {
+            device = try ingest.topicDevice(
+                userName: userName, deviceName: deviceName, uuid: Self.deviceUUID(topic: deviceTopic),
+                platform: "owntracks")
+        } catch {
+            // The enrolment's append failed: the log is failing; the broker keeps the message.
+            counters.withLock { $0.failed += 1 }
+            return StructuredLog.error("mqtt_message_not_stored", ["error": .string(error.message)])
+        }
+        let deviceID: UInt64
+        switch device {
+        case .unknownUser:
+            return drop(.unknownUser, acknowledge, ["user": .string(StructuredLog.sanitized(userName))])
+        case .invalidDeviceName(let why):
+            return drop(.invalidDeviceName, acknowledge, ["error": .string(why)])
+        case .device(let id, let enrolled):
+            deviceID = id
+            if enrolled { counters.withLock { $0.enrolled += 1 } }
+        }
+        var decoded = OwnTracks.Decoded()
+        if let document = try? JSONParser.parse(publish.payload), OwnTracks.type(of: document) == "encrypted"
+        {
+            // The payload key of the HTTP mode is the device token, which an MQTT device has none of.
+            decoded.rejections.append(
+                .init(
+                    index: 0,
+                    FixRejection(
+                        .malformed,
+                        "an encrypted OwnTracks message over MQTT; findmy cannot open it in MQTT mode: clear the "
+                            + "app's encryption key (docs/clients.md)")))
+        } else {
+            decoded = OwnTracks.decode(publish.payload, deviceID: deviceID, clientProtocol: .owntracksMQTT)
+        }
+        for type in decoded.counted { ingest.recordClientMessage(.owntracksMQTT, type: type) }
+        let report = ClientReport(
+            deviceID: deviceID,
+            // The same message redelivered (a lost PUBACK, a crash before it, a retained copy) has
+            // the same bytes, so the same batch id: stored once, answered as a duplicate after.
+            batchID: ClientReport.derivedBatchID(
+                deviceID: deviceID, clientProtocol: .owntracksMQTT, body: publish.payload),
+            clientProtocol: .owntracksMQTT, items: decoded.items, rejections: decoded.rejections,
+            places: decoded.places)
+        if configuration.testHold == .beforeAppend { return testHold(deviceID) }
+        let hold = configuration.testHold
+        ingest.submit(report) { [self] outcome in
+            switch outcome {
+            case .stored: counters.withLock { $0.stored += 1 }
+            case .duplicate: counters.withLock { $0.duplicates += 1 }
+            case .empty: break
+            case .paused: counters.withLock { $0.dropped[.paused, default: 0] += 1 }
+            case .inProgress:
+                // Another copy of this message (received earlier on this connection) is being
+                // appended; acknowledgements leave in arrival order, so this one's PUBACK cannot
+                // go out before that copy is durable.
+                break
+            case .failed(let error):
+                counters.withLock { $0.failed += 1 }
+                return StructuredLog.error("mqtt_message_not_stored", ["error": .string(error.message)])
+            }
+            if let hold, hold == .beforeAcknowledgement { return Self.logTestHold(deviceID, hold) }
+            acknowledge()
+        }
+    }
+
+    private func drop(
+        _ reason: Drop, _ acknowledge: () -> Void, _ fields: KeyValuePairs<String, StructuredLog.Field>
+    ) {
+        counters.withLock { $0.dropped[reason, default: 0] += 1 }
+        switch reason {
+        case .unknownUser: StructuredLog.error("mqtt_unknown_user", fields)
+        case .invalidDeviceName: StructuredLog.error("mqtt_invalid_device_name", fields)
+        default: StructuredLog.error("mqtt_unexpected_topic", fields)
+        }
+        acknowledge()
+    }
+
+    private func testHold(_ deviceID: UInt64) {
+        Self.logTestHold(deviceID, configuration.testHold!)
+    }
+
+    private static func logTestHold(_ deviceID: UInt64, _ hold: TestHold) {
+        StructuredLog.info(
+            "mqtt_test_hold", ["point": .string(hold.rawValue), "device_id": .int(Int64(deviceID))])
+    }
+
+    /// The device's UUID: the first 16 bytes of SHA-256 of the topic, marked as an RFC 9562
+    /// version 8 (custom) UUID. The same topic is always the same device, across restarts and
+    /// reinstalls of findmy; another topic (another user, device or prefix) is another device.
+    static func deviceUUID(topic: String) -> UUID128 {
+        var bytes = Array(SHA256.hash(Array(topic.utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x80
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID128(bytes: bytes)
+    }
+
+    // MARK: status
+
+    func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+        let status = client.withLock { $0 }?.status ?? MQTTClient.Status()
+        let counted = counters.withLock { $0 }
+        var members: [(String, JSONValue)] = [
+            ("broker", .string("\(configuration.host):\(configuration.port)")),
+            ("topic", .string(configuration.topic.description)),
+            ("connected", .bool(status.connected)),
+            ("subscribed", .bool(status.subscribed)),
+            ("connections", .integer(Int64(status.connections))),
+            ("messages_received", .integer(Int64(status.messagesReceived))),
+            ("acknowledgements_sent", .integer(Int64(status.acknowledgementsSent))),
+            ("acknowledgements_pending", .integer(Int64(status.acknowledgementsPending))),
+            ("devices_enrolled", .integer(Int64(counted.enrolled))),
+            ("unknown_user_messages", .integer(Int64(counted.dropped[.unknownUser] ?? 0))),
+        ]
+        if let error = status.lastError { members.append(("last_error", .string(error))) }
+        return (!status.subscribed, members)
+    }
+
+    func metricsText() -> String {
+        let status = client.withLock { $0 }?.status ?? MQTTClient.Status()
+        let counted = counters.withLock { $0 }
+        var out =
+            "# HELP findmy_mqtt_connected Whether the OwnTracks MQTT subscription is up (1) or not (0).\n"
+        out += "# TYPE findmy_mqtt_connected gauge\n"
+        out += "findmy_mqtt_connected \(status.subscribed ? 1 : 0)\n"
+        out += "# HELP findmy_mqtt_connections_total Connections the broker accepted since the start.\n"
+        out += "# TYPE findmy_mqtt_connections_total counter\n"
+        out += "findmy_mqtt_connections_total \(status.connections)\n"
+        out +=
+            "# HELP findmy_mqtt_messages_received_total Messages the broker delivered (redeliveries included).\n"
+        out += "# TYPE findmy_mqtt_messages_received_total counter\n"
+        out += "findmy_mqtt_messages_received_total \(status.messagesReceived)\n"
+        out += "# HELP findmy_mqtt_acknowledgements_sent_total QoS 1 messages acknowledged to the broker.\n"
+        out += "# TYPE findmy_mqtt_acknowledgements_sent_total counter\n"
+        out += "findmy_mqtt_acknowledgements_sent_total \(status.acknowledgementsSent)\n"
+        out += "# HELP findmy_mqtt_acknowledgements_pending QoS 1 messages received and not yet durable.\n"
+        out += "# TYPE findmy_mqtt_acknowledgements_pending gauge\n"
+        out += "findmy_mqtt_acknowledgements_pending \(status.acknowledgementsPending)\n"
+        out += "# HELP findmy_mqtt_devices_enrolled_total Devices enrolled by their first MQTT message.\n"
+        out += "# TYPE findmy_mqtt_devices_enrolled_total counter\n"
+        out += "findmy_mqtt_devices_enrolled_total \(counted.enrolled)\n"
+        out +=
+            "# HELP findmy_mqtt_messages_dropped_total Messages acknowledged without being stored, by reason.\n"
+        out += "# TYPE findmy_mqtt_messages_dropped_total counter\n"
+        for reason in Drop.allCases {
+            out +=
+                "findmy_mqtt_messages_dropped_total{reason=\"\(reason.rawValue)\"} \(counted.dropped[reason] ?? 0)\n"
+        }
+        return out
+    }
+
+    // MARK: files
+
+    struct FileError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The first line of the file, without its line ending (a file written by `echo` works).
+    static func readPassword(_ path: String) throws -> [UInt8] {
+        let io = PosixFileIO()
+        let fd: Int32
+        do {
+            fd = try io.open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0)
+        } catch {
+            throw FileError(description: "--mqtt-password-file: cannot read '\(path)': \(error)")
+        }
+        defer { io.close(fd) }
+        let bytes = try io.read(fd, count: min(try io.fileSize(fd, path: path), 65535), at: 0, path: path)
+        return Array(bytes.prefix { $0 != 0x0A && $0 != 0x0D })
+    }
+
+    /// The client id kept in DATA_DIR/mqtt-client-id: "findmy-" and 16 random hex digits (23
+    /// bytes, the length every MQTT 3.1.1 broker must accept), made and synced on the first start.
+    /// The broker finds the session (the subscription and the messages not yet acknowledged) by
+    /// this id, so it must not change between starts.
+    static func clientID(dataDirectory: String) throws -> String {
+        let io = PosixFileIO()
+        let path = dataDirectory + "/mqtt-client-id"
+        if let fd = try? io.open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0) {
+            defer { io.close(fd) }
+            let bytes = try io.read(fd, count: min(try io.fileSize(fd, path: path), 64), at: 0, path: path)
+            let id = String(decoding: bytes.prefix { $0 != 0x0A }, as: UTF8.self)
+            if !id.isEmpty { return id }
+        }
+        let id = "findmy-" + Hex.encode(SecureRandom.bytes(count: 8))
+        let temporary = path + ".tmp"
+        let fd = try io.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o600)
+        do {
+            try io.writeAll(fd, Array((id + "\n").utf8), at: 0, path: temporary)
+            try io.fsync(fd, path: temporary)
+        } catch {
+            io.close(fd)
+            throw error
+        }
+        io.close(fd)
+        try io.rename(temporary, path)
+        try io.syncDirectory(dataDirectory)
+        return id
+    }
+}
+
+extension OwnTracksMQTTService {
+    /// Every MQTT option of `findmy serve`.
+    static let settings: [(flag: String, environment: String, help: String)] = [
+        (
+            "mqtt-url", "FINDMY_MQTT_URL",
+            "mqtt://HOST[:PORT] of the broker OwnTracks phones publish to (port 1883 by default); findmy subscribes with a persistent session and acknowledges each QoS 1 message once it is durable. mqtts:// (TLS) is not supported yet (docs/clients.md)"
+        ),
+        ("mqtt-username", "FINDMY_MQTT_USERNAME", "the broker login findmy subscribes as"),
+        (
+            "mqtt-password-file", "FINDMY_MQTT_PASSWORD_FILE",
+            "a file whose first line is that login's password (never on the command line)"
+        ),
+        (
+            "mqtt-topic", "FINDMY_MQTT_TOPIC",
+            "the topic filter, with two + levels: the findmy user name, then the device name (default owntracks/+/+)"
+        ),
+        (
+            "mqtt-client-id", "FINDMY_MQTT_CLIENT_ID",
+            "the MQTT client id (default: one made on the first start and kept in DATA_DIR/mqtt-client-id; the broker keeps the session under it)"
+        ),
+    ]
+
+    /// The MQTT configuration from the options, or nil without --mqtt-url.
+    static func configuration(_ value: (String, String) -> String?) throws -> Configuration? {
+        guard let url = value("mqtt-url", "FINDMY_MQTT_URL"), !url.isEmpty else { return nil }
+        let (host, port) = try parseURL(url)
+        let topicText = value("mqtt-topic", "FINDMY_MQTT_TOPIC") ?? "owntracks/+/+"
+        guard let topic = TopicFilter(topicText, wildcards: 2) else {
+            throw UsageError(
+                "--mqtt-topic (FINDMY_MQTT_TOPIC) must be a topic filter with exactly two single-level wildcards, "
+                    + "the user name then the device name, such as owntracks/+/+ (no '#'), got '\(topicText)'"
+            )
+        }
+        var testHold: TestHold?
+        if let hold = value("", "FINDMY_TEST_MQTT_HOLD"), !hold.isEmpty {
+            guard let parsed = TestHold(rawValue: hold) else {
+                throw UsageError(
+                    "FINDMY_TEST_MQTT_HOLD is before-append or before-ack (tests only), got '\(hold)'")
+            }
+            testHold = parsed
+        }
+        let clientID = value("mqtt-client-id", "FINDMY_MQTT_CLIENT_ID")
+        if let clientID, clientID.isEmpty || clientID.utf8.count > 65535 {
+            throw UsageError("--mqtt-client-id (FINDMY_MQTT_CLIENT_ID) must be 1 to 65535 bytes")
+        }
+        return Configuration(
+            host: host, port: port, username: value("mqtt-username", "FINDMY_MQTT_USERNAME"),
+            passwordFile: value("mqtt-password-file", "FINDMY_MQTT_PASSWORD_FILE"), topic: topic,
+            clientID: clientID, testHold: testHold)
+    }
+
+    /// `mqtt://host`, `mqtt://host:port`, `mqtt://[::1]:port`.
+    static func parseURL(_ url: String) throws -> (host: String, port: UInt16) {
+        let usage =
+            "--mqtt-url (FINDMY_MQTT_URL) must be mqtt://HOST or mqtt://HOST:PORT (login with --mqtt-username and --mqtt-password-file), got '\(url)'"
+        if url.hasPrefix("mqtts://") {
+            throw UsageError(
+                "--mqtt-url: mqtts:// (TLS) is not supported yet. Connect to a plain listener the broker offers "
+                    + "on a trusted network (the loopback interface when it runs beside findmy), or through a TLS "
+                    + "tunnel such as stunnel; docs/clients.md, \"OwnTracks (MQTT)\"")
+        }
+        guard url.hasPrefix("mqtt://") else { throw UsageError(usage) }
+        var rest = Substring(url.dropFirst("mqtt://".count))
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard !rest.isEmpty, !rest.contains("@"), !rest.contains("/"), !rest.contains("?") else {
+            throw UsageError(usage)
+        }
+        var host: Substring
+        var portText: Substring?
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw UsageError(usage) }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw UsageError(usage) }
+                portText = after.dropFirst()
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[..<colon]
+            portText = rest[rest.index(after: colon)...]
+        } else {
+            host = rest
+        }
+        guard !host.isEmpty else { throw UsageError(usage) }
+        var port: UInt16 = 1883
+        if let portText {
+            guard let number = UInt16(portText), number > 0 else { throw UsageError(usage) }
+            port = number
+        }
+        return (String(host), port)
+    }
+}
