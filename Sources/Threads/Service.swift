@@ -53,7 +53,7 @@ public final class StopSignal: Sendable {
     /// Sleeps until the signal is set or `micros` pass; returns whether it is set.
     @discardableResult
     public func wait(micros: Int64) -> Bool {
-        let deadline = monotonicClockMicros() + max(0, micros)
+        let deadline = monotonicMicros() + max(0, micros)
         return lock.withLock {
             while !requested {
                 if !lock.wait(0, untilMonotonicMicros: deadline) { break }
@@ -97,8 +97,9 @@ public final class StoppableThread: Sendable {
     }
 }
 
-/// The clock of `ConditionLock`'s timed waits.
-public func monotonicClockMicros() -> Int64 {
+/// Microseconds from a clock that never goes backwards: the one clock for measuring intervals and
+/// for deadlines, and the clock of `ConditionLock`'s timed waits (CLOCK_MONOTONIC).
+public func monotonicMicros() -> Int64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000

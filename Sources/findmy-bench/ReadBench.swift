@@ -4,6 +4,7 @@ import HTTPClient
 import JSON
 import Panel
 import Postgres
+import Threads
 import Workload
 
 #if canImport(Glibc)
