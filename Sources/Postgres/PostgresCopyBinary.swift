@@ -71,6 +71,15 @@ public struct BinaryCopyRows: CopyRowBuffer {
         int64(overflow ? Int64.min + 1 : shifted)
     }
 
+    /// bytea, or any value already in its binary form: the bytes as they are.
+    public mutating func bytea(_ value: [UInt8]) {
+        appendBigEndian(UInt32(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    /// A bare big-endian 32-bit word, for the inside of a composite value (an array's header).
+    mutating func word(_ value: UInt32) { appendBigEndian(value) }
+
     /// text, as UTF-8. A NUL is refused here, as the text form refuses it (the server would too).
     public mutating func text(_ value: String) throws(PostgresError) {
         let utf8 = Array(value.utf8)

@@ -77,7 +77,7 @@ public struct ProjectionStore: Sendable {
                     .int64(Int64(batch.nextOffset)),
                     batch.lastReceivedAtMicros.map { .timestamp(micros: $0) },
                     .text(Schema.projectionName), .int64(Int64(batch.firstOffset)),
-                    logID.map { .text($0.description) }, .text(schema),
+                    logID.map { .uuid(high: $0.high, low: $0.low) }, .text(schema),
                 ])
             guard moved.affectedRows == 1 else {
                 if let logID, try Schema.generation(of: schema, connection)?.logID != logID {
@@ -109,13 +109,13 @@ public struct ProjectionStore: Sendable {
             _ = try connection.execute(
                 """
                 INSERT INTO \(s).devices (id, user_id, device_uuid, name, platform, model, created_at, as_of_offset)
-                VALUES ($1, $2, $3::uuid, $4, $5, $6, $7, $8)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                 ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform, model = excluded.model,
                     as_of_offset = excluded.as_of_offset
                 """,
                 [
                     .int64(Int64(device.deviceID)), .int64(Int64(device.userID)),
-                    .text(device.deviceUUID.description),
+                    .uuid(high: device.deviceUUID.high, low: device.deviceUUID.low),
                     .text(device.name), .text(device.platform), .text(device.model), .timestamp(micros: at),
                     .int64(Int64(asOf)),
                 ])
@@ -242,21 +242,38 @@ public struct ProjectionStore: Sendable {
     private func writeLatest(_ rows: [LocationRow], _ connection: PostgresConnection) throws {
         guard !rows.isEmpty else { return }
         var columns = [[PostgresValue?]](repeating: [], count: Self.locationColumns.count)
+        for index in columns.indices { columns[index].reserveCapacity(rows.count) }
         for row in rows {
             for (index, value) in Self.values(row).enumerated() { columns[index].append(value) }
         }
+        let arrays = zip(ProjectionSchema.fixColumns, columns).map { column, values in
+            PostgresValue.array(PostgresArray(Self.elementType(column.type), values))
+        }
         let types = ProjectionSchema.fixColumns.map(\.type.castName)
-        let arrays = types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
+        let casts = types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
         let names = Self.locationColumns.joined(separator: ", ")
         let updates = Self.locationColumns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(
             separator: ", ")
         _ = try connection.execute(
             """
             INSERT INTO \(s).device_latest AS t (\(names))
-            SELECT * FROM unnest(\(arrays))
+            SELECT * FROM unnest(\(casts))
             ON CONFLICT (device_id) DO UPDATE SET \(updates)
             WHERE \(LatestRule.sqlCondition)
-            """, columns.map { PostgresValue.array($0) })
+            """, arrays)
+    }
+
+    /// The binary array element of a projection column's type.
+    static func elementType(_ type: ProjectionSchema.ColumnType) -> PostgresArray.ElementType {
+        switch type {
+        case .bigint: .bigint
+        case .integer: .integer
+        case .smallint: .smallint
+        case .timestamptz: .timestamptz
+        case .float8: .float8
+        case .boolean: .boolean
+        case .text: .text
+        }
     }
 
     private func writeLastSeen(_ lastSeen: [UInt64: Int64], asOf: UInt64, _ connection: PostgresConnection)
