@@ -94,6 +94,8 @@ public final class LogWriter: @unchecked Sendable {
     private let committerWakeUp = WakeUp()
 
     private var counters = LogWriterStatistics()
+    /// Rung whenever the durable end moves, and on close (`addDoorbell`).
+    private let durableBells = Doorbells()
 
     // Owned by whoever holds leadership (`writing == true`).
     private var active: ActiveSegment?
@@ -154,6 +156,9 @@ public final class LogWriter: @unchecked Sendable {
 
     /// Every offset below this is durable.
     public var durableEnd: UInt64 { sync.withLock { durable } }
+
+    /// Whether `close` ran: nothing more will become durable through this writer.
+    public var isClosed: Bool { sync.withLock { closed } }
 
     /// Counters since this writer opened the log, for metrics and benchmarks.
     public var statistics: LogWriterStatistics { sync.withLock { counters } }
@@ -239,11 +244,10 @@ public final class LogWriter: @unchecked Sendable {
         let failure = commit(group)
         sync.lock()
         let completed = finish(group, failure: failure)
-        if !completed.isEmpty {
-            sync.unlock()
-            complete(completed)
-            sync.lock()
-        }
+        sync.unlock()
+        if failure == nil { durableBells.ringAll() }
+        complete(completed)
+        sync.lock()
     }
 
     private func startCommitter() -> pthread_t {
@@ -261,6 +265,12 @@ public final class LogWriter: @unchecked Sendable {
             }
         }
     }
+
+    /// Rings `bell` whenever records become durable, and when the writer closes: a tailing reader
+    /// sleeps on it (with other sources, its stop request) instead of polling. `removeDoorbell`
+    /// when done.
+    public func addDoorbell(_ bell: Doorbell) { durableBells.add(bell) }
+    public func removeDoorbell(_ bell: Doorbell) { durableBells.remove(bell) }
 
     /// Waits until the record at `offset` is durable, or the deadline passes; returns `durableEnd`.
     public func waitForDurable(beyond offset: UInt64, timeoutMicros: Int64) -> UInt64 {
@@ -304,6 +314,7 @@ public final class LogWriter: @unchecked Sendable {
         let committers = self.committers
         self.committers = []
         sync.unlock()
+        durableBells.ringAll()
         if afterSyncFailure {
             complete(completed)
             return

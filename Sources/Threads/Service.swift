@@ -37,18 +37,29 @@ public protocol Service: AnyObject, Sendable {
 public final class StopSignal: Sendable {
     private let lock = ConditionLock()
     private nonisolated(unsafe) var requested = false
+    private let bells = Doorbells()
 
     public init() {}
 
     public var isRequested: Bool { lock.withLock { requested } }
 
-    /// Sets the signal and wakes every waiter. Idempotent.
+    /// Sets the signal and wakes every waiter, and rings the doorbells added. Idempotent.
     public func request() {
         lock.withLock {
             requested = true
             lock.broadcast()
         }
+        bells.ringAll()
     }
+
+    /// Rings `bell` when the stop is requested (at once if it already is), for a thread that
+    /// sleeps on a doorbell shared with other sources; `removeDoorbell` when done.
+    public func addDoorbell(_ bell: Doorbell) {
+        bells.add(bell)
+        if isRequested { bell.ring() }
+    }
+
+    public func removeDoorbell(_ bell: Doorbell) { bells.remove(bell) }
 
     /// Sleeps until the signal is set or `micros` pass; returns whether it is set.
     @discardableResult
