@@ -192,7 +192,9 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",
-            dependencies: ["Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor"],
+            dependencies: [
+                "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
+            ],
             swiftSettings: strict),
         .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
     ]

@@ -1,6 +1,7 @@
 import Events
 import Postgres
 import Synchronization
+import Threads
 
 /// Everything one compaction run did (or, dry, would do).
 public struct CompactionReport: Sendable, Equatable {

@@ -36,9 +36,9 @@ public final class CompactorService: Service {
         let (compactor, schedule, report) = (self.compactor, self.schedule, self.report)
         worker.start { stop in
             // Runs start an interval apart (a run longer than the interval is followed at once).
-            var next = monotonicClockMicros() + min(schedule.intervalMicros, schedule.firstRunDelayMicros)
-            while !stop.wait(micros: next - monotonicClockMicros()) {
-                next = monotonicClockMicros() + schedule.intervalMicros
+            var next = monotonicMicros() + min(schedule.intervalMicros, schedule.firstRunDelayMicros)
+            while !stop.wait(micros: next - monotonicMicros()) {
+                next = monotonicMicros() + schedule.intervalMicros
                 report(Result { try compactor.run() })
             }
         }

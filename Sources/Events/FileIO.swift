@@ -194,13 +194,6 @@ public func wallClockMicros() -> Int64 {
     return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1_000
 }
 
-/// Microseconds from a clock that never goes backwards, for measuring intervals.
-public func monotonicMicros() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1_000
-}
-
 /// One line to standard error, unbuffered, without touching C's shared `stderr` stream object.
 public func writeStandardError(_ line: String) {
     var bytes = Array(line.utf8)

@@ -130,16 +130,24 @@ public struct LogReader: Sendable {
         return limit
     }
 
-    /// Waits until the durable end passes `end`, or the timeout elapses: at once when the writer is
-    /// in this process, by polling `log/durable` otherwise.
-    public func waitForNewRecords(after end: UInt64, timeoutMicros: Int64) {
-        if let writer {
-            _ = writer.waitForDurable(beyond: end, timeoutMicros: timeoutMicros)
-            return
+    /// Waits until the durable end passes `end`, `stop` is requested, or the timeout elapses. With
+    /// the writer in this process it sleeps until the writer rings (records became durable, or it
+    /// closed); a log written by another process is looked at every `tailPollMicros`. A stop
+    /// request wakes it at once either way.
+    public func waitForNewRecords(after end: UInt64, timeoutMicros: Int64, stop: StopSignal? = nil) {
+        let bell = Doorbell()
+        // Added before the first look, so that a ring between the look and the sleep is kept.
+        writer?.addDoorbell(bell)
+        stop?.addDoorbell(bell)
+        defer {
+            writer?.removeDoorbell(bell)
+            stop?.removeDoorbell(bell)
         }
         let deadline = monotonicMicros() + timeoutMicros
-        while durableEnd() <= end && monotonicMicros() < deadline {
-            usleep(UInt32(min(tailPollMicros, max(1, deadline - monotonicMicros()))))
+        while durableEnd() <= end && stop?.isRequested != true && writer?.isClosed != true {
+            let now = monotonicMicros()
+            guard now < deadline else { return }
+            bell.wait(untilMonotonicMicros: writer == nil ? min(deadline, now + tailPollMicros) : deadline)
         }
     }
 

@@ -85,6 +85,9 @@ public final class LogWriter: @unchecked Sendable {
     private var durable: UInt64
     private var writing = false
     private var closed = false
+    /// The group the leader is writing: after a failed sync its leader never returns, so `close`
+    /// fails these tickets in its place.
+    private var inFlight: [Ticket] = []
     /// Set before `onSyncFailure` runs: the thread that failed keeps leadership for good (it never
     /// returns), so `close` must neither wait for it nor release what it still uses.
     let syncFailed = Atomic<Bool>(false)
@@ -94,6 +97,8 @@ public final class LogWriter: @unchecked Sendable {
     private let committerWakeUp = WakeUp()
 
     private var counters = LogWriterStatistics()
+    /// Rung whenever the durable end moves, and on close (`addDoorbell`).
+    private let durableBells = Doorbells()
 
     // Owned by whoever holds leadership (`writing == true`).
     private var active: ActiveSegment?
@@ -154,6 +159,9 @@ public final class LogWriter: @unchecked Sendable {
 
     /// Every offset below this is durable.
     public var durableEnd: UInt64 { sync.withLock { durable } }
+
+    /// Whether `close` ran: nothing more will become durable through this writer.
+    public var isClosed: Bool { sync.withLock { closed } }
 
     /// Counters since this writer opened the log, for metrics and benchmarks.
     public var statistics: LogWriterStatistics { sync.withLock { counters } }
@@ -235,15 +243,15 @@ public final class LogWriter: @unchecked Sendable {
             sync.lock()
         }
         let group = takeGroup()
+        inFlight = group
         sync.unlock()
         let failure = commit(group)
         sync.lock()
         let completed = finish(group, failure: failure)
-        if !completed.isEmpty {
-            sync.unlock()
-            complete(completed)
-            sync.lock()
-        }
+        sync.unlock()
+        if failure == nil { durableBells.ringAll() }
+        complete(completed)
+        sync.lock()
     }
 
     private func startCommitter() -> pthread_t {
@@ -261,6 +269,12 @@ public final class LogWriter: @unchecked Sendable {
             }
         }
     }
+
+    /// Rings `bell` whenever records become durable, and when the writer closes: a tailing reader
+    /// sleeps on it (with other sources, its stop request) instead of polling. `removeDoorbell`
+    /// when done.
+    public func addDoorbell(_ bell: Doorbell) { durableBells.add(bell) }
+    public func removeDoorbell(_ bell: Doorbell) { durableBells.remove(bell) }
 
     /// Waits until the record at `offset` is durable, or the deadline passes; returns `durableEnd`.
     public func waitForDurable(beyond offset: UInt64, timeoutMicros: Int64) -> UInt64 {
@@ -288,22 +302,25 @@ public final class LogWriter: @unchecked Sendable {
             return
         }
         closed = true
-        let afterSyncFailure = syncFailed.load(ordering: .sequentiallyConsistent)
-        // After a failed sync the leader never finishes its group: fail what is queued (nothing
-        // unsynced is acknowledged), and leave the descriptors and threads to the process's exit.
+        // After a failed sync the leader never finishes its group: fail its group and what is
+        // queued (nothing unsynced is acknowledged), and leave the descriptors and threads to the
+        // process's exit. A sync that fails while this waits wakes it (`stopAfterSyncFailure`).
         while writing && !syncFailed.load(ordering: .sequentiallyConsistent) { sync.wait(Self.conditionDone) }
+        let afterSyncFailure = syncFailed.load(ordering: .sequentiallyConsistent)
         var completed: [Ticket] = []
-        for ticket in queue {
+        for ticket in (afterSyncFailure ? inFlight : []) + queue {
             ticket.outcome = .failure(.closed)
             ticket.wakeUp.signal()
             if ticket.completion != nil { completed.append(ticket) }
         }
         queue.removeAll()
+        if afterSyncFailure { inFlight = [] }
         sync.broadcast(Self.conditionDone)
         committerWakeUp.broadcast()
         let committers = self.committers
         self.committers = []
         sync.unlock()
+        durableBells.ringAll()
         if afterSyncFailure {
             complete(completed)
             return
@@ -427,6 +444,7 @@ public final class LogWriter: @unchecked Sendable {
                 $0 + $1.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes
             }
         }
+        inFlight = []
         releaseLeadership()
         return completed
     }
@@ -450,8 +468,7 @@ public final class LogWriter: @unchecked Sendable {
         } catch {
             // The partial frame stays; recovery would treat it as a torn tail, but this process
             // can no longer append after it safely.
-            syncFailed.store(true, ordering: .sequentiallyConsistent)
-            options.onSyncFailure(IOError(error))
+            stopAfterSyncFailure(IOError(error))
         }
     }
 
@@ -459,9 +476,17 @@ public final class LogWriter: @unchecked Sendable {
         do {
             try io.fdatasync(fd, path: path)
         } catch {
-            syncFailed.store(true, ordering: .sequentiallyConsistent)
-            options.onSyncFailure(IOError(error))
+            stopAfterSyncFailure(IOError(error))
         }
+    }
+
+    /// The one way out after a failed sync: marks the writer failed, wakes a `close` that waits for
+    /// this leader's group (it never finishes it), then hands over to `onSyncFailure`, which does
+    /// not return. Called by the leader, without the lock.
+    private func stopAfterSyncFailure(_ error: IOError) -> Never {
+        syncFailed.store(true, ordering: .sequentiallyConsistent)
+        sync.withLock { sync.broadcast(Self.conditionDone) }
+        options.onSyncFailure(error)
     }
 
     private func sealActive(_ segment: ActiveSegment) throws {
@@ -501,7 +526,7 @@ public final class LogWriter: @unchecked Sendable {
         do {
             try io.syncDirectory(directory)
         } catch {
-            options.onSyncFailure(IOError(error))
+            stopAfterSyncFailure(IOError(error))
         }
         return ActiveSegment(
             fd: fd, path: path, header: header, size: LogFormat.segmentHeaderBytes,

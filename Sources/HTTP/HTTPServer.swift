@@ -174,7 +174,7 @@ public final class HTTPServer: Sendable {
             let fd = MHD_quiesce_daemon(daemon)
             if fd >= 0 { close(fd) }
             if let unixPath { unlink(unixPath) }
-            let deadline = monotonicClockMicros() + Int64(gracePeriodSeconds * 1_000_000)
+            let deadline = monotonicMicros() + Int64(gracePeriodSeconds * 1_000_000)
             _ = context.waitForRequestsInFlight(untilMonotonicMicros: deadline)
             context.abandonPending()
             MHD_stop_daemon(daemon)

@@ -269,15 +269,17 @@ private struct EncodedParameters {
             values.append(nil)
             lengths.append(0)
             formats.append(0)
-        case .bytes(let bytes)?:
-            let copy = malloc(max(bytes.count, 1))!
-            bytes.withUnsafeBytes {
-                if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) }
-            }
-            values.append(UnsafePointer(copy.assumingMemoryBound(to: CChar.self)))
-            lengths.append(Int32(bytes.count))
-            formats.append(1)
         case let value?:
+            if let binary = try value.binaryForm() {
+                let copy = malloc(max(binary.count, 1))!
+                binary.withUnsafeBytes {
+                    if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: $0.count) }
+                }
+                values.append(UnsafePointer(copy.assumingMemoryBound(to: CChar.self)))
+                lengths.append(Int32(binary.count))
+                formats.append(1)
+                return
+            }
             let text = value.textForm
             guard !text.utf8.contains(0) else {
                 throw PostgresError(

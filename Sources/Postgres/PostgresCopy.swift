@@ -16,41 +16,58 @@ extension PostgresConnection {
     public func copyIn<Rows: Sequence<[PostgresValue?]>>(table: String, columns: [String], rows: Rows)
         throws(PostgresError) -> Int
     {
+        var rowNumber = 0
+        return try copyFromStdin(
+            table: table, columns: columns, options: "", rows: rows, buffer: TextCopyRows()
+        ) { (row, buffer) throws(PostgresError) in
+            precondition(
+                row.count == columns.count, "COPY row has \(row.count) values for \(columns.count) columns")
+            rowNumber += 1
+            try buffer.append(row, rowNumber)
+        }
+    }
+
+    /// The one COPY FROM STDIN loop of both formats: starts the COPY, sends the rows `encode`
+    /// writes into `buffer` in chunks of about `copyChunkBytesMax`, ends the data (the format's
+    /// trailer) and reads the result until the connection is idle again. Returns the rows copied.
+    ///
+    /// A failure while encoding or sending ends the COPY with an error message, which makes the
+    /// server roll it back; the connection stays usable once its results are read.
+    func copyFromStdin<Rows: Sequence, Buffer: CopyRowBuffer>(
+        table: String, columns: [String], options: String, rows: Rows, buffer initial: Buffer,
+        encode: (Rows.Element, inout Buffer) throws(PostgresError) -> Void
+    ) throws(PostgresError) -> Int {
         let handle = try openHandle()
         let sql =
             "COPY \(Self.quoteIdentifier(table)) (\(columns.map(Self.quoteIdentifier).joined(separator: ", "))) "
-            + "FROM STDIN"
+            + "FROM STDIN" + options
         _ = try check(PQexec(handle, sql), .copy)
-        var buffer = [UInt8]()
+        var buffer = initial
         buffer.reserveCapacity(Self.copyChunkBytesMax + 4096)
-        var rowNumber = 0
         do throws(PostgresError) {
             for row in rows {
-                precondition(
-                    row.count == columns.count,
-                    "COPY row has \(row.count) values for \(columns.count) columns")
-                rowNumber += 1
-                try appendCopyRow(row, rowNumber, to: &buffer)
-                if buffer.count >= Self.copyChunkBytesMax {
-                    try putCopyData(handle, buffer)
-                    buffer.removeAll(keepingCapacity: true)
+                try encode(row, &buffer)
+                if buffer.bytes.count >= Self.copyChunkBytesMax {
+                    try putCopyData(handle, buffer.bytes)
+                    buffer.removeAll()
                 }
             }
-            if !buffer.isEmpty { try putCopyData(handle, buffer) }
+            buffer.appendEnd()
+            if !buffer.bytes.isEmpty { try putCopyData(handle, buffer.bytes) }
         } catch {
-            // Ending the COPY with an error message makes the server roll it back; the connection
-            // stays usable once the result is read.
             _ = PQputCopyEnd(handle, "findmy aborted the COPY: \(error.message)")
             drainResults(handle)
             throw error
         }
         guard PQputCopyEnd(handle, nil) == 1 else {
+            drainResults(handle)
             throw PostgresError(.copy, message: lastError, connectionBroken: !isAlive, target: target)
         }
-        // The COPY's own result comes first; reading on to nil leaves the connection idle.
-        let result = try check(PQgetResult(handle), .copy)
+        // The COPY's own result comes first; reading on to nil leaves the connection idle, also
+        // when the COPY failed (check throws after the drain).
+        let first = PQgetResult(handle)
         drainResults(handle)
-        return result.affectedRows
+        return try check(first, .copy).affectedRows
     }
 
     func putCopyData(_ handle: OpaquePointer, _ buffer: [UInt8]) throws(PostgresError) {
@@ -69,14 +86,31 @@ extension PostgresConnection {
     func drainResults(_ handle: OpaquePointer) {
         while let result = PQgetResult(handle) { PQclear(result) }
     }
+}
 
-    private func appendCopyRow(_ row: [PostgresValue?], _ rowNumber: Int, to buffer: inout [UInt8])
-        throws(PostgresError)
-    {
+/// What `copyFromStdin` needs of a format's row buffer.
+protocol CopyRowBuffer {
+    var bytes: [UInt8] { get }
+    mutating func reserveCapacity(_ count: Int)
+    /// Empties the buffer after a chunk was sent (the header, once sent, is not written again).
+    mutating func removeAll()
+    /// Appends what ends the data: the binary trailer; nothing for text.
+    mutating func appendEnd()
+}
+
+/// Rows in COPY's text format: tab-separated values, one row a line.
+struct TextCopyRows: CopyRowBuffer {
+    private(set) var bytes: [UInt8] = []
+
+    mutating func reserveCapacity(_ count: Int) { bytes.reserveCapacity(count) }
+    mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+    mutating func appendEnd() {}
+
+    mutating func append(_ row: [PostgresValue?], _ rowNumber: Int) throws(PostgresError) {
         for (index, value) in row.enumerated() {
-            if index > 0 { buffer.append(UInt8(ascii: "\t")) }
+            if index > 0 { bytes.append(UInt8(ascii: "\t")) }
             guard let value else {
-                buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "N")])
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "N")])
                 continue
             }
             for byte in value.textForm.utf8 {
@@ -86,14 +120,14 @@ extension PostgresConnection {
                     throw PostgresError(
                         .parameter,
                         message: "COPY row \(rowNumber) column \(index + 1) contains a NUL character")
-                case UInt8(ascii: "\\"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-                case UInt8(ascii: "\t"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-                case UInt8(ascii: "\n"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-                case UInt8(ascii: "\r"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-                default: buffer.append(byte)
+                case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+                case UInt8(ascii: "\t"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+                case UInt8(ascii: "\n"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+                case UInt8(ascii: "\r"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+                default: bytes.append(byte)
                 }
             }
         }
-        buffer.append(UInt8(ascii: "\n"))
+        bytes.append(UInt8(ascii: "\n"))
     }
 }

@@ -8,7 +8,7 @@ import CPQ
 /// parses it back; the binary form is a byte copy on both sides. A field's width must match the
 /// column's type exactly (`int64` for bigint, `int32` for integer, `int16` for smallint), so the
 /// caller writes each column with the encoder its declared type names.
-public struct BinaryCopyRows {
+public struct BinaryCopyRows: CopyRowBuffer {
     public private(set) var bytes: [UInt8]
 
     /// `PGCOPY\n\377\r\n\0`, then a flags word and a header extension length, both 0.
@@ -28,6 +28,7 @@ public struct BinaryCopyRows {
 
     public mutating func beginRow(fieldCount: Int) { appendBigEndian(UInt16(fieldCount)) }
     public mutating func appendTrailer() { bytes.append(contentsOf: Self.trailer) }
+    mutating func appendEnd() { appendTrailer() }
 
     public mutating func null() { appendBigEndian(UInt32(bitPattern: -1)) }
 
@@ -70,6 +71,15 @@ public struct BinaryCopyRows {
         int64(overflow ? Int64.min + 1 : shifted)
     }
 
+    /// bytea, or any value already in its binary form: the bytes as they are.
+    public mutating func bytea(_ value: [UInt8]) {
+        appendBigEndian(UInt32(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    /// A bare big-endian 32-bit word, for the inside of a composite value (an array's header).
+    mutating func word(_ value: UInt32) { appendBigEndian(value) }
+
     /// text, as UTF-8. A NUL is refused here, as the text form refuses it (the server would too).
     public mutating func text(_ value: String) throws(PostgresError) {
         let utf8 = Array(value.utf8)
@@ -97,33 +107,8 @@ extension PostgresConnection {
         table: String, columns: [String], rows: Rows,
         encode: (Rows.Element, inout BinaryCopyRows) throws(PostgresError) -> Void
     ) throws(PostgresError) -> Int {
-        let handle = try openHandle()
-        let sql =
-            "COPY \(Self.quoteIdentifier(table)) (\(columns.map(Self.quoteIdentifier).joined(separator: ", "))) "
-            + "FROM STDIN (FORMAT binary)"
-        _ = try check(PQexec(handle, sql), .copy)
-        var buffer = BinaryCopyRows()
-        buffer.reserveCapacity(Self.copyChunkBytesMax + 4096)
-        do throws(PostgresError) {
-            for row in rows {
-                try encode(row, &buffer)
-                if buffer.bytes.count >= Self.copyChunkBytesMax {
-                    try putCopyData(handle, buffer.bytes)
-                    buffer.removeAll()
-                }
-            }
-            buffer.appendTrailer()
-            try putCopyData(handle, buffer.bytes)
-        } catch {
-            _ = PQputCopyEnd(handle, "findmy aborted the COPY: \(error.message)")
-            drainResults(handle)
-            throw error
-        }
-        guard PQputCopyEnd(handle, nil) == 1 else {
-            throw PostgresError(.copy, message: lastError, connectionBroken: !isAlive, target: target)
-        }
-        let result = try check(PQgetResult(handle), .copy)
-        drainResults(handle)
-        return result.affectedRows
+        try copyFromStdin(
+            table: table, columns: columns, options: " (FORMAT binary)", rows: rows, buffer: BinaryCopyRows(),
+            encode: encode)
     }
 }

@@ -75,6 +75,9 @@ public struct ProjectionBatch: Sendable {
     /// Per device, the latest `received_at` of a report in this batch.
     public var lastSeen: [UInt64: Int64] = [:]
     public var lastReceivedAtMicros: Int64?
+    /// The fixes in `locations`, so that the same fix twice in one transaction is one row (across
+    /// transactions the history's unique key sees to it, `ProjectionStore.apply`).
+    private var fixKeys: Set<FixKey> = []
 
     public init(firstOffset: UInt64) {
         self.firstOffset = firstOffset
@@ -117,10 +120,14 @@ public struct ProjectionBatch: Sendable {
             locations.removeAll {
                 $0.deviceID == erase.deviceID && erase.covers(recordedAtMicros: $0.fix.recordedAtMicros)
             }
+            fixKeys = fixKeys.filter {
+                $0.deviceID != erase.deviceID || !erase.covers(recordedAtMicros: $0.recordedAtMicros)
+            }
             recomputeLatest(erase.deviceID)
         case .deviceRemoved(let removed):
             registry.append(.removed(deviceID: removed.deviceID))
             locations.removeAll { $0.deviceID == removed.deviceID }
+            fixKeys = fixKeys.filter { $0.deviceID != removed.deviceID }
             batches.removeAll { $0.deviceID == removed.deviceID }
             latest[removed.deviceID] = nil
             lastSeen[removed.deviceID] = nil
@@ -169,6 +176,8 @@ public struct ProjectionBatch: Sendable {
             let row = LocationRow(
                 deviceID: batch.deviceID, logOffset: offset, fixIndex: index,
                 receivedAtMicros: receivedAtMicros, fix: fix)
+            // The first arrival is the fix's row; a later one is not a newer fix either.
+            guard fixKeys.insert(FixKey(row)).inserted else { continue }
             locations.append(row)
             if let current = latest[batch.deviceID], !LatestRule.replaces(row, current) { continue }
             latest[batch.deviceID] = row
@@ -176,12 +185,29 @@ public struct ProjectionBatch: Sendable {
     }
 }
 
+/// What makes two fixes the same fix: the history's unique key.
+struct FixKey: Hashable {
+    var deviceID: UInt64
+    var recordedAtMicros: Int64
+    var latitude: Double
+    var longitude: Double
+
+    init(_ row: LocationRow) {
+        deviceID = row.deviceID
+        recordedAtMicros = row.fix.recordedAtMicros
+        latitude = row.fix.latitude
+        longitude = row.fix.longitude
+    }
+}
+
 /// Which fix is a device's latest: `device_latest` only moves forward by this rule.
 public enum LatestRule {
-    /// True when `candidate` should replace `current`. A sound fix always beats a clock-suspect one
+    /// True when `candidate` should replace `current`. The same fix again (same recorded_at,
+    /// latitude and longitude) never does: it arrived twice, it did not happen twice. A sound fix always beats a clock-suspect one
     /// (a suspect fix is in the future, and would otherwise pin the device there); a suspect fix never
     /// displaces a sound one; otherwise the later `recorded_at` wins, then the later log position.
     public static func replaces(_ candidate: LocationRow, _ current: LocationRow) -> Bool {
+        if FixKey(candidate) == FixKey(current) { return false }
         if candidate.fix.clockSuspect != current.fix.clockSuspect { return !candidate.fix.clockSuspect }
         return (candidate.fix.recordedAtMicros, candidate.logOffset, candidate.fixIndex)
             > (current.fix.recordedAtMicros, current.logOffset, current.fixIndex)
@@ -189,9 +215,10 @@ public enum LatestRule {
 
     /// The same rule as SQL, for the upsert: `excluded` is the candidate, `device_latest` the current row.
     static let sqlCondition = """
-        (NOT excluded.clock_suspect AND t.clock_suspect)
+        (excluded.recorded_at, excluded.latitude, excluded.longitude) IS DISTINCT FROM (t.recorded_at, t.latitude, t.longitude)
+        AND ((NOT excluded.clock_suspect AND t.clock_suspect)
         OR (excluded.clock_suspect = t.clock_suspect
-            AND (excluded.recorded_at, excluded.log_offset, excluded.fix_index) > (t.recorded_at, t.log_offset, t.fix_index))
+            AND (excluded.recorded_at, excluded.log_offset, excluded.fix_index) > (t.recorded_at, t.log_offset, t.fix_index)))
         """
 
     /// The same rule as an ORDER BY over history, to recompute `device_latest` from `device_locations`.

@@ -59,8 +59,27 @@ public struct ProjectionStore: Sendable {
     /// Writes `batch` and moves the checkpoint from `batch.firstOffset` to `batch.nextOffset`, in one
     /// transaction. If the checkpoint is not where the batch starts, or (with `logID`) the generation
     /// is not bound to that log, nothing is written.
+    ///
+    /// History goes in by binary COPY. If a fix of the batch is already in history (an earlier
+    /// transaction's copy of the same fix: same device, recorded_at, latitude, longitude), the COPY
+    /// fails on the history's unique key and rolls the transaction back; it is then done again with
+    /// the history through `INSERT ... ON CONFLICT DO NOTHING`, and only the fixes that were new are
+    /// candidates for the latest position. Duplicates are rare, so the common path stays one COPY.
     public func apply(
         _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128? = nil, _ connection: PostgresConnection
+    ) throws {
+        do {
+            try apply(batch, nowMicros: nowMicros, logID: logID, skippingDuplicates: false, connection)
+        } catch let error as PostgresError
+            where error.kind == .copy && error.sqlState == PostgresError.uniqueViolation
+        {
+            try apply(batch, nowMicros: nowMicros, logID: logID, skippingDuplicates: true, connection)
+        }
+    }
+
+    private func apply(
+        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128?, skippingDuplicates: Bool,
+        _ connection: PostgresConnection
     ) throws {
         try connection.transaction { connection in
             // Shared with other projectors, exclusive with a generation swap (Schema.swapIn), so a
@@ -77,7 +96,7 @@ public struct ProjectionStore: Sendable {
                     .int64(Int64(batch.nextOffset)),
                     batch.lastReceivedAtMicros.map { .timestamp(micros: $0) },
                     .text(Schema.projectionName), .int64(Int64(batch.firstOffset)),
-                    logID.map { .text($0.description) }, .text(schema),
+                    logID.map { .uuid(high: $0.high, low: $0.low) }, .text(schema),
                 ])
             guard moved.affectedRows == 1 else {
                 if let logID, try Schema.generation(of: schema, connection)?.logID != logID {
@@ -87,9 +106,17 @@ public struct ProjectionStore: Sendable {
                 throw ProjectorError.checkpointMoved(expected: batch.firstOffset, found: found)
             }
             for change in batch.registry { try apply(change, asOf: batch.nextOffset, connection) }
-            try writeLocations(batch, nowMicros: nowMicros, connection)
+            var latest = batch.latest
+            if skippingDuplicates {
+                let inserted = try insertLocationsSkippingDuplicates(
+                    batch.locations, nowMicros: nowMicros, connection)
+                latest = Self.latest(
+                    of: batch.locations.filter { inserted.contains([$0.logOffset, UInt64($0.fixIndex)]) })
+            } else {
+                try copyLocations(batch.locations, nowMicros: nowMicros, connection)
+            }
             try writeBatches(batch.batches, connection)
-            try writeLatest(Array(batch.latest.values), connection)
+            try writeLatest(Array(latest.values), connection)
             try writeLastSeen(batch.lastSeen, asOf: batch.nextOffset, connection)
         }
     }
@@ -109,13 +136,13 @@ public struct ProjectionStore: Sendable {
             _ = try connection.execute(
                 """
                 INSERT INTO \(s).devices (id, user_id, device_uuid, name, platform, model, created_at, as_of_offset)
-                VALUES ($1, $2, $3::uuid, $4, $5, $6, $7, $8)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                 ON CONFLICT (id) DO UPDATE SET name = excluded.name, platform = excluded.platform, model = excluded.model,
                     as_of_offset = excluded.as_of_offset
                 """,
                 [
                     .int64(Int64(device.deviceID)), .int64(Int64(device.userID)),
-                    .text(device.deviceUUID.description),
+                    .uuid(high: device.deviceUUID.high, low: device.deviceUUID.low),
                     .text(device.name), .text(device.platform), .text(device.model), .timestamp(micros: at),
                     .int64(Int64(asOf)),
                 ])
@@ -173,10 +200,62 @@ public struct ProjectionStore: Sendable {
         ]
     }
 
-    private func writeLocations(_ batch: ProjectionBatch, nowMicros: Int64, _ connection: PostgresConnection)
+    /// Per device, the best of `rows` by `LatestRule`.
+    static func latest(of rows: [LocationRow]) -> [UInt64: LocationRow] {
+        var latest: [UInt64: LocationRow] = [:]
+        for row in rows {
+            if let current = latest[row.deviceID], !LatestRule.replaces(row, current) { continue }
+            latest[row.deviceID] = row
+        }
+        return latest
+    }
+
+    /// The slow path of the history: rows as binary arrays, those already there (the same fix)
+    /// skipped. Returns the (log offset, fix index) of the rows inserted.
+    private func insertLocationsSkippingDuplicates(
+        _ rows: [LocationRow], nowMicros: Int64, _ connection: PostgresConnection
+    ) throws -> Set<[UInt64]> {
+        guard !rows.isEmpty else { return [] }
+        try ensurePartitions(rows, nowMicros: nowMicros, connection)
+        let (casts, arrays) = Self.fixArrays(rows)
+        let inserted = try connection.execute(
+            """
+            INSERT INTO \(s).device_locations (\(Self.locationColumns.joined(separator: ", ")))
+            SELECT * FROM unnest(\(casts))
+            ON CONFLICT DO NOTHING RETURNING log_offset, fix_index
+            """, arrays)
+        var keys = Set<[UInt64]>()
+        for row in 0..<inserted.rowCount {
+            keys.insert([UInt64(try inserted.int64(row, 0) ?? -1), UInt64(try inserted.int64(row, 1) ?? -1)])
+        }
+        return keys
+    }
+
+    private func ensurePartitions(_ rows: [LocationRow], nowMicros: Int64, _ connection: PostgresConnection)
         throws
     {
-        try copyLocations(batch.locations, nowMicros: nowMicros, connection)
+        var months = Set<Int>()
+        for row in rows where months.insert(Month(micros: row.fix.recordedAtMicros).index).inserted {
+            try Schema.ensurePartition(
+                schema, monthOf: row.fix.recordedAtMicros, nowMicros: nowMicros, connection)
+        }
+    }
+
+    /// Fix rows as one binary array per column, and the `$1::bigint[], ...` list that unnests them.
+    static func fixArrays(_ rows: [LocationRow]) -> (casts: String, arrays: [PostgresValue?]) {
+        var columns = [[PostgresValue?]](repeating: [], count: locationColumns.count)
+        for index in columns.indices { columns[index].reserveCapacity(rows.count) }
+        for row in rows {
+            for (index, value) in values(row).enumerated() { columns[index].append(value) }
+        }
+        let arrays = zip(ProjectionSchema.fixColumns, columns).map { column, values in
+            PostgresValue.array(PostgresArray(elementType(column.type), values))
+        }
+        let casts = ProjectionSchema.fixColumns.enumerated().map {
+            "$\($0.offset + 1)::\($0.element.type.castName)[]"
+        }
+        .joined(separator: ", ")
+        return (casts, arrays)
     }
 
     /// COPY of fix rows into `device_locations`, creating the month partitions they need: the
@@ -185,11 +264,7 @@ public struct ProjectionStore: Sendable {
         throws
     {
         guard !rows.isEmpty else { return }
-        var months = Set<Int>()
-        for row in rows where months.insert(Month(micros: row.fix.recordedAtMicros).index).inserted {
-            try Schema.ensurePartition(
-                schema, monthOf: row.fix.recordedAtMicros, nowMicros: nowMicros, connection)
-        }
+        try ensurePartitions(rows, nowMicros: nowMicros, connection)
         try connection.copyInBinary(
             table: ProjectionSchema.Table.deviceLocations.in(schema), columns: Self.locationColumns,
             rows: rows,
@@ -243,22 +318,30 @@ public struct ProjectionStore: Sendable {
     /// One statement for all devices of the batch: candidates as arrays, the rule in the WHERE.
     private func writeLatest(_ rows: [LocationRow], _ connection: PostgresConnection) throws {
         guard !rows.isEmpty else { return }
-        var columns = [[PostgresValue?]](repeating: [], count: Self.locationColumns.count)
-        for row in rows {
-            for (index, value) in Self.values(row).enumerated() { columns[index].append(value) }
-        }
-        let types = ProjectionSchema.fixColumns.map(\.type.castName)
-        let arrays = types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
+        let (casts, arrays) = Self.fixArrays(rows)
         let names = Self.locationColumns.joined(separator: ", ")
         let updates = Self.locationColumns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(
             separator: ", ")
         _ = try connection.execute(
             """
             INSERT INTO \(s).device_latest AS t (\(names))
-            SELECT * FROM unnest(\(arrays))
+            SELECT * FROM unnest(\(casts))
             ON CONFLICT (device_id) DO UPDATE SET \(updates)
             WHERE \(LatestRule.sqlCondition)
-            """, columns.map { PostgresValue.array($0) })
+            """, arrays)
+    }
+
+    /// The binary array element of a projection column's type.
+    static func elementType(_ type: ProjectionSchema.ColumnType) -> PostgresArray.ElementType {
+        switch type {
+        case .bigint: .bigint
+        case .integer: .integer
+        case .smallint: .smallint
+        case .timestamptz: .timestamptz
+        case .float8: .float8
+        case .boolean: .boolean
+        case .text: .text
+        }
     }
 
     private func writeLastSeen(_ lastSeen: [UInt64: Int64], asOf: UInt64, _ connection: PostgresConnection)

@@ -43,8 +43,11 @@ public final class Projector: Sendable {
         public var recordsPerTransactionMax = 5_000
         /// Fixes folded in one transaction at most (bounds the projector's memory, whatever the backlog).
         public var fixesPerTransactionMax = 50_000
-        /// How long the tailing projector waits for new records before looking again.
-        public var idleWaitMicros: Int64 = 200_000
+        /// How long the tailing projector, idle, sleeps at most before looking at its checkpoint
+        /// again. New durable records (the writer in this process rings it; a log of another
+        /// process is looked at every `LogReader.tailPollMicros`) and a stop wake it at once, so
+        /// this bounds nothing a user waits for.
+        public var idleWaitMicros: Int64 = 5_000_000
         /// Pause after a failed transaction before trying again (PostgreSQL down, say), doubled after
         /// each further failure up to the maximum, back to the minimum after a success.
         public var retryDelayMicrosMin: Int64 = 100_000
@@ -219,7 +222,7 @@ public final class Projector: Sendable {
                 retryDelay = options.retryDelayMicrosMin
                 if folded == 0 {
                     if try analyzeIfDue() { continue }
-                    reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros)
+                    reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros, stop: stop)
                 }
             } catch let error as ProjectorError {
                 switch error {

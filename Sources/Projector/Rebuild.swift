@@ -1,5 +1,6 @@
 import Events
 import Postgres
+import Threads
 
 /// Progress of a rebuild, as `findmy replay` shows it.
 public struct RebuildProgress: Sendable {

@@ -22,7 +22,9 @@ public enum Schema {
     /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
     /// 2: the history index is `(device_id, recorded_at, log_offset, fix_index)`, the read API's order.
     /// 3: `devices.as_of_offset`, the version the read API's device cards are cached by.
-    /// 4: `accuracy_m` nullable (accuracy unknown), `device_batches.protocol` (issue 13).
+    /// 4: `accuracy_m` nullable (accuracy unknown), `device_batches.protocol` (issue 13), and the
+    /// history unique by fix, `(device_id, recorded_at, latitude, longitude)`: the same fix arriving
+    /// twice (another batch id, another path) is one row.
     public static let projectionVersion = 4
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
@@ -146,7 +148,8 @@ public enum Schema {
             CREATE TABLE \(s).device_locations (
                 device_id bigint NOT NULL,
                 \(fixColumns),
-                UNIQUE (log_offset, fix_index, recorded_at)
+                -- One row per fix, whatever batch or path brought it (the partition key is part of it).
+                UNIQUE (device_id, recorded_at, latitude, longitude)
             ) PARTITION BY RANGE (recorded_at);
             CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;
             -- The history's order, keyset included: a page is an index range scan without a sort

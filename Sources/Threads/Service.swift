@@ -37,23 +37,34 @@ public protocol Service: AnyObject, Sendable {
 public final class StopSignal: Sendable {
     private let lock = ConditionLock()
     private nonisolated(unsafe) var requested = false
+    private let bells = Doorbells()
 
     public init() {}
 
     public var isRequested: Bool { lock.withLock { requested } }
 
-    /// Sets the signal and wakes every waiter. Idempotent.
+    /// Sets the signal and wakes every waiter, and rings the doorbells added. Idempotent.
     public func request() {
         lock.withLock {
             requested = true
             lock.broadcast()
         }
+        bells.ringAll()
     }
+
+    /// Rings `bell` when the stop is requested (at once if it already is), for a thread that
+    /// sleeps on a doorbell shared with other sources; `removeDoorbell` when done.
+    public func addDoorbell(_ bell: Doorbell) {
+        bells.add(bell)
+        if isRequested { bell.ring() }
+    }
+
+    public func removeDoorbell(_ bell: Doorbell) { bells.remove(bell) }
 
     /// Sleeps until the signal is set or `micros` pass; returns whether it is set.
     @discardableResult
     public func wait(micros: Int64) -> Bool {
-        let deadline = monotonicClockMicros() + max(0, micros)
+        let deadline = monotonicMicros() + max(0, micros)
         return lock.withLock {
             while !requested {
                 if !lock.wait(0, untilMonotonicMicros: deadline) { break }
@@ -97,8 +108,9 @@ public final class StoppableThread: Sendable {
     }
 }
 
-/// The clock of `ConditionLock`'s timed waits.
-public func monotonicClockMicros() -> Int64 {
+/// Microseconds from a clock that never goes backwards: the one clock for measuring intervals and
+/// for deadlines, and the clock of `ConditionLock`'s timed waits (CLOCK_MONOTONIC).
+public func monotonicMicros() -> Int64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000

@@ -3,6 +3,7 @@ import Events
 import JSON
 import Postgres
 import Projector
+import Threads
 import Workload
 
 #if canImport(Glibc)

@@ -4,6 +4,7 @@ import HTTPClient
 import JSON
 import Postgres
 import ReadAPI
+import Threads
 import Workload
 
 #if canImport(Glibc)

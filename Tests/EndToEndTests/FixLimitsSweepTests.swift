@@ -230,7 +230,10 @@ import Testing
         times.recordedAtMicros = -2_470 * yearMicros
         var future = fixes[2]
         future.recordedAtMicros = 18_030 * yearMicros
-        for (index, batch) in [[times], [future], [fixes[2]]].enumerated() {
+        // A microsecond later than fixes[2]: the same fix again would be kept once (one fix, one row).
+        var again = fixes[2]
+        again.recordedAtMicros += 1
+        for (index, batch) in [[times], [future], [again]].enumerated() {
             try log.append(
                 .fixBatch(
                     FixBatch(

@@ -69,6 +69,61 @@ import Workload
         #expect(writer.state == .failed("fdatasync failed"))
     }
 
+    /// The other order: `close` starts while the group's fdatasync is still running and waits for
+    /// that group, which then fails. The failing thread never returns, so `close` must be woken by
+    /// the failure itself, and then fail every append still waiting rather than wait for ever.
+    @Test func aCloseWaitingForAGroupWhoseFdatasyncThenFailsReturnsAndFailsTheWaitingAppends() throws {
+        let directory = TemporaryDirectory()
+        let io = FaultyFileIO()
+        let reported = StopSignal()
+        var options = LogOptions()
+        options.io = io
+        options.diagnostics = { _ in }
+        options.onSyncFailure = { _ in
+            reported.request()
+            StopSignal().wait()
+            fatalError("unreachable")
+        }
+        let writer = try LogWriter(directory: directory.log, options: options)
+        try writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: true)))
+        let durableBefore = writer.durableEnd
+        let syncing = StopSignal()
+        let release = StopSignal()
+        io.armSyncFailure(errno: EIO, entered: syncing, release: release)
+        pthread_detach(
+            spawnThread {
+                _ = try? writer.append(.reportingChanged(ReportingChanged(deviceID: 1, paused: false)))
+            })
+        syncing.wait()
+        // Queued behind the group in flight (or refused, if `close` got there first).
+        let queued = Locked<Bool?>(nil)
+        let appender = spawnThread {
+            let appended =
+                (try? writer.append(.reportingChanged(ReportingChanged(deviceID: 2, paused: true)))) != nil
+            queued.withLock { $0 = appended }
+        }
+        let closed = Locked(false)
+        let closer = spawnThread {
+            writer.close()
+            closed.withLock { $0 = true }
+        }
+        #expect(pollUntil { writer.isClosed })
+        release.request()
+        reported.wait()
+        let closedInTime = pollUntil { closed.withLock { $0 } && queued.withLock { $0 } != nil }
+        #expect(closedInTime, "close, or an append queued behind the failed group, is still waiting")
+        guard closedInTime else {
+            pthread_detach(closer)
+            pthread_detach(appender)
+            return
+        }
+        pthread_join(closer, nil)
+        pthread_join(appender, nil)
+        #expect(queued.withLock { $0 } == false, "an append after the failed group was acknowledged")
+        #expect(writer.durableEnd == durableBefore)
+        #expect(writer.state == .failed("fdatasync failed"))
+    }
+
     @Test func noSpaceFailsTheAppendCleanlyAndTheLogStaysUsable() throws {
         let directory = TemporaryDirectory()
         let io = FaultyFileIO()

@@ -1,6 +1,7 @@
 import Events
 import Foundation
 import Synchronization
+import Threads
 import Workload
 
 /// A fresh directory under /tmp, removed when the value is released.
@@ -191,12 +192,22 @@ final class FaultyFileIO: FileIO, @unchecked Sendable {
     private var failNextWrite: Int32?
     private var shortNextWriteBytes: Int?
     private var failNextSync: Int32?
+    /// Set with `failNextSync`: the failing fdatasync says it started and waits to be let go.
+    private var heldSync: (entered: StopSignal, release: StopSignal)?
     private(set) var writes = 0
 
     func armWriteFailure(errno: Int32) { lock.withLock { failNextWrite = errno } }
     /// The next write writes only `bytes` bytes, and the one after fails with ENOSPC.
     func armShortWrite(bytes: Int) { lock.withLock { shortNextWriteBytes = bytes } }
     func armSyncFailure(errno: Int32) { lock.withLock { failNextSync = errno } }
+    /// The next fdatasync requests `entered`, waits for `release`, then fails with `errno`: what a
+    /// slow disk that finally reports an error looks like to whoever waits meanwhile.
+    func armSyncFailure(errno: Int32, entered: StopSignal, release: StopSignal) {
+        lock.withLock {
+            failNextSync = errno
+            heldSync = (entered, release)
+        }
+    }
 
     func open(_ path: String, flags: Int32, mode: mode_t) throws -> Int32 {
         try real.open(path, flags: flags, mode: mode)
@@ -231,10 +242,18 @@ final class FaultyFileIO: FileIO, @unchecked Sendable {
     }
 
     func fdatasync(_ fd: Int32, path: String) throws {
-        if let failure = lock.withLock({ () -> Int32? in
-            defer { failNextSync = nil }
-            return failNextSync
-        }) {
+        let (failure, held) = lock.withLock { () -> (Int32?, (entered: StopSignal, release: StopSignal)?) in
+            defer {
+                failNextSync = nil
+                heldSync = nil
+            }
+            return (failNextSync, heldSync)
+        }
+        if let failure {
+            if let held {
+                held.entered.request()
+                held.release.wait()
+            }
             throw IOError(operation: "fdatasync", path: path, errno: failure)
         }
         try real.fdatasync(fd, path: path)
@@ -258,4 +277,15 @@ final class Locked<Value: Sendable>: Sendable {
     init(_ value: Value) { mutex = Mutex(value) }
 
     func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+}
+
+/// Checks `condition` until it holds or the generous deadline passes (it only bounds a failing
+/// test); the pause between looks is not what is tested.
+func pollUntil(timeoutSeconds: Double = 60, _ condition: () -> Bool) -> Bool {
+    let deadline = monotonicMicros() + Int64(timeoutSeconds * 1_000_000)
+    while !condition() {
+        if monotonicMicros() > deadline { return false }
+        usleep(2_000)
+    }
+    return true
 }

@@ -16,6 +16,9 @@ private func awkwardRows(_ count: Int) -> [[PostgresValue?]] {
 }
 
 private let columns = ["id", "t", "d", "b", "y", "ts", "n"]
+private let columnTypes: [PostgresArray.ElementType] = [
+    .bigint, .text, .float8, .boolean, .bytea, .timestamptz, .text,
+]
 
 private func createTable(_ connection: PostgresConnection, _ prefix: String) throws -> String {
     let table = uniqueTable(prefix)
@@ -56,7 +59,7 @@ extension PostgresTests {
         let inserted = try connection.execute(
             "INSERT INTO \(table) (\(columns.joined(separator: ", "))) SELECT * FROM unnest("
                 + "$1::bigint[], $2::text[], $3::float8[], $4::bool[], $5::bytea[], $6::timestamptz[], $7::text[])",
-            (0..<columns.count).map { .array(column($0)) }
+            zip(columnTypes, (0..<columns.count).map(column)).map { .array(PostgresArray($0, $1)) }
         ).affectedRows
         #expect(inserted == rows.count)
         #expect(try readBack(connection, table) == rows)

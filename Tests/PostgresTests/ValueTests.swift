@@ -34,13 +34,17 @@ func timestampTextRoundTripsWithoutAServer(micros: Int64) {
 }
 
 @Test func arrayLiteralsQuoteTextAndSpellSpecialValues() {
-    #expect(PostgresValue.int64Array([1, nil, -3]) == .text("{1,NULL,-3}"))
+    #expect(PostgresValue.int64Array([1, nil, -3]).textForm == "{1,NULL,-3}")
     #expect(
-        PostgresValue.array([.double(.nan), .double(-.infinity), .double(0.5)])
-            == .text("{NaN,-Infinity,0.5}"))
+        PostgresValue.array(PostgresArray(.float8, [.double(.nan), .double(-.infinity), .double(0.5)]))
+            .textForm
+            == "{NaN,-Infinity,0.5}")
     #expect(
-        PostgresValue.array([.text("a\"b\\c"), nil, .text("NULL")]) == .text(#"{"a\"b\\c",NULL,"NULL"}"#))
-    #expect(PostgresValue.array([.bool(true), .bool(false)]) == .text("{t,f}"))
+        PostgresValue.textArray(["a\"b\\c", nil, "NULL"]).textForm == #"{"a\"b\\c",NULL,"NULL"}"#)
+    #expect(PostgresValue.array(PostgresArray(.boolean, [.bool(true), .bool(false)])).textForm == "{t,f}")
+    #expect(
+        PostgresValue.uuid(high: 0x0011_2233_4455_6677, low: 0x8899_AABB_CCDD_EEFF).textForm
+            == "00112233-4455-6677-8899-aabbccddeeff")
 }
 
 @Test func aLongDataDirectoryPutsTheSocketUnderTmpAndSaysSo() throws {

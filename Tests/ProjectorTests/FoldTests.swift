@@ -3,11 +3,13 @@ import Projector
 import Testing
 
 @Suite struct LatestRuleTests {
+    /// A fix at a place of its own (by offset and index), so that no two rows are the same fix.
     func row(recorded: Int64, offset: UInt64, index: Int = 0, suspect: Bool = false) -> LocationRow {
         LocationRow(
             deviceID: 1, logOffset: offset, fixIndex: index, receivedAtMicros: 0,
             fix: Fix(
-                latitude: 0, longitude: 0, accuracyMeters: 5, source: "significant",
+                latitude: Double(offset) / 100, longitude: Double(index) / 100, accuracyMeters: 5,
+                source: "significant",
                 recordedAtMicros: recorded, clockSuspect: suspect))
     }
 
@@ -18,6 +20,17 @@ import Testing
         #expect(
             LatestRule.replaces(row(recorded: 5, offset: 2, index: 3), row(recorded: 5, offset: 2, index: 2)))
         #expect(!LatestRule.replaces(row(recorded: 5, offset: 2), row(recorded: 5, offset: 2)))
+    }
+
+    @Test func theSameFixArrivingAgainNeverReplacesIt() {
+        let first = row(recorded: 5, offset: 1, suspect: true)
+        var again = row(recorded: 5, offset: 7)
+        again.fix.latitude = first.fix.latitude
+        again.fix.longitude = first.fix.longitude
+        // Later in the log, and even with a sound clock: still the same fix.
+        #expect(!LatestRule.replaces(again, first))
+        again.fix.latitude += 0.000_001
+        #expect(LatestRule.replaces(again, first))
     }
 
     @Test func aSuspectClockNeverDisplacesASoundFixAndASoundFixAlwaysDisplacesASuspectOne() {

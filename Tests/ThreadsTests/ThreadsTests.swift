@@ -6,12 +6,6 @@ import Threads
     import Glibc
 #endif
 
-private func monotonicMicros() -> Int64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1_000
-}
-
 /// A value shared between the test and its threads, guarded by `lock`.
 private final class Shared: @unchecked Sendable {
     let lock = ConditionLock(conditions: 2)
