@@ -283,3 +283,17 @@ func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @S
             + "\(target), linked from \(inside) (back up both, see docs/postgres.md)")
     return target
 }
+
+/// The parent process of `pid` (field 4 of /proc/PID/stat), nil when it cannot be read.
+func parentProcess(of pid: pid_t) -> pid_t? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return nil }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    return fields.count > 1 ? pid_t(fields[1]) : nil
+}
+
+/// The command name of `pid` (/proc/PID/comm), nil when it cannot be read.
+func processName(_ pid: pid_t) -> String? {
+    (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map(trimmed)
+}
