@@ -110,4 +110,57 @@ import Testing
         #expect(try report["database"]?["skipped"]?.stringValue.contains("no projection") == true)
         #expect(try report["database"]?["location_rows_deleted"]?.int64Value == 0)
     }
+
+    /// `findmy purge` removes the data directory, the cluster (stopped), a cluster an earlier
+    /// findmy put in /var/lib/findmy, and the OS user made for the cluster; without --yes and
+    /// without a terminal it deletes nothing.
+    @Test func purgeRemovesEverythingStoredForADataDirectory() throws {
+        let scratch = ScratchDirectory()
+        let data = scratch.path + "/data"
+        let server = try ServerProcess(data: data, extraArguments: ["--projector", "on"])
+        let cluster = try EmbeddedPostgres(dataDirectory: data)
+        try Self.writeCanary(cluster)
+        #expect(server.stop() == 0)
+        // A cluster left in the old place by an earlier findmy, for this same data directory.
+        let outside = outsideClusterDirectory(data)
+        try FileManager.default.createDirectory(atPath: outside + "/data", withIntermediateDirectories: true)
+        try Data("old history".utf8).write(to: URL(fileURLWithPath: outside + "/data/history"))
+        let user = instanceOSUserName(URL(fileURLWithPath: data).standardizedFileURL.path)
+        if getuid() == 0 { #expect(getpwnam(user) != nil, "the cluster runs as an OS user of its own") }
+
+        let unconfirmed = try FindmyProcess.run(["purge", "--data-dir", data])
+        #expect(unconfirmed.status != 0)
+        #expect(unconfirmed.error.contains("--yes"), "\(unconfirmed.error)")
+        #expect(FileManager.default.fileExists(atPath: data + "/log"))
+        #expect(FileManager.default.fileExists(atPath: outside + "/data/history"))
+
+        let purge = try FindmyProcess.run(["purge", "--data-dir", data, "--yes"])
+        #expect(purge.status == 0, "\(purge.output)\n\(purge.error)")
+        #expect(!FileManager.default.fileExists(atPath: data))
+        #expect(!FileManager.default.fileExists(atPath: outside))
+        #expect(getpwnam(user) == nil)
+        #expect(purge.output.contains(outside), "\(purge.output)")
+        #expect(cluster.postmasterPID() == nil)
+    }
+
+    /// As root, a data directory under a directory others cannot pass through: findmy refuses to
+    /// start and says which directories to open, and puts no cluster anywhere else.
+    @Test func aDataDirectoryTheClusterUserCannotReachIsRefusedWithTheFix() throws {
+        guard getuid() == 0 else { return }  // only root runs the cluster as another user
+        let scratch = ScratchDirectory()
+        let closed = scratch.path + "/private"
+        try FileManager.default.createDirectory(
+            atPath: closed, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let data = closed + "/data"
+        let refused = try FindmyProcess.run([
+            "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--projector", "on",
+        ])
+        #expect(refused.status != 0)
+        let standardized = URL(fileURLWithPath: closed).standardizedFileURL.path
+        #expect(refused.error.contains("chmod o+x \(standardized)"), "\(refused.error)")
+        #expect(refused.output.isEmpty, "a refused server prints no URL")
+        let placed = URL(fileURLWithPath: data).standardizedFileURL.path
+        #expect(!FileManager.default.fileExists(atPath: outsideClusterDirectory(placed)))
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/postgres")) == nil)
+    }
 }
