@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A private PostgreSQL cluster under the server's data directory, started and stopped by findmy.
 ///
@@ -16,18 +17,25 @@ import Foundation
 /// user, can read them. An existing cluster keeps the OS user that owns its files (clusters made
 /// before this ran as `postgres`), so that an upgrade does not break it.
 ///
+/// The server never outlives the findmy process that started it: it is `postgres -D PGDATA` run
+/// as a child of findmy under `setpriv --pdeathsig INT` (not daemonised by `pg_ctl start`), so
+/// when findmy ends in any way, `kill -9` included, the kernel sends it SIGINT: a fast shutdown
+/// (sessions ended, a checkpoint, a clean stop). setpriv sets that signal after switching to the
+/// cluster's OS user (a change of credentials clears it), just before it executes postgres.
+///
 /// Recovery, on `start()`:
 ///
 /// | postmaster.pid | process named in it | action |
 /// | --- | --- | --- |
 /// | absent | — | start |
 /// | present | gone, a zombie, or not postgres | remove the stale file, start |
-/// | present | a live postgres that answers on our socket | reuse it (findmy crashed, PostgreSQL did not) |
+/// | present | a live postgres, this process's child | reuse it |
+/// | present | a live postgres, child of another live findmy (`findmy replay` beside `findmy serve`) | use it; that process stops it |
+/// | present | any other live postgres that answers (left by an earlier findmy's `pg_ctl start`, or started by hand) | adopt it: `pg_ctl stop -m fast`, start it again as our child |
 /// | present | a live postgres that does not answer | `pg_ctl stop -m fast`, then start |
 ///
-/// Reuse rather than restart because a restart would cut any other connection for nothing; the
-/// settings we own live in `findmy.conf` and do not change while the server runs. Two findmy
-/// processes must not share a DATA_DIR: the event log's lock, taken before this, prevents it.
+/// An adopted server is restarted rather than used as it is, because only a child of ours gets
+/// the parent-death signal: used as it is, it would survive the next `kill -9` of findmy again.
 public final class EmbeddedPostgres: Sendable {
     public struct Configuration: Sendable {
         public var dataDirectory: String
@@ -63,6 +71,8 @@ public final class EmbeddedPostgres: Sendable {
     let clusterLink: String
     /// Only the socket's name: no TCP port is opened.
     public static let port = 5432
+    /// The postmaster when this process started it (its child), until it is reaped.
+    private let child = Mutex<pid_t?>(nil)
 
     /// Resolves paths and the binaries; starts nothing.
     public init(_ configuration: Configuration) throws(EmbeddedPostgresError) {
@@ -116,13 +126,31 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     /// `pg_ctl stop -m fast`: disconnects clients, rolls back open transactions, shuts down cleanly.
+    /// Reaps the server when it is this process's child.
     public func stop() throws(EmbeddedPostgresError) {
+        defer { reapEndedChild() }
         guard postmasterPID() != nil else { return }
         let outcome = try pgCtl([
             "stop", "-D", pgData, "-m", "fast", "-w", "-t", "\(configuration.startTimeoutSeconds)",
         ])
         guard outcome.succeeded || postmasterPID() == nil else {
             throw EmbeddedPostgresError("cannot stop PostgreSQL in \(pgData): \(outcome.output)")
+        }
+        // pg_ctl returns once postmaster.pid is gone, a moment before the process ends.
+        if let pid = child.withLock({ $0.take() }) { reapChild(pid) }
+    }
+
+    /// Whether the running server is this process's child: started (or adopted) by this process,
+    /// stopped by it, and killed by the kernel when it dies.
+    public var isChildOfThisProcess: Bool {
+        guard let pid = postmasterPID() else { return false }
+        return child.withLock { $0 } == pid
+    }
+
+    /// Forgets a child that has ended (killed, crashed), so that it leaves no zombie behind.
+    private func reapEndedChild() {
+        child.withLock {
+            if let pid = $0, childEnded(pid) { $0 = nil }
         }
     }
 
@@ -159,6 +187,7 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     private func reuseRunningServer() throws(EmbeddedPostgresError) -> Bool {
+        reapEndedChild()
         guard let pid = postmasterPID() else {
             if FileManager.default.fileExists(atPath: pgData + "/postmaster.pid") {
                 configuration.log("removing stale \(pgData)/postmaster.pid: its server is gone (a crash)")
@@ -167,8 +196,20 @@ public final class EmbeddedPostgres: Sendable {
             return false
         }
         if serverAnswers(conninfo(database: "postgres")) {
-            configuration.log("reusing PostgreSQL (pid \(pid)) left running in \(pgData)")
-            return true
+            if child.withLock({ $0 }) == pid { return true }
+            let parent = parentProcess(of: pid)
+            if let parent, parent != getpid(), processName(parent) == "findmy" {
+                configuration.log(
+                    "using PostgreSQL (pid \(pid)) in \(pgData), run by findmy process \(parent), which stops it"
+                )
+                return true
+            }
+            configuration.log(
+                "adopting PostgreSQL (pid \(pid)) found running in \(pgData), not started by a running findmy "
+                    + "(an earlier findmy's pg_ctl, or by hand): restarting it as findmy's child, so that it stops "
+                    + "when findmy does")
+            try stop()
+            return false
         }
         configuration.log(
             "PostgreSQL (pid \(pid)) in \(pgData) does not answer on \(socketDirectory); restarting it")
@@ -176,19 +217,53 @@ public final class EmbeddedPostgres: Sendable {
         return false
     }
 
+    /// `setpriv --pdeathsig INT [--reuid --regid --init-groups --inh-caps=-all] -- postgres -D PGDATA`,
+    /// then waits until it accepts connections. The signal is applied by setpriv after the
+    /// credentials change (which would clear it) and survives the exec of postgres.
     private func startServer() throws(EmbeddedPostgresError) {
-        var outcome = CommandOutcome(status: 0, output: "")
+        var user: [String] = []
+        if osUser != nil {
+            guard let (uid, gid) = clusterFileOwner() else {
+                throw EmbeddedPostgresError("the cluster's OS user \(osUser ?? "") does not exist")
+            }
+            user = ["--reuid=\(uid)", "--regid=\(gid)", "--init-groups", "--inh-caps=-all"]
+        }
+        let argv =
+            [setprivPath, "--pdeathsig", "INT"] + user + ["--", binDirectory + "/postgres", "-D", pgData]
+        var failure = ""
         for attempt in 1...configuration.startAttemptsMax {
-            outcome = try pgCtl([
-                "start", "-D", pgData, "-l", clusterDirectory + "/server.log", "-w", "-t",
-                "\(configuration.startTimeoutSeconds)", "-s",
-            ])
-            if outcome.succeeded { return }
+            let pid = try spawnChild(argv, outputPath: clusterDirectory + "/server.log", in: clusterDirectory)
+            child.withLock { $0 = pid }
+            switch awaitReady(pid) {
+            case .ready: return
+            case .ended:
+                child.withLock { $0 = nil }
+                failure = "the server exited while starting"
+            case .timedOut:
+                kill(pid, SIGQUIT)
+                reapChild(pid)
+                child.withLock { $0 = nil }
+                failure =
+                    "the server did not accept connections within \(configuration.startTimeoutSeconds) s"
+            }
             if attempt < configuration.startAttemptsMax { usleep(UInt32(attempt) * 500_000) }
         }
         throw EmbeddedPostgresError(
-            "cannot start PostgreSQL in \(pgData): \(outcome.output)\nlast lines of \(clusterDirectory)/server.log:\n"
+            "cannot start PostgreSQL in \(pgData): \(failure)\nlast lines of \(clusterDirectory)/server.log:\n"
                 + logTail())
+    }
+
+    private enum Readiness { case ready, ended, timedOut }
+
+    private func awaitReady(_ pid: pid_t) -> Readiness {
+        let deadline = monotonicMillis() + Int64(configuration.startTimeoutSeconds) * 1000
+        let target = conninfo(database: "postgres")
+        while monotonicMillis() < deadline {
+            if childEnded(pid) { return .ended }
+            if serverAnswers(target), postmasterPID() == pid { return .ready }
+            usleep(20_000)
+        }
+        return .timedOut
     }
 
     private func ensureDatabase() throws(EmbeddedPostgresError) {

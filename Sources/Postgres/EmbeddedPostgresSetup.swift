@@ -150,7 +150,7 @@ func clusterOSUser(_ dataDirectory: String, instanceUser: String) -> String? {
 
 /// `findmy-` and 16 hex digits of FNV-1a of the data directory's path (23 characters; a user name
 /// may have 32): one OS user per data directory, the same across restarts.
-func instanceOSUserName(_ dataDirectory: String) -> String {
+public func instanceOSUserName(_ dataDirectory: String) -> String {
     let hash = String(fnv1a(dataDirectory), radix: 16)
     return "findmy-" + String(repeating: "0", count: 16 - hash.count) + hash
 }
@@ -183,7 +183,7 @@ func ensureOSUser(_ name: String, comment: String) throws(EmbeddedPostgresError)
     return (entry.pointee.pw_uid, entry.pointee.pw_gid)
 }
 
-func removeOSUser(_ name: String) throws(EmbeddedPostgresError) {
+public func removeOSUser(_ name: String) throws(EmbeddedPostgresError) {
     var outcome = CommandOutcome(status: 0, output: "")
     for attempt in 1...accountCommandAttemptsMax where getpwnam(name) != nil {
         outcome = try runCommand("/usr/sbin/userdel", [name])
@@ -192,18 +192,6 @@ func removeOSUser(_ name: String) throws(EmbeddedPostgresError) {
     guard getpwnam(name) == nil else {
         throw EmbeddedPostgresError("cannot delete OS user \(name): \(outcome.output)")
     }
-}
-
-/// Whether a user with no group of ours can pass through every directory down to `path`
-/// (search permission for others all the way): what a new cluster's own OS user needs.
-func searchableByOthers(_ path: String) -> Bool {
-    var prefix = ""
-    for component in path.split(separator: "/") {
-        prefix += "/" + component
-        var info = stat()
-        guard stat(prefix, &info) == 0, info.st_mode & S_IXOTH != 0 else { return false }
-    }
-    return true
 }
 
 func makeDirectory(_ path: String, intermediate: Bool) throws(EmbeddedPostgresError) {
@@ -241,45 +229,73 @@ func isLivePostgres(_ pid: Int32) -> Bool {
     return (name == "postgres" || name == "postmaster") && state != "Z" && state != "X"
 }
 
-/// Where the cluster lives: `DATA_DIR/postgres`, unless the cluster's OS user cannot pass through
-/// the directories above DATA_DIR (a data directory under /root, or under a private `mktemp -d`).
-/// Then the cluster goes to `/var/lib/findmy/postgres-<hash of DATA_DIR>` and `DATA_DIR/postgres`
-/// becomes a symbolic link to it, so that the data directory still shows where its cluster is.
-/// An existing link is followed.
+/// Where an earlier findmy put the cluster of `dataDirectory` when its OS user could not pass
+/// through the directories above it: `/var/lib/findmy/postgres-<FNV-1a of DATA_DIR in hex>`.
+/// findmy no longer puts one there; `findmy purge` looks there.
+public func outsideClusterDirectory(_ dataDirectory: String) -> String {
+    let path = URL(fileURLWithPath: dataDirectory).standardizedFileURL.path
+    return "/var/lib/findmy/postgres-" + String(fnv1a(path), radix: 16)
+}
+
+/// The directories from `/` down to `path` that others cannot pass through (no `o+x`).
+func directoriesClosedToOthers(_ path: String) -> [String] {
+    var prefix = ""
+    var closed: [String] = []
+    for component in path.split(separator: "/") {
+        prefix += "/" + component
+        var info = stat()
+        if stat(prefix, &info) == 0, info.st_mode & S_IXOTH == 0 { closed.append(prefix) }
+    }
+    return closed
+}
+
+/// Where the cluster lives: always `DATA_DIR/postgres`, so that everything findmy stores for a data
+/// directory is under it and goes with it. When findmy is root the cluster runs as an OS user of
+/// its own, who must pass through every directory above DATA_DIR: when one is closed to others (a
+/// data directory under /root, or under a private `mktemp -d`), findmy refuses to start and names
+/// the directories and the command that opens them, rather than keep movement history elsewhere.
+/// A cluster an earlier findmy put in /var/lib/findmy (`DATA_DIR/postgres` a link to it) is still
+/// used, and every start says where it is and how to move or delete it.
 func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @Sendable (String) -> Void)
     throws(EmbeddedPostgresError) -> String
 {
     let inside = dataDirectory + "/postgres"
-    if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: inside) { return target }
+    if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: inside) {
+        log(
+            "the PostgreSQL cluster of \(dataDirectory) lives outside it, in \(target) (made by an earlier findmy), "
+                + "and deleting \(dataDirectory) would leave it behind. To move it inside: stop findmy, make every "
+                + "directory above \(dataDirectory) passable (chmod o+x), then `rm \(inside) && mv \(target) \(inside)`; "
+                + "or delete it (it is rebuilt from the log): `rm -r \(target) \(inside)`. "
+                + "`findmy purge --data-dir \(dataDirectory)` removes it with everything else.")
+        return target
+    }
     guard let osUser, FileManager.default.fileExists(atPath: dataDirectory) else { return inside }
-    // An existing cluster stays where it is; a new one's OS user may not exist yet, and has no
-    // group that could let it through: search permission for others decides.
-    if FileManager.default.fileExists(atPath: inside + "/data/PG_VERSION")
-        || searchableByOthers(dataDirectory)
-    {
-        return inside
+    // DATA_DIR itself is findmy's and opened for the cluster's user (Database.allowTraversal); the
+    // directories above belong to the operator.
+    let closed = directoriesClosedToOthers((dataDirectory as NSString).deletingLastPathComponent)
+    if !FileManager.default.fileExists(atPath: inside + "/data/PG_VERSION"), !closed.isEmpty {
+        throw EmbeddedPostgresError(
+            "PostgreSQL runs as OS user \(osUser) (findmy runs as root), who cannot pass through "
+                + closed.joined(separator: ", ")
+                + " to reach its cluster in \(inside). findmy keeps the cluster "
+                + "inside the data directory, never elsewhere. Either allow passing through (not listing): "
+                + "`chmod o+x " + closed.joined(separator: " ") + "`, or choose a data directory under "
+                + "directories others can pass through (for example /var/lib/findmy/NAME), or run findmy as an "
+                + "unprivileged user, or give findmy an external server with --database-url.")
     }
-    var isDirectory: ObjCBool = false
-    if FileManager.default.fileExists(atPath: inside, isDirectory: &isDirectory) {
-        let contents = (try? FileManager.default.contentsOfDirectory(atPath: inside)) ?? []
-        guard isDirectory.boolValue, contents.isEmpty, rmdir(inside) == 0 else {
-            throw EmbeddedPostgresError(
-                "PostgreSQL runs as OS user \(osUser), who cannot reach \(inside): make \(dataDirectory) and every "
-                    + "directory above it searchable by that user (chmod o+x), or choose another data directory"
-            )
-        }
-    }
-    let parent = "/var/lib/findmy"
-    let target = parent + "/postgres-" + String(fnv1a(dataDirectory), radix: 16)
-    do {
-        try FileManager.default.createDirectory(
-            atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        try FileManager.default.createSymbolicLink(atPath: inside, withDestinationPath: target)
-    } catch {
-        throw EmbeddedPostgresError("cannot place the PostgreSQL cluster in \(target): \(error)")
-    }
-    log(
-        "OS user \(osUser) cannot pass through the directories above \(dataDirectory); the PostgreSQL cluster lives in "
-            + "\(target), linked from \(inside) (back up both, see docs/postgres.md)")
-    return target
+    return inside
+}
+
+/// The parent process of `pid` (field 4 of /proc/PID/stat), nil when it cannot be read.
+func parentProcess(of pid: pid_t) -> pid_t? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return nil }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    return fields.count > 1 ? pid_t(fields[1]) : nil
+}
+
+/// The command name of `pid` (/proc/PID/comm), nil when it cannot be read.
+func processName(_ pid: pid_t) -> String? {
+    (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map(trimmed)
 }

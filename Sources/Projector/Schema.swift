@@ -81,6 +81,9 @@ public enum Schema {
 
     /// The generation in `schema`, or nil when there is none.
     public static func generation(of schema: String, _ connection: PostgresConnection) throws -> Generation? {
+        // A database no projector has run on yet has no findmy_meta either: no generation.
+        let meta = try connection.execute("SELECT to_regclass('findmy_meta.generations') IS NOT NULL")
+        guard meta.string(0, 0) == "t" else { return nil }
         let result = try connection.execute(
             "SELECT projection_version, log_id FROM findmy_meta.generations WHERE schema_name = $1",
             [.text(schema)])

@@ -207,18 +207,23 @@ enum BackupCommand {
 
     /// Refuses when a server (or any writer) holds DIR's log, or its embedded cluster runs.
     static func requireStopped(_ data: String) throws {
+        try requireNoServer(data)
+        if exists(data + "/postgres/data/postmaster.pid") {
+            throw UsageError(
+                "the embedded PostgreSQL of \(data) is running: stop the server before restoring over it")
+        }
+    }
+
+    /// Refuses when a server (or any writer) holds DIR's log.
+    static func requireNoServer(_ data: String) throws {
         let lock = data + "/log/LOCK"
         let io = PosixFileIO()
         if exists(lock), let fd = try? io.open(lock, flags: O_RDONLY, mode: 0) {
             // Taking the lock and closing at once releases it: only whether it was free matters.
             defer { io.close(fd) }
             if (try? io.lockExclusive(fd, path: lock)) != true {
-                throw UsageError("a server holds the log in \(data): stop it before restoring over it")
+                throw UsageError("a server holds the log in \(data): stop it first")
             }
-        }
-        if exists(data + "/postgres/data/postmaster.pid") {
-            throw UsageError(
-                "the embedded PostgreSQL of \(data) is running: stop the server before restoring over it")
         }
     }
 

@@ -316,7 +316,14 @@ enum CompactCommand {
         printLine(
             "log: \(verb) \(number(log?["fixes_removed"])) fixes; \(number(log?["segments_rewritten"])) segments rewritten, "
                 + "\(number(log?["segments_deleted"])) deleted, \(number(log?["bytes_freed"])) bytes freed")
-        if let database = document["database"], database != .null {
+        if let database = document["database"], let skipped = try? database["skipped"]?.stringValue {
+            // Nothing was built there yet (or it belongs to another log): nothing to delete.
+            printLine(
+                skipped.hasPrefix("no projection")
+                    ? "database: no projection to compact yet (no projector has built one from this log); "
+                        + "nothing to delete in PostgreSQL"
+                    : "database: skipped: " + skipped)
+        } else if let database = document["database"], database != .null {
             printLine(
                 "database: \(verb) \(number(database["location_rows_deleted"])) location rows, "
                     + "\(number(database["batch_rows_deleted"])) batch rows; "

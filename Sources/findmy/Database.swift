@@ -12,8 +12,9 @@ import Threads
 #endif
 
 /// The PostgreSQL a command works with: an external server (`--database-url`), or the private
-/// cluster in DATA_DIR/postgres, started if it is not running and stopped again only by whoever
-/// started it (so `findmy replay` next to a running server leaves the server's cluster alone).
+/// cluster in DATA_DIR/postgres, started as this process's child if it is not running (or adopted:
+/// restarted as our child when no running findmy owns it) and stopped again only by the process
+/// whose child it is (so `findmy replay` next to a running server leaves the server's cluster alone).
 /// The commands' form of `DatabaseService`: opened and closed in one call each.
 struct Database {
     let service: DatabaseService
@@ -89,15 +90,14 @@ final class DatabaseService: Service {
             current.withLock { $0 = .running }
             return
         }
-        let wasRunning = cluster.postmasterPID() != nil
-        startedCluster.withLock { $0 = !wasRunning }
         do {
             try cluster.start()
         } catch {
             current.withLock { $0 = .failed("\(error)") }
-            if !wasRunning { try? cluster.stop() }
+            if cluster.isChildOfThisProcess { try? cluster.stop() }
             throw error
         }
+        startedCluster.withLock { $0 = cluster.isChildOfThisProcess }
         current.withLock { $0 = .running }
     }
 
