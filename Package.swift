@@ -128,7 +128,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "Panel",
+                "Panel", "Identity",
             ],
             swiftSettings: strict),
 

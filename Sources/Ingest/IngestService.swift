@@ -13,16 +13,18 @@ public final class IngestService: Sendable {
     public let identity: IdentityService
     public let metrics: IngestMetrics
 
-    /// Rebuilds the registry from the log (every durable record, from offset 0).
+    /// Rebuilds the registry from the log: from the newest valid snapshot of `snapshots` and the
+    /// records after it, or from every durable record (docs/snapshots.md).
     public init(
         log: LogWriter, limits: IngestLimits = IngestLimits(),
-        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
+        snapshots: RegistrySnapshotStore? = nil
     ) throws {
         let metrics = IngestMetrics()
         self.metrics = metrics
         identity = try IdentityService(
             log: log, limits: limits, clockMicros: clockMicros,
-            appendObserver: { metrics.recordAppend(micros: $0) })
+            appendObserver: { metrics.recordAppend(micros: $0) }, snapshots: snapshots)
     }
 
     public var log: LogWriter { identity.log }
