@@ -62,7 +62,7 @@ extension Registry {
 /// instant of it is guaranteed to be the fold of a log prefix, and the copy is, by construction.
 public final class RegistrySnapshotter: Service {
     public struct Schedule: Sendable {
-        public var recordsBetweenSnapshotsMax: UInt64 = 250_000
+        public var recordsBetweenSnapshotsMax: UInt64 = 100_000
         public var snapshotIntervalMicros: Int64 = 60_000_000
         /// How often the thread compares the log's durable end with the last snapshot.
         public var checkIntervalMicros: Int64 = 1_000_000

@@ -20,7 +20,7 @@ enum StartupBench {
 
     static let help = """
         usage: findmy-bench startup --dir DIR --fixes-total N [--fixes-per-record 1] [--devices 1000]
-                                    [--rounds 3] [--lag-records 250000]
+                                    [--rounds 3] [--lag-records 100000]
 
         Writes a log of N fixes in records of FIXES-PER-RECORD fixes from DEVICES enrolled devices to
         DIR/log (once; an existing log is reused), then measures, alternately in one process, ROUNDS
@@ -45,7 +45,7 @@ enum StartupBench {
         let fixesPerRecord = try options.integer("fixes-per-record", default: 1)
         let devices = try options.integer("devices", default: 1000)
         let rounds = try options.integer("rounds", default: 3)
-        let lagRecords = UInt64(try options.integer("lag-records", default: 250_000))
+        let lagRecords = UInt64(try options.integer("lag-records", default: 100_000))
         precondition(fixesTotal > 0 && fixesPerRecord > 0 && devices > 0 && rounds > 0)
         try PosixFileIO().makeDirectory(directory)
         let log = directory + "/log"
