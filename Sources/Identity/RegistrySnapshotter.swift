@@ -56,13 +56,18 @@ extension Registry {
 }
 
 /// Writes registry snapshots while the server runs (docs/snapshots.md): every
-/// `recordsBetweenSnapshotsMax` records, or every `snapshotIntervalMicros` when anything arrived,
+/// `recordsBetweenSnapshotsMax` records or `fixesBetweenSnapshotsMax` fixes, or every
+/// `snapshotIntervalMicros` when anything arrived,
 /// and once more at stop. It folds its own copy of the registry from the durable log rather than
 /// copying the live one: the live registry applies concurrent reports in completion order, so no
 /// instant of it is guaranteed to be the fold of a log prefix, and the copy is, by construction.
 public final class RegistrySnapshotter: Service {
     public struct Schedule: Sendable {
+        /// A snapshot is written once this many records arrived since the last one...
         public var recordsBetweenSnapshotsMax: UInt64 = 100_000
+        /// ...or once this many fixes did (a start's replay of 100-fix records costs per fix)...
+        public var fixesBetweenSnapshotsMax: UInt64 = 2_000_000
+        /// ...or once this long passed with anything new.
         public var snapshotIntervalMicros: Int64 = 60_000_000
         /// How often the thread compares the log's durable end with the last snapshot.
         public var checkIntervalMicros: Int64 = 1_000_000
@@ -85,7 +90,15 @@ public final class RegistrySnapshotter: Service {
     public let schedule: Schedule
     let monotonicClock: @Sendable () -> Int64
     let report: @Sendable (Outcome) -> Void
-    private let progress: Mutex<(fold: RegistryFold, lastOffset: UInt64, lastMicros: Int64)>
+    private let progress: Mutex<Progress>
+
+    struct Progress {
+        var fold: RegistryFold
+        /// The offset and time of the last snapshot written (or loaded at start).
+        var lastOffset: UInt64
+        var lastMicros: Int64
+        var fixesSinceSnapshot: UInt64 = 0
+    }
     private let worker = StoppableThread()
 
     /// Continues from the fold `identity` rebuilt its registry with; call once per service.
@@ -95,7 +108,8 @@ public final class RegistrySnapshotter: Service {
         report: @escaping @Sendable (Outcome) -> Void = { _ in }
     ) {
         precondition(
-            schedule.recordsBetweenSnapshotsMax > 0 && schedule.snapshotIntervalMicros > 0
+            schedule.recordsBetweenSnapshotsMax > 0 && schedule.fixesBetweenSnapshotsMax > 0
+                && schedule.snapshotIntervalMicros > 0
                 && schedule.checkIntervalMicros > 0)
         guard let fold = identity.takeStartFold() else {
             preconditionFailure("one RegistrySnapshotter per IdentityService")
@@ -106,7 +120,7 @@ public final class RegistrySnapshotter: Service {
         self.monotonicClock = monotonicClock
         self.report = report
         let lastOffset = identity.startReport.snapshotOffset ?? 0
-        progress = Mutex((fold, lastOffset, monotonicClock()))
+        progress = Mutex(Progress(fold: fold, lastOffset: lastOffset, lastMicros: monotonicClock()))
     }
 
     public var state: ServiceState {
@@ -132,42 +146,68 @@ public final class RegistrySnapshotter: Service {
     @discardableResult
     public func snapshotNow() -> Outcome? { round(force: true) }
 
+    /// Folds whatever became durable since the last round (so the work is spread over the run, not
+    /// bunched at snapshot time), then writes a snapshot when one is due.
     func round(force: Bool) -> Outcome? {
         progress.withLock { state -> Outcome? in
             let end = reader.durableEnd()
-            let now = monotonicClock()
-            let due =
-                end > state.lastOffset
-                && (force || end - state.lastOffset >= schedule.recordsBetweenSnapshotsMax
-                    || now - state.lastMicros >= schedule.snapshotIntervalMicros)
-            guard due else { return nil }
             do {
-                let before = try reader.segmentIdentities(below: end)
-                if before.filter({ $0.base < state.fold.offset }) != state.fold.segments {
-                    state.fold = RegistryFold(
-                        registry: Registry(
-                            recentBatchesPerDeviceMax: state.fold.registry.recentBatchesPerDeviceMax),
-                        offset: 0, segments: [])
-                    report(
-                        .refolding(reason: "a segment the snapshot fold had read was rewritten or removed"))
-                }
-                let (registry, reached) = try Registry.replay(
-                    reader, into: state.fold.registry, from: state.fold.offset, upTo: end)
-                let after = try reader.segmentIdentities(below: reached)
-                // A rewrite during the fold: what was read may mix versions; the next round decides.
-                guard after == before.filter({ $0.base < reached }) else { return nil }
-                state.fold = RegistryFold(registry: registry, offset: reached, segments: after)
+                if end > state.fold.offset { try fold(&state, upTo: end) }
+            } catch {
+                return .failed("\(error)")
+            }
+            let now = monotonicClock()
+            let pending = state.fold.offset > state.lastOffset
+            let due =
+                force || state.fold.offset - state.lastOffset >= schedule.recordsBetweenSnapshotsMax
+                || state.fixesSinceSnapshot >= schedule.fixesBetweenSnapshotsMax
+                || now - state.lastMicros >= schedule.snapshotIntervalMicros
+            guard pending && due else { return nil }
+            do {
                 let snapshot = RegistrySnapshot(
-                    offset: reached, logID: try reader.logID() ?? .zero, segments: after, registry: registry)
+                    offset: state.fold.offset, logID: try reader.logID() ?? .zero,
+                    segments: state.fold.segments,
+                    registry: state.fold.registry)
                 let started = monotonicMicros()
                 let (path, bytes) = try store.write(snapshot)
-                state.lastOffset = reached
+                state.lastOffset = state.fold.offset
                 state.lastMicros = now
+                state.fixesSinceSnapshot = 0
                 return .written(
-                    path: path, offset: reached, bytes: bytes, millis: (monotonicMicros() - started) / 1000)
+                    path: path, offset: snapshot.offset, bytes: bytes,
+                    millis: (monotonicMicros() - started) / 1000)
             } catch {
                 return .failed("\(error)")
             }
         }
+    }
+
+    private func fold(_ state: inout Progress, upTo end: UInt64) throws {
+        let before = try reader.segmentIdentities(below: end)
+        if before.filter({ $0.base < state.fold.offset }) != state.fold.segments {
+            state.fold = RegistryFold(
+                registry: Registry(recentBatchesPerDeviceMax: state.fold.registry.recentBatchesPerDeviceMax),
+                offset: 0, segments: [])
+            // Every snapshot on disk is stale now: the next one is due as soon as the refold ends.
+            state.lastOffset = 0
+            state.fixesSinceSnapshot = schedule.fixesBetweenSnapshotsMax
+            report(.refolding(reason: "a segment the snapshot fold had read was rewritten or removed"))
+        }
+        var registry = state.fold.registry
+        var fixes: UInt64 = 0
+        let reached = try reader.read(from: state.fold.offset, upTo: end) { record in
+            fixes += UInt64(record.header.fixCount)
+            if record.header.isPayloadRemoved {
+                registry.applyEnvelope(record.header)
+            } else {
+                registry.apply(try record.event(), offset: record.offset)
+            }
+            return true
+        }
+        let after = try reader.segmentIdentities(below: reached)
+        // A rewrite during the fold: what was read may mix versions; the next round decides.
+        guard after == before.filter({ $0.base < reached }) else { return }
+        state.fold = RegistryFold(registry: registry, offset: reached, segments: after)
+        state.fixesSinceSnapshot += fixes
     }
 }

@@ -20,14 +20,15 @@ enum StartupBench {
 
     static let help = """
         usage: findmy-bench startup --dir DIR --fixes-total N [--fixes-per-record 1] [--devices 1000]
-                                    [--rounds 3] [--lag-records 100000]
+                                    [--rounds 3] [--lag-records L]
 
         Writes a log of N fixes in records of FIXES-PER-RECORD fixes from DEVICES enrolled devices to
         DIR/log (once; an existing log is reused), then measures, alternately in one process, ROUNDS
         times each: a start without snapshots (the log opened and every record folded: what every
         build before registry snapshots does), a start from a snapshot at the log's end (after a
         clean stop), and a start from a snapshot LAG-RECORDS behind the end (a crash just before the
-        snapshotter's next write). Prints one JSON object per line. Page cache warm: the log was just
+        snapshotter's next write; default: the snapshotter's limits, 100,000 records or 2,000,000
+        fixes, whichever comes first). Prints one JSON object per line. Page cache warm: the log was just
         written or read. Build with -c release to measure.
         """
 
@@ -45,7 +46,12 @@ enum StartupBench {
         let fixesPerRecord = try options.integer("fixes-per-record", default: 1)
         let devices = try options.integer("devices", default: 1000)
         let rounds = try options.integer("rounds", default: 3)
-        let lagRecords = UInt64(try options.integer("lag-records", default: 100_000))
+        // The most a crash can leave after the newest snapshot, by the snapshotter's own limits.
+        let schedule = RegistrySnapshotter.Schedule()
+        let lagDefault = min(
+            schedule.recordsBetweenSnapshotsMax,
+            schedule.fixesBetweenSnapshotsMax / UInt64(max(1, fixesPerRecord)))
+        let lagRecords = UInt64(try options.integer("lag-records", default: Int(lagDefault)))
         precondition(fixesTotal > 0 && fixesPerRecord > 0 && devices > 0 && rounds > 0)
         try PosixFileIO().makeDirectory(directory)
         let log = directory + "/log"

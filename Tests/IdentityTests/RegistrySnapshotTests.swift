@@ -367,3 +367,48 @@ import Testing
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
 }
+
+extension RegistrySnapshotTests {
+    final class ManualMonotonicClock: Sendable {
+        let micros = Atomic<Int64>(1_000_000)
+    }
+
+    @Test func snapshotsAreWrittenByRecordsFixesAndTimeLimits() throws {
+        let data = DataDirectory()
+        var source = EventSource(random: SeededGenerator(state: 31))
+        let log = try data.openLog()
+        defer { log.close() }
+        let identity = try IdentityService(
+            log: log, limits: data.limits(Self.smallRing), snapshots: data.store)
+        var schedule = RegistrySnapshotter.Schedule()
+        schedule.recordsBetweenSnapshotsMax = 50
+        schedule.fixesBetweenSnapshotsMax = 1_000_000
+        schedule.snapshotIntervalMicros = 60_000_000
+        let clock = ManualMonotonicClock()
+        let snapshotter = RegistrySnapshotter(
+            identity: identity, store: data.store, schedule: schedule,
+            monotonicClock: { clock.micros.load(ordering: .relaxed) })
+        try Self.append(49, from: &source, to: log)
+        #expect(snapshotter.round(force: false) == nil)
+        try Self.append(1, from: &source, to: log)
+        guard case .written(_, 50, _, _)? = snapshotter.round(force: false) else {
+            Issue.record("no snapshot after recordsBetweenSnapshotsMax records")
+            return
+        }
+        try Self.append(3, from: &source, to: log)
+        clock.micros.add(59_000_000, ordering: .relaxed)
+        #expect(snapshotter.round(force: false) == nil)
+        clock.micros.add(1_000_000, ordering: .relaxed)
+        guard case .written(_, 53, _, _)? = snapshotter.round(force: false) else {
+            Issue.record("no snapshot after snapshotIntervalMicros")
+            return
+        }
+        // Nothing new: no snapshot, however long it has been.
+        clock.micros.add(600_000_000, ordering: .relaxed)
+        #expect(snapshotter.round(force: false) == nil)
+        #expect(
+            try data.snapshotFiles() == [
+                RegistrySnapshotFormat.fileName(offset: 50), RegistrySnapshotFormat.fileName(offset: 53),
+            ])
+    }
+}
