@@ -412,3 +412,38 @@ extension RegistrySnapshotTests {
             ])
     }
 }
+
+extension RegistrySnapshotTests {
+    @Test func hundredFixRecordsAreSnapshottedByTheirFixes() throws {
+        let data = DataDirectory()
+        let log = try data.openLog()
+        defer { log.close() }
+        let identity = try IdentityService(
+            log: log, limits: data.limits(Self.smallRing), snapshots: data.store)
+        var schedule = RegistrySnapshotter.Schedule()
+        schedule.recordsBetweenSnapshotsMax = 1_000
+        schedule.fixesBetweenSnapshotsMax = 300
+        let snapshotter = RegistrySnapshotter(
+            identity: identity, store: data.store, schedule: schedule, monotonicClock: { 0 })
+        let fix = Fix(
+            latitude: 52.5, longitude: 13.4, accuracyMeters: 10, source: "significant",
+            recordedAtMicros: 1_700_000_000_000_000)
+        func appendBatch() throws {
+            _ = try log.append(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: 1, batchID: UUID128(high: 1, low: UInt64.random(in: 0...UInt64.max)),
+                        fixes: Array(repeating: fix, count: 100))))
+        }
+        try appendBatch()
+        try appendBatch()
+        #expect(snapshotter.round(force: false) == nil)
+        try appendBatch()
+        guard case .written(_, 3, _, _)? = snapshotter.round(force: false) else {
+            Issue.record("no snapshot after fixesBetweenSnapshotsMax fixes")
+            return
+        }
+        try appendBatch()
+        #expect(snapshotter.round(force: false) == nil)
+    }
+}
