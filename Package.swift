@@ -148,7 +148,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI",
+                "ReadAPI", "Identity",
             ],
             swiftSettings: strict),
 

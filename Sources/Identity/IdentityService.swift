@@ -49,11 +49,13 @@ public final class IdentityService: Sendable {
         }
     }
 
-    /// Rebuilds the registry from the log (every durable record, from offset 0).
+    /// Rebuilds the registry from the log: from the newest valid snapshot of `snapshots` and the
+    /// records after it, or from every durable record when there is none (docs/snapshots.md).
     public init(
         log: LogWriter, limits: IdentityLimits = IdentityLimits(),
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
-        appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in }
+        appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in },
+        snapshots: RegistrySnapshotStore? = nil
     ) throws {
         self.log = log
         self.appendObserver = appendObserver
@@ -61,11 +63,22 @@ public final class IdentityService: Sendable {
         self.clockMicros = clockMicros
         sessions = SessionStore(limits: limits)
         doorLimits = DoorLimits(limits)
-        let reader = LogReader(directory: log.directory, writer: log)
-        let registry = try Registry.replay(
-            reader, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
-        self.registry = ReadWriteLocked(RegistryState(registry: registry))
+        // Registry snapshots (RegistrySnapshotter.swift): the fold is kept for the snapshotter.
+        let (fold, report) = try Registry.rebuild(
+            reader: LogReader(directory: log.directory, writer: log), store: snapshots,
+            recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
+        startReport = report
+        // Kept only for a snapshotter: once the live registry changes, the copy costs its memory.
+        startFold = Mutex(snapshots == nil ? nil : fold)
+        self.registry = ReadWriteLocked(RegistryState(registry: fold.registry))
     }
+
+    /// How the registry was rebuilt at start (which snapshot, how many records after it).
+    public let startReport: RegistryStartReport
+    private let startFold: Mutex<RegistryFold?>
+
+    /// The fold the registry was rebuilt with, once: the snapshotter continues from it.
+    package func takeStartFold() -> RegistryFold? { startFold.withLock { $0.take() } }
 
     /// Adds a component's health and metrics to `/healthz` and `/metrics`.
     public func addStatusSource(_ source: any StatusSource) { statusSources.add(source) }

@@ -10,7 +10,7 @@ public struct Registry: Sendable {
     /// The retention overrides, folded by the compactor's own rule (`RetentionPolicy`), so that the
     /// arrival check and the compactor agree on every device's window. Its default window is set
     /// by the caller (`IngestLimits.retentionDays`).
-    public private(set) var retention = RetentionPolicy(settings: RetentionSettings())
+    public internal(set) var retention = RetentionPolicy(settings: RetentionSettings())
     public struct User: Equatable, Sendable {
         public var id: UInt64
         public var name: String
@@ -116,12 +116,12 @@ public struct Registry: Sendable {
     }
 
     public let recentBatchesPerDeviceMax: Int
-    public private(set) var users: [UInt64: User] = [:]
-    public private(set) var devices: [UInt64: Device] = [:]
-    public private(set) var pushTokens: [PushKey: PushRegistration] = [:]
+    public internal(set) var users: [UInt64: User] = [:]
+    public internal(set) var devices: [UInt64: Device] = [:]
+    public internal(set) var pushTokens: [PushKey: PushRegistration] = [:]
     /// Shares by device, then by grantee. Revoked shares are removed; expired ones stay until
     /// revoked or granted again, and `isActive` tells them apart.
-    public private(set) var shares: [UInt64: [UInt64: Share]] = [:]
+    public internal(set) var shares: [UInt64: [UInt64: Share]] = [:]
     var userIDsByName: [String: UInt64] = [:]
     var deviceIDsByKey: [DeviceKey: UInt64] = [:]
     /// Each user's device ids, ascending, removed ones included: the read API's devices list asks
@@ -132,7 +132,7 @@ public struct Registry: Sendable {
     var userTokenHashes: [UInt64: [[UInt8]]] = [:]
     var recentBatches: [UInt64: RecentBatches] = [:]
     /// The offset after the last event applied.
-    public private(set) var nextOffset: UInt64 = 0
+    public internal(set) var nextOffset: UInt64 = 0
 
     public init(recentBatchesPerDeviceMax: Int) {
         precondition(recentBatchesPerDeviceMax > 0)

@@ -15,17 +15,19 @@ public final class IngestService: Sendable {
     /// The report path's limits, and (as `limits.identity`) those the identity service enforces.
     public let limits: IngestLimits
 
-    /// Rebuilds the registry from the log (every durable record, from offset 0).
+    /// Rebuilds the registry from the log: from the newest valid snapshot of `snapshots` and the
+    /// records after it, or from every durable record (docs/snapshots.md).
     public init(
         log: LogWriter, limits: IngestLimits = IngestLimits(),
-        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
+        snapshots: RegistrySnapshotStore? = nil
     ) throws {
         let metrics = IngestMetrics()
         self.metrics = metrics
         self.limits = limits
         identity = try IdentityService(
             log: log, limits: limits.identity, clockMicros: clockMicros,
-            appendObserver: { metrics.recordAppend(micros: $0) })
+            appendObserver: { metrics.recordAppend(micros: $0) }, snapshots: snapshots)
     }
 
     public var log: LogWriter { identity.log }

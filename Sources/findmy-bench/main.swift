@@ -14,6 +14,7 @@ let commands: [Command] = [
     ProjectBench.command,
     LogBench.command,
     LoadDriver.command,
+    StartupBench.command,
 ]
 
 exit(

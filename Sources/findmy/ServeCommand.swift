@@ -371,16 +371,35 @@ enum ServeCommand {
         let log = try LogWriter(directory: data + "/log", options: logOptions)
         try group.start(log)
         let started = monotonicMicros()
-        let service = try IngestService(log: log, limits: configuration.limits)
+        let snapshots = RegistrySnapshotStore(directory: data + "/snapshots")
+        let service = try IngestService(log: log, limits: configuration.limits, snapshots: snapshots)
         service.addStatusSource(ServiceGroupStatus(group))
         let registry = service.registrySnapshot
+        let start = service.identity.startReport
         StructuredLog.info(
             "registry_rebuilt",
             [
                 "records": .int(Int64(registry.nextOffset)), "users": .int(Int64(registry.users.count)),
                 "devices": .int(Int64(registry.devices.count)),
+                "from_snapshot": .bool(start.snapshotOffset != nil),
+                "snapshot_offset": .int(Int64(start.snapshotOffset ?? 0)),
+                "records_replayed": .int(Int64(start.recordsReplayed)),
                 "millis": .int((monotonicMicros() - started) / 1000),
             ])
+        for skipped in start.skipped {
+            StructuredLog.info(
+                "registry_snapshot_skipped",
+                [
+                    "file": .string(skipped.fileName), "reason": .string(skipped.reason),
+                    "deleted": .bool(skipped.deleted),
+                ])
+        }
+        if let error = start.snapshotError {
+            StructuredLog.error("registry_snapshot_unreadable", ["error": .string(error)])
+        }
+        // Started before the listeners, so stopped after them: its last snapshot holds every record.
+        try group.start(
+            RegistrySnapshotter(identity: service.identity, store: snapshots, report: logSnapshotOutcome))
 
         // The projector and its database: started after the log (whose lock keeps a second server off
         // this data directory and its cluster), stopped before it.
@@ -447,6 +466,22 @@ enum ServeCommand {
         }
         try group.start(api)
         return (log, api)
+    }
+
+    /// A snapshot written is quiet unless slow; a refold or a failure is worth a line.
+    static func logSnapshotOutcome(_ outcome: RegistrySnapshotter.Outcome) {
+        switch outcome {
+        case .written(_, let offset, let bytes, let millis):
+            if millis >= 1000 {
+                StructuredLog.info(
+                    "registry_snapshot_written",
+                    ["offset": .int(Int64(offset)), "bytes": .int(Int64(bytes)), "millis": .int(millis)])
+            }
+        case .refolding(let reason):
+            StructuredLog.info("registry_snapshot_refolding", ["reason": .string(reason)])
+        case .failed(let error):
+            StructuredLog.error("registry_snapshot_failed", ["error": .string(error)])
+        }
     }
 
     /// A service that could not start, in the structured log; starts and stops stay quiet (the

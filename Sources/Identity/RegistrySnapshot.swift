@@ -1,0 +1,344 @@
+import Events
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// A registry snapshot: the registry folded from log[firstOffset..<offset], written so that a start
+// replays only the records after `offset` (docs/snapshots.md is the full specification; change both
+// together).
+//
+//   file     = "FMREGSNP" u16 version u16 headerBytes(52) u32 recentBatchesPerDeviceMax u64 offset
+//              [16] logID u32 segmentCount u64 bodyBytes segment* body u32 crc32c(all bytes before it)
+//   segment  = u64 base u64 salt u32 generation        (every segment file with base < offset)
+//   body     = the registry's fields, little-endian, strings as u16 length + UTF-8 (see `encodeBody`)
+//
+// A loader accepts a snapshot only if, in order: (1) the file is whole: magic, known version, the
+// sizes add up, the CRC matches, the body decodes to its last byte; (2) its log id is the log's;
+// (3) `offset` <= the log's durable end; (4) its segment list equals the identities (base, salt,
+// generation) of the log's segments below `offset` now; (5) its ring capacity is the server's
+// `recentBatchesPerDeviceMax`. Offsets never change in this log (compaction rewrites records in
+// place or drops them, docs/log-format.md "Rewrite"), but a rewrite changes what a full scan of
+// the segment folds to (a shrunk batch's accepted count, an envelope's rejections, a dropped
+// record's batch result), so rule 4 makes every compaction that touched the covered range
+// invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
+// for good and deleted, so that a snapshot never keeps what compaction removed from the log.
+
+/// Constants and file names of the snapshot format, version 1.
+public enum RegistrySnapshotFormat {
+    public static let version: UInt16 = 1
+    public static let magic: [UInt8] = Array("FMREGSNP".utf8)
+    public static let headerBytes = 52
+    public static let segmentEntryBytes = 20
+    /// How many snapshot files are kept: the newest, and older ones to fall back to if it is damaged.
+    public static let snapshotsKeptMax = 3
+
+    public static func fileName(offset: UInt64) -> String {
+        let digits = String(offset)
+        return "registry-" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".snap"
+    }
+
+    /// The offset a snapshot file name states, or nil if the name is not a snapshot's.
+    public static func offset(fileName: String) -> UInt64? {
+        guard fileName.hasPrefix("registry-"), fileName.hasSuffix(".snap"), fileName.utf8.count == 34 else {
+            return nil
+        }
+        let digits = fileName.dropFirst(9).dropLast(5)
+        guard digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
+        return UInt64(digits)
+    }
+}
+
+/// A snapshot as stored: where it stands in which log, and the registry.
+public struct RegistrySnapshot: Sendable {
+    public var offset: UInt64
+    public var logID: UUID128
+    public var segments: [SegmentIdentity]
+    public var registry: Registry
+
+    public init(offset: UInt64, logID: UUID128, segments: [SegmentIdentity], registry: Registry) {
+        self.offset = offset
+        self.logID = logID
+        self.segments = segments
+        self.registry = registry
+    }
+
+    public func encoded() -> [UInt8] {
+        let body = registry.encodeBody()
+        var writer = ByteWriter(
+            capacity: RegistrySnapshotFormat.headerBytes + segments.count
+                * RegistrySnapshotFormat.segmentEntryBytes
+                + body.count + 4)
+        writer.raw(RegistrySnapshotFormat.magic)
+        writer.u16(RegistrySnapshotFormat.version)
+        writer.u16(UInt16(RegistrySnapshotFormat.headerBytes))
+        writer.u32(UInt32(registry.recentBatchesPerDeviceMax))
+        writer.u64(offset)
+        writer.u64(logID.high.bigEndian)
+        writer.u64(logID.low.bigEndian)
+        writer.u32(UInt32(segments.count))
+        writer.u64(UInt64(body.count))
+        assert(writer.bytes.count == RegistrySnapshotFormat.headerBytes)
+        for segment in segments {
+            writer.u64(segment.base)
+            writer.u64(segment.salt)
+            writer.u32(segment.generation)
+        }
+        writer.raw(body)
+        writer.u32(CRC32C.checksum(writer.bytes))
+        return writer.bytes
+    }
+
+    /// Rule 1 of the format: a whole, checksummed, decodable file, or a `SnapshotDamage`.
+    public static func decode(_ bytes: [UInt8]) throws(SnapshotDamage) -> RegistrySnapshot {
+        let format = RegistrySnapshotFormat.self
+        guard bytes.count >= format.headerBytes + 4 else { throw .short(bytes: bytes.count) }
+        guard bytes.prefix(8).elementsEqual(format.magic) else { throw .badMagic }
+        let stored = bytes.suffix(4).withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+        guard CRC32C.checksum(Array(bytes.dropLast(4))) == UInt32(littleEndian: stored) else { throw .badCRC }
+        do {
+            var reader = ByteReader(bytes.dropLast(4).dropFirst(8))
+            let version = try reader.u16()
+            guard version == format.version else { throw SnapshotDamage.unknownVersion(version) }
+            guard try reader.u16() == UInt16(format.headerBytes) else {
+                throw SnapshotDamage.invalid("header size is not \(format.headerBytes)")
+            }
+            let capacity = Int(try reader.u32())
+            let offset = try reader.u64()
+            let logID = UUID128(
+                high: UInt64(bigEndian: try reader.u64()), low: UInt64(bigEndian: try reader.u64()))
+            let segmentCount = Int(try reader.u32())
+            let bodyBytes = try reader.u64()
+            guard
+                UInt64(reader.remaining)
+                    == UInt64(segmentCount) * UInt64(format.segmentEntryBytes) + bodyBytes
+            else { throw SnapshotDamage.invalid("segment list and body sizes do not add up to the file's") }
+            var segments: [SegmentIdentity] = []
+            for _ in 0..<segmentCount {
+                segments.append(
+                    SegmentIdentity(
+                        base: try reader.u64(), salt: try reader.u64(), generation: try reader.u32()))
+            }
+            guard capacity > 0 else { throw SnapshotDamage.invalid("recent batch capacity is zero") }
+            let registry = try Registry.decodeBody(&reader, recentBatchesPerDeviceMax: capacity)
+            guard reader.remaining == 0 else { throw SnapshotDamage.invalid("bytes after the registry") }
+            return RegistrySnapshot(offset: offset, logID: logID, segments: segments, registry: registry)
+        } catch let damage as SnapshotDamage {
+            throw damage
+        } catch {
+            throw .invalid("\(error)")
+        }
+    }
+}
+
+/// Why a snapshot file was not used (rule 1 of the format).
+public enum SnapshotDamage: Error, Equatable, Sendable, CustomStringConvertible {
+    case short(bytes: Int)
+    case badMagic
+    case badCRC
+    case unknownVersion(UInt16)
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .short(let bytes): "snapshot is incomplete (\(bytes) bytes)"
+        case .badMagic: "not a findmy registry snapshot (bad magic)"
+        case .badCRC: "snapshot checksum mismatch"
+        case .unknownVersion(let version):
+            "snapshot format version \(version) is not one this findmy reads (\(RegistrySnapshotFormat.version))"
+        case .invalid(let reason): "snapshot is malformed: \(reason)"
+        }
+    }
+}
+
+/// The snapshot files of one data directory (`DATA_DIR/snapshots`): written atomically (temporary
+/// file, fsync, rename, directory fsync), the newest `snapshotsKeptMax` kept.
+public struct RegistrySnapshotStore: Sendable {
+    public let directory: String
+    let io: any FileIO
+
+    public init(directory: String, io: any FileIO = PosixFileIO()) {
+        self.directory = directory
+        self.io = io
+    }
+
+    /// What a load found, for the start-up log line and tests.
+    public struct LoadReport: Sendable, Equatable {
+        /// The offset of the snapshot used, nil when none was usable (a full scan follows).
+        public var usedOffset: UInt64?
+        /// Snapshots passed over, newest first, each with why.
+        public var skipped: [Skipped] = []
+
+        public struct Skipped: Sendable, Equatable {
+            public var fileName: String
+            public var reason: String
+            /// Stale for good (another log, beyond the log's end, compacted since): removed.
+            public var deleted: Bool
+        }
+    }
+
+    /// Snapshot file names, newest (highest offset) first.
+    func snapshotFiles() throws -> [(name: String, offset: UInt64)] {
+        let names: [String]
+        do {
+            names = try io.list(directory)
+        } catch let error as IOError where error.errno == ENOENT {
+            return []
+        }
+        return names.compactMap { name in RegistrySnapshotFormat.offset(fileName: name).map { (name, $0) } }
+            .sorted { $0.offset > $1.offset }
+    }
+
+    /// Writes `snapshot` and removes all but the newest `snapshotsKeptMax`. Returns the file's path
+    /// and size.
+    @discardableResult
+    public func write(_ snapshot: RegistrySnapshot) throws -> (path: String, bytes: Int) {
+        try io.makeDirectory(directory)
+        let path = directory + "/" + RegistrySnapshotFormat.fileName(offset: snapshot.offset)
+        let temporary = path + ".tmp"
+        let bytes = snapshot.encoded()
+        let fd = try io.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        do {
+            try io.writeAll(fd, bytes, at: 0, path: temporary)
+            try io.fsync(fd, path: temporary)
+            io.close(fd)
+        } catch {
+            io.close(fd)
+            try? io.unlink(temporary)
+            throw error
+        }
+        try io.rename(temporary, path)
+        try io.syncDirectory(directory)
+        try prune()
+        return (path, bytes.count)
+    }
+
+    /// Removes the oldest snapshots beyond `snapshotsKeptMax`, and temporary files a crash left.
+    func prune() throws {
+        var removed = false
+        for (name, _) in try snapshotFiles().dropFirst(RegistrySnapshotFormat.snapshotsKeptMax) {
+            try io.unlink(directory + "/" + name)
+            removed = true
+        }
+        for name in try io.list(directory) where name.hasSuffix(".snap.tmp") {
+            try io.unlink(directory + "/" + name)
+            removed = true
+        }
+        if removed { try io.syncDirectory(directory) }
+    }
+
+    /// The newest snapshot that passes every rule of the format against `reader`'s log, or nil;
+    /// stale snapshots are deleted on the way (see the format's rules).
+    public func loadNewestValid(reader: LogReader, recentBatchesPerDeviceMax: Int) throws -> (
+        RegistrySnapshot?, LoadReport
+    ) {
+        var report = LoadReport()
+        let files = try snapshotFiles()
+        guard !files.isEmpty else { return (nil, report) }
+        let logID = try reader.logID() ?? .zero
+        let durableEnd = reader.durableEnd()
+        for (name, _) in files {
+            let path = directory + "/" + name
+            let snapshot: RegistrySnapshot
+            do {
+                snapshot = try RegistrySnapshot.decode(try readFile(path))
+            } catch {
+                report.skipped.append(.init(fileName: name, reason: "\(error)", deleted: false))
+                continue
+            }
+            var stale: String?
+            if snapshot.logID != logID {
+                stale = "it belongs to log \(snapshot.logID), not this log (\(logID))"
+            } else if snapshot.offset > durableEnd {
+                stale = "it stands at offset \(snapshot.offset), beyond the log's end \(durableEnd)"
+            } else if try reader.segmentIdentities(below: snapshot.offset) != snapshot.segments {
+                stale = "the log's segments below its offset were rewritten or removed since (compaction)"
+            }
+            if let stale {
+                try io.unlink(path)
+                try io.syncDirectory(directory)
+                report.skipped.append(.init(fileName: name, reason: stale, deleted: true))
+                continue
+            }
+            guard snapshot.registry.recentBatchesPerDeviceMax == recentBatchesPerDeviceMax else {
+                report.skipped.append(
+                    .init(
+                        fileName: name,
+                        reason:
+                            "it keeps \(snapshot.registry.recentBatchesPerDeviceMax) batch results per device, the server \(recentBatchesPerDeviceMax)",
+                        deleted: false))
+                continue
+            }
+            report.usedOffset = snapshot.offset
+            return (snapshot, report)
+        }
+        return (nil, report)
+    }
+
+    func readFile(_ path: String) throws -> [UInt8] {
+        let fd = try io.open(path, flags: O_RDONLY, mode: 0)
+        defer { io.close(fd) }
+        let size = try io.fileSize(fd, path: path)
+        return try io.read(fd, count: size, at: 0, path: path)
+    }
+}
+
+extension Registry {
+    /// Folds the records of `reader` from `start` to its durable end (or `end`) into `registry`;
+    /// returns the registry and the offset reached. A full scan is `start` 0 on an empty registry.
+    public static func replay(
+        _ reader: LogReader, into registry: Registry, from start: UInt64, upTo end: UInt64? = nil
+    ) throws -> (Registry, UInt64) {
+        var registry = registry
+        let reached = try reader.read(from: start, upTo: end) { record in
+            if record.header.isPayloadRemoved {
+                registry.applyEnvelope(record.header)
+            } else {
+                registry.apply(try record.event(), offset: record.offset)
+            }
+            return true
+        }
+        return (registry, max(reached, start))
+    }
+}
+
+extension Registry {
+    /// The names of the parts in which two registries differ, empty when they are the same value:
+    /// what the snapshot tests compare (a snapshot plus its tail against a full scan).
+    package func differences(from other: Registry) -> [String] {
+        var parts: [String] = []
+        func check(_ name: String, _ same: Bool) { if !same { parts.append(name) } }
+        check("recentBatchesPerDeviceMax", recentBatchesPerDeviceMax == other.recentBatchesPerDeviceMax)
+        check("retention.settings", retention.settings == other.retention.settings)
+        check("retention.userOfDevice", retention.userOfDevice == other.retention.userOfDevice)
+        check("retention.deviceDays", retention.deviceDays == other.retention.deviceDays)
+        check("retention.userDays", retention.userDays == other.retention.userDays)
+        check(
+            "retention.erasures",
+            retention.erasures.mapValues { $0.map(\.offset) }
+                == other.retention.erasures.mapValues { $0.map(\.offset) }
+                && retention.erasures.mapValues { $0.map(\.erase) }
+                    == other.retention.erasures.mapValues { $0.map(\.erase) }
+        )
+        check("retention.removedAt", retention.removedAt == other.retention.removedAt)
+        check("users", users == other.users)
+        check("devices", devices == other.devices)
+        check("pushTokens", pushTokens == other.pushTokens)
+        check("shares", shares == other.shares)
+        check("userIDsByName", userIDsByName == other.userIDsByName)
+        check("deviceIDsByKey", deviceIDsByKey == other.deviceIDsByKey)
+        check("deviceIDsByUser", deviceIDsByUser == other.deviceIDsByUser)
+        check("principals", principals == other.principals)
+        check("userTokenHashes", userTokenHashes == other.userTokenHashes)
+        check(
+            "recentBatches",
+            recentBatches.mapValues { [$0.head, $0.order.count] }
+                == other.recentBatches.mapValues { [$0.head, $0.order.count] }
+                && recentBatches.mapValues(\.order) == other.recentBatches.mapValues(\.order)
+                && recentBatches.mapValues(\.results) == other.recentBatches.mapValues(\.results))
+        check("nextOffset", nextOffset == other.nextOffset)
+        return parts
+    }
+}

@@ -1,0 +1,307 @@
+import Events
+
+// The body of a registry snapshot (docs/snapshots.md, "Body"): every stored field of `Registry`,
+// in this order, counts as u32, optionals as a u8 flag then the value, byte strings as u16 length
+// + bytes. The derived indexes are stored as they are rather than rebuilt, so that a loaded
+// registry is the folded one field for field, not one that a rebuild is believed to reproduce.
+//
+//   retention settings (u64 days, u64 arrival days), policy (device→user, device days, user days,
+//   erasures per device in log order, removal offsets), users, devices, push tokens, shares,
+//   user ids by name, device ids by (user, uuid), device ids by user, principals by token hash,
+//   token hashes by user, recent batch rings (results, eviction order, head), nextOffset.
+
+extension Registry {
+    func encodeBody() -> [UInt8] {
+        var w = ByteWriter(capacity: 1 << 16)
+        w.u64(UInt64(retention.settings.retentionDays))
+        w.u64(UInt64(retention.settings.arrivalsRetentionDays))
+        w.u32(UInt32(retention.userOfDevice.count))
+        for (device, user) in retention.userOfDevice {
+            w.u64(device)
+            w.u64(user)
+        }
+        for days in [retention.deviceDays, retention.userDays] {
+            w.u32(UInt32(days.count))
+            for (id, value) in days {
+                w.u64(id)
+                w.u64(UInt64(value))
+            }
+        }
+        w.u32(UInt32(retention.erasures.count))
+        for (device, list) in retention.erasures {
+            w.u64(device)
+            w.u32(UInt32(list.count))
+            for (offset, erase) in list {
+                w.u64(offset)
+                w.optionalI64(erase.fromMicros)
+                w.optionalI64(erase.toMicros)
+            }
+        }
+        w.u32(UInt32(retention.removedAt.count))
+        for (device, offset) in retention.removedAt {
+            w.u64(device)
+            w.u64(offset)
+        }
+        w.u32(UInt32(users.count))
+        for user in users.values {
+            w.u64(user.id)
+            w.string(user.name)
+            w.u8(user.role.rawValue)
+            w.optionalU32(user.retentionDays)
+            w.u8(user.passwordHash == nil ? 0 : 1)
+            if let hash = user.passwordHash { w.string(hash) }
+        }
+        w.u32(UInt32(devices.count))
+        for device in devices.values {
+            w.u64(device.id)
+            w.u64(device.userID)
+            w.uuid(device.uuid)
+            w.string(device.name)
+            w.string(device.platform)
+            w.string(device.model)
+            w.u8((device.paused ? 1 : 0) | (device.removed ? 2 : 0))
+            w.u8(device.tokenHash == nil ? 0 : 1)
+            if let hash = device.tokenHash { w.byteString(hash) }
+            w.optionalU32(device.retentionDays)
+        }
+        w.u32(UInt32(pushTokens.count))
+        for (key, registration) in pushTokens {
+            w.string(key.provider)
+            w.string(key.token)
+            w.u64(registration.deviceID)
+            w.string(registration.topic)
+            w.string(registration.environment)
+        }
+        w.u32(UInt32(shares.count))
+        for (device, grantees) in shares {
+            w.u64(device)
+            w.u32(UInt32(grantees.count))
+            for share in grantees.values {
+                w.u64(share.granteeUserID)
+                w.optionalI64(share.untilMicros)
+            }
+        }
+        w.u32(UInt32(userIDsByName.count))
+        for (name, id) in userIDsByName {
+            w.string(name)
+            w.u64(id)
+        }
+        w.u32(UInt32(deviceIDsByKey.count))
+        for (key, id) in deviceIDsByKey {
+            w.u64(key.userID)
+            w.uuid(key.uuid)
+            w.u64(id)
+        }
+        w.u32(UInt32(deviceIDsByUser.count))
+        for (user, ids) in deviceIDsByUser {
+            w.u64(user)
+            w.u32(UInt32(ids.count))
+            for id in ids { w.u64(id) }
+        }
+        w.u32(UInt32(principals.count))
+        for (hash, principal) in principals {
+            w.byteString(hash)
+            switch principal {
+            case .user(let id):
+                w.u8(0)
+                w.u64(id)
+            case .device(let id):
+                w.u8(1)
+                w.u64(id)
+            }
+        }
+        w.u32(UInt32(userTokenHashes.count))
+        for (user, hashes) in userTokenHashes {
+            w.u64(user)
+            w.u32(UInt32(hashes.count))
+            for hash in hashes { w.byteString(hash) }
+        }
+        w.u32(UInt32(recentBatches.count))
+        for (device, ring) in recentBatches {
+            w.u64(device)
+            w.u32(UInt32(ring.head))
+            w.u32(UInt32(ring.order.count))
+            for id in ring.order { w.uuid(id) }
+            w.u32(UInt32(ring.results.count))
+            for (id, result) in ring.results {
+                w.uuid(id)
+                w.u64(result.offset)
+                w.u64(UInt64(result.accepted))
+                w.u32(UInt32(result.rejections.count))
+                for rejection in result.rejections {
+                    w.u32(rejection.index)
+                    w.string(rejection.reason)
+                }
+            }
+        }
+        w.u64(nextOffset)
+        return w.bytes
+    }
+
+    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
+        var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
+        let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
+        registry.retention = try decodePolicy(&r, settings: settings)
+        for _ in 0..<(try r.u32()) {
+            let id = try r.u64()
+            let name = try r.string()
+            guard let role = Role(rawValue: try r.u8()) else { throw DecodeError.invalid("unknown role") }
+            var user = User(id: id, name: name, role: role, retentionDays: try r.optionalU32())
+            user.passwordHash = try r.u8() == 0 ? nil : try r.string()
+            registry.users[id] = user
+        }
+        for _ in 0..<(try r.u32()) {
+            var device = Device(
+                id: try r.u64(), userID: try r.u64(), uuid: try r.uuid(), name: try r.string(),
+                platform: try r.string(), model: try r.string())
+            let flags = try r.u8()
+            device.paused = flags & 1 != 0
+            device.removed = flags & 2 != 0
+            device.tokenHash = try r.u8() == 0 ? nil : try r.byteString()
+            device.retentionDays = try r.optionalU32()
+            registry.devices[device.id] = device
+        }
+        for _ in 0..<(try r.u32()) {
+            let key = PushKey(provider: try r.string(), token: try r.string())
+            registry.pushTokens[key] = PushRegistration(
+                deviceID: try r.u64(), topic: try r.string(), environment: try r.string())
+        }
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            var grantees: [UInt64: Share] = [:]
+            for _ in 0..<(try r.u32()) {
+                let grantee = try r.u64()
+                grantees[grantee] = Share(granteeUserID: grantee, untilMicros: try r.optionalI64())
+            }
+            registry.shares[device] = grantees
+        }
+        for _ in 0..<(try r.u32()) { registry.userIDsByName[try r.string()] = try r.u64() }
+        for _ in 0..<(try r.u32()) {
+            registry.deviceIDsByKey[DeviceKey(userID: try r.u64(), uuid: try r.uuid())] = try r.u64()
+        }
+        for _ in 0..<(try r.u32()) {
+            let user = try r.u64()
+            var ids: [UInt64] = []
+            for _ in 0..<(try r.u32()) { ids.append(try r.u64()) }
+            registry.deviceIDsByUser[user] = ids
+        }
+        for _ in 0..<(try r.u32()) {
+            let hash = try r.byteString()
+            switch try r.u8() {
+            case 0: registry.principals[hash] = .user(try r.u64())
+            case 1: registry.principals[hash] = .device(try r.u64())
+            default: throw DecodeError.invalid("unknown principal kind")
+            }
+        }
+        for _ in 0..<(try r.u32()) {
+            let user = try r.u64()
+            var hashes: [[UInt8]] = []
+            for _ in 0..<(try r.u32()) { hashes.append(try r.byteString()) }
+            registry.userTokenHashes[user] = hashes
+        }
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            var ring = RecentBatches()
+            ring.head = Int(try r.u32())
+            for _ in 0..<(try r.u32()) { ring.order.append(try r.uuid()) }
+            for _ in 0..<(try r.u32()) {
+                let id = try r.uuid()
+                let offset = try r.u64()
+                let accepted = try r.int()
+                var rejections: [Rejection] = []
+                for _ in 0..<(try r.u32()) {
+                    rejections.append(Rejection(index: try r.u32(), reason: try r.string()))
+                }
+                ring.results[id] = BatchResult(offset: offset, accepted: accepted, rejections: rejections)
+            }
+            // What `RecentBatches.insert` relies on: the order names exactly the stored results,
+            // within capacity, and the head points into a full ring.
+            guard ring.order.count <= recentBatchesPerDeviceMax, ring.order.count == ring.results.count,
+                ring.order.allSatisfy({ ring.results[$0] != nil }),
+                ring.head == 0 || ring.head < ring.order.count
+            else { throw DecodeError.invalid("a recent batch ring of device \(device) is inconsistent") }
+            registry.recentBatches[device] = ring
+        }
+        registry.nextOffset = try r.u64()
+        return registry
+    }
+
+    /// The policy's folds are replayed with the events that make them, in the order they were made:
+    /// the policy's own `apply` stays the one code path that fills it.
+    static func decodePolicy(_ r: inout ByteReader, settings: RetentionSettings) throws -> RetentionPolicy {
+        var policy = RetentionPolicy(settings: settings)
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            let user = try r.u64()
+            policy.apply(
+                .deviceEnrolled(
+                    DeviceEnrolled(
+                        deviceID: device, userID: user, deviceUUID: .zero, name: "", platform: "", model: "")),
+                offset: 0)
+        }
+        for scope in [RetentionScope.device, RetentionScope.user] {
+            for _ in 0..<(try r.u32()) {
+                let id = try r.u64()
+                let days = try r.u64()
+                guard days <= UInt64(RetentionPolicy.windowDaysMax) else {
+                    throw DecodeError.invalid("a retention window over the maximum")
+                }
+                policy.apply(
+                    .retentionChanged(RetentionChanged(scope: scope(id), days: UInt32(days))), offset: 0)
+            }
+        }
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            for _ in 0..<(try r.u32()) {
+                let offset = try r.u64()
+                let erase = HistoryErased(
+                    deviceID: device, fromMicros: try r.optionalI64(), toMicros: try r.optionalI64())
+                policy.apply(.historyErased(erase), offset: offset)
+            }
+        }
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            policy.apply(.deviceRemoved(DeviceRemoved(deviceID: device)), offset: try r.u64())
+        }
+        return policy
+    }
+}
+
+extension ByteWriter {
+    fileprivate mutating func uuid(_ value: UUID128) {
+        u64(value.high)
+        u64(value.low)
+    }
+
+    fileprivate mutating func byteString(_ bytes: [UInt8]) {
+        precondition(bytes.count <= Int(UInt16.max))
+        u16(UInt16(bytes.count))
+        raw(bytes)
+    }
+
+    fileprivate mutating func optionalU32(_ value: UInt32?) {
+        u8(value == nil ? 0 : 1)
+        if let value { u32(value) }
+    }
+
+    fileprivate mutating func optionalI64(_ value: Int64?) {
+        u8(value == nil ? 0 : 1)
+        if let value { i64(value) }
+    }
+}
+
+extension ByteReader {
+    fileprivate mutating func uuid() throws -> UUID128 { UUID128(high: try u64(), low: try u64()) }
+
+    fileprivate mutating func byteString() throws -> [UInt8] { Array(try raw(Int(try u16()))) }
+
+    fileprivate mutating func int() throws -> Int {
+        let value = try u64()
+        guard value <= UInt64(Int.max) else { throw DecodeError.invalid("a count over Int.max") }
+        return Int(value)
+    }
+
+    fileprivate mutating func optionalU32() throws -> UInt32? { try u8() == 0 ? nil : try u32() }
+
+    fileprivate mutating func optionalI64() throws -> Int64? { try u8() == 0 ? nil : try i64() }
+}

@@ -1,0 +1,213 @@
+import Events
+import Synchronization
+import Threads
+
+/// A registry folded from a log up to `offset`, and the identities of the segment files it was
+/// folded from (every segment with a base below `offset`): what a snapshot stores besides the
+/// registry, and what tells a fold that compaction changed its input since.
+package struct RegistryFold: Sendable {
+    package var registry: Registry
+    package var offset: UInt64
+    package var segments: [SegmentIdentity]
+}
+
+/// How the registry was rebuilt at start: from which snapshot, how much log followed it, and
+/// which snapshots were passed over and why (the `registry_rebuilt` log line).
+public struct RegistryStartReport: Sendable {
+    /// The offset of the snapshot used; nil for a full scan of the log.
+    public var snapshotOffset: UInt64?
+    /// Records folded after the snapshot (or from the log's start).
+    public var recordsReplayed: UInt64
+    public var skipped: [RegistrySnapshotStore.LoadReport.Skipped]
+    /// Set when the snapshot directory could not be read; the registry was rebuilt by a full scan.
+    public var snapshotError: String?
+}
+
+extension Registry {
+    /// The registry of `reader`'s log: the newest valid snapshot of `store` and the records after
+    /// it, or every record when there is none (docs/snapshots.md, "Start-up"). A snapshot that cannot
+    /// be read for any reason costs a full scan, never a start.
+    package static func rebuild(
+        reader: LogReader, store: RegistrySnapshotStore?, recentBatchesPerDeviceMax: Int
+    ) throws -> (RegistryFold, RegistryStartReport) {
+        var snapshot: RegistrySnapshot?
+        var report = RegistryStartReport(snapshotOffset: nil, recordsReplayed: 0, skipped: [])
+        if let store {
+            do {
+                let (loaded, load) = try store.loadNewestValid(
+                    reader: reader, recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
+                snapshot = loaded
+                report.skipped = load.skipped
+            } catch {
+                report.snapshotError = "\(error)"
+            }
+        }
+        let start = snapshot?.offset ?? 0
+        let (registry, reached) = try replay(
+            reader,
+            into: snapshot?.registry ?? Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax),
+            from: start)
+        report.snapshotOffset = snapshot?.offset
+        report.recordsReplayed = reached - min(start, reached)
+        let fold = RegistryFold(
+            registry: registry, offset: reached, segments: try reader.segmentIdentities(below: reached))
+        return (fold, report)
+    }
+}
+
+/// Writes registry snapshots while the server runs (docs/snapshots.md): every
+/// `recordsBetweenSnapshotsMax` records or `fixesBetweenSnapshotsMax` fixes, or every
+/// `snapshotIntervalMicros` when anything arrived,
+/// and once more at stop. It folds its own copy of the registry from the durable log rather than
+/// copying the live one: the live registry applies concurrent reports in completion order, so no
+/// instant of it is guaranteed to be the fold of a log prefix, and the copy is, by construction.
+public final class RegistrySnapshotter: Service {
+    public struct Schedule: Sendable {
+        /// A snapshot is written once this many records arrived since the last one...
+        public var recordsBetweenSnapshotsMax: UInt64 = 100_000
+        /// ...or once this many fixes did (a start's replay of 100-fix records costs per fix)...
+        public var fixesBetweenSnapshotsMax: UInt64 = 2_000_000
+        /// ...or once this long passed with anything new.
+        public var snapshotIntervalMicros: Int64 = 60_000_000
+        /// How often the thread compares the log's durable end with the last snapshot.
+        public var checkIntervalMicros: Int64 = 1_000_000
+
+        public init() {}
+    }
+
+    /// What a round did, for the server's log.
+    public enum Outcome: Sendable, Equatable {
+        case written(path: String, offset: UInt64, bytes: Int, millis: Int64)
+        /// Compaction rewrote or removed a segment this fold had read: it starts again from the
+        /// log's first record (on this thread, not holding up anything else).
+        case refolding(reason: String)
+        case failed(String)
+    }
+
+    public let name = "snapshots"
+    let reader: LogReader
+    public let store: RegistrySnapshotStore
+    public let schedule: Schedule
+    let monotonicClock: @Sendable () -> Int64
+    let report: @Sendable (Outcome) -> Void
+    private let progress: Mutex<Progress>
+
+    struct Progress {
+        var fold: RegistryFold
+        /// The offset and time of the last snapshot written (or loaded at start).
+        var lastOffset: UInt64
+        var lastMicros: Int64
+        var fixesSinceSnapshot: UInt64 = 0
+    }
+    private let worker = StoppableThread()
+
+    /// Continues from the fold `identity` rebuilt its registry with; call once per service.
+    public init(
+        identity: IdentityService, store: RegistrySnapshotStore, schedule: Schedule = Schedule(),
+        monotonicClock: @escaping @Sendable () -> Int64 = monotonicMicros,
+        report: @escaping @Sendable (Outcome) -> Void = { _ in }
+    ) {
+        precondition(
+            schedule.recordsBetweenSnapshotsMax > 0 && schedule.fixesBetweenSnapshotsMax > 0
+                && schedule.snapshotIntervalMicros > 0
+                && schedule.checkIntervalMicros > 0)
+        guard let fold = identity.takeStartFold() else {
+            preconditionFailure("one RegistrySnapshotter per IdentityService")
+        }
+        reader = LogReader(directory: identity.log.directory, writer: identity.log)
+        self.store = store
+        self.schedule = schedule
+        self.monotonicClock = monotonicClock
+        self.report = report
+        let lastOffset = identity.startReport.snapshotOffset ?? 0
+        progress = Mutex(Progress(fold: fold, lastOffset: lastOffset, lastMicros: monotonicClock()))
+    }
+
+    public var state: ServiceState {
+        worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle)
+    }
+
+    public func start() throws {
+        worker.start { [self] stop in
+            while !stop.wait(micros: schedule.checkIntervalMicros) {
+                if let outcome = round(force: false) { report(outcome) }
+            }
+        }
+    }
+
+    /// Stops the thread, then writes a last snapshot of everything durable.
+    public func stop(graceMicros: Int64) {
+        worker.stop()
+        if let outcome = round(force: true) { report(outcome) }
+    }
+
+    /// Folds up to the durable end and writes a snapshot there if anything is new: what `stop`
+    /// does, for tests and tools.
+    @discardableResult
+    public func snapshotNow() -> Outcome? { round(force: true) }
+
+    /// Folds whatever became durable since the last round (so the work is spread over the run, not
+    /// bunched at snapshot time), then writes a snapshot when one is due.
+    func round(force: Bool) -> Outcome? {
+        progress.withLock { state -> Outcome? in
+            let end = reader.durableEnd()
+            do {
+                if end > state.fold.offset { try fold(&state, upTo: end) }
+            } catch {
+                return .failed("\(error)")
+            }
+            let now = monotonicClock()
+            let pending = state.fold.offset > state.lastOffset
+            let due =
+                force || state.fold.offset - state.lastOffset >= schedule.recordsBetweenSnapshotsMax
+                || state.fixesSinceSnapshot >= schedule.fixesBetweenSnapshotsMax
+                || now - state.lastMicros >= schedule.snapshotIntervalMicros
+            guard pending && due else { return nil }
+            do {
+                let snapshot = RegistrySnapshot(
+                    offset: state.fold.offset, logID: try reader.logID() ?? .zero,
+                    segments: state.fold.segments,
+                    registry: state.fold.registry)
+                let started = monotonicMicros()
+                let (path, bytes) = try store.write(snapshot)
+                state.lastOffset = state.fold.offset
+                state.lastMicros = now
+                state.fixesSinceSnapshot = 0
+                return .written(
+                    path: path, offset: snapshot.offset, bytes: bytes,
+                    millis: (monotonicMicros() - started) / 1000)
+            } catch {
+                return .failed("\(error)")
+            }
+        }
+    }
+
+    private func fold(_ state: inout Progress, upTo end: UInt64) throws {
+        let before = try reader.segmentIdentities(below: end)
+        if before.filter({ $0.base < state.fold.offset }) != state.fold.segments {
+            state.fold = RegistryFold(
+                registry: Registry(recentBatchesPerDeviceMax: state.fold.registry.recentBatchesPerDeviceMax),
+                offset: 0, segments: [])
+            // Every snapshot on disk is stale now: the next one is due as soon as the refold ends.
+            state.lastOffset = 0
+            state.fixesSinceSnapshot = schedule.fixesBetweenSnapshotsMax
+            report(.refolding(reason: "a segment the snapshot fold had read was rewritten or removed"))
+        }
+        var registry = state.fold.registry
+        var fixes: UInt64 = 0
+        let reached = try reader.read(from: state.fold.offset, upTo: end) { record in
+            fixes += UInt64(record.header.fixCount)
+            if record.header.isPayloadRemoved {
+                registry.applyEnvelope(record.header)
+            } else {
+                registry.apply(try record.event(), offset: record.offset)
+            }
+            return true
+        }
+        let after = try reader.segmentIdentities(below: reached)
+        // A rewrite during the fold: what was read may mix versions; the next round decides.
+        guard after == before.filter({ $0.base < reached }) else { return }
+        state.fold = RegistryFold(registry: registry, offset: reached, segments: after)
+        state.fixesSinceSnapshot += fixes
+    }
+}
