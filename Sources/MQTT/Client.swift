@@ -130,7 +130,7 @@ public final class MQTTClient: Sendable {
     /// already handed out, sends them and DISCONNECT, and returns once the thread is gone.
     /// Messages still unacknowledged stay with the broker's session for the next start.
     public func stop(graceMicros: Int64) {
-        state.withLock { $0.stopDeadlineMicros = monotonicClockMicros() + graceMicros }
+        state.withLock { $0.stopDeadlineMicros = monotonicMicros() + graceMicros }
         worker.stopSignal.request()
         wake()
         worker.stop()
@@ -206,7 +206,7 @@ public final class MQTTClient: Sendable {
         }
         defer { close(socket) }
         let keepAliveMicros = Int64(configuration.keepAliveSeconds) * 1_000_000
-        let handshakeDeadline = monotonicClockMicros() + Int64(configuration.connectTimeoutMillis) * 1000
+        let handshakeDeadline = monotonicMicros() + Int64(configuration.connectTimeoutMillis) * 1000
         guard
             send(
                 socket,
@@ -215,13 +215,13 @@ public final class MQTTClient: Sendable {
                     keepAliveSeconds: configuration.keepAliveSeconds, username: configuration.username,
                     password: configuration.password))
         else { return .failed("sending CONNECT: \(errnoText())", wasConnected: false) }
-        var lastSentMicros = monotonicClockMicros()
+        var lastSentMicros = monotonicMicros()
         var pingSentMicros: Int64?
         var phase = Phase.awaitingConnectAcknowledgement
         var reader = PacketReader(packetBytesMax: configuration.packetBytesMax)
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let now = monotonicClockMicros()
+            let now = monotonicMicros()
             var wasConnected: Bool { phase == .subscribed }
             if stop.isRequested {
                 return drain(socket, connected: wasConnected)
@@ -244,7 +244,7 @@ public final class MQTTClient: Sendable {
                 guard send(socket, outgoing) else {
                     return .failed("sending PUBACK: \(errnoText())", wasConnected: wasConnected)
                 }
-                lastSentMicros = monotonicClockMicros()
+                lastSentMicros = monotonicMicros()
             }
             var descriptors = [
                 pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
@@ -275,7 +275,7 @@ public final class MQTTClient: Sendable {
                                     packetID: Self.subscribePacketID, filters: configuration.topicFilters,
                                     qos: 1))
                         else { return .failed("sending SUBSCRIBE: \(errnoText())", wasConnected: false) }
-                        lastSentMicros = monotonicClockMicros()
+                        lastSentMicros = monotonicMicros()
                         phase = .awaitingSubscribeAcknowledgement
                         state.withLock {
                             $0.status.connected = true
@@ -336,12 +336,12 @@ public final class MQTTClient: Sendable {
     /// sent as they come until none is pending or the grace period ends, then DISCONNECT (which
     /// keeps the session: clean session 0).
     private func drain(_ socket: Int32, connected: Bool) -> SessionOutcome {
-        let deadline = state.withLock { $0.stopDeadlineMicros } ?? monotonicClockMicros()
+        let deadline = state.withLock { $0.stopDeadlineMicros } ?? monotonicMicros()
         while true {
             let outgoing = takeOutbox()
             let pending = state.withLock { $0.acknowledgements.pendingCount }
             if !outgoing.isEmpty && !send(socket, outgoing) { return .stopped }
-            let now = monotonicClockMicros()
+            let now = monotonicMicros()
             if pending == 0 || now >= deadline { break }
             var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
             _ = poll(&descriptor, 1, Int32(min(1000, max(1, (deadline - now) / 1000))))
@@ -435,10 +435,10 @@ public final class MQTTClient: Sendable {
         defer { _ = fcntl(socket, F_SETFL, flags) }
         if Glibc.connect(socket, address.ai_addr, address.ai_addrlen) == 0 { return nil }
         guard errno == EINPROGRESS else { return errnoText() }
-        let deadline = monotonicClockMicros() + Int64(configuration.connectTimeoutMillis) * 1000
+        let deadline = monotonicMicros() + Int64(configuration.connectTimeoutMillis) * 1000
         while true {
             if stop.isRequested { return "stopping" }
-            let now = monotonicClockMicros()
+            let now = monotonicMicros()
             if now >= deadline { return "timed out" }
             var descriptors = [
                 pollfd(fd: socket, events: Int16(POLLOUT), revents: 0),

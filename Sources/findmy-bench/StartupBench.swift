@@ -140,7 +140,7 @@ enum StartupBench {
         let reader = LogReader(directory: log, writer: writer)
         let end = writer.durableEnd
         let logID = try reader.logID() ?? .zero
-        let capacity = IngestLimits().recentBatchesPerDeviceMax
+        let capacity = IdentityLimits().recentBatchesPerDeviceMax
         let lagEnd = end - min(end, lagRecords)
         let (atLag, _) = try Registry.replay(
             reader, into: Registry(recentBatchesPerDeviceMax: capacity), from: 0, upTo: lagEnd)

@@ -45,7 +45,7 @@ import Testing
         }
 
         /// The registry a start without snapshots rebuilds: the reference every test compares with.
-        func fullScan(recentBatchesPerDeviceMax: Int = IngestLimits().recentBatchesPerDeviceMax) throws
+        func fullScan(recentBatchesPerDeviceMax: Int = IdentityLimits().recentBatchesPerDeviceMax) throws
             -> Registry
         {
             let log = try openLog()
@@ -53,8 +53,8 @@ import Testing
             return try IdentityService(log: log, limits: limits(recentBatchesPerDeviceMax)).registrySnapshot
         }
 
-        func limits(_ recentBatchesPerDeviceMax: Int) -> IngestLimits {
-            var limits = IngestLimits()
+        func limits(_ recentBatchesPerDeviceMax: Int) -> IdentityLimits {
+            var limits = IdentityLimits()
             limits.recentBatchesPerDeviceMax = recentBatchesPerDeviceMax
             return limits
         }

@@ -93,9 +93,9 @@ private func client(_ broker: Mosquitto, id: String, _ inbox: Inbox) -> MQTTClie
 }
 
 private func waitUntil(_ condition: () -> Bool) -> Bool {
-    let deadline = monotonicClockMicros() + 60_000_000
+    let deadline = monotonicMicros() + 60_000_000
     while !condition() {
-        if monotonicClockMicros() > deadline { return false }
+        if monotonicMicros() > deadline { return false }
         usleep(5_000)
     }
     return true
