@@ -15,9 +15,13 @@ import Testing
         for (name, value) in try body["services"]?.objectValue.members.map({ ($0.key, $0.value) }) ?? [] {
             states[name] = try value["state"]?.stringValue
         }
-        // --projector off: no PostgreSQL and no projector; the log, the compactor (idle without a
-        // database, but its service runs), the admin socket and the API in start order.
-        #expect(states == ["log": "running", "compactor": "running", "admin": "running", "api": "running"])
+        // --projector off: no PostgreSQL and no projector; the log, the registry snapshotter, the
+        // compactor (idle without a database, but its service runs), the admin socket and the API.
+        #expect(
+            states == [
+                "log": "running", "snapshots": "running", "compactor": "running", "admin": "running",
+                "api": "running",
+            ])
         #expect(try body["status"]?.stringValue == "ok")
         let metrics = try HTTPConnection(address: server.address).send("GET", "/metrics")
         #expect(metrics.bodyText.contains("findmy_service_running{service=\"api\"} 1"))
