@@ -29,11 +29,13 @@ format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
 
 # Builds a release binary and runs the server on ./data (or $FINDMY_DATA_DIR) at 127.0.0.1:8080
-# (or $FINDMY_LISTEN), after printing how to create a user and enrol a device.
-FINDMY_DATA_DIR ?= $(CURDIR)/data
+# (or $FINDMY_LISTEN), after printing how to create a user and enrol a device. As root in a
+# checkout others cannot pass through, ./data cannot hold the cluster: see ops/default-data-dir.sh.
+FINDMY_DATA_DIR ?= $(shell ops/default-data-dir.sh "$(CURDIR)")
 FINDMY_LISTEN ?= 127.0.0.1:8080
 run: release
-	@bin="$$($(SWIFT) build -c release $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy"; \
+	@mkdir -p "$(dir $(FINDMY_DATA_DIR))"; \
+	bin="$$($(SWIFT) build -c release $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy"; \
 	url="http://$(FINDMY_LISTEN)"; \
 	echo ""; \
 	echo "findmy: serving $$url with data in $(FINDMY_DATA_DIR) (Ctrl-C stops it)"; \

@@ -12,11 +12,14 @@ cleanup() {
         for _ in $(seq 1 60); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.5; done
         kill -KILL -- "-$group" 2>/dev/null || true
     fi
-    local link="$work/findmy/data/postgres" owner=""
+    # The data directory `make run` chose (under /var/lib/findmy as root in a mktemp directory).
+    local data="" link="" owner=""
+    data=$("$repo/ops/default-data-dir.sh" "$work/findmy")
+    link="$data/postgres"
     # As root the cluster ran as an OS user made for this data directory: it goes too.
     if [[ -e "$link/data/PG_VERSION" ]]; then owner=$(stat -c %U "$link/data/PG_VERSION"); fi
     if [[ -L "$link" ]]; then rm -rf "$(readlink "$link")"; fi
-    rm -rf "$work"
+    rm -rf "$work" "$data"
     if [[ "$owner" == findmy-* ]]; then userdel "$owner" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
