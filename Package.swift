@@ -77,6 +77,10 @@ let package = Package(
             dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
+        // Commands to devices (locate, sound, lost): the channel seam the push providers and OwnTracks
+        // MQTT implement. docs/commands.md.
+        .target(name: "Commands", swiftSettings: strict),
+
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
