@@ -48,7 +48,7 @@ extension ClientsService {
                 deviceID: deviceID, clientProtocol: .overland, body: request.body),
             clientProtocol: .overland)
         service.submit(report) { outcome in
-            reply(answer(outcome, service: service) { .json("{\"result\":\"ok\"}") })
+            reply(answer(outcome) { .json("{\"result\":\"ok\"}") })
         }
     }
 
@@ -84,7 +84,7 @@ extension ClientsService {
                 deviceID: deviceID, clientProtocol: .osmand, body: content(request)),
             clientProtocol: .osmand)
         service.submit(report) { outcome in
-            reply(answer(outcome, service: service) { HTTPResponse(status: 200) })
+            reply(answer(outcome) { HTTPResponse(status: 200) })
         }
     }
 
@@ -99,9 +99,7 @@ extension ClientsService {
         return bytes + [0x0A] + request.body
     }
 
-    static func answer(
-        _ outcome: ClientReportOutcome, service: IngestService, success: () -> HTTPResponse
-    ) -> HTTPResponse {
+    static func answer(_ outcome: ClientReportOutcome, success: () -> HTTPResponse) -> HTTPResponse {
         switch outcome {
         case .stored, .duplicate, .empty, .paused:
             return success()
