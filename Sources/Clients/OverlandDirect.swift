@@ -172,10 +172,14 @@ extension OverlandDecoder {
         return scanner.plainString() != nil || scanner.scalar() != nil
     }
 
-    /// A name is matched by length and memcmp, without making a `String`.
-    private static func equal(_ name: UnsafeBufferPointer<UInt8>, _ expected: StaticString) -> Bool {
-        name.count == expected.utf8CodeUnitCount
-            && memcmp(name.baseAddress!, expected.utf8Start, name.count) == 0
+    /// A name is matched by its bytes, without making a `String` (comparing through
+    /// `String.UTF8View` took a fifth of the server's time): length, first byte, then memcmp, as
+    /// most names a location holds differ from a wanted one in one of the first two.
+    static func equal(_ name: UnsafeBufferPointer<UInt8>, _ expected: StaticString) -> Bool {
+        guard name.count == expected.utf8CodeUnitCount else { return false }
+        guard name.count > 0 else { return true }
+        return name[0] == expected.utf8Start[0]
+            && memcmp(name.baseAddress! + 1, expected.utf8Start + 1, name.count - 1) == 0
     }
 
     /// Equal bytes, the lengths being equal (an empty name has no base address to compare).

@@ -16,28 +16,32 @@ enum AppBench {
         var app: String
         var connections: Int
         var fixesPerRequest: Int
-        var native: LoadTarget.Result
-        var measured: LoadTarget.Result
+        /// Native and the app, in each round.
+        var rounds: [(native: LoadTarget.Result, measured: LoadTarget.Result)]
+        var native: LoadTarget.Result { .combined(rounds.map(\.native)) }
+        var measured: LoadTarget.Result { .combined(rounds.map(\.measured)) }
     }
 
     static let shapes: [(app: String, connections: Int, fixesPerRequest: Int)] = [
         ("overland", 16, 1_000), ("owntracks", 64, 1),
     ]
 
-    /// Native first, then the app, for every shape whose app is in `apps`.
+    /// Native, then the app, `rounds` times, for every shape whose app is in `apps`: on a machine
+    /// whose load changes by the second, alternating in short rounds keeps both sides of the ratio
+    /// under the same conditions.
     static func measure(
-        apps: Set<String>, user: String, tokens: [String], drive: (LoadTarget) throws -> LoadTarget.Result
+        apps: Set<String>, user: String, tokens: [String], rounds: Int,
+        drive: (LoadTarget) throws -> LoadTarget.Result
     ) throws -> [Pair] {
         try shapes.filter { apps.contains($0.app) }.map { shape in
             let tokens = Array(tokens.prefix(shape.connections))
             var generator = TrackGenerator(seed: 1_000, startMicros: wallClockMicros() - 3_600_000_000)
             let fixes = generator.next(shape.fixesPerRequest)
             let app = shape.app == "overland" ? overland(tokens, fixes) : owntracks(user, tokens, fixes[0])
-            let native = try drive(IngestBench.nativeTarget(tokens, fixes))
-            let measured = try drive(app)
+            let native = IngestBench.nativeTarget(tokens, fixes)
             return Pair(
                 app: shape.app, connections: shape.connections, fixesPerRequest: shape.fixesPerRequest,
-                native: native, measured: measured)
+                rounds: try (0..<rounds).map { _ in (try drive(native), try drive(app)) })
         }
     }
 
@@ -130,7 +134,12 @@ enum AppBench {
             fixesPerRequest: 1, expectedBody: Array("[]".utf8))
     }
 
-    /// The `apps` member of the bench's JSON.
+    static func ratio(_ app: LoadTarget.Result, _ native: LoadTarget.Result) -> Double {
+        IngestBench.rounded(app.fixesPerSecond / max(1, native.fixesPerSecond))
+    }
+
+    /// The `apps` member of the bench's JSON: per side, rates over all rounds, p50 and p99 the
+    /// median of the rounds'.
     static func write(_ pairs: [Pair], to writer: inout JSONWriter) {
         writer.key("apps")
         writer.beginArray()
@@ -158,8 +167,11 @@ enum AppBench {
                 writer.endObject()
             }
             writer.key("app_over_native_ratio")
-            writer.double(
-                IngestBench.rounded(pair.measured.fixesPerSecond / max(1, pair.native.fixesPerSecond)))
+            writer.double(ratio(pair.measured, pair.native))
+            writer.key("round_ratios")
+            writer.beginArray()
+            for round in pair.rounds { writer.double(ratio(round.measured, round.native)) }
+            writer.endArray()
             writer.endObject()
         }
         writer.endArray()

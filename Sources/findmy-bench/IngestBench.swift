@@ -25,7 +25,7 @@ enum IngestBench {
 
     static let help = """
         usage: findmy-bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
-                                   [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks]
+                                   [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks] [--rounds R]
 
         Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
         directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
@@ -34,7 +34,8 @@ enum IngestBench {
         native endpoint with the same fixes, one after the other: 1,000-fix batches at 16 connections as
         Overland sends them (phase `overland`), and single OwnTracks HTTP `location` messages at 64
         connections (phase `owntracks`); each with its ratio to native. --phases picks the phases
-        (default all three). Build with
+        (default all three); --rounds R (default 1) alternates native and the app R times, S seconds
+        each, for a ratio that a changing machine load affects less. Build with
         -c release to measure. The client runs on the same machine and takes CPU from the server, so the
         figures are a floor.
 
@@ -48,7 +49,8 @@ enum IngestBench {
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
             arguments,
-            valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases"], flags: [])
+            valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases", "rounds"],
+            flags: [])
         if options.flag("help") {
             print(help)
             return 0
@@ -137,8 +139,10 @@ enum IngestBench {
         writer.endArray()
         // Issue 13: each app's protocol against native, with the same fixes in the same run.
         AppBench.write(
-            try AppBench.measure(apps: phases, user: "bench", tokens: deviceTokens, drive: drive), to: &writer
-        )
+            try AppBench.measure(
+                apps: phases, user: "bench", tokens: deviceTokens,
+                rounds: try options.integer("rounds", default: 1),
+                drive: drive), to: &writer)
         writer.key("server_peak_rss_bytes")
         writer.int64(server.peakResidentBytes())
         writer.endObject()

@@ -46,6 +46,21 @@ struct LoadTarget: Sendable {
         var requestsPerSecond = 0.0
         var p50Micros: Int64 = 0
         var p99Micros: Int64 = 0
+
+        /// Runs of equal length as one: rates averaged, counts summed, percentiles the median of
+        /// the runs' (they cannot be merged exactly).
+        static func combined(_ runs: [Result]) -> Result {
+            guard runs.count > 1 else { return runs.first ?? Result() }
+            func median(_ values: [Int64]) -> Int64 { values.sorted()[values.count / 2] }
+            var result = Result()
+            result.requests = runs.reduce(0) { $0 + $1.requests }
+            result.failures = runs.reduce(0) { $0 + $1.failures }
+            result.fixesPerSecond = runs.reduce(0) { $0 + $1.fixesPerSecond } / Double(runs.count)
+            result.requestsPerSecond = runs.reduce(0) { $0 + $1.requestsPerSecond } / Double(runs.count)
+            result.p50Micros = median(runs.map(\.p50Micros))
+            result.p99Micros = median(runs.map(\.p99Micros))
+            return result
+        }
     }
 
     /// One thread and keep-alive connection per device, each posting back to back for `seconds`.
