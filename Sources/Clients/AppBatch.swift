@@ -86,8 +86,11 @@ extension AppFix {
 
 extension AppBatch {
     /// This batch as the report path's `ClientReport`; indexes past `UInt32` cannot occur (the
-    /// decoders refuse more than `batchFixesMax` items first).
-    func clientReport(deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol) -> ClientReport {
+    /// decoders refuse more than `batchFixesMax` items first). `receivedAtMicros`: the arrival
+    /// time the decoder dated fixes without a time by, so that the report path stamps the same.
+    func clientReport(
+        deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol, receivedAtMicros: Int64? = nil
+    ) -> ClientReport {
         var items: [ClientReport.Item] = []
         items.reserveCapacity(fixes.count)
         var refused = rejections.map { ClientReport.ItemRejection(index: UInt32($0.index), $0.rejection) }
@@ -100,6 +103,6 @@ extension AppBatch {
         }
         return ClientReport(
             deviceID: deviceID, batchID: batchID, clientProtocol: clientProtocol, items: items,
-            rejections: refused)
+            rejections: refused, receivedAtMicros: receivedAtMicros)
     }
 }

@@ -58,7 +58,9 @@ extension ClientsService {
     static func osmand(
         _ request: HTTPRequest, principal: Registry.Principal?, service: IngestService, reply: HTTPReply
     ) {
-        let decoded = OsmAndDecoder.decode(request, receivedAtMicros: service.identity.clockMicros())
+        // One reading of the clock: a fix without a time is dated by it, and it is the received_at.
+        let received = service.identity.clockMicros()
+        let decoded = OsmAndDecoder.decode(request, receivedAtMicros: received)
         let deviceID: UInt64
         if case .device(let fromCredentials)? = principal {
             deviceID = fromCredentials
@@ -82,7 +84,7 @@ extension ClientsService {
             deviceID: deviceID,
             batchID: ClientReport.derivedBatchID(
                 deviceID: deviceID, clientProtocol: .osmand, body: content(request)),
-            clientProtocol: .osmand)
+            clientProtocol: .osmand, receivedAtMicros: received)
         service.submit(report) { outcome in
             reply(answer(outcome) { HTTPResponse(status: 200) })
         }
