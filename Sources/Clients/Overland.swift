@@ -218,12 +218,30 @@ struct FeatureMembers {
             }
         }
 
-        /// The member named by `bytes` (`OverlandDecoder.equal`), or nil.
+        /// The member named by `bytes` (`OverlandDecoder.equal`), or nil. The length picks the one
+        /// or two candidates: a location has about fifteen names, most of them not wanted.
         init?(named bytes: UnsafeBufferPointer<UInt8>) {
-            guard let property = Self.allCases.first(where: { OverlandDecoder.equal(bytes, $0.name) }) else {
+            let candidates: (Property, Property?)
+            switch bytes.count {
+            case 4: candidates = (.type, nil)
+            case 5: candidates = (.speed, nil)
+            case 6: candidates = (.action, .course)
+            case 8: candidates = (.altitude, nil)
+            case 9: candidates = (.timestamp, nil)
+            case 12: candidates = (.arrivalDate, nil)
+            case 13: candidates = (.batteryLevel, .batteryState)
+            case 14: candidates = (.departureDate, nil)
+            case 17: candidates = (.verticalAccuracy, nil)
+            case 19: candidates = (.horizontalAccuracy, nil)
+            default: return nil
+            }
+            if OverlandDecoder.equal(bytes, candidates.0.name) {
+                self = candidates.0
+            } else if let second = candidates.1, OverlandDecoder.equal(bytes, second.name) {
+                self = second
+            } else {
                 return nil
             }
-            self = property
         }
     }
 
