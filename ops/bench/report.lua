@@ -8,6 +8,9 @@
 --   FINDMY_BENCH_BODY_PREFIX     a file holding the body up to its unique id
 --   FINDMY_BENCH_BODY_SUFFIX     a file holding the body after its unique id
 --   FINDMY_BENCH_THREADS         wrk's thread count
+-- Builds before the apps' phases (their WrkDriver sets only FINDMY_BENCH_TOKENS, a file of device
+-- tokens, and FINDMY_BENCH_FIXES, the fix objects of one batch) get native reports as before, so
+-- that old and new builds can still be compared with this script.
 -- wrk's Lua cannot tell which connection a request goes out on, so each thread takes every
 -- `threads`-th device and rotates through its share one request at a time: with 64 connections
 -- and 64 devices each device has about one request in flight. Every request's body carries a fresh
@@ -40,15 +43,27 @@ local counter = 0
 local nonce = 0
 
 function init(args)
-   path = os.getenv("FINDMY_BENCH_PATH")
-   local headers = {}
-   for line in read_file(os.getenv("FINDMY_BENCH_HEADERS")):gmatch("[^\n]+") do
-      local name, value = line:match("^([^:]+):%s*(.*)$")
-      headers[name] = value
-   end
    local all = {}
-   for line in read_file(os.getenv("FINDMY_BENCH_AUTHORIZATIONS")):gmatch("[^\n]+") do
-      table.insert(all, line)
+   local headers = {}
+   if os.getenv("FINDMY_BENCH_PATH") == nil then
+      path = "/api/find-my/report"
+      headers["Content-Type"] = "application/json"
+      for line in read_file(os.getenv("FINDMY_BENCH_TOKENS")):gmatch("[^\n]+") do
+         table.insert(all, "Bearer " .. line)
+      end
+      prefix = '{"batch_id": "'
+      suffix = '", "fixes": [' .. read_file(os.getenv("FINDMY_BENCH_FIXES")):gsub("%s+$", "") .. ']}'
+   else
+      path = os.getenv("FINDMY_BENCH_PATH")
+      for line in read_file(os.getenv("FINDMY_BENCH_HEADERS")):gmatch("[^\n]+") do
+         local name, value = line:match("^([^:]+):%s*(.*)$")
+         headers[name] = value
+      end
+      for line in read_file(os.getenv("FINDMY_BENCH_AUTHORIZATIONS")):gmatch("[^\n]+") do
+         table.insert(all, line)
+      end
+      prefix = read_file(os.getenv("FINDMY_BENCH_BODY_PREFIX"))
+      suffix = read_file(os.getenv("FINDMY_BENCH_BODY_SUFFIX"))
    end
    local count = tonumber(os.getenv("FINDMY_BENCH_THREADS") or "1")
    for index = thread_number, #all, count do
@@ -57,8 +72,6 @@ function init(args)
       table.insert(headers_by_device, device)
    end
    assert(#headers_by_device > 0, "no device for thread " .. thread_number)
-   prefix = read_file(os.getenv("FINDMY_BENCH_BODY_PREFIX"))
-   suffix = read_file(os.getenv("FINDMY_BENCH_BODY_SUFFIX"))
    nonce = os.time() % 0x100000000
 end
 
