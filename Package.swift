@@ -161,7 +161,13 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
         // The MQTT client against a real Debian mosquitto started on a free port.
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Threads"], swiftSettings: strict),
+        .testTarget(
+            name: "MQTTTests", dependencies: ["MQTT", "Threads", "MosquittoSupport"], swiftSettings: strict),
+        // The one launcher of a real Debian mosquitto for the tests that need a broker: started so
+        // that it never outlives the test process (Threads' spawnChild under setpriv --pdeathsig).
+        .target(
+            name: "MosquittoSupport", dependencies: ["Threads"], path: "Tests/MosquittoSupport",
+            swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
         .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
@@ -180,7 +186,8 @@ let package = Package(
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto"],
+            name: "EndToEndTests",
+            dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",

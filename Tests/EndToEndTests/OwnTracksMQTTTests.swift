@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import JSON
+import MosquittoSupport
 import Testing
 
 /// OwnTracks in MQTT mode against a real Debian mosquitto: a QoS 1 message is acknowledged to the

@@ -1,5 +1,6 @@
 import Foundation
 import MQTT
+import MosquittoSupport
 import Synchronization
 import Testing
 import Threads
