@@ -23,6 +23,9 @@ final class OwnTracksMQTTService: Service, StatusSource {
     struct Configuration: Sendable {
         var host: String
         var port: UInt16
+        /// `mqtts://`: TLS, the broker's certificate checked against `caFile` or the system's CAs.
+        var tls = false
+        var caFile: String?
         var username: String?
         var passwordFile: String?
         var topic: TopicFilter
@@ -98,6 +101,12 @@ final class OwnTracksMQTTService: Service, StatusSource {
             topicFilters: filters.map(\.filter.description)
         )
         clientConfiguration.reconnectDelayMillisMax = 30_000
+        if configuration.tls {
+            let caFile = configuration.caFile
+            clientConfiguration.streamOpener = { socket, host in
+                try TLSClientStream(socket: socket, host: host, caFile: caFile)
+            }
+        }
         let broker = "\(configuration.host):\(configuration.port)"
         let started = MQTTClient(
             clientConfiguration,
@@ -250,6 +259,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
         let counted = counters.withLock { $0 }
         var members: [(String, JSONValue)] = [
             ("broker", .string("\(configuration.host):\(configuration.port)")),
+            ("tls", .bool(configuration.tls)),
             ("topic", .string(configuration.topic.description)),
             ("connected", .bool(status.connected)),
             ("subscribed", .bool(status.subscribed)),
@@ -352,7 +362,11 @@ extension OwnTracksMQTTService {
     static let settings: [(flag: String, environment: String, help: String)] = [
         (
             "mqtt-url", "FINDMY_MQTT_URL",
-            "mqtt://HOST[:PORT] of the broker OwnTracks phones publish to (port 1883 by default); findmy subscribes with a persistent session and acknowledges each QoS 1 message once it is durable. mqtts:// (TLS) is not supported yet (docs/clients.md)"
+            "mqtt://HOST[:PORT] (port 1883 by default) or mqtts://HOST[:PORT] (TLS, port 8883 by default) of the broker OwnTracks phones publish to; findmy subscribes with a persistent session and acknowledges each QoS 1 message once it is durable"
+        ),
+        (
+            "mqtt-ca-file", "FINDMY_MQTT_CA_FILE",
+            "with mqtts://: PEM file of the CA certificates to trust for the broker's certificate instead of the system's CA store (a private CA); the URL's host must be a name or address the certificate lists"
         ),
         ("mqtt-username", "FINDMY_MQTT_USERNAME", "the broker login findmy subscribes as"),
         (
@@ -372,7 +386,16 @@ extension OwnTracksMQTTService {
     /// The MQTT configuration from the options, or nil without --mqtt-url.
     static func configuration(_ value: (String, String) -> String?) throws -> Configuration? {
         guard let url = value("mqtt-url", "FINDMY_MQTT_URL"), !url.isEmpty else { return nil }
-        let (host, port) = try parseURL(url)
+        let (host, port, tls) = try parseURL(url)
+        let caFile = value("mqtt-ca-file", "FINDMY_MQTT_CA_FILE").flatMap { $0.isEmpty ? nil : $0 }
+        if caFile != nil && !tls {
+            throw UsageError("--mqtt-ca-file (FINDMY_MQTT_CA_FILE) is for a TLS broker: use an mqtts:// URL")
+        }
+        if let caFile, access(caFile, R_OK) != 0 {
+            throw UsageError(
+                "--mqtt-ca-file (FINDMY_MQTT_CA_FILE): cannot read '\(caFile)': \(String(cString: strerror(errno)))"
+            )
+        }
         let topicText = value("mqtt-topic", "FINDMY_MQTT_TOPIC") ?? "owntracks/+/+"
         guard let topic = TopicFilter(topicText, wildcards: 2) else {
             throw UsageError(
@@ -393,23 +416,19 @@ extension OwnTracksMQTTService {
             throw UsageError("--mqtt-client-id (FINDMY_MQTT_CLIENT_ID) must be 1 to 65535 bytes")
         }
         return Configuration(
-            host: host, port: port, username: value("mqtt-username", "FINDMY_MQTT_USERNAME"),
+            host: host, port: port, tls: tls, caFile: caFile,
+            username: value("mqtt-username", "FINDMY_MQTT_USERNAME"),
             passwordFile: value("mqtt-password-file", "FINDMY_MQTT_PASSWORD_FILE"), topic: topic,
             clientID: clientID, testHold: testHold)
     }
 
-    /// `mqtt://host`, `mqtt://host:port`, `mqtt://[::1]:port`.
-    static func parseURL(_ url: String) throws -> (host: String, port: UInt16) {
+    /// `mqtt://host`, `mqtt://host:port`, `mqtt://[::1]:port`, and the same with `mqtts://` (TLS).
+    static func parseURL(_ url: String) throws -> (host: String, port: UInt16, tls: Bool) {
         let usage =
-            "--mqtt-url (FINDMY_MQTT_URL) must be mqtt://HOST or mqtt://HOST:PORT (login with --mqtt-username and --mqtt-password-file), got '\(url)'"
-        if url.hasPrefix("mqtts://") {
-            throw UsageError(
-                "--mqtt-url: mqtts:// (TLS) is not supported yet. Connect to a plain listener the broker offers "
-                    + "on a trusted network (the loopback interface when it runs beside findmy), or through a TLS "
-                    + "tunnel such as stunnel; docs/clients.md, \"OwnTracks (MQTT)\"")
-        }
-        guard url.hasPrefix("mqtt://") else { throw UsageError(usage) }
-        var rest = Substring(url.dropFirst("mqtt://".count))
+            "--mqtt-url (FINDMY_MQTT_URL) must be mqtt://HOST[:PORT] or, for TLS, mqtts://HOST[:PORT] (login with --mqtt-username and --mqtt-password-file), got '\(url)'"
+        let tls = url.hasPrefix("mqtts://")
+        guard tls || url.hasPrefix("mqtt://") else { throw UsageError(usage) }
+        var rest = Substring(url.dropFirst(tls ? "mqtts://".count : "mqtt://".count))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard !rest.isEmpty, !rest.contains("@"), !rest.contains("/"), !rest.contains("?") else {
             throw UsageError(usage)
@@ -431,11 +450,15 @@ extension OwnTracksMQTTService {
             host = rest
         }
         guard !host.isEmpty else { throw UsageError(usage) }
-        var port: UInt16 = 1883
+        var port: UInt16 = tls ? 8883 : 1883
         if let portText {
             guard let number = UInt16(portText), number > 0 else { throw UsageError(usage) }
             port = number
         }
-        return (String(host), port)
+        return (String(host), port, tls)
     }
 }
+
+/// TLS for `mqtts://`: Crypto's stream (the module that owns OpenSSL) is the bytes of the MQTT
+/// connection.
+extension TLSClientStream: ByteStream {}
