@@ -50,7 +50,14 @@ final class OwnTracksMQTTService: Service, StatusSource {
         case invalidDeviceName = "invalid_device_name"
         case topic = "topic"
         case paused = "paused"
+        case removedDevice = "removed_device"
     }
+
+    /// A removed device's topic is logged at most once in this many seconds (a phone keeps
+    /// publishing every few minutes until someone changes its settings).
+    static let removedDeviceLogWindowSeconds: Int64 = 3600
+    /// Topics whose last such line is remembered; beyond it the memory starts again (a line more).
+    static let removedTopicsRememberedMax = 10_000
 
     private struct Counters: Sendable {
         var dropped: [Drop: Int] = [:]
@@ -58,6 +65,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
         var stored = 0
         var duplicates = 0
         var failed = 0
+        /// A removed device's topic → when its last `mqtt_removed_device` line was written.
+        var removedLoggedMicros: [String: Int64] = [:]
     }
 
     let name = "mqtt"
@@ -172,6 +181,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
             return drop(.unknownUser, acknowledge, ["user": .string(StructuredLog.sanitized(userName))])
         case .invalidDeviceName(let why):
             return drop(.invalidDeviceName, acknowledge, ["error": .string(why)])
+        case .removed(let removedID):
+            return droppedRemoved(topic: deviceTopic, deviceID: removedID, acknowledge)
         case .device(let id, let enrolled):
             deviceID = id
             if enrolled { counters.withLock { $0.enrolled += 1 } }
@@ -229,6 +240,38 @@ final class OwnTracksMQTTService: Service, StatusSource {
         case .unknownUser: StructuredLog.error("mqtt_unknown_user", fields)
         case .invalidDeviceName: StructuredLog.error("mqtt_invalid_device_name", fields)
         default: StructuredLog.error("mqtt_unexpected_topic", fields)
+        }
+        acknowledge()
+    }
+
+    /// A message of a device its owner removed: acknowledged (the broker must not keep sending it)
+    /// and dropped, with one line per topic per window saying how to take the device back.
+    private func droppedRemoved(topic: String, deviceID: UInt64, _ acknowledge: () -> Void) {
+        let now = monotonicMicros()
+        let logs = counters.withLock { counted -> Bool in
+            counted.dropped[.removedDevice, default: 0] += 1
+            if let last = counted.removedLoggedMicros[topic],
+                now - last < Self.removedDeviceLogWindowSeconds * 1_000_000
+            {
+                return false
+            }
+            if counted.removedLoggedMicros.count >= Self.removedTopicsRememberedMax {
+                counted.removedLoggedMicros = [:]
+            }
+            counted.removedLoggedMicros[topic] = now
+            return true
+        }
+        if logs {
+            StructuredLog.info(
+                "mqtt_removed_device",
+                [
+                    "topic": .string(StructuredLog.sanitized(topic)), "device_id": .int(Int64(deviceID)),
+                    "device_uuid": .string(Self.deviceUUID(topic: topic).description),
+                    "hint": .string(
+                        "its owner removed this device, so its messages are acknowledged and dropped; to take "
+                            + "it back, the owner enrols this device_uuid again (POST /api/find-my/devices, "
+                            + "docs/clients.md); to stop the phone, remove its broker login"),
+                ])
         }
         acknowledge()
     }

@@ -127,8 +127,8 @@ import Testing
             "GET", "/metrics", headers: [], body: [])
         let text = String(decoding: metrics.body, as: UTF8.self)
         #expect(text.contains("findmy_mqtt_messages_dropped_total{reason=\"unknown_user\"} 1"))
-        // Three locations and the transition's request (its batch, with no fix, marks it stored).
-        #expect(text.contains("findmy_batches_total{protocol=\"owntracks-mqtt\"} 4"))
+        // Three locations; the transition is a place, with no fix batch beside it.
+        #expect(text.contains("findmy_batches_total{protocol=\"owntracks-mqtt\"} 3"))
         #expect(second.stop() == 0)
 
         let (records, batches) = try dumpLog(data.path)
