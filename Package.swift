@@ -72,9 +72,12 @@ let package = Package(
             swiftSettings: strict),
         // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
         // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
+        // Also the OwnTracks MQTT command channel (Commands' seam), publishing through MQTT.
         .target(
             name: "Clients",
-            dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            dependencies: [
+                "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT", "Commands",
+            ],
             swiftSettings: strict),
 
         // Commands to devices (locate, sound, lost): the channel seam the push providers and OwnTracks
@@ -179,7 +182,10 @@ let package = Package(
         ),
         .testTarget(
             name: "ClientsTests",
-            dependencies: ["Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP"],
+            dependencies: [
+                "Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP", "MQTT", "Commands",
+                "MosquittoSupport",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],

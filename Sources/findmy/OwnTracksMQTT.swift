@@ -78,7 +78,10 @@ final class OwnTracksMQTTService: Service, StatusSource {
     static let subtopics = ["event", "waypoint", "waypoints"]
     private let ingest: IngestService
     private let dataDirectory: String
-    private let client = Mutex<MQTTClient?>(nil)
+    private let client = Locked<MQTTClient?>(nil)
+    /// Commands to the phones this service enrolled (`reportLocation` on `<topic>/cmd`), through
+    /// this service's client: the lead hands it to the commands dispatcher.
+    let commandChannel: OwnTracksMQTTChannel
     private let counters = Mutex(Counters())
     private let serviceState = Mutex(ServiceState.idle)
 
@@ -92,6 +95,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
             }
         self.ingest = ingest
         self.dataDirectory = dataDirectory
+        commandChannel = OwnTracksMQTTChannel(
+            ingest: ingest, topicFilter: configuration.topic, client: { [client] in client.withLock { $0 } })
     }
 
     var state: ServiceState { serviceState.withLock { $0 } }
@@ -285,15 +290,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
             "mqtt_test_hold", ["point": .string(hold.rawValue), "device_id": .int(Int64(deviceID))])
     }
 
-    /// The device's UUID: the first 16 bytes of SHA-256 of the topic, marked as an RFC 9562
-    /// version 8 (custom) UUID. The same topic is always the same device, across restarts and
-    /// reinstalls of findmy; another topic (another user, device or prefix) is another device.
-    static func deviceUUID(topic: String) -> UUID128 {
-        var bytes = Array(SHA256.hash(Array(topic.utf8)).prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x80
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID128(bytes: bytes)
-    }
+    /// The device's UUID, derived from its topic (Clients' `OwnTracksMQTT.deviceUUID`).
+    static func deviceUUID(topic: String) -> UUID128 { OwnTracksMQTT.deviceUUID(topic: topic) }
 
     // MARK: status
 

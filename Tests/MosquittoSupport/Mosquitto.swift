@@ -109,11 +109,13 @@ public final class Mosquitto: @unchecked Sendable {
         ]
         let subscriber = Subscriber(
             pid: try spawnChild(
-                [setprivPath, "--pdeathsig", "TERM", "--", try Self.executable("mosquitto_sub")] + arguments,
+                // Line-buffered (stdbuf): its output is a file, which would hold "received SUBACK" back.
+                [setprivPath, "--pdeathsig", "TERM", "--", try Self.executable("stdbuf"), "-oL"]
+                    + [try Self.executable("mosquitto_sub")] + arguments,
                 outputPath: output),
             output: output)
         let deadline = Date().addingTimeInterval(30)
-        while !subscriber.text.contains("Received SUBACK") {
+        while !subscriber.text.contains("received SUBACK") {
             guard Date() < deadline, !subscriber.ended else {
                 throw BrokerError("mosquitto_sub did not subscribe: \(subscriber.text)")
             }
