@@ -42,6 +42,9 @@ import Testing
 
         // After a restart (the registry from its snapshot or the log) it is still removed.
         server = try OwnTracksMQTTTests.server(data.path, broker)
+        #expect(
+            server.process.standardError.contains("\"from_snapshot\":true"),
+            "the removal came from the snapshot")
         try broker.publish(topic: topic, OwnTracksMQTTTests.location(latitude: 44.4))
         #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
         let line = try #require(

@@ -18,7 +18,8 @@ private func processGone(_ pid: pid_t) -> Bool {
 @Test func aBrokerDiesWithTheTestProcessThatStartedItEvenOnKill9() async throws {
     let pidFile = NSTemporaryDirectory() + "findmy-broker-pids-\(UUID().uuidString.prefix(8))"
     defer { unlink(pidFile) }
-    // The child writes "its pid, the broker's pid" and waits forever; this thread kills it -9.
+    // The child writes "its pid, the broker's pid, its directory" and waits forever; this thread
+    // kills it -9.
     let killer = spawnThread { [pidFile] in
         let deadline = monotonicMicros() + 60_000_000
         while monotonicMicros() < deadline {
@@ -34,13 +35,16 @@ private func processGone(_ pid: pid_t) -> Bool {
     defer { pthread_join(killer, nil) }
     await #expect(processExitsWith: .signal(SIGKILL)) { [pidFile = pidFile as String] in
         let broker = try Mosquitto()
-        let line = "\(getpid()) \(broker.processID!)\n"
+        let line = "\(getpid()) \(broker.processID!) \(broker.directory)\n"
         try line.write(toFile: pidFile + ".tmp", atomically: false, encoding: .utf8)
         rename(pidFile + ".tmp", pidFile)
         while true { pause() }
     }
     let text = try String(contentsOfFile: pidFile, encoding: .utf8)
-    let broker = try #require(pid_t(text.dropLast().split(separator: " ")[1]))
+    let fields = text.dropLast().split(separator: " ")
+    let broker = try #require(pid_t(fields[1]))
+    // The killed child never ran the launcher's deinit: its configuration directory is ours to remove.
+    defer { try? FileManager.default.removeItem(atPath: String(fields[2])) }
     let deadline = monotonicMicros() + 30_000_000
     while !processGone(broker) && monotonicMicros() < deadline { usleep(10_000) }
     #expect(processGone(broker), "mosquitto (pid \(broker)) outlived the test process that started it")
