@@ -17,6 +17,8 @@ import Testing
         let data = ScratchDirectory("findmy-mqtt-removed")
         let alice = try addUser("alice", data: data.path)
         var server = try OwnTracksMQTTTests.server(data.path, broker)
+        // Whichever server runs when the test ends, failing or not, is stopped.
+        defer { stopIfRunning(server) }
         let topic = "owntracks/alice/phone"
         try broker.publish(topic: topic, OwnTracksMQTTTests.location(latitude: 44.1))
         #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
@@ -75,6 +77,7 @@ import Testing
         let data = ScratchDirectory("findmy-mqtt-transition")
         _ = try addUser("alice", data: data.path)
         let server = try OwnTracksMQTTTests.server(data.path, broker)
+        defer { stopIfRunning(server) }
         let tst = Int(Date().timeIntervalSince1970) - 100
         let transition =
             "{\"_type\":\"transition\",\"event\":\"leave\",\"desc\":\"work\",\"t\":\"c\",\"tst\":\(tst),"
@@ -89,4 +92,10 @@ import Testing
         #expect(records.filter { $0["type"] == .string("region_transition") }.count == 1)
         #expect(batches.isEmpty, "no fix batch for a message without fixes: \(batches.count)")
     }
+}
+
+/// Stops a server the test may have stopped already (a test that fails half-way must not leave
+/// one running); a server that ended is left alone, its pid may be another process's now.
+func stopIfRunning(_ server: ServerProcess) {
+    if server.process.process.isRunning { server.stop() }
 }

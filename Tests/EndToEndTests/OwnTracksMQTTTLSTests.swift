@@ -67,6 +67,7 @@ import Testing
         let wrongCA = try OwnTracksMQTTTests.server(
             data.path, broker, subscribed: false, url: "mqtts://localhost:\(tlsPort)",
             extra: ["--mqtt-ca-file", certificates.otherCA])
+        defer { stopIfRunning(wrongCA) }
         #expect(
             waitUntil {
                 (try? OwnTracksMQTTTests.mqttHealth(wrongCA)["last_error"]?.stringValue)?.contains(
@@ -79,6 +80,7 @@ import Testing
         let wrongHost = try OwnTracksMQTTTests.server(
             data.path, broker, subscribed: false, url: "mqtts://127.0.0.1:\(tlsPort)",
             extra: ["--mqtt-ca-file", certificates.ca])
+        defer { stopIfRunning(wrongHost) }
         #expect(
             waitUntil {
                 (try? OwnTracksMQTTTests.mqttHealth(wrongHost)["last_error"]?.stringValue)?.contains(
@@ -89,6 +91,7 @@ import Testing
         let server = try OwnTracksMQTTTests.server(
             data.path, broker, url: "mqtts://localhost:\(tlsPort)",
             extra: ["--mqtt-ca-file", certificates.ca])
+        defer { stopIfRunning(server) }
         #expect(try OwnTracksMQTTTests.mqttHealth(server)["tls"] == .bool(true))
         try broker.publish(topic: "owntracks/alice/phone", OwnTracksMQTTTests.location(latitude: 45.5))
         #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
