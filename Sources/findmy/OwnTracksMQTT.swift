@@ -309,6 +309,9 @@ final class OwnTracksMQTTService: Service, StatusSource {
             ("acknowledgements_sent", .integer(Int64(status.acknowledgementsSent))),
             ("acknowledgements_pending", .integer(Int64(status.acknowledgementsPending))),
             ("devices_enrolled", .integer(Int64(counted.enrolled))),
+            // Commands published to phones (<topic>/cmd): acknowledged by the broker, and waiting.
+            ("commands_acknowledged", .integer(Int64(status.publishesAcknowledged))),
+            ("commands_pending", .integer(Int64(status.publishesPending))),
             ("unknown_user_messages", .integer(Int64(counted.dropped[.unknownUser] ?? 0))),
         ]
         if let error = status.lastError { members.append(("last_error", .string(error))) }
@@ -335,6 +338,14 @@ final class OwnTracksMQTTService: Service, StatusSource {
         out += "# HELP findmy_mqtt_acknowledgements_pending QoS 1 messages received and not yet durable.\n"
         out += "# TYPE findmy_mqtt_acknowledgements_pending gauge\n"
         out += "findmy_mqtt_acknowledgements_pending \(status.acknowledgementsPending)\n"
+        out +=
+            "# HELP findmy_mqtt_commands_acknowledged_total Commands published to phones that the broker acknowledged.\n"
+        out += "# TYPE findmy_mqtt_commands_acknowledged_total counter\n"
+        out += "findmy_mqtt_commands_acknowledged_total \(status.publishesAcknowledged)\n"
+        out +=
+            "# HELP findmy_mqtt_commands_pending Commands published to phones and not yet acknowledged by the broker.\n"
+        out += "# TYPE findmy_mqtt_commands_pending gauge\n"
+        out += "findmy_mqtt_commands_pending \(status.publishesPending)\n"
         out += "# HELP findmy_mqtt_devices_enrolled_total Devices enrolled by their first MQTT message.\n"
         out += "# TYPE findmy_mqtt_devices_enrolled_total counter\n"
         out += "findmy_mqtt_devices_enrolled_total \(counted.enrolled)\n"
