@@ -19,7 +19,9 @@ public struct TLSError: Error, Sendable, Equatable, CustomStringConvertible {
 /// The socket stays blocking; a receive timeout on it (SO_RCVTIMEO) bounds how long a stalled peer
 /// can hold a read. `SSL_MODE_AUTO_RETRY` is cleared so that a read woken by a record that carries
 /// no application data (a TLS 1.3 session ticket) returns "nothing yet" instead of blocking until
-/// the next message: a caller polling the socket can go back to its other work.
+/// the next message: a caller polling the socket can go back to its other work. OpenSSL writes
+/// with write(2), not send(2) with MSG_NOSIGNAL: a process using this must ignore SIGPIPE (findmy
+/// serve does), or a peer that hung up would end it.
 public final class TLSClientStream: @unchecked Sendable {
     private let context: OpaquePointer
     private let ssl: OpaquePointer
