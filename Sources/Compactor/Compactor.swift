@@ -17,6 +17,7 @@ public struct CompactorTotals: Sendable, Equatable {
     public var runs = 0
     public var failures = 0
     public var fixesRemoved = 0
+    public var placesRemoved = 0
     public var bytesFreed = 0
     public var segmentsDeleted = 0
     public var segmentsRewritten = 0
@@ -92,6 +93,7 @@ public final class Compactor: Sendable {
                     totals.lastError = nil
                     totals.lastRunMicros = now
                     totals.fixesRemoved += report.log.fixesRemoved
+                    totals.placesRemoved += report.log.placesRemoved
                     totals.bytesFreed += report.log.bytesFreed
                     totals.segmentsDeleted += report.log.segmentsDeleted
                     totals.segmentsRewritten += report.log.segmentsRewritten

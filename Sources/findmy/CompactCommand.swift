@@ -73,6 +73,7 @@ enum CompactService {
                     "compacted",
                     [
                         "fixes_removed": .int(Int64(report.log.fixesRemoved)),
+                        "places_removed": .int(Int64(report.log.placesRemoved)),
                         "bytes_freed": .int(Int64(report.log.bytesFreed)),
                         "segments_deleted": .int(Int64(report.log.segmentsDeleted)),
                         "segments_rewritten": .int(Int64(report.log.segmentsRewritten)),
@@ -138,6 +139,10 @@ struct CompactorStatusSource: StatusSource {
             ),
             ("fixes_removed_total", "counter", "Fixes removed from log segments.", totals.fixesRemoved),
             (
+                "places_removed_total", "counter",
+                "Region transitions and waypoints removed from log segments.", totals.placesRemoved
+            ),
+            (
                 "log_bytes_freed_total", "counter", "Bytes of log segments freed by rewrites and deletions.",
                 totals.bytesFreed
             ),
@@ -187,6 +192,7 @@ enum CompactReportJSON {
         for (key, value) in [
             ("segments_scanned", log.segmentsScanned), ("segments_rewritten", log.segmentsRewritten),
             ("segments_deleted", log.segmentsDeleted), ("fixes_removed", log.fixesRemoved),
+            ("places_removed", log.placesRemoved),
             ("records_shrunk", log.recordsShrunk), ("envelopes_made", log.envelopesMade),
             ("records_dropped", log.recordsDropped), ("bytes_before", log.bytesBefore),
             ("bytes_after", log.bytesAfter), ("bytes_freed", log.bytesFreed),
@@ -314,7 +320,8 @@ enum CompactCommand {
         func number(_ value: JSONValue?) -> Int64 { (try? value?.int64Value) ?? 0 }
         let verb = (try? document["dry_run"]?.boolValue) == true ? "would remove" : "removed"
         printLine(
-            "log: \(verb) \(number(log?["fixes_removed"])) fixes; \(number(log?["segments_rewritten"])) segments rewritten, "
+            "log: \(verb) \(number(log?["fixes_removed"])) fixes, \(number(log?["places_removed"])) places; "
+                + "\(number(log?["segments_rewritten"])) segments rewritten, "
                 + "\(number(log?["segments_deleted"])) deleted, \(number(log?["bytes_freed"])) bytes freed")
         if let database = document["database"], let skipped = try? database["skipped"]?.stringValue {
             // Nothing was built there yet (or it belongs to another log): nothing to delete.
