@@ -200,6 +200,7 @@ let package = Package(
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
             ],
             swiftSettings: strict),
-        .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
+        .testTarget(
+            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity"], swiftSettings: strict),
     ]
 )
