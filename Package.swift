@@ -152,7 +152,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity",
+                "ReadAPI", "Identity", "Compactor",
             ],
             swiftSettings: strict),
 
