@@ -85,29 +85,53 @@ extension RetentionPolicy {
     /// docs/retention.md, "Places".
     func planPlaces(_ record: LogRecord, nowMicros: Int64) throws -> RecordPlan {
         let header = record.header
-        let device = header.deviceKey
-        func dead(recordedAtMicros: Int64) -> Bool {
+        if header.type == EventType.regionTransition.rawValue {
+            // Its recorded range is its time: no need to decode it.
+            let dead =
+                fixDeath(
+                    device: header.deviceKey, recordOffset: header.offset,
+                    receivedAtMicros: header.receivedAtMicros, recordedAtMicros: header.recordedMinMicros,
+                    nowMicros: nowMicros) != nil
+            return dead ? .dropPlaces(removedPlaces: 1) : .keep
+        }
+        return planPlace(
+            try record.event(), offset: header.offset, receivedAtMicros: header.receivedAtMicros,
+            nowMicros: nowMicros)
+    }
+
+    /// The decision for one decoded place event, stored at `offset` and received at
+    /// `receivedAtMicros`; `.keep` for any other event.
+    public func planPlace(_ event: Event, offset: UInt64, receivedAtMicros: Int64, nowMicros: Int64)
+        -> RecordPlan
+    {
+        func dead(_ device: UInt64, recordedAtMicros: Int64) -> Bool {
             fixDeath(
-                device: device, recordOffset: header.offset, receivedAtMicros: header.receivedAtMicros,
+                device: device, recordOffset: offset, receivedAtMicros: receivedAtMicros,
                 recordedAtMicros: recordedAtMicros, nowMicros: nowMicros) != nil
         }
-        if header.type == EventType.regionTransition.rawValue {
-            return dead(recordedAtMicros: header.recordedMinMicros) ? .dropPlaces(removedPlaces: 1) : .keep
+        switch event {
+        case .regionTransition(let transition):
+            return dead(transition.deviceID, recordedAtMicros: transition.recordedAtMicros)
+                ? .dropPlaces(removedPlaces: 1) : .keep
+        case .waypointsReported(var reported):
+            let device = reported.deviceID
+            let removed = removedAt[device].map { $0 > offset } ?? false
+            let survivors =
+                removed
+                ? [] : reported.waypoints.filter { !dead(device, recordedAtMicros: $0.createdAtMicros) }
+            let removedPlaces = reported.waypoints.count - survivors.count
+            // A list of no regions holds no position, but ages out with its arrival: every list
+            // before it arrived earlier (as far as the server clock tells), so holds nothing live.
+            let listLive =
+                !removed && reported.complete
+                && receivedAtMicros >= fixCutoffMicros(device: device, nowMicros: nowMicros)
+            if survivors.isEmpty && !listLive { return .dropPlaces(removedPlaces: removedPlaces) }
+            if removedPlaces == 0 { return .keep }
+            reported.waypoints = survivors
+            return .shrinkPlaces(reported, removedPlaces: removedPlaces)
+        default:
+            return .keep
         }
-        guard case .waypointsReported(var reported) = try record.event() else { return .keep }
-        let removed = removedAt[device].map { $0 > header.offset } ?? false
-        let survivors =
-            removed ? [] : reported.waypoints.filter { !dead(recordedAtMicros: $0.createdAtMicros) }
-        let removedPlaces = reported.waypoints.count - survivors.count
-        // A list of no regions holds no position, but ages out with its arrival: every list before
-        // it arrived earlier (as far as the server clock tells), so holds nothing live either.
-        let listLive =
-            !removed && reported.complete
-            && header.receivedAtMicros >= fixCutoffMicros(device: device, nowMicros: nowMicros)
-        if survivors.isEmpty && !listLive { return .dropPlaces(removedPlaces: removedPlaces) }
-        if removedPlaces == 0 { return .keep }
-        reported.waypoints = survivors
-        return .shrinkPlaces(reported, removedPlaces: removedPlaces)
     }
 }
 
