@@ -155,7 +155,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity",
+                "ReadAPI", "Identity", "Compactor",
             ],
             swiftSettings: strict),
 
@@ -213,6 +213,7 @@ let package = Package(
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
             ],
             swiftSettings: strict),
-        .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
+        .testTarget(
+            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity"], swiftSettings: strict),
     ]
 )
