@@ -14,7 +14,8 @@ import Workload
 /// loopback, drives it with keep-alive HTTP clients (one thread and connection each), and prints
 /// one JSON object: per batch size and connection count the acknowledged fixes/s, p50/p99
 /// latency and fsyncs per request, the log's own append rate for the same shape without HTTP
-/// (measured in the same run), their ratio, and the server's peak resident memory.
+/// (measured in the same run), their ratio; each app's protocol against native with the same
+/// fixes (`apps`, AppBench); and the server's peak resident memory.
 enum IngestBench {
     static let command = Command(
         name: "ingest",
