@@ -155,7 +155,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity", "Compactor",
+                "ReadAPI", "Identity", "Compactor", "Crypto",
             ],
             swiftSettings: strict),
 

@@ -38,10 +38,14 @@ public struct ClientReport: Sendable {
     public var rejections: [ItemRejection]
     /// Region transitions and waypoints of the request, appended before its fix batch.
     public var places: [Event]
+    /// When the request arrived, for a decoder that read the clock already (a fix without a time
+    /// is dated on arrival, and its `recorded_at` must be that same `received_at`); nil: `submit`
+    /// reads it.
+    public var receivedAtMicros: Int64?
 
     public init(
         deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol, items: [Item],
-        rejections: [ItemRejection] = [], places: [Event] = []
+        rejections: [ItemRejection] = [], places: [Event] = [], receivedAtMicros: Int64? = nil
     ) {
         self.deviceID = deviceID
         self.batchID = batchID
@@ -49,6 +53,7 @@ public struct ClientReport: Sendable {
         self.items = items
         self.rejections = rejections
         self.places = places
+        self.receivedAtMicros = receivedAtMicros
     }
 
     /// The batch id of a request from an app that sends none: a version-4-shaped UUID made of the
@@ -95,7 +100,7 @@ extension IngestService {
     public func submit(
         _ report: ClientReport, completion: @escaping @Sendable (ClientReportOutcome) -> Void
     ) {
-        let received = clockMicros()
+        let received = report.receivedAtMicros ?? clockMicros()
         let limits = arrivalLimits(report.deviceID)
         var fixes: [Fix] = []
         fixes.reserveCapacity(report.items.count)
