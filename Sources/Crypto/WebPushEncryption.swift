@@ -79,6 +79,14 @@ public enum WebPushEncryption {
     public static let authSecretBytes = 16
     public static let publicPointBytes = 65
 
+    /// Whether `point` is an uncompressed P-256 public key on the curve (a subscription's `p256dh`).
+    public static func isPublicPoint(_ point: [UInt8]) -> Bool {
+        guard point.count == publicPointBytes, point[0] == 4 else { return false }
+        guard let key = findmy_p256_from_raw(point, point.count, nil, 0) else { return false }
+        EVP_PKEY_free(key)
+        return true
+    }
+
     public enum Failure: Error, Equatable, Sendable {
         /// The subscription's `p256dh` is not a P-256 point, or its `auth` not 16 bytes.
         case badSubscriptionKeys
