@@ -151,7 +151,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector",
-                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
             ],
             swiftSettings: strict),
 

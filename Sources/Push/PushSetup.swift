@@ -1,5 +1,9 @@
 import Crypto
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Why a provider could not be set up from the configuration. Messages name the file and the
 /// fix; they never quote a key.
 public enum PushSetupError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -40,5 +44,13 @@ public enum PushSetup {
     /// The server's VAPID key, made on first start (mode 0600) at `path`.
     public static func vapidKey(_ path: String) throws(PushSetupError) -> PrivateKey {
         do { return try KeyFile.loadOrCreateP256(path) } catch { throw .keyFile(error) }
+    }
+
+    /// The VAPID key in `directory` (made with mode 0700 when missing), as `vapidKey(_:)`.
+    public static func vapidKey(inDirectory directory: String) throws(PushSetupError) -> PrivateKey {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw .keyFile(.cannotWrite(path: directory, errno: errno))
+        }
+        return try vapidKey(directory + "/vapid-key.pem")
     }
 }

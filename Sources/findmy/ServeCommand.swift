@@ -154,7 +154,7 @@ enum ServeCommand {
                 "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
                 "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
             ),
-        ] + CompactService.settings + OwnTracksMQTTService.settings
+        ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
 
     static var help: String {
         var lines = [
@@ -188,6 +188,7 @@ enum ServeCommand {
         var compactor = CompactService.Configuration()
         var panel = PanelService.Configuration()
         var mqtt: OwnTracksMQTTService.Configuration?
+        var push: PushProviders.Configuration?
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -296,6 +297,7 @@ enum ServeCommand {
             configuration.panel.tileAttribution = text
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
+        configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
         return configuration
     }
 
@@ -446,6 +448,13 @@ enum ServeCommand {
             let subscriber = OwnTracksMQTTService(mqtt, ingest: service, dataDirectory: data)
             service.addStatusSource(subscriber)
             try group.start(subscriber)
+        }
+
+        // The push providers configured (none by default): after the log and the registry whose push
+        // tokens they read, stopped before them. `push.channels` is the list the command dispatcher takes.
+        if let pushConfiguration = configuration.push {
+            let push = PushChannelsService(pushConfiguration, tokens: service.identity, dataDirectory: data)
+            try group.start(push)
         }
 
         // Every route passes through the permission table; a route without an entry stops the start.
