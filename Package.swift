@@ -161,7 +161,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity",
+                "ReadAPI", "Identity", "Commands", "Push",
             ],
             swiftSettings: strict),
 
