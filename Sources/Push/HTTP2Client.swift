@@ -129,24 +129,30 @@ public final class HTTP2Client: Sendable {
         completion: @escaping @Sendable (Result<IncomingResponse, TransportFailure>) -> Void
     ) {
         let transfer = Transfer(request: request, completion: completion, bytesMax: options.responseBytesMax)
+        // The wake-up happens under the lock: `close` frees the multi handle only after setting
+        // `closing` under it, so no wake-up can reach a freed handle.
         let accepted = state.withLock { state in
             guard !state.closing else { return false }
             state.pending.append(transfer)
+            curl_multi_wakeup(multi.handle)
             return true
         }
         guard accepted else {
             completion(.failure(TransportFailure(message: "the \(name) client is closed")))
             return
         }
-        curl_multi_wakeup(multi.handle)
     }
 
     /// Fails what is still queued or in flight, closes the connection and joins the thread.
     /// Idempotent.
     public func close() {
-        state.withLock { $0.closing = true }
-        curl_multi_wakeup(multi.handle)
-        if let running = thread.withLock({ $0.take() }) { pthread_join(running, nil) }
+        guard let running = thread.withLock({ $0.take() }) else { return }
+        state.withLock {
+            $0.closing = true
+            curl_multi_wakeup(multi.handle)
+        }
+        pthread_join(running, nil)
+        curl_multi_cleanup(multi.handle)
     }
 
     // MARK: the client's thread
@@ -166,7 +172,6 @@ public final class HTTP2Client: Sendable {
                     transfer.finish(.failure(TransportFailure(message: "the \(name) client closed")))
                     curl_easy_cleanup(easy)
                 }
-                curl_multi_cleanup(multi.handle)
                 return
             }
             for transfer in incoming {

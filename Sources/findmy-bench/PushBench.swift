@@ -96,10 +96,25 @@ enum PushBench {
         }
         var connections: Int64 = -1
         if case .integer(let count)? = stats["connections"] { connections = count }
+        // CPU per push of each side: what the rate would be with a core each, on a loaded machine.
+        let connectionsOpened = channel.connectionsOpened
+        channel.close()
+        fake.stop()
+        func cpuSeconds(_ who: Int32) -> Double {
+            var usage = rusage()
+            getrusage(__rusage_who_t(who), &usage)
+            return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+                + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        }
+        let pushesAll = Double(total + 100)
+        let clientMicrosPerPush = cpuSeconds(RUSAGE_SELF.rawValue) / pushesAll * 1e6
+        let fakeMicrosPerPush = cpuSeconds(RUSAGE_CHILDREN.rawValue) / pushesAll * 1e6
         printLine(
             "{\"pushes\":\(total),\"accepted\":\(run.accepted),\"rate_target\":\(rate),"
                 + "\"rate_achieved\":\(format2(Double(total) / (Double(elapsedMicros) / 1e6))),"
-                + "\"connections_opened\":\(channel.connectionsOpened),\"fake_connections\":\(connections),"
+                + "\"connections_opened\":\(connectionsOpened),\"fake_connections\":\(connections),"
+                + "\"client_cpu_us_per_push\":\(format2(clientMicrosPerPush)),"
+                + "\"fake_cpu_us_per_push\":\(format2(fakeMicrosPerPush)),"
                 + "\"received_by_fake\":\(toFake.count),"
                 + "\"to_fake_ms_p50\":\(percentile(toFake, 0.50, divisor: 1e6)),"
                 + "\"to_fake_ms_p99\":\(percentile(toFake, 0.99, divisor: 1e6)),"
@@ -246,7 +261,11 @@ final class FakeAPNs {
         throw UsageError("the fake APNs stopped")
     }
 
+    private var stopped = false
+
     func stop() {
+        if stopped { return }
+        stopped = true
         close(input)
         kill(pid, SIGTERM)
         var status: Int32 = 0

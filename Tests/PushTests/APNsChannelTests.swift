@@ -40,8 +40,8 @@ import Testing
             fake.stop()
         }
 
-        func request(for delivery: CommandDelivery) -> [JSONObject] {
-            fake.requests.filter { $0["payload"]?["command_id"] == .string(delivery.commandID) }
+        func request(for delivery: CommandDelivery, count: Int = 1) -> [JSONObject] {
+            fake.requests(atLeast: count) { $0["payload"]?["command_id"] == .string(delivery.commandID) }
         }
     }
 

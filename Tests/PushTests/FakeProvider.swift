@@ -107,6 +107,19 @@ final class FakeProvider: @unchecked Sendable {
         }
     }
 
+    /// The accepted requests matching `predicate`, once at least `count` of them are in: the fake
+    /// prints a request before it answers, but our reader may see the line after the answer.
+    func requests(atLeast count: Int = 1, _ predicate: (JSONObject) -> Bool) -> [JSONObject] {
+        func matching() -> [JSONObject] { requests.filter(predicate) }
+        let deadline = monotonicMicros() + 60_000_000
+        return arrived.withLock {
+            while matching().count < count {
+                if !arrived.wait(0, untilMonotonicMicros: deadline) { break }
+            }
+            return matching()
+        }
+    }
+
     /// Sends a command on stdin and waits for its acknowledgement.
     func command(_ text: String) throws {
         input.fileHandleForWriting.write(Data((text + "\n").utf8))

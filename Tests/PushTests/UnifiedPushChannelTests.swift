@@ -60,7 +60,7 @@ import Testing
             return
         }
         #expect(location?.hasPrefix(setup.fake.baseURL + "/m/") == true)
-        let received = setup.fake.requests.first { $0["payload"]?["command_id"] == .string(lost.commandID) }
+        let received = setup.fake.requests { $0["payload"]?["command_id"] == .string(lost.commandID) }.first
         #expect(received?["payload"]?["kind"] == .string("lost"))
         #expect(received?["payload"]?["message"] == .string("Gefunden? Bitte anrufen"))
         #expect(received?["vapid_k"] == .string(Base64URL.encode(setup.vapidKey.publicPoint)))
