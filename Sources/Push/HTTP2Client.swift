@@ -134,7 +134,8 @@ public final class HTTP2Client: Sendable {
         let accepted = state.withLock { state in
             guard !state.closing else { return false }
             state.pending.append(transfer)
-            curl_multi_wakeup(multi.handle)
+            // One wake-up per batch: the thread takes every pending request when it wakes.
+            if state.pending.count == 1 { curl_multi_wakeup(multi.handle) }
             return true
         }
         guard accepted else {
