@@ -1,5 +1,6 @@
 import CLI
 import Clients
+import Commands
 import Compactor
 import Events
 import HTTP
@@ -451,11 +452,14 @@ enum ServeCommand {
         }
 
         // The push providers configured (none by default): after the log and the registry whose push
-        // tokens they read, stopped before them. `push.channels` is the list the command dispatcher takes.
+        // tokens they read, stopped before them. `pushChannels` is the list the command dispatcher takes.
+        var pushChannels: [any CommandChannel] = []
         if let pushConfiguration = configuration.push {
             let push = PushChannelsService(pushConfiguration, tokens: service.identity, dataDirectory: data)
             try group.start(push)
+            pushChannels = push.channels
         }
+        _ = pushChannels  // the command dispatcher (issue 14, r14-commands) takes these
 
         // Every route passes through the permission table; a route without an entry stops the start.
         let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)

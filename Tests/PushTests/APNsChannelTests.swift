@@ -179,3 +179,32 @@ func isSent(_ outcome: DeliveryOutcome) -> Bool {
     if case .sent = outcome { return true }
     return false
 }
+
+/// A provider that cannot be reached is a retry, not a failure: the network comes back.
+@Test func anUnreachableProviderIsRetried() throws {
+    // A port nothing listens on: bound, then closed.
+    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) }
+    }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) }
+    }
+    close(probe)
+    var configuration = APNsConfiguration(
+        teamID: "TEAM123456", keyID: "KEY1234567", bundleID: "org.findmy.app")
+    configuration.productionURL = "https://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+    let channel = APNsChannel(configuration: configuration, key: .generateP256(), tokens: TestTokens())
+    defer { channel.close() }
+    let address2 = ChannelAddress(
+        provider: "apns", token: "dddd", topic: "org.findmy.app", environment: "production")
+    guard case .retry(let after, let reason)? = deliverAndWait(channel, command(.sound), to: address2) else {
+        Issue.record("an unreachable APNs must be a retry")
+        return
+    }
+    #expect(after == 2 && reason.hasPrefix("APNs unreachable"))
+}
