@@ -212,7 +212,13 @@ final class Transfer: @unchecked Sendable {
     var headerLines: [(name: String, value: String)] = []
     var overflowed = false
     var headerList: UnsafeMutablePointer<curl_slist>? = nil
-    var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    /// libcurl writes its error text here (CURLOPT_ERRORBUFFER): memory of our own, not an
+    /// array's, whose storage may not be pointed at beyond a closure.
+    let errorBuffer: UnsafeMutablePointer<CChar> = {
+        let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        buffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        return buffer
+    }()
 
     init(
         request: OutgoingRequest,
@@ -224,7 +230,10 @@ final class Transfer: @unchecked Sendable {
         self.bytesMax = bytesMax
     }
 
-    deinit { curl_slist_free_all(headerList) }
+    deinit {
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
 
     func finish(_ result: Result<IncomingResponse, TransportFailure>) { completion(result) }
 
@@ -237,6 +246,8 @@ final class Transfer: @unchecked Sendable {
         _ = findmy_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
         _ = findmy_curl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+        // libcurl copies the body at once (COPYPOSTFIELDS, size set just before); an empty body has no
+        // base address, and any non-null pointer does for zero bytes.
         request.body.withUnsafeBytes {
             _ = findmy_curl_easy_setopt_pointer(
                 easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
@@ -253,9 +264,7 @@ final class Transfer: @unchecked Sendable {
         _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
         _ = findmy_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader)
         _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
-        errorBuffer.withUnsafeMutableBufferPointer {
-            _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, $0.baseAddress)
-        }
+        _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         return easy
     }
 
@@ -263,7 +272,7 @@ final class Transfer: @unchecked Sendable {
         IncomingResponse, TransportFailure
     > {
         guard result == CURLE_OK else {
-            let detail = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            let detail = String(cString: errorBuffer)
             let text = String(cString: curl_easy_strerror(result))
             let reason =
                 overflowed ? "response over \(bytesMax) bytes" : detail.isEmpty ? text : "\(text): \(detail)"
