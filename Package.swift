@@ -25,6 +25,8 @@ let package = Package(
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // libcurl built with nghttp2 (HTTP/2) and OpenSSL: the push providers' client, in Push only.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         // Locks with condition variables and POSIX threads, shared by the modules that block.
@@ -83,6 +85,13 @@ let package = Package(
         // Commands to devices (locate, sound, lost): the channel seam the push providers and OwnTracks
         // MQTT implement. docs/commands.md.
         .target(name: "Commands", swiftSettings: strict),
+        // The push providers as command channels: APNs (token auth), FCM HTTP v1 and UnifiedPush /
+        // Web Push (RFC 8291 encryption, RFC 8292 VAPID), each over one long-lived HTTP/2 connection
+        // per endpoint through libcurl's multi interface. The one module that calls libcurl; keys
+        // and signatures through Crypto; push tokens from Identity's registry. docs/commands.md.
+        .target(
+            name: "Push", dependencies: ["CCurl", "Commands", "Crypto", "JSON", "Identity", "Threads"],
+            swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
@@ -145,7 +154,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector",
-                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
             ],
             swiftSettings: strict),
 
@@ -155,7 +164,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity", "Compactor", "Crypto",
+                "ReadAPI", "Identity", "Compactor", "Crypto", "Commands", "Push",
             ],
             swiftSettings: strict),
 
@@ -215,5 +224,12 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity"], swiftSettings: strict),
+        // Each push channel against a local fake of its provider (ops/tests/fake_push.py: HTTP/2 over
+        // TLS, checking JWTs, headers and payloads; the Web Push fake decrypts with Python's
+        // cryptography).
+        .testTarget(
+            name: "PushTests",
+            dependencies: ["Push", "Commands", "Crypto", "JSON", "Identity", "Events", "Threads"],
+            swiftSettings: strict),
     ]
 )

@@ -6,12 +6,16 @@ set -euo pipefail
 # postgresql-15 is the server the embedded cluster runs (initdb, pg_ctl, postgres): `make run` needs it.
 # libjs-leaflet is the web panel's map, which findmy serves from /usr/share/javascript/leaflet.
 # libqrencode-dev draws the setup QR codes of the panel's "Add a device" page (the QRCode module).
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev postgresql-15 libjs-leaflet)
+# libcurl4-openssl-dev: the push providers' HTTP/2 client (the Push module; Debian's libcurl is built
+# with nghttp2).
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev postgresql-15 libjs-leaflet)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
 # zbar-tools: zbarimg scans the QR codes the panel draws back to their links (WebPanelTests).
 # mosquitto: the real MQTT broker the OwnTracks MQTT tests start on a free port (its config in a
 # temporary directory); mosquitto-clients: mosquitto_pub, the publisher those tests use.
-test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients)
+# python3-h2, python3-cryptography: the fake APNs, FCM and UnifiedPush servers (ops/tests/fake_push.py,
+# HTTP/2 over TLS; the Web Push fake decrypts with cryptography, independently of findmy).
+test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography)
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then

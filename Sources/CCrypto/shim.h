@@ -1,1 +1,2 @@
 #include <openssl/rand.h>
+#include "push.h"

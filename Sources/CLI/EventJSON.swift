@@ -68,6 +68,8 @@ public enum EventJSON {
             writer.string(push.topic)
             writer.key("environment")
             writer.string(push.environment)
+            writer.key("web_push_keys")
+            writer.bool(!push.webPushPublicKey.isEmpty)
         case .pushTokenInvalidated(let push):
             writer.key("provider")
             writer.string(push.provider)

@@ -75,8 +75,18 @@ public protocol CommandChannel: AnyObject, Sendable {
     var name: String { get }
     /// Where this channel can reach the device now, best first; empty when it cannot.
     func addresses(forDevice deviceID: UInt64) -> [ChannelAddress]
+    /// The addresses that can carry a command of `kind`, best first. An APNs location-push token
+    /// carries `locate` only (it wakes the app's location extension, which cannot ring or show a
+    /// message). The default is `addresses(forDevice:)`.
+    func addresses(forDevice deviceID: UInt64, kind: CommandKind) -> [ChannelAddress]
     /// Sends one command to one address.
     func deliver(
         _ delivery: CommandDelivery, to address: ChannelAddress,
         completion: @escaping @Sendable (DeliveryOutcome) -> Void)
+}
+
+extension CommandChannel {
+    public func addresses(forDevice deviceID: UInt64, kind: CommandKind) -> [ChannelAddress] {
+        addresses(forDevice: deviceID)
+    }
 }

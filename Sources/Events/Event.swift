@@ -311,13 +311,23 @@ public struct PushTokenRegistered: Equatable, Sendable {
     public var token: String
     public var topic: String
     public var environment: String
+    /// UnifiedPush / Web Push only (payload version 2): the device's P-256 public key (65 bytes,
+    /// uncompressed) and authentication secret (16 bytes) that RFC 8291 encrypts to. Empty for
+    /// other providers, and in version 1 records.
+    public var webPushPublicKey: [UInt8]
+    public var webPushAuthSecret: [UInt8]
 
-    public init(deviceID: UInt64, provider: String, token: String, topic: String, environment: String) {
+    public init(
+        deviceID: UInt64, provider: String, token: String, topic: String, environment: String,
+        webPushPublicKey: [UInt8] = [], webPushAuthSecret: [UInt8] = []
+    ) {
         self.deviceID = deviceID
         self.provider = provider
         self.token = token
         self.topic = topic
         self.environment = environment
+        self.webPushPublicKey = webPushPublicKey
+        self.webPushAuthSecret = webPushAuthSecret
     }
 }
 

@@ -80,6 +80,13 @@ public enum EventCodec {
             writer.string(push.token)
             writer.string(push.topic)
             writer.string(push.environment)
+            // Version 2 appends the Web Push keys; a registration without them stays version 1, so
+            // a log without UnifiedPush keys is still read by a findmy that knows only version 1.
+            if !push.webPushPublicKey.isEmpty || !push.webPushAuthSecret.isEmpty {
+                version = 2
+                writer.bytes16(push.webPushPublicKey)
+                writer.bytes16(push.webPushAuthSecret)
+            }
         case .pushTokenInvalidated(let push):
             type = EventType.pushTokenInvalidated.rawValue
             writer.string(push.provider)
@@ -160,7 +167,9 @@ public enum EventCodec {
     }
 
     public static func decode(header: RecordHeader, stored: [UInt8]) throws -> Event {
-        guard let type = EventType(rawValue: header.type), header.eventVersion == 1 else {
+        guard let type = EventType(rawValue: header.type),
+            header.eventVersion == 1 || (type == .pushTokenRegistered && header.eventVersion == 2)
+        else {
             return .unknown(type: header.type, version: header.eventVersion, payload: stored)
         }
         if header.isPayloadRemoved {
@@ -217,10 +226,14 @@ public enum EventCodec {
             event = .deviceTokenRevoked(
                 DeviceTokenRevoked(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
         case .pushTokenRegistered:
-            event = .pushTokenRegistered(
-                PushTokenRegistered(
-                    deviceID: try reader.u64(), provider: try reader.string(), token: try reader.string(),
-                    topic: try reader.string(), environment: try reader.string()))
+            var push = PushTokenRegistered(
+                deviceID: try reader.u64(), provider: try reader.string(), token: try reader.string(),
+                topic: try reader.string(), environment: try reader.string())
+            if header.eventVersion == 2 {
+                push.webPushPublicKey = try reader.bytes16()
+                push.webPushAuthSecret = try reader.bytes16()
+            }
+            event = .pushTokenRegistered(push)
         case .pushTokenInvalidated:
             event = .pushTokenInvalidated(
                 PushTokenInvalidated(
@@ -275,4 +288,17 @@ public enum EventCodec {
     private static func readHash(_ reader: inout ByteReader) throws -> [UInt8] {
         Array(try reader.raw(tokenHashBytes))
     }
+}
+
+extension ByteWriter {
+    /// u16 length + bytes: short binary fields (keys) in event payloads.
+    fileprivate mutating func bytes16(_ bytes: [UInt8]) {
+        precondition(bytes.count <= Int(UInt16.max))
+        u16(UInt16(bytes.count))
+        raw(bytes)
+    }
+}
+
+extension ByteReader {
+    fileprivate mutating func bytes16() throws -> [UInt8] { Array(try raw(Int(try u16()))) }
 }

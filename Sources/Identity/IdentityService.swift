@@ -85,6 +85,16 @@ public final class IdentityService: Sendable {
 
     /// A copy of the registry, for tests and admin listings.
     public var registrySnapshot: Registry { registry.read { $0.registry } }
+    /// A device's push registrations now, for the push channels (Push's `PushTokenSource`).
+    public func pushRegistrations(deviceID: UInt64) -> [(
+        key: Registry.PushKey, registration: Registry.PushRegistration
+    )] {
+        registry.read { $0.registry.pushRegistrations(deviceID: deviceID) }
+    }
+    /// The registration of one push token, or nil once it is invalidated or replaced.
+    public func pushRegistration(provider: String, token: String) -> Registry.PushRegistration? {
+        registry.read { $0.registry.pushTokens[Registry.PushKey(provider: provider, token: token)] }
+    }
 
     // MARK: appending
 

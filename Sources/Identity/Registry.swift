@@ -77,6 +77,10 @@ public struct Registry: Sendable {
         public var deviceID: UInt64
         public var topic: String
         public var environment: String
+        /// UnifiedPush / Web Push: the device's P-256 public key and auth secret (RFC 8291); empty
+        /// for other providers.
+        public var webPushPublicKey: [UInt8] = []
+        public var webPushAuthSecret: [UInt8] = []
     }
 
     /// What a batch got when it was first stored; a retry is answered with it.
@@ -164,6 +168,11 @@ public struct Registry: Sendable {
     }
     public func batchResult(deviceID: UInt64, batchID: UUID128) -> BatchResult? {
         recentBatches[deviceID]?.results[batchID]
+    }
+    /// The device's push registrations (one per provider), ordered by provider then token.
+    public func pushRegistrations(deviceID: UInt64) -> [(key: PushKey, registration: PushRegistration)] {
+        pushTokens.filter { $0.value.deviceID == deviceID }.map { (key: $0.key, registration: $0.value) }
+            .sorted { ($0.key.provider, $0.key.token) < ($1.key.provider, $1.key.token) }
     }
     public func pushTokens(deviceID: UInt64) -> [PushKey] {
         pushTokens.filter { $0.value.deviceID == deviceID }.map(\.key).sorted {
@@ -275,7 +284,9 @@ public struct Registry: Sendable {
             }
             // Token-keyed: a token seen on another device moves here.
             pushTokens[PushKey(provider: registered.provider, token: registered.token)] = PushRegistration(
-                deviceID: registered.deviceID, topic: registered.topic, environment: registered.environment)
+                deviceID: registered.deviceID, topic: registered.topic, environment: registered.environment,
+                webPushPublicKey: registered.webPushPublicKey, webPushAuthSecret: registered.webPushAuthSecret
+            )
         case .pushTokenInvalidated(let invalidated):
             pushTokens[PushKey(provider: invalidated.provider, token: invalidated.token)] = nil
         case .reportingChanged(let changed):

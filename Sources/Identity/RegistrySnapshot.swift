@@ -24,9 +24,11 @@ import Events
 // invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
 // for good and deleted, so that a snapshot never keeps what compaction removed from the log.
 
-/// Constants and file names of the snapshot format, version 1.
+/// Constants and file names of the snapshot format, version 2 (reads 1).
 public enum RegistrySnapshotFormat {
-    public static let version: UInt16 = 1
+    public static let version: UInt16 = 2
+    /// Versions a loader accepts: 1 lacks only the Web Push keys that version 2 appends to the body.
+    public static let versionsRead: ClosedRange<UInt16> = 1...2
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -101,7 +103,7 @@ public struct RegistrySnapshot: Sendable {
         do {
             var reader = ByteReader(bytes.dropLast(4).dropFirst(8))
             let version = try reader.u16()
-            guard version == format.version else { throw SnapshotDamage.unknownVersion(version) }
+            guard format.versionsRead.contains(version) else { throw SnapshotDamage.unknownVersion(version) }
             guard try reader.u16() == UInt16(format.headerBytes) else {
                 throw SnapshotDamage.invalid("header size is not \(format.headerBytes)")
             }
@@ -122,7 +124,8 @@ public struct RegistrySnapshot: Sendable {
                         base: try reader.u64(), salt: try reader.u64(), generation: try reader.u32()))
             }
             guard capacity > 0 else { throw SnapshotDamage.invalid("recent batch capacity is zero") }
-            let registry = try Registry.decodeBody(&reader, recentBatchesPerDeviceMax: capacity)
+            let registry = try Registry.decodeBody(
+                &reader, recentBatchesPerDeviceMax: capacity, version: version)
             guard reader.remaining == 0 else { throw SnapshotDamage.invalid("bytes after the registry") }
             return RegistrySnapshot(offset: offset, logID: logID, segments: segments, registry: registry)
         } catch let damage as SnapshotDamage {

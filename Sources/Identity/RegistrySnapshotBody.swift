@@ -8,7 +8,9 @@ import Events
 //   retention settings (u64 days, u64 arrival days), policy (device→user, device days, user days,
 //   erasures per device in log order, removal offsets), users, devices, push tokens, shares,
 //   user ids by name, device ids by (user, uuid), device ids by user, principals by token hash,
-//   token hashes by user, recent batch rings (results, eviction order, head), nextOffset.
+//   token hashes by user, recent batch rings (results, eviction order, head), nextOffset;
+//   version 2 appends: the Web Push keys of the push tokens that have them (provider, token, public
+//   key, auth secret). Version 1 bodies are still read (their tokens have no keys).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -135,10 +137,23 @@ extension Registry {
             }
         }
         w.u64(nextOffset)
+        // Version 2: the Web Push keys of the push tokens that have them, after everything else.
+        let withKeys = pushTokens.filter {
+            !$0.value.webPushPublicKey.isEmpty || !$0.value.webPushAuthSecret.isEmpty
+        }
+        w.u32(UInt32(withKeys.count))
+        for (key, registration) in withKeys {
+            w.string(key.provider)
+            w.string(key.token)
+            w.byteString(registration.webPushPublicKey)
+            w.byteString(registration.webPushAuthSecret)
+        }
         return w.bytes
     }
 
-    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
+    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int, version: UInt16) throws
+        -> Registry
+    {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
         registry.retention = try decodePolicy(&r, settings: settings)
@@ -223,6 +238,18 @@ extension Registry {
             registry.recentBatches[device] = ring
         }
         registry.nextOffset = try r.u64()
+        if version >= 2 {
+            for _ in 0..<(try r.u32()) {
+                let key = PushKey(provider: try r.string(), token: try r.string())
+                let publicKey = try r.byteString()
+                let authSecret = try r.byteString()
+                guard registry.pushTokens[key] != nil else {
+                    throw DecodeError.invalid("Web Push keys for a push token the snapshot does not hold")
+                }
+                registry.pushTokens[key]?.webPushPublicKey = publicKey
+                registry.pushTokens[key]?.webPushAuthSecret = authSecret
+            }
+        }
         return registry
     }
 

@@ -159,10 +159,13 @@ extension IngestService {
 
     // MARK: push tokens
 
-    static let pushProviders: Set<String> = ["apns", "fcm", "unifiedpush"]
+    /// `apns-location` is the token of an iOS app's location-push service extension (topic
+    /// `<bundle>.location-query`): a provider of its own, so a device keeps it beside its `apns` token.
+    static let pushProviders: Set<String> = ["apns", "apns-location", "fcm", "unifiedpush"]
 
     func registerPushToken(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
-        let object = try parseObject(request.body, allowed: ["provider", "token", "topic", "environment"])
+        let object = try parseObject(
+            request.body, allowed: ["provider", "token", "topic", "environment", "p256dh", "auth"])
         let provider = try field { () throws(JSONAccessError) in try object.string("provider") }
         let token = try field { () throws(JSONAccessError) in try object.string("token") }
         let topic = try field { () throws(JSONAccessError) in try object.stringIfPresent("topic") } ?? ""
@@ -182,15 +185,53 @@ extension IngestService {
         }
         try identity.checkText(topic, field: "topic", allowEmpty: true)
         try identity.checkText(environment, field: "environment", allowEmpty: true)
+        let (publicKey, authSecret) = try webPushKeys(object, provider: provider, endpoint: token)
         let event = Event.pushTokenRegistered(
             PushTokenRegistered(
-                deviceID: deviceID, provider: provider, token: token, topic: topic, environment: environment))
+                deviceID: deviceID, provider: provider, token: token, topic: topic, environment: environment,
+                webPushPublicKey: publicKey, webPushAuthSecret: authSecret))
         let offset = try identity.mutations.withLock { _ throws(APIError) in
             try appendAndApply(event, receivedAtMicros: clockMicros())
         }
         StructuredLog.info(
             "push_token_registered", ["device_id": .int(Int64(deviceID)), "provider": .string(provider)])
         return .json("{\"offset\": \(offset)}")
+    }
+
+    /// A UnifiedPush registration carries the subscription's keys (RFC 8291: `p256dh`, the
+    /// device's P-256 public key, and `auth`, 16 random bytes; both base64url, as the Push API's
+    /// `PushSubscription.toJSON()` gives them) and its endpoint is an https URL. No other provider
+    /// takes keys.
+    func webPushKeys(_ object: JSONObject, provider: String, endpoint: String) throws(APIError)
+        -> (publicKey: [UInt8], authSecret: [UInt8])
+    {
+        let p256dh = try field { () throws(JSONAccessError) in try object.stringIfPresent("p256dh") }
+        let auth = try field { () throws(JSONAccessError) in try object.stringIfPresent("auth") }
+        guard provider == "unifiedpush" else {
+            guard p256dh == nil, auth == nil else {
+                throw .badRequest(.invalidField, "p256dh and auth are for provider unifiedpush only")
+            }
+            return ([], [])
+        }
+        guard endpoint.hasPrefix("https://") else {
+            throw .badRequest(.invalidField, "a unifiedpush token is the endpoint's https:// URL")
+        }
+        guard let p256dh, let auth else {
+            throw .badRequest(
+                .invalidField,
+                "unifiedpush needs the subscription's keys: p256dh and auth, base64url as the distributor gives them"
+            )
+        }
+        guard let publicKey = Base64URL.decode(p256dh), WebPushEncryption.isPublicPoint(publicKey) else {
+            throw .badRequest(
+                .invalidField,
+                "p256dh must be a base64url P-256 public key (65 bytes, uncompressed, on the curve)")
+        }
+        guard let authSecret = Base64URL.decode(auth), authSecret.count == WebPushEncryption.authSecretBytes
+        else {
+            throw .badRequest(.invalidField, "auth must be 16 bytes in base64url (22 characters)")
+        }
+        return (publicKey, authSecret)
     }
 
     // MARK: pause

@@ -1,5 +1,6 @@
 import CLI
 import Clients
+import Commands
 import Compactor
 import Events
 import HTTP
@@ -154,7 +155,7 @@ enum ServeCommand {
                 "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
                 "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
             ),
-        ] + CompactService.settings + OwnTracksMQTTService.settings
+        ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
 
     static var help: String {
         var lines = [
@@ -188,6 +189,7 @@ enum ServeCommand {
         var compactor = CompactService.Configuration()
         var panel = PanelService.Configuration()
         var mqtt: OwnTracksMQTTService.Configuration?
+        var push: PushProviders.Configuration?
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -296,6 +298,7 @@ enum ServeCommand {
             configuration.panel.tileAttribution = text
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
+        configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
         return configuration
     }
 
@@ -449,6 +452,16 @@ enum ServeCommand {
             service.addStatusSource(subscriber)
             try group.start(subscriber)
         }
+
+        // The push providers configured (none by default): after the log and the registry whose push
+        // tokens they read, stopped before them. `pushChannels` is the list the command dispatcher takes.
+        var pushChannels: [any CommandChannel] = []
+        if let pushConfiguration = configuration.push {
+            let push = PushChannelsService(pushConfiguration, tokens: service.identity, dataDirectory: data)
+            try group.start(push)
+            pushChannels = push.channels
+        }
+        _ = pushChannels  // the command dispatcher (issue 14, r14-commands) takes these
 
         // Every route passes through the permission table; a route without an entry stops the start.
         let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)

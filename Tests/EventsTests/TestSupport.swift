@@ -129,10 +129,12 @@ struct EventFuzzer {
         case 5: return .deviceTokenIssued(DeviceTokenIssued(deviceID: id(), tokenHash: hash()))
         case 6: return .deviceTokenRevoked(DeviceTokenRevoked(deviceID: id(), tokenHash: hash()))
         case 7:
+            let keyed = Bool.random(using: &random)
             return .pushTokenRegistered(
                 PushTokenRegistered(
                     deviceID: id(), provider: string(), token: string(maxBytes: 400), topic: string(),
-                    environment: string()))
+                    environment: string(), webPushPublicKey: keyed ? hash() + hash() : [],
+                    webPushAuthSecret: keyed ? Array(hash().prefix(16)) : []))
         case 8:
             return .pushTokenInvalidated(
                 PushTokenInvalidated(provider: string(), token: string(), reason: string()))

@@ -98,11 +98,15 @@ import Testing
             case 2: return .deviceTokenIssued(DeviceTokenIssued(deviceID: device(), tokenHash: bytes(32)))
             case 3: return .deviceTokenRevoked(DeviceTokenRevoked(deviceID: device(), tokenHash: bytes(32)))
             case 4:
+                let provider = ["apns", "fcm", "unifiedpush", "apns-location"][
+                    Int.random(in: 0...3, using: &random)]
                 return .pushTokenRegistered(
                     PushTokenRegistered(
-                        deviceID: device(), provider: ["apns", "fcm"][Int.random(in: 0...1, using: &random)],
+                        deviceID: device(), provider: provider,
                         token: "t\(Int.random(in: 0..<6, using: &random))", topic: "topic",
-                        environment: "production"))
+                        environment: "production",
+                        webPushPublicKey: provider == "unifiedpush" ? bytes(65) : [],
+                        webPushAuthSecret: provider == "unifiedpush" ? bytes(16) : []))
             case 5:
                 return .pushTokenInvalidated(
                     PushTokenInvalidated(

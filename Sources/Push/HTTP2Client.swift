@@ -1,0 +1,334 @@
+import CCurl
+import Synchronization
+import Threads
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// One HTTP/2 client per provider endpoint: a libcurl multi handle driven by one thread of ours.
+// Requests to the same host share ONE TLS connection and travel as concurrent streams on it
+// (CURLMOPT_PIPELINING = CURLPIPE_MULTIPLEX, CURLMOPT_MAX_HOST_CONNECTIONS = 1, CURLOPT_PIPEWAIT = 1:
+// a new transfer waits for the connection being set up rather than opening a second one). Apple asks
+// providers to keep their connections open rather than connect per notification, and reads repeated
+// connects as a denial-of-service attempt; Google's and Web Push services gain the same way.
+// The thread sleeps in curl_multi_poll; `send` and `close` wake it with curl_multi_wakeup.
+
+/// A request as a provider sends it: always a POST with a body.
+public struct OutgoingRequest: Sendable {
+    public var url: String
+    /// `name: value` lines, as libcurl takes them.
+    public var headers: [String]
+    public var body: [UInt8]
+
+    public init(url: String, headers: [String], body: [UInt8]) {
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// What came back.
+public struct IncomingResponse: Sendable, Equatable {
+    public var status: Int
+    /// Names lower-cased, as HTTP/2 sends them.
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+    /// 2 for HTTP/2, 1 for HTTP/1.x.
+    public var httpMajorVersion: Int
+
+    public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+
+    public static func == (lhs: IncomingResponse, rhs: IncomingResponse) -> Bool {
+        lhs.status == rhs.status && lhs.body == rhs.body && lhs.httpMajorVersion == rhs.httpMajorVersion
+            && lhs.headers.map(\.name) == rhs.headers.map(\.name)
+            && lhs.headers.map(\.value) == rhs.headers.map(\.value)
+    }
+}
+
+/// Why no response came: the connection failed, TLS was refused, the time ran out, or the
+/// client was closed. The text is libcurl's.
+public struct TransportFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    /// Trying again will not help (a refused credential rather than a network failure).
+    public var permanent = false
+    public var description: String { message }
+
+    public init(message: String, permanent: Bool = false) {
+        self.message = message
+        self.permanent = permanent
+    }
+}
+
+public final class HTTP2Client: Sendable {
+    public struct Options: Sendable {
+        /// Trust this CA file instead of the system's (tests point it at a fake's certificate).
+        public var caFile: String?
+        public var requestTimeoutMillis = 30_000
+        public var connectTimeoutMillis = 10_000
+        /// A response body larger than this is cut off and the request fails: providers answer
+        /// with a few hundred bytes of JSON.
+        public var responseBytesMax = 64 * 1024
+        /// Streams at once on the connection; the server's SETTINGS may allow fewer (APNs: 1,000).
+        public var concurrentStreamsMax = 1000
+
+        public init(caFile: String? = nil) { self.caFile = caFile }
+    }
+
+    public let name: String
+    let options: Options
+    private let state: Mutex<State>
+    private let multi: MultiHandle
+    private let thread = Mutex<pthread_t?>(nil)
+    /// New TLS connections made (libcurl's CURLINFO_NUM_CONNECTS summed): 1 while the one
+    /// connection lives.
+    private let connects = Atomic<Int>(0)
+
+    struct State {
+        var pending: [Transfer] = []
+        var closing = false
+    }
+
+    /// The multi handle, used only by the client's thread once created (and by curl_multi_wakeup,
+    /// which libcurl allows from any thread).
+    final class MultiHandle: @unchecked Sendable {
+        let handle: UnsafeMutableRawPointer
+        init() {
+            _ = HTTP2Client.globalInit
+            guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed") }
+            self.handle = handle
+        }
+    }
+
+    static let globalInit: Bool = {
+        precondition(curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, "curl_global_init failed")
+        precondition(findmy_curl_has_http2() == 1, "libcurl is built without HTTP/2 (nghttp2)")
+        return true
+    }()
+
+    public init(name: String, options: Options = Options()) {
+        self.name = name
+        self.options = options
+        self.state = Mutex(State())
+        self.multi = MultiHandle()
+        _ = findmy_curl_multi_setopt_long(multi.handle, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        _ = findmy_curl_multi_setopt_long(multi.handle, CURLMOPT_MAX_HOST_CONNECTIONS, 1)
+        _ = findmy_curl_multi_setopt_long(
+            multi.handle, CURLMOPT_MAX_CONCURRENT_STREAMS, options.concurrentStreamsMax)
+        let client = self
+        thread.withLock { $0 = spawnThread { client.run() } }
+    }
+
+    /// The connections this client has opened so far.
+    public var connectionsOpened: Int { connects.load(ordering: .relaxed) }
+
+    /// Queues `request`; `completion` runs once, on the client's thread, with the response or
+    /// why there is none. Never blocks on the network.
+    public func send(
+        _ request: OutgoingRequest,
+        completion: @escaping @Sendable (Result<IncomingResponse, TransportFailure>) -> Void
+    ) {
+        let transfer = Transfer(request: request, completion: completion, bytesMax: options.responseBytesMax)
+        // The wake-up happens under the lock: `close` frees the multi handle only after setting
+        // `closing` under it, so no wake-up can reach a freed handle.
+        let accepted = state.withLock { state in
+            guard !state.closing else { return false }
+            state.pending.append(transfer)
+            // One wake-up per batch: the thread takes every pending request when it wakes.
+            if state.pending.count == 1 { curl_multi_wakeup(multi.handle) }
+            return true
+        }
+        guard accepted else {
+            completion(.failure(TransportFailure(message: "the \(name) client is closed")))
+            return
+        }
+    }
+
+    /// Fails what is still queued or in flight, closes the connection and joins the thread.
+    /// Idempotent.
+    public func close() {
+        guard let running = thread.withLock({ $0.take() }) else { return }
+        state.withLock {
+            $0.closing = true
+            curl_multi_wakeup(multi.handle)
+        }
+        pthread_join(running, nil)
+        curl_multi_cleanup(multi.handle)
+    }
+
+    // MARK: the client's thread
+
+    private func run() {
+        var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        var running: Int32 = 0
+        while true {
+            let (incoming, closing) = state.withLock { state in
+                defer { state.pending.removeAll() }
+                return (state.pending, state.closing)
+            }
+            if closing {
+                for transfer in incoming { transfer.finish(.failure(TransportFailure(message: "closed"))) }
+                for (easy, transfer) in active {
+                    curl_multi_remove_handle(multi.handle, easy)
+                    transfer.finish(.failure(TransportFailure(message: "the \(name) client closed")))
+                    curl_easy_cleanup(easy)
+                }
+                return
+            }
+            for transfer in incoming {
+                guard let easy = transfer.makeEasy(options) else {
+                    transfer.finish(.failure(TransportFailure(message: "curl_easy_init failed")))
+                    continue
+                }
+                active[easy] = transfer
+                curl_multi_add_handle(multi.handle, easy)
+            }
+            curl_multi_perform(multi.handle, &running)
+            var queued: Int32 = 0
+            while let message = curl_multi_info_read(multi.handle, &queued) {
+                var easy: UnsafeMutableRawPointer? = nil
+                var result = CURLE_OK
+                guard findmy_curl_message_done(message, &easy, &result) == 1, let easy,
+                    let transfer = active.removeValue(forKey: easy)
+                else { continue }
+                curl_multi_remove_handle(multi.handle, easy)
+                var connectCount = 0
+                _ = findmy_curl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connectCount)
+                connects.add(connectCount, ordering: .relaxed)
+                transfer.finish(transfer.outcome(easy: easy, result: result))
+                curl_easy_cleanup(easy)
+            }
+            curl_multi_poll(multi.handle, nil, 0, 1000, nil)
+        }
+    }
+}
+
+/// One request in flight: what libcurl's callbacks fill in, reached through their context pointer.
+final class Transfer: @unchecked Sendable {
+    let request: OutgoingRequest
+    let completion: @Sendable (Result<IncomingResponse, TransportFailure>) -> Void
+    let bytesMax: Int
+    var body: [UInt8] = []
+    var headerLines: [(name: String, value: String)] = []
+    var overflowed = false
+    var headerList: UnsafeMutablePointer<curl_slist>? = nil
+    /// libcurl writes its error text here (CURLOPT_ERRORBUFFER): memory of our own, not an
+    /// array's, whose storage may not be pointed at beyond a closure.
+    let errorBuffer: UnsafeMutablePointer<CChar> = {
+        let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        buffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        return buffer
+    }()
+
+    init(
+        request: OutgoingRequest,
+        completion: @escaping @Sendable (Result<IncomingResponse, TransportFailure>) -> Void,
+        bytesMax: Int
+    ) {
+        self.request = request
+        self.completion = completion
+        self.bytesMax = bytesMax
+    }
+
+    deinit {
+        curl_slist_free_all(headerList)
+        errorBuffer.deallocate()
+    }
+
+    func finish(_ result: Result<IncomingResponse, TransportFailure>) { completion(result) }
+
+    func makeEasy(_ options: HTTP2Client.Options) -> UnsafeMutableRawPointer? {
+        guard let easy = curl_easy_init() else { return nil }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        for line in request.headers { headerList = curl_slist_append(headerList, line) }
+        // HTTP/1.1 would otherwise wait for "100 Continue" before a large body; HTTP/2 ignores it.
+        headerList = curl_slist_append(headerList, "Expect:")
+        _ = findmy_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
+        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+        _ = findmy_curl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+        // libcurl copies the body at once (COPYPOSTFIELDS, size set just before); an empty body has no
+        // base address, and any non-null pointer does for zero bytes.
+        request.body.withUnsafeBytes {
+            _ = findmy_curl_easy_setopt_pointer(
+                easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+        }
+        _ = findmy_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
+        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, options.requestTimeoutMillis)
+        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMillis)
+        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
+        if let caFile = options.caFile { _ = findmy_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
+        _ = findmy_curl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite)
+        _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
+        _ = findmy_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader)
+        _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
+        _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        return easy
+    }
+
+    func outcome(easy: UnsafeMutableRawPointer, result: CURLcode) -> Result<
+        IncomingResponse, TransportFailure
+    > {
+        guard result == CURLE_OK else {
+            let detail = String(cString: errorBuffer)
+            let text = String(cString: curl_easy_strerror(result))
+            let reason =
+                overflowed ? "response over \(bytesMax) bytes" : detail.isEmpty ? text : "\(text): \(detail)"
+            return .failure(TransportFailure(message: reason))
+        }
+        var status = 0
+        _ = findmy_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var version = 0
+        _ = findmy_curl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        return .success(
+            IncomingResponse(
+                status: status, headers: headerLines, body: body,
+                httpMajorVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1))
+    }
+}
+
+private func transferWrite(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
+    let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    let length = size * count
+    guard transfer.body.count + length <= transfer.bytesMax else {
+        transfer.overflowed = true
+        return 0
+    }
+    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        transfer.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
+}
+
+private func transferHeader(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
+    let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    let length = size * count
+    let line = data!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+    }
+    // A status line starts a new header block (an informational 1xx, then the final one).
+    if line.hasPrefix("HTTP/") {
+        transfer.headerLines.removeAll()
+        return length
+    }
+    guard let colon = line.firstIndex(of: ":") else { return length }
+    let name = line[..<colon].lowercased()
+    let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
+    if transfer.headerLines.count < 100 { transfer.headerLines.append((name, value)) }
+    return length
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        var slice = self[...]
+        while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
+        while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
+        return String(slice)
+    }
+}
