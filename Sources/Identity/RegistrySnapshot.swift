@@ -26,7 +26,9 @@ import Events
 
 /// Constants and file names of the snapshot format, version 1.
 public enum RegistrySnapshotFormat {
-    public static let version: UInt16 = 1
+    /// 2 (issue 14): the body gains share permissions and open commands at its end; 1 still reads.
+    public static let version: UInt16 = 2
+    public static let versionsRead: ClosedRange<UInt16> = 1...2
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -101,7 +103,7 @@ public struct RegistrySnapshot: Sendable {
         do {
             var reader = ByteReader(bytes.dropLast(4).dropFirst(8))
             let version = try reader.u16()
-            guard version == format.version else { throw SnapshotDamage.unknownVersion(version) }
+            guard format.versionsRead.contains(version) else { throw SnapshotDamage.unknownVersion(version) }
             guard try reader.u16() == UInt16(format.headerBytes) else {
                 throw SnapshotDamage.invalid("header size is not \(format.headerBytes)")
             }
@@ -122,7 +124,8 @@ public struct RegistrySnapshot: Sendable {
                         base: try reader.u64(), salt: try reader.u64(), generation: try reader.u32()))
             }
             guard capacity > 0 else { throw SnapshotDamage.invalid("recent batch capacity is zero") }
-            let registry = try Registry.decodeBody(&reader, recentBatchesPerDeviceMax: capacity)
+            let registry = try Registry.decodeBody(
+                &reader, recentBatchesPerDeviceMax: capacity, version: version)
             guard reader.remaining == 0 else { throw SnapshotDamage.invalid("bytes after the registry") }
             return RegistrySnapshot(offset: offset, logID: logID, segments: segments, registry: registry)
         } catch let damage as SnapshotDamage {
@@ -339,6 +342,7 @@ extension Registry {
                 && recentBatches.mapValues(\.order) == other.recentBatches.mapValues(\.order)
                 && recentBatches.mapValues(\.results) == other.recentBatches.mapValues(\.results))
         check("nextOffset", nextOffset == other.nextOffset)
+        check("commands", commands == other.commands)
         return parts
     }
 }

@@ -133,6 +133,29 @@ import Testing
                         untilMicros: Bool.random(using: &random)
                             ? Int64.random(in: 0...1 << 50, using: &random) : nil))
             case 13: return .shareRevoked(ShareRevoked(deviceID: device(), granteeUserID: user()))
+            case 14:
+                return .sharePermissionChanged(
+                    SharePermissionChanged(
+                        deviceID: device(), granteeUserID: user(), locate: Bool.random(using: &random)))
+            case 15:
+                return .commandRequested(
+                    CommandRequested(
+                        commandID: uuid(40), deviceID: device(),
+                        kind: CommandKindCode.allCases.randomElement(using: &random)!, message: "m",
+                        phone: "p", requestedByUserID: user(),
+                        requestedAtMicros: Int64.random(in: 0...1 << 50, using: &random)))
+            case 16:
+                return .commandSent(
+                    CommandSent(
+                        commandID: uuid(40), deviceID: device(),
+                        channel: ["apns", "fcm"][Int.random(in: 0...1, using: &random)]))
+            case 17:
+                return Bool.random(using: &random)
+                    ? .commandExpired(CommandExpired(commandID: uuid(40), deviceID: device(), reason: "r"))
+                    : .commandAnswered(
+                        CommandAnswered(
+                            commandID: uuid(40), deviceID: device(), batchOffset: 1, fixIndex: 0,
+                            clientProtocol: .native))
             default:
                 let fixes = (0..<Int.random(in: 0...3, using: &random)).map { index in
                     Fix(
