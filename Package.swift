@@ -79,7 +79,14 @@ let package = Package(
 
         // Commands to devices (locate, sound, lost): the channel seam the push providers and OwnTracks
         // MQTT implement. docs/commands.md.
-        .target(name: "Commands", swiftSettings: strict),
+        // The API, the lifecycle events, the per-device rate limits and expiry, and the dispatcher
+        // (CommandService) over the channels; GET reads the projection's commands table.
+        .target(
+            name: "Commands",
+            dependencies: [
+                "Identity", "Events", "HTTP", "JSON", "Threads", "Postgres", "ProjectionSchema", "Crypto",
+            ],
+            swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
@@ -142,7 +149,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector",
-                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands",
             ],
             swiftSettings: strict),
 

@@ -38,6 +38,8 @@ public struct ClientReport: Sendable {
     public var rejections: [ItemRejection]
     /// Region transitions and waypoints of the request, appended before its fix batch.
     public var places: [Event]
+    /// The command the request answers (OwnTracks `t: "r"`), marked answered once it is durable.
+    public var answers: CommandAnswerTarget? = nil
 
     public init(
         deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol, items: [Item],
@@ -144,6 +146,7 @@ extension IngestService {
         let (acceptedCount, rejectedCount, counts) = (fixes.count, rejections.count, rejectionCounts)
         let pending = Locked((remaining: records.count, failure: APIError?.none, batchOffset: UInt64(0)))
         let clientProtocol = report.clientProtocol
+        let answers = report.answers
         for (position, event) in records.enumerated() {
             let isBatch = position == records.count - 1
             append(EventCodec.encode(event, receivedAtMicros: received)) { [self] result in
@@ -167,6 +170,11 @@ extension IngestService {
                 }
                 metrics.recordReport(
                     accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
+                if let answers {
+                    identity.answerCommand(
+                        answers, deviceID: batch.deviceID, batchOffset: offset, fixes: batch.fixes,
+                        clientProtocol: clientProtocol)
+                }
                 completion(.stored(offset: offset, accepted: acceptedCount, rejected: rejectedCount))
             }
         }

@@ -1,5 +1,6 @@
 import CLI
 import Clients
+import Commands
 import Compactor
 import Events
 import HTTP
@@ -154,6 +155,22 @@ enum ServeCommand {
                 "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
                 "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
             ),
+            (
+                "command-locate-interval-seconds", "FINDMY_COMMAND_LOCATE_INTERVAL_SECONDS",
+                "at most one locate per device within this many seconds; more answer 429 with Retry-After (default 30)"
+            ),
+            (
+                "command-sound-interval-seconds", "FINDMY_COMMAND_SOUND_INTERVAL_SECONDS",
+                "at most one sound per device within this many seconds (default 30)"
+            ),
+            (
+                "command-locate-expiry-seconds", "FINDMY_COMMAND_LOCATE_EXPIRY_SECONDS",
+                "a locate unanswered this long ends as expired (default 300)"
+            ),
+            (
+                "command-sound-expiry-seconds", "FINDMY_COMMAND_SOUND_EXPIRY_SECONDS",
+                "a sound unanswered this long ends as expired (default 3600); a lost lasts until found"
+            ),
         ] + CompactService.settings + OwnTracksMQTTService.settings
 
     static var help: String {
@@ -188,6 +205,7 @@ enum ServeCommand {
         var compactor = CompactService.Configuration()
         var panel = PanelService.Configuration()
         var mqtt: OwnTracksMQTTService.Configuration?
+        var commands = CommandLimits()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -296,6 +314,14 @@ enum ServeCommand {
             configuration.panel.tileAttribution = text
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
+        configuration.commands.locateIntervalSeconds = try integer(
+            "command-locate-interval-seconds", configuration.commands.locateIntervalSeconds)
+        configuration.commands.soundIntervalSeconds = try integer(
+            "command-sound-interval-seconds", configuration.commands.soundIntervalSeconds)
+        configuration.commands.locateExpirySeconds = try integer(
+            "command-locate-expiry-seconds", configuration.commands.locateExpirySeconds, min: 1)
+        configuration.commands.soundExpirySeconds = try integer(
+            "command-sound-expiry-seconds", configuration.commands.soundExpirySeconds, min: 1)
         return configuration
     }
 
@@ -449,9 +475,18 @@ enum ServeCommand {
         }
 
         // Every route passes through the permission table; a route without an entry stops the start.
+        // Commands (docs/commands.md): the channels come from CommandChannels.make.
+        let commands = CommandService(
+            identity: service.identity, channels: CommandChannels.make(configuration), limits: configuration.commands)
+        try group.start(commands)
+        let checkpoint = projectorCheckpoint
+        let commandRoutes = CommandRoutes(
+            service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
+            afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
+
         let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
         let (router, adminRouter) = try routers(
-            service, reads: reads, panel: panel, compactor: compaction.compactor)
+            service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes)
         try group.start(
             HTTPService(name: "admin") {
                 try HTTPServer.start(
@@ -496,7 +531,8 @@ enum ServeCommand {
     /// The network API's router and the admin socket's, each built through the permission table.
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
-        _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor
+        _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor,
+        commands: CommandRoutes
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -510,6 +546,7 @@ enum ServeCommand {
         } else {
             ReadService.addUnavailableRoutes(to: &api)
         }
+        commands.addRoutes(to: &api)
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)
