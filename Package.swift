@@ -208,5 +208,8 @@ let package = Package(
             ],
             swiftSettings: strict),
         .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
+        // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
+        .testTarget(
+            name: "CommandsTests", dependencies: ["Commands", "Identity", "Events"], swiftSettings: strict),
     ]
 )

@@ -99,7 +99,9 @@ public final class CommandRoutes: Sendable {
             guard let number = Int(text), number >= 1, number <= limits.pageCommandsMax else {
                 throw APIError(
                     status: 400, code: .invalidLimit,
-                    message: "limit must be a whole number from 1 to \(limits.pageCommandsMax), got '\(text.prefix(20))'")
+                    message:
+                        "limit must be a whole number from 1 to \(limits.pageCommandsMax), got '\(text.prefix(20))'"
+                )
             }
             limit = number
         }
@@ -119,8 +121,10 @@ public final class CommandRoutes: Sendable {
         writer.key("next_cursor")
         if commands.count > limit, let last = page.last {
             writer.string(
-                CommandCursor(deviceID: deviceID, requestedAtMicros: last.requestedAtMicros, logOffset: last.logOffset)
-                    .encoded)
+                CommandCursor(
+                    deviceID: deviceID, requestedAtMicros: last.requestedAtMicros, logOffset: last.logOffset
+                )
+                .encoded)
         } else {
             writer.null()
         }
@@ -132,7 +136,9 @@ public final class CommandRoutes: Sendable {
         try checkParameters(request, allowed: ["after_offset"])
         let notFound = APIError(
             status: 404, code: .commandNotFound,
-            message: "no command with this id for this device; list them with GET /api/find-my/devices/{id}/commands")
+            message:
+                "no command with this id for this device; list them with GET /api/find-my/devices/{id}/commands"
+        )
         guard let id = request.pathParameters["command_id"].flatMap({ UUID128($0) }) else { throw notFound }
         try waitForProjection(request)
         guard let command = try read(deviceID: deviceID, commandID: id, after: nil, limit: 1).first else {
@@ -160,7 +166,9 @@ public final class CommandRoutes: Sendable {
         guard let offset = UInt64(text) else {
             throw APIError(
                 status: 400, code: .invalidAfterOffset,
-                message: "after_offset must be the offset a write answered, a whole number; got '\(text.prefix(24))'")
+                message:
+                    "after_offset must be the offset a write answered, a whole number; got '\(text.prefix(24))'"
+            )
         }
         let durableEnd = service.identity.log.durableEnd
         guard offset < durableEnd else {
@@ -174,7 +182,8 @@ public final class CommandRoutes: Sendable {
                 var error = APIError(
                     status: 503, code: .projectionBehind,
                     message:
-                        "the projection has not reached offset \(offset) within \(afterOffsetWaitMillisMax) ms; retry")
+                        "the projection has not reached offset \(offset) within \(afterOffsetWaitMillisMax) ms; retry"
+                )
                 error.message += " (it is at \(projectedEnd()))"
                 throw error
             }
@@ -236,7 +245,8 @@ public final class CommandRoutes: Sendable {
 
     /// A page of the device's commands, newest first (or the one `commandID`), each with its
     /// deliveries in log order and the fix that answered it: one statement.
-    func read(deviceID: UInt64, commandID: UUID128?, after: CommandCursor?, limit: Int) throws(APIError) -> [Command]
+    func read(deviceID: UInt64, commandID: UUID128?, after: CommandCursor?, limit: Int) throws(APIError)
+        -> [Command]
     {
         guard let pool else {
             throw APIError(
@@ -280,14 +290,17 @@ public final class CommandRoutes: Sendable {
                         message: result.string(row, 3) ?? "", phone: result.string(row, 4) ?? "",
                         requestedBy: UInt64(try result.int64(row, 5) ?? 0),
                         requestedAtMicros: try result.timestampMicros(row, 6) ?? 0,
-                        logOffset: UInt64(try result.int64(row, 7) ?? 0), endedAtMicros: try result.timestampMicros(row, 8),
+                        logOffset: UInt64(try result.int64(row, 7) ?? 0),
+                        endedAtMicros: try result.timestampMicros(row, 8),
                         endReason: result.string(row, 9))
                     if let answeredAt = try result.timestampMicros(row, 10) {
                         command.answer = Answer(
                             answeredAtMicros: answeredAt, clientProtocol: result.string(row, 11) ?? "",
                             latitude: try result.double(row, 12), longitude: try result.double(row, 13),
-                            accuracyMeters: try result.double(row, 14), recordedAtMicros: try result.timestampMicros(row, 15),
-                            receivedAtMicros: try result.timestampMicros(row, 16), batteryPercent: try result.int64(row, 17))
+                            accuracyMeters: try result.double(row, 14),
+                            recordedAtMicros: try result.timestampMicros(row, 15),
+                            receivedAtMicros: try result.timestampMicros(row, 16),
+                            batteryPercent: try result.int64(row, 17))
                     }
                     list.append(command)
                 }
@@ -295,7 +308,8 @@ public final class CommandRoutes: Sendable {
                     list[list.count - 1].deliveries.append(
                         Delivery(
                             channel: channel, state: result.string(row, 19) ?? "",
-                            atMicros: try result.timestampMicros(row, 20) ?? 0, detail: result.string(row, 21) ?? "",
+                            atMicros: try result.timestampMicros(row, 20) ?? 0,
+                            detail: result.string(row, 21) ?? "",
                             retryAtMicros: try result.timestampMicros(row, 22)))
                 }
             }
@@ -304,7 +318,8 @@ public final class CommandRoutes: Sendable {
             StructuredLog.error("commands_read_failed", ["error": .string("\(error)")])
             throw APIError(
                 status: 503, code: .databaseUnavailable,
-                message: "the database did not answer this read; retry shortly (the server log has the cause)")
+                message: "the database did not answer this read; retry shortly (the server log has the cause)"
+            )
         }
     }
 
@@ -339,7 +354,11 @@ public final class CommandRoutes: Sendable {
             writer.key("detail")
             writer.string(delivery.detail)
             writer.key("retry_at")
-            if let retry = delivery.retryAtMicros { writer.string(RFC3339.formatMicros(retry)) } else { writer.null() }
+            if let retry = delivery.retryAtMicros {
+                writer.string(RFC3339.formatMicros(retry))
+            } else {
+                writer.null()
+            }
             writer.endObject()
         }
         writer.endArray()
@@ -377,7 +396,11 @@ public final class CommandRoutes: Sendable {
             writer.null()
         }
         writer.key("ended_at")
-        if let ended = command.endedAtMicros { writer.string(RFC3339.formatMicros(ended)) } else { writer.null() }
+        if let ended = command.endedAtMicros {
+            writer.string(RFC3339.formatMicros(ended))
+        } else {
+            writer.null()
+        }
         writer.key("end_reason")
         if let reason = command.endReason { writer.string(reason) } else { writer.null() }
         writer.endObject()
@@ -395,7 +418,9 @@ struct CommandCursor: Equatable {
     var encoded: String {
         var bytes: [UInt8] = [1]
         for value in [deviceID, UInt64(bitPattern: requestedAtMicros), logOffset] {
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+            }
         }
         return Base64URL.encode(bytes)
     }
@@ -403,13 +428,16 @@ struct CommandCursor: Equatable {
     static func decode(_ text: String, deviceID: UInt64) throws(APIError) -> CommandCursor {
         let invalid = APIError(
             status: 400, code: .invalidCursor,
-            message: "cursor is not a next_cursor this listing returned; pass next_cursor unchanged, or omit cursor")
+            message:
+                "cursor is not a next_cursor this listing returned; pass next_cursor unchanged, or omit cursor"
+        )
         guard let bytes = Base64URL.decode(text), bytes.count == 25, bytes[0] == 1 else { throw invalid }
         var values: [UInt64] = []
         for start in stride(from: 1, to: 25, by: 8) {
             values.append(bytes[start..<start + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
         }
         guard values[0] == deviceID else { throw invalid }
-        return CommandCursor(deviceID: values[0], requestedAtMicros: Int64(bitPattern: values[1]), logOffset: values[2])
+        return CommandCursor(
+            deviceID: values[0], requestedAtMicros: Int64(bitPattern: values[1]), logOffset: values[2])
     }
 }

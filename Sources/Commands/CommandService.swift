@@ -87,12 +87,15 @@ public final class CommandService: Service {
                 let (last, ending) = identity.registry.read { state -> (Int64?, [CommandBook.Open]) in
                     let book = state.registry.commands
                     let open = book.open(deviceID: deviceID)
-                    let ending = kind == .found || kind == .lost ? open.filter { $0.request.kind == .lost } : []
+                    let ending =
+                        kind == .found || kind == .lost ? open.filter { $0.request.kind == .lost } : []
                     return (book.lastRequested[CommandBook.KindKey(deviceID: deviceID, kind: code)], ending)
                 }
                 if let last, now < last + interval {
                     let waitSeconds = Int((last + interval - now + 999_999) / 1_000_000)
-                    throw .rateLimited(retryAfterSeconds: max(1, waitSeconds), kind: kind, intervalSeconds: limits.intervalSeconds(code))
+                    throw .rateLimited(
+                        retryAfterSeconds: max(1, waitSeconds), kind: kind,
+                        intervalSeconds: limits.intervalSeconds(code))
                 }
                 let id = UUID128.random()
                 do throws(APIError) {
@@ -119,7 +122,8 @@ public final class CommandService: Service {
         StructuredLog.info(
             "command_requested",
             [
-                "device_id": .int(Int64(deviceID)), "user_id": .int(Int64(userID)), "kind": .string(kind.rawValue),
+                "device_id": .int(Int64(deviceID)), "user_id": .int(Int64(userID)),
+                "kind": .string(kind.rawValue),
                 "command_id": .string(requested.commandID.description),
             ])
         let delivery = CommandDelivery(
@@ -142,7 +146,9 @@ public final class CommandService: Service {
 
     // MARK: the worker
 
-    public var state: ServiceState { worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle) }
+    public var state: ServiceState {
+        worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle)
+    }
 
     /// Starts the worker. Commands that are open and were never sent by any channel (the server
     /// stopped before their outcome was stored) are handed to the channels again.
@@ -169,8 +175,10 @@ public final class CommandService: Service {
 
     static func delivery(_ request: CommandRequested) -> CommandDelivery {
         CommandDelivery(
-            commandID: request.commandID.description, kind: CommandKind(request.kind), deviceID: request.deviceID,
-            message: request.kind == .lost ? request.message : nil, phone: request.kind == .lost ? request.phone : nil)
+            commandID: request.commandID.description, kind: CommandKind(request.kind),
+            deviceID: request.deviceID,
+            message: request.kind == .lost ? request.message : nil,
+            phone: request.kind == .lost ? request.phone : nil)
     }
 
     /// One round of the worker, also what tests call with their clock: hands new commands and due
@@ -228,7 +236,8 @@ public final class CommandService: Service {
         func failed(_ reason: String, retryAt: Int64?, dead: Bool) -> Event {
             .commandDeliveryFailed(
                 CommandDeliveryFailed(
-                    commandID: id, deviceID: delivery.deviceID, channel: channel, reason: reason, retryAtMicros: retryAt,
+                    commandID: id, deviceID: delivery.deviceID, channel: channel, reason: reason,
+                    retryAtMicros: retryAt,
                     addressDead: dead))
         }
         var events: [Event] = []
@@ -236,7 +245,9 @@ public final class CommandService: Service {
         case .sent(let providerID):
             events.append(
                 .commandSent(
-                    CommandSent(commandID: id, deviceID: delivery.deviceID, channel: channel, providerID: providerID ?? "")))
+                    CommandSent(
+                        commandID: id, deviceID: delivery.deviceID, channel: channel,
+                        providerID: providerID ?? "")))
         case .addressDead(let reason):
             events.append(failed(reason, retryAt: nil, dead: true))
             let key = Registry.PushKey(provider: attempt.address.provider, token: attempt.address.token)

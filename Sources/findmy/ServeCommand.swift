@@ -477,7 +477,8 @@ enum ServeCommand {
         // Every route passes through the permission table; a route without an entry stops the start.
         // Commands (docs/commands.md): the channels come from CommandChannels.make.
         let commands = CommandService(
-            identity: service.identity, channels: CommandChannels.make(configuration), limits: configuration.commands)
+            identity: service.identity, channels: CommandChannels.make(configuration),
+            limits: configuration.commands)
         try group.start(commands)
         let checkpoint = projectorCheckpoint
         let commandRoutes = CommandRoutes(
