@@ -118,3 +118,18 @@ package struct HandOutKey: Hashable, Sendable {
     var commandID: UUID128
     var channel: String
 }
+
+extension IdentityService {
+    /// Whether `user` may send commands to `deviceID` now (`Registry.mayCommand`), for the panel.
+    public func mayCommand(_ deviceID: UInt64, user: UInt64) -> Bool {
+        let now = clockMicros()
+        return registry.read { $0.registry.mayCommand(deviceID, user: user, atMicros: now) }
+    }
+
+    /// Which of `deviceIDs` are marked lost (an open `lost`), for the panel's list.
+    public func lostDevices(_ deviceIDs: [UInt64]) -> Set<UInt64> {
+        registry.read { state in
+            Set(deviceIDs.filter { state.registry.commands.lost(deviceID: $0) != nil })
+        }
+    }
+}

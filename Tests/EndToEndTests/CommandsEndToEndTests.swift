@@ -172,6 +172,23 @@ import Testing
         let kinds = try list.body["commands"]?.arrayValue.map { try $0["kind"]!.stringValue }
         #expect(kinds == ["sound", "locate"], "\(list.body)")
 
+        // The panel: the buttons for who may locate, none for a see-only share; a lost device is marked.
+        let lost = try send(
+            connection, "POST", "/api/find-my/devices/\(ids["own"]!)/commands", token: olga,
+            body: "{\"kind\": \"lost\", \"message\": \"Please call\", \"phone\": \"+49 30 1234567\"}")
+        #expect(lost.answer.status == 202)
+        func page(_ device: String, _ token: String) throws -> String {
+            let response = try connection.send(
+                "GET", "/find-my?selected=\(ids[device]!)", headers: [("Authorization", "Bearer \(token)")])
+            #expect(response.status == 200)
+            return String(decoding: response.body, as: UTF8.self)
+        }
+        let ownPage = try page("own", olga)
+        #expect(ownPage.contains("id=\"locate-now\"") && ownPage.contains("id=\"found\""))
+        #expect(ownPage.contains("marked lost"))
+        #expect(try page("locate-shared", mia).contains("id=\"locate-now\""))
+        #expect(!(try page("see-shared", sam).contains("id=\"commands\"")))
+
         // Replay rebuilds the same commands tables.
         try waitForProjector(data.path)
         server.stop()
@@ -195,7 +212,7 @@ import Testing
             }
         }
         let before = (try rows(query, columns: 10), try rows(deliveries, columns: 9))
-        #expect(before.0.count == 3 && !before.1.isEmpty)
+        #expect(before.0.count == 4 && !before.1.isEmpty)
         let replay = try FindmyProcess.run(["replay", "--data-dir", data.path], timeoutSeconds: 300)
         #expect(replay.status == 0, "\(replay.error)")
         try cluster.start()
