@@ -193,6 +193,16 @@ import Testing
         try waitForProjector(data.path)
         server.stop()
         serverStopped = true
+        // `findmy log dump --json` shows every step with its fields.
+        let dumped = try dumpLog(data.path).records
+        let requested = dumped.filter { (try? $0["type"]?.stringValue) == "command_requested" }
+        #expect(requested.count == 4)
+        #expect(requested.first?["kind"] == .string("locate") && requested.first?["requested_by"] != nil)
+        let answers = dumped.filter { (try? $0["type"]?.stringValue) == "command_answered" }
+        #expect(Set(answers.compactMap { try? $0["protocol"]?.stringValue }) == ["native", "owntracks-http"])
+        let permissions = dumped.filter { (try? $0["type"]?.stringValue) == "share_permission_changed" }
+        #expect(permissions.map { $0["permission"] } == [.string("locate")])
+
         let cluster = try EmbeddedPostgres(dataDirectory: data.path)
         defer { try? cluster.stop() }
         try cluster.start()
