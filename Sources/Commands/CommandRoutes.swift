@@ -5,6 +5,7 @@ import Identity
 import JSON
 import Postgres
 import ProjectionSchema
+import Threads
 
 #if canImport(Glibc)
     import Glibc
@@ -176,25 +177,18 @@ public final class CommandRoutes: Sendable {
                 status: 400, code: .invalidAfterOffset,
                 message: "after_offset \(offset) was never written: the log ends at offset \(durableEnd)")
         }
-        let deadline = monotonicNowMicros() + Int64(afterOffsetWaitMillisMax) * 1_000
+        let deadline = monotonicMicros() + Int64(afterOffsetWaitMillisMax) * 1_000
         while projectedEnd() <= offset {
-            guard monotonicNowMicros() < deadline else {
-                var error = APIError(
+            guard monotonicMicros() < deadline else {
+                throw APIError(
                     status: 503, code: .projectionBehind,
                     message:
-                        "the projection has not reached offset \(offset) within \(afterOffsetWaitMillisMax) ms; retry"
-                )
-                error.message += " (it is at \(projectedEnd()))"
-                throw error
+                        "the projection has not reached offset \(offset) within \(afterOffsetWaitMillisMax) ms "
+                        + "(it is at \(projectedEnd())); retry, or see /healthz for the projector's lag")
             }
+            // As the read API's after_offset (ReadService.waitForProjection): a short poll, bounded.
             usleep(2_000)
         }
-    }
-
-    private func monotonicNowMicros() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
     }
 
     func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {

@@ -133,3 +133,17 @@ extension IdentityService {
         }
     }
 }
+
+extension IdentityService {
+    /// Where the push channels can reach `deviceID`: its registered push tokens, by provider and
+    /// token, with their topic and environment (`CommandChannel.addresses` reads this).
+    public func pushRegistrations(deviceID: UInt64) -> [(
+        key: Registry.PushKey, registration: Registry.PushRegistration
+    )] {
+        registry.read { state in
+            state.registry.pushTokens(deviceID: deviceID).compactMap { key in
+                state.registry.pushTokens[key].map { (key, $0) }
+            }
+        }
+    }
+}
