@@ -470,3 +470,48 @@ extension RegistrySnapshotTests {
         #expect(snapshotter.round(force: false) == nil)
     }
 }
+
+extension RegistrySnapshotTests {
+    /// A snapshot written by format version 1 (before issue 14 appended share permissions and open
+    /// commands to the body) still loads: made here from a version 2 file of a log without command
+    /// events, whose appended part is then four zero counts.
+    @Test func aVersion1SnapshotStillLoads() throws {
+        let data = DataDirectory()
+        var source = EventSource(random: SeededGenerator(state: 5))
+        var events: [Event] = []
+        while events.count < 150 {
+            let event = source.next()
+            switch event {
+            case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered:
+                continue
+            default: events.append(event)
+            }
+        }
+        try Self.withServer(data) { identity, snapshotter in
+            for event in events.prefix(120) { _ = try identity.log.append(event, receivedAtMicros: 1) }
+            snapshotter.snapshotNow()
+            for event in events.dropFirst(120) { _ = try identity.log.append(event, receivedAtMicros: 1) }
+        }
+        let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
+        let version2 = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(version2[8] == 2 && version2[9] == 0)
+        let appended = 16
+        #expect(version2.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
+        var version1 = Array(version2.dropLast(4 + appended))
+        version1[8] = 1
+        let bodyBytes =
+            version1[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - UInt64(appended)
+        for index in 0..<8 {
+            version1[44 + index] = UInt8(truncatingIfNeeded: bodyBytes >> (8 * UInt64(index)))
+        }
+        let crc = CRC32C.checksum(version1)
+        for index in 0..<4 { version1.append(UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index)))) }
+        try Data(version1).write(to: URL(fileURLWithPath: path))
+
+        let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
+        let restarted = try Self.withServer(data) { identity, _ in identity }
+        #expect(restarted.startReport.snapshotOffset == 120 && restarted.startReport.skipped.isEmpty)
+        #expect(restarted.startReport.recordsReplayed == 30)
+        #expect(restarted.registrySnapshot.differences(from: reference) == [])
+    }
+}
