@@ -172,6 +172,12 @@ import Testing
         let kinds = try list.body["commands"]?.arrayValue.map { try $0["kind"]!.stringValue }
         #expect(kinds == ["sound", "locate"], "\(list.body)")
 
+        // The owner sees what the grantee asked of her device, and by whom.
+        let sharedList = try get(
+            connection, "/api/find-my/devices/\(ids["locate-shared"]!)/commands", token: olga)
+        let askers = try sharedList.body["commands"]?.arrayValue.map { try $0["requested_by"]!.stringValue }
+        #expect(askers == ["mia"], "\(sharedList.body)")
+
         // The panel: the buttons for who may locate, none for a see-only share; a lost device is marked.
         let lost = try send(
             connection, "POST", "/api/find-my/devices/\(ids["own"]!)/commands", token: olga,
