@@ -254,3 +254,28 @@ final class Scratch {
         #expect(refused.response.status == 400)
     }
 }
+
+extension CommandServiceTests {
+    /// A command no channel took before the server stopped is handed to the channels when the
+    /// service starts again; one a channel took is not sent twice.
+    @Test func aStartHandsUnsentOpenCommandsToTheChannelsAgain() throws {
+        let scratch = try Scratch()
+        defer { scratch.close() }
+        let before = CommandService(identity: scratch.identity, channels: [], clockMicros: scratch.now)
+        let unsent = try before.request(deviceID: 1, userID: 1, kind: .sound, message: nil, phone: nil)
+        let taken = try before.request(deviceID: 1, userID: 1, kind: .locate, message: nil, phone: nil)
+        _ = try scratch.identity.appendAndApply(
+            .commandSent(CommandSent(commandID: taken.commandID, deviceID: 1, channel: "report-answer")),
+            receivedAtMicros: scratch.clock.nowMicros)
+
+        let provider = RecordingProvider(
+            name: "fcm", addresses: [ChannelAddress(provider: "fcm", token: "t")], script: [])
+        let after = CommandService(identity: scratch.identity, channels: [provider], clockMicros: scratch.now)
+        try after.start()
+        defer { after.stop(graceMicros: 0) }
+        let deadline = Date().addingTimeInterval(30)
+        while provider.askedCount == 0 && Date() < deadline { usleep(1_000) }
+        #expect(provider.asked.map(\.0.commandID) == [unsent.commandID.description])
+        #expect(provider.asked.first?.0.kind == .sound)
+    }
+}
