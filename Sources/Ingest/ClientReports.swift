@@ -141,8 +141,12 @@ extension IngestService {
             rejections: rejections.map { Rejection(index: $0.0, reason: $0.1.reason) },
             clientProtocol: report.clientProtocol)
         // Places first, the batch last: the batch id is remembered (a resend answered as a
-        // duplicate) only when everything of the request is durable.
-        let records = report.places + [.fixBatch(batch)]
+        // duplicate) only when everything of the request is durable. A request of places only
+        // (an OwnTracks transition) appends no empty batch: its id is remembered in memory, so a
+        // resend while the server runs is a duplicate; after a restart a redelivered copy appends
+        // the same place again (docs/clients.md).
+        let appendsBatch = !(fixes.isEmpty && rejections.isEmpty)
+        let records = report.places + (appendsBatch ? [.fixBatch(batch)] : [])
         let (acceptedCount, rejectedCount, counts) = (fixes.count, rejections.count, rejectionCounts)
         let pending = Locked((remaining: records.count, failure: APIError?.none, batchOffset: UInt64(0)))
         let clientProtocol = report.clientProtocol
@@ -168,9 +172,12 @@ extension IngestService {
                     state.batchesInFlight.remove(key)
                     state.registry.apply(.fixBatch(batch), offset: offset)
                 }
-                metrics.recordReport(
-                    accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
-                if let answers {
+                if appendsBatch {
+                    metrics.recordReport(
+                        accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
+                }
+                // Only a batch with fixes can answer (answerCommand checks): the newest fix is the answer.
+                if let answers, appendsBatch {
                     identity.answerCommand(
                         answers, deviceID: batch.deviceID, batchOffset: offset, fixes: batch.fixes,
                         clientProtocol: clientProtocol)
