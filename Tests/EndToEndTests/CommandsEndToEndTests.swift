@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import JSON
+import MosquittoSupport
 import Postgres
 import Testing
 
@@ -235,5 +236,40 @@ import Testing
         let after = (try rows(query, columns: 10), try rows(deliveries, columns: 9))
         #expect(after.0 == before.0)
         #expect(after.1 == before.1)
+    }
+}
+
+extension CommandsEndToEndTests {
+    /// OwnTracks over MQTT answers a locate the same way as over HTTP: a location with `t: "r"`.
+    @Test func anOwnTracksMQTTLocationWithTriggerRAnswersTheLocate() throws {
+        let broker = try Mosquitto()
+        let data = ScratchDirectory("findmy-commands-mqtt")
+        let alice = try addUser("alice", data: data.path)
+        let server = try OwnTracksMQTTTests.server(data.path, broker, projector: true)
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        try broker.publish(topic: "owntracks/alice/phone", OwnTracksMQTTTests.location(latitude: 48.1))
+        var deviceID: Int64?
+        _ = waitUntil(timeoutSeconds: 60) {
+            deviceID = try? get(connection, "/api/find-my/devices", token: alice).body["devices"]?
+                .arrayValue.first?["id"]?.int64Value
+            return deviceID != nil
+        }
+        let device = try #require(deviceID)
+        let asked = try send(
+            connection, "POST", "/api/find-my/devices/\(device)/commands", token: alice,
+            body: "{\"kind\": \"locate\"}")
+        #expect(asked.answer.status == 202)
+        let command: String = try #require(asked.answer.string("command_id"))
+        let tst = Int(Date().timeIntervalSince1970) - 1
+        try broker.publish(
+            topic: "owntracks/alice/phone",
+            "{\"_type\":\"location\",\"lat\":48.3,\"lon\":13.405,\"tst\":\(tst),\"acc\":12,\"t\":\"r\",\"tid\":\"ph\"}"
+        )
+        let answered = try waitForCommand(connection, device: device, command: command, token: alice) {
+            $0.string("state") == "answered"
+        }
+        #expect(answered.body["answer"]?["protocol"] == .string("owntracks-mqtt"), "\(answered.body)")
+        #expect(answered.body["answer"]?["fix"]?["latitude"] == .double(48.3))
     }
 }
