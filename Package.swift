@@ -82,9 +82,17 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        // Commands to devices (locate, sound, lost): the channel seam the push providers and OwnTracks
-        // MQTT implement. docs/commands.md.
-        .target(name: "Commands", swiftSettings: strict),
+        // Commands to devices (locate, sound, lost, found; docs/commands.md): the API, the lifecycle
+        // events, the per-device rate limits and expiry, the dispatcher (CommandService) and the
+        // channel seam the push providers and OwnTracks MQTT implement; GET reads the projection's
+        // commands table.
+        .target(
+            name: "Commands",
+            dependencies: [
+                "Identity", "Events", "HTTP", "JSON", "Threads", "Postgres", "ProjectionSchema", "Crypto",
+            ],
+            swiftSettings: strict),
+
         // The push providers as command channels: APNs (token auth), FCM HTTP v1 and UnifiedPush /
         // Web Push (RFC 8291 encryption, RFC 8292 VAPID), each over one long-lived HTTP/2 connection
         // per endpoint through libcurl's multi interface. The one module that calls libcurl; keys
@@ -231,5 +239,8 @@ let package = Package(
             name: "PushTests",
             dependencies: ["Push", "Commands", "Crypto", "JSON", "Identity", "Events", "Threads"],
             swiftSettings: strict),
+        // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
+        .testTarget(
+            name: "CommandsTests", dependencies: ["Commands", "Identity", "Events"], swiftSettings: strict),
     ]
 )

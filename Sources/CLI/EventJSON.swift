@@ -173,6 +173,9 @@ public enum EventJSON {
                 writer.endObject()
             }
             writer.endArray()
+        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
+            .sharePermissionChanged:
+            writeCommand(event, to: &writer)
         case .unknown(_, let version, let payload):
             writer.key("event_version")
             writer.int64(Int64(version))
@@ -282,8 +285,97 @@ public enum EventJSON {
         case .waypointsReported(let reported):
             return prefix + "  device \(reported.deviceID)  \(reported.waypoints.count) waypoints"
                 + (reported.complete ? " (whole list)" : "")
+        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
+            .sharePermissionChanged:
+            return prefix + "  " + commandLine(event)
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
+        }
+    }
+}
+
+// MARK: commands (issue 14, docs/log-format.md types 27-32)
+
+extension EventJSON {
+    static func writeCommand(_ event: Event, to writer: inout JSONWriter) {
+        func common(_ id: UUID128, _ device: UInt64) {
+            writer.key("command_id")
+            writer.string(id.description)
+            writer.key("device")
+            writer.int64(Int64(bitPattern: device))
+        }
+        switch event {
+        case .commandRequested(let c):
+            common(c.commandID, c.deviceID)
+            writer.key("kind")
+            writer.string(c.kind.name)
+            writer.key("message")
+            writer.string(c.message)
+            writer.key("phone")
+            writer.string(c.phone)
+            writer.key("requested_by")
+            writer.int64(Int64(bitPattern: c.requestedByUserID))
+            writer.key("requested_at")
+            writer.string(time(c.requestedAtMicros))
+        case .commandSent(let c):
+            common(c.commandID, c.deviceID)
+            writer.key("channel")
+            writer.string(c.channel)
+            writer.key("provider_id")
+            if c.providerID.isEmpty { writer.null() } else { writer.string(c.providerID) }
+        case .commandDeliveryFailed(let c):
+            common(c.commandID, c.deviceID)
+            writer.key("channel")
+            writer.string(c.channel)
+            writer.key("reason")
+            writer.string(c.reason)
+            writer.key("retry_at")
+            if let retry = c.retryAtMicros { writer.string(time(retry)) } else { writer.null() }
+            writer.key("address_dead")
+            writer.bool(c.addressDead)
+        case .commandAnswered(let c):
+            common(c.commandID, c.deviceID)
+            writer.key("batch_offset")
+            writer.int64(Int64(bitPattern: c.batchOffset))
+            writer.key("fix_index")
+            writer.int64(Int64(c.fixIndex))
+            writer.key("protocol")
+            writer.string(c.clientProtocol.name)
+        case .commandExpired(let c):
+            common(c.commandID, c.deviceID)
+            writer.key("reason")
+            writer.string(c.reason)
+        case .sharePermissionChanged(let c):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: c.deviceID))
+            writer.key("grantee")
+            writer.int64(Int64(bitPattern: c.granteeUserID))
+            writer.key("permission")
+            writer.string(c.locate ? "locate" : "see")
+        default:
+            preconditionFailure("not a command event")
+        }
+    }
+
+    static func commandLine(_ event: Event) -> String {
+        switch event {
+        case .commandRequested(let c):
+            "device \(c.deviceID)  \(c.kind.name) \(c.commandID) by user \(c.requestedByUserID)"
+        case .commandSent(let c):
+            "device \(c.deviceID)  \(c.commandID) sent via \(c.channel)"
+                + (c.providerID.isEmpty ? "" : " (\(c.providerID))")
+        case .commandDeliveryFailed(let c):
+            "device \(c.deviceID)  \(c.commandID) via \(c.channel) failed: \(c.reason)"
+                + (c.retryAtMicros.map { ", retry at " + time($0) } ?? "")
+                + (c.addressDead ? ", address dead" : "")
+        case .commandAnswered(let c):
+            "device \(c.deviceID)  \(c.commandID) answered by fix \(c.fixIndex) of record \(c.batchOffset)"
+        case .commandExpired(let c):
+            "device \(c.deviceID)  \(c.commandID) ended: \(c.reason)"
+        case .sharePermissionChanged(let c):
+            "device \(c.deviceID) user \(c.granteeUserID): " + (c.locate ? "may locate" : "see only")
+        default:
+            preconditionFailure("not a command event")
         }
     }
 }

@@ -43,17 +43,21 @@ extension ClientsService {
         for type in decoded.counted { ingest.recordClientMessage(.owntracksHTTP, type: type) }
         // The apps resend a message after a timeout; the same plaintext is the same batch. (An
         // encrypted resend has a fresh nonce, so the id comes from what is inside.)
-        let report = ClientReport(
+        var report = ClientReport(
             deviceID: deviceID,
             batchID: ClientReport.derivedBatchID(
                 deviceID: deviceID, clientProtocol: .owntracksHTTP,
                 body: rejection == nil ? plaintext : request.body),
             clientProtocol: .owntracksHTTP, items: decoded.items, rejections: decoded.rejections,
             places: decoded.places)
+        // A location sent because of a reportLocation command (`t: "r"`, source ondemand) answers it.
+        if decoded.items.contains(where: { $0.fix.source == "ondemand" }) { report.answers = .oldestLocate }
         switch ingest.submitAndWait(report) {
         case .stored, .duplicate, .empty, .paused:
             let friends = Self.wantsFriends(request) ? friendsMessages(for: deviceID) : []
-            return Self.answer(friends, key: key)
+            // The answering location's own reply asks for nothing: its answer is being stored.
+            let commands = report.answers == nil ? commandMessages(for: deviceID) : []
+            return Self.answer(friends + commands, key: key)
         case .inProgress:
             var response = APIError(
                 status: 503, code: .batchInProgress,
@@ -67,6 +71,15 @@ extension ClientsService {
     }
 
     /// `?friends=1` (or `true`, `on`) on the URL typed into the app.
+    /// A pending locate as OwnTracks' own command (docs/commands.md): the app answers it with a
+    /// location whose `t` is `r`. OwnTracks has no command for sound or lost.
+    func commandMessages(for deviceID: UInt64) -> [JSONValue] {
+        let locates = ingest.identity.commandsForAnswer(
+            deviceID: deviceID, channel: "owntracks-http", kinds: [.locate])
+        guard !locates.isEmpty else { return [] }
+        return [.object(["_type": .string("cmd"), "action": .string("reportLocation")])]
+    }
+
     static func wantsFriends(_ request: HTTPRequest) -> Bool {
         guard let value = request.query("friends")?.lowercased() else { return false }
         return ["1", "true", "on", "yes"].contains(value)

@@ -22,6 +22,12 @@ public enum Event: Equatable, Sendable {
     case userTokenRotated(UserTokenRotated)
     case regionTransition(RegionTransition)
     case waypointsReported(WaypointsReported)
+    case commandRequested(CommandRequested)
+    case commandSent(CommandSent)
+    case commandDeliveryFailed(CommandDeliveryFailed)
+    case commandAnswered(CommandAnswered)
+    case commandExpired(CommandExpired)
+    case sharePermissionChanged(SharePermissionChanged)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -48,6 +54,13 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     // 25 and up: places (issue 13): what apps report about regions.
     case regionTransition = 25
     case waypointsReported = 26
+    // 27 and up: commands to devices and what a share permits (issue 14, CommandEvents.swift).
+    case commandRequested = 27
+    case commandSent = 28
+    case commandDeliveryFailed = 29
+    case commandAnswered = 30
+    case commandExpired = 31
+    case sharePermissionChanged = 32
 
     public var name: String {
         switch self {
@@ -70,6 +83,12 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .userTokenRotated: "user_token_rotated"
         case .regionTransition: "region_transition"
         case .waypointsReported: "waypoints_reported"
+        case .commandRequested: "command_requested"
+        case .commandSent: "command_sent"
+        case .commandDeliveryFailed: "command_delivery_failed"
+        case .commandAnswered: "command_answered"
+        case .commandExpired: "command_expired"
+        case .sharePermissionChanged: "share_permission_changed"
         }
     }
 }

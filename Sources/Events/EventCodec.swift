@@ -125,6 +125,9 @@ public enum EventCodec {
             writeHash(rotated.tokenHash, to: &writer)
         case .regionTransition, .waypointsReported:
             (type, deviceKey, recordedMin, recordedMax) = encodePlace(event, into: &writer)!
+        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
+            .sharePermissionChanged:
+            (type, deviceKey) = encodeCommand(event, into: &writer)!
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -271,6 +274,9 @@ public enum EventCodec {
                 UserTokenRotated(userID: try reader.u64(), tokenHash: try readHash(&reader)))
         case .regionTransition, .waypointsReported:
             event = try decodePlace(type, &reader)!
+        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
+            .sharePermissionChanged:
+            event = try decodeCommand(type, &reader)!
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

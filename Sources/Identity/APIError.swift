@@ -9,6 +9,8 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case adminOnly = "admin_only"
         case batchInProgress = "batch_in_progress"
         case busy = "busy"
+        case commandNotFound = "command_not_found"
+        case commandRateLimited = "command_rate_limited"
         case compactionFailed = "compaction_failed"
         case crossOriginRequest = "cross_origin_request"
         case csrfFieldMissing = "csrf_field_missing"

@@ -385,9 +385,12 @@ extension IdentityService {
 
     func grantShare(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> HTTPResponse {
         let (owner, deviceID) = (caller.userID, caller.deviceID)
-        let object = try parseObject(request.body, allowed: ["user", "until"])
+        let object = try parseObject(request.body, allowed: ["user", "until", "permission"])
         let name = try field { () throws(JSONAccessError) in try object.string("user") }
         let untilText = try field { () throws(JSONAccessError) in try object.stringIfPresent("until") }
+        let permissionText = try field { () throws(JSONAccessError) in
+            try object.stringIfPresent("permission")
+        }
         var until: Int64?
         if let untilText {
             do {
@@ -396,23 +399,39 @@ extension IdentityService {
                 throw .badRequest(.invalidUntil, "until must be an RFC 3339 time: \(error.description)")
             }
         }
-        let (grantee, offset) = try shareDevice(deviceID, owner: owner, withUser: name, untilMicros: until)
+        var permission: SharePermission?
+        if let permissionText {
+            guard let parsed = SharePermission(rawValue: permissionText) else {
+                throw .badRequest(
+                    .invalidField,
+                    "permission is \"see\" (read positions only, the default) or \"locate\" (also send locate, sound and lost), got '\(permissionText.prefix(32))'"
+                )
+            }
+            permission = parsed
+        }
+        let (grantee, offset) = try shareDevice(
+            deviceID, owner: owner, withUser: name, untilMicros: until, permission: permission)
+        let granted = registry.read { $0.registry.shares[deviceID]?[grantee.id]?.mayLocate ?? false }
         var writer = JSONWriter(capacity: 128)
         writer.beginObject()
         writer.key("user")
         writer.string(grantee.name)
         writer.key("until")
         if let until { writer.string(RFC3339.formatMicros(until)) } else { writer.null() }
+        writer.key("permission")
+        writer.string(granted ? SharePermission.locate.rawValue : SharePermission.see.rawValue)
         writer.key("offset")
         writer.int64(Int64(offset))
         writer.endObject()
         return .json(writer.bytes, status: 201)
     }
 
-    /// Lets user `name` see `deviceID` until `untilMicros` (nil: until revoked). The caller has
-    /// checked that `owner` owns the device. Used by the API and by the panel's share form.
+    /// Lets user `name` see `deviceID` until `untilMicros` (nil: until revoked), and with
+    /// `permission` also locate it (nil: a new share sees only, an existing one keeps what it had).
+    /// The caller has checked that `owner` owns the device. Used by the API and by the panel's share form.
     public func shareDevice(
-        _ deviceID: UInt64, owner: UInt64, withUser name: String, untilMicros until: Int64?
+        _ deviceID: UInt64, owner: UInt64, withUser name: String, untilMicros until: Int64?,
+        permission: SharePermission? = nil
     )
         throws(APIError) -> (grantee: Registry.User, offset: UInt64)
     {
@@ -428,13 +447,26 @@ extension IdentityService {
             // The gate saw the owner; the device may have been removed since. Checked again under
             // the mutations lock, where no removal can interleave, and answered as any unknown device.
             guard deviceOwner(deviceID) == owner else { throw APIError.deviceNotFound }
-            return try appendAndApply(
+            var offset = try appendAndApply(
                 .shareGranted(
                     ShareGranted(deviceID: deviceID, granteeUserID: grantee.id, untilMicros: until)),
                 receivedAtMicros: now)
+            let had = registry.read { $0.registry.shares[deviceID]?[grantee.id]?.mayLocate ?? false }
+            if let permission, (permission == .locate) != had {
+                offset = try appendAndApply(
+                    .sharePermissionChanged(
+                        SharePermissionChanged(
+                            deviceID: deviceID, granteeUserID: grantee.id, locate: permission == .locate)),
+                    receivedAtMicros: now)
+            }
+            return offset
         }
         StructuredLog.info(
-            "share_granted", ["device_id": .int(Int64(deviceID)), "grantee_id": .int(Int64(grantee.id))])
+            "share_granted",
+            [
+                "device_id": .int(Int64(deviceID)), "grantee_id": .int(Int64(grantee.id)),
+                "permission": .string(permission?.rawValue ?? "unchanged"),
+            ])
         return (grantee, offset)
     }
 
@@ -468,6 +500,8 @@ extension IdentityService {
         public var untilMicros: Int64?
         /// False once `untilMicros` has passed; an expired share is listed until revoked.
         public var active: Bool
+        /// The grantee may also send commands.
+        public var mayLocate: Bool = false
     }
 
     /// The shares of `deviceID` by grantee id, at the server's clock.
@@ -478,7 +512,7 @@ extension IdentityService {
             .map {
                 ShareListing(
                     user: registry.users[$0.granteeUserID]?.name ?? "", untilMicros: $0.untilMicros,
-                    active: $0.isActive(atMicros: now))
+                    active: $0.isActive(atMicros: now), mayLocate: $0.mayLocate)
             }
     }
 
@@ -499,12 +533,22 @@ extension IdentityService {
             }
             writer.key("active")
             writer.bool(share.active)
+            writer.key("permission")
+            writer.string(share.mayLocate ? "locate" : "see")
             writer.endObject()
         }
         writer.endArray()
         writer.endObject()
         return .json(writer.bytes)
     }
+}
+
+/// What a share lets its grantee do (docs/api.md, sharing).
+public enum SharePermission: String, Sendable {
+    /// Read the device's positions: every share's default.
+    case see
+    /// Also send it commands: locate, sound, lost, found (docs/commands.md).
+    case locate
 }
 
 extension Role {

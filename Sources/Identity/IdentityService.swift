@@ -37,6 +37,8 @@ public final class IdentityService: Sendable {
     package struct RegistryState: Sendable {
         package var registry: Registry
         package var batchesInFlight: Set<BatchKey> = []
+        /// Commands whose hand-out through a report answer is being appended (CommandAnswers.swift).
+        package var commandsHandedOut: Set<HandOutKey> = []
     }
 
     package struct BatchKey: Hashable, Sendable {

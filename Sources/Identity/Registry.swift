@@ -25,6 +25,8 @@ public struct Registry: Sendable {
     public struct Share: Equatable, Sendable {
         public var granteeUserID: UInt64
         public var untilMicros: Int64?
+        /// The grantee may also send commands (locate, sound, lost); false: "see only", the default.
+        public var mayLocate = false
 
         /// Whether the share works at `nowMicros`: an expired share stops by itself, with no event.
         public func isActive(atMicros nowMicros: Int64) -> Bool {
@@ -135,6 +137,8 @@ public struct Registry: Sendable {
     /// Each user's live token hashes, so that a rotation can end every earlier one at once.
     var userTokenHashes: [UInt64: [[UInt8]]] = [:]
     var recentBatches: [UInt64: RecentBatches] = [:]
+    /// Open commands and the last request time per device and kind (issue 14).
+    public internal(set) var commands = CommandBook()
     /// The offset after the last event applied.
     public internal(set) var nextOffset: UInt64 = 0
 
@@ -192,6 +196,16 @@ public struct Registry: Sendable {
         return VisibleDevice(deviceID: deviceID, sharedByUserID: device.userID)
     }
 
+    /// Whether `user` may send commands to `deviceID` at `nowMicros`: its owner, or a user it is
+    /// shared with, while the share is active, with the locate permission. An administrator is no
+    /// exception here either (docs/commands.md, "Who may").
+    public func mayCommand(_ deviceID: UInt64, user: UInt64, atMicros nowMicros: Int64) -> Bool {
+        guard let device = liveDevice(deviceID) else { return false }
+        if device.userID == user { return true }
+        guard let share = shares[deviceID]?[user], share.isActive(atMicros: nowMicros) else { return false }
+        return share.mayLocate
+    }
+
     /// Every device `reader` may see at `nowMicros`, by id (see `visibility`).
     public func visibleDevices(to reader: UInt64, atMicros nowMicros: Int64) -> [VisibleDevice] {
         var visible: [VisibleDevice] = []
@@ -220,6 +234,7 @@ public struct Registry: Sendable {
     public mutating func apply(_ event: Event, offset: UInt64) {
         nextOffset = max(nextOffset, offset + 1)
         retention.apply(event, offset: offset)
+        commands.apply(event)
         switch event {
         case .fixBatch(let batch):
             let result = BatchResult(
@@ -315,13 +330,19 @@ public struct Registry: Sendable {
             users[changed.userID]?.role = changed.role
         case .shareGranted(let granted):
             guard devices[granted.deviceID] != nil, users[granted.granteeUserID] != nil else { return }
+            // Granting again changes the until and keeps the permission (SharePermissionChanged).
+            let mayLocate = shares[granted.deviceID]?[granted.granteeUserID]?.mayLocate ?? false
             shares[granted.deviceID, default: [:]][granted.granteeUserID] = Share(
-                granteeUserID: granted.granteeUserID, untilMicros: granted.untilMicros)
+                granteeUserID: granted.granteeUserID, untilMicros: granted.untilMicros, mayLocate: mayLocate)
         case .shareRevoked(let revoked):
             shares[revoked.deviceID]?[revoked.granteeUserID] = nil
             if shares[revoked.deviceID]?.isEmpty == true { shares[revoked.deviceID] = nil }
+        case .sharePermissionChanged(let changed):
+            shares[changed.deviceID]?[changed.granteeUserID]?.mayLocate = changed.locate
         case .regionTransition, .waypointsReported, .unknown:
             break
+        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
+            break  // folded by `commands` above
         }
     }
 

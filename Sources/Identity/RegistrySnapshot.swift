@@ -24,11 +24,12 @@ import Events
 // invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
 // for good and deleted, so that a snapshot never keeps what compaction removed from the log.
 
-/// Constants and file names of the snapshot format, version 2 (reads 1).
+/// Constants and file names of the snapshot format, version 3 (reads 1 and 2).
 public enum RegistrySnapshotFormat {
-    public static let version: UInt16 = 2
-    /// Versions a loader accepts: 1 lacks only the Web Push keys that version 2 appends to the body.
-    public static let versionsRead: ClosedRange<UInt16> = 1...2
+    /// 2 appends the Web Push keys of push tokens; 3 (issue 14) appends share permissions and open
+    /// commands. Older versions still read.
+    public static let version: UInt16 = 3
+    public static let versionsRead: ClosedRange<UInt16> = 1...3
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -371,6 +372,7 @@ extension Registry {
                 && recentBatches.mapValues(\.order) == other.recentBatches.mapValues(\.order)
                 && recentBatches.mapValues(\.results) == other.recentBatches.mapValues(\.results))
         check("nextOffset", nextOffset == other.nextOffset)
+        check("commands", commands == other.commands)
         return parts
     }
 }

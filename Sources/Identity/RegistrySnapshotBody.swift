@@ -10,7 +10,8 @@ import Events
 //   user ids by name, device ids by (user, uuid), device ids by user, principals by token hash,
 //   token hashes by user, recent batch rings (results, eviction order, head), nextOffset;
 //   version 2 appends: the Web Push keys of the push tokens that have them (provider, token, public
-//   key, auth secret). Version 1 bodies are still read (their tokens have no keys).
+//   key, auth secret); version 3 appends share permissions and the open commands (issue 14).
+//   Version 1 and 2 bodies are still read (no keys; see-only shares and no open commands).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -148,6 +149,8 @@ extension Registry {
             w.byteString(registration.webPushPublicKey)
             w.byteString(registration.webPushAuthSecret)
         }
+        // Version 3 (issue 14): appended after version 2's body, so that older versions read as before.
+        encodeCommandPart(&w)
         return w.bytes
     }
 
@@ -250,6 +253,7 @@ extension Registry {
                 registry.pushTokens[key]?.webPushAuthSecret = authSecret
             }
         }
+        if version >= 3 { try registry.decodeCommandPart(&r) }
         return registry
     }
 
@@ -331,4 +335,85 @@ extension ByteReader {
     fileprivate mutating func optionalU32() throws -> UInt32? { try u8() == 0 ? nil : try u32() }
 
     fileprivate mutating func optionalI64() throws -> Int64? { try u8() == 0 ? nil : try i64() }
+}
+
+// Version 3 of the body appends (issue 14): the shares that permit locating (device, grantee), then
+// the command book: open commands (command id, device, kind u8, message, phone, requested by,
+// requested at, sent channels), each device's open ids in order, and the last request time per
+// (device, kind).
+extension Registry {
+    fileprivate func encodeCommandPart(_ w: inout ByteWriter) {
+        let locating = shares.flatMap { device, grantees in
+            grantees.values.filter(\.mayLocate).map { (device, $0.granteeUserID) }
+        }
+        w.u32(UInt32(locating.count))
+        for (device, grantee) in locating {
+            w.u64(device)
+            w.u64(grantee)
+        }
+        w.u32(UInt32(commands.open.count))
+        for (id, command) in commands.open {
+            w.uuid(id)
+            let request = command.request
+            w.u64(request.deviceID)
+            w.u8(request.kind.rawValue)
+            w.string(request.message)
+            w.string(request.phone)
+            w.u64(request.requestedByUserID)
+            w.i64(request.requestedAtMicros)
+            w.u32(UInt32(command.sentChannels.count))
+            for channel in command.sentChannels { w.string(channel) }
+        }
+        w.u32(UInt32(commands.openByDevice.count))
+        for (device, ids) in commands.openByDevice {
+            w.u64(device)
+            w.u32(UInt32(ids.count))
+            for id in ids { w.uuid(id) }
+        }
+        w.u32(UInt32(commands.lastRequested.count))
+        for (key, micros) in commands.lastRequested {
+            w.u64(key.deviceID)
+            w.u8(key.kind.rawValue)
+            w.i64(micros)
+        }
+    }
+
+    fileprivate mutating func decodeCommandPart(_ r: inout ByteReader) throws {
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            let grantee = try r.u64()
+            guard shares[device]?[grantee] != nil else {
+                throw DecodeError.invalid("a locate permission names no share (device \(device))")
+            }
+            shares[device]![grantee]!.mayLocate = true
+        }
+        func kind() throws -> CommandKindCode {
+            let number = try r.u8()
+            guard let kind = CommandKindCode(rawValue: number) else {
+                throw DecodeError.invalid("command kind \(number) is not 0-3")
+            }
+            return kind
+        }
+        for _ in 0..<(try r.u32()) {
+            let id = try r.uuid()
+            let request = CommandRequested(
+                commandID: id, deviceID: try r.u64(), kind: try kind(), message: try r.string(),
+                phone: try r.string(), requestedByUserID: try r.u64(), requestedAtMicros: try r.i64())
+            var channels: [String] = []
+            for _ in 0..<(try r.u32()) { channels.append(try r.string()) }
+            commands.open[id] = CommandBook.Open(request: request, sentChannels: channels)
+        }
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            var ids: [UUID128] = []
+            for _ in 0..<(try r.u32()) { ids.append(try r.uuid()) }
+            guard ids.allSatisfy({ commands.open[$0]?.request.deviceID == device }) else {
+                throw DecodeError.invalid("the open commands of device \(device) are inconsistent")
+            }
+            commands.openByDevice[device] = ids
+        }
+        for _ in 0..<(try r.u32()) {
+            commands.lastRequested[CommandBook.KindKey(deviceID: try r.u64(), kind: try kind())] = try r.i64()
+        }
+    }
 }

@@ -28,6 +28,10 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
     case viewer
     /// The owner of the device in path parameter `id`; anyone else gets the 404 of a missing device.
     case owner
+    /// A user who may send commands to the device in path parameter `id`: its owner, or a user it
+    /// is shared with, while the share is active, with the locate permission (`Registry.mayCommand`).
+    /// Anyone else, an administrator too, gets the same 404 as for a missing device.
+    case locator
     /// A user whose role is admin (managing users and devices, never reading locations).
     case admin
     /// The owner-only unix socket DATA_DIR/admin.sock; such a route is never served over the network.
@@ -43,6 +47,7 @@ public enum Permission: Equatable, Sendable, CustomStringConvertible {
         case .page: "page"
         case .viewer: "viewer"
         case .owner: "owner"
+        case .locator: "locator"
         case .admin: "admin"
         case .adminSocket: "adminSocket"
         }
@@ -92,6 +97,10 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
         RouteKey("GET", "/api/find-my/admin/devices"): .admin,
+        // Commands to devices (Sources/Commands, docs/commands.md)
+        RouteKey("POST", "/api/find-my/devices/{id}/commands"): .locator,
+        RouteKey("GET", "/api/find-my/devices/{id}/commands"): .locator,
+        RouteKey("GET", "/api/find-my/devices/{id}/commands/{command_id}"): .locator,
         // The web panel (Sources/WebPanel): pages need a login, their static files do not
         RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
         RouteKey("GET", "/login"): .open,
@@ -381,6 +390,19 @@ extension IdentityService {
                 deviceOwner(deviceID) == caller.userID
             else { throw APIError.deviceNotFound }
             caller.device = Registry.VisibleDevice(deviceID: deviceID, sharedByUserID: nil)
+            return caller
+        case .locator:
+            var caller = try userCaller(request)
+            let now = clockMicros()
+            guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
+                let found = registry.read({ state -> Registry.VisibleDevice? in
+                    guard state.registry.mayCommand(deviceID, user: caller.userID, atMicros: now) else {
+                        return nil
+                    }
+                    return state.registry.visibility(of: deviceID, to: caller.userID, atMicros: now)
+                })
+            else { throw APIError.deviceNotFound }
+            caller.device = found
             return caller
         case .admin:
             let caller = try userCaller(request)

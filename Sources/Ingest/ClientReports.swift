@@ -42,6 +42,8 @@ public struct ClientReport: Sendable {
     /// is dated on arrival, and its `recorded_at` must be that same `received_at`); nil: `submit`
     /// reads it.
     public var receivedAtMicros: Int64?
+    /// The command the request answers (OwnTracks `t: "r"`), marked answered once it is durable.
+    public var answers: CommandAnswerTarget? = nil
 
     public init(
         deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol, items: [Item],
@@ -153,6 +155,7 @@ extension IngestService {
         let (acceptedCount, rejectedCount, counts) = (fixes.count, rejections.count, rejectionCounts)
         let pending = Locked((remaining: records.count, failure: APIError?.none, batchOffset: UInt64(0)))
         let clientProtocol = report.clientProtocol
+        let answers = report.answers
         for (position, event) in records.enumerated() {
             let isBatch = position == records.count - 1
             append(EventCodec.encode(event, receivedAtMicros: received)) { [self] result in
@@ -177,6 +180,12 @@ extension IngestService {
                 if appendsBatch {
                     metrics.recordReport(
                         accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
+                }
+                // Only a batch with fixes can answer (answerCommand checks): the newest fix is the answer.
+                if let answers, appendsBatch {
+                    identity.answerCommand(
+                        answers, deviceID: batch.deviceID, batchOffset: offset, fixes: batch.fixes,
+                        clientProtocol: clientProtocol)
                 }
                 completion(.stored(offset: offset, accepted: acceptedCount, rejected: rejectedCount))
             }

@@ -260,6 +260,7 @@ extension IngestService {
     struct AdmittedReport: Sendable {
         var key: IdentityService.BatchKey
         var event: Event
+        var inReplyTo: UUID128?
         var encoded: EncodedEvent
         var acceptedCount: Int
         var rejections: [Rejection]
@@ -317,7 +318,7 @@ extension IngestService {
         }
         if case .duplicate(let result) = admission {
             metrics.recordDuplicate()
-            return .answered(reportAnswer(result, duplicate: true))
+            return .answered(reportAnswer(result, duplicate: true, deviceID: deviceID))
         }
         let event = Event.fixBatch(
             FixBatch(
@@ -326,7 +327,8 @@ extension IngestService {
         // Encoding compresses with LZ4; it runs here, in parallel, not under any lock.
         return .admitted(
             AdmittedReport(
-                key: key, event: event, encoded: EventCodec.encode(event, receivedAtMicros: received),
+                key: key, event: event, inReplyTo: decoded.inReplyTo,
+                encoded: EventCodec.encode(event, receivedAtMicros: received),
                 acceptedCount: decoded.fixes.count, rejections: decoded.rejections,
                 rejectionCounts: decoded.rejectionCounts))
     }
@@ -350,14 +352,23 @@ extension IngestService {
             return state.registry.batchResult(deviceID: key.deviceID, batchID: key.batchID)
         }
         metrics.recordReport(accepted: admitted.acceptedCount, rejected: admitted.rejectionCounts)
+        if let answered = admitted.inReplyTo, case .fixBatch(let batch) = admitted.event {
+            identity.answerCommand(
+                .command(answered), deviceID: key.deviceID, batchOffset: durableOffset, fixes: batch.fixes,
+                clientProtocol: .native)
+        }
         return reportAnswer(
             result
                 ?? Registry.BatchResult(
                     offset: durableOffset, accepted: admitted.acceptedCount, rejections: admitted.rejections),
-            duplicate: false)
+            duplicate: false, deviceID: key.deviceID, answered: admitted.inReplyTo)
     }
 
-    func reportAnswer(_ result: Registry.BatchResult, duplicate: Bool) -> HTTPResponse {
+    /// The answer to a report: what was stored, and the device's open commands (docs/api.md),
+    /// less the one this batch answered.
+    func reportAnswer(
+        _ result: Registry.BatchResult, duplicate: Bool, deviceID: UInt64, answered: UUID128? = nil
+    ) -> HTTPResponse {
         var writer = JSONWriter(capacity: 96 + result.rejections.count * 80)
         writer.beginObject()
         writer.key("accepted")
@@ -368,6 +379,9 @@ extension IngestService {
         writer.bool(duplicate)
         writer.key("offset")
         writer.int64(Int64(result.offset))
+        IdentityService.writeCommands(
+            identity.commandsForAnswer(deviceID: deviceID, channel: "report-answer", excluding: answered),
+            to: &writer)
         writer.endObject()
         return .json(writer.bytes)
     }

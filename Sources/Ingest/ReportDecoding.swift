@@ -37,6 +37,8 @@ public struct DecodedReport: Equatable, Sendable {
     public var rejections: [Rejection]
     /// How many fixes were rejected per reason code, for metrics.
     public var rejectionCounts: [FixRejection.Code: Int]
+    /// The command this batch answers (`in_reply_to`, docs/api.md); nil for most reports.
+    public var inReplyTo: UUID128? = nil
 }
 
 /// Decodes `POST /api/find-my/report` bodies.
@@ -48,7 +50,7 @@ public struct DecodedReport: Equatable, Sendable {
 /// unknown member, a wrong type, or an element that is not an object) rejects only that fix, with
 /// its index and reason, so that one bad fix never blocks the fixes queued behind it on a phone.
 public enum ReportDecoder {
-    static let batchKeys: Set<String> = ["batch_id", "fixes"]
+    static let batchKeys: Set<String> = ["batch_id", "fixes", "in_reply_to"]
     static let fixKeys = Set(FixField.reported.map(\.rawValue))
 
     /// The report in `body`, or the error that fails the whole request. Tries `decodeDirect`
@@ -102,6 +104,14 @@ public enum ReportDecoder {
             )
         }
         var report = DecodedReport(batchID: batchID, fixes: [], rejections: [], rejectionCounts: [:])
+        if let value = object["in_reply_to"] {
+            guard case .string(let text) = value, let id = UUID128(text) else {
+                throw .badRequest(
+                    .invalidField,
+                    "in_reply_to: expected the command_id (a UUID string) of the command this batch answers")
+            }
+            report.inReplyTo = id
+        }
         report.fixes.reserveCapacity(elements.count)
         for (index, element) in elements.enumerated() {
             do {

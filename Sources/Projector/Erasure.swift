@@ -28,7 +28,10 @@ extension ProjectionStore {
     func removeDevice(_ deviceID: UInt64, _ connection: PostgresConnection) throws {
         let s = quoted
         let id: [PostgresValue?] = [.int64(Int64(deviceID))]
-        for table in ["device_locations", "device_latest", "device_batches", "push_devices"] {
+        for table in [
+            "device_locations", "device_latest", "device_batches", "push_devices", "commands",
+            "command_deliveries",
+        ] {
             _ = try connection.execute("DELETE FROM \(s).\(table) WHERE device_id = $1", id)
         }
         _ = try connection.execute("DELETE FROM \(s).devices WHERE id = $1", id)

@@ -60,6 +60,14 @@ public enum RegistryChange: Equatable, Sendable {
     case removed(deviceID: UInt64)
 }
 
+/// A command event with where and when it was stored, applied in log order after the registry
+/// changes of the same transaction (a command's device exists by then).
+public struct CommandChange: Equatable, Sendable {
+    public var event: Event
+    public var offset: UInt64
+    public var receivedAtMicros: Int64
+}
+
 /// What one projector transaction writes: the pure result of folding a run of log records. The
 /// database side (`ProjectionStore`) only executes it, so the fold's rules are tested without
 /// PostgreSQL.
@@ -68,6 +76,7 @@ public struct ProjectionBatch: Sendable {
     /// The checkpoint after this batch: the offset of the next record to fold.
     public var nextOffset: UInt64
     public var registry: [RegistryChange] = []
+    public var commands: [CommandChange] = []
     public var locations: [LocationRow] = []
     public var batches: [BatchRow] = []
     /// Per device, the best fix of this batch by `LatestRule`.
@@ -129,9 +138,13 @@ public struct ProjectionBatch: Sendable {
             locations.removeAll { $0.deviceID == removed.deviceID }
             fixKeys = fixKeys.filter { $0.deviceID != removed.deviceID }
             batches.removeAll { $0.deviceID == removed.deviceID }
+            commands.removeAll { $0.event.commandDeviceID == removed.deviceID }
             latest[removed.deviceID] = nil
             lastSeen[removed.deviceID] = nil
-        case .userPasswordSet, .userRoleChanged, .shareGranted, .shareRevoked:
+        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
+            commands.append(
+                CommandChange(event: try record.event(), offset: record.offset, receivedAtMicros: received))
+        case .userPasswordSet, .userRoleChanged, .shareGranted, .shareRevoked, .sharePermissionChanged:
             break  // who may see whom is decided from the ingest registry, not from a table
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
@@ -223,4 +236,18 @@ public enum LatestRule {
 
     /// The same rule as an ORDER BY over history, to recompute `device_latest` from `device_locations`.
     public static let sqlOrder = "clock_suspect ASC, recorded_at DESC, log_offset DESC, fix_index DESC"
+}
+
+extension Event {
+    /// The device of a command event; nil for any other event.
+    var commandDeviceID: UInt64? {
+        switch self {
+        case .commandRequested(let c): c.deviceID
+        case .commandSent(let c): c.deviceID
+        case .commandDeliveryFailed(let c): c.deviceID
+        case .commandAnswered(let c): c.deviceID
+        case .commandExpired(let c): c.deviceID
+        default: nil
+        }
+    }
 }

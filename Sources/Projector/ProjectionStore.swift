@@ -106,6 +106,7 @@ public struct ProjectionStore: Sendable {
                 throw ProjectorError.checkpointMoved(expected: batch.firstOffset, found: found)
             }
             for change in batch.registry { try apply(change, asOf: batch.nextOffset, connection) }
+            for change in batch.commands { try apply(change, connection) }
             var latest = batch.latest
             if skippingDuplicates {
                 let inserted = try insertLocationsSkippingDuplicates(

@@ -25,7 +25,8 @@ public enum Schema {
     /// 4: `accuracy_m` nullable (accuracy unknown), `device_batches.protocol` (issue 13), and the
     /// history unique by fix, `(device_id, recorded_at, latitude, longitude)`: the same fix arriving
     /// twice (another batch id, another path) is one row.
-    public static let projectionVersion = 4
+    /// 5: `commands` and `command_deliveries` (issue 14).
+    public static let projectionVersion = 5
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -174,6 +175,38 @@ public enum Schema {
                 protocol text NOT NULL DEFAULT 'native'
             );
             CREATE INDEX ON \(s).device_batches (device_id, received_at);
+            -- Commands (issue 14): state is pending, sent, answered, failed or expired; the answer
+            -- points at its fix (log offset and index), which retention may have removed since.
+            CREATE TABLE \(s).commands (
+                command_id uuid PRIMARY KEY,
+                device_id bigint NOT NULL,
+                kind text NOT NULL,
+                message text NOT NULL,
+                phone text NOT NULL,
+                requested_by bigint NOT NULL,
+                requested_at timestamptz NOT NULL,
+                log_offset bigint NOT NULL,
+                state text NOT NULL,
+                answered_at timestamptz,
+                answer_log_offset bigint,
+                answer_fix_index integer,
+                answer_protocol text,
+                ended_at timestamptz,
+                end_reason text
+            );
+            CREATE INDEX ON \(s).commands (device_id, requested_at DESC, log_offset DESC);
+            CREATE TABLE \(s).command_deliveries (
+                log_offset bigint PRIMARY KEY,
+                command_id uuid NOT NULL,
+                device_id bigint NOT NULL,
+                channel text NOT NULL,
+                state text NOT NULL,
+                at timestamptz NOT NULL,
+                detail text NOT NULL,
+                retry_at timestamptz,
+                address_dead boolean NOT NULL DEFAULT false
+            );
+            CREATE INDEX ON \(s).command_deliveries (command_id, log_offset);
             CREATE TABLE \(s).projector_checkpoints (
                 projection text PRIMARY KEY,
                 next_offset bigint NOT NULL,

@@ -275,7 +275,7 @@ extension PanelService {
             html.raw("<p id=\"no-shares\">Nobody: only you see this device.</p>\n")
         } else {
             html.raw(
-                "<table id=\"shares\">\n<thead><tr><th scope=\"col\">User</th><th scope=\"col\">Until</th><th scope=\"col\">State</th><th scope=\"col\"><span class=\"visually-hidden\">Revoke</span></th></tr></thead>\n<tbody>\n"
+                "<table id=\"shares\">\n<thead><tr><th scope=\"col\">User</th><th scope=\"col\">Until</th><th scope=\"col\">State</th><th scope=\"col\">May</th><th scope=\"col\"><span class=\"visually-hidden\">Revoke</span></th></tr></thead>\n<tbody>\n"
             )
             for share in shares {
                 html.raw("<tr><td>")
@@ -284,6 +284,8 @@ extension PanelService {
                 if let until = share.untilMicros { utcTime(&html, until) } else { html.raw("until revoked") }
                 html.raw("</td><td>")
                 html.raw(share.active ? "active" : "expired")
+                html.raw("</td><td class=\"permission\">")
+                html.raw(share.mayLocate ? "see and locate" : "see only")
                 html.raw("</td><td>")
                 formStart(&html, action: "/find-my/devices/\(id)/shares/revoke", caller: caller, inline: true)
                 html.raw("<input type=\"hidden\" name=\"user\" value=\"")
@@ -303,9 +305,14 @@ extension PanelService {
             <input id="share-user" name="user" autocomplete="off" autocapitalize="none" required>
             <label for="share-until">Until (UTC; optional, empty: until you revoke it)</label>
             <input id="share-until" name="until" type="datetime-local">
+            <label for="share-permission">They may</label>
+            <select id="share-permission" name="permission">
+            <option value="see" selected>see it only</option>
+            <option value="locate">see it, and locate it, play a sound, mark it as lost</option>
+            </select>
             <button type="submit">Share</button>
             </form>
-            <p class="note">They see this device's position and history while the share lasts, nothing more: they cannot share it on, change its retention or erase it.</p>
+            <p class="note">They see this device's position and history while the share lasts, nothing more: they cannot share it on, change its retention or erase it. With "locate" they may also ask it to report now, ring or show it is lost; you see every such command and who sent it. Sharing again with the same user changes the until and the permission.</p>
             </section>
 
             """)
@@ -377,8 +384,10 @@ extension PanelService {
             until = micros
         }
         do throws(APIError) {
+            let permission = form.fields["permission"].flatMap { SharePermission(rawValue: $0) } ?? .see
             _ = try identity.shareDevice(
-                form.device.id, owner: caller.userID, withUser: form.fields["user"] ?? "", untilMicros: until)
+                form.device.id, owner: caller.userID, withUser: form.fields["user"] ?? "", untilMicros: until,
+                permission: permission)
             return redirect(back + "?done=shared")
         } catch {
             let code =

@@ -13,6 +13,10 @@ struct PanelPage {
     var selection: PanelService.Selection
     var nowMicros: Int64
     var configuration: PanelService.Configuration
+    /// Devices marked lost (an open `lost` command).
+    var lost: Set<UInt64> = []
+    /// Devices the reader may send commands to: their own, and those shared with permission locate.
+    var commandable: Set<UInt64> = []
 
     /// Recorded and received times closer than this are shown as one time.
     static let sameTimeMicros: Int64 = 60_000_000
@@ -113,6 +117,7 @@ struct PanelPage {
                 html.raw(" · shared by ")
                 html.text(owner)
             }
+            if lost.contains(device.id) { html.raw(" · <strong class=\"lost-mark\">marked lost</strong>") }
             html.raw("</span></li>\n")
         }
         html.raw(
@@ -166,6 +171,48 @@ struct PanelPage {
             html.raw("/settings\">Sharing, retention and erasing</a></p>\n")
         }
         html.raw("</section>\n")
+        if commandable.contains(device.id) { commandsSection(&html, device) }
+    }
+
+    /// Locate now, play a sound, mark as lost / found, the progress of the last one, and every
+    /// command sent to the device and by whom: the script fills these in from the command API.
+    func commandsSection(_ html: inout HTML, _ device: PanelDevice) {
+        html.raw("<section id=\"commands\" aria-labelledby=\"commands-heading\" data-device=\"")
+        html.attribute(String(device.id))
+        html.raw("\">\n<h2 id=\"commands-heading\">Find it now</h2>\n")
+        if lost.contains(device.id) {
+            html.raw("<p class=\"lost-mark\" id=\"lost-state\">This device is marked as lost.</p>\n")
+        }
+        html.raw(
+            """
+            <p class="command-buttons"><button type="button" id="locate-now" data-kind="locate">Locate now</button>
+            <button type="button" id="play-sound" data-kind="sound">Play sound</button>
+
+            """)
+        if lost.contains(device.id) {
+            html.raw("<button type=\"button\" id=\"found\" data-kind=\"found\">Found</button>")
+        }
+        html.raw("</p>\n")
+        if !lost.contains(device.id) {
+            html.raw(
+                """
+                <form id="lost-form">
+                <label>Message for the finder <input name="message" maxlength="200" placeholder="This phone is lost. Please call:"></label>
+                <label>Phone <input name="phone" maxlength="40" type="tel"></label>
+                <button type="submit" id="mark-lost" data-kind="lost">Mark as lost</button>
+                </form>
+
+                """)
+        }
+        html.raw(
+            """
+            <p id="command-progress" role="status" aria-live="polite"></p>
+            <noscript><p>Sending commands needs JavaScript.</p></noscript>
+            <h3>Sent to this device</h3>
+            <ul id="command-log"><li>Loading…</li></ul>
+            </section>
+
+            """)
     }
 
     /// The plain sentence for a device not heard from for longer than usual, or nil.
@@ -342,6 +389,9 @@ struct PanelPage {
         writer.string(configuration.tileAttribution)
         writer.key("selected")
         if let selectedID { writer.int64(Int64(selectedID)) } else { writer.null() }
+        // The session's CSRF token, which the command buttons' POST sends (X-CSRF-Token).
+        writer.key("csrf")
+        if let csrf { writer.string(csrf) } else { writer.null() }
         writer.key("devices")
         writer.beginArray()
         for device in devices {

@@ -104,10 +104,13 @@ public final class PanelService: Sendable {
                     selection = .device(device, cadenceMicros: cadence, history: history)
                 }
             }
-            let page = PanelPage(
+            var page = PanelPage(
                 userName: identity.userName(reader) ?? "", isAdmin: identity.role(of: reader) == .admin,
                 csrf: gate.sessionCSRFToken,
                 devices: devices, selection: selection, nowMicros: now, configuration: configuration)
+            // Commands (docs/commands.md): from the registry, ahead of the projection.
+            page.lost = identity.lostDevices(devices.map(\.id))
+            page.commandable = Set(devices.map(\.id).filter { identity.mayCommand($0, user: reader) })
             var status = 200
             if case .notFound = selection { status = 404 }
             return pageResponse(page.render(), status: status, tileSource: tileSource)

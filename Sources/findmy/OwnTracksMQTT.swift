@@ -207,7 +207,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
             decoded = OwnTracks.decode(publish.payload, deviceID: deviceID, clientProtocol: .owntracksMQTT)
         }
         for type in decoded.counted { ingest.recordClientMessage(.owntracksMQTT, type: type) }
-        let report = ClientReport(
+        var report = ClientReport(
             deviceID: deviceID,
             // The same message redelivered (a lost PUBACK, a crash before it, a retained copy) has
             // the same bytes, so the same batch id: stored once, answered as a duplicate after.
@@ -215,6 +215,9 @@ final class OwnTracksMQTTService: Service, StatusSource {
                 deviceID: deviceID, clientProtocol: .owntracksMQTT, body: publish.payload),
             clientProtocol: .owntracksMQTT, items: decoded.items, rejections: decoded.rejections,
             places: decoded.places)
+        // A location sent for a reportLocation command (`t: "r"`) answers the oldest open locate
+        // (docs/commands.md), as over HTTP.
+        if decoded.items.contains(where: { $0.fix.source == "ondemand" }) { report.answers = .oldestLocate }
         if configuration.testHold == .beforeAppend { return testHold(deviceID) }
         let hold = configuration.testHold
         ingest.submit(report) { [self] outcome in

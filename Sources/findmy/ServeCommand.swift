@@ -155,6 +155,22 @@ enum ServeCommand {
                 "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
                 "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
             ),
+            (
+                "command-locate-interval-seconds", "FINDMY_COMMAND_LOCATE_INTERVAL_SECONDS",
+                "at most one locate per device within this many seconds; more answer 429 with Retry-After (default 30)"
+            ),
+            (
+                "command-sound-interval-seconds", "FINDMY_COMMAND_SOUND_INTERVAL_SECONDS",
+                "at most one sound per device within this many seconds (default 30)"
+            ),
+            (
+                "command-locate-expiry-seconds", "FINDMY_COMMAND_LOCATE_EXPIRY_SECONDS",
+                "a locate unanswered this long ends as expired (default 300)"
+            ),
+            (
+                "command-sound-expiry-seconds", "FINDMY_COMMAND_SOUND_EXPIRY_SECONDS",
+                "a sound unanswered this long ends as expired (default 3600); a lost lasts until found"
+            ),
         ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
 
     static var help: String {
@@ -190,6 +206,7 @@ enum ServeCommand {
         var panel = PanelService.Configuration()
         var mqtt: OwnTracksMQTTService.Configuration?
         var push: PushProviders.Configuration?
+        var commands = CommandLimits()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -299,6 +316,14 @@ enum ServeCommand {
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
         configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
+        configuration.commands.locateIntervalSeconds = try integer(
+            "command-locate-interval-seconds", configuration.commands.locateIntervalSeconds)
+        configuration.commands.soundIntervalSeconds = try integer(
+            "command-sound-interval-seconds", configuration.commands.soundIntervalSeconds)
+        configuration.commands.locateExpirySeconds = try integer(
+            "command-locate-expiry-seconds", configuration.commands.locateExpirySeconds, min: 1)
+        configuration.commands.soundExpirySeconds = try integer(
+            "command-sound-expiry-seconds", configuration.commands.soundExpirySeconds, min: 1)
         return configuration
     }
 
@@ -447,26 +472,38 @@ enum ServeCommand {
         try group.start(compaction)
         // OwnTracks over MQTT: after the log it appends to, stopped before it, so that every
         // acknowledgement it waits for within the grace period can still come.
+        // The channels a command can take besides report answers (docs/commands.md): OwnTracks over
+        // MQTT and the push providers, each only when configured.
+        var channels: [any CommandChannel] = []
         if let mqtt = configuration.mqtt {
             let subscriber = OwnTracksMQTTService(mqtt, ingest: service, dataDirectory: data)
             service.addStatusSource(subscriber)
             try group.start(subscriber)
+            channels.append(subscriber.commandChannel)
         }
 
         // The push providers configured (none by default): after the log and the registry whose push
-        // tokens they read, stopped before them. `pushChannels` is the list the command dispatcher takes.
-        var pushChannels: [any CommandChannel] = []
+        // tokens they read, stopped before them.
         if let pushConfiguration = configuration.push {
             let push = PushChannelsService(pushConfiguration, tokens: service.identity, dataDirectory: data)
             try group.start(push)
-            pushChannels = push.channels
+            channels += push.channels
         }
-        _ = pushChannels  // the command dispatcher (issue 14, r14-commands) takes these
 
         // Every route passes through the permission table; a route without an entry stops the start.
+        // The dispatcher starts after its channels and stops before them.
+        let commands = CommandService(
+            identity: service.identity, channels: CommandChannels.ordered(channels),
+            limits: configuration.commands)
+        try group.start(commands)
+        let checkpoint = projectorCheckpoint
+        let commandRoutes = CommandRoutes(
+            service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
+            afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
+
         let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
         let (router, adminRouter) = try routers(
-            service, reads: reads, panel: panel, compactor: compaction.compactor)
+            service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes)
         try group.start(
             HTTPService(name: "admin") {
                 try HTTPServer.start(
@@ -511,7 +548,8 @@ enum ServeCommand {
     /// The network API's router and the admin socket's, each built through the permission table.
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
-        _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor
+        _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor,
+        commands: CommandRoutes
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -525,6 +563,7 @@ enum ServeCommand {
         } else {
             ReadService.addUnavailableRoutes(to: &api)
         }
+        commands.addRoutes(to: &api)
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)

@@ -339,6 +339,29 @@ def main():
 
         step("see a live update arrive", live_update)
 
+        def locate_progress():
+            # Locate now: the progress says asked, then sent through the app's report answer, then
+            # answered with a new position once the phone reports in reply (docs/commands.md).
+            driver.find_element(By.ID, "locate-now").click()
+            progress = lambda d: d.find_element(By.ID, "command-progress").text
+            WebDriverWait(driver, 30).until(lambda d: progress(d).startswith("asked "))
+            carried = server.report(phone["device_token"],
+                                    [fix(52.53, 13.41, 40, datetime.now(timezone.utc), battery=69)])
+            expect(len(carried["commands"]) == 1 and carried["commands"][0]["kind"] == "locate",
+                   "the report answer carries the locate")
+            WebDriverWait(driver, 30).until(lambda d: "sent to the app" in progress(d))
+            server.call("/api/find-my/report", phone["device_token"],
+                        {"batch_id": str(uuid.uuid4()), "in_reply_to": carried["commands"][0]["command_id"],
+                         "fixes": [fix(52.531, 13.411, 20, datetime.now(timezone.utc), battery=69)]})
+            WebDriverWait(driver, 30).until(lambda d: "with a new position" in progress(d))
+            expect(driver.find_element(By.ID, "command-progress").get_attribute("data-state") == "answered",
+                   "the state is answered")
+            WebDriverWait(driver, 30).until(
+                lambda d: "located by alice" in d.find_element(By.ID, "command-log").text)
+            shot("06b-locate")
+
+        step("locate now and follow its progress", locate_progress)
+
         def device_names(browser):
             return [link.text for link in browser.find_elements(By.CSS_SELECTOR, "#device-list li a")]
 

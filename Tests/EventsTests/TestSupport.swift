@@ -105,7 +105,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<21, using: &random) {
+        switch Int.random(in: 0..<27, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -180,6 +180,33 @@ struct EventFuzzer {
                 WaypointsReported(
                     deviceID: id(), clientProtocol: clientProtocol(), complete: Bool.random(using: &random),
                     waypoints: waypoints))
+        case 21:
+            return .commandRequested(
+                CommandRequested(
+                    commandID: uuid(), deviceID: id(),
+                    kind: CommandKindCode.allCases.randomElement(using: &random)!,
+                    message: string(), phone: string(), requestedByUserID: id(), requestedAtMicros: time()))
+        case 22:
+            return .commandSent(
+                CommandSent(commandID: uuid(), deviceID: id(), channel: string(), providerID: string()))
+        case 23:
+            return .commandDeliveryFailed(
+                CommandDeliveryFailed(
+                    commandID: uuid(), deviceID: id(), channel: string(), reason: string(),
+                    retryAtMicros: Bool.random(using: &random) ? nil : time(),
+                    addressDead: Bool.random(using: &random)))
+        case 24:
+            return .commandAnswered(
+                CommandAnswered(
+                    commandID: uuid(), deviceID: id(), batchOffset: id(),
+                    fixIndex: UInt32.random(in: 0...UInt32.max, using: &random),
+                    clientProtocol: clientProtocol()))
+        case 25:
+            return .commandExpired(CommandExpired(commandID: uuid(), deviceID: id(), reason: string()))
+        case 26:
+            return .sharePermissionChanged(
+                SharePermissionChanged(
+                    deviceID: id(), granteeUserID: id(), locate: Bool.random(using: &random)))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

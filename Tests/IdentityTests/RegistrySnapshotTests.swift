@@ -137,6 +137,29 @@ import Testing
                         untilMicros: Bool.random(using: &random)
                             ? Int64.random(in: 0...1 << 50, using: &random) : nil))
             case 13: return .shareRevoked(ShareRevoked(deviceID: device(), granteeUserID: user()))
+            case 14:
+                return .sharePermissionChanged(
+                    SharePermissionChanged(
+                        deviceID: device(), granteeUserID: user(), locate: Bool.random(using: &random)))
+            case 15:
+                return .commandRequested(
+                    CommandRequested(
+                        commandID: uuid(40), deviceID: device(),
+                        kind: CommandKindCode.allCases.randomElement(using: &random)!, message: "m",
+                        phone: "p", requestedByUserID: user(),
+                        requestedAtMicros: Int64.random(in: 0...1 << 50, using: &random)))
+            case 16:
+                return .commandSent(
+                    CommandSent(
+                        commandID: uuid(40), deviceID: device(),
+                        channel: ["apns", "fcm"][Int.random(in: 0...1, using: &random)]))
+            case 17:
+                return Bool.random(using: &random)
+                    ? .commandExpired(CommandExpired(commandID: uuid(40), deviceID: device(), reason: "r"))
+                    : .commandAnswered(
+                        CommandAnswered(
+                            commandID: uuid(40), deviceID: device(), batchOffset: 1, fixIndex: 0,
+                            clientProtocol: .native))
             default:
                 let fixes = (0..<Int.random(in: 0...3, using: &random)).map { index in
                     Fix(
@@ -450,5 +473,54 @@ extension RegistrySnapshotTests {
         }
         try appendBatch()
         #expect(snapshotter.round(force: false) == nil)
+    }
+}
+
+extension RegistrySnapshotTests {
+    /// Snapshots written by format versions 1 and 2 still load. Made here from a version 3 file of
+    /// a log without command events, share permissions or Web Push keys, whose appended parts are
+    /// then zero counts: version 3 appends four (share permissions and the command book), version 2
+    /// one (push tokens with Web Push keys).
+    @Test(arguments: [2, 1] as [UInt8])
+    func anOlderSnapshotStillLoads(version: UInt8) throws {
+        let data = DataDirectory()
+        var source = EventSource(random: SeededGenerator(state: 5))
+        var events: [Event] = []
+        while events.count < 150 {
+            let event = source.next()
+            switch event {
+            case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered:
+                continue
+            case .pushTokenRegistered(let registered) where !registered.webPushPublicKey.isEmpty:
+                continue
+            default: events.append(event)
+            }
+        }
+        try Self.withServer(data) { identity, snapshotter in
+            for event in events.prefix(120) { _ = try identity.log.append(event, receivedAtMicros: 1) }
+            snapshotter.snapshotNow()
+            for event in events.dropFirst(120) { _ = try identity.log.append(event, receivedAtMicros: 1) }
+        }
+        let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
+        let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(current[8] == 3 && current[9] == 0)
+        let appended = version == 2 ? 16 : 16 + 4
+        #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
+        var older = Array(current.dropLast(4 + appended))
+        older[8] = version
+        let bodyBytes =
+            older[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - UInt64(appended)
+        for index in 0..<8 {
+            older[44 + index] = UInt8(truncatingIfNeeded: bodyBytes >> (8 * UInt64(index)))
+        }
+        let crc = CRC32C.checksum(older)
+        for index in 0..<4 { older.append(UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index)))) }
+        try Data(older).write(to: URL(fileURLWithPath: path))
+
+        let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
+        let restarted = try Self.withServer(data) { identity, _ in identity }
+        #expect(restarted.startReport.snapshotOffset == 120 && restarted.startReport.skipped.isEmpty)
+        #expect(restarted.startReport.recordsReplayed == 30)
+        #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
 }

@@ -129,3 +129,40 @@ import Testing
         #expect(batch.nextOffset == 3)
     }
 }
+
+@Suite struct CommandFoldTests {
+    func record(_ event: Event, offset: UInt64, received: Int64) -> LogRecord {
+        var encoded = EventCodec.encode(event, receivedAtMicros: received)
+        encoded.header.offset = offset
+        return LogRecord(header: encoded.header, storedPayload: encoded.payload, segmentPath: "", position: 0)
+    }
+
+    /// Command events become the batch's command changes in log order, with where and when they
+    /// were stored; removing the device drops its changes of the same transaction.
+    @Test func commandEventsAreFoldedInOrderAndRemovalDropsThem() throws {
+        let kept = UUID128.random()
+        let dropped = UUID128.random()
+        let events: [Event] = [
+            .commandRequested(
+                CommandRequested(
+                    commandID: kept, deviceID: 1, kind: .locate, requestedByUserID: 1, requestedAtMicros: 5)),
+            .commandRequested(
+                CommandRequested(
+                    commandID: dropped, deviceID: 2, kind: .sound, requestedByUserID: 1, requestedAtMicros: 6)
+            ),
+            .commandSent(CommandSent(commandID: kept, deviceID: 1, channel: "apns", providerID: "x")),
+            .sharePermissionChanged(SharePermissionChanged(deviceID: 1, granteeUserID: 2, locate: true)),
+            .commandAnswered(
+                CommandAnswered(
+                    commandID: kept, deviceID: 1, batchOffset: 3, fixIndex: 0, clientProtocol: .native)),
+            .deviceRemoved(DeviceRemoved(deviceID: 2)),
+        ]
+        var batch = ProjectionBatch(firstOffset: 10)
+        for (index, event) in events.enumerated() {
+            try batch.add(record(event, offset: 10 + UInt64(index), received: 1_000 + Int64(index)))
+        }
+        #expect(batch.commands.map(\.offset) == [10, 12, 14])
+        #expect(batch.commands.map(\.receivedAtMicros) == [1_000, 1_002, 1_004])
+        #expect(batch.commands.map(\.event) == [events[0], events[2], events[4]])
+    }
+}

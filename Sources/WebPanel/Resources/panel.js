@@ -201,9 +201,153 @@
 
   function schedule() { window.setTimeout(poll, Math.max(1, data.poll_seconds) * 1000); }
 
+
+  // Commands (docs/commands.md): the buttons POST to the command API with the session's CSRF
+  // token, then the progress is read back every two seconds and said in plain words.
+  var clockFormat = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  function clock(iso) { return clockFormat.format(new Date(iso)); }
+  var channelNames = {
+    apns: "Apple", fcm: "Google", unifiedpush: "UnifiedPush", "owntracks-mqtt": "OwnTracks (MQTT)",
+    "report-answer": "the app, with its report answer", "owntracks-http": "OwnTracks, with its answer"
+  };
+  var doneWords = { locate: "located", sound: "rang", lost: "marked lost", found: "marked found" };
+  var finalStates = { answered: true, expired: true };
+
+  function lastKnown() {
+    var device = data.devices.filter(function (d) { return d.id === data.selected; })[0];
+    if (!device || !device.latest) { return "there is no known position yet"; }
+    return "the last known position is from " + clock(device.latest.recorded_at);
+  }
+
+  function progressText(command) {
+    var parts = ["asked " + clock(command.requested_at)];
+    command.deliveries.forEach(function (delivery) {
+      var name = channelNames[delivery.channel] || delivery.channel;
+      if (delivery.state === "sent") {
+        parts.push("sent to " + name + " " + clock(delivery.at));
+      } else {
+        parts.push(name + " failed " + clock(delivery.at) + " (" + delivery.detail + ")" +
+          (delivery.retry_at ? ", retrying " + clock(delivery.retry_at) : ""));
+      }
+    });
+    if (command.state === "answered") {
+      parts.push("answered " + clock(command.answer.answered_at) +
+        (command.answer.fix ? " with a new position" : " (that position was removed since)"));
+      return parts.join(" · ");
+    }
+    var waited = (Date.now() - skewMillis - Date.parse(command.requested_at)) / 1000;
+    if (command.state === "expired" && command.end_reason === "found") {
+      parts.push("ended: found");
+      return parts.join(" · ");
+    }
+    if (command.state === "expired" || (command.kind === "locate" && waited > 30)) {
+      return parts.join(" · ") + (command.state === "expired" ? " · no answer" : " · no answer yet") +
+        " — the phone may be off, offline or out of battery; " + lastKnown();
+    }
+    return parts.join(" · ");
+  }
+
+  function logLine(command) {
+    var line = (doneWords[command.kind] || command.kind) + " by " + command.requested_by + " at " +
+      clock(command.requested_at);
+    if (command.state === "answered") { line += " — answered " + clock(command.answer.answered_at); }
+    else if (command.state === "expired") { line += command.end_reason === "found" ? " — ended: found" : " — no answer"; }
+    else { line += " — " + command.state; }
+    return line;
+  }
+
+  function commandsPath(section) { return "/api/find-my/devices/" + section.getAttribute("data-device") + "/commands"; }
+
+  function loadLog(section) {
+    fetch(commandsPath(section) + "?limit=20", { credentials: "same-origin", cache: "no-store" })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (body) {
+        var list = document.getElementById("command-log");
+        if (!list || !body) { return; }
+        list.textContent = "";
+        if (body.commands.length === 0) {
+          var none = document.createElement("li");
+          none.textContent = "Nothing yet.";
+          list.appendChild(none);
+        }
+        body.commands.forEach(function (command) {
+          var item = document.createElement("li");
+          item.textContent = logLine(command);
+          list.appendChild(item);
+        });
+      })
+      .catch(function () {});
+  }
+
+  function follow(section, id, after, deadline) {
+    var progress = document.getElementById("command-progress");
+    fetch(commandsPath(section) + "/" + id + "?after_offset=" + after, { credentials: "same-origin", cache: "no-store" })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (command) {
+        if (command) {
+          progress.textContent = progressText(command);
+          progress.setAttribute("data-state", command.state);
+          if (finalStates[command.state]) { loadLog(section); return; }
+        }
+        if (Date.now() < deadline) { window.setTimeout(function () { follow(section, id, after, deadline); }, 2000); }
+      })
+      .catch(function () {
+        if (Date.now() < deadline) { window.setTimeout(function () { follow(section, id, after, deadline); }, 2000); }
+      });
+  }
+
+  function send(section, body) {
+    var progress = document.getElementById("command-progress");
+    progress.textContent = "asking…";
+    fetch(commandsPath(section), {
+      method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": data.csrf || "" },
+      body: JSON.stringify(body)
+    })
+      .then(function (response) {
+        return response.json().then(function (json) { return { status: response.status, body: json, response: response }; });
+      })
+      .then(function (answer) {
+        if (answer.status === 202) {
+          progress.textContent = "asked " + clock(answer.body.requested_at);
+          loadLog(section);
+          follow(section, answer.body.command_id, answer.body.offset, Date.now() + 11 * 60000);
+        } else if (answer.status === 429) {
+          progress.textContent = "Asked too recently: try again in " +
+            (answer.response.headers.get("Retry-After") || "a few") + " s.";
+        } else {
+          progress.textContent = (answer.body.error && answer.body.error.message) || ("failed: " + answer.status);
+        }
+      })
+      .catch(function () { progress.textContent = "The server did not answer; try again."; });
+  }
+
+  function commands() {
+    var section = document.getElementById("commands");
+    if (!section) { return; }
+    section.querySelectorAll("button[data-kind]").forEach(function (button) {
+      if (button.type === "submit") { return; }
+      button.addEventListener("click", function () { send(section, { kind: button.getAttribute("data-kind") }); });
+    });
+    var lost = document.getElementById("lost-form");
+    if (lost) {
+      lost.addEventListener("submit", function (event) {
+        event.preventDefault();
+        var body = { kind: "lost" };
+        var message = lost.elements.message.value.trim();
+        var phone = lost.elements.phone.value.trim();
+        if (message) { body.message = message; }
+        if (phone) { body.phone = phone; }
+        send(section, body);
+      });
+    }
+    loadLog(section);
+  }
+
   refreshTimes();
   localRanges();
   drawMap();
+  commands();
   say("Live: waiting for the first update", false);
   schedule();
 })();

@@ -1,0 +1,135 @@
+import Events
+import JSON
+
+/// What a batch of fixes answers (docs/commands.md, "Channels without push").
+public enum CommandAnswerTarget: Sendable, Equatable {
+    /// A native report's `in_reply_to`: this command, if it is open for the reporting device.
+    case command(UUID128)
+    /// An OwnTracks location with `t: "r"` (a reportLocation answer): the device's oldest open locate.
+    case oldestLocate
+}
+
+extension IdentityService {
+    /// The device's open commands, oldest first, for a report's answer (`channel`: `report-answer`
+    /// for the native report, `owntracks-http` for OwnTracks). The first time a command goes out
+    /// through `channel`, `command_sent` is appended for it, without waiting: the answer does not
+    /// depend on it, and a failed append only leaves the hand-out unrecorded.
+    /// `kinds`: the kinds the channel can carry (OwnTracks knows only locate's `reportLocation`).
+    package func commandsForAnswer(
+        deviceID: UInt64, channel: String, excluding: UUID128? = nil,
+        kinds: Set<CommandKindCode> = Set(CommandKindCode.allCases)
+    ) -> [CommandBook.Open] {
+        // Every report asks; almost always there is nothing open: a read lock, no write.
+        let open = registry.read { state in
+            state.registry.commands.open(deviceID: deviceID).filter {
+                $0.request.commandID != excluding && kinds.contains($0.request.kind)
+            }
+        }
+        guard open.contains(where: { !$0.sentChannels.contains(channel) }) else { return open }
+        let newlyHanded = registry.write { state -> [CommandBook.Open] in
+            var fresh: [CommandBook.Open] = []
+            for command in open where !command.sentChannels.contains(channel) {
+                let key = HandOutKey(commandID: command.request.commandID, channel: channel)
+                if state.commandsHandedOut.insert(key).inserted { fresh.append(command) }
+            }
+            return fresh
+        }
+        for command in newlyHanded {
+            let event = Event.commandSent(
+                CommandSent(commandID: command.request.commandID, deviceID: deviceID, channel: channel))
+            let key = HandOutKey(commandID: command.request.commandID, channel: channel)
+            append(EventCodec.encode(event, receivedAtMicros: clockMicros())) { [self] result in
+                registry.write { state in
+                    if case .success(let offset) = result { state.registry.apply(event, offset: offset) }
+                    state.commandsHandedOut.remove(key)
+                }
+            }
+        }
+        return open
+    }
+
+    /// Marks the command `target` names answered by the newest of `fixes` (the batch stored at
+    /// `batchOffset`), appending `command_answered` without waiting. Nothing when the batch has no
+    /// fix or the command is not open for this device: a late or foreign `in_reply_to` is ignored,
+    /// the fixes are stored all the same.
+    package func answerCommand(
+        _ target: CommandAnswerTarget, deviceID: UInt64, batchOffset: UInt64, fixes: [Fix],
+        clientProtocol: ClientProtocol
+    ) {
+        guard let newest = Self.newestFixIndex(fixes) else { return }
+        let commandID = registry.read { state -> UUID128? in
+            let book = state.registry.commands
+            switch target {
+            case .command(let id):
+                return book.open[id]?.request.deviceID == deviceID ? id : nil
+            case .oldestLocate:
+                return book.open(deviceID: deviceID).first { $0.request.kind == .locate }?.request.commandID
+            }
+        }
+        guard let commandID else { return }
+        let event = Event.commandAnswered(
+            CommandAnswered(
+                commandID: commandID, deviceID: deviceID, batchOffset: batchOffset, fixIndex: UInt32(newest),
+                clientProtocol: clientProtocol))
+        append(EventCodec.encode(event, receivedAtMicros: clockMicros())) { [self] result in
+            if case .success(let offset) = result {
+                registry.write { $0.registry.apply(event, offset: offset) }
+                StructuredLog.info(
+                    "command_answered",
+                    ["device_id": .int(Int64(deviceID)), "command_id": .string(commandID.description)])
+            }
+        }
+    }
+
+    /// The index of the batch's newest fix by its device time, a sound clock before a suspect one.
+    static func newestFixIndex(_ fixes: [Fix]) -> Int? {
+        fixes.indices.max { a, b in
+            (fixes[a].clockSuspect ? 0 : 1, fixes[a].recordedAtMicros)
+                < (fixes[b].clockSuspect ? 0 : 1, fixes[b].recordedAtMicros)
+        }
+    }
+
+    /// The `commands` member of a report answer: what the device should do, oldest first.
+    package static func writeCommands(_ commands: [CommandBook.Open], to writer: inout JSONWriter) {
+        writer.key("commands")
+        writer.beginArray()
+        for command in commands {
+            let request = command.request
+            writer.beginObject()
+            writer.key("command_id")
+            writer.string(request.commandID.description)
+            writer.key("kind")
+            writer.string(request.kind.name)
+            writer.key("requested_at")
+            writer.string(RFC3339.formatMicros(request.requestedAtMicros))
+            if request.kind == .lost {
+                writer.key("message")
+                writer.string(request.message)
+                writer.key("phone")
+                writer.string(request.phone)
+            }
+            writer.endObject()
+        }
+        writer.endArray()
+    }
+}
+
+package struct HandOutKey: Hashable, Sendable {
+    var commandID: UUID128
+    var channel: String
+}
+
+extension IdentityService {
+    /// Whether `user` may send commands to `deviceID` now (`Registry.mayCommand`), for the panel.
+    public func mayCommand(_ deviceID: UInt64, user: UInt64) -> Bool {
+        let now = clockMicros()
+        return registry.read { $0.registry.mayCommand(deviceID, user: user, atMicros: now) }
+    }
+
+    /// Which of `deviceIDs` are marked lost (an open `lost`), for the panel's list.
+    public func lostDevices(_ deviceIDs: [UInt64]) -> Set<UInt64> {
+        registry.read { state in
+            Set(deviceIDs.filter { state.registry.commands.lost(deviceID: $0) != nil })
+        }
+    }
+}
