@@ -69,6 +69,23 @@ enum FixCodec {
         return writer.bytes
     }
 
+    /// Moves `reader` past a batch's fix columns without decoding them, with `decode`'s checks of
+    /// the count and of the columns' size: for a reader that needs what follows the fixes only.
+    static func skip(_ reader: inout ByteReader, expectedCount: Int) throws {
+        let count = Int(try reader.u32())
+        guard count == expectedCount else {
+            throw DecodeError.invalid("fix batch holds \(count) fixes, its header says \(expectedCount)")
+        }
+        let sourceCount = Int(try reader.u16())
+        for _ in 0..<sourceCount { _ = try reader.raw(Int(try reader.u16())) }
+        let indexWidth = sourceCount <= 256 ? 1 : 2
+        let columnsBytes = count * (2 + indexWidth) + count * 8 * (1 + doubleColumns)
+        guard reader.remaining >= columnsBytes else {
+            throw DecodeError.invalid("fix columns are \(reader.remaining) bytes, expected \(columnsBytes)")
+        }
+        _ = try reader.raw(columnsBytes)
+    }
+
     static func decode(_ reader: inout ByteReader, expectedCount: Int) throws -> [Fix] {
         let count = Int(try reader.u32())
         guard count == expectedCount else {

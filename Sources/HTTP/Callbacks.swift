@@ -403,22 +403,41 @@ private func routeName(_ state: RequestState, _ server: ServerContext) -> String
 /// its own, unseen by the proxy (request smuggling); so such a request is refused, and the
 /// connection closed, whatever its route.
 func ambiguousBodyFraming(_ headers: HTTPHeaders) -> HTTPResponse? {
-    let lengths = headers.values("Content-Length").map { $0.trimmingSpacesAndTabs() }
-    let codings = headers.values("Transfer-Encoding").map { $0.trimmingSpacesAndTabs() }
+    // Runs on every request, so the common case (at most one Content-Length, or one
+    // Transfer-Encoding alone) is one pass over the field names without copying a value.
+    var lengthFields = 0
+    var codingFields = 0
+    for (name, _) in headers {
+        if asciiCaseInsensitiveEquals(name, "Content-Length") {
+            lengthFields += 1
+        } else if asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
+            codingFields += 1
+        }
+    }
+    if lengthFields + codingFields == 0 || (lengthFields == 1 && codingFields == 0) { return nil }
+    var lengths: [Substring] = []
+    var codings: [Substring] = []
+    for (name, value) in headers {
+        if asciiCaseInsensitiveEquals(name, "Content-Length") {
+            lengths.append(value.trimmingSpacesAndTabs())
+        } else if asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
+            codings.append(value.trimmingSpacesAndTabs())
+        }
+    }
     if !lengths.isEmpty && !codings.isEmpty {
         return .error(
             status: 400, code: "ambiguous_body_length",
             message: "the request has both Content-Length and Transfer-Encoding, so where its body ends "
                 + "is ambiguous; send exactly one of them")
     }
-    if lengths.contains(where: { $0 != lengths[0] }) {
+    if lengths.dropFirst().contains(where: { $0 != lengths[0] }) {
         return .error(
             status: 400, code: "ambiguous_body_length",
             message:
                 "the request has Content-Length fields with different values (\(lengths.joined(separator: ", "))); "
                 + "send exactly one")
     }
-    if !codings.isEmpty && (codings.count > 1 || !asciiCaseInsensitiveEquals(codings[0], "chunked")) {
+    if !codings.isEmpty && (codings.count > 1 || !asciiCaseInsensitiveEquals(String(codings[0]), "chunked")) {
         return .error(
             status: 400, code: "unsupported_transfer_encoding",
             message: "Transfer-Encoding '\(codings.joined(separator: ", "))' is not supported; send the body "
@@ -428,9 +447,13 @@ func ambiguousBodyFraming(_ headers: HTTPHeaders) -> HTTPResponse? {
 }
 
 extension String {
-    fileprivate func trimmingSpacesAndTabs() -> String {
-        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        return String(drop(while: isBlank).reversed().drop(while: isBlank).reversed())
+    /// Spaces and tabs are ASCII, so the UTF-8 positions found are also character boundaries.
+    fileprivate func trimmingSpacesAndTabs() -> Substring {
+        let bytes = utf8
+        let isBlank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !isBlank($0) }) else { return self[endIndex...] }
+        let last = bytes.lastIndex(where: { !isBlank($0) }) ?? first
+        return self[first...last]
     }
 }
 
@@ -445,12 +468,16 @@ private func queue(
     guard let mhdResponse else { return .NO }
     defer { MHD_destroy_response(mhdResponse) }
     // MHD writes Content-Length and connection handling itself and would send duplicates.
-    for (name, value) in withSafetyHeaders(response.headers)
+    var choseCaching = false
+    for (name, value) in response.headers
     where !asciiCaseInsensitiveEquals(name, "Content-Length")
         && !asciiCaseInsensitiveEquals(name, "Connection")
+        && !asciiCaseInsensitiveEquals(name, "X-Content-Type-Options")
     {
+        choseCaching = choseCaching || asciiCaseInsensitiveEquals(name, "Cache-Control")
         MHD_add_response_header(mhdResponse, name, value)
     }
+    addSafetyHeaders(mhdResponse, choseCaching: choseCaching)
     let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     if result == .YES { state.answered = (routeName, response.status) }
     return result
@@ -458,12 +485,12 @@ private func queue(
 
 /// Every answer forbids content sniffing (a JSON body is never run as a script or page); an
 /// answer whose handler did not choose its caching is not stored anywhere, since most carry
-/// locations or account data. Static files set their own `Cache-Control`.
-func withSafetyHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
-    var headers = headers
-    headers.set("X-Content-Type-Options", "nosniff")
-    if headers["Cache-Control"] == nil { headers.add("Cache-Control", "no-store") }
-    return headers
+/// locations or account data. Static files set their own `Cache-Control`. Added straight to the
+/// MHD response while its headers are copied, not through a copy of `HTTPHeaders`: every answer
+/// pays for this.
+private func addSafetyHeaders(_ mhdResponse: OpaquePointer, choseCaching: Bool) {
+    MHD_add_response_header(mhdResponse, "X-Content-Type-Options", "nosniff")
+    if !choseCaching { MHD_add_response_header(mhdResponse, "Cache-Control", "no-store") }
 }
 
 private func collectHeaders(_ connection: OpaquePointer) -> HTTPHeaders {

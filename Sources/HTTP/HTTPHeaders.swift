@@ -31,12 +31,22 @@ public struct HTTPHeaders: Sendable, Sequence {
     }
 }
 
-/// Field names are ASCII; comparing bytes avoids allocating two lowercased copies per lookup.
+/// Field names are ASCII; comparing bytes avoids allocating two lowercased copies per lookup. Every
+/// request compares each of its field names several times (framing, limits, the gate, the answer's
+/// headers), so the bytes are compared in place rather than through two UTF-8 iterators.
 func asciiCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
-    let a = a.utf8
-    let b = b.utf8
-    guard a.count == b.count else { return false }
-    return zip(a, b).allSatisfy { x, y in
-        x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a") && (x | 0x20) <= UInt8(ascii: "z"))
+    var a = a
+    var b = b
+    guard a.utf8.count == b.utf8.count else { return false }
+    return a.withUTF8 { x in
+        b.withUTF8 { y in
+            for index in x.indices where x[index] != y[index] {
+                let lower = x[index] | 0x20
+                guard lower == y[index] | 0x20, lower >= UInt8(ascii: "a"), lower <= UInt8(ascii: "z") else {
+                    return false
+                }
+            }
+            return true
+        }
     }
 }

@@ -20,7 +20,9 @@ public struct HTTPRequest: Sendable {
         remoteAddress: String = "", connectionID: UInt64 = 0
     ) {
         self.method = method
-        if let mark = target.firstIndex(of: "?") {
+        // By byte, as RFC 3986 splits a target: a Character search walks grapheme clusters, which
+        // cost more than the rest of routing a request.
+        if let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
             path = String(target[..<mark])
             queryItems = parseQuery(target[target.index(after: mark)...])
         } else {

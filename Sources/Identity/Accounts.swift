@@ -219,11 +219,17 @@ extension IdentityService {
         if isForm, let forms = loginForms.withLock({ $0 }) { return forms.logout(request) }
         // A program's logout is held to the API's rule for the cookie (X-CSRF-Token, our Origin), so
         // that another site cannot end a user's session either. A cookie of no live session has
-        // nothing left to protect.
-        if sessionCSRFToken(request) != nil, let refusal = cookieCSRFRefusal(request) {
-            return refusal.response
+        // nothing left to protect. The cookie is looked up once, for the check and the end alike.
+        if let token = sessionCookie(request) {
+            let hash = sessions.lookups.hash(token)
+            if request.headers["Authorization"] == nil,
+                let expected = sessions.csrfToken(hash: hash, nowMicros: clockMicros()),
+                let refusal = cookieCSRFRefusal(request, expected: expected)
+            {
+                return refusal.response
+            }
+            sessions.end(hash: hash)
         }
-        endSession(request)
         var response = HTTPResponse.json("{\"logged_out\": true}")
         response.headers.add("Set-Cookie", cookie("", maxAgeSeconds: 0, secure: cookieSecure(request)))
         return response

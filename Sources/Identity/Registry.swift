@@ -349,22 +349,40 @@ public struct Registry: Sendable {
     /// A record whose payload the compactor removed (an expired batch whose envelope is kept): a
     /// retry of its batch id is still answered with what it got, as far as the header tells.
     public mutating func applyEnvelope(_ header: RecordHeader) {
+        applyEnvelope(header, rejections: [])
+    }
+
+    /// A fix batch as its header and rejections tell it: all the registry keeps of one.
+    private mutating func applyEnvelope(_ header: RecordHeader, rejections: [Rejection]) {
         nextOffset = max(nextOffset, header.offset + 1)
         guard header.type == EventType.fixBatch.rawValue else { return }
-        let result = BatchResult(offset: header.offset, accepted: Int(header.fixCount), rejections: [])
+        let result = BatchResult(
+            offset: header.offset, accepted: Int(header.fixCount), rejections: rejections)
         recentBatches[header.deviceKey, default: RecentBatches()].insert(
             header.idempotencyKey, result, capacity: recentBatchesPerDeviceMax)
+    }
+
+    /// Folds one record read from the log, as `apply` folds its event. A fix batch is folded from
+    /// its header and rejections without decoding its fixes, which the registry does not keep: the
+    /// registry snapshotter folds every record the server appends, and a start-up replay every
+    /// record after the snapshot, so decoding fixes only to count them was most of their cost.
+    public mutating func apply(_ record: LogRecord) throws {
+        if record.header.isPayloadRemoved {
+            applyEnvelope(record.header)
+        } else if let rejections = try EventCodec.fixBatchRejections(
+            header: record.header, stored: record.storedPayload)
+        {
+            applyEnvelope(record.header, rejections: rejections)
+        } else {
+            apply(try record.event(), offset: record.offset)
+        }
     }
 
     /// Rebuilds the registry from every durable record of a log.
     public static func replay(_ reader: LogReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         try reader.read(from: 0) { record in
-            if record.header.isPayloadRemoved {
-                registry.applyEnvelope(record.header)
-            } else {
-                registry.apply(try record.event(), offset: record.offset)
-            }
+            try registry.apply(record)
             return true
         }
         return registry

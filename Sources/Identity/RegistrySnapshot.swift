@@ -326,11 +326,7 @@ extension Registry {
     ) throws -> (Registry, UInt64) {
         var registry = registry
         let reached = try reader.read(from: start, upTo: end) { record in
-            if record.header.isPayloadRemoved {
-                registry.applyEnvelope(record.header)
-            } else {
-                registry.apply(try record.event(), offset: record.offset)
-            }
+            try registry.apply(record)
             return true
         }
         return (registry, max(reached, start))

@@ -228,11 +228,7 @@ public final class RegistrySnapshotter: Service {
         var fixes: UInt64 = 0
         let reached = try reader.read(from: state.fold.offset, upTo: end) { record in
             fixes += UInt64(record.header.fixCount)
-            if record.header.isPayloadRemoved {
-                registry.applyEnvelope(record.header)
-            } else {
-                registry.apply(try record.event(), offset: record.offset)
-            }
+            try registry.apply(record)
             return true
         }
         let after = try reader.segmentIdentities(below: reached)

@@ -68,15 +68,23 @@ final class SessionStore: Sendable {
 
     /// The CSRF token of a live session, without marking it used; nil when it expired or is unknown.
     func csrfToken(token: String, nowMicros: Int64) -> String? {
-        let hash = lookups.hash(token)
-        return sessions.withLock { sessions in
+        csrfToken(hash: lookups.hash(token), nowMicros: nowMicros)
+    }
+
+    /// `csrfToken(token:nowMicros:)` for a session cookie already hashed (`lookups.hash`).
+    func csrfToken(hash: [UInt8], nowMicros: Int64) -> String? {
+        sessions.withLock { sessions in
             guard let session = sessions[hash], isLive(session, nowMicros) else { return nil }
             return session.csrfToken
         }
     }
 
     func end(token: String) {
-        let hash = SHA256.hash(Array(token.utf8))
+        end(hash: SHA256.hash(Array(token.utf8)))
+    }
+
+    /// Ends the session whose cookie hashed to `hash` (`lookups.hash`).
+    func end(hash: [UInt8]) {
         sessions.withLock { _ = $0.removeValue(forKey: hash) }
     }
 

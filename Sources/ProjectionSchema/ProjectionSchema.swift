@@ -112,4 +112,13 @@ public enum ProjectionSchema {
     public static func select(_ columns: [FixColumn], from alias: String) -> String {
         columns.map { alias + "." + $0.rawValue }.joined(separator: ", ")
     }
+
+    /// Where `column` is in a SELECT list made by `select(list, ...)`: readers find a fix's fields by
+    /// the column they selected, not by a number kept beside the list.
+    public static func position(_ column: FixColumn, in list: [FixColumn]) -> Int {
+        guard let index = list.firstIndex(of: column) else {
+            preconditionFailure("\(column) is not among the selected fix columns")
+        }
+        return index
+    }
 }

@@ -69,6 +69,9 @@ public final class Projector: Sendable {
     public let options: Options
     private let state = Mutex(ProjectorStatus())
     private let clock: @Sendable () -> Int64
+    /// Rung whenever `status.checkpoint` may have moved: a read waiting for its own write
+    /// (`after_offset`) sleeps on one of these instead of polling.
+    public let checkpointBells = Doorbells()
 
     public init(
         client: PostgresClient, reader: LogReader, schema: String = Schema.live, options: Options = Options(),
@@ -101,6 +104,7 @@ public final class Projector: Sendable {
         }
         let checkpoint = try client.withConnection { try store.checkpoint($0) }
         state.withLock { $0.checkpoint = checkpoint.next }
+        checkpointBells.ringAll()
         // Holds records this log does not have (restored from an older backup): not a fold of it.
         let logEnd = reader.durableEnd()
         guard checkpoint.next <= logEnd else {
@@ -136,6 +140,7 @@ public final class Projector: Sendable {
     public func step(logEnd: UInt64) throws -> Int {
         let start = try client.withConnection { try store.checkpoint($0) }.next
         state.withLock { $0.checkpoint = start }
+        checkpointBells.ringAll()
         guard logEnd >= start else {
             throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
         }
@@ -184,6 +189,7 @@ public final class Projector: Sendable {
             let pending = oldestUnfolded ?? (batch.nextOffset < logEnd ? batch.lastReceivedAtMicros : nil)
             $0.lagSeconds = pending.map { Double(max(0, now - $0)) / 1_000_000 } ?? 0
         }
+        checkpointBells.ringAll()
         return records
     }
 

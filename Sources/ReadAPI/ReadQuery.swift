@@ -14,8 +14,6 @@ public struct ReadLimits: Sendable {
     /// How long a read with `after_offset` waits for the projection to reach the offset before it
     /// answers 503 `projection_behind`.
     public var readAfterOffsetWaitMillisMax = 5_000
-    /// How often a waiting read looks at the projector's checkpoint again.
-    public var afterOffsetPollMillis = 2
     /// Bytes of devices kept written as JSON between reads of the devices list (about 600 a device);
     /// 0 writes every device of every list again.
     public var deviceCardCacheBytesMax = 16 << 20

@@ -34,6 +34,8 @@ public final class ReadService: Sendable {
     public let limits: ReadLimits
     /// The projection's checkpoint: every offset below it is in PostgreSQL.
     let projectedEnd: @Sendable () -> UInt64
+    /// Rung when `projectedEnd` may have moved (the projector's `checkpointBells`).
+    let projectionBells: Doorbells
     let clockMicros: @Sendable () -> Int64
     let access: ReadAccess
     /// Devices written as JSON, reused while PostgreSQL has the same version of them.
@@ -41,13 +43,14 @@ public final class ReadService: Sendable {
 
     public init(
         identity: IdentityService, pool: PostgresPool, limits: ReadLimits = ReadLimits(),
-        projectedEnd: @escaping @Sendable () -> UInt64,
+        projectedEnd: @escaping @Sendable () -> UInt64, projectionBells: Doorbells = Doorbells(),
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
     ) {
         self.identity = identity
         self.pool = pool
         self.limits = limits
         self.projectedEnd = projectedEnd
+        self.projectionBells = projectionBells
         self.clockMicros = clockMicros
         access = ReadAccess(identity: identity)
         cards = DeviceCardCache(bytesMax: limits.deviceCardCacheBytesMax)
@@ -108,6 +111,10 @@ public final class ReadService: Sendable {
             )
         }
         let deadline = monotonicMicros() + Int64(limits.readAfterOffsetWaitMillisMax) * 1_000
+        // Added before the first look, so that a ring between the look and the sleep is kept.
+        let bell = Doorbell()
+        projectionBells.add(bell)
+        defer { projectionBells.remove(bell) }
         while projectedEnd() <= offset {
             guard monotonicMicros() < deadline else {
                 throw APIError(
@@ -116,7 +123,7 @@ public final class ReadService: Sendable {
                         "the projection has not reached offset \(offset) within \(limits.readAfterOffsetWaitMillisMax) ms "
                         + "(it is at \(projectedEnd())); retry, or see /healthz for the projector's lag")
             }
-            usleep(UInt32(limits.afterOffsetPollMillis * 1_000))
+            bell.wait(untilMonotonicMicros: deadline)
         }
     }
 

@@ -162,10 +162,7 @@ extension ReadService {
         static func position(_ column: ProjectionSchema.FixColumn, in list: [ProjectionSchema.FixColumn])
             -> Int
         {
-            guard let index = list.firstIndex(of: column) else {
-                preconditionFailure("\(column) is not among the selected fix columns")
-            }
-            return index
+            ProjectionSchema.position(column, in: list)
         }
 
         /// `l.latitude, l.longitude, ...` for a SELECT list.

@@ -38,12 +38,13 @@ struct PanelData: Sendable {
     /// Recent fixes that estimate a device's usual reporting cadence.
     static let cadenceFixesCount = 21
 
-    static let fixColumns = ProjectionSchema.select(
-        [
-            .latitude, .longitude, .accuracy, .battery, .isCharging, .source, .recordedAt, .receivedAt,
-            .clockSuspect,
-        ],
-        from: "l")
+    /// The fix columns the panel reads (`PanelFix`), found in a result by `ProjectionSchema.position`
+    /// as the read API finds its own.
+    static let fixColumnList: [ProjectionSchema.FixColumn] = [
+        .latitude, .longitude, .accuracy, .battery, .isCharging, .source, .recordedAt, .receivedAt,
+        .clockSuspect,
+    ]
+    static let fixColumns = ProjectionSchema.select(fixColumnList, from: "l")
 
     func devices(_ visible: [Registry.VisibleDevice], userName: (UInt64) -> String?) throws -> [PanelDevice] {
         guard !visible.isEmpty else { return [] }
@@ -72,14 +73,19 @@ struct PanelData: Sendable {
     }
 
     func fix(_ result: PostgresResult, _ row: Int, first: Int) throws -> PanelFix? {
-        guard let recorded = try result.timestampMicros(row, first + 6) else { return nil }
+        func at(_ column: ProjectionSchema.FixColumn) -> Int {
+            first + ProjectionSchema.position(column, in: Self.fixColumnList)
+        }
+        guard let recorded = try result.timestampMicros(row, at(.recordedAt)) else { return nil }
         return PanelFix(
-            latitude: try result.double(row, first) ?? 0, longitude: try result.double(row, first + 1) ?? 0,
-            accuracyMeters: try result.double(row, first + 2) ?? 0,
-            batteryPercent: try result.int64(row, first + 3), isCharging: try result.bool(row, first + 4),
-            source: result.string(row, first + 5) ?? "", recordedAtMicros: recorded,
-            receivedAtMicros: try result.timestampMicros(row, first + 7) ?? recorded,
-            clockSuspect: try result.bool(row, first + 8) ?? false)
+            latitude: try result.double(row, at(.latitude)) ?? 0,
+            longitude: try result.double(row, at(.longitude)) ?? 0,
+            accuracyMeters: try result.double(row, at(.accuracy)) ?? 0,
+            batteryPercent: try result.int64(row, at(.battery)),
+            isCharging: try result.bool(row, at(.isCharging)),
+            source: result.string(row, at(.source)) ?? "", recordedAtMicros: recorded,
+            receivedAtMicros: try result.timestampMicros(row, at(.receivedAt)) ?? recorded,
+            clockSuspect: try result.bool(row, at(.clockSuspect)) ?? false)
     }
 
     /// The median gap between the device's recent reports (by `received_at`), or nil with fewer

@@ -455,7 +455,8 @@ enum ServeCommand {
                             : "the projector has not yet checked that the projection belongs to this log "
                                 + "(see /healthz)"
                     }),
-                limits: configuration.read, projectedEnd: { projector.status.checkpoint })
+                limits: configuration.read, projectedEnd: { projector.status.checkpoint },
+                projectionBells: projector.checkpointBells)
             reads = readService
             database.addBorrower { readService.pool.close() }
             service.addStatusSource(readService.statusSource)

@@ -43,6 +43,44 @@ import Workload
         #expect(try EventCodec.decode(header: encoded.header, stored: encoded.payload) == event)
     }
 
+    /// The registry's fold reads a batch's rejections past its fixes without decoding them: it
+    /// must find what a full decode finds, for every kind of batch, and nothing for other records.
+    @Test func aBatchsRejectionsReadPastItsFixesAreTheFullDecodes() throws {
+        var fuzzer = EventFuzzer(seed: Self.seed)
+        var batches = 0
+        for _ in 0..<2_000 {
+            let event = fuzzer.event()
+            let encoded = EventCodec.encode(event, receivedAtMicros: fuzzer.time())
+            let rejections = try EventCodec.fixBatchRejections(
+                header: encoded.header, stored: encoded.payload)
+            if case .fixBatch(let batch) = event {
+                batches += 1
+                #expect(rejections == batch.rejections, "seed \(Self.seed)")
+            } else {
+                #expect(rejections == nil, "seed \(Self.seed)")
+            }
+        }
+        #expect(batches > 0)
+        let wide = (0..<600).map { index in
+            Fix(
+                latitude: 1, longitude: 2, accuracyMeters: 3, source: "source-\(index % 300)",
+                recordedAtMicros: Int64(index))
+        }
+        let rejected = [
+            Rejection(index: 600, reason: "latitude out of range"), Rejection(index: 601, reason: "é"),
+        ]
+        let encoded = EventCodec.encode(
+            .fixBatch(FixBatch(deviceID: 1, batchID: .zero, fixes: wide, rejections: rejected)),
+            receivedAtMicros: 0)
+        #expect(
+            try EventCodec.fixBatchRejections(header: encoded.header, stored: encoded.payload) == rejected)
+        var lying = encoded.header
+        lying.fixCount = 599
+        #expect(throws: DecodeError.self) {
+            try EventCodec.fixBatchRejections(header: lying, stored: encoded.payload)
+        }
+    }
+
     @Test func unknownTypesAndVersionsAreSkippable() throws {
         let future = EventCodec.encode(
             .unknown(type: 77, version: 1, payload: [1, 2, 3]), receivedAtMicros: 1)

@@ -80,4 +80,22 @@ import Testing
             #expect(lookups == 1, "\(call.method) \(call.path) looked its credential up \(lookups) times")
         }
     }
+
+    /// A program's logout (JSON, by the session cookie) checks the cookie's CSRF token and ends its
+    /// session with one lookup too, not one for the check and another for the end.
+    @Test func aJSONLogoutLooksTheSessionUpOnceAndEndsIt() throws {
+        let door = try Door { $0.loginAttemptsPerAddressPerMinuteMax = 1_000 }
+        let nina = try door.loggedInUser("nina")
+        let cookie = [
+            ("Cookie", "\(IdentityService.sessionCookieName)=\(nina.cookie)"), ("X-CSRF-Token", nina.csrf),
+            ("Origin", Door.ownOrigin), ("Content-Type", "application/json"),
+        ]
+        let before = door.service.sessions.lookups.count
+        let answer = door.send("POST", "/logout", headers: cookie, body: "{}")
+        let lookups = door.service.sessions.lookups.count - before
+        #expect(answer.status == 200, "\(answer.body)")
+        #expect(lookups == 1, "POST /logout looked the session up \(lookups) times")
+        let after = door.send("POST", "/api/find-my/account/token", headers: cookie)
+        #expect(after.status == 401, "the session outlived its logout: \(after.body)")
+    }
 }

@@ -99,6 +99,40 @@ import Testing
         }
     }
 
+    /// Replay folds a fix batch from its header and rejections, without decoding its fixes: a
+    /// retried batch id gets the same answer (accepted count, rejections, offset) as it did live.
+    @Test func replayingFixBatchesGivesTheirResultsAsApplied() throws {
+        let directory = NSTemporaryDirectory() + "/findmy-registry-\(UInt64.random(in: 0...UInt64.max))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = LogOptions()
+        options.diagnostics = { _ in }
+        let writer = try LogWriter(directory: directory, options: options)
+        let fix = Fix(
+            latitude: 52.5, longitude: 13.4, accuracyMeters: 8, source: "significant", recordedAtMicros: 9)
+        let batches = [
+            FixBatch(deviceID: 1, batchID: UUID128.random(), fixes: [fix]),
+            FixBatch(
+                deviceID: 1, batchID: UUID128.random(), fixes: [fix, fix],
+                rejections: [Rejection(index: 2, reason: "latitude out of range")]),
+            FixBatch(
+                deviceID: 2, batchID: UUID128.random(), fixes: [],
+                rejections: [Rejection(index: 0, reason: "a"), Rejection(index: 1, reason: "b")]),
+        ]
+        var folded = Registry(recentBatchesPerDeviceMax: 3)
+        for batch in batches {
+            folded.apply(.fixBatch(batch), offset: try writer.append(.fixBatch(batch), receivedAtMicros: 1))
+        }
+        writer.close()
+        let replayed = try Registry.replay(LogReader(directory: directory), recentBatchesPerDeviceMax: 3)
+        for batch in batches {
+            let result = replayed.batchResult(deviceID: batch.deviceID, batchID: batch.batchID)
+            #expect(result == folded.batchResult(deviceID: batch.deviceID, batchID: batch.batchID))
+            #expect(result?.accepted == batch.fixes.count)
+            #expect(result?.rejections == batch.rejections)
+        }
+        #expect(replayed.nextOffset == 3)
+    }
+
     @Test func pushTokensRotateAndMove() {
         var registry = enrolled()
         registry.apply(
