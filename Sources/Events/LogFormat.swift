@@ -154,9 +154,11 @@ public struct SegmentHeader: Equatable, Sendable {
             let generation = try reader.u32()
             let logIDHigh = UInt64(bigEndian: try reader.u64())
             let logIDLow = UInt64(bigEndian: try reader.u64())
-            return SegmentHeader(
+            var decoded = SegmentHeader(
                 salt: salt, baseOffset: base, createdAtMicros: created, flags: flags, generation: generation,
                 logID: UUID128(high: logIDHigh, low: logIDLow))
+            decoded.version = version
+            return decoded
         } catch let damage as Damage {
             throw damage
         } catch {

@@ -66,7 +66,7 @@ import Workload
         let offsets = try Self.appendAsOneGroup(writer, events, receivedAt: Self.receivedAt)
         writer.close()
         #expect(offsets == Array(0..<64))
-        let segment = directory.log + "/" + (try segmentFiles(directory.log))[0]
+        let segment = (try segmentFiles(directory.log))[0]
         let frames = try Self.frames(segment)
         #expect(frames.count == 1 && frames[0].group?.memberCount == 64 && frames[0].header.fixCount == 64)
         // Every reader sees each request as a record of its own: offset, event, received_at, batch
@@ -123,7 +123,7 @@ import Workload
         let source = TemporaryDirectory()
         let writer = try Self.groupingWriter(source.log)
         _ = try Self.appendAsOneGroup(writer, Self.singleFixReports(8), receivedAt: Self.receivedAt)
-        let segment = source.log + "/" + (try segmentFiles(source.log))[0]
+        let segment = (try segmentFiles(source.log))[0]
         let firstEnd = try Self.fileBytes(segment)
         let watermarkAfterFirst = try Data(contentsOf: URL(fileURLWithPath: source.log + "/durable"))
         _ = try Self.appendAsOneGroup(writer, Self.singleFixReports(8, round: 1), receivedAt: Self.receivedAt)
@@ -160,7 +160,7 @@ import Workload
         #expect(offsets == Array(UInt64(old)..<UInt64(old + 5)))
         let files = try segmentFiles(directory.path)
         let versions = try files.map { name in
-            try Data(contentsOf: URL(fileURLWithPath: directory.path + "/" + name))[8]
+            try Data(contentsOf: URL(fileURLWithPath: name))[8]
         }
         #expect(versions == [1, 1, 2], "\(files)")
         let records = try readAll(directory.path)
@@ -186,7 +186,7 @@ import Workload
         }
         #expect(report.recordsDropped == 6 && report.recordsKept == 3 && report.recordsReplaced == 1)
         writer.close()
-        let frames = try Self.frames(directory.log + "/" + (try segmentFiles(directory.log))[0])
+        let frames = try Self.frames((try segmentFiles(directory.log))[0])
         #expect(frames.count == 2 && frames[0].group?.memberCount == 4 && frames[0].group?.offsetSpan == 7)
         let records = try readAll(directory.log)
         #expect(records.map(\.offset) == [1, 3, 5, 7, 10])
