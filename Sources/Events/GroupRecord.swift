@@ -14,7 +14,9 @@
 //                         8 planes × M recordedMax - recordedMin
 //                         8 planes × M fixCount | uncompressedBytes | storedBytes | deviceKey
 //                         M × 16 idempotencyKey
-//                         the M member payloads, storedBytes each, each in its own codec
+//                         the M member payloads (storedBytes each, each in its own codec),
+//                         interleaved: byte 0 of each, then byte 1 of each that has one, ...,
+//                         members taken longest first (ties in member order)
 //
 // Why columns: the members of a group share type, flags, version, the high bytes of both clocks
 // and of the device key; byte planes turn that into runs LZ4 removes, leaving per request little
@@ -153,8 +155,54 @@ public enum GroupRecord {
             writer.u64(member.header.idempotencyKey.high.bigEndian)
             writer.u64(member.header.idempotencyKey.low.bigEndian)
         }
-        for member in members { writer.raw(member.payload) }
+        appendInterleaved(members.map(\.payload), to: &writer)
         return writer.bytes
+    }
+
+    /// The members' payloads in their order of interleaving: longest first, ties in member order.
+    private static func interleavingOrder(_ lengths: [Int]) -> [Int] {
+        lengths.indices.sorted { lengths[$0] != lengths[$1] ? lengths[$0] > lengths[$1] : $0 < $1 }
+    }
+
+    /// Writes byte 0 of every payload, then byte 1 of every payload that has one, and so on: the
+    /// same field of similar requests (the fix count, the source table, the high bytes of a
+    /// coordinate) ends up side by side, where LZ4 sees a run instead of a scattered repeat.
+    static func appendInterleaved(_ payloads: [[UInt8]], to writer: inout ByteWriter) {
+        let lengths = payloads.map(\.count)
+        let total = lengths.reduce(0, +)
+        guard total > 0 else { return }
+        let order = interleavingOrder(lengths)
+        var position = writer.bytes.count
+        writer.bytes.append(contentsOf: repeatElement(0, count: total))
+        var active = order.count
+        writer.bytes.withUnsafeMutableBufferPointer { output in
+            for index in 0..<lengths[order[0]] {
+                while lengths[order[active - 1]] <= index { active -= 1 }
+                for rank in 0..<active {
+                    output[position] = payloads[order[rank]][index]
+                    position += 1
+                }
+            }
+        }
+    }
+
+    /// Undoes `appendInterleaved` for payloads of the given lengths.
+    static func deinterleave(_ bytes: ArraySlice<UInt8>, lengths: [Int]) -> [[UInt8]] {
+        var payloads = lengths.map { [UInt8](repeating: 0, count: $0) }
+        guard let longest = lengths.max(), longest > 0 else { return payloads }
+        let order = interleavingOrder(lengths)
+        var active = order.count
+        bytes.withUnsafeBufferPointer { input in
+            var inputIndex = 0
+            for index in 0..<longest {
+                while lengths[order[active - 1]] <= index { active -= 1 }
+                for rank in 0..<active {
+                    payloads[order[rank]][index] = input[inputIndex]
+                    inputIndex += 1
+                }
+            }
+        }
+        return payloads
     }
 
     /// The members of a group frame, each with the header it would have as a record of its own.
@@ -194,6 +242,7 @@ public enum GroupRecord {
         var members: [GroupMember] = []
         members.reserveCapacity(count)
         var received = header.receivedAtMicros
+        var payloadBytes = 0
         var recordedMin: Int64 = 0
         var keys: [UUID128] = []
         keys.reserveCapacity(count)
@@ -208,6 +257,7 @@ public enum GroupRecord {
             guard fixCounts[index] <= UInt64(UInt32.max), uncompressed[index] <= UInt64(UInt32.max),
                 storedBytes[index] <= UInt64(reader.remaining)
             else { throw DecodeError.invalid("group member \(index) has sizes out of range") }
+            payloadBytes += Int(storedBytes[index])
             received = received &+ unzigzag(receivedDeltas[index])
             recordedMin = recordedMin &+ unzigzag(recordedMinDeltas[index])
             let memberHeader = RecordHeader(
@@ -217,12 +267,15 @@ public enum GroupRecord {
                 recordedMaxMicros: recordedMin &+ Int64(bitPattern: recordedSpans[index]),
                 fixCount: UInt32(fixCounts[index]), uncompressedBytes: UInt32(uncompressed[index]),
                 deviceKey: devices[index], idempotencyKey: keys[index])
-            members.append(
-                GroupMember(header: memberHeader, payload: Array(try reader.raw(Int(storedBytes[index])))))
+            members.append(GroupMember(header: memberHeader, payload: []))
         }
-        guard reader.remaining == 0 else {
-            throw DecodeError.invalid("group body has \(reader.remaining) bytes after its last request")
+        guard reader.remaining == payloadBytes else {
+            throw DecodeError.invalid(
+                "group body has \(reader.remaining) bytes of payloads, its requests add up to \(payloadBytes)"
+            )
         }
+        let payloads = deinterleave(try reader.raw(payloadBytes), lengths: storedBytes.map { Int($0) })
+        for index in 0..<count { members[index].payload = payloads[index] }
         guard offsetDeltas[count - 1] + 1 == UInt64(extent.offsetSpan) else {
             throw DecodeError.invalid("group's last request does not end its offset span")
         }
