@@ -14,9 +14,10 @@
 //                         8 planes × M recordedMax - recordedMin
 //                         8 planes × M fixCount | uncompressedBytes | storedBytes | deviceKey
 //                         M × 16 idempotencyKey
-//                         the M member payloads (storedBytes each, each in its own codec),
-//                         interleaved: byte 0 of each, then byte 1 of each that has one, ...,
-//                         members taken longest first (ties in member order)
+//                         the raw member payloads (codec 0), interleaved: byte 0 of each, then
+//                         byte 1 of each that has one, ..., longest first (ties in member order);
+//                         then the other members' payloads (their appenders' LZ4 blocks), one
+//                         after the other in member order
 //
 // Why columns: the members of a group share type, flags, version, the high bytes of both clocks
 // and of the device key; byte planes turn that into runs LZ4 removes, leaving per request little
@@ -155,7 +156,10 @@ public enum GroupRecord {
             writer.u64(member.header.idempotencyKey.high.bigEndian)
             writer.u64(member.header.idempotencyKey.low.bigEndian)
         }
-        appendInterleaved(members.map(\.payload), to: &writer)
+        // Small raw payloads interleaved, then the appenders' LZ4 blocks as they are.
+        appendInterleaved(
+            members.filter { $0.header.codec == Codec.none.rawValue }.map(\.payload), to: &writer)
+        for member in members where member.header.codec != Codec.none.rawValue { writer.raw(member.payload) }
         return writer.bytes
     }
 
@@ -172,46 +176,67 @@ public enum GroupRecord {
         let total = lengths.reduce(0, +)
         guard total > 0 else { return }
         let order = interleavingOrder(lengths)
+        var flat: [UInt8] = []
+        flat.reserveCapacity(total)
+        var starts: [Int] = []
+        for payload in payloads {
+            starts.append(flat.count)
+            flat.append(contentsOf: payload)
+        }
         var position = writer.bytes.count
         writer.bytes.append(contentsOf: repeatElement(0, count: total))
         var active = order.count
         writer.bytes.withUnsafeMutableBufferPointer { output in
-            for index in 0..<lengths[order[0]] {
-                while lengths[order[active - 1]] <= index { active -= 1 }
-                for rank in 0..<active {
-                    output[position] = payloads[order[rank]][index]
-                    position += 1
+            flat.withUnsafeBufferPointer { input in
+                for index in 0..<lengths[order[0]] {
+                    while lengths[order[active - 1]] <= index { active -= 1 }
+                    for rank in 0..<active {
+                        output[position] = input[starts[order[rank]] + index]
+                        position += 1
+                    }
                 }
             }
         }
     }
 
-    /// Undoes `appendInterleaved` for payloads of the given lengths.
-    static func deinterleave(_ bytes: ArraySlice<UInt8>, lengths: [Int]) -> [[UInt8]] {
-        var payloads = lengths.map { [UInt8](repeating: 0, count: $0) }
-        guard let longest = lengths.max(), longest > 0 else { return payloads }
+    /// Undoes `appendInterleaved` for payloads of the given lengths: the payloads one after the
+    /// other, in member order.
+    static func deinterleave(_ bytes: ArraySlice<UInt8>, lengths: [Int]) -> [UInt8] {
+        var flat = [UInt8](repeating: 0, count: bytes.count)
+        guard let longest = lengths.max(), longest > 0 else { return flat }
         let order = interleavingOrder(lengths)
+        var starts: [Int] = []
+        var total = 0
+        for length in lengths {
+            starts.append(total)
+            total += length
+        }
         var active = order.count
-        bytes.withUnsafeBufferPointer { input in
-            var inputIndex = 0
-            for index in 0..<longest {
-                while lengths[order[active - 1]] <= index { active -= 1 }
-                for rank in 0..<active {
-                    payloads[order[rank]][index] = input[inputIndex]
-                    inputIndex += 1
+        flat.withUnsafeMutableBufferPointer { output in
+            bytes.withUnsafeBufferPointer { input in
+                var inputIndex = 0
+                for index in 0..<longest {
+                    while lengths[order[active - 1]] <= index { active -= 1 }
+                    for rank in 0..<active {
+                        output[starts[order[rank]] + index] = input[inputIndex]
+                        inputIndex += 1
+                    }
                 }
             }
         }
-        return payloads
+        return flat
     }
 
     /// The members of a group frame, each with the header it would have as a record of its own.
     /// Checks that the body agrees with the group header (member count, offsets inside the span
     /// and ascending, payload sizes adding up); a body that does not is damage the CRC missed,
     /// or a writer bug, and is reported, never guessed at.
-    public static func members(header: RecordHeader, extent: GroupExtent, stored: [UInt8]) throws
-        -> [GroupMember]
-    {
+    /// `wantPayload` says per member whether its payload is copied out (a header-only scan
+    /// leaves it empty, as `LogReader` does for a version-1 record).
+    public static func members(
+        header: RecordHeader, extent: GroupExtent, stored: [UInt8],
+        wantPayload: (RecordHeader) -> Bool = { _ in true }
+    ) throws -> [GroupMember] {
         let raw = try EventCodec.rawPayload(header: header, stored: stored)
         var reader = ByteReader(raw)
         let count = Int(try reader.u32())
@@ -274,8 +299,26 @@ public enum GroupRecord {
                 "group body has \(reader.remaining) bytes of payloads, its requests add up to \(payloadBytes)"
             )
         }
-        let payloads = deinterleave(try reader.raw(payloadBytes), lengths: storedBytes.map { Int($0) })
-        for index in 0..<count { members[index].payload = payloads[index] }
+        let isRaw = codecs.map { $0 == Codec.none.rawValue }
+        let rawLengths = (0..<count).filter { isRaw[$0] }.map { Int(storedBytes[$0]) }
+        let interleaved = try reader.raw(rawLengths.reduce(0, +))
+        let wanted = members.map { wantPayload($0.header) }
+        let rawPayloads =
+            wanted.contains(true) && !rawLengths.isEmpty
+            ? deinterleave(interleaved, lengths: rawLengths) : []
+        var rawPosition = 0
+        for index in 0..<count {
+            let length = Int(storedBytes[index])
+            if isRaw[index] {
+                if wanted[index] {
+                    members[index].payload = Array(rawPayloads[rawPosition..<(rawPosition + length)])
+                }
+                rawPosition += length
+            } else {
+                let block = try reader.raw(length)
+                if wanted[index] { members[index].payload = Array(block) }
+            }
+        }
         guard offsetDeltas[count - 1] + 1 == UInt64(extent.offsetSpan) else {
             throw DecodeError.invalid("group's last request does not end its offset span")
         }

@@ -124,7 +124,7 @@ public struct LogReader: Sendable {
                     }
                     return true
                 }
-                for member in try frame.members(path: path) {
+                for member in try frame.members(path: path, wantPayload: wantPayload) {
                     let offset = member.header.offset
                     if offset < start { continue }
                     if offset >= limit {
@@ -133,7 +133,7 @@ public struct LogReader: Sendable {
                     }
                     let record = LogRecord(
                         header: member.header,
-                        storedPayload: wantPayload(member.header) ? member.payload : [],
+                        storedPayload: member.payload,
                         segmentPath: path, position: frame.position)
                     next = offset + 1
                     if try !visit(record) {
@@ -202,10 +202,11 @@ public struct LogReader: Sendable {
 extension DecodedFrame {
     /// The requests of a group record, as records of their own; a damaged body is reported as
     /// damage at the frame's position (the CRC matched: a writer bug or a flipped bit it missed).
-    func members(path: String) throws -> [GroupMember] {
+    func members(path: String, wantPayload: (RecordHeader) -> Bool = { _ in true }) throws -> [GroupMember] {
         guard let extent = group else { return [GroupMember(header: header, payload: payload)] }
         do {
-            return try GroupRecord.members(header: header, extent: extent, stored: payload)
+            return try GroupRecord.members(
+                header: header, extent: extent, stored: payload, wantPayload: wantPayload)
         } catch {
             throw LogError.corrupt(
                 file: path, position: position, reason: "group record at offset \(header.offset): \(error)")

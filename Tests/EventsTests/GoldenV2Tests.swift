@@ -1,6 +1,7 @@
 import Events
 import Foundation
 import Testing
+import Workload
 
 /// A log written by format version 2 (group records), committed in Fixtures/log-v2/, must read
 /// back exactly, by this version and every later one. Regenerate only for a new format version, in
@@ -12,7 +13,7 @@ import Testing
             .appendingPathComponent("Fixtures/log-v2").path
     }
 
-    /// Every event of the version-1 golden log, then a batch from each app protocol.
+    /// Every event of the version-1 golden log, a 40-fix batch, then a batch from each app protocol.
     static var events: [Event] {
         let fix = Fix(
             latitude: 48.858370, longitude: 2.294481, accuracyMeters: nil, source: "gps",
@@ -23,12 +24,16 @@ import Testing
                     deviceID: 1, batchID: UUID128(high: 0x5eed, low: UInt64(raw)), fixes: [fix],
                     clientProtocol: ClientProtocol(rawValue: raw)!))
         }
-        return GoldenTests.events + apps
+        // Over 1,024 bytes raw: kept in the group as the appender's LZ4 block, beside raw members.
+        var track = TrackGenerator(seed: 7, startMicros: 1_764_684_000_000_000)
+        let long = Event.fixBatch(
+            FixBatch(deviceID: 1, batchID: UUID128(high: 0x5eed, low: 40), fixes: track.next(40)))
+        return GoldenTests.events + [long] + apps
     }
 
     /// The group commits the fixture was written in: requests per group record, and where the
     /// writer rolled to a new segment.
-    static let groups = [5, 7, 1]
+    static let groups = [5, 8, 1]
     static let rollAfterGroup = 0
     static func receivedAt(_ index: Int) -> Int64 { 1_764_684_400_000_000 + Int64(index) * 1_000_000 }
 
@@ -72,7 +77,7 @@ import Testing
             #expect(try Data(contentsOf: URL(fileURLWithPath: path))[8] == 2, "\(name) is version 2")
             members.append(try GroupRecordTests.frames(path).compactMap { $0.group?.memberCount })
         }
-        #expect(members == [[5], [7, 1]])
+        #expect(members == [[5], [8, 1]])
     }
 
     @Test func theVersion2LogVerifiesAndAcceptsAppends() throws {
@@ -82,7 +87,7 @@ import Testing
         let report = try LogInspector(directory: copy.path).verify()
         #expect(report.ok, "\(report.problems)")
         #expect(
-            report.records == Self.events.count && report.fixes == 6 && report.unknownRecords == 0
+            report.records == Self.events.count && report.fixes == 46 && report.unknownRecords == 0
                 && report.tornBytesTruncated == 0)
         let writer = try LogWriter(directory: copy.path, options: quietOptions())
         #expect(
