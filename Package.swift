@@ -72,9 +72,12 @@ let package = Package(
             swiftSettings: strict),
         // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
         // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
+        // Also the OwnTracks MQTT command channel (Commands' seam), publishing through MQTT.
         .target(
             name: "Clients",
-            dependencies: ["Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            dependencies: [
+                "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT", "Commands",
+            ],
             swiftSettings: strict),
 
         // Commands to devices (locate, sound, lost): the channel seam the push providers and OwnTracks
@@ -152,7 +155,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity",
+                "ReadAPI", "Identity", "Compactor", "Crypto",
             ],
             swiftSettings: strict),
 
@@ -161,7 +164,13 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
         // The MQTT client against a real Debian mosquitto started on a free port.
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Threads"], swiftSettings: strict),
+        .testTarget(
+            name: "MQTTTests", dependencies: ["MQTT", "Threads", "MosquittoSupport"], swiftSettings: strict),
+        // The one launcher of a real Debian mosquitto for the tests that need a broker: started so
+        // that it never outlives the test process (Threads' spawnChild under setpriv --pdeathsig).
+        .target(
+            name: "MosquittoSupport", dependencies: ["Threads"], path: "Tests/MosquittoSupport",
+            swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
         .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
@@ -173,14 +182,18 @@ let package = Package(
         ),
         .testTarget(
             name: "ClientsTests",
-            dependencies: ["Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP"],
+            dependencies: [
+                "Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP", "MQTT", "Commands",
+                "MosquittoSupport",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
-            name: "EndToEndTests", dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto"],
+            name: "EndToEndTests",
+            dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",
@@ -200,6 +213,7 @@ let package = Package(
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
             ],
             swiftSettings: strict),
-        .testTarget(name: "CompactorTests", dependencies: ["Compactor", "Events"], swiftSettings: strict),
+        .testTarget(
+            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity"], swiftSettings: strict),
     ]
 )

@@ -3,36 +3,25 @@ import Identity
 import Ingest
 
 /// A fix as an app sent it, already in findmy's units (metres, metres per second, degrees,
-/// percent, UTC), before the fix rules of docs/api.md are applied.
+/// percent, UTC), before the fix rules of docs/api.md are applied: a `Fix` (its members read and
+/// written through this one) whose battery is kept as sent, before rounding, so that the range
+/// rule sees what was sent.
+@dynamicMemberLookup
 public struct AppFix: Equatable, Sendable {
-    public var latitude: Double
-    public var longitude: Double
-    /// nil: unknown (the app sent none, 0, or a value that means "invalid").
-    public var accuracyMeters: Double?
-    public var altitudeMeters: Double?
-    public var speedMetersPerSecond: Double?
-    public var headingDegrees: Double?
-    /// Before rounding, so that the range rule sees what was sent.
+    /// Every member but the battery (which stays nil here) and `clockSuspect` (set by ingest).
+    private var base: Fix
+    /// Before rounding; `fix()` checks its range and rounds it into the `Fix`.
     public var batteryPercent: Double?
-    public var isCharging: Bool?
-    public var source: String
-    public var recordedAtMicros: Int64
 
-    public init(
-        latitude: Double, longitude: Double, accuracyMeters: Double? = nil, altitudeMeters: Double? = nil,
-        speedMetersPerSecond: Double? = nil, headingDegrees: Double? = nil, batteryPercent: Double? = nil,
-        isCharging: Bool? = nil, source: String, recordedAtMicros: Int64
-    ) {
-        self.latitude = latitude
-        self.longitude = longitude
-        self.accuracyMeters = accuracyMeters
-        self.altitudeMeters = altitudeMeters
-        self.speedMetersPerSecond = speedMetersPerSecond
-        self.headingDegrees = headingDegrees
-        self.batteryPercent = batteryPercent
-        self.isCharging = isCharging
-        self.source = source
-        self.recordedAtMicros = recordedAtMicros
+    public init(latitude: Double, longitude: Double, source: String, recordedAtMicros: Int64) {
+        base = Fix(
+            latitude: latitude, longitude: longitude, accuracyMeters: nil, source: source,
+            recordedAtMicros: recordedAtMicros)
+    }
+
+    public subscript<Value>(dynamicMember member: WritableKeyPath<Fix, Value>) -> Value {
+        get { base[keyPath: member] }
+        set { base[keyPath: member] = newValue }
     }
 }
 
@@ -51,6 +40,20 @@ public struct AppBatch: Equatable, Sendable {
     public var skipped = 0
 
     public init() {}
+
+    /// Adds item `index` of the request as `read` finds it: a fix, not a fix at all (nil), or a
+    /// rejection.
+    mutating func add(_ index: Int, _ read: () throws(FixRejection) -> AppFix?) {
+        do {
+            if let fix = try read() {
+                fixes.append(Item(index: index, fix: fix))
+            } else {
+                skipped += 1
+            }
+        } catch {
+            rejections.append(AppRejection(index: index, error.code, error.detail))
+        }
+    }
 }
 
 /// An item of an app's request that can never be a fix, with the reason the arrivals audit shows.
@@ -69,26 +72,25 @@ extension AppFix {
     /// here: `Fix` holds it as a whole percentage, and the rule must see it before rounding (as
     /// the native decoder does: 100.4 is refused).
     func fix() throws(FixRejection) -> Fix {
-        var percent: UInt8?
+        var fix = base
         if let battery = batteryPercent {
             guard battery >= IngestLimits.batteryPercentMin, battery <= IngestLimits.batteryPercentMax else {
                 throw FixRejection(.outOfRange, "battery_pct must be within [0, 100], got \(battery)")
             }
             // In range, so the conversion cannot trap.
-            percent = UInt8(battery.rounded())
+            fix.batteryPercent = UInt8(battery.rounded())
         }
-        return Fix(
-            latitude: latitude, longitude: longitude, accuracyMeters: accuracyMeters,
-            altitudeMeters: altitudeMeters, speedMetersPerSecond: speedMetersPerSecond,
-            headingDegrees: headingDegrees, batteryPercent: percent, isCharging: isCharging, source: source,
-            recordedAtMicros: recordedAtMicros)
+        return fix
     }
 }
 
 extension AppBatch {
     /// This batch as the report path's `ClientReport`; indexes past `UInt32` cannot occur (the
-    /// decoders refuse more than `batchFixesMax` items first).
-    func clientReport(deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol) -> ClientReport {
+    /// decoders refuse more than `batchFixesMax` items first). `receivedAtMicros`: the arrival
+    /// time the decoder dated fixes without a time by, so that the report path stamps the same.
+    func clientReport(
+        deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol, receivedAtMicros: Int64? = nil
+    ) -> ClientReport {
         var items: [ClientReport.Item] = []
         items.reserveCapacity(fixes.count)
         var refused = rejections.map { ClientReport.ItemRejection(index: UInt32($0.index), $0.rejection) }
@@ -101,6 +103,6 @@ extension AppBatch {
         }
         return ClientReport(
             deviceID: deviceID, batchID: batchID, clientProtocol: clientProtocol, items: items,
-            rejections: refused)
+            rejections: refused, receivedAtMicros: receivedAtMicros)
     }
 }

@@ -60,78 +60,80 @@ public enum OverlandDecoder {
         }
         var batch = AppBatch()
         for (index, element) in locations.enumerated() {
-            do {
-                if let fix = try feature(element) {
-                    batch.fixes.append(AppBatch.Item(index: index, fix: fix))
-                } else {
-                    batch.skipped += 1
-                }
-            } catch {
-                batch.rejections.append(AppRejection(index: index, error.code, error.detail))
-            }
+            batch.add(index) { () throws(FixRejection) in try feature(element) }
         }
         return batch
     }
 
     /// One element of `locations`: a fix, nil for a feature that is not one, or why it cannot be read.
     static func feature(_ value: JSONValue) throws(FixRejection) -> AppFix? {
-        guard case .object = value else {
+        guard case .object(let object) = value else {
             throw FixRejection(
                 .notAnObject, "a location must be a GeoJSON Feature object, found \(value.typeName)")
         }
-        guard let properties = value["properties"], case .object = properties else {
+        return try feature(FeatureMembers(object))
+    }
+
+    /// The fix in the members of one feature, however they were read (`decodeTree` or `decodeDirect`).
+    static func feature(_ members: FeatureMembers) throws(FixRejection) -> AppFix? {
+        guard members.hasProperties else {
             throw FixRejection(.missingField, "properties: a location needs a properties object")
         }
-        if let action = properties["action"], action != .null {
+        if let action = members[.action], action != .null {
             guard action == .string("visit") else { return nil }
-            return try visit(value, properties)
+            return try visit(members)
         }
-        if properties["type"] == .string("trip") { return nil }
-        let (longitude, latitude) = try coordinates(value)
-        let recordedAt = try time(properties["timestamp"], "timestamp", required: true)!
+        if members[.type] == .string("trip") { return nil }
+        let (longitude, latitude) = try coordinates(members)
+        let recordedAt = try time(members[.timestamp], "timestamp", required: true)!
         var fix = AppFix(
             latitude: latitude, longitude: longitude, source: "track", recordedAtMicros: recordedAt)
-        fix.accuracyMeters = try accuracy(properties)
-        if let verticalAccuracy = try number(properties["vertical_accuracy"], "vertical_accuracy"),
+        fix.accuracyMeters = try accuracy(members)
+        if let verticalAccuracy = try number(members[.verticalAccuracy], "vertical_accuracy"),
             verticalAccuracy < 0
         {
             fix.altitudeMeters = nil
         } else {
-            fix.altitudeMeters = try number(properties["altitude"], "altitude")
+            fix.altitudeMeters = try number(members[.altitude], "altitude")
         }
-        fix.speedMetersPerSecond = try number(properties["speed"], "speed").flatMap { $0 < 0 ? nil : $0 }
-        fix.headingDegrees = try number(properties["course"], "course").flatMap { course in
+        fix.speedMetersPerSecond = try number(members[.speed], "speed").flatMap { $0 < 0 ? nil : $0 }
+        fix.headingDegrees = try number(members[.course], "course").flatMap { course in
             course < 0 ? nil : (course == 360 ? 0 : course)
         }
-        fix.batteryPercent = try number(properties["battery_level"], "battery_level").flatMap { level in
+        fix.batteryPercent = try number(members[.batteryLevel], "battery_level").flatMap { level in
             level < 0 ? nil : (level <= 1 ? level * 100 : level)
         }
-        fix.isCharging = try batteryCharging(properties["battery_state"])
+        fix.isCharging = try batteryCharging(members[.batteryState])
         return fix
     }
 
-    static func visit(_ value: JSONValue, _ properties: JSONValue) throws(FixRejection) -> AppFix? {
-        let arrival = try time(properties["arrival_date"], "arrival_date", required: false)
-        let departure = try time(properties["departure_date"], "departure_date", required: false)
+    static func visit(_ members: FeatureMembers) throws(FixRejection) -> AppFix? {
+        let arrival = try time(members[.arrivalDate], "arrival_date", required: false)
+        let departure = try time(members[.departureDate], "departure_date", required: false)
         guard let recordedAt = arrival ?? departure else { return nil }
-        let (longitude, latitude) = try coordinates(value)
+        let (longitude, latitude) = try coordinates(members)
         var fix = AppFix(
             latitude: latitude, longitude: longitude, source: "visit", recordedAtMicros: recordedAt)
-        fix.accuracyMeters = try accuracy(properties)
+        fix.accuracyMeters = try accuracy(members)
         return fix
     }
 
-    static func coordinates(_ feature: JSONValue) throws(FixRejection) -> (Double, Double) {
-        guard let coordinates = feature["geometry"]?["coordinates"] else {
+    static func coordinates(_ members: FeatureMembers) throws(FixRejection) -> (Double, Double) {
+        let longitudeValue: JSONValue
+        let latitudeValue: JSONValue
+        switch members.coordinates {
+        case .missing:
             throw FixRejection(
                 .missingField, "geometry.coordinates: a location needs [longitude, latitude]")
-        }
-        guard case .array(let pair) = coordinates, pair.count >= 2 else {
+        case .notAPair(let typeName):
             throw FixRejection(
                 .wrongType,
-                "geometry.coordinates must be an array [longitude, latitude], found \(coordinates.typeName)")
+                "geometry.coordinates must be an array [longitude, latitude], found \(typeName)")
+        case .pair(let longitude, let latitude):
+            (longitudeValue, latitudeValue) = (longitude, latitude)
         }
-        guard let longitude = try number(pair[0], "longitude"), let latitude = try number(pair[1], "latitude")
+        guard let longitude = try number(longitudeValue, "longitude"),
+            let latitude = try number(latitudeValue, "latitude")
         else {
             throw FixRejection(.missingField, "geometry.coordinates: longitude and latitude must not be null")
         }
@@ -139,8 +141,8 @@ public enum OverlandDecoder {
     }
 
     /// CoreLocation's `horizontalAccuracy`: negative means the coordinates are invalid.
-    static func accuracy(_ properties: JSONValue) throws(FixRejection) -> Double? {
-        guard let accuracy = try number(properties["horizontal_accuracy"], "horizontal_accuracy") else {
+    static func accuracy(_ members: FeatureMembers) throws(FixRejection) -> Double? {
+        guard let accuracy = try number(members[.horizontalAccuracy], "horizontal_accuracy") else {
             return nil
         }
         guard accuracy >= 0 else {
@@ -186,5 +188,93 @@ public enum OverlandDecoder {
                 "\(key) '\(text.prefix(40))' is not an ISO 8601 time with a zone (2026-12-01T08:00:00Z)")
         }
         return micros
+    }
+}
+
+/// What `OverlandDecoder.feature` reads of one element of `locations` (an object): whether it has a
+/// `properties` object, its `geometry.coordinates`, and the scalar members of `properties` a fix is
+/// made of. Both decoders fill it, `decodeTree` from the parsed tree and `decodeDirect` straight
+/// from the bytes, and the same `feature` reads it: their fixes and rejections are one code's.
+struct FeatureMembers {
+    /// The members of `properties` that `feature` and `visit` read; every other member is ignored.
+    enum Property: Int, CaseIterable {
+        case action, type, timestamp, horizontalAccuracy, verticalAccuracy, altitude, speed, course
+        case batteryLevel, batteryState, arrivalDate, departureDate
+
+        var name: StaticString {
+            switch self {
+            case .action: "action"
+            case .type: "type"
+            case .timestamp: "timestamp"
+            case .horizontalAccuracy: "horizontal_accuracy"
+            case .verticalAccuracy: "vertical_accuracy"
+            case .altitude: "altitude"
+            case .speed: "speed"
+            case .course: "course"
+            case .batteryLevel: "battery_level"
+            case .batteryState: "battery_state"
+            case .arrivalDate: "arrival_date"
+            case .departureDate: "departure_date"
+            }
+        }
+
+        /// The member named by `bytes` (`OverlandDecoder.equal`), or nil. The length picks the one
+        /// or two candidates: a location has about fifteen names, most of them not wanted.
+        init?(named bytes: UnsafeBufferPointer<UInt8>) {
+            let candidates: (Property, Property?)
+            switch bytes.count {
+            case 4: candidates = (.type, nil)
+            case 5: candidates = (.speed, nil)
+            case 6: candidates = (.action, .course)
+            case 8: candidates = (.altitude, nil)
+            case 9: candidates = (.timestamp, nil)
+            case 12: candidates = (.arrivalDate, nil)
+            case 13: candidates = (.batteryLevel, .batteryState)
+            case 14: candidates = (.departureDate, nil)
+            case 17: candidates = (.verticalAccuracy, nil)
+            case 19: candidates = (.horizontalAccuracy, nil)
+            default: return nil
+            }
+            if OverlandDecoder.equal(bytes, candidates.0.name) {
+                self = candidates.0
+            } else if let second = candidates.1, OverlandDecoder.equal(bytes, second.name) {
+                self = second
+            } else {
+                return nil
+            }
+        }
+    }
+
+    /// `geometry.coordinates`: absent (or `geometry` not an object), something other than an array
+    /// of at least two elements (with its JSON type name), or its first two elements.
+    enum Coordinates {
+        case missing
+        case notAPair(typeName: String)
+        case pair(JSONValue, JSONValue)
+    }
+
+    var hasProperties = false
+    var coordinates = Coordinates.missing
+    private var values = InlineArray<12, JSONValue?>(repeating: nil)
+
+    init() {}
+
+    /// The members of a feature parsed into a tree.
+    init(_ feature: JSONObject) {
+        switch feature["geometry"]?["coordinates"] {
+        case nil: coordinates = .missing
+        case .array(let pair)? where pair.count >= 2: coordinates = .pair(pair[0], pair[1])
+        case let other?: coordinates = .notAPair(typeName: other.typeName)
+        }
+        guard case .object(let properties)? = feature["properties"] else { return }
+        hasProperties = true
+        for property in Property.allCases {
+            values[property.rawValue] = properties[property.name.description]
+        }
+    }
+
+    subscript(property: Property) -> JSONValue? {
+        get { values[property.rawValue] }
+        set { values[property.rawValue] = newValue }
     }
 }

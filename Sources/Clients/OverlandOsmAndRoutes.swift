@@ -48,7 +48,7 @@ extension ClientsService {
                 deviceID: deviceID, clientProtocol: .overland, body: request.body),
             clientProtocol: .overland)
         service.submit(report) { outcome in
-            reply(answer(outcome, service: service) { .json("{\"result\":\"ok\"}") })
+            reply(answer(outcome) { .json("{\"result\":\"ok\"}") })
         }
     }
 
@@ -58,7 +58,9 @@ extension ClientsService {
     static func osmand(
         _ request: HTTPRequest, principal: Registry.Principal?, service: IngestService, reply: HTTPReply
     ) {
-        let decoded = OsmAndDecoder.decode(request, receivedAtMicros: service.identity.clockMicros())
+        // One reading of the clock: a fix without a time is dated by it, and it is the received_at.
+        let received = service.identity.clockMicros()
+        let decoded = OsmAndDecoder.decode(request, receivedAtMicros: received)
         let deviceID: UInt64
         if case .device(let fromCredentials)? = principal {
             deviceID = fromCredentials
@@ -82,9 +84,9 @@ extension ClientsService {
             deviceID: deviceID,
             batchID: ClientReport.derivedBatchID(
                 deviceID: deviceID, clientProtocol: .osmand, body: content(request)),
-            clientProtocol: .osmand)
+            clientProtocol: .osmand, receivedAtMicros: received)
         service.submit(report) { outcome in
-            reply(answer(outcome, service: service) { HTTPResponse(status: 200) })
+            reply(answer(outcome) { HTTPResponse(status: 200) })
         }
     }
 
@@ -99,9 +101,7 @@ extension ClientsService {
         return bytes + [0x0A] + request.body
     }
 
-    static func answer(
-        _ outcome: ClientReportOutcome, service: IngestService, success: () -> HTTPResponse
-    ) -> HTTPResponse {
+    static func answer(_ outcome: ClientReportOutcome, success: () -> HTTPResponse) -> HTTPResponse {
         switch outcome {
         case .stored, .duplicate, .empty, .paused:
             return success()

@@ -9,6 +9,9 @@ public struct CompactionReport: Sendable, Equatable {
     public var dryRun: Bool
     public var log = LogCompactionReport()
     public var database: DatabaseCompactionReport?
+    /// The offset of the registry snapshot written for the compacted log, when the run rewrote or
+    /// deleted segments and a snapshot could be written (docs/snapshots.md).
+    public var registrySnapshotOffset: UInt64?
     public var elapsedMicros: Int64 = 0
 }
 
@@ -17,6 +20,7 @@ public struct CompactorTotals: Sendable, Equatable {
     public var runs = 0
     public var failures = 0
     public var fixesRemoved = 0
+    public var placesRemoved = 0
     public var bytesFreed = 0
     public var segmentsDeleted = 0
     public var segmentsRewritten = 0
@@ -45,17 +49,25 @@ public final class Compactor: Sendable {
     /// The projector's checkpoint, when it runs in this process: whole segments are deleted only
     /// below it, so that it never finds a file gone under it.
     let readerCheckpoint: @Sendable () -> UInt64?
+    /// Writes a registry snapshot of the log as it is now, returning its offset (nil: none written).
+    public typealias SnapshotWriter = @Sendable () -> UInt64?
+    /// Called once a run has rewritten or deleted segments, before the run reports done: the
+    /// snapshots on disk list the old segment files and are no longer valid, and without a new one
+    /// the next start would fold the whole log (docs/snapshots.md, "Snapshots and compaction").
+    let snapshotAfterRewrite: SnapshotWriter?
     private let serial = Mutex(())
     private let state = Mutex(CompactorTotals())
 
     public init(
         writer: LogWriter, client: PostgresClient?, options: Options,
-        readerCheckpoint: @escaping @Sendable () -> UInt64? = { nil }
+        readerCheckpoint: @escaping @Sendable () -> UInt64? = { nil },
+        snapshotAfterRewrite: SnapshotWriter? = nil
     ) {
         self.writer = writer
         self.client = client
         self.options = options
         self.readerCheckpoint = readerCheckpoint
+        self.snapshotAfterRewrite = snapshotAfterRewrite
     }
 
     public var totals: CompactorTotals { state.withLock { $0 } }
@@ -72,6 +84,10 @@ public final class Compactor: Sendable {
                 report.log = try LogCompaction(
                     writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint()
                 ).run(dryRun: dryRun)
+                // Before the database half, which can fail on its own: the log is compacted by now.
+                if !dryRun && report.log.segmentsRewritten + report.log.segmentsDeleted > 0 {
+                    report.registrySnapshotOffset = snapshotAfterRewrite?()
+                }
                 if let client {
                     let database = DatabaseCompaction(
                         policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax,
@@ -92,6 +108,7 @@ public final class Compactor: Sendable {
                     totals.lastError = nil
                     totals.lastRunMicros = now
                     totals.fixesRemoved += report.log.fixesRemoved
+                    totals.placesRemoved += report.log.placesRemoved
                     totals.bytesFreed += report.log.bytesFreed
                     totals.segmentsDeleted += report.log.segmentsDeleted
                     totals.segmentsRewritten += report.log.segmentsRewritten

@@ -9,11 +9,24 @@ public enum RecordPlan: Equatable, Sendable {
     /// Every fix is dead but "what arrived when" lives: keep the header only.
     case envelope(removedFixes: Int, erased: Bool)
     case drop(removedFixes: Int)
+    /// A waypoints record without its dead waypoints (`removedPlaces` of them); for a whole list,
+    /// possibly none left, which still says "no regions" to a later fold.
+    case shrinkPlaces(WaypointsReported, removedPlaces: Int)
+    /// A transition, or a waypoints record, with nothing live left: the record goes, no envelope.
+    case dropPlaces(removedPlaces: Int)
 
     public var removedFixes: Int {
         switch self {
-        case .keep: 0
+        case .keep, .shrinkPlaces, .dropPlaces: 0
         case .shrink(_, let count), .envelope(let count, _), .drop(let count): count
+        }
+    }
+
+    /// Transitions and waypoints removed.
+    public var removedPlaces: Int {
+        switch self {
+        case .shrinkPlaces(_, let count), .dropPlaces(let count): count
+        case .keep, .shrink, .envelope, .drop: 0
         }
     }
 }
@@ -21,6 +34,8 @@ public enum RecordPlan: Equatable, Sendable {
 extension RetentionPolicy {
     public func plan(_ record: LogRecord, nowMicros: Int64) throws -> RecordPlan {
         let header = record.header
+        // Transitions and waypoints hold positions too: the same windows, erasures and removals.
+        if Self.isPlaceRecord(header.type) { return try planPlaces(record, nowMicros: nowMicros) }
         // Registry events (users, devices, tokens, retention, erasures, removals) are never dropped:
         // they hold no coordinates, and without them a rebuild would not know what to delete.
         guard header.type == EventType.fixBatch.rawValue else { return .keep }
@@ -62,6 +77,64 @@ extension RetentionPolicy {
     }
 }
 
+extension RetentionPolicy {
+    /// A transition lives as a fix recorded at its time would. A waypoint lives as a fix recorded at
+    /// its creation time (`tst`) would: it describes a region (often home or work), so retention
+    /// counts from when it was made, an erasure covers it when that time is in the erased range
+    /// (an unbounded erasure: every waypoint before it), and a removal takes every one.
+    /// docs/retention.md, "Places".
+    func planPlaces(_ record: LogRecord, nowMicros: Int64) throws -> RecordPlan {
+        let header = record.header
+        if header.type == EventType.regionTransition.rawValue {
+            // Its recorded range is its time: no need to decode it.
+            let dead =
+                fixDeath(
+                    device: header.deviceKey, recordOffset: header.offset,
+                    receivedAtMicros: header.receivedAtMicros, recordedAtMicros: header.recordedMinMicros,
+                    nowMicros: nowMicros) != nil
+            return dead ? .dropPlaces(removedPlaces: 1) : .keep
+        }
+        return planPlace(
+            try record.event(), offset: header.offset, receivedAtMicros: header.receivedAtMicros,
+            nowMicros: nowMicros)
+    }
+
+    /// The decision for one decoded place event, stored at `offset` and received at
+    /// `receivedAtMicros`; `.keep` for any other event.
+    public func planPlace(_ event: Event, offset: UInt64, receivedAtMicros: Int64, nowMicros: Int64)
+        -> RecordPlan
+    {
+        func dead(_ device: UInt64, recordedAtMicros: Int64) -> Bool {
+            fixDeath(
+                device: device, recordOffset: offset, receivedAtMicros: receivedAtMicros,
+                recordedAtMicros: recordedAtMicros, nowMicros: nowMicros) != nil
+        }
+        switch event {
+        case .regionTransition(let transition):
+            return dead(transition.deviceID, recordedAtMicros: transition.recordedAtMicros)
+                ? .dropPlaces(removedPlaces: 1) : .keep
+        case .waypointsReported(var reported):
+            let device = reported.deviceID
+            let removed = removedAt[device].map { $0 > offset } ?? false
+            let survivors =
+                removed
+                ? [] : reported.waypoints.filter { !dead(device, recordedAtMicros: $0.createdAtMicros) }
+            let removedPlaces = reported.waypoints.count - survivors.count
+            // A list of no regions holds no position, but ages out with its arrival: every list
+            // before it arrived earlier (as far as the server clock tells), so holds nothing live.
+            let listLive =
+                !removed && reported.complete
+                && receivedAtMicros >= fixCutoffMicros(device: device, nowMicros: nowMicros)
+            if survivors.isEmpty && !listLive { return .dropPlaces(removedPlaces: removedPlaces) }
+            if removedPlaces == 0 { return .keep }
+            reported.waypoints = survivors
+            return .shrinkPlaces(reported, removedPlaces: removedPlaces)
+        default:
+            return .keep
+        }
+    }
+}
+
 extension RecordPlan {
     /// What `LogWriter.rewriteSegment` is told to do.
     func decision(for header: RecordHeader) -> RewriteDecision {
@@ -81,7 +154,10 @@ extension RecordPlan {
                 envelope.recordedMaxMicros = 0
             }
             return .replace(EncodedEvent(header: envelope, payload: []))
-        case .drop:
+        case .shrinkPlaces(let reported, _):
+            return .replace(
+                EventCodec.encode(.waypointsReported(reported), receivedAtMicros: header.receivedAtMicros))
+        case .drop, .dropPlaces:
             return .drop
         }
     }
@@ -94,6 +170,8 @@ public struct LogCompactionReport: Sendable, Equatable {
     public var segmentsDeleted = 0
     public var activeSegmentRolled = false
     public var fixesRemoved = 0
+    /// Region transitions and waypoints removed (docs/retention.md, "Places").
+    public var placesRemoved = 0
     public var recordsShrunk = 0
     public var envelopesMade = 0
     public var recordsDropped = 0
@@ -161,6 +239,7 @@ public struct LogCompaction {
                 report.segmentsDeleted += 1
                 report.recordsDropped += plans.dropped
                 report.fixesRemoved += plans.fixesRemoved
+                report.placesRemoved += plans.placesRemoved
                 report.bytesBefore += segment.bytes
                 if !dryRun { try writer.deleteFirstSegment(base: segment.base) }
                 continue
@@ -169,6 +248,7 @@ public struct LogCompaction {
             guard plans.changes > 0 else { continue }
             report.segmentsRewritten += 1
             report.fixesRemoved += plans.fixesRemoved
+            report.placesRemoved += plans.placesRemoved
             report.recordsShrunk += plans.shrunk
             report.envelopesMade += plans.envelopes
             report.recordsDropped += plans.dropped
@@ -196,12 +276,14 @@ struct SegmentPlan {
     var envelopes = 0
     var dropped = 0
     var fixesRemoved = 0
+    var placesRemoved = 0
 
     mutating func add(_ plan: RecordPlan) {
         fixesRemoved += plan.removedFixes
+        placesRemoved += plan.removedPlaces
         switch plan {
         case .keep: kept += 1
-        case .shrink:
+        case .shrink, .shrinkPlaces:
             kept += 1
             changes += 1
             shrunk += 1
@@ -209,7 +291,7 @@ struct SegmentPlan {
             kept += 1
             changes += 1
             envelopes += 1
-        case .drop:
+        case .drop, .dropPlaces:
             changes += 1
             dropped += 1
         }

@@ -158,6 +158,18 @@ extension EventCodec {
         }
     }
 
+    /// The payload of a version 1 `waypoints_reported` with no waypoint: device id, protocol,
+    /// complete flag and a zero count.
+    static let emptyWaypointListBytes = 8 + 1 + 1 + 4
+
+    /// True when the record is a list of no waypoints (a device that has no regions left), told
+    /// from the header alone: its recorded range is 0, like a region created in 1970's first
+    /// microsecond, and only the payload's size tells them apart.
+    public static func isEmptyWaypointList(_ header: RecordHeader) -> Bool {
+        header.type == EventType.waypointsReported.rawValue && header.eventVersion == 1
+            && header.uncompressedBytes == UInt32(emptyWaypointListBytes)
+    }
+
     static func decodePlace(_ type: EventType, _ reader: inout ByteReader) throws -> Event? {
         switch type {
         case .regionTransition:

@@ -58,10 +58,10 @@ public struct RetentionPolicy: Sendable {
         -> RetentionPolicy
     {
         var policy = RetentionPolicy(settings: settings)
-        let fixBatch = EventType.fixBatch.rawValue
-        let wanted: (RecordHeader) -> Bool = { $0.type != fixBatch && !$0.isPayloadRemoved }
+        // Fix batches and place events decide nothing here: skipped without reading their payloads.
+        let wanted: (RecordHeader) -> Bool = { !$0.isPayloadRemoved && !Self.isLocationRecord($0.type) }
         try reader.read(from: 0, upTo: end, wantPayload: wanted) { record in
-            if record.header.type != fixBatch && !record.header.isPayloadRemoved {
+            if wanted(record.header) {
                 policy.apply(try record.event(), offset: record.offset)
             }
             return true
@@ -171,8 +171,19 @@ public struct RetentionPolicy: Sendable {
         return min(header.recordedMinMicros, received) < cutoff ? .mixed : .allLive
     }
 
+    /// Records that carry a device's position or places, and which retention therefore reaches:
+    /// fix batches, region transitions and waypoints (docs/retention.md, "Places").
+    public static func isLocationRecord(_ type: UInt8) -> Bool {
+        type == EventType.fixBatch.rawValue || isPlaceRecord(type)
+    }
+
+    public static func isPlaceRecord(_ type: UInt8) -> Bool {
+        type == EventType.regionTransition.rawValue || type == EventType.waypointsReported.rawValue
+    }
+
     /// When a record first holds something dead (for rolling the open segment), or nil for never.
     public func firstDeathMicros(_ header: RecordHeader) -> Int64? {
+        if Self.isPlaceRecord(header.type) { return firstPlaceDeathMicros(header) }
         guard header.type == EventType.fixBatch.rawValue else { return nil }
         let device = header.deviceKey
         let envelopeDeath =
@@ -184,5 +195,20 @@ public struct RetentionPolicy: Sendable {
         if erasures[device]?.contains(where: { $0.offset > header.offset }) == true { return .min }
         let windowMicros = Int64(windowDays(device: device)) * Self.microsPerDay
         return min(min(header.recordedMinMicros, header.receivedAtMicros) + windowMicros, envelopeDeath)
+    }
+
+    /// `firstDeathMicros` for a transition or a waypoints record, from its header: its recorded
+    /// range is the transition's time or the waypoints' creation times, aged like a fix's.
+    func firstPlaceDeathMicros(_ header: RecordHeader) -> Int64? {
+        let device = header.deviceKey
+        if let removed = removedAt[device], removed > header.offset { return .min }
+        // Any later erasure may cover it; the plan decides exactly, after the roll.
+        if erasures[device]?.contains(where: { $0.offset > header.offset }) == true { return .min }
+        let windowMicros = Int64(windowDays(device: device)) * Self.microsPerDay
+        // An empty list has no creation times (its recorded range is 0): it ages from its arrival.
+        let agedFrom =
+            EventCodec.isEmptyWaypointList(header)
+            ? header.receivedAtMicros : min(header.recordedMinMicros, header.receivedAtMicros)
+        return agedFrom + windowMicros
     }
 }

@@ -146,6 +146,18 @@ public struct Registry: Sendable {
     public func device(userID: UInt64, uuid: UUID128) -> Device? {
         deviceIDsByKey[DeviceKey(userID: userID, uuid: uuid)].flatMap { devices[$0] }
     }
+    /// The device of `userID` with `uuid` that its owner removed last, when no live device has
+    /// that UUID now: what a topic (OwnTracks MQTT) derives the UUID of, so that a removed topic
+    /// device is not enrolled again by its next message. Scans the user's devices: it runs only
+    /// for messages of removed devices.
+    public func removedDevice(userID: UInt64, uuid: UUID128) -> Device? {
+        guard device(userID: userID, uuid: uuid) == nil else { return nil }
+        for id in (deviceIDsByUser[userID] ?? []).reversed() {
+            if let candidate = devices[id], candidate.removed, candidate.uuid == uuid { return candidate }
+        }
+        return nil
+    }
+
     /// A device that exists and was not removed.
     public func liveDevice(_ id: UInt64) -> Device? {
         devices[id].flatMap { $0.removed ? nil : $0 }

@@ -248,15 +248,7 @@ public struct RegistrySnapshotStore: Sendable {
                 report.skipped.append(.init(fileName: name, reason: "\(error)", deleted: false))
                 continue
             }
-            var stale: String?
-            if snapshot.logID != logID {
-                stale = "it belongs to log \(snapshot.logID), not this log (\(logID))"
-            } else if snapshot.offset > durableEnd {
-                stale = "it stands at offset \(snapshot.offset), beyond the log's end \(durableEnd)"
-            } else if try reader.segmentIdentities(below: snapshot.offset) != snapshot.segments {
-                stale = "the log's segments below its offset were rewritten or removed since (compaction)"
-            }
-            if let stale {
+            if let stale = try staleness(of: snapshot, reader: reader, logID: logID, durableEnd: durableEnd) {
                 try io.unlink(path)
                 try io.syncDirectory(directory)
                 report.skipped.append(.init(fileName: name, reason: stale, deleted: true))
@@ -275,6 +267,43 @@ public struct RegistrySnapshotStore: Sendable {
             return (snapshot, report)
         }
         return (nil, report)
+    }
+
+    /// Why `snapshot` can never be loaded on `reader`'s log again (rules 2 to 4), or nil.
+    func staleness(of snapshot: RegistrySnapshot, reader: LogReader, logID: UUID128, durableEnd: UInt64)
+        throws
+        -> String?
+    {
+        if snapshot.logID != logID {
+            return "it belongs to log \(snapshot.logID), not this log (\(logID))"
+        }
+        if snapshot.offset > durableEnd {
+            return "it stands at offset \(snapshot.offset), beyond the log's end \(durableEnd)"
+        }
+        if try reader.segmentIdentities(below: snapshot.offset) != snapshot.segments {
+            return "the log's segments below its offset were rewritten or removed since (compaction)"
+        }
+        return nil
+    }
+
+    /// Deletes every snapshot that can never be loaded on `reader`'s log again (rules 2 to 4): after
+    /// a compaction, the older snapshots hold batch results the compaction took out of the log
+    /// (docs/snapshots.md, "Privacy"). Returns the names deleted; unreadable files are left to `prune`.
+    @discardableResult
+    public func removeStale(reader: LogReader) throws -> [String] {
+        let logID = try reader.logID() ?? .zero
+        let durableEnd = reader.durableEnd()
+        var removed: [String] = []
+        for (name, _) in try snapshotFiles() {
+            let path = directory + "/" + name
+            guard let snapshot = try? RegistrySnapshot.decode(try readFile(path)),
+                try staleness(of: snapshot, reader: reader, logID: logID, durableEnd: durableEnd) != nil
+            else { continue }
+            try io.unlink(path)
+            removed.append(name)
+        }
+        if !removed.isEmpty { try io.syncDirectory(directory) }
+        return removed
     }
 
     func readFile(_ path: String) throws -> [UInt8] {

@@ -146,13 +146,44 @@ public final class RegistrySnapshotter: Service {
     @discardableResult
     public func snapshotNow() -> Outcome? { round(force: true) }
 
+    /// For the compactor, right after it rewrote or deleted segments and before it reports done:
+    /// refolds from the log's first record (the fold notices the changed segments), writes a
+    /// snapshot of the compacted log, reports the outcome, and returns the snapshot's offset (nil
+    /// when none was written). Without it the next start would fold the whole log, and a start
+    /// before the thread's next round did (docs/snapshots.md, "Snapshots and compaction").
+    public func snapshotAfterCompaction() -> UInt64? {
+        let offset: UInt64?
+        if let outcome = round(force: true) {
+            report(outcome)
+            guard case .written(_, let written, _, _) = outcome else { return nil }
+            offset = written
+        } else {
+            // Nothing new since the last snapshot, which this thread's own round may have refolded
+            // and written after the rewrite: it lists the segments as they are now.
+            offset = progress.withLock {
+                $0.lastOffset > 0 && $0.lastOffset == $0.fold.offset ? $0.lastOffset : nil
+            }
+        }
+        guard let offset else { return nil }
+        // The snapshots from before the rewrite still hold what it removed (rejection reasons of
+        // erased and expired batches); a start would delete them only if it reached them.
+        do {
+            try store.removeStale(reader: reader)
+        } catch {
+            report(.failed("removing the snapshots the compaction made stale: \(error)"))
+        }
+        return offset
+    }
+
     /// Folds whatever became durable since the last round (so the work is spread over the run, not
     /// bunched at snapshot time), then writes a snapshot when one is due.
     func round(force: Bool) -> Outcome? {
         progress.withLock { state -> Outcome? in
             let end = reader.durableEnd()
             do {
-                if end > state.fold.offset { try fold(&state, upTo: end) }
+                // Forced (at stop, after a compaction) it also looks at the segments when nothing
+                // is new: a rewrite alone must refold, or its snapshot would list the old files.
+                if end > state.fold.offset || force { try fold(&state, upTo: end) }
             } catch {
                 return .failed("\(error)")
             }

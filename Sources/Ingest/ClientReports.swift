@@ -38,10 +38,14 @@ public struct ClientReport: Sendable {
     public var rejections: [ItemRejection]
     /// Region transitions and waypoints of the request, appended before its fix batch.
     public var places: [Event]
+    /// When the request arrived, for a decoder that read the clock already (a fix without a time
+    /// is dated on arrival, and its `recorded_at` must be that same `received_at`); nil: `submit`
+    /// reads it.
+    public var receivedAtMicros: Int64?
 
     public init(
         deviceID: UInt64, batchID: UUID128, clientProtocol: ClientProtocol, items: [Item],
-        rejections: [ItemRejection] = [], places: [Event] = []
+        rejections: [ItemRejection] = [], places: [Event] = [], receivedAtMicros: Int64? = nil
     ) {
         self.deviceID = deviceID
         self.batchID = batchID
@@ -49,6 +53,7 @@ public struct ClientReport: Sendable {
         self.items = items
         self.rejections = rejections
         self.places = places
+        self.receivedAtMicros = receivedAtMicros
     }
 
     /// The batch id of a request from an app that sends none: a version-4-shaped UUID made of the
@@ -95,7 +100,7 @@ extension IngestService {
     public func submit(
         _ report: ClientReport, completion: @escaping @Sendable (ClientReportOutcome) -> Void
     ) {
-        let received = clockMicros()
+        let received = report.receivedAtMicros ?? clockMicros()
         let limits = arrivalLimits(report.deviceID)
         var fixes: [Fix] = []
         fixes.reserveCapacity(report.items.count)
@@ -139,8 +144,12 @@ extension IngestService {
             rejections: rejections.map { Rejection(index: $0.0, reason: $0.1.reason) },
             clientProtocol: report.clientProtocol)
         // Places first, the batch last: the batch id is remembered (a resend answered as a
-        // duplicate) only when everything of the request is durable.
-        let records = report.places + [.fixBatch(batch)]
+        // duplicate) only when everything of the request is durable. A request of places only
+        // (an OwnTracks transition) appends no empty batch: its id is remembered in memory, so a
+        // resend while the server runs is a duplicate; after a restart a redelivered copy appends
+        // the same place again (docs/clients.md).
+        let appendsBatch = !(fixes.isEmpty && rejections.isEmpty)
+        let records = report.places + (appendsBatch ? [.fixBatch(batch)] : [])
         let (acceptedCount, rejectedCount, counts) = (fixes.count, rejections.count, rejectionCounts)
         let pending = Locked((remaining: records.count, failure: APIError?.none, batchOffset: UInt64(0)))
         let clientProtocol = report.clientProtocol
@@ -165,8 +174,10 @@ extension IngestService {
                     state.batchesInFlight.remove(key)
                     state.registry.apply(.fixBatch(batch), offset: offset)
                 }
-                metrics.recordReport(
-                    accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
+                if appendsBatch {
+                    metrics.recordReport(
+                        accepted: acceptedCount, rejected: counts, clientProtocol: clientProtocol)
+                }
                 completion(.stored(offset: offset, accepted: acceptedCount, rejected: rejectedCount))
             }
         }

@@ -5,15 +5,17 @@ import Threads
     import Glibc
 #endif
 
-/// A subscribing MQTT 3.1.1 client over a plain TCP socket, on one thread of its own, that
-/// acknowledges a QoS 1 message only when the application says so (`acknowledge`).
+/// A subscribing MQTT 3.1.1 client over TCP (or TLS over it, through `streamOpener`), on one thread
+/// of its own, that acknowledges a QoS 1 message only when the application says so
+/// (`acknowledge`), and publishes QoS 1 messages of its own (`publish`).
 ///
 /// It connects with clean session 0, so the broker keeps the subscription and every QoS 1 message
 /// not yet acknowledged while the client is away or after it crashed, and sends them again on the
 /// next connection. It subscribes on every connection (harmless when the session has it already,
 /// and it follows a changed filter), pings within the keep-alive, and reconnects with a doubling
 /// delay after any failure. Acknowledgements of messages from a connection that has since dropped
-/// are discarded: the broker redelivers those messages on the next one.
+/// are discarded: the broker redelivers those messages on the next one. A message it publishes
+/// is sent again (DUP) on every new connection until the broker acknowledges it.
 public final class MQTTClient: Sendable {
     public struct Configuration: Sendable {
         public var host: String
@@ -29,6 +31,10 @@ public final class MQTTClient: Sendable {
         public var reconnectDelayMillisMin = 250
         public var reconnectDelayMillisMax = 30_000
         public var packetBytesMax = 1 << 20
+        /// Messages `publish` holds until the broker acknowledges them; more are refused.
+        public var outboundPublishesMax = 1024
+        /// nil: the socket as it is (`mqtt://`); else the stream over it, TLS for `mqtts://`.
+        public var streamOpener: ByteStreamOpener?
 
         public init(
             host: String, port: UInt16, clientID: String, username: String? = nil, password: [UInt8]? = nil,
@@ -57,6 +63,14 @@ public final class MQTTClient: Sendable {
         public var ticket: Ticket?
     }
 
+    /// What became of a message handed to `publish`.
+    public enum PublishOutcome: Sendable, Equatable {
+        /// The broker acknowledged it (PUBACK): it has it, and delivers it to the subscribers.
+        case acknowledged
+        /// Never acknowledged: the queue was full, or the client stopped first.
+        case failed(String)
+    }
+
     /// Lines of the client's life, for the owner's log.
     public enum Event: Sendable, Equatable {
         case connected(sessionPresent: Bool)
@@ -73,6 +87,9 @@ public final class MQTTClient: Sendable {
         public var acknowledgementsSent = 0
         /// QoS 1 messages received on the current connection and not yet acknowledged.
         public var acknowledgementsPending = 0
+        /// Messages published and not yet acknowledged by the broker.
+        public var publishesPending = 0
+        public var publishesAcknowledged = 0
         public var lastError: String?
 
         public init() {}
@@ -82,6 +99,9 @@ public final class MQTTClient: Sendable {
         var connection: UInt64 = 0
         var acknowledgements = InboundAcknowledgements()
         var outbox: [UInt8] = []
+        var outbound: OutboundPublishes
+        var publishCompletions: [UInt16: @Sendable (PublishOutcome) -> Void] = [:]
+        var stopped = false
         var status = Status()
         var stopDeadlineMicros: Int64?
     }
@@ -89,7 +109,7 @@ public final class MQTTClient: Sendable {
     public let configuration: Configuration
     private let onMessage: @Sendable (Delivery) -> Void
     private let onEvent: @Sendable (Event) -> Void
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let worker = StoppableThread()
     /// Wakes the client's poll: an acknowledgement to send, or a stop. Nonblocking both ends.
     private let wakeRead: Int32
@@ -103,6 +123,7 @@ public final class MQTTClient: Sendable {
         self.configuration = configuration
         self.onMessage = onMessage
         self.onEvent = onEvent
+        state = Mutex(State(outbound: OutboundPublishes(capacity: configuration.outboundPublishesMax)))
         var ends: [Int32] = [-1, -1]
         let result = pipe(&ends)
         precondition(result == 0, "pipe failed: errno \(errno)")
@@ -151,6 +172,26 @@ public final class MQTTClient: Sendable {
         if queued { wake() }
     }
 
+    /// Publishes `payload` on `topic` at QoS 1, now or on the next connection, and again on every
+    /// new connection until the broker acknowledges it; `completion` runs exactly once, on the
+    /// client's thread (acknowledged) or the caller's (refused, or stopped). Never blocks.
+    public func publish(
+        topic: String, payload: [UInt8], completion: @escaping @Sendable (PublishOutcome) -> Void
+    ) {
+        let refusal = state.withLock { state -> String? in
+            if state.stopped { return "the MQTT client is stopped" }
+            guard let packetID = state.outbound.enqueue(topic: topic, payload: payload) else {
+                return
+                    "more than \(configuration.outboundPublishesMax) messages await the broker's acknowledgement"
+            }
+            state.publishCompletions[packetID] = completion
+            state.status.publishesPending = state.outbound.pendingCount
+            return nil
+        }
+        if let refusal { return completion(.failed(refusal)) }
+        wake()
+    }
+
     private func wake() {
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
@@ -160,11 +201,13 @@ public final class MQTTClient: Sendable {
 
     private func run(_ stop: StopSignal) {
         var delayMillis = configuration.reconnectDelayMillisMin
+        defer { failPendingPublishes() }
         while !stop.isRequested {
             let outcome = session(stop)
             state.withLock {
                 $0.connection += 1
                 $0.acknowledgements = InboundAcknowledgements()
+                $0.outbound.connectionLost()
                 $0.outbox = []
                 $0.status.connected = false
                 $0.status.subscribed = false
@@ -179,6 +222,20 @@ public final class MQTTClient: Sendable {
             }
             if stop.wait(micros: Int64(delayMillis) * 1000) { return }
             delayMillis = min(delayMillis * 2, configuration.reconnectDelayMillisMax)
+        }
+    }
+
+    /// The client stops: every message still awaiting the broker's acknowledgement fails.
+    private func failPendingPublishes() {
+        let completions = state.withLock { state in
+            state.stopped = true
+            let ids = state.outbound.removeAll()
+            state.status.publishesPending = 0
+            defer { state.publishCompletions = [:] }
+            return ids.compactMap { state.publishCompletions[$0] }
+        }
+        for completion in completions {
+            completion(.failed("the MQTT client stopped before the broker acknowledged the message"))
         }
     }
 
@@ -205,16 +262,28 @@ public final class MQTTClient: Sendable {
             return stop.isRequested ? .stopped : .failed(error.description, wasConnected: false)
         }
         defer { close(socket) }
+        let stream: any ByteStream
+        if let opener = configuration.streamOpener {
+            do {
+                stream = try opener(socket, configuration.host)
+            } catch {
+                return .failed("\(error)", wasConnected: false)
+            }
+        } else {
+            stream = SocketStream(socket: socket)
+        }
+        defer { stream.close() }
         let keepAliveMicros = Int64(configuration.keepAliveSeconds) * 1_000_000
         let handshakeDeadline = monotonicMicros() + Int64(configuration.connectTimeoutMillis) * 1000
-        guard
-            send(
-                socket,
-                OutboundPacket.connect(
-                    clientID: configuration.clientID, cleanSession: false,
-                    keepAliveSeconds: configuration.keepAliveSeconds, username: configuration.username,
-                    password: configuration.password))
-        else { return .failed("sending CONNECT: \(errnoText())", wasConnected: false) }
+        if let why = send(
+            stream,
+            OutboundPacket.connect(
+                clientID: configuration.clientID, cleanSession: false,
+                keepAliveSeconds: configuration.keepAliveSeconds, username: configuration.username,
+                password: configuration.password))
+        {
+            return .failed("sending CONNECT: \(why)", wasConnected: false)
+        }
         var lastSentMicros = monotonicMicros()
         var pingSentMicros: Int64?
         var phase = Phase.awaitingConnectAcknowledgement
@@ -224,7 +293,7 @@ public final class MQTTClient: Sendable {
             let now = monotonicMicros()
             var wasConnected: Bool { phase == .subscribed }
             if stop.isRequested {
-                return drain(socket, connected: wasConnected)
+                return drain(stream, connected: wasConnected)
             }
             if phase != .subscribed && now > handshakeDeadline {
                 return .failed("the broker did not accept the connection in time", wasConnected: false)
@@ -233,48 +302,59 @@ public final class MQTTClient: Sendable {
                 return .failed("the broker did not answer a ping within the keep-alive", wasConnected: true)
             }
             if keepAliveMicros > 0 && pingSentMicros == nil && now - lastSentMicros >= keepAliveMicros / 2 {
-                guard send(socket, OutboundPacket.pingRequest) else {
-                    return .failed("sending PINGREQ: \(errnoText())", wasConnected: wasConnected)
+                if let why = send(stream, OutboundPacket.pingRequest) {
+                    return .failed("sending PINGREQ: \(why)", wasConnected: wasConnected)
                 }
                 lastSentMicros = now
                 pingSentMicros = now
             }
-            let outgoing = takeOutbox()
+            var outgoing = takeOutbox()
+            if phase != .awaitingConnectAcknowledgement {
+                // After the CONNACK only (MQTT-3.1.4-5 lets the broker drop anything earlier).
+                for message in state.withLock({ $0.outbound.takeUnsent() }) {
+                    outgoing += OutboundPacket.publish(message)
+                }
+            }
             if !outgoing.isEmpty {
-                guard send(socket, outgoing) else {
-                    return .failed("sending PUBACK: \(errnoText())", wasConnected: wasConnected)
+                if let why = send(stream, outgoing) {
+                    return .failed("sending PUBACK or PUBLISH: \(why)", wasConnected: wasConnected)
                 }
                 lastSentMicros = monotonicMicros()
             }
-            var descriptors = [
-                pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            let waitMillis = keepAliveMicros > 0 ? Int32(max(10, keepAliveMicros / 4000)) : 1000
-            let ready = poll(&descriptors, 2, min(waitMillis, 1000))
-            if ready < 0 && errno != EINTR {
-                return .failed("poll: \(errnoText())", wasConnected: wasConnected)
+            if !stream.hasBufferedBytes {
+                var descriptors = [
+                    pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+                    pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+                ]
+                let waitMillis = keepAliveMicros > 0 ? Int32(max(10, keepAliveMicros / 4000)) : 1000
+                let ready = poll(&descriptors, 2, min(waitMillis, 1000))
+                if ready < 0 && errno != EINTR {
+                    return .failed("poll: \(errnoText())", wasConnected: wasConnected)
+                }
+                if descriptors[1].revents != 0 { drainWakePipe() }
+                guard descriptors[0].revents != 0 else { continue }
             }
-            if descriptors[1].revents != 0 { drainWakePipe() }
-            guard descriptors[0].revents != 0 else { continue }
-            let count = recv(socket, &buffer, buffer.count, 0)
+            let received: Int?
+            do {
+                received = try buffer.withUnsafeMutableBytes { try stream.receive(into: $0) }
+            } catch {
+                return .failed("\(error)", wasConnected: wasConnected)
+            }
+            guard let count = received else { continue }
             if count == 0 { return .failed("the broker closed the connection", wasConnected: wasConnected) }
-            if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                return .failed("receiving: \(errnoText())", wasConnected: wasConnected)
-            }
             reader.append(buffer[0..<count])
             do {
                 while let packet = try reader.next() {
                     switch (phase, packet) {
                     case (.awaitingConnectAcknowledgement, .connectAcknowledged(let present, 0)):
-                        guard
-                            send(
-                                socket,
-                                OutboundPacket.subscribe(
-                                    packetID: Self.subscribePacketID, filters: configuration.topicFilters,
-                                    qos: 1))
-                        else { return .failed("sending SUBSCRIBE: \(errnoText())", wasConnected: false) }
+                        if let why = send(
+                            stream,
+                            OutboundPacket.subscribe(
+                                packetID: Self.subscribePacketID, filters: configuration.topicFilters,
+                                qos: 1))
+                        {
+                            return .failed("sending SUBSCRIBE: \(why)", wasConnected: false)
+                        }
                         lastSentMicros = monotonicMicros()
                         phase = .awaitingSubscribeAcknowledgement
                         state.withLock {
@@ -305,6 +385,9 @@ public final class MQTTClient: Sendable {
                         deliver(message)
                     case (_, .pingResponse):
                         pingSentMicros = nil
+                    case (.awaitingSubscribeAcknowledgement, .publishAcknowledged(let packetID)),
+                        (.subscribed, .publishAcknowledged(let packetID)):
+                        published(packetID)
                     default:
                         return .failed(
                             "the broker sent \(packet) at the wrong time", wasConnected: wasConnected)
@@ -315,6 +398,16 @@ public final class MQTTClient: Sendable {
                     "the broker sent bytes that are not MQTT 3.1.1: \(error)", wasConnected: wasConnected)
             }
         }
+    }
+
+    private func published(_ packetID: UInt16) {
+        let completion = state.withLock { state -> (@Sendable (PublishOutcome) -> Void)? in
+            guard state.outbound.acknowledged(packetID: packetID) else { return nil }
+            state.status.publishesPending = state.outbound.pendingCount
+            state.status.publishesAcknowledged += 1
+            return state.publishCompletions.removeValue(forKey: packetID)
+        }
+        completion?(.acknowledged)
     }
 
     private func deliver(_ message: Publish) {
@@ -335,19 +428,19 @@ public final class MQTTClient: Sendable {
     /// The way out of a stop: no more reading; the acknowledgements of messages handed out are
     /// sent as they come until none is pending or the grace period ends, then DISCONNECT (which
     /// keeps the session: clean session 0).
-    private func drain(_ socket: Int32, connected: Bool) -> SessionOutcome {
+    private func drain(_ stream: any ByteStream, connected: Bool) -> SessionOutcome {
         let deadline = state.withLock { $0.stopDeadlineMicros } ?? monotonicMicros()
         while true {
             let outgoing = takeOutbox()
             let pending = state.withLock { $0.acknowledgements.pendingCount }
-            if !outgoing.isEmpty && !send(socket, outgoing) { return .stopped }
+            if !outgoing.isEmpty && send(stream, outgoing) != nil { return .stopped }
             let now = monotonicMicros()
             if pending == 0 || now >= deadline { break }
             var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
             _ = poll(&descriptor, 1, Int32(min(1000, max(1, (deadline - now) / 1000))))
             drainWakePipe()
         }
-        if connected { _ = send(socket, OutboundPacket.disconnect) }
+        if connected { _ = send(stream, OutboundPacket.disconnect) }
         return .stopped
     }
 
@@ -413,9 +506,11 @@ public final class MQTTClient: Sendable {
             case nil:
                 var one: Int32 = 1
                 setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                // Sends block at most this long, so a broker that stops reading cannot hold the thread.
+                // Sends block at most this long, so a broker that stops reading cannot hold the
+                // thread; nor can one that stops in the middle of a TLS record or handshake.
                 var timeout = timeval(tv_sec: 10, tv_usec: 0)
                 setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                 return .success(socket)
             case let error?:
                 lastError = error
@@ -454,20 +549,14 @@ public final class MQTTClient: Sendable {
         return error == 0 ? nil : String(cString: strerror(error))
     }
 
-    /// Sends every byte; false on a failure (the connection is then given up).
-    private func send(_ socket: Int32, _ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes.withUnsafeBytes {
-                Glibc.send(socket, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            sent += count
+    /// Sends every byte; why not on a failure (the connection is then given up).
+    private func send(_ stream: any ByteStream, _ bytes: [UInt8]) -> String? {
+        do {
+            try stream.send(bytes)
+            return nil
+        } catch {
+            return "\(error)"
         }
-        return true
     }
 
     private func errnoText() -> String { String(cString: strerror(errno)) }

@@ -1,4 +1,5 @@
-// MQTT 3.1.1 (OASIS standard, 29 October 2014), the subset a subscribing client needs.
+// MQTT 3.1.1 (OASIS standard, 29 October 2014), the subset a subscribing client needs, and QoS 1
+// PUBLISH outbound (OwnTracks commands).
 //
 // Why our own client rather than libmosquitto or Eclipse Paho C: both acknowledge a QoS 1
 // PUBLISH before, or regardless of, the application's handling of it. libmosquitto 2.0.11
@@ -21,7 +22,9 @@ public enum InboundPacket: Sendable, Equatable {
     /// Granted QoS per topic filter, 0x80 for a refused one.
     case subscribeAcknowledged(packetID: UInt16, granted: [UInt8])
     case pingResponse
-    /// An acknowledgement of something a subscribe-only client never sends (PUBACK, PUBREC, ...,
+    /// The broker has the QoS 1 message the client published with this id.
+    case publishAcknowledged(packetID: UInt16)
+    /// An acknowledgement of something this client never sends (PUBREC, PUBREL, PUBCOMP,
     /// UNSUBACK): the type, to name in an error.
     case unexpected(type: UInt8)
 }
@@ -96,7 +99,7 @@ public enum OutboundPacket {
     public static let pingRequest: [UInt8] = [0xC0, 0x00]
     public static let disconnect: [UInt8] = [0xE0, 0x00]
 
-    /// PUBLISH, for tests and tools that play the phone's part.
+    /// PUBLISH: the client's QoS 1 messages (commands to phones), and tests playing the phone.
     public static func publish(_ message: Publish) -> [UInt8] {
         var body: [UInt8] = []
         appendString(&body, Array(message.topic.utf8))
@@ -201,7 +204,10 @@ public struct PacketReader: Sendable {
         case 13:
             guard body.isEmpty else { throw MQTTProtocolError("a malformed PINGRESP") }
             return .pingResponse
-        case 4, 5, 6, 7, 11:
+        case 4:
+            guard body.count == 2 else { throw MQTTProtocolError("a malformed PUBACK") }
+            return .publishAcknowledged(packetID: UInt16(body[0]) << 8 | UInt16(body[1]))
+        case 5, 6, 7, 11:
             return .unexpected(type: type)
         default:
             throw MQTTProtocolError("packet type \(type), which a broker never sends to a client")

@@ -34,4 +34,15 @@ public struct TopicFilter: Sendable, Equatable, CustomStringConvertible {
         }
         return captured
     }
+
+    /// The topic this filter matches with `values` at its wildcards, in order (the inverse of
+    /// `match`); nil when a value is empty or holds `/`, `+`, `#` or NUL, or the count differs.
+    public func topic(filling values: [String]) -> String? {
+        guard values.count == levels.filter({ $0 == "+" }).count,
+            values.allSatisfy({ !$0.isEmpty && !$0.contains(where: { "/+#\0".contains($0) }) })
+        else { return nil }
+        var remaining = values[...]
+        return levels.map { level in level == "+" ? remaining.popFirst()! : String(level) }.joined(
+            separator: "/")
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Threads
 
 /// A private PostgreSQL cluster under the server's data directory, started and stopped by findmy.
 ///

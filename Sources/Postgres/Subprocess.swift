@@ -73,111 +73,15 @@ private var runuserPath: String {
         ?? "runuser"
 }
 
-/// Where `setpriv` (util-linux) is: it sets the parent-death signal of the embedded server.
-var setprivPath: String {
-    ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        ?? "setpriv"
-}
-
-/// Starts `argv` as a child that keeps running (the embedded PostgreSQL), with standard output and
-/// error appended to `outputPath`, in a process group of its own (a Ctrl-C meant for findmy does
-/// not reach it: findmy stops it in order), with no signal blocked or ignored.
-///
-/// Spawned from `ChildSpawner`'s thread: the kernel sends a parent-death signal when the *thread*
-/// that created the child ends, not the process (prctl(2), PR_SET_PDEATHSIG), so a child spawned
-/// from a worker thread that ends later would be killed with it.
+/// Starts the embedded server as a child that never outlives findmy: Threads' `spawnChild`, which
+/// spawns from one thread that lives as long as the process (the parent-death signal follows the
+/// creating thread).
 func spawnChild(_ argv: [String], outputPath: String, in directory: String?) throws(EmbeddedPostgresError)
     -> pid_t
 {
-    let outcome = ChildSpawner.shared.run { () -> Result<pid_t, EmbeddedPostgresError> in
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        if let closeFrom = spawnCloseFrom { _ = closeFrom(&actions, 3) }
-        if let directory, let changeDirectory = spawnChangeDirectory {
-            _ = changeDirectory(&actions, directory)
-        }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        // findmy serve blocks SIGINT and SIGTERM (it takes them with sigwait) and ignores SIGPIPE;
-        // a child inherits both, and an ignored signal stays ignored across exec.
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGINT, SIGTERM, SIGQUIT, SIGPIPE, SIGHUP, SIGUSR1, SIGUSR2] {
-            sigaddset(&defaults, signal)
-        }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(
-            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
-        let cArguments = argv.map { strdup($0) } + [nil]
-        defer { for argument in cArguments { free(argument) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, argv[0], &actions, &attributes, cArguments, environ)
-        guard spawned == 0 else {
-            return .failure(
-                EmbeddedPostgresError("cannot run \(argv[0]): \(String(cString: strerror(spawned)))"))
-        }
-        return .success(pid)
-    }
-    return try outcome.get()
-}
-
-/// Whether our child `pid` has ended; reaps it if so (a child that ended stays a zombie until then).
-func childEnded(_ pid: pid_t) -> Bool {
-    var status: Int32 = 0
-    let result = waitpid(pid, &status, WNOHANG)
-    return result == pid || (result == -1 && errno == ECHILD)
-}
-
-/// Waits for our child `pid` to end and reaps it.
-func reapChild(_ pid: pid_t) {
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-}
-
-/// A result handed from the spawner's thread to its caller, under the spawner's lock.
-private final class SpawnResult<T>: @unchecked Sendable { var value: T? }
-
-/// One thread that lives as long as the process and only starts children: see `spawnChild`.
-final class ChildSpawner: @unchecked Sendable {
-    static let shared = ChildSpawner()
-    private let lock = ConditionLock()
-    private var jobs: [@Sendable () -> Void] = []
-
-    private init() {
-        let thread = spawnThread { [self] in
-            while true {
-                let job = lock.withLock {
-                    while jobs.isEmpty { lock.wait() }
-                    return jobs.removeFirst()
-                }
-                job()
-            }
-        }
-        pthread_detach(thread)
-    }
-
-    func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
-        let box = SpawnResult<T>()
-        lock.withLock {
-            jobs.append { [lock] in
-                let value = body()
-                lock.withLock { box.value = value }
-                lock.broadcast()
-            }
-        }
-        lock.broadcast()
-        return lock.withLock {
-            while box.value == nil { lock.wait() }
-            return box.value!
-        }
+    do {
+        return try Threads.spawnChild(argv, outputPath: outputPath, in: directory)
+    } catch {
+        throw EmbeddedPostgresError(error.description)
     }
 }

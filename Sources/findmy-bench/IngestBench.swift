@@ -14,7 +14,8 @@ import Workload
 /// loopback, drives it with keep-alive HTTP clients (one thread and connection each), and prints
 /// one JSON object: per batch size and connection count the acknowledged fixes/s, p50/p99
 /// latency and fsyncs per request, the log's own append rate for the same shape without HTTP
-/// (measured in the same run), their ratio, and the server's peak resident memory.
+/// (measured in the same run), their ratio; each app's protocol against native with the same
+/// fixes (`apps`, AppBench); and the server's peak resident memory.
 enum IngestBench {
     static let command = Command(
         name: "ingest",
@@ -25,25 +26,32 @@ enum IngestBench {
 
     static let help = """
         usage: findmy-bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
-                                   [--client wrk|swift] [--wrk-script PATH]
+                                   [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks] [--rounds R]
 
         Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
         directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
         S seconds (default 3) per configuration. Then appends the same shapes straight to a log in
-        DIR/baseline, for the HTTP-over-log ratio. Last, 1,000-fix batches at 16 connections to the
-        native endpoint and as Overland sends them, for their ratio. Build with -c release to measure. The client runs on
-        the same machine and takes CPU from the server, so the figures are a floor.
+        DIR/baseline, for the HTTP-over-log ratio (phase `native`). Then each app's protocol against the
+        native endpoint with the same fixes, one after the other: 1,000-fix batches at 16 connections as
+        Overland sends them (phase `overland`), and single OwnTracks HTTP `location` messages at 64
+        connections (phase `owntracks`); each with its ratio to native. --phases picks the phases
+        (default all three); --rounds R (default 1) alternates native and the app R times, S seconds
+        each, for a ratio that a changing machine load affects less. Build with
+        -c release to measure. The client runs on the same machine and takes CPU from the server, so the
+        figures are a floor.
 
         --client wrk (the default when /usr/bin/wrk exists) drives the server with wrk, 2 threads,
         and ops/bench/report.lua (found from the working directory or next to the build, or
         --wrk-script): far cheaper per request than --client swift, one Swift thread and
-        HTTPConnection per connection.
+        HTTPConnection per connection (which also checks each answer's body). Every phase uses the
+        same client, so an app and native are always driven alike.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
             arguments,
-            valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script"], flags: [])
+            valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases", "rounds"],
+            flags: [])
         if options.flag("help") {
             print(help)
             return 0
@@ -56,6 +64,13 @@ enum IngestBench {
         guard client == "wrk" || client == "swift" else {
             throw UsageError("--client is wrk or swift, got '\(client)'")
         }
+        let phases = Set(
+            (options.value("phases") ?? "native,overland,owntracks").split(separator: ",").map(String.init))
+        guard !phases.isEmpty, phases.isSubset(of: ["native"] + AppBench.shapes.map(\.app)) else {
+            throw UsageError(
+                "--phases is a list of native, overland and owntracks, got '\(options.value("phases") ?? "")'"
+            )
+        }
         let wrk = client == "wrk" ? try WrkDriver(root: root, script: options.value("wrk-script")) : nil
         try PosixFileIO().makeDirectory(root)
         let serverDirectory = root + "/server"
@@ -64,9 +79,14 @@ enum IngestBench {
         let user = try addUser(serverDirectory, name: "bench")
         let server = try ChildServer(dataDirectory: serverDirectory, logPath: root + "/server.log")
         defer { server.stop() }
+        let drive = { (target: LoadTarget) throws -> LoadTarget.Result in
+            try wrk?.drive(server.address, target, seconds: seconds)
+                ?? target.drive(server.address, seconds: seconds)
+        }
         let setup = HTTPConnection(address: server.address)
         var deviceTokens: [String] = []
-        for index in 0..<(connectionCounts.max() ?? 1) {
+        let deviceCount = max(connectionCounts.max() ?? 1, AppBench.shapes.map(\.connections).max()!)
+        for index in 0..<deviceCount {
             let body =
                 "{\"device_uuid\": \"00000000-0000-4000-8000-\(String(index + 1).leftPadded(12))\", \"name\": \"bench \(index)\", \"platform\": \"linux\"}"
             let response = try setup.send(
@@ -84,13 +104,11 @@ enum IngestBench {
         writer.double(seconds)
         writer.key("runs")
         writer.beginArray()
-        for fixes in batchSizes {
+        for fixes in phases.contains("native") ? batchSizes : [] {
             for connections in connectionCounts {
                 let fsyncsBefore = try server.metric("findmy_log_fsyncs_total", setup)
-                let tokens = Array(deviceTokens.prefix(connections))
-                let http =
-                    try wrk?.drive(server.address, tokens: tokens, fixesPerBatch: fixes, seconds: seconds)
-                    ?? drive(server.address, tokens: tokens, fixesPerBatch: fixes, seconds: seconds)
+                var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
+                let http = try drive(nativeTarget(Array(deviceTokens.prefix(connections)), track.next(fixes)))
                 let fsyncs = try server.metric("findmy_log_fsyncs_total", setup) - fsyncsBefore
                 let baseline = try LogBench.appendRate(
                     root + "/baseline", fixesPerBatch: fixes, appenders: connections, seconds: seconds)
@@ -120,9 +138,12 @@ enum IngestBench {
             }
         }
         writer.endArray()
-        // Issue 13: an app's protocol against native, with the same fixes in the same run.
-        OverlandBench.write(
-            try OverlandBench.measure(server.address, tokens: deviceTokens, seconds: seconds), to: &writer)
+        // Issue 13: each app's protocol against native, with the same fixes in the same run.
+        AppBench.write(
+            try AppBench.measure(
+                apps: phases, user: "bench", tokens: deviceTokens,
+                rounds: try options.integer("rounds", default: 1),
+                drive: drive), to: &writer)
         writer.key("server_peak_rss_bytes")
         writer.int64(server.peakResidentBytes())
         writer.endObject()
@@ -147,72 +168,13 @@ enum IngestBench {
         unlink(directory + "/admin.sock")
     }
 
-    struct DriveResult {
-        var requests = 0
-        var failures = 0
-        var fixesPerSecond = 0.0
-        var requestsPerSecond = 0.0
-        var p50Micros: Int64 = 0
-        var p99Micros: Int64 = 0
-    }
-
-    /// One thread and keep-alive connection per device token, each sending batches back to back.
-    static func drive(_ address: String, tokens: [String], fixesPerBatch: Int, seconds: Double) throws
-        -> DriveResult
-    {
-        struct ThreadResult: Sendable {
-            var latencies: [Int64] = []
-            var accepted = 0
-            var failures = 0
-        }
-        let results = Mutex<[ThreadResult]>([])
-        let now = wallClockMicros()
-        // Bodies are generated before the clock starts; only the batch id changes per request.
-        let fixesJSON: [[UInt8]] = (0..<tokens.count).map { index in
-            var track = TrackGenerator(seed: UInt64(index), startMicros: now - 600_000_000)
-            return Array(track.next(fixesPerBatch).map(fixJSON).joined(separator: ",").utf8)
-        }
-        let start = monotonicMicros()
-        let end = start + Int64(seconds * 1_000_000)
-        let threads = tokens.enumerated().map { index, token in
-            spawnThread {
-                let connection = HTTPConnection(address: address)
-                var result = ThreadResult()
-                result.latencies.reserveCapacity(100_000)
-                let headers = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
-                while monotonicMicros() < end {
-                    var body = Array("{\"batch_id\": \"\(UUID128.random())\", \"fixes\": [".utf8)
-                    body += fixesJSON[index]
-                    body += Array("]}".utf8)
-                    let sent = monotonicMicros()
-                    guard
-                        let response = try? connection.send(
-                            "POST", "/api/find-my/report", headers: headers, body: body),
-                        response.status == 200
-                    else {
-                        result.failures += 1
-                        continue
-                    }
-                    result.latencies.append(monotonicMicros() - sent)
-                    result.accepted += fixesPerBatch
-                }
-                results.withLock { $0.append(result) }
-            }
-        }
-        for thread in threads { pthread_join(thread, nil) }
-        let elapsed = Double(monotonicMicros() - start) / 1_000_000
-        let all = results.withLock { $0 }
-        let latencies = all.flatMap(\.latencies).sorted()
-        var outcome = DriveResult()
-        outcome.requests = latencies.count
-        outcome.failures = all.reduce(0) { $0 + $1.failures }
-        outcome.requestsPerSecond = Double(latencies.count) / elapsed
-        outcome.fixesPerSecond = Double(all.reduce(0) { $0 + $1.accepted }) / elapsed
-        if !latencies.isEmpty {
-            outcome.p50Micros = latencies[latencies.count / 2]
-            outcome.p99Micros = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
-        }
-        return outcome
+    /// Native reports of `fixes` from one device per token: a fresh `batch_id` per request.
+    static func nativeTarget(_ tokens: [String], _ fixes: [Fix]) -> LoadTarget {
+        LoadTarget(
+            path: "/api/find-my/report", authorizations: tokens.map { "Bearer \($0)" },
+            headers: [("Content-Type", "application/json")], bodyPrefix: Array("{\"batch_id\": \"".utf8),
+            bodySuffix: Array(("\", \"fixes\": [" + fixes.map(fixJSON).joined(separator: ",") + "]}").utf8),
+            fixesPerRequest: fixes.count, expectedBody: nil)
     }
 
     /// A fix as a phone would send it, every optional field present.

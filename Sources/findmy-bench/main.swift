@@ -15,6 +15,7 @@ let commands: [Command] = [
     LogBench.command,
     LoadDriver.command,
     StartupBench.command,
+    StartupAfterCompactionBench.command,
 ]
 
 exit(

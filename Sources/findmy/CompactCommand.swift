@@ -61,10 +61,12 @@ enum CompactService {
     /// /metrics, each scheduled run logged.
     static func service(
         _ configuration: Configuration, log: LogWriter, service: IngestService, client: PostgresClient?,
-        readerCheckpoint: @escaping @Sendable () -> UInt64?
+        readerCheckpoint: @escaping @Sendable () -> UInt64?,
+        snapshotAfterRewrite: @escaping Compactor.SnapshotWriter
     ) -> CompactorService {
         let compactor = Compactor(
-            writer: log, client: client, options: configuration.options, readerCheckpoint: readerCheckpoint)
+            writer: log, client: client, options: configuration.options, readerCheckpoint: readerCheckpoint,
+            snapshotAfterRewrite: snapshotAfterRewrite)
         service.addStatusSource(CompactorStatusSource(compactor: compactor))
         return CompactorService(compactor: compactor, schedule: configuration.schedule) { outcome in
             switch outcome {
@@ -73,10 +75,13 @@ enum CompactService {
                     "compacted",
                     [
                         "fixes_removed": .int(Int64(report.log.fixesRemoved)),
+                        "places_removed": .int(Int64(report.log.placesRemoved)),
                         "bytes_freed": .int(Int64(report.log.bytesFreed)),
                         "segments_deleted": .int(Int64(report.log.segmentsDeleted)),
                         "segments_rewritten": .int(Int64(report.log.segmentsRewritten)),
                         "location_rows_deleted": .int(Int64(report.database?.locationRowsDeleted ?? 0)),
+                        // 0: no snapshot written (nothing rewritten, or the write failed: its own line says why).
+                        "registry_snapshot_offset": .int(Int64(report.registrySnapshotOffset ?? 0)),
                         "millis": .int(report.elapsedMicros / 1000),
                     ])
             case .failure(let error):
@@ -138,6 +143,10 @@ struct CompactorStatusSource: StatusSource {
             ),
             ("fixes_removed_total", "counter", "Fixes removed from log segments.", totals.fixesRemoved),
             (
+                "places_removed_total", "counter",
+                "Region transitions and waypoints removed from log segments.", totals.placesRemoved
+            ),
+            (
                 "log_bytes_freed_total", "counter", "Bytes of log segments freed by rewrites and deletions.",
                 totals.bytesFreed
             ),
@@ -187,6 +196,7 @@ enum CompactReportJSON {
         for (key, value) in [
             ("segments_scanned", log.segmentsScanned), ("segments_rewritten", log.segmentsRewritten),
             ("segments_deleted", log.segmentsDeleted), ("fixes_removed", log.fixesRemoved),
+            ("places_removed", log.placesRemoved),
             ("records_shrunk", log.recordsShrunk), ("envelopes_made", log.envelopesMade),
             ("records_dropped", log.recordsDropped), ("bytes_before", log.bytesBefore),
             ("bytes_after", log.bytesAfter), ("bytes_freed", log.bytesFreed),
@@ -228,6 +238,8 @@ enum CompactReportJSON {
         } else {
             writer.null()
         }
+        writer.key("registry_snapshot_offset")
+        if let offset = report.registrySnapshotOffset { writer.int64(Int64(offset)) } else { writer.null() }
         writer.key("elapsed_ms")
         writer.int64(report.elapsedMicros / 1000)
         writer.endObject()
@@ -295,8 +307,15 @@ enum CompactCommand {
         let url = options.value(Database.setting.flag, environment: Database.setting.environment)
         let answer = try AdminCall.send(data: data, "POST", "/admin/compact", body: writer.bytes) { log in
             let database = try Database.open(dataDirectory: data, url: url)
-            let compactor = Compactor(writer: log, client: database.client, options: compactorOptions)
-            var router = GuardedRouter(service: try IngestService(log: log), listener: .adminSocket)
+            // As inside the server: the registry from the newest snapshot, and a new snapshot of
+            // the compacted log before the run reports done (docs/snapshots.md).
+            let snapshots = RegistrySnapshotStore(directory: data + "/snapshots")
+            let service = try IngestService(log: log, snapshots: snapshots)
+            let snapshotter = RegistrySnapshotter(identity: service.identity, store: snapshots)
+            let compactor = Compactor(
+                writer: log, client: database.client, options: compactorOptions,
+                snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction() })
+            var router = GuardedRouter(service: service, listener: .adminSocket)
             CompactService.addAdminRoute(to: &router, compactor: compactor)
             do {
                 return (try router.build(), { database.close() })
@@ -314,8 +333,12 @@ enum CompactCommand {
         func number(_ value: JSONValue?) -> Int64 { (try? value?.int64Value) ?? 0 }
         let verb = (try? document["dry_run"]?.boolValue) == true ? "would remove" : "removed"
         printLine(
-            "log: \(verb) \(number(log?["fixes_removed"])) fixes; \(number(log?["segments_rewritten"])) segments rewritten, "
+            "log: \(verb) \(number(log?["fixes_removed"])) fixes, \(number(log?["places_removed"])) places; "
+                + "\(number(log?["segments_rewritten"])) segments rewritten, "
                 + "\(number(log?["segments_deleted"])) deleted, \(number(log?["bytes_freed"])) bytes freed")
+        if let offset = try? document["registry_snapshot_offset"]?.int64Value {
+            printLine("registry: snapshot of the compacted log written at offset \(offset)")
+        }
         if let database = document["database"], let skipped = try? database["skipped"]?.stringValue {
             // Nothing was built there yet (or it belongs to another log): nothing to delete.
             printLine(

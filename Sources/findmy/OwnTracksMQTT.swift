@@ -23,6 +23,9 @@ final class OwnTracksMQTTService: Service, StatusSource {
     struct Configuration: Sendable {
         var host: String
         var port: UInt16
+        /// `mqtts://`: TLS, the broker's certificate checked against `caFile` or the system's CAs.
+        var tls = false
+        var caFile: String?
         var username: String?
         var passwordFile: String?
         var topic: TopicFilter
@@ -47,7 +50,14 @@ final class OwnTracksMQTTService: Service, StatusSource {
         case invalidDeviceName = "invalid_device_name"
         case topic = "topic"
         case paused = "paused"
+        case removedDevice = "removed_device"
     }
+
+    /// A removed device's topic is logged at most once in this many seconds (a phone keeps
+    /// publishing every few minutes until someone changes its settings).
+    static let removedDeviceLogWindowSeconds: Int64 = 3600
+    /// Topics whose last such line is remembered; beyond it the memory starts again (a line more).
+    static let removedTopicsRememberedMax = 10_000
 
     private struct Counters: Sendable {
         var dropped: [Drop: Int] = [:]
@@ -55,6 +65,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
         var stored = 0
         var duplicates = 0
         var failed = 0
+        /// A removed device's topic → when its last `mqtt_removed_device` line was written.
+        var removedLoggedMicros: [String: Int64] = [:]
     }
 
     let name = "mqtt"
@@ -66,7 +78,10 @@ final class OwnTracksMQTTService: Service, StatusSource {
     static let subtopics = ["event", "waypoint", "waypoints"]
     private let ingest: IngestService
     private let dataDirectory: String
-    private let client = Mutex<MQTTClient?>(nil)
+    private let client = Locked<MQTTClient?>(nil)
+    /// Commands to the phones this service enrolled (`reportLocation` on `<topic>/cmd`), through
+    /// this service's client: the lead hands it to the commands dispatcher.
+    let commandChannel: OwnTracksMQTTChannel
     private let counters = Mutex(Counters())
     private let serviceState = Mutex(ServiceState.idle)
 
@@ -80,6 +95,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
             }
         self.ingest = ingest
         self.dataDirectory = dataDirectory
+        commandChannel = OwnTracksMQTTChannel(
+            ingest: ingest, topicFilter: configuration.topic, client: { [client] in client.withLock { $0 } })
     }
 
     var state: ServiceState { serviceState.withLock { $0 } }
@@ -98,6 +115,12 @@ final class OwnTracksMQTTService: Service, StatusSource {
             topicFilters: filters.map(\.filter.description)
         )
         clientConfiguration.reconnectDelayMillisMax = 30_000
+        if configuration.tls {
+            let caFile = configuration.caFile
+            clientConfiguration.streamOpener = { socket, host in
+                try TLSClientStream(socket: socket, host: host, caFile: caFile)
+            }
+        }
         let broker = "\(configuration.host):\(configuration.port)"
         let started = MQTTClient(
             clientConfiguration,
@@ -163,6 +186,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
             return drop(.unknownUser, acknowledge, ["user": .string(StructuredLog.sanitized(userName))])
         case .invalidDeviceName(let why):
             return drop(.invalidDeviceName, acknowledge, ["error": .string(why)])
+        case .removed(let removedID):
+            return droppedRemoved(topic: deviceTopic, deviceID: removedID, acknowledge)
         case .device(let id, let enrolled):
             deviceID = id
             if enrolled { counters.withLock { $0.enrolled += 1 } }
@@ -224,6 +249,38 @@ final class OwnTracksMQTTService: Service, StatusSource {
         acknowledge()
     }
 
+    /// A message of a device its owner removed: acknowledged (the broker must not keep sending it)
+    /// and dropped, with one line per topic per window saying how to take the device back.
+    private func droppedRemoved(topic: String, deviceID: UInt64, _ acknowledge: () -> Void) {
+        let now = monotonicMicros()
+        let logs = counters.withLock { counted -> Bool in
+            counted.dropped[.removedDevice, default: 0] += 1
+            if let last = counted.removedLoggedMicros[topic],
+                now - last < Self.removedDeviceLogWindowSeconds * 1_000_000
+            {
+                return false
+            }
+            if counted.removedLoggedMicros.count >= Self.removedTopicsRememberedMax {
+                counted.removedLoggedMicros = [:]
+            }
+            counted.removedLoggedMicros[topic] = now
+            return true
+        }
+        if logs {
+            StructuredLog.info(
+                "mqtt_removed_device",
+                [
+                    "topic": .string(StructuredLog.sanitized(topic)), "device_id": .int(Int64(deviceID)),
+                    "device_uuid": .string(Self.deviceUUID(topic: topic).description),
+                    "hint": .string(
+                        "its owner removed this device, so its messages are acknowledged and dropped; to take "
+                            + "it back, the owner enrols this device_uuid again (POST /api/find-my/devices, "
+                            + "docs/clients.md); to stop the phone, remove its broker login"),
+                ])
+        }
+        acknowledge()
+    }
+
     private func testHold(_ deviceID: UInt64) {
         Self.logTestHold(deviceID, configuration.testHold!)
     }
@@ -233,15 +290,8 @@ final class OwnTracksMQTTService: Service, StatusSource {
             "mqtt_test_hold", ["point": .string(hold.rawValue), "device_id": .int(Int64(deviceID))])
     }
 
-    /// The device's UUID: the first 16 bytes of SHA-256 of the topic, marked as an RFC 9562
-    /// version 8 (custom) UUID. The same topic is always the same device, across restarts and
-    /// reinstalls of findmy; another topic (another user, device or prefix) is another device.
-    static func deviceUUID(topic: String) -> UUID128 {
-        var bytes = Array(SHA256.hash(Array(topic.utf8)).prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x80
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID128(bytes: bytes)
-    }
+    /// The device's UUID, derived from its topic (Clients' `OwnTracksMQTT.deviceUUID`).
+    static func deviceUUID(topic: String) -> UUID128 { OwnTracksMQTT.deviceUUID(topic: topic) }
 
     // MARK: status
 
@@ -250,6 +300,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
         let counted = counters.withLock { $0 }
         var members: [(String, JSONValue)] = [
             ("broker", .string("\(configuration.host):\(configuration.port)")),
+            ("tls", .bool(configuration.tls)),
             ("topic", .string(configuration.topic.description)),
             ("connected", .bool(status.connected)),
             ("subscribed", .bool(status.subscribed)),
@@ -258,6 +309,9 @@ final class OwnTracksMQTTService: Service, StatusSource {
             ("acknowledgements_sent", .integer(Int64(status.acknowledgementsSent))),
             ("acknowledgements_pending", .integer(Int64(status.acknowledgementsPending))),
             ("devices_enrolled", .integer(Int64(counted.enrolled))),
+            // Commands published to phones (<topic>/cmd): acknowledged by the broker, and waiting.
+            ("commands_acknowledged", .integer(Int64(status.publishesAcknowledged))),
+            ("commands_pending", .integer(Int64(status.publishesPending))),
             ("unknown_user_messages", .integer(Int64(counted.dropped[.unknownUser] ?? 0))),
         ]
         if let error = status.lastError { members.append(("last_error", .string(error))) }
@@ -284,6 +338,14 @@ final class OwnTracksMQTTService: Service, StatusSource {
         out += "# HELP findmy_mqtt_acknowledgements_pending QoS 1 messages received and not yet durable.\n"
         out += "# TYPE findmy_mqtt_acknowledgements_pending gauge\n"
         out += "findmy_mqtt_acknowledgements_pending \(status.acknowledgementsPending)\n"
+        out +=
+            "# HELP findmy_mqtt_commands_acknowledged_total Commands published to phones that the broker acknowledged.\n"
+        out += "# TYPE findmy_mqtt_commands_acknowledged_total counter\n"
+        out += "findmy_mqtt_commands_acknowledged_total \(status.publishesAcknowledged)\n"
+        out +=
+            "# HELP findmy_mqtt_commands_pending Commands published to phones and not yet acknowledged by the broker.\n"
+        out += "# TYPE findmy_mqtt_commands_pending gauge\n"
+        out += "findmy_mqtt_commands_pending \(status.publishesPending)\n"
         out += "# HELP findmy_mqtt_devices_enrolled_total Devices enrolled by their first MQTT message.\n"
         out += "# TYPE findmy_mqtt_devices_enrolled_total counter\n"
         out += "findmy_mqtt_devices_enrolled_total \(counted.enrolled)\n"
@@ -352,7 +414,11 @@ extension OwnTracksMQTTService {
     static let settings: [(flag: String, environment: String, help: String)] = [
         (
             "mqtt-url", "FINDMY_MQTT_URL",
-            "mqtt://HOST[:PORT] of the broker OwnTracks phones publish to (port 1883 by default); findmy subscribes with a persistent session and acknowledges each QoS 1 message once it is durable. mqtts:// (TLS) is not supported yet (docs/clients.md)"
+            "mqtt://HOST[:PORT] (port 1883 by default) or mqtts://HOST[:PORT] (TLS, port 8883 by default) of the broker OwnTracks phones publish to; findmy subscribes with a persistent session and acknowledges each QoS 1 message once it is durable"
+        ),
+        (
+            "mqtt-ca-file", "FINDMY_MQTT_CA_FILE",
+            "with mqtts://: PEM file of the CA certificates to trust for the broker's certificate instead of the system's CA store (a private CA); the URL's host must be a name or address the certificate lists"
         ),
         ("mqtt-username", "FINDMY_MQTT_USERNAME", "the broker login findmy subscribes as"),
         (
@@ -372,7 +438,16 @@ extension OwnTracksMQTTService {
     /// The MQTT configuration from the options, or nil without --mqtt-url.
     static func configuration(_ value: (String, String) -> String?) throws -> Configuration? {
         guard let url = value("mqtt-url", "FINDMY_MQTT_URL"), !url.isEmpty else { return nil }
-        let (host, port) = try parseURL(url)
+        let (host, port, tls) = try parseURL(url)
+        let caFile = value("mqtt-ca-file", "FINDMY_MQTT_CA_FILE").flatMap { $0.isEmpty ? nil : $0 }
+        if caFile != nil && !tls {
+            throw UsageError("--mqtt-ca-file (FINDMY_MQTT_CA_FILE) is for a TLS broker: use an mqtts:// URL")
+        }
+        if let caFile, access(caFile, R_OK) != 0 {
+            throw UsageError(
+                "--mqtt-ca-file (FINDMY_MQTT_CA_FILE): cannot read '\(caFile)': \(String(cString: strerror(errno)))"
+            )
+        }
         let topicText = value("mqtt-topic", "FINDMY_MQTT_TOPIC") ?? "owntracks/+/+"
         guard let topic = TopicFilter(topicText, wildcards: 2) else {
             throw UsageError(
@@ -393,23 +468,19 @@ extension OwnTracksMQTTService {
             throw UsageError("--mqtt-client-id (FINDMY_MQTT_CLIENT_ID) must be 1 to 65535 bytes")
         }
         return Configuration(
-            host: host, port: port, username: value("mqtt-username", "FINDMY_MQTT_USERNAME"),
+            host: host, port: port, tls: tls, caFile: caFile,
+            username: value("mqtt-username", "FINDMY_MQTT_USERNAME"),
             passwordFile: value("mqtt-password-file", "FINDMY_MQTT_PASSWORD_FILE"), topic: topic,
             clientID: clientID, testHold: testHold)
     }
 
-    /// `mqtt://host`, `mqtt://host:port`, `mqtt://[::1]:port`.
-    static func parseURL(_ url: String) throws -> (host: String, port: UInt16) {
+    /// `mqtt://host`, `mqtt://host:port`, `mqtt://[::1]:port`, and the same with `mqtts://` (TLS).
+    static func parseURL(_ url: String) throws -> (host: String, port: UInt16, tls: Bool) {
         let usage =
-            "--mqtt-url (FINDMY_MQTT_URL) must be mqtt://HOST or mqtt://HOST:PORT (login with --mqtt-username and --mqtt-password-file), got '\(url)'"
-        if url.hasPrefix("mqtts://") {
-            throw UsageError(
-                "--mqtt-url: mqtts:// (TLS) is not supported yet. Connect to a plain listener the broker offers "
-                    + "on a trusted network (the loopback interface when it runs beside findmy), or through a TLS "
-                    + "tunnel such as stunnel; docs/clients.md, \"OwnTracks (MQTT)\"")
-        }
-        guard url.hasPrefix("mqtt://") else { throw UsageError(usage) }
-        var rest = Substring(url.dropFirst("mqtt://".count))
+            "--mqtt-url (FINDMY_MQTT_URL) must be mqtt://HOST[:PORT] or, for TLS, mqtts://HOST[:PORT] (login with --mqtt-username and --mqtt-password-file), got '\(url)'"
+        let tls = url.hasPrefix("mqtts://")
+        guard tls || url.hasPrefix("mqtt://") else { throw UsageError(usage) }
+        var rest = Substring(url.dropFirst(tls ? "mqtts://".count : "mqtt://".count))
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard !rest.isEmpty, !rest.contains("@"), !rest.contains("/"), !rest.contains("?") else {
             throw UsageError(usage)
@@ -431,11 +502,15 @@ extension OwnTracksMQTTService {
             host = rest
         }
         guard !host.isEmpty else { throw UsageError(usage) }
-        var port: UInt16 = 1883
+        var port: UInt16 = tls ? 8883 : 1883
         if let portText {
             guard let number = UInt16(portText), number > 0 else { throw UsageError(usage) }
             port = number
         }
-        return (String(host), port)
+        return (String(host), port, tls)
     }
 }
+
+/// TLS for `mqtts://`: Crypto's stream (the module that owns OpenSSL) is the bytes of the MQTT
+/// connection.
+extension TLSClientStream: ByteStream {}

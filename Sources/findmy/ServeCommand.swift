@@ -398,8 +398,9 @@ enum ServeCommand {
             StructuredLog.error("registry_snapshot_unreadable", ["error": .string(error)])
         }
         // Started before the listeners, so stopped after them: its last snapshot holds every record.
-        try group.start(
-            RegistrySnapshotter(identity: service.identity, store: snapshots, report: logSnapshotOutcome))
+        let snapshotter = RegistrySnapshotter(
+            identity: service.identity, store: snapshots, report: logSnapshotOutcome)
+        try group.start(snapshotter)
 
         // The projector and its database: started after the log (whose lock keeps a second server off
         // this data directory and its cluster), stopped before it.
@@ -438,7 +439,8 @@ enum ServeCommand {
         }
         let compaction = CompactService.service(
             configuration.compactor, log: log, service: service, client: client,
-            readerCheckpoint: projectorCheckpoint)
+            readerCheckpoint: projectorCheckpoint,
+            snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction() })
         try group.start(compaction)
         // OwnTracks over MQTT: after the log it appends to, stopped before it, so that every
         // acknowledgement it waits for within the grace period can still come.

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -68,6 +69,14 @@ class Server:
     def report(self, device_token, fixes):
         return self.call("/api/find-my/report", device_token, {"batch_id": str(uuid.uuid4()), "fixes": fixes})
 
+    def report_osmand(self, device_token, latitude, longitude, at):
+        """One fix as Traccar Client sends it from a GPS provider: no accuracy (stored as unknown)."""
+        query = urllib.parse.urlencode({"id": device_token, "lat": latitude, "lon": longitude,
+                                        "timestamp": int(at.timestamp())})
+        with urllib.request.urlopen(self.url + "/api/find-my/osmand?" + query, timeout=30) as response:
+            if response.status != 200:
+                raise RuntimeError("the OsmAnd report was answered %d" % response.status)
+
     def stop(self):
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -102,12 +111,15 @@ def main():
         phone = server.enrol(server.alice_token, "Anna's phone")
         script = server.enrol(server.alice_token, SCRIPT_NAME)
         bobs = server.enrol(server.bob_token, "Bob's secret tablet")
+        watch = server.enrol(server.alice_token, "Anna's watch")
         # The phone walked north for 20 fixes over the last 100 minutes; its latest: 52.52, 13.405 ± 120 m.
         track = [fix(52.50 + i * 0.001, 13.405, 30, now - timedelta(minutes=100 - i * 5), battery=90 - i)
                  for i in range(19)]
         track.append(fix(52.52, 13.405, 120, now - timedelta(minutes=3), battery=71, charging=True))
         server.report(phone["device_token"], track)
         server.report(script["device_token"], [fix(48.85, 2.35, 3000, now - timedelta(minutes=30))])
+        # Appended before bob's report, so projected once that is.
+        server.report_osmand(watch["device_token"], 48.2082, 16.3738, now - timedelta(minutes=8))
         last = server.report(bobs["device_token"], [fix(40.0, -3.7, 10, now - timedelta(minutes=1))])
         wait_projected(server, last["offset"])
 
@@ -128,6 +140,7 @@ def main():
         passwords = {"alice": PASSWORD, "bob": PASSWORD, "root": PASSWORD}
         wait = WebDriverWait(driver, 20)
         phone_id, script_id, bobs_id = phone["device_id"], script["device_id"], bobs["device_id"]
+        watch_id = watch["device_id"]
 
         def step(name, check):
             try:
@@ -179,7 +192,8 @@ def main():
         def devices_listed():
             links = driver.find_elements(By.CSS_SELECTOR, "#device-list li a")
             names = sorted(link.text for link in links)
-            expect(names == sorted(["Anna's phone", SCRIPT_NAME]), "alice's two devices, got %r" % names)
+            expect(names == sorted(["Anna's phone", "Anna's watch", SCRIPT_NAME]),
+                   "alice's three devices, got %r" % names)
             expect(all(link.get_attribute("href").startswith(server.url + "/find-my?selected=") for link in links),
                    "each row is a real link")
             map_ready()
@@ -224,6 +238,41 @@ def main():
             expect(other is not None and other["radius"] == 3000, "a 3 km fix draws a 3 km circle: %r" % other)
 
         step("marker and accuracy circle at the right place", marker_and_circle)
+
+        def unknown_accuracy_layers(device_id):
+            return driver.execute_script(
+                "var p = window.findmyPanel, m = p.markers[arguments[0]], circles = 0;"
+                "if (!m) { return null; }"
+                "p.map.eachLayer(function (l) { if (l instanceof L.Circle && l.getLatLng().equals(m.getLatLng()))"
+                " { circles += 1; } });"
+                "return {lat: m.getLatLng().lat, lng: m.getLatLng().lng, onMap: p.map.hasLayer(m),"
+                " title: m.getElement() ? m.getElement().title : '', tracked: !!p.circles[arguments[0]],"
+                " circles: circles};",
+                device_id)
+
+        def unknown_accuracy():
+            # The watch's latest fix came without accuracy (stored NULL): a marker, never a circle.
+            for selected in (phone_id, watch_id):
+                driver.get(server.url + "/find-my?selected=%d" % selected)
+                map_ready()
+                state = unknown_accuracy_layers(watch_id)
+                expect(state is not None and state["onMap"], "a marker for the watch: %r" % state)
+                expect(abs(state["lat"] - 48.2082) < 1e-9 and abs(state["lng"] - 16.3738) < 1e-9,
+                       "the watch's marker at its fix: %r" % state)
+                expect("accuracy unknown" in state["title"], "the marker says accuracy unknown: %r" % state)
+                expect(not state["tracked"] and state["circles"] == 0, "no accuracy circle: %r" % state)
+                known = layers(phone_id)
+                expect(known is not None and known["onMap"] and known["radius"] == 120,
+                       "the phone, whose accuracy is known, keeps its circle: %r" % known)
+            details = driver.find_element(By.ID, "details").text
+            expect("Anna's watch" in details and "accuracy unknown" in driver.find_element(By.ID, "accuracy").text,
+                   "the watch's details say accuracy unknown: %r" % details)
+            expect("±" not in details, "no ± for an unknown accuracy: %r" % details)
+            shot("03b-accuracy-unknown")
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            map_ready()
+
+        step("a fix of unknown accuracy: marker, 'accuracy unknown', no circle", unknown_accuracy)
 
         def not_found():
             driver.get(server.url + "/find-my?selected=%d" % bobs_id)

@@ -58,8 +58,27 @@ import Testing
         #"{"locations":[{"geometry":{"coordinates":[1,2]},"properties":{"motion":[{"a":1,"a":2}]}}]}"#,
         #"{"locations":[3,{"properties":3},{}]}"#,
         #"{"current":{"x":1},"locations":[]}"#,
+        #"{"locations":[{"geometry":{"coordinates":[13.4,52.5,34]},"properties":{"timestamp":"2026-12-01T08:00:00Z"}}]}"#,
+        #"{"locations":[{"geometry":{"coordinates":[13.4]},"properties":{"timestamp":"2026-12-01T08:00:00Z"}}]}"#,
+        #"{"locations":[{"geometry":{"coordinates":[]},"properties":{}},{"geometry":5,"properties":{}}]}"#,
+        #"{"locations":[{"geometry":{"coordinates":[1,2]},"properties":{"xb":1,"yb":2,"timestamp":"2026-12-01T08:00:00Z"}}]}"#,
+        #"{"locations":[{"geometry":{"coordinates":[1,2]},"properties":{"xb":1,"yb":2,"xb":3}}]}"#,
+        #"{"locations":[{"geometry":{"coordinates":[1,2]},"properties":{"wifi":"caf\u00e9","device_id":"ü"}}]}"#,
     ])
     func unusualBodiesAgree(_ body: String) {
         agree(Array(body.utf8), body)
+    }
+
+    /// An object with more members than the direct path keeps names for is left to the tree.
+    @Test func manyMembersAreLeftToTheTree() throws {
+        let extra = (0..<OverlandDecoder.directNamesMax).map { "\"m\($0)\":\($0)" }.joined(separator: ",")
+        let body =
+            Array(
+                #"{"locations":[{"geometry":{"coordinates":[13.4,52.5]},"properties":{"timestamp":"2026-12-01T08:00:00Z","#
+                    .utf8) + Array(extra.utf8) + Array("}}]}".utf8)
+        #expect(OverlandDecoder.decodeDirect(body, limits: limits) == nil)
+        let batch = try OverlandDecoder.decode(body, limits: limits)
+        let tree = try OverlandDecoder.decodeTree(body, limits: limits)
+        #expect(batch.fixes.count == 1 && batch == tree)
     }
 }

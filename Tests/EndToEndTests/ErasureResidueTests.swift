@@ -6,7 +6,8 @@ import Testing
 
 /// What an erasure leaves in the embedded cluster's files (docs/retention.md, "What stays, and
 /// where"): the projector deletes the rows at once, but their bytes stay in the table pages and
-/// the WAL; after the compactor's next run they are in neither.
+/// the WAL; after the compactor's next run they are in neither, nor in the log's segment files
+/// (the device's OwnTracks transitions and waypoints included).
 @Suite struct ErasureResidueTests {
     /// The files under `directory` holding `needle`.
     func filesHolding(_ needle: [UInt8], under directory: String) -> [String] {
@@ -49,6 +50,23 @@ import Testing
                 #expect(answer.status == 200, "\(answer.body)")
             }
         }
+        // The same spot as OwnTracks places of the same device: a region transition and a waypoint
+        // (a region such as home). The log stores their coordinates as plain doubles (fixes are
+        // XORed by their codec), so the needle found in the log's files before the run is theirs.
+        let tst = Int(Date().timeIntervalSince1970) - 7200
+        let basic = "Basic " + Data("alice:\(secret.string("device_token")!)".utf8).base64EncodedString()
+        for place in [
+            "{\"_type\":\"transition\",\"event\":\"enter\",\"desc\":\"Home\",\"t\":\"c\",\"tst\":\(tst),"
+                + "\"wtst\":\(tst - 86_400),\"acc\":10,\"lon\":13.4,\"lat\":\(latitude)}",
+            "{\"_type\":\"waypoint\",\"desc\":\"Home\",\"lat\":\(latitude),\"lon\":13.4,\"rad\":100,\"tst\":\(tst)}",
+        ] {
+            let answer = try connection.send(
+                "POST", "/api/find-my/owntracks",
+                headers: [("Content-Type", "application/json"), ("Authorization", basic)],
+                body: Array(place.utf8))
+            #expect(answer.status == 200)
+        }
+        #expect(!filesHolding(needle, under: data.path + "/log").isEmpty)
         try waitForProjector(data.path)
         let cluster = try EmbeddedPostgres(dataDirectory: data.path)
         let sql = try PostgresConnection(cluster.conninfo)
@@ -92,6 +110,9 @@ import Testing
         #expect(database?["checkpoint"] == .bool(true), "\(compact.output)")
         #expect(filesHolding(needle, under: cluster.pgData + "/base") == [])
         #expect(filesHolding(needle, under: cluster.pgData + "/pg_wal") == [])
+        // The places went with the fixes (the log half already ran in the blocked run above): no
+        // segment file of the log holds the spot any more.
+        #expect(filesHolding(needle, under: data.path + "/log") == [])
         // Later statistics and page writes do not bring it back (before pg_statistic was rewritten,
         // its next update copied the old page, erased value included, into the WAL).
         try sql.executeScript("ANALYZE findmy.device_locations; ANALYZE findmy.device_latest; CHECKPOINT")

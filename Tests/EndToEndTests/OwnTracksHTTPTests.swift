@@ -82,8 +82,9 @@ import Testing
                     $0.name.lowercased() == "content-type" && $0.value.hasPrefix("application/json")
                 })
             let fixes = try entry["fixes"]!.arrayValue
-            let places = try entry["places"]!.arrayValue
-            if !fixes.isEmpty || !places.isEmpty { appended += 1 }
+            // A request of places only (a transition, waypoints) appends them and no fix batch:
+            // it is no arrival.
+            if !fixes.isEmpty { appended += 1 }
         }
         // An app resending after a timeout: byte-identical bodies are answered without appending.
         for file in ["android-location.json", "gpslogger-owntracks-template.json", "android-transition.json"]

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import JSON
+import MosquittoSupport
 import Testing
 
 /// OwnTracks in MQTT mode against a real Debian mosquitto: a QoS 1 message is acknowledged to the
@@ -17,9 +18,9 @@ import Testing
 
     static func server(
         _ data: String, _ broker: Mosquitto, projector: Bool = false, hold: String? = nil,
-        login: [String] = [], subscribed: Bool = true
+        login: [String] = [], subscribed: Bool = true, url: String? = nil, extra: [String] = []
     ) throws -> ServerProcess {
-        var arguments = ["--mqtt-url", "mqtt://127.0.0.1:\(broker.port)"] + login
+        var arguments = ["--mqtt-url", url ?? "mqtt://127.0.0.1:\(broker.port)"] + login + extra
         if projector { arguments += ["--projector", "on"] }
         let server = try ServerProcess(
             data: data, extraArguments: arguments,
@@ -126,8 +127,8 @@ import Testing
             "GET", "/metrics", headers: [], body: [])
         let text = String(decoding: metrics.body, as: UTF8.self)
         #expect(text.contains("findmy_mqtt_messages_dropped_total{reason=\"unknown_user\"} 1"))
-        // Three locations and the transition's request (its batch, with no fix, marks it stored).
-        #expect(text.contains("findmy_batches_total{protocol=\"owntracks-mqtt\"} 4"))
+        // Three locations; the transition is a place, with no fix batch beside it.
+        #expect(text.contains("findmy_batches_total{protocol=\"owntracks-mqtt\"} 3"))
         #expect(second.stop() == 0)
 
         let (records, batches) = try dumpLog(data.path)
@@ -194,8 +195,9 @@ import Testing
     @Test func anMQTTSettingFindmyCannotHonourStopsTheStartWithAMessage() throws {
         let data = ScratchDirectory("findmy-mqtt-usage")
         let cases: [(arguments: [String], says: String)] = [
-            (["--mqtt-url", "mqtts://127.0.0.1:8883"], "mqtts:// (TLS) is not supported yet"),
             (["--mqtt-url", "http://127.0.0.1:1883"], "must be mqtt://HOST"),
+            (["--mqtt-url", "mqtt://127.0.0.1", "--mqtt-ca-file", "/etc/hostname"], "use an mqtts:// URL"),
+            (["--mqtt-url", "mqtts://127.0.0.1", "--mqtt-ca-file", data.path + "/none.pem"], "cannot read"),
             (["--mqtt-url", "mqtt://user@127.0.0.1"], "--mqtt-username"),
             (
                 ["--mqtt-url", "mqtt://127.0.0.1:1883", "--mqtt-topic", "owntracks/#"],

@@ -153,6 +153,14 @@ import Testing
         let removedFixes = try report["log"]!["fixes_removed"]!.int64Value
         #expect(removedFixes > 0)
         #expect(try JSONParser.parse(dry.output)["log"]!["fixes_removed"]!.int64Value == removedFixes)
+        // The server's compactor left a registry snapshot of the compacted log (docs/snapshots.md).
+        let snapshotOffset = try report["registry_snapshot_offset"]?.int64Value ?? 0
+        #expect(snapshotOffset > 0, "\(compact.output)")
+        let snapshotFiles =
+            (try? FileManager.default.contentsOfDirectory(atPath: data.path + "/snapshots")) ?? []
+        #expect(
+            snapshotFiles.contains(String(format: "registry-%020lld.snap", snapshotOffset)),
+            "\(snapshotFiles)")
 
         // The log: decode every record; exactly the expected coordinates are left.
         #expect(try logLatitudes(data.path) == expected)

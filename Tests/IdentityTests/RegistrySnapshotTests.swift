@@ -171,6 +171,41 @@ import Testing
         return try body(identity, snapshotter)
     }
 
+    /// The setup of the tests that then damage, replace or compact what was written: random events
+    /// from `seed` in runs of `counts`, a snapshot after every run but the last; `then` runs on the
+    /// log before it is closed.
+    static func writeSnapshotted(
+        _ data: DataDirectory, seed: UInt64, _ counts: [Int], then: (LogWriter) throws -> Void = { _ in }
+    ) throws {
+        var source = EventSource(random: SeededGenerator(state: seed))
+        try withServer(data) { identity, snapshotter in
+            for (index, count) in counts.enumerated() {
+                try append(count, from: &source, to: identity.log)
+                if index < counts.count - 1 { snapshotter.snapshotNow() }
+            }
+            try then(identity.log)
+        }
+    }
+
+    /// What the compactor does to the first segment's expired batches: envelopes, rejections gone.
+    static func envelopeFirstSegment(_ log: LogWriter) throws {
+        try log.roll()
+        let first = try log.segmentLayout().sealed[0].base
+        _ = try log.rewriteSegment(base: first) { record in
+            record.header.type == EventType.fixBatch.rawValue ? .replace(envelope(record.header)) : .keep
+        }
+    }
+
+    /// Replaces the bytes of the snapshot file at `offset`.
+    static func damageSnapshot(_ data: DataDirectory, offset: UInt64, _ change: (inout [UInt8]) -> Void)
+        throws
+    {
+        let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: offset)
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        change(&bytes)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
     @Test(arguments: 1...12 as ClosedRange<UInt64>)
     func snapshotAndTailEqualAFullScan(seed: UInt64) throws {
         let data = DataDirectory()
@@ -206,18 +241,8 @@ import Testing
 
     @Test func aCorruptedNewestSnapshotFallsBackToTheOlderOne() throws {
         let data = DataDirectory()
-        var source = EventSource(random: SeededGenerator(state: 99))
-        try Self.withServer(data) { identity, snapshotter in
-            try Self.append(300, from: &source, to: identity.log)
-            snapshotter.snapshotNow()
-            try Self.append(100, from: &source, to: identity.log)
-            snapshotter.snapshotNow()
-            try Self.append(50, from: &source, to: identity.log)
-        }
-        let newest = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 400)
-        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: newest)))
-        bytes[bytes.count / 2] ^= 0x40
-        try Data(bytes).write(to: URL(fileURLWithPath: newest))
+        try Self.writeSnapshotted(data, seed: 99, [300, 100, 50])
+        try Self.damageSnapshot(data, offset: 400) { $0[$0.count / 2] ^= 0x40 }
 
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         let restarted = try Self.withServer(data) { identity, _ in identity }
@@ -231,18 +256,13 @@ import Testing
 
     @Test func truncatedAndGarbageSnapshotsAreIgnored() throws {
         let data = DataDirectory()
-        var source = EventSource(random: SeededGenerator(state: 7))
-        try Self.withServer(data) { identity, snapshotter in
-            try Self.append(200, from: &source, to: identity.log)
-            snapshotter.snapshotNow()
-            try Self.append(20, from: &source, to: identity.log)
-        }
+        try Self.writeSnapshotted(data, seed: 7, [200, 20])
         let valid = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 200)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: valid))
         // Every cut of the only snapshot is ignored, and the start is a full scan.
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         for cut in [0, 7, 51, bytes.count / 2, bytes.count - 5, bytes.count - 1] {
-            try bytes.prefix(cut).write(to: URL(fileURLWithPath: valid))
+            try Self.damageSnapshot(data, offset: 200) { $0 = Array(bytes.prefix(cut)) }
             let restarted = try Self.withServer(data) { identity, _ in identity }
             #expect(restarted.startReport.snapshotOffset == nil, "cut at \(cut)")
             #expect(restarted.startReport.recordsReplayed == 220, "cut at \(cut)")
@@ -264,11 +284,7 @@ import Testing
 
     @Test func aSnapshotOfAnotherLogIsDeleted() throws {
         let data = DataDirectory()
-        var source = EventSource(random: SeededGenerator(state: 11))
-        try Self.withServer(data) { identity, snapshotter in
-            try Self.append(100, from: &source, to: identity.log)
-            snapshotter.snapshotNow()
-        }
+        try Self.writeSnapshotted(data, seed: 11, [100, 0])
         // Another log in the same data directory (a restore, a wiped log directory).
         try FileManager.default.removeItem(atPath: data.log)
         var other = EventSource(random: SeededGenerator(state: 12))
@@ -296,21 +312,10 @@ import Testing
 
     @Test func compactionInvalidatesTheSnapshotsThatCoverWhatItRewrote() throws {
         let data = DataDirectory()
-        var source = EventSource(random: SeededGenerator(state: 5))
         let reason = "out_of_range: latitude must be within [-90, 90], got 91.5"
-        try Self.withServer(data) { identity, snapshotter in
-            try Self.append(400, from: &source, to: identity.log)
-            snapshotter.snapshotNow()
-            try Self.append(10, from: &source, to: identity.log)
-            // Compaction as `LogCompaction` does it: every batch of the first segment becomes an
-            // envelope, its rejections gone from the log.
-            try identity.log.roll()
-            let first = try identity.log.segmentLayout().sealed[0].base
-            _ = try identity.log.rewriteSegment(base: first) { record in
-                record.header.type == EventType.fixBatch.rawValue
-                    ? .replace(Self.envelope(record.header)) : .keep
-            }
-        }
+        // Compaction as `LogCompaction` does it, without the snapshot it then writes (a crash in
+        // between): every batch of the first segment becomes an envelope, its rejections gone.
+        try Self.writeSnapshotted(data, seed: 5, [400, 10], then: Self.envelopeFirstSegment)
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         let restarted = try Self.withServer(data) { identity, snapshotter in
             // The running server snapshots from its own fold, which now matches the compacted log.
@@ -347,11 +352,7 @@ import Testing
             report: { outcome in outcomes.withLock { $0.append(outcome) } })
         try Self.append(400, from: &source, to: log)
         snapshotter.snapshotNow()
-        try log.roll()
-        let first = try log.segmentLayout().sealed[0].base
-        _ = try log.rewriteSegment(base: first) { record in
-            record.header.type == EventType.fixBatch.rawValue ? .replace(Self.envelope(record.header)) : .keep
-        }
+        try Self.envelopeFirstSegment(log)
         try Self.append(30, from: &source, to: log)
         let written = snapshotter.snapshotNow()
         log.close()

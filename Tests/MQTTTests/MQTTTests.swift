@@ -1,5 +1,6 @@
 import Foundation
 import MQTT
+import MosquittoSupport
 import Synchronization
 import Testing
 import Threads
@@ -193,4 +194,89 @@ private func waitUntil(_ condition: () -> Bool) -> Bool {
     #expect(TopicFilter("owntracks/#", wildcards: 2) == nil)
     #expect(TopicFilter("owntracks/+", wildcards: 2) == nil)
     #expect(TopicFilter("owntracks/a+/+", wildcards: 2) == nil)
+}
+
+// MARK: publishing (commands to phones)
+
+@Test func publishedMessagesGoOutOnceAndAgainWithDupAfterAConnectionIsLost() {
+    var queue = OutboundPublishes(capacity: 2)
+    let first = queue.enqueue(topic: "owntracks/alice/phone/cmd", payload: [1])
+    let second = queue.enqueue(topic: "owntracks/bob/tablet/cmd", payload: [2])
+    #expect(first == 2 && second == 3, "packet id 1 is the SUBSCRIBE's")
+    let beyond = queue.enqueue(topic: "t", payload: [])
+    #expect(beyond == nil, "the capacity is a limit, not a hint")
+    let sent = queue.takeUnsent()
+    #expect(sent.map(\.packetID) == [2, 3])
+    #expect(sent.allSatisfy { $0.qos == 1 && !$0.duplicate })
+    let again = queue.takeUnsent()
+    #expect(again.isEmpty, "sent once per connection")
+    let firstAcknowledged = queue.acknowledged(packetID: 2)
+    let acknowledgedTwice = queue.acknowledged(packetID: 2)
+    #expect(firstAcknowledged)
+    #expect(!acknowledgedTwice, "a second PUBACK for the same id is no news")
+    // The connection drops before the second's PUBACK: it goes again, marked DUP, same id.
+    queue.connectionLost()
+    let resent = queue.takeUnsent()
+    #expect(
+        resent == [
+            Publish(topic: "owntracks/bob/tablet/cmd", payload: [2], qos: 1, duplicate: true, packetID: 3)
+        ])
+    // A PUBACK of the old connection's message counts only once it was sent on this one.
+    let secondAcknowledged = queue.acknowledged(packetID: 3)
+    #expect(secondAcknowledged)
+    #expect(queue.pendingCount == 0)
+    // Ids wrap past 65535 back to 2, skipping those still in use.
+    var wrapping = OutboundPublishes(capacity: 3)
+    for _ in 0..<65533 {
+        let id = wrapping.enqueue(topic: "t", payload: [])!
+        _ = wrapping.takeUnsent()
+        _ = wrapping.acknowledged(packetID: id)
+    }
+    let last = wrapping.enqueue(topic: "t", payload: [])
+    let wrapped = wrapping.enqueue(topic: "t", payload: [])
+    #expect(last == 65535)
+    #expect(wrapped == 2)
+    // 2 is in use now: the next free id is 3.
+    let skipped = wrapping.enqueue(topic: "t", payload: [])
+    #expect(skipped == 3)
+}
+
+/// What a publish's completion said, read from the test's thread.
+private final class Slot: Sendable {
+    private let stored = Mutex<MQTTClient.PublishOutcome?>(nil)
+    var value: MQTTClient.PublishOutcome? { stored.withLock { $0 } }
+    func set(_ outcome: MQTTClient.PublishOutcome) { stored.withLock { $0 = outcome } }
+}
+
+@Test func aMessagePublishedWhileTheBrokerIsDownIsAcknowledgedOnceItIsBack() throws {
+    let broker = try Mosquitto()
+    broker.kill()
+    let subscriber = client(broker, id: "findmy-publish-test", Inbox())
+    defer { subscriber.stop(graceMicros: 0) }
+    let outcome = Slot()
+    subscriber.publish(topic: "owntracks/alice/phone/cmd", payload: Array("locate".utf8)) { outcome.set($0) }
+    #expect(waitUntil { subscriber.status.lastError?.contains("cannot connect") == true })
+    #expect(outcome.value == nil, "held, not failed, while the broker is away")
+    try broker.restart()
+    let phone = try broker.subscribe(topic: "owntracks/alice/phone/cmd", count: 1)
+    #expect(waitUntil { outcome.value == .acknowledged })
+    #expect(subscriber.status.publishesAcknowledged == 1)
+    _ = phone
+}
+
+@Test func aStoppedClientFailsWhatTheBrokerNeverAcknowledged() throws {
+    let broker = try Mosquitto()
+    broker.kill()
+    let subscriber = client(broker, id: "findmy-publish-stop-test", Inbox())
+    let outcome = Slot()
+    subscriber.publish(topic: "owntracks/alice/phone/cmd", payload: []) { outcome.set($0) }
+    subscriber.stop(graceMicros: 0)
+    guard case .failed(let why) = outcome.value else {
+        Issue.record("\(String(describing: outcome.value))")
+        return
+    }
+    #expect(why.contains("stopped"))
+    let after = Slot()
+    subscriber.publish(topic: "t", payload: []) { after.set($0) }
+    #expect(after.value == .failed("the MQTT client is stopped"))
 }

@@ -1,13 +1,21 @@
--- wrk script for POST /api/find-my/report, used by `findmy-bench ingest --client wrk`
--- (Sources/findmy-bench/IngestBench.swift and WrkDriver.swift).
+-- wrk script for `findmy-bench ingest --client wrk` (Sources/findmy-bench/WrkDriver.swift and
+-- LoadTarget.swift): posts one endpoint's requests, native reports or an app's messages.
 --
 -- Environment, read once per wrk thread:
---   FINDMY_BENCH_TOKENS  a file with one device token per line (enrolled beforehand)
---   FINDMY_BENCH_FIXES   a file holding the comma-separated fix objects of one batch
+--   FINDMY_BENCH_PATH            the path to POST to
+--   FINDMY_BENCH_AUTHORIZATIONS  a file with one Authorization value per line, one per device
+--   FINDMY_BENCH_HEADERS         a file with the other headers, one "Name: value" a line
+--   FINDMY_BENCH_BODY_PREFIX     a file holding the body up to its unique id
+--   FINDMY_BENCH_BODY_SUFFIX     a file holding the body after its unique id
+--   FINDMY_BENCH_THREADS         wrk's thread count
+-- Builds before the apps' phases (their WrkDriver sets only FINDMY_BENCH_TOKENS, a file of device
+-- tokens, and FINDMY_BENCH_FIXES, the fix objects of one batch) get native reports as before, so
+-- that old and new builds can still be compared with this script.
 -- wrk's Lua cannot tell which connection a request goes out on, so each thread takes every
--- `threads`-th token and rotates through its share one request at a time: with 64 connections
--- and 64 tokens each device has about one request in flight. Every request carries a fresh
--- batch_id (run nonce, thread number, counter), so none is answered as a duplicate.
+-- `threads`-th device and rotates through its share one request at a time: with 64 connections
+-- and 64 devices each device has about one request in flight. Every request's body carries a fresh
+-- unique id in UUID form (run nonce, thread number, counter): a native batch_id, or for an app
+-- without batch ids a body that differs, so none is answered as a duplicate.
 -- done() prints one JSON line that the Swift side parses: requests, non-2xx answers, socket
 -- errors, duration and latency percentiles in microseconds.
 
@@ -21,47 +29,58 @@ function setup(thread)
 end
 
 local function read_file(path)
-   local file = assert(io.open(path, "r"), "cannot open " .. tostring(path))
+   local file = assert(io.open(path, "rb"), "cannot open " .. tostring(path))
    local text = file:read("*a")
    file:close()
    return text
 end
 
-local tokens = {}
-local headers_by_token = {}
-local next_token = 1
-local fixes = ""
+local path = "/"
+local headers_by_device = {}
+local next_device = 1
+local prefix, suffix = "", ""
 local counter = 0
 local nonce = 0
 
 function init(args)
    local all = {}
-   for line in read_file(os.getenv("FINDMY_BENCH_TOKENS")):gmatch("[^\n]+") do
-      table.insert(all, line)
+   local headers = {}
+   if os.getenv("FINDMY_BENCH_PATH") == nil then
+      path = "/api/find-my/report"
+      headers["Content-Type"] = "application/json"
+      for line in read_file(os.getenv("FINDMY_BENCH_TOKENS")):gmatch("[^\n]+") do
+         table.insert(all, "Bearer " .. line)
+      end
+      prefix = '{"batch_id": "'
+      suffix = '", "fixes": [' .. read_file(os.getenv("FINDMY_BENCH_FIXES")):gsub("%s+$", "") .. ']}'
+   else
+      path = os.getenv("FINDMY_BENCH_PATH")
+      for line in read_file(os.getenv("FINDMY_BENCH_HEADERS")):gmatch("[^\n]+") do
+         local name, value = line:match("^([^:]+):%s*(.*)$")
+         headers[name] = value
+      end
+      for line in read_file(os.getenv("FINDMY_BENCH_AUTHORIZATIONS")):gmatch("[^\n]+") do
+         table.insert(all, line)
+      end
+      prefix = read_file(os.getenv("FINDMY_BENCH_BODY_PREFIX"))
+      suffix = read_file(os.getenv("FINDMY_BENCH_BODY_SUFFIX"))
    end
    local count = tonumber(os.getenv("FINDMY_BENCH_THREADS") or "1")
    for index = thread_number, #all, count do
-      table.insert(tokens, all[index])
+      local device = { ["Authorization"] = all[index] }
+      for name, value in pairs(headers) do device[name] = value end
+      table.insert(headers_by_device, device)
    end
-   assert(#tokens > 0, "no device token for thread " .. thread_number)
-   for index, token in ipairs(tokens) do
-      headers_by_token[index] = {
-         ["Authorization"] = "Bearer " .. token,
-         ["Content-Type"] = "application/json",
-      }
-   end
-   fixes = read_file(os.getenv("FINDMY_BENCH_FIXES")):gsub("%s+$", "")
+   assert(#headers_by_device > 0, "no device for thread " .. thread_number)
    nonce = os.time() % 0x100000000
 end
 
 function request()
    counter = counter + 1
-   local batch_id = string.format(
-      "%08x-%04x-4000-8000-%012x", nonce, thread_number, counter)
-   local headers = headers_by_token[next_token]
-   next_token = next_token % #tokens + 1
-   local body = '{"batch_id": "' .. batch_id .. '", "fixes": [' .. fixes .. ']}'
-   return wrk.format("POST", "/api/find-my/report", headers, body)
+   local unique = string.format("%08x-%04x-4000-8000-%012x", nonce, thread_number, counter)
+   local headers = headers_by_device[next_device]
+   next_device = next_device % #headers_by_device + 1
+   return wrk.format("POST", path, headers, prefix .. unique .. suffix)
 end
 
 function done(summary, latency, requests)

@@ -1,0 +1,134 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Why a child could not be started: the `posix_spawn` error, as text.
+public struct SpawnError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Starts `argv` (`argv[0]` a path) as a child that keeps running (the embedded PostgreSQL, a test's
+/// mosquitto), with standard input from /dev/null and standard output and error appended to
+/// `outputPath`, in `directory` when given, in a process group of its own (a Ctrl-C meant for the
+/// parent does not reach it: the parent stops it in order), with no signal blocked or ignored.
+///
+/// A child that must not outlive this process is started under `setpriv --pdeathsig SIGNAL --`
+/// (`setprivPath`). The kernel sends a parent-death signal when the *thread* that created the
+/// child ends, not the process (prctl(2), PR_SET_PDEATHSIG), so every child is spawned from one
+/// thread that lives as long as the process (`ChildSpawner`): spawned from a worker thread that
+/// ends later, it would be killed with that thread.
+public func spawnChild(_ argv: [String], outputPath: String, in directory: String? = nil) throws(SpawnError)
+    -> pid_t
+{
+    precondition(!argv.isEmpty, "spawnChild needs a program")
+    let outcome = ChildSpawner.shared.run { () -> Result<pid_t, SpawnError> in
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        if let closeFrom = spawnCloseFrom { _ = closeFrom(&actions, 3) }
+        if let directory, let changeDirectory = spawnChangeDirectory {
+            _ = changeDirectory(&actions, directory)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        // findmy serve blocks SIGINT and SIGTERM (it takes them with sigwait) and ignores SIGPIPE;
+        // a child inherits both, and an ignored signal stays ignored across exec.
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGQUIT, SIGPIPE, SIGHUP, SIGUSR1, SIGUSR2] {
+            sigaddset(&defaults, signal)
+        }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
+        let cArguments = argv.map { strdup($0) } + [nil]
+        defer { for argument in cArguments { free(argument) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, &attributes, cArguments, environ)
+        guard spawned == 0 else {
+            return .failure(SpawnError("cannot run \(argv[0]): \(String(cString: strerror(spawned)))"))
+        }
+        return .success(pid)
+    }
+    return try outcome.get()
+}
+
+/// Where `setpriv` (util-linux) is: it sets a child's parent-death signal just before it executes
+/// the program, after any change of credentials (which would clear it).
+public var setprivPath: String {
+    ["/usr/bin/setpriv", "/bin/setpriv"].first { access($0, X_OK) == 0 } ?? "setpriv"
+}
+
+/// Whether our child `pid` has ended; reaps it if so (a child that ended stays a zombie until then).
+public func childEnded(_ pid: pid_t) -> Bool {
+    var status: Int32 = 0
+    let result = waitpid(pid, &status, WNOHANG)
+    return result == pid || (result == -1 && errno == ECHILD)
+}
+
+/// Waits for our child `pid` to end and reaps it.
+public func reapChild(_ pid: pid_t) {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+}
+
+// glibc declares these GNU extensions only under _GNU_SOURCE, which Swift's Glibc module does not
+// set; they exist since glibc 2.34 and 2.29, so look them up at run time and go without when absent.
+private typealias CloseFrom =
+    @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+private typealias ChangeDirectory =
+    @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+private let spawnCloseFrom = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+    unsafeBitCast($0, to: CloseFrom.self)
+}
+private let spawnChangeDirectory = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map {
+    unsafeBitCast($0, to: ChangeDirectory.self)
+}
+
+/// A result handed from the spawner's thread to its caller, under the spawner's lock.
+private final class SpawnResult<T>: @unchecked Sendable { var value: T? }
+
+/// One thread that lives as long as the process and only starts children: see `spawnChild`.
+private final class ChildSpawner: @unchecked Sendable {
+    static let shared = ChildSpawner()
+    private let lock = ConditionLock()
+    private var jobs: [@Sendable () -> Void] = []
+
+    private init() {
+        let thread = spawnThread { [self] in
+            while true {
+                let job = lock.withLock {
+                    while jobs.isEmpty { lock.wait() }
+                    return jobs.removeFirst()
+                }
+                job()
+            }
+        }
+        pthread_detach(thread)
+    }
+
+    func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        let box = SpawnResult<T>()
+        lock.withLock {
+            jobs.append { [lock] in
+                let value = body()
+                lock.withLock { box.value = value }
+                lock.broadcast()
+            }
+        }
+        lock.broadcast()
+        return lock.withLock {
+            while box.value == nil { lock.wait() }
+            return box.value!
+        }
+    }
+}
