@@ -92,7 +92,9 @@ enum StartupBench {
 
     /// Users, enrolled devices with tokens, then fix batches round-robin over the devices, appended
     /// without waiting for each (group commit), at most `inFlightMax` outstanding.
-    static func write(_ log: String, fixesTotal: Int, fixesPerRecord: Int, devices: Int, inFlightMax: Int)
+    static func write(
+        _ log: String, fixesTotal: Int, fixesPerRecord: Int, devices: Int, inFlightMax: Int = 8192
+    )
         throws
         -> Int
     {
