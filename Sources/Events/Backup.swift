@@ -115,12 +115,13 @@ public struct LogBackup {
         var nextOffset: UInt64?
         var refused = false
         let scan = try SegmentScanner(io: io).scan(path: path) { frame in
-            guard frame.header.offset < watermark else {
+            // A group record is durable whole or not at all: its end, not its start, is compared.
+            guard frame.endOffset <= watermark else {
                 refused = true
                 return false
             }
             keptEnd = frame.position + frame.frameBytes
-            nextOffset = frame.header.offset + 1
+            nextOffset = frame.endOffset
             return true
         }
         var end = nextOffset ?? scan.header.baseOffset

@@ -167,7 +167,7 @@ enum FixCodec {
     }
 
     /// Writes byte `j` of every value into plane `j`, planes in order 0...7.
-    private static func appendPlanes(_ values: [UInt64], to writer: inout ByteWriter) {
+    static func appendPlanes(_ values: [UInt64], to writer: inout ByteWriter) {
         let count = values.count
         let start = writer.bytes.count
         writer.bytes.append(contentsOf: repeatElement(0, count: count * 8))
@@ -184,7 +184,7 @@ enum FixCodec {
         }
     }
 
-    private static func planes(_ bytes: ArraySlice<UInt8>, count: Int) -> [UInt64] {
+    static func planes(_ bytes: ArraySlice<UInt8>, count: Int) -> [UInt64] {
         var values = [UInt64](repeating: 0, count: count)
         bytes.withUnsafeBufferPointer { input in
             values.withUnsafeMutableBufferPointer { output in

@@ -2,10 +2,14 @@
 public enum Frame {
     /// Appends one complete frame to `buffer` and returns its size in bytes.
     @discardableResult
-    public static func append(header: RecordHeader, payload: some Collection<UInt8>, to buffer: inout [UInt8])
+    public static func append(
+        header: RecordHeader, headerExtension: [UInt8] = [], payload: some Collection<UInt8>,
+        to buffer: inout [UInt8]
+    )
         -> Int
     {
-        let bodyBytes = LogFormat.recordHeaderBytes + payload.count
+        let headerBytes = LogFormat.recordHeaderBytes + headerExtension.count
+        let bodyBytes = headerBytes + payload.count
         precondition(
             bodyBytes <= LogFormat.recordBytesMax, "record body of \(bodyBytes) bytes over recordBytesMax")
         var writer = ByteWriter()
@@ -13,7 +17,8 @@ public enum Frame {
         let start = writer.bytes.count
         writer.u32(UInt32(bodyBytes))
         writer.u32(0)  // the CRC, patched below once the body is in place
-        header.write(to: &writer)
+        header.write(to: &writer, headerBytes: headerBytes)
+        writer.raw(headerExtension)
         writer.raw(payload)
         writer.u32(UInt32(bodyBytes))
         swap(&writer.bytes, &buffer)
@@ -43,6 +48,7 @@ public enum FrameDamage: Equatable, Sendable, CustomStringConvertible {
     case badSalt
     case badOffset(expected: UInt64, found: UInt64)
     case badSeal(String)
+    case badGroup
 
     public var description: String {
         switch self {
@@ -55,6 +61,9 @@ public enum FrameDamage: Equatable, Sendable, CustomStringConvertible {
         case .badOffset(let expected, let found):
             "offset \(found) where \(expected) was expected (bad-offset)"
         case .badSeal(let why): "seal record inconsistent: \(why) (bad-seal)"
+        case .badGroup:
+            "a version-2 segment holds a record that is not a group record, or a group whose member count and "
+                + "offset span disagree, or a version-1 segment holds a group record (bad-group)"
         }
     }
 }
@@ -66,6 +75,11 @@ public struct DecodedFrame: Sendable {
     /// Byte position of the frame in the stream that was fed to the decoder.
     public var position: Int
     public var frameBytes: Int
+    /// Set for a group record (type 254 with a header of at least 96 bytes).
+    public var group: GroupExtent?
+
+    /// The offset after the last one this frame covers.
+    public var endOffset: UInt64 { header.offset + UInt64(group?.offsetSpan ?? 1) }
 }
 
 /// Splits a byte stream into frames, checking rules 1–6 of the format (the per-frame rules; salt,
@@ -129,9 +143,17 @@ public struct FrameDecoder {
         guard let (header, headerBytes) = try? RecordHeader.read(from: bodySlice),
             headerBytes >= LogFormat.recordHeaderBytes, headerBytes <= body
         else { return .damaged(.badHeader, position: position) }
+        var group: GroupExtent?
+        if header.isGroup {
+            guard headerBytes >= LogFormat.groupHeaderBytes,
+                let extent = try? GroupExtent.read(
+                    bodySlice.dropFirst(LogFormat.recordHeaderBytes).prefix(GroupExtent.bytes))
+            else { return .damaged(.badHeader, position: position) }
+            group = extent
+        }
         let frame = DecodedFrame(
             header: header, payload: Array(bodySlice.dropFirst(headerBytes)), position: position,
-            frameBytes: frameBytes)
+            frameBytes: frameBytes, group: group)
         start += frameBytes
         return .frame(frame)
     }

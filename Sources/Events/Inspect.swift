@@ -68,7 +68,18 @@ public struct LogInspector {
             let scan: SegmentScan
             do {
                 scan = try scanner.scan(path: path) { frame in
-                    count(frame, into: &report, path: path, decode: decodePayloads)
+                    let members: [GroupMember]
+                    do {
+                        members = try frame.members(path: path)
+                    } catch LogError.corrupt(let file, let position, let reason) {
+                        report.problems.append(LogProblem(file: file, position: position, reason: reason))
+                        return true
+                    }
+                    for member in members {
+                        count(
+                            member, position: frame.position, into: &report, path: path,
+                            decode: decodePayloads)
+                    }
                     return true
                 }
             } catch LogError.corrupt(let file, let position, let reason) {
@@ -112,7 +123,9 @@ public struct LogInspector {
         return report
     }
 
-    private func count(_ frame: DecodedFrame, into report: inout VerifyReport, path: String, decode: Bool) {
+    private func count(
+        _ frame: GroupMember, position: Int, into report: inout VerifyReport, path: String, decode: Bool
+    ) {
         let header = frame.header
         report.records += 1
         // An envelope (payload removed by the compactor) keeps its original count but holds no fix.
@@ -127,7 +140,7 @@ public struct LogInspector {
             }
         } catch {
             report.problems.append(
-                LogProblem(file: path, position: frame.position, reason: "offset \(header.offset): \(error)"))
+                LogProblem(file: path, position: position, reason: "offset \(header.offset): \(error)"))
         }
     }
 

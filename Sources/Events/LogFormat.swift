@@ -1,8 +1,11 @@
-// The on-disk format of the findmy event log, version 1. The full specification, with the recovery
-// decision table, is docs/log-format.md; change both together, and never in a way that stops a
-// golden segment in Fixtures/ from reading.
+// The on-disk format of the findmy event log, version 2 (reads version 1 too). The full
+// specification, with the recovery decision table, is docs/log-format.md; change both together,
+// and never in a way that stops a golden segment in Fixtures/ (log-v1, log-v2) from reading.
 //
 //   segment  = header(64) frame* seal-frame?
+//              version 1: every frame a record of its own; version 2: every frame (but the seal)
+//              a group record, type 254, holding the requests of one group commit, each with its
+//              own offset (GroupRecord.swift). An offset names a request in both versions.
 //   header   = "FINDMYSG" u16 version u16 headerBytes u32 flags u64 salt u64 baseOffset
 //              i64 createdAtMicros u32 generation [16] logID u32 crc32c(bytes 0..<60)
 //   frame    = u32 B | u32 crc32c(body) | body: record-header(80) payload(B-80) | u32 B
@@ -23,9 +26,18 @@
 // logs read here with id zero and old binaries read logs with ids. A projection in PostgreSQL is
 // bound to the id of the log it was folded from (docs/postgres.md).
 
-/// Constants of format version 1.
+/// Constants of the format. Version 2 (written since issue 15) differs from version 1 only in
+/// what a segment's records are: group records (one per group commit, `GroupRecord.swift`) instead
+/// of one record per request. A reader reads both; the segment header says which.
 public enum LogFormat {
-    public static let version: UInt16 = 1
+    /// The version this findmy writes in new segments.
+    public static let version: UInt16 = 2
+    /// Versions this findmy reads.
+    public static let readableVersions: ClosedRange<UInt16> = 1...2
+    /// Type of a group record (version-2 segments only).
+    public static let groupType: UInt8 = 254
+    /// A group record's header: the 80 bytes of a version-1 header and `GroupExtent`'s 16.
+    public static let groupHeaderBytes = 96
     public static let segmentMagic: [UInt8] = Array("FINDMYSG".utf8)
     public static let segmentHeaderBytes = 64
     public static let recordHeaderBytes = 80
@@ -133,7 +145,7 @@ public struct SegmentHeader: Equatable, Sendable {
             guard CRC32C.checksum(Array(header.prefix(60))) == UInt32(littleEndian: stored) else {
                 throw Damage.badCRC
             }
-            guard version == LogFormat.version else { throw Damage.unknownVersion(version) }
+            guard LogFormat.readableVersions.contains(version) else { throw Damage.unknownVersion(version) }
             _ = try reader.u16()
             let flags = try reader.u32()
             let salt = try reader.u64()
@@ -142,9 +154,11 @@ public struct SegmentHeader: Equatable, Sendable {
             let generation = try reader.u32()
             let logIDHigh = UInt64(bigEndian: try reader.u64())
             let logIDLow = UInt64(bigEndian: try reader.u64())
-            return SegmentHeader(
+            var decoded = SegmentHeader(
                 salt: salt, baseOffset: base, createdAtMicros: created, flags: flags, generation: generation,
                 logID: UUID128(high: logIDHigh, low: logIDLow))
+            decoded.version = version
+            return decoded
         } catch let damage as Damage {
             throw damage
         } catch {
@@ -193,6 +207,7 @@ public struct RecordHeader: Equatable, Sendable {
     }
 
     public var isSeal: Bool { type == LogFormat.sealType }
+    public var isGroup: Bool { type == LogFormat.groupType }
     public var isPayloadRemoved: Bool { flags & LogFormat.recordFlagPayloadRemoved != 0 }
     /// The wire format of a fix batch; readable from an envelope too.
     public var clientProtocol: ClientProtocol {
@@ -200,8 +215,8 @@ public struct RecordHeader: Equatable, Sendable {
             rawValue: UInt8((flags & LogFormat.recordFlagProtocolMask) >> LogFormat.recordFlagProtocolShift))!
     }
 
-    func write(to writer: inout ByteWriter) {
-        writer.u16(UInt16(LogFormat.recordHeaderBytes))
+    func write(to writer: inout ByteWriter, headerBytes: Int = LogFormat.recordHeaderBytes) {
+        writer.u16(UInt16(headerBytes))
         writer.u8(type)
         writer.u8(codec)
         writer.u16(flags)
@@ -265,6 +280,15 @@ public struct Seal: Equatable, Sendable {
         self.receivedMaxMicros = 0
         self.recordedMinMicros = 0
         self.recordedMaxMicros = 0
+    }
+
+    /// Accounts for the members of one group record, from its header alone: records are requests,
+    /// in version 2 as in version 1.
+    public mutating func add(group header: RecordHeader, extent: GroupExtent) {
+        add(header)
+        recordCount += UInt64(extent.memberCount) - 1
+        receivedMaxMicros = max(receivedMaxMicros, extent.receivedMaxMicros)
+        endOffset = max(endOffset, header.offset + UInt64(extent.offsetSpan))
     }
 
     /// Accounts for one record of the segment.

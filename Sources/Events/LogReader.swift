@@ -103,19 +103,44 @@ public struct LogReader: Sendable {
             let resume = resumePoint.get(base: base, nextOffset: start)
             let scan = try scanner.scan(path: path, resume: resume) { frame in
                 if frame.header.offset >= limit { return false }
-                if frame.header.offset < start { return true }
+                if frame.endOffset <= start { return true }
+                var finished = true
                 defer {
+                    // After a whole frame, resume after it; after part of a group, at its start
+                    // (the members below the next start are skipped again).
                     lastFrameEnd = ScanPosition(
-                        salt: frame.header.salt, position: frame.position + frame.frameBytes,
-                        nextOffset: frame.header.offset + 1)
+                        salt: frame.header.salt,
+                        position: finished ? frame.position + frame.frameBytes : frame.position,
+                        nextOffset: finished ? frame.endOffset : frame.header.offset)
                 }
-                var record = LogRecord(
-                    header: frame.header, storedPayload: [], segmentPath: path, position: frame.position)
-                if wantPayload(frame.header) { record.storedPayload = frame.payload }
-                next = frame.header.offset + 1
-                if try !visit(record) {
-                    stopped = true
-                    return false
+                guard frame.group != nil else {
+                    var record = LogRecord(
+                        header: frame.header, storedPayload: [], segmentPath: path, position: frame.position)
+                    if wantPayload(frame.header) { record.storedPayload = frame.payload }
+                    next = frame.header.offset + 1
+                    if try !visit(record) {
+                        stopped = true
+                        return false
+                    }
+                    return true
+                }
+                for member in try frame.members(path: path, wantPayload: wantPayload) {
+                    let offset = member.header.offset
+                    if offset < start { continue }
+                    if offset >= limit {
+                        finished = false
+                        return false
+                    }
+                    let record = LogRecord(
+                        header: member.header,
+                        storedPayload: member.payload,
+                        segmentPath: path, position: frame.position)
+                    next = offset + 1
+                    if try !visit(record) {
+                        stopped = true
+                        finished = member.header.offset + 1 == frame.endOffset
+                        return false
+                    }
                 }
                 return true
             }
@@ -174,14 +199,34 @@ public struct LogReader: Sendable {
     }
 }
 
+extension DecodedFrame {
+    /// The requests of a group record, as records of their own; a damaged body is reported as
+    /// damage at the frame's position (the CRC matched: a writer bug or a flipped bit it missed).
+    func members(path: String, wantPayload: (RecordHeader) -> Bool = { _ in true }) throws -> [GroupMember] {
+        guard let extent = group else { return [GroupMember(header: header, payload: payload)] }
+        do {
+            return try GroupRecord.members(
+                header: header, extent: extent, stored: payload, wantPayload: wantPayload)
+        } catch {
+            throw LogError.corrupt(
+                file: path, position: position, reason: "group record at offset \(header.offset): \(error)")
+        }
+    }
+}
+
 /// The one remembered position of a reader (the end of the last frame it handed out).
 private final class ResumePoint: @unchecked Sendable {
     private let lock = ConditionLock(conditions: 0)
     private var base: UInt64 = 0
     private var position: ScanPosition?
 
+    /// The remembered position if it is in segment `wanted` at or before `nextOffset` (a reader
+    /// skips the records between, so resuming before is correct; only resuming after is not).
     func get(base wanted: UInt64, nextOffset: UInt64) -> ScanPosition? {
-        lock.withLock { base == wanted && position?.nextOffset == nextOffset ? position : nil }
+        lock.withLock {
+            guard base == wanted, let position, position.nextOffset <= nextOffset else { return nil }
+            return position
+        }
     }
 
     func set(base newBase: UInt64, _ newPosition: ScanPosition) {

@@ -103,6 +103,8 @@ public final class LogWriter: @unchecked Sendable {
     // Owned by whoever holds leadership (`writing == true`).
     private var active: ActiveSegment?
     private var frameBuffer: [UInt8] = []
+    /// Bytes of the last group record written, for the statistics.
+    private var lastGroupBytes = 0
 
     /// Opens (creating if needed) the log in `directory`, recovering it as docs/log-format.md says.
     public init(directory: String, options: LogOptions = LogOptions()) throws {
@@ -365,8 +367,7 @@ public final class LogWriter: @unchecked Sendable {
         var bytes = 0
         var count = 0
         for ticket in queue {
-            let frameBytes =
-                ticket.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes
+            let frameBytes = ticket.member.payload.count + GroupRecord.memberDirectoryBytes
             if count > 0 && bytes + frameBytes > options.groupBytesMax { break }
             bytes += frameBytes
             count += 1
@@ -386,15 +387,24 @@ public final class LogWriter: @unchecked Sendable {
             {
                 try sealActive(segment)
             }
+            if let segment = active, segment.header.version < LogFormat.version {
+                try retireOldVersionSegment(segment)
+            }
             if active == nil { active = try createSegment(base: group[0].offset) }
             var segment = active!
             frameBuffer.removeAll(keepingCapacity: true)
+            // One record for the whole group: every request in it becomes durable by the same
+            // fdatasync, and a torn write loses all of them, none of which was acknowledged.
+            var members: [GroupMember] = []
+            members.reserveCapacity(group.count)
             for ticket in group {
-                var header = ticket.encoded.header
-                header.salt = segment.header.salt
-                header.offset = ticket.offset
-                Frame.append(header: header, payload: ticket.encoded.payload, to: &frameBuffer)
+                var member = ticket.member
+                member.header.salt = segment.header.salt
+                member.header.offset = ticket.offset
+                members.append(member)
             }
+            let (groupHeader, extent) = GroupRecord.append(
+                members: members, salt: segment.header.salt, to: &frameBuffer)
             do {
                 try io.writeAll(segment.fd, frameBuffer, at: segment.size, path: segment.path)
             } catch {
@@ -403,11 +413,8 @@ public final class LogWriter: @unchecked Sendable {
             }
             syncOrStop(segment.fd, segment.path)
             segment.size += frameBuffer.count
-            for ticket in group {
-                var header = ticket.encoded.header
-                header.offset = ticket.offset
-                segment.seal.add(header)
-            }
+            segment.seal.add(group: groupHeader, extent: extent)
+            lastGroupBytes = frameBuffer.count
             active = segment
             try? io.writeAll(
                 watermarkFD, Watermark.encode(group.last!.offset + 1), at: 0, path: segments.watermarkPath)
@@ -440,9 +447,7 @@ public final class LogWriter: @unchecked Sendable {
             durable = group.last!.offset + 1
             counters.groupCommits += 1
             counters.recordsAppended += group.count
-            counters.bytesAppended += group.reduce(0) {
-                $0 + $1.encoded.payload.count + LogFormat.recordHeaderBytes + LogFormat.frameOverheadBytes
-            }
+            counters.bytesAppended += lastGroupBytes
         }
         inFlight = []
         releaseLeadership()
@@ -502,6 +507,18 @@ public final class LogWriter: @unchecked Sendable {
         syncOrStop(segment.fd, segment.path)
         io.close(segment.fd)
         active = nil
+    }
+
+    /// The active segment is of an older format version (a log written by an older findmy):
+    /// version-2 group records never go into it. Seal it if it holds records, else drop it and
+    /// create it again at the same base; both are the roll's own crash-safe steps.
+    private func retireOldVersionSegment(_ segment: ActiveSegment) throws {
+        if segment.seal.recordCount > 0 {
+            try sealActive(segment)
+        } else {
+            io.close(segment.fd)
+            active = nil
+        }
     }
 
     private func createSegment(base: UInt64) throws -> ActiveSegment {
@@ -726,7 +743,8 @@ public final class LogWriter: @unchecked Sendable {
 
 /// One append waiting for its group commit.
 private final class Ticket {
-    let encoded: EncodedEvent
+    /// The request as a member of a group record, prepared on the appender's thread.
+    let member: GroupMember
     var offset: UInt64 = 0
     var outcome: Outcome?
     /// Signalled, under the writer's lock, when `outcome` is set or the ticket should lead.
@@ -740,7 +758,7 @@ private final class Ticket {
     }
 
     init(encoded: EncodedEvent, completion: (@Sendable (Result<UInt64, LogError>) -> Void)? = nil) {
-        self.encoded = encoded
+        self.member = GroupRecord.member(encoded)
         self.completion = completion
     }
 }

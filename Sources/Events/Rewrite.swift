@@ -4,7 +4,9 @@ import Synchronization
     import Glibc
 #endif
 
-/// What the retention compactor wants done with one record of a segment being rewritten.
+/// What the retention compactor wants done with one record of a segment being rewritten. In a
+/// version-2 segment a record is one request of a group record: the decision is per request, and
+/// the group is written again holding the requests kept or replaced.
 public enum RewriteDecision: Sendable {
     case keep
     /// Remove the record; its offset becomes a gap (offsets of other records never change).
@@ -37,38 +39,62 @@ extension LogWriter {
         let io = options.io
         let scanner = SegmentScanner(io: io)
         let (oldHeader, oldSeal) = try Self.readSealed(path: path, scanner: scanner)
-        let header = SegmentHeader(
+        var header = SegmentHeader(
             salt: UInt64.random(in: 1...UInt64.max), baseOffset: base,
             createdAtMicros: oldHeader.createdAtMicros,
             flags: oldHeader.flags | LogFormat.segmentFlagRewritten, generation: oldHeader.generation + 1,
             logID: oldHeader.logID)
+        // A segment keeps its format version: version-1 records stay records of their own, a
+        // version-2 group stays one group holding the requests that survive.
+        header.version = oldHeader.version
 
         var report = RewriteReport()
         var output = header.encoded()
         var seal = Seal(firstOffset: base)
-        let scan = try scanner.scan(path: path) { frame in
-            let record = LogRecord(
-                header: frame.header, storedPayload: frame.payload, segmentPath: path,
-                position: frame.position)
-            var newHeader = frame.header
-            var payload = frame.payload
+        /// The record as `decide` wants it, or nil when dropped.
+        func rewritten(_ record: LogRecord) throws -> (RecordHeader, [UInt8])? {
+            var newHeader = record.header
+            var payload = record.storedPayload
             switch try decide(record) {
             case .keep:
                 report.recordsKept += 1
             case .drop:
                 report.recordsDropped += 1
-                return true
+                return nil
             case .replace(let encoded):
                 report.recordsReplaced += 1
-                newHeader = encoded.header
-                newHeader.offset = frame.header.offset
-                newHeader.type = frame.header.type
-                newHeader.receivedAtMicros = frame.header.receivedAtMicros
-                payload = encoded.payload
+                let member = GroupRecord.member(encoded)
+                newHeader = header.version >= 2 ? member.header : encoded.header
+                payload = header.version >= 2 ? member.payload : encoded.payload
+                newHeader.offset = record.header.offset
+                newHeader.type = record.header.type
+                newHeader.receivedAtMicros = record.header.receivedAtMicros
             }
             newHeader.salt = header.salt
-            Frame.append(header: newHeader, payload: payload, to: &output)
-            seal.add(newHeader)
+            return (newHeader, payload)
+        }
+        let scan = try scanner.scan(path: path) { frame in
+            guard frame.group != nil else {
+                let record = LogRecord(
+                    header: frame.header, storedPayload: frame.payload, segmentPath: path,
+                    position: frame.position)
+                guard let (newHeader, payload) = try rewritten(record) else { return true }
+                Frame.append(header: newHeader, payload: payload, to: &output)
+                seal.add(newHeader)
+                return true
+            }
+            var survivors: [GroupMember] = []
+            for member in try frame.members(path: path) {
+                let record = LogRecord(
+                    header: member.header, storedPayload: member.payload, segmentPath: path,
+                    position: frame.position)
+                guard let (newHeader, payload) = try rewritten(record) else { continue }
+                survivors.append(GroupMember(header: newHeader, payload: payload))
+            }
+            // A group none of whose requests survive leaves no record: its offsets become gaps.
+            guard !survivors.isEmpty else { return true }
+            let (groupHeader, extent) = GroupRecord.append(members: survivors, salt: header.salt, to: &output)
+            seal.add(group: groupHeader, extent: extent)
             return true
         }
         if let (damage, position, _) = scan.damage {

@@ -118,8 +118,12 @@ struct SegmentScanner {
                     result.seal = try? Seal.decode(frame.payload[...])
                     break scanning
                 }
-                result.accumulated.add(frame.header)
-                result.nextOffset = frame.header.offset + 1
+                if let extent = frame.group {
+                    result.accumulated.add(group: frame.header, extent: extent)
+                } else {
+                    result.accumulated.add(frame.header)
+                }
+                result.nextOffset = frame.endOffset
                 if try !visit(frame) { break scanning }
             case .damaged(let damage, let position):
                 result.damage = (damage, position, result.nextOffset)
@@ -161,6 +165,15 @@ struct SegmentScanner {
                     "counts \(seal.recordCount) records, the segment holds \(scan.accumulated.recordCount)")
             }
             return nil
+        }
+        // Version 2: every record is a group; version 1: none is (rule 11).
+        if scan.header.version >= 2 {
+            guard let extent = frame.group, extent.memberCount >= 1,
+                extent.offsetSpan >= extent.memberCount,
+                scan.header.isRewritten || extent.offsetSpan == extent.memberCount
+            else { return .badGroup }
+        } else if frame.group != nil {
+            return .badGroup
         }
         if scan.header.isRewritten {
             guard header.offset >= scan.nextOffset else {

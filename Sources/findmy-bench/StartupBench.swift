@@ -20,7 +20,7 @@ enum StartupBench {
 
     static let help = """
         usage: findmy-bench startup --dir DIR --fixes-total N [--fixes-per-record 1] [--devices 1000]
-                                    [--rounds 3] [--lag-records L]
+                                    [--rounds 3] [--lag-records L] [--in-flight 8192]
 
         Writes a log of N fixes in records of FIXES-PER-RECORD fixes from DEVICES enrolled devices to
         DIR/log (once; an existing log is reused), then measures, alternately in one process, ROUNDS
@@ -28,14 +28,18 @@ enum StartupBench {
         build before registry snapshots does), a start from a snapshot at the log's end (after a
         clean stop), and a start from a snapshot LAG-RECORDS behind the end (a crash just before the
         snapshotter's next write; default: the snapshotter's limits, 100,000 records or 2,000,000
-        fixes, whichever comes first). Prints one JSON object per line. Page cache warm: the log was just
+        fixes, whichever comes first). IN-FLIGHT bounds the appends queued at once while writing:
+        since log format version 2 it bounds the requests per group record too (64 writes a log grouped
+        as 64 connections would). Prints one JSON object per line. Page cache warm: the log was just
         written or read. Build with -c release to measure.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
             arguments,
-            valued: ["dir", "fixes-total", "fixes-per-record", "devices", "rounds", "lag-records"],
+            valued: [
+                "dir", "fixes-total", "fixes-per-record", "devices", "rounds", "lag-records", "in-flight",
+            ],
             flags: [])
         if options.flag("help") {
             print(help)
@@ -46,19 +50,21 @@ enum StartupBench {
         let fixesPerRecord = try options.integer("fixes-per-record", default: 1)
         let devices = try options.integer("devices", default: 1000)
         let rounds = try options.integer("rounds", default: 3)
+        let inFlightMax = try options.integer("in-flight", default: 8192)
         // The most a crash can leave after the newest snapshot, by the snapshotter's own limits.
         let schedule = RegistrySnapshotter.Schedule()
         let lagDefault = min(
             schedule.recordsBetweenSnapshotsMax,
             schedule.fixesBetweenSnapshotsMax / UInt64(max(1, fixesPerRecord)))
         let lagRecords = UInt64(try options.integer("lag-records", default: Int(lagDefault)))
-        precondition(fixesTotal > 0 && fixesPerRecord > 0 && devices > 0 && rounds > 0)
+        precondition(fixesTotal > 0 && fixesPerRecord > 0 && devices > 0 && rounds > 0 && inFlightMax > 0)
         try PosixFileIO().makeDirectory(directory)
         let log = directory + "/log"
         if (try? PosixFileIO().list(log))?.contains(where: { $0.hasSuffix(".seg") }) != true {
             let started = monotonicMicros()
             let records = try write(
-                log, fixesTotal: fixesTotal, fixesPerRecord: fixesPerRecord, devices: devices)
+                log, fixesTotal: fixesTotal, fixesPerRecord: fixesPerRecord, devices: devices,
+                inFlightMax: inFlightMax)
             printLine(
                 "{\"wrote_records\":\(records),\"fixes\":\(fixesTotal),\"seconds\":\((monotonicMicros() - started) / 1_000_000)}"
             )
@@ -86,7 +92,12 @@ enum StartupBench {
 
     /// Users, enrolled devices with tokens, then fix batches round-robin over the devices, appended
     /// without waiting for each (group commit), at most `inFlightMax` outstanding.
-    static func write(_ log: String, fixesTotal: Int, fixesPerRecord: Int, devices: Int) throws -> Int {
+    static func write(
+        _ log: String, fixesTotal: Int, fixesPerRecord: Int, devices: Int, inFlightMax: Int = 8192
+    )
+        throws
+        -> Int
+    {
         let writer = try LogWriter(directory: log)
         defer { writer.close() }
         let users = max(1, devices / 4)
@@ -107,7 +118,6 @@ enum StartupBench {
             _ = try writer.append(
                 .deviceTokenIssued(DeviceTokenIssued(deviceID: id, tokenHash: bytes(id << 20))))
         }
-        let inFlightMax = 8192
         let inFlight = Atomic<Int>(0)
         let failed = Atomic<Bool>(false)
         var tracks = (0..<devices).map { TrackGenerator(seed: UInt64($0), startMicros: wallClockMicros()) }
