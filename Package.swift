@@ -188,6 +188,11 @@ let package = Package(
         .target(
             name: "MosquittoSupport", dependencies: ["Threads"], path: "Tests/MosquittoSupport",
             swiftSettings: strict),
+        // The one launcher of the local fakes of the push providers (ops/tests/fake_push.py), dying
+        // with the test process (setpriv --pdeathsig), for PushTests and the end-to-end tests.
+        .target(
+            name: "PushFakeSupport", dependencies: ["JSON", "Threads"], path: "Tests/PushFakeSupport",
+            swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
         .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
@@ -210,7 +215,9 @@ let package = Package(
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport"],
+            dependencies: [
+                "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",
@@ -237,7 +244,9 @@ let package = Package(
         // cryptography).
         .testTarget(
             name: "PushTests",
-            dependencies: ["Push", "Commands", "Crypto", "JSON", "Identity", "Events", "Threads"],
+            dependencies: [
+                "Push", "Commands", "Crypto", "JSON", "Identity", "Events", "Threads", "PushFakeSupport",
+            ],
             swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
         .testTarget(

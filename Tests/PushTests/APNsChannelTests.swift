@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import JSON
 import Push
+import PushFakeSupport
 import Testing
 
 /// The APNs channel against the fake APNs (HTTP/2 over TLS; it verifies each JWT with the key's
@@ -89,7 +90,9 @@ import Testing
         let fallback = command(.locate)
         #expect(deliverAndWait(channel, fallback, to: app).map(isSent) == true)
         #expect(
-            setup.request(for: fallback).map { $0["push_type"] } == [.string("background"), .string("alert")])
+            setup.request(for: fallback, count: 2).map { $0["push_type"] } == [
+                .string("background"), .string("alert"),
+            ])
 
         // A location token cannot ring.
         guard case .failed? = deliverAndWait(channel, command(.sound), to: location) else {

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import JSON
 import Push
+import PushFakeSupport
 import Testing
 
 /// The FCM channel against the fake OAuth 2.0 token endpoint and FCM HTTP v1 (the fake verifies

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import JSON
 import Push
+import PushFakeSupport
 import Testing
 
 /// The UnifiedPush channel against a fake push service that DECRYPTS what it receives with Python's

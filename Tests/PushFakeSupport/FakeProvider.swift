@@ -1,24 +1,19 @@
-import Commands
-import Events
 import Foundation
-import Identity
 import JSON
-import Push
-import Synchronization
 import Threads
 
 /// A fake provider (ops/tests/fake_push.py) as a child process: started with
 /// `setpriv --pdeathsig KILL` so it dies with the test process, stopped by `stop()` (and by
 /// deinit) even when the test fails. Its stdout lines are collected by a reader thread; tests wait
 /// on them with a generous deadline, never a sleep.
-final class FakeProvider: @unchecked Sendable {
-    let directory: String
-    let process = Process()
+public final class FakeProvider: @unchecked Sendable {
+    public let directory: String
+    public let process = Process()
     let input = Pipe()
     let output = Pipe()
     private let lines = Locked<[String]>([])
     private let arrived = ConditionLock()
-    private(set) var port = 0
+    public private(set) var port = 0
 
     static let script: String = {
         var url = URL(fileURLWithPath: #filePath)
@@ -26,7 +21,7 @@ final class FakeProvider: @unchecked Sendable {
         return url.appendingPathComponent("ops/tests/fake_push.py").path
     }()
 
-    init(_ mode: String, _ arguments: [String] = []) throws {
+    public init(_ mode: String, _ arguments: [String] = []) throws {
         directory = NSTemporaryDirectory() + "findmy-fake-\(mode)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
@@ -70,10 +65,10 @@ final class FakeProvider: @unchecked Sendable {
 
     deinit { stop() }
 
-    var baseURL: String { "https://127.0.0.1:\(port)" }
-    var caFile: String { directory + "/ca.pem" }
+    public var baseURL: String { "https://127.0.0.1:\(port)" }
+    public var caFile: String { directory + "/ca.pem" }
 
-    func stop() {
+    public func stop() {
         if process.isRunning {
             try? input.fileHandleForWriting.close()
             process.terminate()
@@ -83,7 +78,7 @@ final class FakeProvider: @unchecked Sendable {
     }
 
     /// The first line (from the start) matching `predicate`, waiting up to `seconds` for it.
-    func waitForLine(seconds: Int64 = 60, _ predicate: (String) -> Bool) -> String? {
+    public func waitForLine(seconds: Int64 = 60, _ predicate: (String) -> Bool) -> String? {
         let deadline = monotonicMicros() + seconds * 1_000_000
         return arrived.withLock {
             while true {
@@ -95,10 +90,10 @@ final class FakeProvider: @unchecked Sendable {
         }
     }
 
-    var allLines: [String] { lines.withLock { $0 } }
+    public var allLines: [String] { lines.withLock { $0 } }
 
     /// The requests it accepted, as it printed them.
-    var requests: [JSONObject] {
+    public var requests: [JSONObject] {
         allLines.filter { $0.hasPrefix("REQ ") }.compactMap {
             guard case .object(let object)? = try? JSONParser.parse(String($0.dropFirst(4))) else {
                 return nil
@@ -109,7 +104,7 @@ final class FakeProvider: @unchecked Sendable {
 
     /// The accepted requests matching `predicate`, once at least `count` of them are in: the fake
     /// prints a request before it answers, but our reader may see the line after the answer.
-    func requests(atLeast count: Int = 1, _ predicate: (JSONObject) -> Bool) -> [JSONObject] {
+    public func requests(atLeast count: Int = 1, _ predicate: (JSONObject) -> Bool) -> [JSONObject] {
         func matching() -> [JSONObject] { requests.filter(predicate) }
         let deadline = monotonicMicros() + 60_000_000
         return arrived.withLock {
@@ -121,99 +116,13 @@ final class FakeProvider: @unchecked Sendable {
     }
 
     /// Sends a command on stdin and waits for its acknowledgement.
-    func command(_ text: String) throws {
+    public func command(_ text: String) throws {
         input.fileHandleForWriting.write(Data((text + "\n").utf8))
         guard waitForLine({ $0 == "OK " + text }) != nil else { throw FakeFailure("no OK for \(text)") }
     }
 }
 
-struct FakeFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Push tokens from a registry the test folds itself, as Identity's registry would.
-final class TestTokens: PushTokenSource, @unchecked Sendable {
-    private let registry = Locked(Registry(recentBatchesPerDeviceMax: 4))
-    private let offset = Atomic<UInt64>(0)
-
-    init() {
-        apply(
-            .userCreated(
-                UserCreated(
-                    userID: 1, name: "alice", role: .member, tokenHash: .init(repeating: 1, count: 32))))
-        for device in UInt64(1)...9 {
-            apply(
-                .deviceEnrolled(
-                    DeviceEnrolled(
-                        deviceID: device, userID: 1, deviceUUID: UUID128(high: 1, low: device),
-                        name: "d\(device)",
-                        platform: "ios", model: "")))
-        }
-    }
-
-    func apply(_ event: Event) {
-        let at = offset.add(1, ordering: .relaxed).oldValue
-        registry.withLock { $0.apply(event, offset: at) }
-    }
-
-    func register(
-        device: UInt64, provider: String, token: String, topic: String = "", environment: String = "",
-        publicKey: [UInt8] = [], authSecret: [UInt8] = []
-    ) {
-        apply(
-            .pushTokenRegistered(
-                PushTokenRegistered(
-                    deviceID: device, provider: provider, token: token, topic: topic,
-                    environment: environment,
-                    webPushPublicKey: publicKey, webPushAuthSecret: authSecret)))
-    }
-
-    func pushRegistrations(deviceID: UInt64) -> [(
-        key: Registry.PushKey, registration: Registry.PushRegistration
-    )] {
-        registry.withLock { $0.pushRegistrations(deviceID: deviceID) }
-    }
-
-    func pushRegistration(provider: String, token: String) -> Registry.PushRegistration? {
-        registry.withLock { $0.pushTokens[Registry.PushKey(provider: provider, token: token)] }
-    }
-}
-
-/// A clock the test moves.
-final class TestClock: Sendable {
-    private let micros: Atomic<Int64>
-    init(seconds: Int64) { micros = Atomic(seconds * 1_000_000) }
-    func advance(seconds: Int64) { micros.add(seconds * 1_000_000, ordering: .relaxed) }
-    var now: WallClockMicros { { [self] in micros.load(ordering: .relaxed) } }
-}
-
-/// Delivers and waits for the one outcome.
-func deliverAndWait(
-    _ channel: any CommandChannel, _ delivery: CommandDelivery, to address: ChannelAddress,
-    seconds: Int64 = 60
-) -> DeliveryOutcome? {
-    let result = Locked<DeliveryOutcome?>(nil)
-    let done = ConditionLock()
-    channel.deliver(delivery, to: address) { outcome in
-        done.withLock {
-            result.withLock { $0 = outcome }
-            done.broadcast()
-        }
-    }
-    let deadline = monotonicMicros() + seconds * 1_000_000
-    return done.withLock {
-        while result.withLock({ $0 }) == nil {
-            if !done.wait(0, untilMonotonicMicros: deadline) { break }
-        }
-        return result.withLock { $0 }
-    }
-}
-
-func command(_ kind: CommandKind, device: UInt64 = 1, message: String? = nil, phone: String? = nil)
-    -> CommandDelivery
-{
-    CommandDelivery(
-        commandID: UUID().uuidString.lowercased(), kind: kind, deviceID: device, message: message,
-        phone: phone)
+public struct FakeFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
