@@ -34,8 +34,7 @@ func runCommand(
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
-    if let closeFrom = spawnCloseFrom { _ = closeFrom(&actions, 3) }
-    if let directory, let changeDirectory = spawnChangeDirectory { _ = changeDirectory(&actions, directory) }
+    closeInheritedDescriptors(&actions, changingTo: directory)
     let cArguments = argv.map { strdup($0) } + [nil]
     defer { for argument in cArguments { free(argument) } }
     var pid: pid_t = 0
@@ -53,19 +52,6 @@ func runCommand(
     // WIFEXITED / WEXITSTATUS are macros Swift cannot call: a normal exit has the low 7 bits clear.
     let exitStatus = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     return CommandOutcome(status: exitStatus, output: trimmed(output))
-}
-
-// glibc declares these GNU extensions only under _GNU_SOURCE, which Swift's Glibc module does not
-// set; they exist since glibc 2.29 and 2.34, so look them up at run time and go without when absent.
-private typealias CloseFrom =
-    @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-private typealias ChangeDirectory =
-    @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
-private let spawnCloseFrom = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
-    unsafeBitCast($0, to: CloseFrom.self)
-}
-private let spawnChangeDirectory = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map {
-    unsafeBitCast($0, to: ChangeDirectory.self)
 }
 
 private var runuserPath: String {

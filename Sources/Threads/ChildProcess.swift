@@ -29,10 +29,7 @@ public func spawnChild(_ argv: [String], outputPath: String, in directory: Strin
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        if let closeFrom = spawnCloseFrom { _ = closeFrom(&actions, 3) }
-        if let directory, let changeDirectory = spawnChangeDirectory {
-            _ = changeDirectory(&actions, directory)
-        }
+        closeInheritedDescriptors(&actions, changingTo: directory)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -92,6 +89,15 @@ private let spawnCloseFrom = dlsym(nil, "posix_spawn_file_actions_addclosefrom_n
 }
 private let spawnChangeDirectory = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map {
     unsafeBitCast($0, to: ChangeDirectory.self)
+}
+
+/// Adds to `actions`: close every descriptor above 2 in the child, and change to `directory` when
+/// given, where glibc offers those actions (both spawners of findmy's children use this).
+public func closeInheritedDescriptors(
+    _ actions: inout posix_spawn_file_actions_t, changingTo directory: String?
+) {
+    if let closeFrom = spawnCloseFrom { _ = closeFrom(&actions, 3) }
+    if let directory, let changeDirectory = spawnChangeDirectory { _ = changeDirectory(&actions, directory) }
 }
 
 /// A result handed from the spawner's thread to its caller, under the spawner's lock.
