@@ -250,4 +250,50 @@ import Testing
             #expect(Self.files(holding: command, in: after) == [], "\(command) is erased")
         }
     }
+
+    /// A ranged erasure, as a pure function of the policy: a closed command whose `requested_at`
+    /// is in the range goes, one outside it stays (until its window ends), an open one stays, and
+    /// one that closes after the erasure goes at the next run (the erasure covers its request).
+    @Test func aRangedErasureCoversClosedCommandsRequestedInTheRange() {
+        var policy = RetentionPolicy(settings: RetentionSettings())
+        var offset: UInt64 = 0
+        func fold(_ event: Event) {
+            offset += 1
+            policy.apply(event, offset: offset)
+            policy.collectCommand(event, offset: offset)
+        }
+        func request(_ serial: UInt64, ageDays: Int64) -> UUID128 {
+            let id = UUID128(high: 1, low: serial)
+            fold(
+                .commandRequested(
+                    CommandRequested(
+                        commandID: id, deviceID: 1, kind: .lost, message: "m", phone: "p",
+                        requestedByUserID: 1,
+                        requestedAtMicros: Self.now - ageDays * Self.day)))
+            return id
+        }
+        func close(_ id: UUID128) {
+            fold(.commandExpired(CommandExpired(commandID: id, deviceID: 1, reason: "found")))
+        }
+        let inRange = request(1, ageDays: 5)
+        let beforeRange = request(2, ageDays: 9)
+        let openInRange = request(3, ageDays: 4)
+        close(inRange)
+        close(beforeRange)
+        fold(
+            .historyErased(
+                HistoryErased(
+                    deviceID: 1, fromMicros: Self.now - 6 * Self.day, toMicros: Self.now - 3 * Self.day)))
+        let afterErasure = request(4, ageDays: 5)
+        close(afterErasure)
+        #expect(policy.commandDeath(inRange, nowMicros: Self.now) == .erased)
+        #expect(policy.commandDeath(beforeRange, nowMicros: Self.now) == nil)
+        #expect(policy.commandDeath(openInRange, nowMicros: Self.now) == nil)
+        // Requested after the erasure was made: not covered, whatever its time.
+        #expect(policy.commandDeath(afterErasure, nowMicros: Self.now) == nil)
+        close(openInRange)
+        #expect(policy.commandDeath(openInRange, nowMicros: Self.now) == .erased)
+        #expect(policy.commandDeath(beforeRange, nowMicros: Self.now + 22 * Self.day) == .expired)
+        #expect(Set(policy.deadCommands(nowMicros: Self.now)) == [inRange, openInRange])
+    }
 }
