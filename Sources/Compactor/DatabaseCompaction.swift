@@ -247,6 +247,8 @@ public struct DatabaseCompaction {
         report.relationsRewritten =
             try affectedPartitions(connection, ranges) + [ProjectionSchema.Table.deviceLatest.rawValue]
             + (removals ? [ProjectionSchema.Table.deviceBatches.rawValue] : [])
+            // An erased or removed device's closed commands: who located it, a lost's message and phone.
+            + [ProjectionSchema.Table.commands.rawValue, ProjectionSchema.Table.commandDeliveries.rawValue]
         if dryRun { return }
         try connection.executeScript("SET lock_timeout = \(Self.scrubLockWaitMillisMax)")
         defer { try? connection.executeScript("RESET lock_timeout") }

@@ -6,9 +6,9 @@ import Postgres
 import Testing
 
 /// Retention reaches commands end to end (docs/retention.md, "Commands"): real server, real
-/// projector, `findmy compact --as-of` a month later; a closed `lost` (ended by `found`) and an
-/// answered locate leave the log's segment files and the `commands` and `command_deliveries`
-/// tables, an open `lost` stays in both.
+/// projector, an erasure, `findmy compact --as-of` a month later; a closed `lost` (ended by
+/// `found`) and an answered locate leave the log's segment files, the `commands` and
+/// `command_deliveries` tables and PostgreSQL's files, an open `lost` stays.
 @Suite struct CommandRetentionEndToEndTests {
     static let day: Int64 = 86_400_000_000
 
@@ -27,6 +27,17 @@ import Testing
             let bytes = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
             return bytes.range(of: Data(text.utf8)) != nil
         }
+    }
+
+    /// The files under `directory` holding `text`.
+    func filesHolding(_ text: String, under directory: String) -> [String] {
+        var found: [String] = []
+        guard let walker = FileManager.default.enumerator(atPath: directory) else { return [] }
+        while let name = walker.nextObject() as? String {
+            guard let bytes = FileManager.default.contents(atPath: directory + "/" + name) else { continue }
+            if bytes.range(of: Data(text.utf8)) != nil { found.append(name) }
+        }
+        return found
     }
 
     @Test func closedCommandsPastTheWindowLeaveTheLogAndTheTablesAnOpenLostStays() throws {
@@ -84,6 +95,14 @@ import Testing
         #expect(before.count == 4)
         #expect(!(try segmentFiles(holding: closedMessage, data: data.path)).isEmpty)
 
+        // Device a's whole history erased (its open found stays; the closed lost and locate go, and
+        // the scrub rewrites the command tables so their bytes leave PostgreSQL's files too).
+        let erase = try post(connection, "/api/find-my/devices/\(ids["a"]!)/erase", token: alice, body: "{}")
+        #expect(erase.status == 200, "\(erase.body)")
+        try waitForProjector(data.path, cluster.conninfo)
+        try pg.executeScript("CHECKPOINT")  // the rows' pages reach the table files
+        #expect(!filesHolding(closedMessage, under: cluster.pgData + "/base").isEmpty)
+
         // A month later: past the 30-day window.
         let asOf = Int64(Date().timeIntervalSince1970 * 1_000_000) + 31 * Self.day
         let compact = try FindmyProcess.run([
@@ -102,6 +121,9 @@ import Testing
         ).int64(0, 0)
         #expect(orphans == 0)
         #expect(try segmentFiles(holding: closedMessage, data: data.path) == [])
+        #expect(filesHolding(closedMessage, under: cluster.pgData + "/base") == [])
+        #expect(filesHolding(closedMessage, under: cluster.pgData + "/pg_wal") == [])
+        #expect(!filesHolding(openMessage, under: cluster.pgData + "/base").isEmpty)
         #expect(try segmentFiles(holding: closedPhone, data: data.path) == [])
         #expect(!(try segmentFiles(holding: openMessage, data: data.path)).isEmpty)
         // The live server still knows device b is lost: its open lost goes out with a report answer.
