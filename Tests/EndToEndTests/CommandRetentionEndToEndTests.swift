@@ -6,9 +6,10 @@ import Postgres
 import Testing
 
 /// Retention reaches commands end to end (docs/retention.md, "Commands"): real server, real
-/// projector, an erasure, `findmy compact --as-of` a month later; a closed `lost` (ended by
-/// `found`) and an answered locate leave the log's segment files, the `commands` and
-/// `command_deliveries` tables and PostgreSQL's files, an open `lost` stays.
+/// projector, an erasure, `findmy compact --as-of` a month later. The erased device's closed
+/// `lost` (ended by `found`) and answered locate leave the tables when the projector folds the
+/// erasure, and the log's segment files and PostgreSQL's files at the compaction; another device's
+/// closed `lost` leaves the log and the tables at the compaction (its window); an open `lost` stays.
 @Suite struct CommandRetentionEndToEndTests {
     static let day: Int64 = 86_400_000_000
 
@@ -48,7 +49,7 @@ import Testing
         let connection = HTTPConnection(address: server.address)
         var ids: [String: Int64] = [:]
         var tokens: [String: String] = [:]
-        for name in ["a", "b"] {
+        for name in ["a", "b", "c"] {
             let enrolled = try enrol(connection, userToken: alice, uuid: UUID().uuidString, name: name)
             let id: Int64 = try #require(enrolled.int("device_id"))
             let token: String = try #require(enrolled.string("device_token"))
@@ -71,6 +72,12 @@ import Testing
         let openLost = try command(
             connection, device: ids["b"]!, token: alice,
             "{\"kind\": \"lost\", \"message\": \"\(openMessage)\", \"phone\": \"+49 30 5550 9999\"}")
+        // Device c: a lost ended by found, which only its age (the window) removes.
+        let agedMessage = "aged-lost-\(UUID().uuidString)"
+        let agedLost = try command(
+            connection, device: ids["c"]!, token: alice,
+            "{\"kind\": \"lost\", \"message\": \"\(agedMessage)\", \"phone\": \"+49 30 5550 4242\"}")
+        let foundC = try command(connection, device: ids["c"]!, token: alice, "{\"kind\": \"found\"}")
         // The closed lost reached the device through the report answer: it has a delivery row.
         _ = try post(
             connection, "/api/find-my/report", token: tokens["b"]!,
@@ -92,7 +99,7 @@ import Testing
         #expect(
             before[closedLost.lowercased()] == "expired" && before[locate.lowercased()] == "answered",
             "\(before)")
-        #expect(before.count == 4)
+        #expect(before.count == 6 && before[agedLost.lowercased()] == "expired", "\(before)")
         #expect(!(try segmentFiles(holding: closedMessage, data: data.path)).isEmpty)
 
         // Device a's whole history erased (its open found stays; the closed lost and locate go, and
@@ -102,6 +109,10 @@ import Testing
         try waitForProjector(data.path, cluster.conninfo)
         try pg.executeScript("CHECKPOINT")  // the rows' pages reach the table files
         #expect(!filesHolding(closedMessage, under: cluster.pgData + "/base").isEmpty)
+        // What reads see: the erased closed commands are gone at once, the open found stays.
+        let erased = try states()
+        #expect(erased[closedLost.lowercased()] == nil && erased[locate.lowercased()] == nil, "\(erased)")
+        #expect(erased.count == 4)
 
         // A month later: past the 30-day window.
         let asOf = Int64(Date().timeIntervalSince1970 * 1_000_000) + 31 * Self.day
@@ -111,13 +122,14 @@ import Testing
         #expect(compact.status == 0, "\(compact.error)")
         let report = try JSONParser.parse(compact.output)
         #expect(try report["log"]!["command_events_removed"]!.int64Value > 0, "\(compact.output)")
-        #expect(try report["database"]!["command_rows_deleted"]!.int64Value == 2, "\(compact.output)")
+        #expect(try report["database"]!["command_rows_deleted"]!.int64Value == 1, "\(compact.output)")
 
         let after = try states()
-        #expect(Set(after.keys) == [found.lowercased(), openLost.lowercased()], "\(after)")
+        #expect(
+            Set(after.keys) == [found.lowercased(), openLost.lowercased(), foundC.lowercased()], "\(after)")
         let orphans = try pg.execute(
             "SELECT count(*) FROM findmy.command_deliveries WHERE command_id::text = ANY($1::text[])",
-            [.textArray([closedLost.lowercased(), locate.lowercased()])]
+            [.textArray([closedLost.lowercased(), locate.lowercased(), agedLost.lowercased()])]
         ).int64(0, 0)
         #expect(orphans == 0)
         #expect(try segmentFiles(holding: closedMessage, data: data.path) == [])
@@ -125,6 +137,7 @@ import Testing
         #expect(filesHolding(closedMessage, under: cluster.pgData + "/pg_wal") == [])
         #expect(!filesHolding(openMessage, under: cluster.pgData + "/base").isEmpty)
         #expect(try segmentFiles(holding: closedPhone, data: data.path) == [])
+        #expect(try segmentFiles(holding: agedMessage, data: data.path) == [])
         #expect(!(try segmentFiles(holding: openMessage, data: data.path)).isEmpty)
         // The live server still knows device b is lost: its open lost goes out with a report answer.
         let carried = try post(
