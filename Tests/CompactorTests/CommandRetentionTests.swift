@@ -296,4 +296,26 @@ import Testing
         #expect(policy.commandDeath(beforeRange, nowMicros: Self.now + 22 * Self.day) == .expired)
         #expect(Set(policy.deadCommands(nowMicros: Self.now)) == [inRange, openInRange])
     }
+
+    /// A dead command in the open segment rolls it (like a dead fix), so it outlives its window by
+    /// at most one compaction interval; an open one does not.
+    @Test func anOpenSegmentHoldingADeadCommandIsRolledAndCompacted() throws {
+        for (close, rolled) in [(true, true), (false, false)] {
+            let directory = LogDirectory()
+            var options = LogOptions()
+            options.diagnostics = { _ in }
+            let writer = try LogWriter(directory: directory.path, options: options)
+            defer { writer.close() }
+            var scenario = Scenario()
+            let command = scenario.command(1, .lost, ageDays: 31, close: close ? .ended("found") : nil)
+            for (event, received) in scenario.events {
+                _ = try writer.append(event, receivedAtMicros: received)
+            }
+            let report = try Self.compact(writer)
+            #expect(report.activeSegmentRolled == rolled)
+            #expect(report.commandEventsRemoved == (close ? 4 : 0))
+            let left = try directory.segmentFiles()
+            #expect(Self.files(holding: command, in: left).isEmpty == close)
+        }
+    }
 }
