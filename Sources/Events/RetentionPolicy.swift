@@ -295,7 +295,8 @@ extension RetentionPolicy {
         return nil
     }
 
-    /// The commands whose events (and projection rows) are dead at `nowMicros`.
+    /// The commands whose events are dead at `nowMicros`. The database half does not use this:
+    /// it decides from the rows, which outlive what the log still says about them.
     public func deadCommands(nowMicros: Int64) -> [UUID128] {
         commands.keys.filter { commandDeath($0, nowMicros: nowMicros) != nil }
     }
