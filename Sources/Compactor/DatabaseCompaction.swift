@@ -8,6 +8,8 @@ public struct DatabaseCompactionReport: Sendable, Equatable {
     public var locationRowsDeleted = 0
     public var partitionsDropped: [String] = []
     public var batchRowsDeleted = 0
+    /// Rows of `commands` deleted (with their `command_deliveries`; docs/retention.md, "Commands").
+    public var commandRowsDeleted = 0
     public var latestRecomputed = 0
     /// Tables rewritten (`VACUUM FULL`) because erased rows left their bytes in them, in order.
     public var relationsRewritten: [String] = []
@@ -146,9 +148,62 @@ public struct DatabaseCompaction {
             where: "device_id <> ALL($1::bigint[]) AND received_at < $2",
             [.int64Array(envelopeCutoffs.values.flatMap { $0 }), .timestamp(micros: defaultEnvelopeCutoff)],
             connection, dryRun: dryRun)
+        report.commandRowsDeleted = try deleteDeadCommands(
+            overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
         report.latestRecomputed = try recomputeStaleLatest(connection, dryRun: dryRun)
         try scrub(connection, dryRun: dryRun, report: &report)
         return report
+    }
+
+    /// Closed commands (answered or expired) requested before their device's cutoff, or covered by
+    /// an erasure after them, and every command of a removed device, with their deliveries: the
+    /// rule the log half applies to their events (docs/retention.md, "Commands"), decided here from
+    /// the rows themselves, so rows whose events an earlier run already removed from the log still
+    /// go. Open commands stay.
+    private func deleteDeadCommands(
+        overridden: [UInt64: Int64], defaultCutoff: Int64, _ connection: PostgresConnection, dryRun: Bool
+    ) throws -> Int {
+        let closed = "state IN ('answered', 'expired')"
+        let commands = "\(s).\(ProjectionSchema.Table.commands.rawValue)"
+        var deleted = 0
+        func delete(_ condition: String, _ parameters: [PostgresValue?]) throws {
+            // Deliveries first: a crash between the two leaves a command without its deliveries,
+            // which the next run deletes, never a delivery without its command.
+            _ = try deleteBounded(
+                ProjectionSchema.Table.commandDeliveries.rawValue, key: "log_offset",
+                where: "command_id IN (SELECT command_id FROM \(commands) WHERE \(condition))", parameters,
+                connection, dryRun: dryRun)
+            deleted += try deleteBounded(
+                ProjectionSchema.Table.commands.rawValue, key: "command_id", where: condition, parameters,
+                connection, dryRun: dryRun)
+        }
+        for (device, cutoff) in overridden.sorted(by: { $0.key < $1.key }) {
+            try delete(
+                "device_id = $1 AND \(closed) AND requested_at < $2",
+                [.int64(Int64(device)), .timestamp(micros: cutoff)])
+        }
+        try delete(
+            "device_id <> ALL($1::bigint[]) AND \(closed) AND requested_at < $2",
+            [.int64Array(overridden.keys.map { Int64($0) }), .timestamp(micros: defaultCutoff)])
+        for (device, list) in policy.erasures.sorted(by: { $0.key < $1.key }) {
+            for entry in list {
+                try delete(
+                    """
+                    device_id = $1 AND log_offset < $2 AND \(closed)
+                    AND ($3::timestamptz IS NULL OR requested_at >= $3)
+                    AND ($4::timestamptz IS NULL OR requested_at < $4)
+                    """,
+                    [
+                        .int64(Int64(device)), .int64(Int64(entry.offset)),
+                        entry.erase.fromMicros.map { .timestamp(micros: $0) },
+                        entry.erase.toMicros.map { .timestamp(micros: $0) },
+                    ])
+            }
+        }
+        for (device, offset) in policy.removedAt.sorted(by: { $0.key < $1.key }) {
+            try delete("device_id = $1 AND log_offset < $2", [.int64(Int64(device)), .int64(Int64(offset))])
+        }
+        return deleted
     }
 
     /// `<schema>.erasures_scrubbed`: erasures and removals at offsets below `through_offset` have
@@ -192,6 +247,8 @@ public struct DatabaseCompaction {
         report.relationsRewritten =
             try affectedPartitions(connection, ranges) + [ProjectionSchema.Table.deviceLatest.rawValue]
             + (removals ? [ProjectionSchema.Table.deviceBatches.rawValue] : [])
+            // An erased or removed device's closed commands: who located it, a lost's message and phone.
+            + [ProjectionSchema.Table.commands.rawValue, ProjectionSchema.Table.commandDeliveries.rawValue]
         if dryRun { return }
         try connection.executeScript("SET lock_timeout = \(Self.scrubLockWaitMillisMax)")
         defer { try? connection.executeScript("RESET lock_timeout") }

@@ -14,10 +14,12 @@ public enum RecordPlan: Equatable, Sendable {
     case shrinkPlaces(WaypointsReported, removedPlaces: Int)
     /// A transition, or a waypoints record, with nothing live left: the record goes, no envelope.
     case dropPlaces(removedPlaces: Int)
+    /// An event of a command that is dead (docs/retention.md, "Commands"): the record goes.
+    case dropCommand
 
     public var removedFixes: Int {
         switch self {
-        case .keep, .shrinkPlaces, .dropPlaces: 0
+        case .keep, .shrinkPlaces, .dropPlaces, .dropCommand: 0
         case .shrink(_, let count), .envelope(let count, _), .drop(let count): count
         }
     }
@@ -26,9 +28,12 @@ public enum RecordPlan: Equatable, Sendable {
     public var removedPlaces: Int {
         switch self {
         case .shrinkPlaces(_, let count), .dropPlaces(let count): count
-        case .keep, .shrink, .envelope, .drop: 0
+        case .keep, .shrink, .envelope, .drop, .dropCommand: 0
         }
     }
+
+    /// Command events removed.
+    public var removedCommandEvents: Int { self == .dropCommand ? 1 : 0 }
 }
 
 extension RetentionPolicy {
@@ -36,6 +41,12 @@ extension RetentionPolicy {
         let header = record.header
         // Transitions and waypoints hold positions too: the same windows, erasures and removals.
         if Self.isPlaceRecord(header.type) { return try planPlaces(record, nowMicros: nowMicros) }
+        // Commands say who located whom and when, a lost one the owner's message and phone: they
+        // go with their command, decided by the fold (which knows whether a later record closed it).
+        if Self.isCommandRecord(header.type) {
+            guard let id = commandOfRecord[header.offset] else { return .keep }
+            return commandDeath(id, nowMicros: nowMicros) == nil ? .keep : .dropCommand
+        }
         // Registry events (users, devices, tokens, retention, erasures, removals) are never dropped:
         // they hold no coordinates, and without them a rebuild would not know what to delete.
         guard header.type == EventType.fixBatch.rawValue else { return .keep }
@@ -157,7 +168,7 @@ extension RecordPlan {
         case .shrinkPlaces(let reported, _):
             return .replace(
                 EventCodec.encode(.waypointsReported(reported), receivedAtMicros: header.receivedAtMicros))
-        case .drop, .dropPlaces:
+        case .drop, .dropPlaces, .dropCommand:
             return .drop
         }
     }
@@ -172,6 +183,8 @@ public struct LogCompactionReport: Sendable, Equatable {
     public var fixesRemoved = 0
     /// Region transitions and waypoints removed (docs/retention.md, "Places").
     public var placesRemoved = 0
+    /// Command events removed (docs/retention.md, "Commands").
+    public var commandEventsRemoved = 0
     public var recordsShrunk = 0
     public var envelopesMade = 0
     public var recordsDropped = 0
@@ -240,6 +253,7 @@ public struct LogCompaction {
                 report.recordsDropped += plans.dropped
                 report.fixesRemoved += plans.fixesRemoved
                 report.placesRemoved += plans.placesRemoved
+                report.commandEventsRemoved += plans.commandEventsRemoved
                 report.bytesBefore += segment.bytes
                 if !dryRun { try writer.deleteFirstSegment(base: segment.base) }
                 continue
@@ -249,6 +263,7 @@ public struct LogCompaction {
             report.segmentsRewritten += 1
             report.fixesRemoved += plans.fixesRemoved
             report.placesRemoved += plans.placesRemoved
+            report.commandEventsRemoved += plans.commandEventsRemoved
             report.recordsShrunk += plans.shrunk
             report.envelopesMade += plans.envelopes
             report.recordsDropped += plans.dropped
@@ -277,10 +292,12 @@ struct SegmentPlan {
     var dropped = 0
     var fixesRemoved = 0
     var placesRemoved = 0
+    var commandEventsRemoved = 0
 
     mutating func add(_ plan: RecordPlan) {
         fixesRemoved += plan.removedFixes
         placesRemoved += plan.removedPlaces
+        commandEventsRemoved += plan.removedCommandEvents
         switch plan {
         case .keep: kept += 1
         case .shrink, .shrinkPlaces:
@@ -291,7 +308,7 @@ struct SegmentPlan {
             kept += 1
             changes += 1
             envelopes += 1
-        case .drop, .dropPlaces:
+        case .drop, .dropPlaces, .dropCommand:
             changes += 1
             dropped += 1
         }

@@ -30,6 +30,13 @@ public struct RetentionPolicy: Sendable {
     /// Per device, the offset of its removal.
     public private(set) var removedAt: [UInt64: UInt64] = [:]
 
+    /// What the compactor knows about each command from its fold (`collectCommand`), and which
+    /// command each command record belongs to: whether a command's events may go depends on
+    /// whether a later record closed it (docs/retention.md, "Commands"). Filled only by `fold`, never
+    /// by the registry, so the registry and its snapshot are unchanged by it.
+    public private(set) var commands: [UUID128: CommandFacts] = [:]
+    public private(set) var commandOfRecord: [UInt64: UUID128] = [:]
+
     public init(settings: RetentionSettings) { self.settings = settings }
 
     /// Folds the events that decide retention; every other event is ignored.
@@ -62,7 +69,9 @@ public struct RetentionPolicy: Sendable {
         let wanted: (RecordHeader) -> Bool = { !$0.isPayloadRemoved && !Self.isLocationRecord($0.type) }
         try reader.read(from: 0, upTo: end, wantPayload: wanted) { record in
             if wanted(record.header) {
-                policy.apply(try record.event(), offset: record.offset)
+                let event = try record.event()
+                policy.apply(event, offset: record.offset)
+                policy.collectCommand(event, offset: record.offset)
             }
             return true
         }
@@ -184,6 +193,7 @@ public struct RetentionPolicy: Sendable {
     /// When a record first holds something dead (for rolling the open segment), or nil for never.
     public func firstDeathMicros(_ header: RecordHeader) -> Int64? {
         if Self.isPlaceRecord(header.type) { return firstPlaceDeathMicros(header) }
+        if Self.isCommandRecord(header.type) { return firstCommandDeathMicros(header) }
         guard header.type == EventType.fixBatch.rawValue else { return nil }
         let device = header.deviceKey
         let envelopeDeath =
@@ -210,5 +220,97 @@ public struct RetentionPolicy: Sendable {
             EventCodec.isEmptyWaypointList(header)
             ? header.receivedAtMicros : min(header.recordedMinMicros, header.receivedAtMicros)
         return agedFrom + windowMicros
+    }
+}
+
+/// One command as the compactor's fold saw it (docs/retention.md, "Commands").
+public struct CommandFacts: Equatable, Sendable {
+    public var deviceID: UInt64
+    /// From its `command_requested`; nil when that record is gone already (a run that crashed
+    /// between the rewrites of two segments): what is left of it goes too.
+    public var requestedAtMicros: Int64?
+    public var requestOffset: UInt64?
+    /// Answered, or ended (expired, a `lost` ended by `found` or replaced by a newer one).
+    public var closed = false
+
+    public init(deviceID: UInt64) { self.deviceID = deviceID }
+}
+
+extension RetentionPolicy {
+    /// Command events (types 27-31): who asked a device for what, when, and a `lost`'s message
+    /// and phone number. Type 32 (a share's permission) is registry state, kept like the rest.
+    public static func isCommandRecord(_ type: UInt8) -> Bool {
+        type >= EventType.commandRequested.rawValue && type <= EventType.commandExpired.rawValue
+    }
+
+    /// Folds a command event into `commands`; every other event is ignored.
+    public mutating func collectCommand(_ event: Event, offset: UInt64) {
+        let id: UUID128
+        let device: UInt64
+        switch event {
+        case .commandRequested(let c):
+            (id, device) = (c.commandID, c.deviceID)
+            var facts = commands[id] ?? CommandFacts(deviceID: device)
+            if facts.requestOffset == nil {
+                facts.requestedAtMicros = c.requestedAtMicros
+                facts.requestOffset = offset
+            }
+            commands[id] = facts
+        case .commandSent(let c): (id, device) = (c.commandID, c.deviceID)
+        case .commandDeliveryFailed(let c): (id, device) = (c.commandID, c.deviceID)
+        case .commandAnswered(let c):
+            (id, device) = (c.commandID, c.deviceID)
+            commands[id, default: CommandFacts(deviceID: device)].closed = true
+        case .commandExpired(let c):
+            (id, device) = (c.commandID, c.deviceID)
+            commands[id, default: CommandFacts(deviceID: device)].closed = true
+        default:
+            return
+        }
+        if commands[id] == nil { commands[id] = CommandFacts(deviceID: device) }
+        commandOfRecord[offset] = id
+    }
+
+    /// Why a command's events are dead, or nil while they live. They die together: when the
+    /// device is removed; when the command is closed and an erasure after its request covers its
+    /// `requested_at`, or its `requested_at` is past the device's window. An open command (a
+    /// `lost` waiting for its `found`, a locate not yet answered or expired) lives whatever its age:
+    /// the live server reads it from the registry, which a full scan of the log rebuilds.
+    public func commandDeath(_ id: UUID128, nowMicros: Int64) -> Death? {
+        guard let facts = commands[id] else { return nil }
+        let device = facts.deviceID
+        if let removed = removedAt[device], removed > (facts.requestOffset ?? 0) { return .removed }
+        guard let requestedAt = facts.requestedAtMicros, let requestOffset = facts.requestOffset else {
+            return .expired
+        }
+        guard facts.closed else { return nil }
+        if let list = erasures[device],
+            list.contains(where: {
+                $0.offset > requestOffset && $0.erase.covers(recordedAtMicros: requestedAt)
+            })
+        {
+            return .erased
+        }
+        if requestedAt < fixCutoffMicros(device: device, nowMicros: nowMicros) { return .expired }
+        return nil
+    }
+
+    /// The commands whose events are dead at `nowMicros`. The database half does not use this:
+    /// it decides from the rows, which outlive what the log still says about them.
+    public func deadCommands(nowMicros: Int64) -> [UUID128] {
+        commands.keys.filter { commandDeath($0, nowMicros: nowMicros) != nil }
+    }
+
+    /// `firstDeathMicros` for a command record: never while its command is open.
+    func firstCommandDeathMicros(_ header: RecordHeader) -> Int64? {
+        guard let id = commandOfRecord[header.offset], let facts = commands[id] else { return nil }
+        if let removed = removedAt[facts.deviceID], removed > (facts.requestOffset ?? 0) { return .min }
+        guard let requestedAt = facts.requestedAtMicros, let requestOffset = facts.requestOffset else {
+            return .min
+        }
+        guard facts.closed else { return nil }
+        // Any later erasure may cover it; the plan decides exactly, after the roll.
+        if erasures[facts.deviceID]?.contains(where: { $0.offset > requestOffset }) == true { return .min }
+        return requestedAt + Int64(windowDays(device: facts.deviceID)) * Self.microsPerDay
     }
 }

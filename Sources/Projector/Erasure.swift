@@ -22,6 +22,23 @@ extension ProjectionStore {
                 erase.fromMicros.map { .timestamp(micros: $0) },
                 erase.toMicros.map { .timestamp(micros: $0) },
             ])
+        // Its closed commands requested in the range (who located it, a lost's message and phone):
+        // the compactor drops their events by the same rule (docs/retention.md, "Commands"). An
+        // open one stays; once closed, the compactor's next run deletes it.
+        for table in ["command_deliveries", "commands"] {
+            _ = try connection.execute(
+                """
+                DELETE FROM \(s).\(table) WHERE command_id IN (SELECT command_id FROM \(s).commands
+                    WHERE device_id = $1 AND log_offset < $2 AND state IN ('answered', 'expired')
+                    AND ($3::timestamptz IS NULL OR requested_at >= $3)
+                    AND ($4::timestamptz IS NULL OR requested_at < $4))
+                """,
+                [
+                    .int64(Int64(erase.deviceID)), .int64(Int64(offset)),
+                    erase.fromMicros.map { .timestamp(micros: $0) },
+                    erase.toMicros.map { .timestamp(micros: $0) },
+                ])
+        }
         try Self.recomputeLatest(schema: schema, deviceIDs: [erase.deviceID], connection)
     }
 

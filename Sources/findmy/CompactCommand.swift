@@ -76,6 +76,8 @@ enum CompactService {
                     [
                         "fixes_removed": .int(Int64(report.log.fixesRemoved)),
                         "places_removed": .int(Int64(report.log.placesRemoved)),
+                        "command_events_removed": .int(Int64(report.log.commandEventsRemoved)),
+                        "command_rows_deleted": .int(Int64(report.database?.commandRowsDeleted ?? 0)),
                         "bytes_freed": .int(Int64(report.log.bytesFreed)),
                         "segments_deleted": .int(Int64(report.log.segmentsDeleted)),
                         "segments_rewritten": .int(Int64(report.log.segmentsRewritten)),
@@ -196,7 +198,7 @@ enum CompactReportJSON {
         for (key, value) in [
             ("segments_scanned", log.segmentsScanned), ("segments_rewritten", log.segmentsRewritten),
             ("segments_deleted", log.segmentsDeleted), ("fixes_removed", log.fixesRemoved),
-            ("places_removed", log.placesRemoved),
+            ("places_removed", log.placesRemoved), ("command_events_removed", log.commandEventsRemoved),
             ("records_shrunk", log.recordsShrunk), ("envelopes_made", log.envelopesMade),
             ("records_dropped", log.recordsDropped), ("bytes_before", log.bytesBefore),
             ("bytes_after", log.bytesAfter), ("bytes_freed", log.bytesFreed),
@@ -218,6 +220,8 @@ enum CompactReportJSON {
             writer.endArray()
             writer.key("batch_rows_deleted")
             writer.int64(Int64(database.batchRowsDeleted))
+            writer.key("command_rows_deleted")
+            writer.int64(Int64(database.commandRowsDeleted))
             writer.key("latest_recomputed")
             writer.int64(Int64(database.latestRecomputed))
             writer.key("relations_rewritten")
@@ -333,7 +337,8 @@ enum CompactCommand {
         func number(_ value: JSONValue?) -> Int64 { (try? value?.int64Value) ?? 0 }
         let verb = (try? document["dry_run"]?.boolValue) == true ? "would remove" : "removed"
         printLine(
-            "log: \(verb) \(number(log?["fixes_removed"])) fixes, \(number(log?["places_removed"])) places; "
+            "log: \(verb) \(number(log?["fixes_removed"])) fixes, \(number(log?["places_removed"])) places, "
+                + "\(number(log?["command_events_removed"])) command events; "
                 + "\(number(log?["segments_rewritten"])) segments rewritten, "
                 + "\(number(log?["segments_deleted"])) deleted, \(number(log?["bytes_freed"])) bytes freed")
         if let offset = try? document["registry_snapshot_offset"]?.int64Value {
@@ -349,7 +354,8 @@ enum CompactCommand {
         } else if let database = document["database"], database != .null {
             printLine(
                 "database: \(verb) \(number(database["location_rows_deleted"])) location rows, "
-                    + "\(number(database["batch_rows_deleted"])) batch rows; "
+                    + "\(number(database["batch_rows_deleted"])) batch rows, "
+                    + "\(number(database["command_rows_deleted"])) command rows; "
                     + "\(((try? database["partitions_dropped"]?.arrayValue) ?? []).count) partitions dropped, "
                     + "\(number(database["latest_recomputed"])) latest positions recomputed")
             let rewritten = ((try? database["relations_rewritten"]?.arrayValue) ?? []).compactMap {

@@ -90,6 +90,31 @@ import Testing
                         name: "d\(device)",
                         platform: "ios", model: "")), receivedAtMicros: now - 200 * day)
         }
+        // Commands: an old closed locate and an old closed lost (dropped by the compaction), an
+        // old open lost (kept), a recent closed sound (kept): the registry folded from the
+        // compacted log must still be the one a full scan gets (docs/retention.md, "Commands").
+        for (serial, kind, age, closed) in [
+            (1, CommandKindCode.locate, Int64(40), true), (2, .lost, 50, true), (3, .lost, 45, false),
+            (4, .sound, 1, true),
+        ] {
+            let id = UUID128(high: 77, low: UInt64(serial))
+            let at = now - age * day
+            _ = try log.append(
+                .commandRequested(
+                    CommandRequested(
+                        commandID: id, deviceID: 1, kind: kind, message: "lost message \(serial)",
+                        phone: "+1 555 \(serial)", requestedByUserID: 1, requestedAtMicros: at)),
+                receivedAtMicros: at)
+            _ = try log.append(
+                .commandSent(
+                    CommandSent(commandID: id, deviceID: 1, channel: "apns", providerID: "p\(serial)")),
+                receivedAtMicros: at + 1)
+            if closed {
+                _ = try log.append(
+                    .commandExpired(CommandExpired(commandID: id, deviceID: 1, reason: "found")),
+                    receivedAtMicros: at + 2)
+            }
+        }
     }
 
     @Test func aCompactionLeavesASnapshotTheNextStartLoads() throws {
@@ -119,6 +144,7 @@ import Testing
         let report = try #require(compacted)
         #expect(report.log.segmentsRewritten + report.log.segmentsDeleted > 0)
         #expect(report.log.envelopesMade > 0 && report.log.recordsDropped > 0)
+        #expect(report.log.commandEventsRemoved == 6)
 
         let reference = try data.fullScan()
         let restarted = try data.start()
