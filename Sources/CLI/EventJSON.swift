@@ -134,6 +134,13 @@ public enum EventJSON {
             // Not even the hash: a dump is shared in bug reports.
             writer.key("user")
             writer.int64(Int64(bitPattern: rotated.userID))
+        case .userSettingChanged(let changed):
+            writer.key("user")
+            writer.int64(Int64(bitPattern: changed.userID))
+            writer.key("setting")
+            writer.string(changed.name)
+            writer.key("value")
+            writer.string(changed.value)
         case .regionTransition(let transition):
             writer.key("device")
             writer.int64(Int64(bitPattern: transition.deviceID))
@@ -278,6 +285,8 @@ public enum EventJSON {
         case .shareRevoked(let share):
             return prefix + "  device \(share.deviceID) from user \(share.granteeUserID)"
         case .userTokenRotated(let rotated): return prefix + "  user \(rotated.userID)"
+        case .userSettingChanged(let changed):
+            return prefix + "  user \(changed.userID)  \(changed.name) = \(changed.value)"
         case .regionTransition(let transition):
             return prefix
                 + "  device \(transition.deviceID)  \(transition.kind == .enter ? "enter" : "leave") "

@@ -54,7 +54,7 @@ extension ClientsService {
         if decoded.items.contains(where: { $0.fix.source == "ondemand" }) { report.answers = .oldestLocate }
         switch ingest.submitAndWait(report) {
         case .stored, .duplicate, .empty, .paused:
-            let friends = Self.wantsFriends(request) ? friendsMessages(for: deviceID) : []
+            let friends = wantsFriends(request, deviceID: deviceID) ? friendsMessages(for: deviceID) : []
             // The answering location's own reply asks for nothing: its answer is being stored.
             let commands = report.answers == nil ? commandMessages(for: deviceID) : []
             return Self.answer(friends + commands, key: key)
@@ -70,7 +70,6 @@ extension ClientsService {
         }
     }
 
-    /// `?friends=1` (or `true`, `on`) on the URL typed into the app.
     /// A pending locate as OwnTracks' own command (docs/commands.md): the app answers it with a
     /// location whose `t` is `r`. OwnTracks has no command for sound or lost.
     func commandMessages(for deviceID: UInt64) -> [JSONValue] {
@@ -80,9 +79,16 @@ extension ClientsService {
         return [.object(["_type": .string("cmd"), "action": .string("reportLocation")])]
     }
 
-    static func wantsFriends(_ request: HTTPRequest) -> Bool {
-        guard let value = request.query("friends")?.lowercased() else { return false }
-        return ["1", "true", "on", "yes"].contains(value)
+    /// The owner's setting (panel account page, `PUT /api/find-my/account/settings`), unless the
+    /// URL typed into this app says otherwise: `?friends=1` turns it on for that app alone, as
+    /// before the setting existed, and `?friends=0` off.
+    func wantsFriends(_ request: HTTPRequest, deviceID: UInt64) -> Bool {
+        if let value = request.query("friends")?.lowercased() {
+            if ["1", "true", "on", "yes"].contains(value) { return true }
+            if ["0", "false", "off", "no"].contains(value) { return false }
+        }
+        guard let owner = ingest.identity.deviceOwner(deviceID) else { return false }
+        return ingest.identity.owntracksFriends(userID: owner)
     }
 
     /// The answer: a JSON array of messages for the app, encrypted when the request was.

@@ -28,6 +28,7 @@ public enum Event: Equatable, Sendable {
     case commandAnswered(CommandAnswered)
     case commandExpired(CommandExpired)
     case sharePermissionChanged(SharePermissionChanged)
+    case userSettingChanged(UserSettingChanged)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -61,6 +62,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case commandAnswered = 30
     case commandExpired = 31
     case sharePermissionChanged = 32
+    // 33: a user's own settings (SettingEvents.swift).
+    case userSettingChanged = 33
 
     public var name: String {
         switch self {
@@ -89,6 +92,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .commandAnswered: "command_answered"
         case .commandExpired: "command_expired"
         case .sharePermissionChanged: "share_permission_changed"
+        case .userSettingChanged: "user_setting_changed"
         }
     }
 }

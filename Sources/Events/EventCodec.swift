@@ -128,6 +128,8 @@ public enum EventCodec {
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
             .sharePermissionChanged:
             (type, deviceKey) = encodeCommand(event, into: &writer)!
+        case .userSettingChanged(let changed):
+            type = encodeSetting(changed, into: &writer)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -277,6 +279,8 @@ public enum EventCodec {
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
             .sharePermissionChanged:
             event = try decodeCommand(type, &reader)!
+        case .userSettingChanged:
+            event = try decodeSetting(&reader)
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

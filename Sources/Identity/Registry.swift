@@ -19,6 +19,8 @@ public struct Registry: Sendable {
         public var retentionDays: UInt32?
         /// The Argon2id string of the login password; nil until `findmy user passwd` sets one.
         public var passwordHash: String?
+        /// OwnTracks' answers carry the devices shared with this user (docs/clients.md, "Friends").
+        public var owntracksFriends = false
     }
 
     /// A share of one device with one user: it works while `untilMicros` is nil or in the future.
@@ -339,6 +341,11 @@ public struct Registry: Sendable {
             if shares[revoked.deviceID]?.isEmpty == true { shares[revoked.deviceID] = nil }
         case .sharePermissionChanged(let changed):
             shares[changed.deviceID]?[changed.granteeUserID]?.mayLocate = changed.locate
+        case .userSettingChanged(let changed):
+            // A name this findmy does not know is a newer findmy's setting: ignored.
+            if changed.name == UserSettingChanged.owntracksFriends {
+                users[changed.userID]?.owntracksFriends = changed.value == "true"
+            }
         case .regionTransition, .waypointsReported, .unknown:
             break
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:

@@ -11,7 +11,9 @@ import Events
 //   token hashes by user, recent batch rings (results, eviction order, head), nextOffset;
 //   version 2 appends: the Web Push keys of the push tokens that have them (provider, token, public
 //   key, auth secret); version 3 appends share permissions and the open commands (issue 14).
-//   Version 1 and 2 bodies are still read (no keys; see-only shares and no open commands).
+//   Version 4 appends the users whose OwnTracks Friends setting is on (count, user ids).
+//   Version 1 to 3 bodies are still read (no keys; see-only shares and no open commands; every
+//   setting off).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -151,6 +153,10 @@ extension Registry {
         }
         // Version 3 (issue 14): appended after version 2's body, so that older versions read as before.
         encodeCommandPart(&w)
+        // Version 4 (issue 13): the users who turned OwnTracks' Friends view on.
+        let friends = users.values.filter(\.owntracksFriends).map(\.id)
+        w.u32(UInt32(friends.count))
+        for id in friends { w.u64(id) }
         return w.bytes
     }
 
@@ -254,6 +260,15 @@ extension Registry {
             }
         }
         if version >= 3 { try registry.decodeCommandPart(&r) }
+        if version >= 4 {
+            for _ in 0..<(try r.u32()) {
+                let id = try r.u64()
+                guard registry.users[id] != nil else {
+                    throw DecodeError.invalid("a setting for user \(id), whom the snapshot does not hold")
+                }
+                registry.users[id]?.owntracksFriends = true
+            }
+        }
         return registry
     }
 

@@ -91,6 +91,8 @@ public enum RoutePermissions {
         RouteKey("DELETE", "/api/find-my/devices/{id}/shares/{user}"): .owner,
         RouteKey("GET", "/api/find-my/admin/users"): .admin,
         RouteKey("POST", "/api/find-my/account/token"): .user,  // one's own token (TokenRotation.swift)
+        RouteKey("GET", "/api/find-my/account/settings"): .user,  // one's own settings (UserSettings.swift)
+        RouteKey("PUT", "/api/find-my/account/settings"): .user,
         // The read API (Sources/ReadAPI)
         RouteKey("GET", "/api/find-my/devices"): .user,  // filtered to what the caller may see
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
@@ -111,6 +113,7 @@ public enum RoutePermissions {
         RouteKey("GET", "/find-my/account"): .page,
         RouteKey("POST", "/find-my/account/password"): .page,
         RouteKey("POST", "/find-my/account/token"): .page,
+        RouteKey("POST", "/find-my/account/settings"): .page,
         RouteKey("GET", "/find-my/devices/{id}/settings"): .page,  // owner only, in the handler
         RouteKey("GET", "/find-my/devices/new"): .page,  // "Add a device": for the caller only
         RouteKey("POST", "/find-my/devices/new"): .page,

@@ -146,6 +146,8 @@ public struct ProjectionBatch: Sendable {
                 CommandChange(event: try record.event(), offset: record.offset, receivedAtMicros: received))
         case .userPasswordSet, .userRoleChanged, .shareGranted, .shareRevoked, .sharePermissionChanged:
             break  // who may see whom is decided from the ingest registry, not from a table
+        case .userSettingChanged:
+            break  // a user's settings live in the registry
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .unknown:

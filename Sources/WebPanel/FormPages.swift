@@ -38,6 +38,9 @@ extension PanelService {
         router.add("POST", "/find-my/account/token") { [self] request, gate in
             withForm(request, gate) { caller, _ in rotateToken(caller) }
         }
+        router.add("POST", "/find-my/account/settings") { [self] request, gate in
+            withForm(request, gate) { changeSettings($0, $1) }
+        }
         router.add("GET", "/find-my/devices/{id}/settings") { [self] request, gate in
             withOwnedDevice(request, gate) { settingsPage(request, $0, $1) }
         }
@@ -122,7 +125,9 @@ extension PanelService {
     // MARK: /find-my/account
 
     static let accountFlashes: [String: String] = [
-        "password": "Your password is changed. Your other sessions have ended; this one stays logged in."
+        "password": "Your password is changed. Your other sessions have ended; this one stays logged in.",
+        "friends_on": "OwnTracks now shows the devices shared with you in its Friends view.",
+        "friends_off": "OwnTracks no longer shows the devices shared with you.",
     ]
     static let accountErrors: [String: String] = [
         "wrong_password": "The current password is wrong.",
@@ -131,6 +136,8 @@ extension PanelService {
         "too_many_attempts": "Too many attempts within a minute. Wait a minute and try again.",
         "busy": "The server is busy. Try again in a second.",
         "failed": "The change could not be stored. Nothing changed; try again.",
+        "invalid_setting":
+            "The form sent a setting this server does not know. Reload the page and try again.",
     ]
 
     /// `newToken`: the token a rotation just made, shown on this one answer only.
@@ -184,6 +191,7 @@ extension PanelService {
             """)
         formStart(&html, action: "/find-my/account/token", caller: caller)
         html.raw("<button type=\"submit\">Rotate my API token</button>\n</form>\n</section>\n")
+        friendsSection(&html, caller)
         pageBottom(&html)
         return pageResponse(html, tileSource: "'none'")
     }
@@ -214,6 +222,42 @@ extension PanelService {
             let rotated = try identity.rotateUserToken(userID: caller.userID, via: "panel")
             return accountPage(
                 HTTPRequest(method: "GET", target: "/find-my/account"), caller, newToken: rotated.token)
+        } catch {
+            return redirect("/find-my/account?error=failed")
+        }
+    }
+
+    /// The OwnTracks Friends switch: one button that sends the state it turns to, so a form
+    /// without JavaScript needs no checkbox (whose "off" a browser does not send).
+    func friendsSection(_ html: inout HTML, _ caller: Caller) {
+        let on = identity.owntracksFriends(userID: caller.userID)
+        html.raw(
+            """
+            <section aria-labelledby="friends-heading">
+            <h3 id="friends-heading">OwnTracks Friends</h3>
+            <p>Show the devices shared with me (and my other devices) in OwnTracks' Friends view: each answer to the OwnTracks app carries their latest positions and names. Only devices you can see here are ever sent.</p>
+            <p id="friends-state">Now: <strong>
+            """)
+        html.text(on ? "on" : "off")
+        html.raw("</strong>.</p>\n")
+        formStart(&html, action: "/find-my/account/settings", caller: caller)
+        html.raw("<input type=\"hidden\" name=\"owntracks_friends\" value=\"")
+        html.attribute(on ? "off" : "on")
+        html.raw("\">\n<button type=\"submit\">")
+        html.text(on ? "Stop showing them in OwnTracks" : "Show them in OwnTracks")
+        html.raw("</button>\n</form>\n</section>\n")
+    }
+
+    func changeSettings(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
+        let on: Bool
+        switch fields["owntracks_friends"] {
+        case "on": on = true
+        case "off": on = false
+        default: return redirect("/find-my/account?error=invalid_setting")
+        }
+        do throws(APIError) {
+            try identity.setOwnTracksFriends(userID: caller.userID, on, via: "panel")
+            return redirect("/find-my/account?done=\(on ? "friends_on" : "friends_off")")
         } catch {
             return redirect("/find-my/account?error=failed")
         }

@@ -92,7 +92,7 @@ import Testing
                         name: "phone \(devices)",
                         platform: "ios", model: "m"))
             }
-            switch Int.random(in: 0..<20, using: &random) {
+            switch Int.random(in: 0..<21, using: &random) {
             case 0: return .userTokenIssued(UserTokenIssued(userID: user(), tokenHash: bytes(32)))
             case 1: return .userTokenRotated(UserTokenRotated(userID: user(), tokenHash: bytes(32)))
             case 2: return .deviceTokenIssued(DeviceTokenIssued(deviceID: device(), tokenHash: bytes(32)))
@@ -160,6 +160,11 @@ import Testing
                         CommandAnswered(
                             commandID: uuid(40), deviceID: device(), batchOffset: 1, fixIndex: 0,
                             clientProtocol: .native))
+            case 18:
+                return .userSettingChanged(
+                    UserSettingChanged(
+                        userID: user(), name: Bool.random(using: &random) ? "owntracks_friends" : "later",
+                        value: Bool.random(using: &random) ? "true" : "false"))
             default:
                 let fixes = (0..<Int.random(in: 0...3, using: &random)).map { index in
                     Fix(
@@ -477,11 +482,11 @@ extension RegistrySnapshotTests {
 }
 
 extension RegistrySnapshotTests {
-    /// Snapshots written by format versions 1 and 2 still load. Made here from a version 3 file of
-    /// a log without command events, share permissions or Web Push keys, whose appended parts are
-    /// then zero counts: version 3 appends four (share permissions and the command book), version 2
-    /// one (push tokens with Web Push keys).
-    @Test(arguments: [2, 1] as [UInt8])
+    /// Snapshots written by format versions 1 to 3 still load. Made here from a version 4 file of
+    /// a log without settings, command events, share permissions or Web Push keys, whose appended
+    /// parts are then zero counts: version 4 appends one (users with OwnTracks Friends on), version
+    /// 3 four (share permissions and the command book), version 2 one (push tokens with Web Push keys).
+    @Test(arguments: [3, 2, 1] as [UInt8])
     func anOlderSnapshotStillLoads(version: UInt8) throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
@@ -489,7 +494,8 @@ extension RegistrySnapshotTests {
         while events.count < 150 {
             let event = source.next()
             switch event {
-            case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered:
+            case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered,
+                .userSettingChanged:
                 continue
             case .pushTokenRegistered(let registered) where !registered.webPushPublicKey.isEmpty:
                 continue
@@ -503,8 +509,8 @@ extension RegistrySnapshotTests {
         }
         let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 3 && current[9] == 0)
-        let appended = version == 2 ? 16 : 16 + 4
+        #expect(current[8] == 4 && current[9] == 0)
+        let appended = [3: 4, 2: 4 + 16, 1: 4 + 16 + 4][version]!
         #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
         var older = Array(current.dropLast(4 + appended))
         older[8] = version

@@ -1,0 +1,66 @@
+import Events
+import HTTP
+import JSON
+
+/// A user's own settings (docs/api.md, "Account settings"): `GET` and `PUT
+/// /api/find-my/account/settings`, and the panel's account page. Each change is one
+/// `user_setting_changed` event, applied to the registry before the answer is sent, so the next
+/// request (and a restarted server, from the log or the snapshot) sees it.
+extension IdentityService {
+    func addSettingsRoutes(to router: inout GuardedRouter) {
+        router.add("GET", "/api/find-my/account/settings") { [self] _, caller in
+            settingsAnswer(userID: caller.userID)
+        }
+        router.add("PUT", "/api/find-my/account/settings") { [self] request, caller in
+            respond { () throws(APIError) in
+                let object = try parseObject(request.body, allowed: [UserSettingChanged.owntracksFriends])
+                if let on = try field({ () throws(JSONAccessError) in
+                    try object.boolIfPresent(UserSettingChanged.owntracksFriends)
+                }) {
+                    try setOwnTracksFriends(userID: caller.userID, on, via: "api")
+                }
+                return settingsAnswer(userID: caller.userID)
+            }
+        }
+    }
+
+    /// Whether OwnTracks' answers to user `userID`'s devices carry the devices shared with them.
+    public func owntracksFriends(userID: UInt64) -> Bool {
+        registry.read { $0.registry.users[userID]?.owntracksFriends ?? false }
+    }
+
+    /// Turns user `userID`'s OwnTracks Friends setting on or off. Setting it to what it is already
+    /// appends nothing. `via` names the caller's path in the server log (`api`, `panel`).
+    public func setOwnTracksFriends(userID: UInt64, _ on: Bool, via: String) throws(APIError) {
+        let changed = try mutations.withLock { _ throws(APIError) -> Bool in
+            guard let user = registry.read({ $0.registry.users[userID] }) else {
+                throw APIError(status: 404, code: .userNotFound, message: "no user with id \(userID)")
+            }
+            guard user.owntracksFriends != on else { return false }
+            _ = try appendAndApply(
+                .userSettingChanged(
+                    UserSettingChanged(
+                        userID: userID, name: UserSettingChanged.owntracksFriends,
+                        value: on ? "true" : "false")),
+                receivedAtMicros: clockMicros())
+            return true
+        }
+        guard changed else { return }
+        StructuredLog.info(
+            "user_setting_changed",
+            [
+                "user_id": .int(Int64(userID)), "setting": .string(UserSettingChanged.owntracksFriends),
+                "value": .bool(on), "via": .string(via),
+            ])
+    }
+
+    /// `{"owntracks_friends": bool}`: every setting there is, whether the request changed it or not.
+    func settingsAnswer(userID: UInt64) -> HTTPResponse {
+        var writer = JSONWriter(capacity: 64)
+        writer.beginObject()
+        writer.key(UserSettingChanged.owntracksFriends)
+        writer.bool(owntracksFriends(userID: userID))
+        writer.endObject()
+        return .json(writer.bytes)
+    }
+}
