@@ -421,7 +421,9 @@ func ambiguousBodyFraming(_ headers: HTTPHeaders) -> HTTPResponse? {
         if asciiCaseInsensitiveEquals(name, "Content-Length") {
             lengths.append(value.trimmingSpacesAndTabs())
         } else if asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
-            codings.append(value.trimmingSpacesAndTabs())
+            // Untrimmed: libmicrohttpd compares the value as it holds it, blanks after the coding
+            // included, and reads a `chunked ` body until the connection closes.
+            codings.append(value[...])
         }
     }
     if !lengths.isEmpty && !codings.isEmpty {

@@ -94,6 +94,22 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
     #expect(try connection.readResponse().bodyText == "hello")
 }
 
+/// libmicrohttpd keeps the blank after `chunked` in the field's value and then does not read the
+/// body as chunked (it waited for the connection to close); a coding it would not take is refused.
+@Test func aTransferCodingWithATrailingBlankIsRefusedNotLeftHanging() throws {
+    let test = try startServer("127.0.0.1:0")
+    defer { test.server.stop() }
+    let connection = test.connection()
+    try connection.writeRaw(
+        Array(
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked \r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+                .utf8))
+    let answer = try connection.readResponse()
+    #expect(
+        answer.status == 400 && answer.bodyText.contains("unsupported_transfer_encoding"),
+        "\(answer.bodyText)")
+}
+
 // MARK: One client must not deny service
 
 @Test func oneAddressCannotTakeEveryConnectionAndOthersAreStillAnswered() throws {
