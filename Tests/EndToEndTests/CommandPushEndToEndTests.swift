@@ -14,30 +14,6 @@ import Testing
     static let keyID = "KEY1234567"
     static let bundle = "org.findmy.app"
 
-    func send(_ connection: HTTPConnection, _ method: String, _ target: String, token: String, body: String)
-        throws -> Answer
-    {
-        let response = try connection.send(
-            method, target,
-            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
-            body: Array(body.utf8))
-        return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
-    }
-
-    /// Reads a command until `done` holds, within a generous deadline; the last answer.
-    func waitForCommand(
-        _ connection: HTTPConnection, device: Int64, command: String, token: String, _ done: (Answer) -> Bool
-    ) throws -> Answer {
-        let target = "/api/find-my/devices/\(device)/commands/\(command)"
-        let deadline = Date().addingTimeInterval(60)
-        var last = try get(connection, target, token: token)
-        while !done(last) && Date() < deadline {
-            usleep(50_000)
-            last = try get(connection, target, token: token)
-        }
-        return last
-    }
-
     func deliveries(_ answer: Answer) -> [(channel: String, state: String, detail: String)] {
         guard case .array(let items)? = answer.body["deliveries"] else { return [] }
         return items.map {
@@ -81,9 +57,10 @@ import Testing
         }
 
         // The phone: the push arrives at the fake with the command id, and the command says sent.
-        let asked = try send(
+        let asked = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(devices[0].id)/commands", token: olga,
-            body: "{\"kind\": \"sound\"}")
+            body: "{\"kind\": \"sound\"}"
+        ).answer
         #expect(asked.status == 202, "\(asked.body)")
         let commandID = try #require(asked.string("command_id"))
         let pushed = fake.requests(atLeast: 1) { $0["payload"]?["command_id"] == .string(commandID) }
@@ -97,9 +74,10 @@ import Testing
         #expect(apnsID != nil && deliveries(sent).contains { $0.channel == "apns" && $0.detail == apnsID })
 
         // The old phone: APNs answers 410 Unregistered; the delivery fails, the token is ended.
-        let dead = try send(
+        let dead = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(devices[1].id)/commands", token: olga,
-            body: "{\"kind\": \"sound\"}")
+            body: "{\"kind\": \"sound\"}"
+        ).answer
         #expect(dead.status == 202, "\(dead.body)")
         let deadID = try #require(dead.string("command_id"))
         let failed = try waitForCommand(connection, device: devices[1].id, command: deadID, token: olga) {

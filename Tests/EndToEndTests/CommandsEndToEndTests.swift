@@ -5,37 +5,39 @@ import MosquittoSupport
 import Postgres
 import Testing
 
+/// One request with a user or device token, and its answer and headers (the command tests'
+/// helpers, shared with CommandPushEndToEndTests).
+func commandRequest(
+    _ connection: HTTPConnection, _ method: String, _ target: String, token: String, body: String? = nil
+)
+    throws -> (answer: Answer, headers: [(name: String, value: String)])
+{
+    var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(token)")]
+    if body != nil { headers.append(("Content-Type", "application/json")) }
+    let response = try connection.send(method, target, headers: headers, body: Array((body ?? "").utf8))
+    return (
+        Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null),
+        response.headers
+    )
+}
+
+/// Reads a command until `done` holds, within a generous deadline; the last answer.
+func waitForCommand(
+    _ connection: HTTPConnection, device: Int64, command: String, token: String, _ done: (Answer) -> Bool
+) throws -> Answer {
+    let deadline = Date().addingTimeInterval(60)
+    var last = try get(connection, "/api/find-my/devices/\(device)/commands/\(command)", token: token)
+    while !done(last) && Date() < deadline {
+        usleep(50_000)
+        last = try get(connection, "/api/find-my/devices/\(device)/commands/\(command)", token: token)
+    }
+    return last
+}
+
 /// Commands to devices over real HTTP against `findmy serve --projector on` (docs/commands.md):
 /// who may send them, the rate limit, expiry, answers through a native report's `in_reply_to` and
 /// through OwnTracks HTTP's `t: "r"`, and the `commands` table rebuilt by a replay.
 @Suite(.serialized) struct CommandsEndToEndTests {
-    func send(
-        _ connection: HTTPConnection, _ method: String, _ target: String, token: String, body: String? = nil
-    )
-        throws -> (answer: Answer, headers: [(name: String, value: String)])
-    {
-        var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(token)")]
-        if body != nil { headers.append(("Content-Type", "application/json")) }
-        let response = try connection.send(method, target, headers: headers, body: Array((body ?? "").utf8))
-        return (
-            Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null),
-            response.headers
-        )
-    }
-
-    /// Reads a command until `done` holds, within a generous deadline; the last answer.
-    func waitForCommand(
-        _ connection: HTTPConnection, device: Int64, command: String, token: String, _ done: (Answer) -> Bool
-    ) throws -> Answer {
-        let deadline = Date().addingTimeInterval(60)
-        var last = try get(connection, "/api/find-my/devices/\(device)/commands/\(command)", token: token)
-        while !done(last) && Date() < deadline {
-            usleep(50_000)
-            last = try get(connection, "/api/find-my/devices/\(device)/commands/\(command)", token: token)
-        }
-        return last
-    }
-
     static func basic(_ user: String, _ password: String) -> (name: String, value: String) {
         ("Authorization", "Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
     }
@@ -64,11 +66,11 @@ import Testing
             ids[name] = id
             deviceTokens[name] = token
         }
-        let granted = try send(
+        let granted = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(ids["locate-shared"]!)/shares", token: olga,
             body: "{\"user\": \"mia\", \"permission\": \"locate\"}")
         #expect(granted.answer.status == 201 && granted.answer.string("permission") == "locate")
-        let seeOnly = try send(
+        let seeOnly = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(ids["see-shared"]!)/shares", token: olga,
             body: "{\"user\": \"sam\"}")
         #expect(seeOnly.answer.status == 201 && seeOnly.answer.string("permission") == "see")
@@ -82,7 +84,7 @@ import Testing
         ]
         var commandIDs: [String: String] = [:]
         for (who, token, device, status) in table {
-            let answer = try send(
+            let answer = try commandRequest(
                 connection, "POST", "/api/find-my/devices/\(ids[device]!)/commands", token: token,
                 body: locate
             ).answer
@@ -100,7 +102,7 @@ import Testing
         }
 
         // Rate limit: a second locate of the same device within 30 s.
-        let again = try send(
+        let again = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(ids["own"]!)/commands", token: olga, body: locate)
         #expect(again.answer.status == 429 && again.answer.errorCode == "command_rate_limited")
         let retryAfter = again.headers.first { $0.name.lowercased() == "retry-after" }.flatMap {
@@ -109,7 +111,7 @@ import Testing
         #expect(retryAfter.map { (1...30).contains($0) } == true, "\(again.headers)")
 
         // Expiry (sound after 1 s on this server): the command ends as expired.
-        let sound = try send(
+        let sound = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(ids["own"]!)/commands", token: olga,
             body: "{\"kind\": \"sound\"}")
         #expect(sound.answer.status == 202)
@@ -180,7 +182,7 @@ import Testing
         #expect(askers == ["mia"], "\(sharedList.body)")
 
         // The panel: the buttons for who may locate, none for a see-only share; a lost device is marked.
-        let lost = try send(
+        let lost = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(ids["own"]!)/commands", token: olga,
             body: "{\"kind\": \"lost\", \"message\": \"Please call\", \"phone\": \"+49 30 1234567\"}")
         #expect(lost.answer.status == 202)
@@ -256,7 +258,7 @@ extension CommandsEndToEndTests {
             return deviceID != nil
         }
         let device = try #require(deviceID)
-        let asked = try send(
+        let asked = try commandRequest(
             connection, "POST", "/api/find-my/devices/\(device)/commands", token: alice,
             body: "{\"kind\": \"locate\"}")
         #expect(asked.answer.status == 202)
