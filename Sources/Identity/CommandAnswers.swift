@@ -9,6 +9,9 @@ public enum CommandAnswerTarget: Sendable, Equatable {
     case oldestLocate
 }
 
+/// Every kind: the default of `commandsForAnswer`, built once rather than on every report.
+private let everyCommandKind = Set(CommandKindCode.allCases)
+
 extension IdentityService {
     /// The device's open commands, oldest first, for a report's answer (`channel`: `report-answer`
     /// for the native report, `owntracks-http` for OwnTracks). The first time a command goes out
@@ -17,7 +20,7 @@ extension IdentityService {
     /// `kinds`: the kinds the channel can carry (OwnTracks knows only locate's `reportLocation`).
     package func commandsForAnswer(
         deviceID: UInt64, channel: String, excluding: UUID128? = nil,
-        kinds: Set<CommandKindCode> = Set(CommandKindCode.allCases)
+        kinds: Set<CommandKindCode> = everyCommandKind
     ) -> [CommandBook.Open] {
         // Every report asks; almost always there is nothing open: a read lock, no write.
         let open = registry.read { state in
