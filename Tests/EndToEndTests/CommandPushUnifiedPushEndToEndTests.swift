@@ -84,17 +84,27 @@ import Testing
         #expect(answered.body["answer"]?["fix"]?["latitude"] == .double(59.33), "\(answered.body)")
 
         // A retry waiting when the server stops (the push service asked for 600 s) is not lost: the
-        // server started again hands the command to the channel that has not taken it.
+        // server started again hands the command to the channel that has not taken it, even though
+        // the device's own report took it meanwhile (its answer carried the command).
         let slow = try life.device("slow", registration: endpoint("once-slow-1"))
         let waiting = try life.command(slow.id, "sound")
         let beforeStop = try life.wait(slow.id, waiting) { answer in
             shownDeliveries(answer).contains { $0.retryAt != nil }
         }
         #expect(shownDeliveries(beforeStop).map(\.state) == ["failed"], "\(beforeStop.body)")
+        let report = try post(
+            life.connection, "/api/find-my/report", token: slow.token,
+            body: reportBody(batchID: UUID().uuidString, fixes: [fixJSON()]))
+        #expect(report.body["commands"]?[0]?["command_id"] == .string(waiting), "\(report.body)")
+        _ = try life.wait(slow.id, waiting) { $0.string("state") == "sent" }
         #expect(try life.restart() == 0)
-        let resumed = try life.wait(slow.id, waiting) { $0.string("state") == "sent" }
-        #expect(resumed.string("state") == "sent", "\(resumed.body)")
-        #expect(shownDeliveries(resumed).map(\.state) == ["failed", "sent"], "\(resumed.body)")
+        let resumed = try life.wait(slow.id, waiting) { answer in
+            shownDeliveries(answer).contains { $0.channel == "unifiedpush" && $0.state == "sent" }
+        }
+        #expect(
+            shownDeliveries(resumed).map { "\($0.channel) \($0.state)" } == [
+                "unifiedpush failed", "report-answer sent", "unifiedpush sent",
+            ], "\(resumed.body)")
         #expect(life.pushes(waiting).first?["payload"]?["kind"] == .string("sound"))
 
         #expect(life.server.stop() == 0)
