@@ -224,10 +224,10 @@ public final class CommandService: Service {
     }
 
     /// Whether the worker has nothing in hand: no new command, no outcome to store, no attempt in
-    /// flight. Retries waiting for their time do not count.
+    /// flight. Retries and follow-ups waiting for their time do not count.
     public var isIdle: Bool { work.withLock { $0.fresh.isEmpty && $0.outcomes.isEmpty && $0.inFlight == 0 } }
 
-    /// The earliest retry waiting, for tests that move their clock to it.
+    /// The earliest retry or follow-up waiting, for tests that move their clock to it.
     public var nextRetryMicros: Int64? { work.withLock { $0.retries.map(\.dueMicros).min() } }
 
     private func isOpen(_ delivery: CommandDelivery) -> Bool {
