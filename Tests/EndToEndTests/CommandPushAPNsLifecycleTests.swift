@@ -8,7 +8,7 @@ import Testing
 /// dead token): a 429 with Retry-After retried and then sent; a locate to a phone without a
 /// location-push token goes as a background push, the alert asking to open the app follows
 /// once the wait (`--apns-alert-after-seconds`) is over and nobody answered, and the locate
-/// expires; a sound answered by the phone's report; a token of another app (400
+/// expires; no alert follows one the app answered within the wait; a sound answered by the phone's report; a token of another app (400
 /// DeviceTokenNotForTopic) failed with what to check, and kept.
 @Suite(.serialized) struct CommandPushAPNsLifecycleTests {
     static let team = "TEAM123456"
@@ -22,8 +22,8 @@ import Testing
             [
                 "--apns-key-file", fake.directory + "/AuthKey_\(Self.keyID).p8", "--apns-key-id", Self.keyID,
                 "--apns-team-id", Self.team, "--apns-bundle-id", Self.bundle, "--apns-url", fake.baseURL,
-                "--apns-sandbox-url", fake.baseURL, "--apns-alert-after-seconds", "1",
-                "--command-locate-expiry-seconds", "4",
+                "--apns-sandbox-url", fake.baseURL, "--apns-alert-after-seconds", "3",
+                "--command-locate-expiry-seconds", "6",
             ]
         }
         defer { life.stop() }
@@ -33,6 +33,7 @@ import Testing
         let phone = try life.device("phone", registration: apns("cafe01"))
         let flaky = try life.device("flaky", registration: apns("once-busy-1"))
         let other = try life.device("other-app", registration: apns("wrong-topic"))
+        let quick = try life.device("answers-quickly", registration: apns("cafe02"))
 
         // Retry: 429 with Retry-After 1 once, then accepted with APNs' id.
         let retried = try life.command(flaky.id, "sound")
@@ -48,13 +49,26 @@ import Testing
         #expect(apnsID != nil && steps.last?.detail == apnsID, "\(afterRetry.body)")
         #expect(afterRetry.string("state") == "sent")
 
-        // A locate without a location-push token: the background push, then (unanswered after 1 s)
-        // the alert; then the locate expires (4 s on this server).
+        // A locate without a location-push token that the background push makes the app answer:
+        // no alert follows.
+        let answeredLocate = try life.command(quick.id, "locate")
+        #expect(life.pushes(answeredLocate).map { $0["push_type"] } == [.string("background")])
+        try answerCommand(life.connection, deviceToken: quick.token, command: answeredLocate, latitude: 48.85)
+        let quickAnswer = try life.wait(quick.id, answeredLocate) { $0.string("state") == "answered" }
+        #expect(quickAnswer.string("state") == "answered", "\(quickAnswer.body)")
+
+        // One nobody answers: the background push, then (unanswered after 3 s) the alert; then the
+        // locate expires (6 s on this server).
         let locate = try life.command(phone.id, "locate")
         let pushes = life.pushes(locate, count: 2)
         #expect(pushes.map { $0["push_type"] } == [.string("background"), .string("alert")], "\(pushes)")
         let expired = try life.wait(phone.id, locate) { $0.string("state") == "expired" }
         #expect(expired.string("state") == "expired", "\(expired.body)")
+        // This alert was due after the answered locate's would have been: that one never went.
+        #expect(
+            life.fake.requests.filter { pushCommandID($0) == answeredLocate }.map { $0["push_type"] } == [
+                .string("background")
+            ])
         let ids = pushes.compactMap { try? $0["apns_id"]?.stringValue }
         #expect(shownDeliveries(expired).map(\.detail) == ids && ids.count == 2, "\(expired.body)")
 
