@@ -18,7 +18,7 @@ import Testing
             [
                 "--fcm-service-account-file", fake.directory + "/service-account.json", "--fcm-url",
                 fake.baseURL,
-                "--command-locate-expiry-seconds", "2",
+                "--command-locate-expiry-seconds", "5",
             ]
         }
         defer { life.stop() }
@@ -68,7 +68,7 @@ import Testing
         #expect(life.fake.allLines.contains { $0.hasPrefix("REFUSED ") && $0.contains("UNAVAILABLE") })
         #expect(life.pushes(retried).count == 1)
 
-        // Expiry: a locate nobody answers (2 s on this server) ends as expired, after FCM took it.
+        // Expiry: a locate nobody answers (5 s on this server) ends as expired, after FCM took it.
         let locate = try life.command(phone.id, "locate")
         #expect(life.pushes(locate).first?["data"]?["kind"] == .string("locate"))
         let expired = try life.wait(phone.id, locate) { $0.string("state") == "expired" }

@@ -13,7 +13,7 @@ import Testing
 @Suite(.serialized) struct CommandPushUnifiedPushEndToEndTests {
     @Test func sentDeadRetriedExpiredAndAnswered() throws {
         let life = try PushLifecycle("unifiedpush", []) { _ in
-            ["--unifiedpush-contact", "mailto:ops@findmy.example", "--command-locate-expiry-seconds", "2"]
+            ["--unifiedpush-contact", "mailto:ops@findmy.example", "--command-locate-expiry-seconds", "5"]
         }
         defer { life.stop() }
         let subscription = try JSONParser.parse(
@@ -70,7 +70,7 @@ import Testing
         #expect(afterRetry.string("state") == "sent")
         #expect(life.pushes(retried).first?["payload"]?["kind"] == .string("sound"))
 
-        // Expiry: a locate nobody answers (2 s on this server).
+        // Expiry: a locate nobody answers (5 s on this server).
         let locate = try life.command(phone.id, "locate")
         #expect(life.pushes(locate).first?["payload"]?["kind"] == .string("locate"))
         let expired = try life.wait(phone.id, locate) { $0.string("state") == "expired" }
