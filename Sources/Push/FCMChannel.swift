@@ -236,12 +236,16 @@ public final class FCMChannel: CommandChannel {
     /// findmy bug: the token is fine, and the same message would be refused again); with only an
     /// `FcmError`, the registration token is not a valid FCM token, which Google's token guide
     /// says never becomes valid again (manage-tokens, "Detect invalid token responses"): dead.
+    /// Without either detail nothing says the token is at fault: failed, the token kept.
     static func invalidArgument(_ error: ErrorAnswer, reason: String) -> DeliveryOutcome {
         if let violation = error.fieldViolation {
             return .failed(
                 reason:
                     "\(reason): FCM refused the message (\(violation.field): \(violation.description)); the token is kept. This is a findmy bug: please report it"
             )
+        }
+        guard error.errorCode == "INVALID_ARGUMENT" else {
+            return .failed(reason: "\(reason): \(error.message ?? "no message") (the token is kept)")
         }
         return .addressDead(
             reason:

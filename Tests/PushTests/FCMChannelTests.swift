@@ -87,7 +87,7 @@ import Testing
 
     /// 400 INVALID_ARGUMENT with only an FcmError detail: the token is not a valid FCM token, which
     /// Google says never becomes valid: dead. With a google.rpc.BadRequest field violation: our
-    /// message was refused, the token is fine: failed, naming the field.
+    /// message was refused, the token is fine: failed, naming the field. With neither: failed.
     @Test func invalidArgumentIsADeadTokenOrARefusedMessageByItsDetails() throws {
         let setup = try Setup()
         defer { setup.stop() }
@@ -105,6 +105,14 @@ import Testing
                     reason:
                         "FCM 400 INVALID_ARGUMENT: FCM refused the message (message.data[0].value: Invalid value at 'message.data[0].value' (TYPE_STRING), 12); the token is kept. This is a findmy bug: please report it"
                 ))
+        // Neither detail: nothing says the token is at fault.
+        #expect(
+            deliverAndWait(
+                setup.channel, command(.locate), to: ChannelAddress(provider: "fcm", token: "invalid-bare"))
+                == .failed(
+                    reason:
+                        "FCM 400 INVALID_ARGUMENT: Request contains an invalid argument. (the token is kept)")
+        )
     }
 
     @Test func aServiceAccountFileOthersCanReadIsRefused() throws {

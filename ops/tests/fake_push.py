@@ -21,7 +21,8 @@ Behaviour on demand, by token (APNs device token / FCM token / Web Push path):
           DeviceTokenNotForTopic
     FCM:  dead 404 UNREGISTERED, busy 429 (retry-after: 9), unavailable 503 (retry-after: 11),
           invalid 400 INVALID_ARGUMENT with an FcmError detail (the token is not a valid FCM
-          token), bad-payload 400 INVALID_ARGUMENT with a google.rpc.BadRequest field violation
+          token), bad-payload 400 INVALID_ARGUMENT with a google.rpc.BadRequest field violation,
+          invalid-bare 400 INVALID_ARGUMENT with no details
     Web Push: /up/dead 410, /up/gone 404, /up/busy 429 (retry-after: 5)
     Once, then accepted (a retry that succeeds), for any token or path starting with:
     APNs once-busy 429 (retry-after: 1), FCM once-unavailable 503 (retry-after: 1), Web Push
@@ -272,6 +273,8 @@ def fcm_handler(args, public_key):
             raise Refusal(503, "UNAVAILABLE", [("retry-after", "11")])
         if token == "invalid":
             raise Refusal(400, "INVALID_ARGUMENT", message="The registration token is not a valid FCM registration token")
+        if token == "invalid-bare":
+            raise Refusal(400, "INVALID_ARGUMENT", message="Request contains an invalid argument.", details=[])
         if token == "bad-payload":
             violation = "Invalid value at 'message.data[0].value' (TYPE_STRING), 12"
             raise Refusal(400, "INVALID_ARGUMENT", message=violation, details=[
