@@ -18,3 +18,32 @@ import Testing
         }
     }
 }
+
+/// The direct decoder's reader knows a location's names by their length and one byte, then a
+/// comparison of whole words: each name must be found by its own bytes, and neither a name one
+/// byte longer or shorter nor one with any single byte changed may be taken for it.
+@Suite struct LocationNameTests {
+    @Test func everyNameIsFoundByItsOwnBytesOnly() {
+        for name in LocationName.allCases {
+            let bytes = Array(name.name.description.utf8)
+            bytes.withUnsafeBufferPointer { #expect(LocationName($0) == name, "\(name)") }
+            (bytes + [UInt8(ascii: "x")]).withUnsafeBufferPointer { #expect(LocationName($0) == nil) }
+            bytes.dropLast().withUnsafeBufferPointer { #expect(LocationName($0) == nil) }
+            for index in bytes.indices {
+                var changed = bytes
+                changed[index] ^= 0x01
+                changed.withUnsafeBufferPointer {
+                    let found = LocationName($0)
+                    #expect(found == nil || found != name, "\(name) with byte \(index) changed")
+                }
+            }
+        }
+    }
+
+    @Test func thePropertiesAreTheirOwnNames() {
+        for property in FeatureMembers.Property.allCases {
+            #expect(LocationName(rawValue: property.rawValue)?.property == property)
+            #expect(LocationName(rawValue: property.rawValue)?.name.description == property.name.description)
+        }
+    }
+}
