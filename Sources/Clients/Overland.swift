@@ -349,6 +349,13 @@ struct FeatureMembers {
         }
     }
 
+    /// How many `Property` cases there are: `LocationName`'s first raw values are theirs.
+    static let propertyCount = 12
+
+    /// Sets the property whose raw value is `rawValue` (below `propertyCount`).
+    @inline(__always)
+    mutating func set(_ rawValue: Int, _ value: Value) { values[rawValue] = value }
+
     subscript(property: Property) -> Value? {
         get { values[property.rawValue] }
         set { values[property.rawValue] = newValue }

@@ -294,25 +294,6 @@ struct LocationReader {
         }
     }
 
-    /// The names of one object that `LocationName` does not know, to find a repeated one.
-    struct UnknownNames {
-        private var names = InlineArray<16, UnsafeBufferPointer<UInt8>>(
-            repeating: UnsafeBufferPointer(start: nil, count: 0))
-        private var stored = 0
-
-        /// False when `name` was seen before in this object, or there is no room to remember it.
-        mutating func insert(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-            guard stored < OverlandDecoder.directUnknownNamesMax else { return false }
-            for index in 0..<stored
-            where names[index].count == name.count && OverlandDecoder.same(names[index], name) {
-                return false
-            }
-            names[stored] = name
-            stored += 1
-            return true
-        }
-    }
-
     /// The members of one object of a location, known names by a bit each: calls `member` with
     /// each member's known name (nil for an unknown one, whose repetition is checked here), which
     /// reads or skips its value. False to give up: not an object, a repeated name, too many
@@ -323,23 +304,35 @@ struct LocationReader {
     ) -> Bool {
         guard depth <= OverlandDecoder.directDepthMax, take(UInt8(ascii: "{")) else { return false }
         if take(UInt8(ascii: "}")) { return true }
-        var seen: UInt64 = 0
-        var unknown = UnknownNames()
-        var members = 0
-        repeat {
-            guard members < OverlandDecoder.directNamesMax, let bytes = name() else { return false }
-            members += 1
-            let known = LocationName(bytes)
-            if let known {
-                let bit: UInt64 = 1 << known.rawValue
-                guard seen & bit == 0 else { return false }
-                seen |= bit
-            } else {
-                guard unknown.insert(bytes) else { return false }
-            }
-            guard member(&self, known) else { return false }
-        } while take(UInt8(ascii: ","))
-        return take(UInt8(ascii: "}"))
+        // Names `LocationName` does not know, to find a repeated one: uninitialised stack space,
+        // written only when there is one (Overland sends none).
+        return withUnsafeTemporaryAllocation(
+            of: UnsafeBufferPointer<UInt8>.self, capacity: OverlandDecoder.directUnknownNamesMax
+        ) { unknown in
+            var seen: UInt64 = 0
+            var unknownCount = 0
+            var members = 0
+            repeat {
+                guard members < OverlandDecoder.directNamesMax, let bytes = name() else { return false }
+                members += 1
+                let known = LocationName(bytes)
+                if let known {
+                    let bit: UInt64 = 1 << known.rawValue
+                    guard seen & bit == 0 else { return false }
+                    seen |= bit
+                } else {
+                    guard unknownCount < OverlandDecoder.directUnknownNamesMax else { return false }
+                    for index in 0..<unknownCount
+                    where unknown[index].count == bytes.count && OverlandDecoder.same(unknown[index], bytes) {
+                        return false
+                    }
+                    unknown.initializeElement(at: unknownCount, to: bytes)
+                    unknownCount += 1
+                }
+                guard member(&self, known) else { return false }
+            } while take(UInt8(ascii: ","))
+            return take(UInt8(ascii: "}"))
+        }
     }
 
     /// One element of `locations` (an object, at depth 3), read into what `feature` reads.
@@ -384,9 +377,11 @@ struct LocationReader {
     private mutating func properties(_ scanner: inout JSONScanner, into feature: inout FeatureMembers) -> Bool
     {
         object(depth: 4) { reader, name in
-            guard let property = name?.property else { return reader.skip(&scanner, depth: 4) }
+            guard let name, name.rawValue < FeatureMembers.propertyCount else {
+                return reader.skip(&scanner, depth: 4)
+            }
             guard let value = reader.scalar(&scanner) else { return false }
-            feature[property] = value
+            feature.set(name.rawValue, value)
             return true
         }
     }
@@ -438,65 +433,79 @@ enum LocationName: Int, CaseIterable {
     var property: FeatureMembers.Property? { FeatureMembers.Property(rawValue: rawValue) }
 
     /// The name `bytes` spell, or nil. The length picks the candidates, a byte that differs
-    /// between them picks one, and one comparison of whole words confirms it.
+    /// between them picks one, and one comparison of whole words with its literal confirms it.
     @inline(__always)
     init?(_ bytes: UnsafeBufferPointer<UInt8>) {
         let text = bytes.baseAddress!
-        let candidate: LocationName
-        switch bytes.count {
-        case 3: candidate = .end
+        let count = bytes.count
+        func pick(_ candidate: LocationName, _ name: StaticString) -> LocationName? {
+            Self.spells(text, count, name) ? candidate : nil
+        }
+        let found: LocationName?
+        switch count {
+        case 3: found = pick(.end, "end")
         case 4:
             switch text[0] {
-            case UInt8(ascii: "t"): candidate = .type
-            case UInt8(ascii: "w"): candidate = .wifi
-            default: candidate = .mode
+            case UInt8(ascii: "t"): found = pick(.type, "type")
+            case UInt8(ascii: "w"): found = pick(.wifi, "wifi")
+            default: found = pick(.mode, "mode")
             }
         case 5:
             if text[1] == UInt8(ascii: "p") {
-                candidate = .speed
+                found = pick(.speed, "speed")
             } else {
-                candidate = text[2] == UInt8(ascii: "a") ? .start : .steps
+                found = text[2] == UInt8(ascii: "a") ? pick(.start, "start") : pick(.steps, "steps")
             }
         case 6:
             switch text[0] {
-            case UInt8(ascii: "a"): candidate = .action
-            case UInt8(ascii: "c"): candidate = .course
-            case UInt8(ascii: "m"): candidate = .motion
-            default: candidate = .pauses
+            case UInt8(ascii: "a"): found = pick(.action, "action")
+            case UInt8(ascii: "c"): found = pick(.course, "course")
+            case UInt8(ascii: "m"): found = pick(.motion, "motion")
+            default: found = pick(.pauses, "pauses")
             }
         case 8:
             switch text[0] {
-            case UInt8(ascii: "a"): candidate = text[1] == UInt8(ascii: "l") ? .altitude : .activity
-            case UInt8(ascii: "g"): candidate = .geometry
+            case UInt8(ascii: "a"):
+                found = text[1] == UInt8(ascii: "l") ? pick(.altitude, "altitude") : pick(.activity, "activity")
+            case UInt8(ascii: "g"): found = pick(.geometry, "geometry")
             default:
                 switch text[1] {
-                case UInt8(ascii: "e"): candidate = .deferred
-                case UInt8(ascii: "i"): candidate = .distance
-                default: candidate = .duration
+                case UInt8(ascii: "e"): found = pick(.deferred, "deferred")
+                case UInt8(ascii: "i"): found = pick(.distance, "distance")
+                default: found = pick(.duration, "duration")
                 }
             }
-        case 9: candidate = text[0] == UInt8(ascii: "t") ? .timestamp : .deviceID
-        case 10: candidate = .properties
-        case 11: candidate = .coordinates
-        case 12: candidate = text[0] == UInt8(ascii: "a") ? .arrivalDate : .endLocation
-        case 13: candidate = text[8] == UInt8(ascii: "l") ? .batteryLevel : .batteryState
+        case 9:
+            found = text[0] == UInt8(ascii: "t") ? pick(.timestamp, "timestamp") : pick(.deviceID, "device_id")
+        case 10: found = pick(.properties, "properties")
+        case 11: found = pick(.coordinates, "coordinates")
+        case 12:
+            found =
+                text[0] == UInt8(ascii: "a")
+                ? pick(.arrivalDate, "arrival_date") : pick(.endLocation, "end_location")
+        case 13:
+            found =
+                text[8] == UInt8(ascii: "l")
+                ? pick(.batteryLevel, "battery_level") : pick(.batteryState, "battery_state")
         case 14:
             if text[0] == UInt8(ascii: "d") {
-                candidate = .departureDate
+                found = pick(.departureDate, "departure_date")
             } else {
-                candidate = text[1] == UInt8(ascii: "p") ? .speedAccuracy : .startLocation
+                found =
+                    text[1] == UInt8(ascii: "p")
+                    ? pick(.speedAccuracy, "speed_accuracy") : pick(.startLocation, "start_location")
             }
-        case 15: candidate = .courseAccuracy
-        case 16: candidate = .desiredAccuracy
-        case 17: candidate = .verticalAccuracy
-        case 18: candidate = .significantChange
-        case 19: candidate = .horizontalAccuracy
-        case 20: candidate = .locationsInPayload
-        case 21: candidate = .stoppedAutomatically
-        default: return nil
+        case 15: found = pick(.courseAccuracy, "course_accuracy")
+        case 16: found = pick(.desiredAccuracy, "desired_accuracy")
+        case 17: found = pick(.verticalAccuracy, "vertical_accuracy")
+        case 18: found = pick(.significantChange, "significant_change")
+        case 19: found = pick(.horizontalAccuracy, "horizontal_accuracy")
+        case 20: found = pick(.locationsInPayload, "locations_in_payload")
+        case 21: found = pick(.stoppedAutomatically, "stopped_automatically")
+        default: found = nil
         }
-        guard Self.spells(text, bytes.count, candidate.name) else { return nil }
-        self = candidate
+        guard let found else { return nil }
+        self = found
     }
 
     /// Whether the `count` bytes at `text` are `name` (of that length), compared a word at a time

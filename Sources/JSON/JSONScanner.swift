@@ -44,6 +44,7 @@ public struct JSONScanner: ~Copyable {
     public mutating func number() -> Double? {
         parser.skipWhitespace()
         guard parser.index < parser.count else { return nil }
+        if let value = parser.shortDecimal() { return value }
         switch parser.base[parser.index] {
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             switch try? parser.parseNumber() {
