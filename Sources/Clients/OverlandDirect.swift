@@ -195,6 +195,29 @@ struct LocationReader {
         return true
     }
 
+    /// Where the first byte at or after `from` that ends a plain run is (a quote, a backslash, a
+    /// control byte or a non-ASCII one), looking eight bytes at a time while eight remain; the
+    /// caller reads that byte itself. Each test below flags a byte exactly when nothing before it
+    /// in the word was flagged (a borrow only runs upward from a flagged byte), so the lowest flag
+    /// is the first such byte.
+    @inline(__always)
+    func plainRunEnd(from: Int) -> Int {
+        var end = from
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        while end + 8 <= count {
+            let word = UnsafeRawPointer(base + end).loadUnaligned(as: UInt64.self)
+            let quote = word ^ (ones &* 0x22)
+            let backslash = word ^ (ones &* 0x5C)
+            let flags =
+                ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (word &- ones &* 0x20) & ~word
+                    | word) & highs
+            if flags != 0 { return end + flags.trailingZeroBitCount / 8 }
+            end += 8
+        }
+        return end
+    }
+
     /// The member name that comes next and the `:` after it: the name's bytes when it is printable
     /// ASCII without escapes (so that they are its value), nil otherwise (the caller gives up).
     @inline(__always)
@@ -202,7 +225,7 @@ struct LocationReader {
         skipWhitespace()
         guard at < count, base[at] == UInt8(ascii: "\"") else { return nil }
         let start = at + 1
-        var end = start
+        var end = plainRunEnd(from: start)
         while true {
             guard end < count else { return nil }
             let byte = base[end]
@@ -220,7 +243,7 @@ struct LocationReader {
     @inline(__always)
     mutating func plainString() -> UnsafeBufferPointer<UInt8>? {
         let start = at + 1
-        var end = start
+        var end = plainRunEnd(from: start)
         while end < count {
             let byte = base[end]
             if byte == UInt8(ascii: "\"") {
@@ -466,7 +489,8 @@ enum LocationName: Int, CaseIterable {
         case 8:
             switch text[0] {
             case UInt8(ascii: "a"):
-                found = text[1] == UInt8(ascii: "l") ? pick(.altitude, "altitude") : pick(.activity, "activity")
+                found =
+                    text[1] == UInt8(ascii: "l") ? pick(.altitude, "altitude") : pick(.activity, "activity")
             case UInt8(ascii: "g"): found = pick(.geometry, "geometry")
             default:
                 switch text[1] {
@@ -476,7 +500,8 @@ enum LocationName: Int, CaseIterable {
                 }
             }
         case 9:
-            found = text[0] == UInt8(ascii: "t") ? pick(.timestamp, "timestamp") : pick(.deviceID, "device_id")
+            found =
+                text[0] == UInt8(ascii: "t") ? pick(.timestamp, "timestamp") : pick(.deviceID, "device_id")
         case 10: found = pick(.properties, "properties")
         case 11: found = pick(.coordinates, "coordinates")
         case 12:

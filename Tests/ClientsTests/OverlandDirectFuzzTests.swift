@@ -58,7 +58,9 @@ import Testing
         }
 
         mutating func scalar() -> String {
-            if !valid && chance(3) { return OverlandDirectFuzzTests.invalidScalars.randomElement(using: &rng)! }
+            if !valid && chance(3) {
+                return OverlandDirectFuzzTests.invalidScalars.randomElement(using: &rng)!
+            }
             return OverlandDirectFuzzTests.validScalars.randomElement(using: &rng)!
         }
 
@@ -67,10 +69,12 @@ import Testing
             if depth > 6 || roll < 75 { return scalar() }
             if roll < 88 {
                 let count = Int.random(in: 0...3, using: &rng)
-                return "[" + space() + (0..<count).map { _ in value(depth: depth + 1) }.joined(separator: "," + space())
+                return "[" + space()
+                    + (0..<count).map { _ in value(depth: depth + 1) }.joined(separator: "," + space())
                     + space() + "]"
             }
-            return object(names: ["a", "b", "mode", "type", "coordinates"], members: 0...3, depth: depth + 1) {
+            return object(names: ["a", "b", "mode", "type", "coordinates"], members: 0...3, depth: depth + 1)
+            {
                 $0.value(depth: depth + 1)
             }
         }
@@ -84,7 +88,9 @@ import Testing
             for _ in 0..<Int.random(in: members, using: &rng) {
                 var name = names.randomElement(using: &rng)!
                 if used.contains(name) && (valid || !chance(30)) { continue }
-                if !valid && chance(2) { name = ["\\u0061ction", "ünï", "sp\"eed"].randomElement(using: &rng)! }
+                if !valid && chance(2) {
+                    name = ["\\u0061ction", "ünï", "sp\"eed"].randomElement(using: &rng)!
+                }
                 used.insert(name)
                 parts.append(space() + "\"" + name + "\"" + space() + ":" + space() + value(&self) + space())
             }
@@ -96,7 +102,10 @@ import Testing
             return object(names: ["type", "coordinates", "bbox"], members: 1...3, depth: 4) { body in
                 guard body.chance(85) else { return body.value(depth: 4) }
                 let count = [2, 2, 2, 2, 3, 1, 0].randomElement(using: &body.rng)!
-                return "[" + (0..<count).map { _ in body.chance(90) ? "13.4\(Int.random(in: 0...99, using: &body.rng))" : body.scalar() }
+                return "["
+                    + (0..<count).map { _ in
+                        body.chance(90) ? "13.4\(Int.random(in: 0...99, using: &body.rng))" : body.scalar()
+                    }
                     .joined(separator: ",") + "]"
             }
         }
@@ -108,7 +117,9 @@ import Testing
                 case 0: return body.geometry()
                 case 1:
                     if body.chance(3) { return body.value(depth: 4) }
-                    return body.object(names: OverlandDirectFuzzTests.propertyNames, members: 0...16, depth: 4) {
+                    return body.object(
+                        names: OverlandDirectFuzzTests.propertyNames, members: 0...16, depth: 4
+                    ) {
                         $0.value(depth: 4)
                     }
                 default: return body.value(depth: 4)
@@ -119,7 +130,8 @@ import Testing
         mutating func document() -> String {
             let count = Int.random(in: 0...6, using: &rng)
             let locations =
-                "[" + space() + (0..<count).map { _ in feature() }.joined(separator: "," + space()) + space() + "]"
+                "[" + space() + (0..<count).map { _ in feature() }.joined(separator: "," + space()) + space()
+                + "]"
             var members = [space() + "\"locations\":" + space() + locations]
             if chance(30) { members.append("\"current\":" + feature()) }
             if chance(20) { members.append("\"trip\":{\"mode\":\"walk\",\"distance\":812.3}") }

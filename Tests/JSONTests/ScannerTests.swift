@@ -27,7 +27,8 @@ import Testing
         let tree = treeNumber(text)
         let (scanned, offset) = scannerNumber(text)
         if let tree {
-            #expect(scanned?.bitPattern == tree.bitPattern, "\(text): \(String(describing: scanned)) vs \(tree)")
+            #expect(
+                scanned?.bitPattern == tree.bitPattern, "\(text): \(String(describing: scanned)) vs \(tree)")
             // Past the number (and the whitespace the tree allows after it).
             let trailing = text.utf8.reversed().prefix { $0 == UInt8(ascii: " ") }.count
             #expect(offset == text.utf8.count - trailing, "\(text)")
@@ -66,7 +67,8 @@ import Testing
     }
 
     @Test(arguments: [
-        "2026-12-01T08:00:00Z", "2026-12-01T08:00:00.123Z", "2026-12-01t08:00:00+01:00", "2026-02-30T08:00:00Z",
+        "2026-12-01T08:00:00Z", "2026-12-01T08:00:00.123Z", "2026-12-01t08:00:00+01:00",
+        "2026-02-30T08:00:00Z",
         "2026-12-01T08:00:00", "", "2026-12-01T08:00:00.1234567891Z", "0000-01-01T00:00:00Z",
     ])
     func timesFromABufferAreTheArrayForm(_ text: String) {
