@@ -28,8 +28,8 @@ import Events
 public enum RegistrySnapshotFormat {
     /// 2 appends the Web Push keys of push tokens; 3 (issue 14) appends share permissions and open
     /// commands; 4 (issue 13) appends the users' OwnTracks Friends setting. Older versions still read.
-    public static let version: UInt16 = 4
-    public static let versionsRead: ClosedRange<UInt16> = 1...4
+    public static let version: UInt16 = 5
+    public static let versionsRead: ClosedRange<UInt16> = 1...5
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20

@@ -64,19 +64,27 @@ final class DeviceCard: Sendable {
     }
 
     /// The device as the reader sees it at `nowMicros`: `sharedBy` is the owner's name for a device
-    /// shared with the reader, nil for the reader's own.
-    func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?) {
+    /// shared with the reader, nil for the reader's own. `presence` is the tailnet's word on it
+    /// (docs/presence.md), from the live registry rather than the card: it changes with the clock.
+    func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?, presence: PresenceView? = nil) {
         var sharedBy = sharedBy
+        // `,"presence":...` goes before the card's closing brace.
+        var presenceWriter = JSONWriter(capacity: 128)
+        PresenceView.write(&presenceWriter, presence)
+        let presenceBytes = Array(#","presence":"#.utf8) + presenceWriter.bytes + [UInt8(ascii: "}")]
+        precondition(bytes.last == UInt8(ascii: "}"))
         sharedBy.withUTF8Optional { sharedByUTF8 in
             bytes.withUnsafeBufferPointer { card in
-                writer.flatValue(bytesMax: bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0)) { object in
+                let bytesMax = bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0) + presenceBytes.count
+                writer.flatValue(bytesMax: bytesMax) { object in
                     object.raw(UnsafeBufferPointer(rebasing: card[..<sharedByAt]))
                     if let sharedByUTF8 { object.string(utf8: sharedByUTF8) } else { object.null() }
                     object.raw(UnsafeBufferPointer(rebasing: card[sharedByAt..<sinceLastReportAt]))
                     Self.writeSeconds(&object, lastSeenMicros.map { nowMicros - $0 })
                     object.raw(UnsafeBufferPointer(rebasing: card[sinceLastReportAt..<fixAgeAt]))
                     Self.writeSeconds(&object, recordedAtMicros.map { nowMicros - $0 })
-                    object.raw(UnsafeBufferPointer(rebasing: card[fixAgeAt...]))
+                    object.raw(UnsafeBufferPointer(rebasing: card[fixAgeAt..<(card.count - 1)]))
+                    presenceBytes.withUnsafeBufferPointer { object.raw($0) }
                 }
             }
         }

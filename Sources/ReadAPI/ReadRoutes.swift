@@ -99,11 +99,15 @@ extension ReadService {
             bytesMax += card?.bytesMax(sharedByUTF8Count: sharedBy(id)?.utf8.count ?? 0) ?? 0
         }
         let now = clockMicros()
+        let registry = identity.registrySnapshot
         var writer = JSONWriter(capacity: bytesMax)
         writer.beginObject()
         writer.key("devices")
         writer.beginArray()
-        for case (let id, let card?) in list { card.write(&writer, nowMicros: now, sharedBy: sharedBy(id)) }
+        for case (let id, let card?) in list {
+            card.write(
+                &writer, nowMicros: now, sharedBy: sharedBy(id), presence: registry.presence(of: id, nowMicros: now))
+        }
         writer.endArray()
         writer.endObject()
         return .json(writer.bytes)
@@ -120,7 +124,10 @@ extension ReadService {
         var scratch = JSONWriter(capacity: 2048)
         let card = try decoding { () throws(PostgresError) in try makeCard(result, 0, scratch: &scratch) }
         var writer = JSONWriter(capacity: card.bytesMax(sharedByUTF8Count: sharedBy?.utf8.count ?? 0))
-        card.write(&writer, nowMicros: clockMicros(), sharedBy: sharedBy)
+        let now = clockMicros()
+        card.write(
+            &writer, nowMicros: now, sharedBy: sharedBy,
+            presence: identity.registrySnapshot.presence(of: deviceID, nowMicros: now))
         return .json(writer.bytes)
     }
 

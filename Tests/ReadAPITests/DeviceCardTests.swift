@@ -31,18 +31,18 @@ import Testing
         let card = card(id: 7, lastSeen: 1_000_000, recordedAt: 4_500_000)
         #expect(
             written([card], nowMicros: 10_000_000, sharedBy: nil)
-                == #"[{"id":7,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":9,"fix_age_seconds":5,"latest":null}]"#
+                == #"[{"id":7,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":9,"fix_age_seconds":5,"latest":null,"presence":null}]"#
         )
         // Another reader, later, the same card; a time ahead of the clock rounds down.
         #expect(
             written([card, card], nowMicros: 4_000_000, sharedBy: "Zoë \"Z\"")
-                == #"[{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null},"#
-                + #"{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null}]"#
+                == #"[{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null,"presence":null},"#
+                + #"{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null,"presence":null}]"#
         )
         let never = self.card(id: 8, lastSeen: nil, recordedAt: nil)
         #expect(
             written([never], nowMicros: 4_000_000, sharedBy: nil)
-                == #"[{"id":8,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":null,"fix_age_seconds":null,"latest":null}]"#
+                == #"[{"id":8,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":null,"fix_age_seconds":null,"latest":null,"presence":null}]"#
         )
     }
 
