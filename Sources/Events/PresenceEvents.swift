@@ -41,7 +41,9 @@ public struct PresenceChanged: Equatable, Sendable {
     /// Server clock: when the poll that saw the change was answered.
     public var observedAtMicros: Int64
 
-    public init(deviceID: UInt64, nodeID: String, online: Bool, lastSeenMicros: Int64?, observedAtMicros: Int64) {
+    public init(
+        deviceID: UInt64, nodeID: String, online: Bool, lastSeenMicros: Int64?, observedAtMicros: Int64
+    ) {
         self.deviceID = deviceID
         self.nodeID = nodeID
         self.online = online
@@ -92,7 +94,8 @@ extension EventCodec {
         case .devicePresenceLinked:
             return .devicePresenceLinked(
                 DevicePresenceLinked(
-                    deviceID: try r.u64(), userID: try r.u64(), nodeID: try r.string(), nodeName: try r.string()))
+                    deviceID: try r.u64(), userID: try r.u64(), nodeID: try r.string(),
+                    nodeName: try r.string()))
         case .presenceChanged:
             let deviceID = try r.u64()
             let nodeID = try r.string()

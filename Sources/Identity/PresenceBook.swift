@@ -85,7 +85,11 @@ public struct PresenceView: Equatable, Sendable {
         writer.key("online")
         writer.bool(view.online)
         writer.key("last_seen")
-        if let at = view.atMicros { writer.timestamp(micros: RFC3339.clampedMicros(at)) } else { writer.null() }
+        if let at = view.atMicros {
+            writer.timestamp(micros: RFC3339.clampedMicros(at))
+        } else {
+            writer.null()
+        }
         writer.endObject()
     }
 }
@@ -99,7 +103,8 @@ extension Registry {
             return PresenceView(online: false, atMicros: nil, nodeName: link.nodeName)
         }
         return PresenceView(
-            online: state.online, atMicros: state.online ? nowMicros : (state.lastSeenMicros ?? state.changedAtMicros),
+            online: state.online,
+            atMicros: state.online ? nowMicros : (state.lastSeenMicros ?? state.changedAtMicros),
             nodeName: link.nodeName)
     }
 }

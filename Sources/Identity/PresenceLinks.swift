@@ -60,7 +60,8 @@ extension IdentityService {
             return try appendAndApply(
                 .devicePresenceLinked(
                     DevicePresenceLinked(
-                        deviceID: deviceID, userID: userID, nodeID: node?.id ?? "", nodeName: node?.name ?? "")),
+                        deviceID: deviceID, userID: userID, nodeID: node?.id ?? "", nodeName: node?.name ?? ""
+                    )),
                 receivedAtMicros: clockMicros())
         }
         if let offset {

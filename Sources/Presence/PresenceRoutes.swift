@@ -19,10 +19,12 @@ extension PresenceService {
                 case .null?: node = nil
                 case nil:
                     throw APIError.badRequest(
-                        .missingField, "headscale_node: the node's name or id, or null to unlink, is required")
+                        .missingField, "headscale_node: the node's name or id, or null to unlink, is required"
+                    )
                 default:
                     throw APIError.badRequest(
-                        .wrongType, "headscale_node must be a node's name or id (a non-empty string), or null")
+                        .wrongType, "headscale_node must be a node's name or id (a non-empty string), or null"
+                    )
                 }
                 try link(deviceID: caller.deviceID, userID: caller.userID, node: node)
                 return linkAnswer(deviceID: caller.deviceID)
@@ -72,7 +74,11 @@ extension PresenceService {
             writer.key("online")
             writer.bool(node.online)
             writer.key("last_seen")
-            if let seen = node.lastSeenMicros { writer.timestamp(micros: RFC3339.clampedMicros(seen)) } else { writer.null() }
+            if let seen = node.lastSeenMicros {
+                writer.timestamp(micros: RFC3339.clampedMicros(seen))
+            } else {
+                writer.null()
+            }
             writer.endObject()
         }
         writer.endArray()

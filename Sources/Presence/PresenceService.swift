@@ -154,7 +154,8 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
             status.withLock {
                 if $0.lastFailure != failure {
                     StructuredLog.error(
-                        "presence_poll_failed", ["state": .string(failure.state), "error": .string(failure.description)])
+                        "presence_poll_failed",
+                        ["state": .string(failure.state), "error": .string(failure.description)])
                 }
                 $0.lastFailure = failure
                 $0.consecutiveFailures += 1
@@ -180,7 +181,8 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
     private func recordChange(deviceID: UInt64, node: HeadscaleNode, atMicros now: Int64) {
         do {
             let changed = try identity.recordPresence(deviceID: deviceID) { link, last in
-                PresenceRule.change(deviceID: deviceID, link: link, last: last, observed: node, nowMicros: now)
+                PresenceRule.change(
+                    deviceID: deviceID, link: link, last: last, observed: node, nowMicros: now)
             }
             guard let changed else { return }
             status.withLock { $0.changesRecorded += 1 }
@@ -192,7 +194,9 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
                 ])
         } catch {
             // The log could not take it: the next poll finds the same difference and tries again.
-            StructuredLog.error("presence_record_failed", ["device_id": .int(Int64(deviceID)), "error": .string(error.message)])
+            StructuredLog.error(
+                "presence_record_failed",
+                ["device_id": .int(Int64(deviceID)), "error": .string(error.message)])
         }
     }
 
@@ -208,7 +212,8 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
         guard let client = client.withLock({ $0 }) else { return .failure(.unreachable("not started")) }
         let answer = OneShot<Result<IncomingResponse, TransportFailure>>()
         client.send(
-            .get(configuration.nodesURL, headers: ["Authorization: Bearer \(key)", "Accept: application/json"])
+            .get(
+                configuration.nodesURL, headers: ["Authorization: Bearer \(key)", "Accept: application/json"])
         ) { answer.set($0) }
         switch answer.wait() {
         case .failure(let failure): return .failure(.unreachable(failure.message))
@@ -260,7 +265,8 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
         }
         let offset = try identity.setPresenceLink(
             deviceID: deviceID, userID: userID,
-            node: LinkableNode(id: found.id, name: found.name, online: found.online, lastSeenMicros: found.lastSeenMicros))
+            node: LinkableNode(
+                id: found.id, name: found.name, online: found.online, lastSeenMicros: found.lastSeenMicros))
         // The node list is at most one poll old: its state is recorded now rather than at the next poll.
         let seenAt = status.withLock { $0.nodesAtMicros }
         recordChange(deviceID: deviceID, node: found, atMicros: seenAt)
@@ -272,7 +278,11 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
     public func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
         let snapshot = status.withLock { $0 }
         var members: [(String, JSONValue)] = [
-            ("state", .string(snapshot.lastFailure?.state ?? (snapshot.lastSuccessMicros == nil ? "starting" : "ok"))),
+            (
+                "state",
+                .string(
+                    snapshot.lastFailure?.state ?? (snapshot.lastSuccessMicros == nil ? "starting" : "ok"))
+            ),
             ("url", .string(configuration.nodesURL)),
             ("poll_seconds", .integer(Int64(configuration.pollSeconds))),
             ("consecutive_failures", .integer(Int64(snapshot.consecutiveFailures))),
@@ -282,7 +292,8 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
             ("changes_recorded", .integer(Int64(snapshot.changesRecorded))),
         ]
         members.append(
-            ("last_success_at", snapshot.lastSuccessMicros.map { .string(RFC3339.formatMicros($0)) } ?? .null))
+            ("last_success_at", snapshot.lastSuccessMicros.map { .string(RFC3339.formatMicros($0)) } ?? .null)
+        )
         members.append(("error", snapshot.lastFailure.map { .string($0.description) } ?? .null))
         return (snapshot.lastFailure != nil, members)
     }

@@ -66,7 +66,8 @@ final class DeviceCard: Sendable {
     /// The device as the reader sees it at `nowMicros`: `sharedBy` is the owner's name for a device
     /// shared with the reader, nil for the reader's own. `presence` is the tailnet's word on it
     /// (docs/presence.md), from the live registry rather than the card: it changes with the clock.
-    func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?, presence: PresenceView? = nil) {
+    func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?, presence: PresenceView? = nil)
+    {
         var sharedBy = sharedBy
         // `,"presence":...` goes before the card's closing brace.
         var presenceWriter = JSONWriter(capacity: 128)

@@ -106,7 +106,8 @@ extension ReadService {
         writer.beginArray()
         for case (let id, let card?) in list {
             card.write(
-                &writer, nowMicros: now, sharedBy: sharedBy(id), presence: registry.presence(of: id, nowMicros: now))
+                &writer, nowMicros: now, sharedBy: sharedBy(id),
+                presence: registry.presence(of: id, nowMicros: now))
         }
         writer.endArray()
         writer.endObject()

@@ -81,8 +81,10 @@ extension PanelService {
         guard let presence else { return redirect(form.settingsPath + "?error=presence_unavailable") }
         let node = (form.fields["node"] ?? "").trimmingCharacters(in: " ")
         do throws(APIError) {
-            try presence.link(deviceID: form.device.id, userID: caller.userID, node: node.isEmpty ? nil : node)
-            return redirect(form.settingsPath + "?done=" + (node.isEmpty ? "presence_unlinked" : "presence_linked"))
+            try presence.link(
+                deviceID: form.device.id, userID: caller.userID, node: node.isEmpty ? nil : node)
+            return redirect(
+                form.settingsPath + "?done=" + (node.isEmpty ? "presence_unlinked" : "presence_linked"))
         } catch {
             let known = Self.presenceErrors[error.code.rawValue] != nil
             return redirect(form.settingsPath + "?error=" + (known ? error.code.rawValue : "failed"))

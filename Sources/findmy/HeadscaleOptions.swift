@@ -50,9 +50,11 @@ enum HeadscaleOptions {
         var configuration = HeadscaleConfiguration(url: url, apiKeyFile: keyFile)
         if let text = option("headscale-poll-seconds") {
             guard let seconds = Int(text),
-                (HeadscaleConfiguration.pollSecondsMin...HeadscaleConfiguration.pollSecondsMax).contains(seconds)
+                (HeadscaleConfiguration.pollSecondsMin...HeadscaleConfiguration.pollSecondsMax).contains(
+                    seconds)
             else {
-                throw UsageError("--headscale-poll-seconds must be a whole number from 1 to 86400, got '\(text)'")
+                throw UsageError(
+                    "--headscale-poll-seconds must be a whole number from 1 to 86400, got '\(text)'")
             }
             configuration.pollSeconds = seconds
         }

@@ -56,13 +56,16 @@ import Testing
         // Node ids name what each change is: "<device>-<age in days>".
         for device: UInt64 in 1...3 {
             for age: Int64 in [40, 5, 1] {
-                events.append((Self.offline(device, daysAgo: age, node: "\(device)-\(age)"), Self.now - age * Self.day))
+                events.append(
+                    (Self.offline(device, daysAgo: age, node: "\(device)-\(age)"), Self.now - age * Self.day))
             }
         }
         // Device 2: its owner erases 10 to 3 days ago; device 3 is removed.
         events.append(
             (
-                .historyErased(HistoryErased(deviceID: 2, fromMicros: Self.now - 10 * Self.day, toMicros: Self.now - 3 * Self.day)),
+                .historyErased(
+                    HistoryErased(
+                        deviceID: 2, fromMicros: Self.now - 10 * Self.day, toMicros: Self.now - 3 * Self.day)),
                 Self.now
             ))
         events.append((.deviceRemoved(DeviceRemoved(deviceID: 3)), Self.now))
@@ -85,8 +88,10 @@ import Testing
         options.diagnostics = { _ in }
         let writer = try LogWriter(directory: directory.path, options: options)
         defer { writer.close() }
-        _ = try writer.append(Self.offline(7, daysAgo: 31, node: "old"), receivedAtMicros: Self.now - 31 * Self.day)
-        _ = try writer.append(Self.offline(7, daysAgo: 29, node: "young"), receivedAtMicros: Self.now - 29 * Self.day)
+        _ = try writer.append(
+            Self.offline(7, daysAgo: 31, node: "old"), receivedAtMicros: Self.now - 31 * Self.day)
+        _ = try writer.append(
+            Self.offline(7, daysAgo: 29, node: "young"), receivedAtMicros: Self.now - 29 * Self.day)
         let policy = try RetentionPolicy.fold(
             LogReader(directory: writer.directory, writer: writer), upTo: writer.durableEnd,
             settings: RetentionSettings())

@@ -9,7 +9,9 @@ import Testing
 /// node, polls record the changes and only the changes (in the log, across a restart), the read
 /// API's device JSON and the panel show them, and a refused key shows in /healthz.
 @Suite(.serialized) struct PresenceEndToEndTests {
-    func send(_ connection: HTTPConnection, _ method: String, _ target: String, token: String, body: String? = nil)
+    func send(
+        _ connection: HTTPConnection, _ method: String, _ target: String, token: String, body: String? = nil
+    )
         throws -> Answer
     {
         var headers = [("Authorization", "Bearer \(token)")]
@@ -93,7 +95,8 @@ import Testing
         #expect(linked.body["presence"]?["online"] == .bool(true))
 
         // The device JSON: online, last_seen now.
-        let online = try send(connection, "GET", "/api/find-my/devices/\(device)?after_offset=\(offset)", token: alice)
+        let online = try send(
+            connection, "GET", "/api/find-my/devices/\(device)?after_offset=\(offset)", token: alice)
         #expect(online.status == 200, "\(online.body)")
         #expect(online.body["presence"]?["source"] == .string("headscale"))
         #expect(online.body["presence"]?["online"] == .bool(true))

@@ -30,11 +30,13 @@ import Testing
         ] as [(Bool, Int64?, Int64)] {
             let event = Event.presenceChanged(
                 PresenceChanged(
-                    deviceID: 9, nodeID: "12", online: online, lastSeenMicros: lastSeen, observedAtMicros: observed))
+                    deviceID: 9, nodeID: "12", online: online, lastSeenMicros: lastSeen,
+                    observedAtMicros: observed))
             let encoded = EventCodec.encode(event, receivedAtMicros: observed + 1)
             #expect(encoded.header.type == 35 && EventType(rawValue: 35)?.name == "presence_changed")
             #expect(encoded.header.deviceKey == 9)
-            #expect(encoded.header.recordedMinMicros == happened && encoded.header.recordedMaxMicros == happened)
+            #expect(
+                encoded.header.recordedMinMicros == happened && encoded.header.recordedMaxMicros == happened)
             #expect(try EventCodec.decode(header: encoded.header, stored: encoded.payload) == event)
             // u64 device, node id, u8 online, u8 has-lastSeen, i64 lastSeen (0 without), i64 observed.
             var expected = ByteWriter(capacity: 64)
@@ -47,7 +49,9 @@ import Testing
             #expect(encoded.payload == expected.bytes)
             var bad = encoded
             bad.payload[8 + 2 + 2] = 2  // an online flag of 2
-            #expect(throws: (any Error).self) { try EventCodec.decode(header: bad.header, stored: bad.payload) }
+            #expect(throws: (any Error).self) {
+                try EventCodec.decode(header: bad.header, stored: bad.payload)
+            }
         }
     }
 }

@@ -170,13 +170,15 @@ import Testing
                 let node = Int.random(in: 0...3, using: &random)
                 return .devicePresenceLinked(
                     DevicePresenceLinked(
-                        deviceID: device(), userID: user(), nodeID: node == 0 ? "" : "\(node)", nodeName: "n\(node)"))
+                        deviceID: device(), userID: user(), nodeID: node == 0 ? "" : "\(node)",
+                        nodeName: "n\(node)"))
             case 20:
                 return .presenceChanged(
                     PresenceChanged(
                         deviceID: device(), nodeID: "\(Int.random(in: 1...3, using: &random))",
                         online: Bool.random(using: &random),
-                        lastSeenMicros: Bool.random(using: &random) ? Int64.random(in: 0...1 << 50, using: &random) : nil,
+                        lastSeenMicros: Bool.random(using: &random)
+                            ? Int64.random(in: 0...1 << 50, using: &random) : nil,
                         observedAtMicros: Int64.random(in: 0...1 << 50, using: &random)))
             default:
                 let fixes = (0..<Int.random(in: 0...3, using: &random)).map { index in

@@ -76,14 +76,18 @@ import Testing
     }
 
     @Test func refusedKeysInEveryVersionsWay() throws {
-        #expect(HeadscaleNodes.nodes(status: 401, body: Array("Unauthorized".utf8)) == .failure(.unauthorized(status: 401)))
+        #expect(
+            HeadscaleNodes.nodes(status: 401, body: Array("Unauthorized".utf8))
+                == .failure(.unauthorized(status: 401)))
         #expect(
             HeadscaleNodes.nodes(status: 500, body: try Self.fixture("unauthorized-500.json"))
                 == .failure(.unauthorized(status: 500)))
         #expect(
             HeadscaleNodes.nodes(status: 500, body: try Self.fixture("unauthorized-500-plain.txt"))
                 == .failure(.unauthorized(status: 500)))
-        #expect(HeadscaleNodes.nodes(status: 500, body: Array("database is locked".utf8)) == .failure(.httpStatus(500)))
+        #expect(
+            HeadscaleNodes.nodes(status: 500, body: Array("database is locked".utf8))
+                == .failure(.httpStatus(500)))
         #expect(HeadscaleNodes.nodes(status: 404, body: []) == .failure(.httpStatus(404)))
     }
 
@@ -92,7 +96,8 @@ import Testing
             "<html>", #"{"nodes": 3}"#, #"{"nodes":[{"name":"no id"}]}"#, #"{"nodes":[{"id":"-1"}]}"#,
             #"{"nodes":[{"id":"1","lastSeen":"yesterday"}]}"#, #"{"nodes":[{"id":"1","online":"yes"}]}"#,
         ] {
-            guard case .failure(.badAnswer(let why)) = HeadscaleNodes.nodes(status: 200, body: Array(body.utf8))
+            guard
+                case .failure(.badAnswer(let why)) = HeadscaleNodes.nodes(status: 200, body: Array(body.utf8))
             else {
                 Issue.record("\(body) was read")
                 continue

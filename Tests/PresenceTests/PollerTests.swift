@@ -29,7 +29,8 @@ final class PresenceScratch {
         keyFile = directory + "/headscale.key"
         _ = FileManager.default.createFile(
             atPath: keyFile, contents: Data("test-api-key\n".utf8), attributes: [.posixPermissions: 0o600])
-        fake = try FakeProvider("serve", ["--key", "test-api-key", "--fixture", fixture], script: "fake_headscale.py")
+        fake = try FakeProvider(
+            "serve", ["--key", "test-api-key", "--fixture", fixture], script: "fake_headscale.py")
         identity = try Self.openIdentity(directory, clock)
         _ = try identity.createUser(name: "alice", role: .member)
         _ = try identity.createUser(name: "bob", role: .member)
@@ -47,7 +48,8 @@ final class PresenceScratch {
         var options = LogOptions()
         options.diagnostics = { _ in }
         return try IdentityService(
-            log: try LogWriter(directory: directory + "/log", options: options), clockMicros: { clock.nowMicros })
+            log: try LogWriter(directory: directory + "/log", options: options),
+            clockMicros: { clock.nowMicros })
     }
 
     func service() -> PresenceService {
@@ -97,7 +99,9 @@ final class PresenceScratch {
             #expect(throws: APIError.self) { try presence.link(deviceID: 1, userID: 1, node: node) }
         }
         // Nobody links someone else's device: the same 404 as for a device that does not exist.
-        #expect(throws: APIError.deviceNotFound) { try presence.link(deviceID: 2, userID: 1, node: "alice-laptop") }
+        #expect(throws: APIError.deviceNotFound) {
+            try presence.link(deviceID: 2, userID: 1, node: "alice-laptop")
+        }
 
         try presence.link(deviceID: 1, userID: 1, node: "alice-laptop")
         // Linking records the state the last poll saw, at once.
@@ -117,7 +121,8 @@ final class PresenceScratch {
         #expect(offline.online == false)
         #expect(offline.lastSeenMicros == (try RFC3339.parseMicros("2024-10-02T08:00:00Z")))
         let view = scratch.identity.registrySnapshot.presence(of: 1, nowMicros: scratch.clock.nowMicros)
-        #expect(view == PresenceView(online: false, atMicros: offline.lastSeenMicros, nodeName: "alice-laptop"))
+        #expect(
+            view == PresenceView(online: false, atMicros: offline.lastSeenMicros, nodeName: "alice-laptop"))
 
         // Unlinking ends it; polls record nothing more for the device.
         try presence.link(deviceID: 1, userID: 1, node: nil)

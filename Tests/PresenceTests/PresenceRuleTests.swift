@@ -10,7 +10,9 @@ import Testing
     let now: Int64 = 1_800_000_000_000_000
 
     func node(online: Bool, lastSeen: Int64?) -> HeadscaleNode {
-        HeadscaleNode(id: "1", name: "laptop", hostName: "laptop", userName: "alice", online: online, lastSeenMicros: lastSeen)
+        HeadscaleNode(
+            id: "1", name: "laptop", hostName: "laptop", userName: "alice", online: online,
+            lastSeenMicros: lastSeen)
     }
 
     func change(_ last: PresenceBook.State?, _ observed: HeadscaleNode) -> PresenceChanged? {
@@ -20,7 +22,8 @@ import Testing
     @Test func firstObservationIsRecorded() {
         #expect(
             change(nil, node(online: true, lastSeen: 5))
-                == PresenceChanged(deviceID: 7, nodeID: "1", online: true, lastSeenMicros: 5, observedAtMicros: now))
+                == PresenceChanged(
+                    deviceID: 7, nodeID: "1", online: true, lastSeenMicros: 5, observedAtMicros: now))
         let offline = change(nil, node(online: false, lastSeen: 5))
         #expect(offline?.online == false)
         #expect(offline?.happenedAtMicros == 5)
@@ -55,7 +58,10 @@ import Testing
         var configuration = HeadscaleConfiguration(url: "http://h", apiKeyFile: "/k")
         configuration.pollSeconds = 30
         configuration.backoffSecondsMax = 600
-        #expect((0...7).map { configuration.delaySeconds(afterFailures: $0) } == [30, 60, 120, 240, 480, 600, 600, 600])
+        #expect(
+            (0...7).map { configuration.delaySeconds(afterFailures: $0) } == [
+                30, 60, 120, 240, 480, 600, 600, 600,
+            ])
         #expect(configuration.nodesURL == "http://h/api/v1/node")
         configuration.url = "http://h/"
         #expect(configuration.nodesURL == "http://h/api/v1/node")
