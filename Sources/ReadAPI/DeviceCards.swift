@@ -69,10 +69,9 @@ final class DeviceCard: Sendable {
     func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?, presence: PresenceView? = nil)
     {
         var sharedBy = sharedBy
-        // `,"presence":...` goes before the card's closing brace.
-        var presenceWriter = JSONWriter(capacity: 128)
-        PresenceView.write(&presenceWriter, presence)
-        let presenceBytes = Array(#","presence":"#.utf8) + presenceWriter.bytes + [UInt8(ascii: "}")]
+        // `,"presence":...` goes before the card's closing brace; most devices are not linked, and
+        // a list of a thousand writes their constant tail without building it.
+        let presenceBytes = presence.map(Self.presenceTail) ?? Self.unlinkedTail
         precondition(bytes.last == UInt8(ascii: "}"))
         sharedBy.withUTF8Optional { sharedByUTF8 in
             bytes.withUnsafeBufferPointer { card in
@@ -89,6 +88,14 @@ final class DeviceCard: Sendable {
                 }
             }
         }
+    }
+
+    static let unlinkedTail = Array(#","presence":null}"#.utf8)
+
+    static func presenceTail(_ view: PresenceView) -> [UInt8] {
+        var writer = JSONWriter(capacity: 128)
+        PresenceView.write(&writer, view)
+        return Array(#","presence":"#.utf8) + writer.bytes + [UInt8(ascii: "}")]
     }
 
     /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.

@@ -99,7 +99,7 @@ extension ReadService {
             bytesMax += card?.bytesMax(sharedByUTF8Count: sharedBy(id)?.utf8.count ?? 0) ?? 0
         }
         let now = clockMicros()
-        let registry = identity.registrySnapshot
+        let presence = identity.presence(of: list.map(\.id), nowMicros: now)
         var writer = JSONWriter(capacity: bytesMax)
         writer.beginObject()
         writer.key("devices")
@@ -107,7 +107,7 @@ extension ReadService {
         for case (let id, let card?) in list {
             card.write(
                 &writer, nowMicros: now, sharedBy: sharedBy(id),
-                presence: registry.presence(of: id, nowMicros: now))
+                presence: presence[id])
         }
         writer.endArray()
         writer.endObject()
@@ -128,7 +128,7 @@ extension ReadService {
         let now = clockMicros()
         card.write(
             &writer, nowMicros: now, sharedBy: sharedBy,
-            presence: identity.registrySnapshot.presence(of: deviceID, nowMicros: now))
+            presence: identity.presence(of: [deviceID], nowMicros: now)[deviceID])
         return .json(writer.bytes)
     }
 

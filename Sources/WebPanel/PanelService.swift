@@ -114,10 +114,7 @@ public final class PanelService: Sendable {
             // Commands (docs/commands.md): from the registry, ahead of the projection.
             page.lost = identity.lostDevices(devices.map(\.id))
             page.commandable = Set(devices.map(\.id).filter { identity.mayCommand($0, user: reader) })
-            let registry = identity.registrySnapshot
-            for device in devices {
-                page.presence[device.id] = registry.presence(of: device.id, nowMicros: now)
-            }
+            page.presence = identity.presence(of: devices.map(\.id), nowMicros: now)
             var status = 200
             if case .notFound = selection { status = 404 }
             return pageResponse(page.render(), status: status, tileSource: tileSource)
