@@ -211,3 +211,32 @@ final class PresenceScratch {
         #expect(throws: PresenceSetupError.self) { try presence.start() }
     }
 }
+
+/// The same poller against each version's answer (Fixtures/headscale): node 1 is alice's laptop in
+/// every one; whatever its first state, each change is one event and steady polls add none.
+@Suite(.serialized) struct PollerVersionTests {
+    @Test(arguments: ["v0.23", "v0.25", "v0.27", "v0.28", "v0.29"])
+    func eachVersionRecordsOnlyChanges(fixture: String) throws {
+        let scratch = try PresenceScratch(fixture: fixture)
+        defer { scratch.close() }
+        let presence = scratch.service()
+        try presence.prepare()
+        defer { presence.stop(graceMicros: 0) }
+        presence.round()
+        #expect(try presence.linkableNodes(userID: 1).map(\.id).contains("1"), "\(fixture)")
+        try presence.link(deviceID: 1, userID: 1, node: "1")
+        let first = scratch.identity.registrySnapshot.presence.states[1]
+        #expect(first != nil, "\(fixture): the link records the state the last poll saw")
+        try scratch.fake.command("set 1 online")
+        for _ in 0..<3 { presence.round() }
+        try scratch.fake.command("set 1 offline 2027-01-01T00:00:00.5Z")
+        for _ in 0..<3 { presence.round() }
+        let changes = try scratch.presenceEvents().compactMap { event -> PresenceChanged? in
+            if case .presenceChanged(let changed) = event { return changed }
+            return nil
+        }
+        // The first state, then online (unless it was online already), then offline.
+        #expect(changes.map(\.online) == (first!.online ? [true, false] : [false, true, false]), "\(fixture)")
+        #expect(changes.last?.lastSeenMicros == (try RFC3339.parseMicros("2027-01-01T00:00:00.5Z")))
+    }
+}
