@@ -46,6 +46,8 @@ public enum HeadscaleFailure: Error, Equatable, Sendable, CustomStringConvertibl
     case unreachable(String)
     case httpStatus(Int)
     case badAnswer(String)
+    /// The API key file cannot be read (gone, or readable by others since the start).
+    case keyFile(String)
 
     /// The short state name of /healthz and /metrics.
     public var state: String {
@@ -54,6 +56,7 @@ public enum HeadscaleFailure: Error, Equatable, Sendable, CustomStringConvertibl
         case .unreachable: "unreachable"
         case .httpStatus: "http_error"
         case .badAnswer: "bad_answer"
+        case .keyFile: "key_file"
         }
     }
 
@@ -64,6 +67,7 @@ public enum HeadscaleFailure: Error, Equatable, Sendable, CustomStringConvertibl
         case .unreachable(let why): "headscale did not answer: \(why); check --headscale-url"
         case .httpStatus(let status): "headscale answered HTTP \(status) to GET /api/v1/node"
         case .badAnswer(let why): "headscale's node list could not be read: \(why)"
+        case .keyFile(let why): "the API key file cannot be used: \(why)"
         }
     }
 }

@@ -151,6 +151,8 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
             }
             record(nodes, atMicros: now)
         case .failure(let failure):
+            // A poll cut by the stop says nothing about headscale.
+            if worker.stopSignal.isRequested { return 0 }
             status.withLock {
                 if $0.lastFailure != failure {
                     StructuredLog.error(
@@ -207,7 +209,7 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
         do {
             key = try Self.readKey(configuration.apiKeyFile)
         } catch {
-            return .failure(.unreachable("the API key file cannot be read: \(error)"))
+            return .failure(.keyFile(error.description))
         }
         guard let client = client.withLock({ $0 }) else { return .failure(.unreachable("not started")) }
         let answer = OneShot<Result<IncomingResponse, TransportFailure>>()
@@ -308,7 +310,7 @@ public final class PresenceService: Service, StatusSource, PresenceLinking {
             # TYPE findmy_presence_polls_total counter
 
             """
-        for outcome in ["ok", "unauthorized", "unreachable", "http_error", "bad_answer"] {
+        for outcome in ["ok", "unauthorized", "unreachable", "http_error", "bad_answer", "key_file"] {
             text += "findmy_presence_polls_total{result=\"\(outcome)\"} \(snapshot.polls[outcome] ?? 0)\n"
         }
         text += """

@@ -197,6 +197,11 @@ final class PresenceScratch {
         #expect(presence.round() == 30)
         #expect(presence.health().degraded == false)
         #expect(try scratch.presenceEvents().count == before)
+        // A key file others can read is refused at every poll too, and says so.
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: scratch.keyFile)
+        presence.round()
+        #expect(presence.health().members.first { $0.0 == "state" }?.1 == .string("key_file"))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: scratch.keyFile)
         try scratch.fake.command("down")
         presence.round()
         #expect(presence.health().members.first { $0.0 == "state" }?.1 == .string("unreachable"))
@@ -236,7 +241,8 @@ final class PresenceScratch {
             return nil
         }
         // The first state, then online (unless it was online already), then offline.
-        #expect(changes.map(\.online) == (first!.online ? [true, false] : [false, true, false]), "\(fixture)")
+        #expect(
+            changes.map(\.online) == (first!.online ? [true, false] : [false, true, false]), "\(fixture)")
         #expect(changes.last?.lastSeenMicros == (try RFC3339.parseMicros("2027-01-01T00:00:00.5Z")))
     }
 }
