@@ -99,6 +99,8 @@ extension ReadService {
             bytesMax += card?.bytesMax(sharedByUTF8Count: sharedBy(id)?.utf8.count ?? 0) ?? 0
         }
         let now = clockMicros()
+        // Most lists link nothing: then no device is looked up (hashing an id costs about as much
+        // as the rest of the member).
         let presence = identity.presence(of: list.map(\.id), nowMicros: now)
         var writer = JSONWriter(capacity: bytesMax)
         writer.beginObject()
@@ -107,7 +109,7 @@ extension ReadService {
         for case (let id, let card?) in list {
             card.write(
                 &writer, nowMicros: now, sharedBy: sharedBy(id),
-                presence: presence[id])
+                presence: presence.isEmpty ? nil : presence[id])
         }
         writer.endArray()
         writer.endObject()

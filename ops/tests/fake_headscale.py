@@ -2,7 +2,7 @@
 """A local fake of headscale's node API (GET /api/v1/node) for Tests/PresenceTests and the
 end-to-end tests: plain HTTP on 127.0.0.1, answers taken from Fixtures/headscale.
 
-    fake_headscale.py serve --dir D [--key KEY] [--fixture NAME]
+    fake_headscale.py serve --dir D [--key KEY] [--fixture NAME] [--fixtures DIR]
 
 Listens on a free port and prints `READY <port>`. Every request is printed as `REQ <json>`
 (path, whether the Authorization header carried the key). Without `Authorization: Bearer KEY`
@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 
+# --fixtures DIR replaces it (a benchmark's generated node list).
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Fixtures", "headscale")
 
 
@@ -130,6 +131,8 @@ def main():
     if not args or args[0] != "serve":
         sys.exit(__doc__)
     options = dict(zip(args[1::2], args[2::2]))
+    global FIXTURES
+    FIXTURES = options.get("--fixtures", FIXTURES)
     state = State(options.get("--key", "test-api-key"), options.get("--fixture", "v0.23"))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
     server.daemon_threads = True
