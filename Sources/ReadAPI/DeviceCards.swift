@@ -69,13 +69,10 @@ final class DeviceCard: Sendable {
     func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?, presence: PresenceView? = nil)
     {
         var sharedBy = sharedBy
-        // `,"presence":...` goes before the card's closing brace; most devices are not linked, and
-        // a list of a thousand writes their constant tail without building it.
-        let presenceBytes = presence.map(Self.presenceTail) ?? Self.unlinkedTail
         precondition(bytes.last == UInt8(ascii: "}"))
         sharedBy.withUTF8Optional { sharedByUTF8 in
             bytes.withUnsafeBufferPointer { card in
-                let bytesMax = bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0) + presenceBytes.count
+                let bytesMax = bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0) + Self.presenceBytesMax
                 writer.flatValue(bytesMax: bytesMax) { object in
                     object.raw(UnsafeBufferPointer(rebasing: card[..<sharedByAt]))
                     if let sharedByUTF8 { object.string(utf8: sharedByUTF8) } else { object.null() }
@@ -83,19 +80,33 @@ final class DeviceCard: Sendable {
                     Self.writeSeconds(&object, lastSeenMicros.map { nowMicros - $0 })
                     object.raw(UnsafeBufferPointer(rebasing: card[sinceLastReportAt..<fixAgeAt]))
                     Self.writeSeconds(&object, recordedAtMicros.map { nowMicros - $0 })
+                    // `,"presence":...` goes before the card's closing brace.
                     object.raw(UnsafeBufferPointer(rebasing: card[fixAgeAt..<(card.count - 1)]))
-                    presenceBytes.withUnsafeBufferPointer { object.raw($0) }
+                    Self.writePresence(&object, presence)
                 }
             }
         }
     }
 
-    static let unlinkedTail = Array(#","presence":null}"#.utf8)
+    /// The most bytes `writePresence` writes.
+    static let presenceBytesMax = 64 + JSONFlatObject.timestampBytesMax
 
-    static func presenceTail(_ view: PresenceView) -> [UInt8] {
-        var writer = JSONWriter(capacity: 128)
-        PresenceView.write(&writer, view)
-        return Array(#","presence":"#.utf8) + writer.bytes + [UInt8(ascii: "}")]
+    /// `,"presence":` and `PresenceView.write`'s object (the same bytes; DeviceCardTests compares
+    /// them), then the card's closing brace. Written in place: a list of a thousand linked devices
+    /// would otherwise build a thousand small arrays.
+    static func writePresence(_ object: inout JSONFlatObject, _ presence: PresenceView?) {
+        guard let presence else {
+            return (#","presence":null}"# as StaticString).withUTF8Buffer { object.raw($0) }
+        }
+        (#","presence":{"source":"headscale","online":"# as StaticString).withUTF8Buffer { object.raw($0) }
+        object.bool(presence.online)
+        (#","last_seen":"# as StaticString).withUTF8Buffer { object.raw($0) }
+        if let at = presence.atMicros {
+            object.timestamp(micros: RFC3339.clampedMicros(at))
+        } else {
+            object.null()
+        }
+        ("}}" as StaticString).withUTF8Buffer { object.raw($0) }
     }
 
     /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.

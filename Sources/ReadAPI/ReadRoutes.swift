@@ -99,8 +99,7 @@ extension ReadService {
             bytesMax += card?.bytesMax(sharedByUTF8Count: sharedBy(id)?.utf8.count ?? 0) ?? 0
         }
         let now = clockMicros()
-        // Most lists link nothing: then no device is looked up (hashing an id costs about as much
-        // as the rest of the member).
+        // Most lists link nothing: then no device is looked up (an id's hash per device).
         let presence = identity.presence(of: list.map(\.id), nowMicros: now)
         var writer = JSONWriter(capacity: bytesMax)
         writer.beginObject()
