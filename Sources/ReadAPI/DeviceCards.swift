@@ -60,7 +60,7 @@ final class DeviceCard: Sendable {
     /// The most bytes `write` writes.
     func bytesMax(sharedByUTF8Count: Int) -> Int {
         bytes.count + JSONFlatObject.stringBytesMax(utf8Count: sharedByUTF8Count)
-            + 2 * JSONFlatObject.integerBytesMax
+            + 2 * JSONFlatObject.integerBytesMax + Self.presenceBytesMax
     }
 
     /// The device as the reader sees it at `nowMicros`: `sharedBy` is the owner's name for a device
@@ -72,7 +72,7 @@ final class DeviceCard: Sendable {
         precondition(bytes.last == UInt8(ascii: "}"))
         sharedBy.withUTF8Optional { sharedByUTF8 in
             bytes.withUnsafeBufferPointer { card in
-                let bytesMax = bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0) + Self.presenceBytesMax
+                let bytesMax = bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0)
                 writer.flatValue(bytesMax: bytesMax) { object in
                     object.raw(UnsafeBufferPointer(rebasing: card[..<sharedByAt]))
                     if let sharedByUTF8 { object.string(utf8: sharedByUTF8) } else { object.null() }
