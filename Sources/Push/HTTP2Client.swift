@@ -14,17 +14,27 @@ import Threads
 // connects as a denial-of-service attempt; Google's and Web Push services gain the same way.
 // The thread sleeps in curl_multi_poll; `send` and `close` wake it with curl_multi_wakeup.
 
-/// A request as a provider sends it: always a POST with a body.
+/// A request as a provider sends it: a POST with a body, or (`isGet`, the headscale poller of
+/// Presence, which reuses this client rather than link libcurl a second time) a GET.
 public struct OutgoingRequest: Sendable {
     public var url: String
     /// `name: value` lines, as libcurl takes them.
     public var headers: [String]
     public var body: [UInt8]
+    /// A GET without a body instead of the POST.
+    public var isGet = false
 
     public init(url: String, headers: [String], body: [UInt8]) {
         self.url = url
         self.headers = headers
         self.body = body
+    }
+
+    /// A GET of `url`.
+    public static func get(_ url: String, headers: [String]) -> OutgoingRequest {
+        var request = OutgoingRequest(url: url, headers: headers, body: [])
+        request.isGet = true
+        return request
     }
 }
 
@@ -244,13 +254,17 @@ final class Transfer: @unchecked Sendable {
         // HTTP/1.1 would otherwise wait for "100 Continue" before a large body; HTTP/2 ignores it.
         headerList = curl_slist_append(headerList, "Expect:")
         _ = findmy_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
-        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
-        _ = findmy_curl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
-        // libcurl copies the body at once (COPYPOSTFIELDS, size set just before); an empty body has no
-        // base address, and any non-null pointer does for zero bytes.
-        request.body.withUnsafeBytes {
-            _ = findmy_curl_easy_setopt_pointer(
-                easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+        if request.isGet {
+            _ = findmy_curl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        } else {
+            _ = findmy_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+            _ = findmy_curl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+            // libcurl copies the body at once (COPYPOSTFIELDS, size set just before); an empty body has
+            // no base address, and any non-null pointer does for zero bytes.
+            request.body.withUnsafeBytes {
+                _ = findmy_curl_easy_setopt_pointer(
+                    easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+            }
         }
         _ = findmy_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))

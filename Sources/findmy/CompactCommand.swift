@@ -208,6 +208,7 @@ enum CompactReportJSON {
             ("segments_scanned", log.segmentsScanned), ("segments_rewritten", log.segmentsRewritten),
             ("segments_deleted", log.segmentsDeleted), ("fixes_removed", log.fixesRemoved),
             ("places_removed", log.placesRemoved), ("command_events_removed", log.commandEventsRemoved),
+            ("presence_events_removed", log.presenceEventsRemoved),
             ("records_shrunk", log.recordsShrunk), ("envelopes_made", log.envelopesMade),
             ("records_dropped", log.recordsDropped), ("bytes_before", log.bytesBefore),
             ("bytes_after", log.bytesAfter), ("bytes_freed", log.bytesFreed),
