@@ -192,6 +192,8 @@ enum CommandsBench {
         var answerMicros: [Int64]
         var lateMicros: [Int64]
         var fakeConnections: Int64
+        /// Connections the fake accepted since it started (the warm-up opened the server's).
+        var fakeConnectionsTotal: Int64
         var serverCPUMicrosPerCommand: Double
         var fakeCPUMicrosPerCommand: Double
         var loadAverage: Double
@@ -218,6 +220,8 @@ enum CommandsBench {
         writer.value(number(PushBench.format2(api.rateAchieved)))
         writer.key("fake_connections")
         writer.int64(api.fakeConnections)
+        writer.key("fake_connections_total")
+        writer.int64(api.fakeConnectionsTotal)
         for (name, p) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)] {
             writer.key("post_to_push_ms_" + name)
             writer.value(number(milliseconds(api.toFakeNanos, p, divisor: 1e6)))
@@ -424,7 +428,7 @@ final class APIDriver: @unchecked Sendable {
             posts: count, accepted: all.count, firstRefusal: refusals.withLock { $0.first },
             rateAchieved: Double(all.count) / (Double(elapsedMicros) / 1e6), toFakeNanos: toFake,
             answerMicros: all.map(\.answerMicros).sorted(), lateMicros: all.map(\.lateMicros).sorted(),
-            fakeConnections: connectionsNow - statsBefore.connections,
+            fakeConnections: connectionsNow - statsBefore.connections, fakeConnectionsTotal: connectionsNow,
             serverCPUMicrosPerCommand: Double(serverCPU) / Double(max(1, count)),
             fakeCPUMicrosPerCommand: Double(fakeCPU) / Double(max(1, count)), loadAverage: loadAverage)
     }
