@@ -299,10 +299,19 @@ public final class CommandService: Service {
     private func append(_ events: [Event], now: Int64) {
         guard !events.isEmpty else { return }
         identity.mutations.withLock { _ in
-            // An answer may have closed the command meanwhile: an expiry then says nothing true.
+            // An answer may have closed the command meanwhile: an expiry then says nothing true. Two
+            // outcomes of one round may end the same push token: it is invalidated once.
+            var invalidated = Set<Registry.PushKey>()
             let kept = events.filter { event in
-                guard case .commandExpired(let expired) = event else { return true }
-                return identity.registry.read { $0.registry.commands.open[expired.commandID] != nil }
+                switch event {
+                case .commandExpired(let expired):
+                    return identity.registry.read { $0.registry.commands.open[expired.commandID] != nil }
+                case .pushTokenInvalidated(let ended):
+                    return invalidated.insert(Registry.PushKey(provider: ended.provider, token: ended.token))
+                        .inserted
+                default:
+                    return true
+                }
             }
             let results = Locked([Result<UInt64, APIError>?](repeating: nil, count: kept.count))
             let done = ConditionLock()

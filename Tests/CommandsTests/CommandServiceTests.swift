@@ -340,3 +340,31 @@ extension CommandServiceTests {
             secondAsked.allSatisfy { $0.commandID == second.commandID.description && !$0.sentStoredBefore })
     }
 }
+
+extension CommandServiceTests {
+    /// Two commands' outcomes stored in one round both find the same push token dead: the log says
+    /// once that it ended.
+    @Test func aTokenTwoOutcomesOfOneRoundFindDeadIsInvalidatedOnce() throws {
+        let scratch = try Scratch()
+        defer { scratch.close() }
+        _ = try scratch.identity.appendAndApply(
+            .pushTokenRegistered(
+                PushTokenRegistered(
+                    deviceID: 1, provider: "fcm", token: "dead-token", topic: "", environment: "")),
+            receivedAtMicros: scratch.clock.nowMicros)
+        let fcm = RecordingProvider(
+            name: "fcm", addresses: [ChannelAddress(provider: "fcm", token: "dead-token")],
+            script: [.addressDead(reason: "UNREGISTERED"), .addressDead(reason: "UNREGISTERED")])
+        let service = CommandService(identity: scratch.identity, channels: [fcm], clockMicros: scratch.now)
+        _ = try service.request(deviceID: 1, userID: 1, kind: .sound, message: nil, phone: nil)
+        _ = try service.request(deviceID: 1, userID: 1, kind: .locate, message: nil, phone: nil)
+        settle(service)
+        #expect(fcm.askedCount == 2)
+        let invalidated = try scratch.commandEvents().filter {
+            if case .pushTokenInvalidated = $0 { return true }
+            return false
+        }
+        #expect(invalidated.count == 1, "\(invalidated)")
+        #expect(scratch.identity.registrySnapshot.pushTokens(deviceID: 1).isEmpty)
+    }
+}
