@@ -37,10 +37,17 @@ public final class CommandService: Service {
         var number: Int
     }
 
+    /// A command to hand to the channels, but those named in `skipping` (which took it already).
+    struct Fresh {
+        var delivery: CommandDelivery
+        var skipping: [String] = []
+    }
+
     struct Work {
-        var fresh: [CommandDelivery] = []
+        var fresh: [Fresh] = []
         var outcomes: [(Attempt, DeliveryOutcome)] = []
-        /// Attempts waiting for their time, by due time (wall clock, the injected one).
+        /// Attempts waiting for their time, by due time (wall clock, the injected one): retries, and
+        /// channels' follow-ups (`.sentWithFollowUp`).
         var retries: [(dueMicros: Int64, attempt: Attempt)] = []
         /// Attempts handed to a channel and not answered yet.
         var inFlight = 0
@@ -129,7 +136,7 @@ public final class CommandService: Service {
         let delivery = CommandDelivery(
             commandID: requested.commandID.description, kind: kind, deviceID: deviceID, message: message,
             phone: phone)
-        work.withLock { $0.fresh.append(delivery) }
+        work.withLock { $0.fresh.append(Fresh(delivery: delivery)) }
         bell.ring()
         return requested
     }
@@ -150,14 +157,20 @@ public final class CommandService: Service {
         worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle)
     }
 
-    /// Starts the worker. Commands that are open and were never sent by any channel (the server
-    /// stopped before their outcome was stored) are handed to the channels again.
+    /// Starts the worker. Every open command is handed again to each channel that has not taken it
+    /// (no `command_sent` of that channel): the server stopped before the outcome was stored, or
+    /// while a retry waited for its time (retries live in memory only; the log's
+    /// `command_delivery_failed` says when, but the registry keeps no failures, so the retry goes
+    /// at once rather than at its time).
     public func start() throws {
-        let unsent = identity.registry.read { state in
-            state.registry.commands.open.values.filter { $0.sentChannels.isEmpty }.map(\.request)
+        let names = Set(channels.map(\.name))
+        let open = identity.registry.read { state in
+            state.registry.commands.open.values.filter { !names.isSubset(of: $0.sentChannels) }
         }
         work.withLock {
-            $0.fresh += unsent.sorted { $0.requestedAtMicros < $1.requestedAtMicros }.map(Self.delivery)
+            $0.fresh += open.sorted { $0.request.requestedAtMicros < $1.request.requestedAtMicros }.map {
+                Fresh(delivery: Self.delivery($0.request), skipping: $0.sentChannels)
+            }
         }
         let bell = self.bell
         worker.start { [self] stop in
@@ -195,9 +208,13 @@ public final class CommandService: Service {
             return (fresh, outcomes, due)
         }
         // New commands first: their pushes wait for no fdatasync of earlier outcomes.
-        for delivery in fresh {
-            for (index, channel) in channels.enumerated() {
-                for address in channel.addresses(forDevice: delivery.deviceID, kind: delivery.kind) {
+        for item in fresh {
+            let delivery = item.delivery
+            let registrations = identity.pushRegistrations(deviceID: delivery.deviceID)
+            for (index, channel) in channels.enumerated() where !item.skipping.contains(channel.name) {
+                for address in channel.addresses(
+                    forDevice: delivery.deviceID, kind: delivery.kind, registrations: registrations)
+                {
                     send(Attempt(delivery: delivery, channel: index, address: address, number: 1))
                 }
             }
@@ -210,10 +227,10 @@ public final class CommandService: Service {
     }
 
     /// Whether the worker has nothing in hand: no new command, no outcome to store, no attempt in
-    /// flight. Retries waiting for their time do not count.
+    /// flight. Retries and follow-ups waiting for their time do not count.
     public var isIdle: Bool { work.withLock { $0.fresh.isEmpty && $0.outcomes.isEmpty && $0.inFlight == 0 } }
 
-    /// The earliest retry waiting, for tests that move their clock to it.
+    /// The earliest retry or follow-up waiting, for tests that move their clock to it.
     public var nextRetryMicros: Int64? { work.withLock { $0.retries.map(\.dueMicros).min() } }
 
     private func isOpen(_ delivery: CommandDelivery) -> Bool {
@@ -252,6 +269,18 @@ public final class CommandService: Service {
                     CommandSent(
                         commandID: id, deviceID: delivery.deviceID, channel: channel,
                         providerID: providerID ?? "")))
+        case .sentWithFollowUp(let providerID, let afterSeconds):
+            events.append(
+                .commandSent(
+                    CommandSent(
+                        commandID: id, deviceID: delivery.deviceID, channel: channel,
+                        providerID: providerID ?? "")))
+            // Waits with the retries: due by the same clock, and dropped alike once the command closed.
+            var next = attempt
+            next.delivery.followUp = true
+            next.number = 1
+            let due = now + Int64(max(afterSeconds, 0)) * 1_000_000
+            work.withLock { $0.retries.append((due, next)) }
         case .addressDead(let reason):
             events.append(failed(reason, retryAt: nil, dead: true))
             let key = Registry.PushKey(provider: attempt.address.provider, token: attempt.address.token)

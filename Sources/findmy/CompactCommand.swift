@@ -174,6 +174,15 @@ struct CompactorStatusSource: StatusSource {
                 "Tables rewritten (VACUUM FULL) after erasures so deleted rows leave their files.",
                 totals.relationsRewritten
             ),
+            (
+                "command_events_removed_total", "counter",
+                "Command events (requested, sent, failed, answered, expired) removed from log segments.",
+                totals.commandEventsRemoved
+            ),
+            (
+                "command_rows_deleted_total", "counter",
+                "Rows removed from commands (with their command_deliveries).", totals.commandRowsDeleted
+            ),
         ]
         var text = ""
         for (name, type, help, value) in lines {
