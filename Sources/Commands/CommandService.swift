@@ -207,7 +207,7 @@ public final class CommandService: Service {
             work.retries.removeAll { $0.dueMicros <= now }
             return (fresh, outcomes, due)
         }
-        for (attempt, outcome) in outcomes { store(outcome, of: attempt, now: now) }
+        // New commands first: their pushes wait for no fdatasync of earlier outcomes.
         for item in fresh {
             let delivery = item.delivery
             let registrations = identity.pushRegistrations(deviceID: delivery.deviceID)
@@ -220,6 +220,9 @@ public final class CommandService: Service {
             }
         }
         for attempt in due where isOpen(attempt.delivery) { send(attempt) }
+        // One group commit for every outcome of the round: appended one at a time, each waited its
+        // turn on the identity lock behind the API's requests, and the round with it.
+        append(outcomes.flatMap { store($0.1, of: $0.0, now: now) }, now: now)
         expire(now: now)
     }
 
@@ -246,9 +249,10 @@ public final class CommandService: Service {
         }
     }
 
-    private func store(_ outcome: DeliveryOutcome, of attempt: Attempt, now: Int64) {
+    /// The events that record `outcome`; a retry is queued for its time.
+    private func store(_ outcome: DeliveryOutcome, of attempt: Attempt, now: Int64) -> [Event] {
         let delivery = attempt.delivery
-        guard let id = UUID128(delivery.commandID) else { return }
+        guard let id = UUID128(delivery.commandID) else { return [] }
         let channel = channels[attempt.channel].name
         func failed(_ reason: String, retryAt: Int64?, dead: Bool) -> Event {
             .commandDeliveryFailed(
@@ -300,37 +304,67 @@ public final class CommandService: Service {
         case .failed(let reason):
             events.append(failed(reason, retryAt: nil, dead: false))
         }
-        for event in events { append(event, now: now) }
+        return events
     }
 
     private func expire(now: Int64) {
         let open = identity.registry.read { $0.registry.commands.open.values.map(\.request) }
+        var ended: [Event] = []
         for request in open {
             guard let seconds = limits.expirySeconds(request.kind),
                 now >= request.requestedAtMicros + Int64(seconds) * 1_000_000
             else { continue }
-            append(
+            ended.append(
                 .commandExpired(
                     CommandExpired(
                         commandID: request.commandID, deviceID: request.deviceID,
-                        reason: "no answer within \(seconds) s")), now: now)
+                        reason: "no answer within \(seconds) s")))
         }
+        append(ended, now: now)
     }
 
-    private func append(_ event: Event, now: Int64) {
-        do {
-            _ = try identity.mutations.withLock { _ throws(APIError) in
-                // An answer may have closed the command meanwhile: an expiry then says nothing true.
-                if case .commandExpired(let expired) = event,
-                    identity.registry.read({ $0.registry.commands.open[expired.commandID] == nil })
-                {
-                    return UInt64(0)
+    /// Appends `events` in order, queued together so that they share a group commit, and applies
+    /// them once durable, all under the identity lock (applied in log order).
+    private func append(_ events: [Event], now: Int64) {
+        guard !events.isEmpty else { return }
+        identity.mutations.withLock { _ in
+            // An answer may have closed the command meanwhile: an expiry then says nothing true. Two
+            // outcomes of one round may end the same push token: it is invalidated once.
+            var invalidated = Set<Registry.PushKey>()
+            let kept = events.filter { event in
+                switch event {
+                case .commandExpired(let expired):
+                    return identity.registry.read { $0.registry.commands.open[expired.commandID] != nil }
+                case .pushTokenInvalidated(let ended):
+                    return invalidated.insert(Registry.PushKey(provider: ended.provider, token: ended.token))
+                        .inserted
+                default:
+                    return true
                 }
-                return try identity.appendAndApply(event, receivedAtMicros: now)
             }
-        } catch {
-            // The log refused (disk full, I/O): /healthz says so; the step is lost, not invented.
-            StructuredLog.error("command_event_not_stored", ["error": .string(error.description)])
+            let results = Locked([Result<UInt64, APIError>?](repeating: nil, count: kept.count))
+            let done = ConditionLock()
+            for (index, event) in kept.enumerated() {
+                identity.append(EventCodec.encode(event, receivedAtMicros: now)) { result in
+                    done.withLock {
+                        results.withLock { $0[index] = result }
+                        done.broadcast()
+                    }
+                }
+            }
+            let outcomes = done.withLock {
+                while results.withLock({ $0.contains { $0 == nil } }) { done.wait() }
+                return results.withLock { $0 }
+            }
+            identity.registry.write { state in
+                for (event, outcome) in zip(kept, outcomes) {
+                    if case .success(let offset)? = outcome { state.registry.apply(event, offset: offset) }
+                }
+            }
+            for case .failure(let error)? in outcomes {
+                // The log refused (disk full, I/O): /healthz says so; the step is lost, not invented.
+                StructuredLog.error("command_event_not_stored", ["error": .string(error.description)])
+            }
         }
     }
 }

@@ -81,6 +81,12 @@ public final class HTTP2Client: Sendable {
         public var responseBytesMax = 64 * 1024
         /// Streams at once on the connection; the server's SETTINGS may allow fewer (APNs: 1,000).
         public var concurrentStreamsMax = 1000
+        /// Requests handed to libcurl at once; the rest wait in our queue, in order. libcurl walks
+        /// every transfer it holds on each pass, so a backlog of thousands there (a provider slower
+        /// than the sends) costs more per request the longer it grows: at 1,000 pushes/s on a loaded
+        /// machine the client collapsed to 140/s with requests timing out (docs/benchmarks.md,
+        /// "Commands through the API"). Each waits for its turn here, cheaply, instead.
+        public var transfersInCurlMax = 100
 
         public init(caFile: String? = nil) { self.caFile = caFile }
     }
@@ -170,14 +176,19 @@ public final class HTTP2Client: Sendable {
 
     private func run() {
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        var waiting: [Transfer] = []
+        var waitingHead = 0
         var running: Int32 = 0
         while true {
             let (incoming, closing) = state.withLock { state in
                 defer { state.pending.removeAll() }
                 return (state.pending, state.closing)
             }
+            waiting += incoming
             if closing {
-                for transfer in incoming { transfer.finish(.failure(TransportFailure(message: "closed"))) }
+                for transfer in waiting[waitingHead...] {
+                    transfer.finish(.failure(TransportFailure(message: "closed")))
+                }
                 for (easy, transfer) in active {
                     curl_multi_remove_handle(multi.handle, easy)
                     transfer.finish(.failure(TransportFailure(message: "the \(name) client closed")))
@@ -185,7 +196,9 @@ public final class HTTP2Client: Sendable {
                 }
                 return
             }
-            for transfer in incoming {
+            while active.count < options.transfersInCurlMax, waitingHead < waiting.count {
+                let transfer = waiting[waitingHead]
+                waitingHead += 1
                 guard let easy = transfer.makeEasy(options) else {
                     transfer.finish(.failure(TransportFailure(message: "curl_easy_init failed")))
                     continue
@@ -208,7 +221,13 @@ public final class HTTP2Client: Sendable {
                 transfer.finish(transfer.outcome(easy: easy, result: result))
                 curl_easy_cleanup(easy)
             }
-            curl_multi_poll(multi.handle, nil, 0, 1000, nil)
+            if waitingHead == waiting.count || waitingHead >= 4096 {
+                waiting.removeFirst(waitingHead)
+                waitingHead = 0
+            }
+            // Slots freed with requests waiting: hand them on now rather than after the next event.
+            let more = waitingHead < waiting.count && active.count < options.transfersInCurlMax
+            curl_multi_poll(multi.handle, nil, 0, more ? 0 : 1000, nil)
         }
     }
 }

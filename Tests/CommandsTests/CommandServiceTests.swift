@@ -352,3 +352,92 @@ extension CommandServiceTests {
         #expect(service.nextRetryMicros == nil)
     }
 }
+
+/// Answers every delivery at once with `.sent`, and notes for each whether the registry held
+/// any `command_sent` yet when the delivery was asked for.
+final class StoredAtDeliveryProvider: CommandChannel, @unchecked Sendable {
+    let name = "apns"
+    let identity: IdentityService
+    let addressList: [ChannelAddress]
+    private let lock = NSLock()
+    private(set) var asked: [(commandID: String, sentStoredBefore: Bool)] = []
+
+    init(identity: IdentityService, addresses: [ChannelAddress]) {
+        self.identity = identity
+        self.addressList = addresses
+    }
+
+    func addresses(forDevice deviceID: UInt64) -> [ChannelAddress] { addressList }
+
+    func deliver(
+        _ delivery: CommandDelivery, to address: ChannelAddress,
+        completion: @escaping @Sendable (DeliveryOutcome) -> Void
+    ) {
+        let stored = identity.registrySnapshot.commands.open.values.contains { !$0.sentChannels.isEmpty }
+        lock.withLock { asked.append((delivery.commandID, stored)) }
+        completion(.sent(providerID: nil))
+    }
+}
+
+extension CommandServiceTests {
+    /// The outcomes a round stores go to the log in one group commit, not one fdatasync each: at
+    /// 1,000 commands/s the worker's one-at-a-time appends, each waiting its turn on the identity
+    /// lock behind the API's requests, held new commands back for seconds (docs/benchmarks.md,
+    /// "Commands through the API"). And a new command goes to the channels before the round writes
+    /// what came back from earlier ones: its push waits for no fdatasync.
+    @Test func aRoundStoresItsOutcomesInOneGroupCommitAfterHandingOnNewCommands() throws {
+        let scratch = try Scratch()
+        defer { scratch.close() }
+        let outcomesCount = 20
+        let addresses = (0..<outcomesCount).map { ChannelAddress(provider: "apns", token: "t\($0)") }
+        let provider = StoredAtDeliveryProvider(identity: scratch.identity, addresses: addresses)
+        let service = CommandService(
+            identity: scratch.identity, channels: [provider], clockMicros: scratch.now)
+        let first = try service.request(deviceID: 1, userID: 1, kind: .sound, message: nil, phone: nil)
+        service.runDue()  // hands it to 20 addresses; their 20 outcomes wait for the next round
+        #expect(provider.asked.count == outcomesCount)
+        let second = try service.request(deviceID: 1, userID: 1, kind: .lost, message: nil, phone: nil)
+        let commitsBefore = scratch.identity.log.statistics.groupCommits
+        service.runDue()
+        let commits = scratch.identity.log.statistics.groupCommits - commitsBefore
+        #expect(commits <= 3, "\(commits) group commits for \(outcomesCount) outcomes")
+        let sent = try scratch.commandEvents().compactMap { event -> String? in
+            if case .commandSent(let sent) = event { return sent.commandID.description }
+            return nil
+        }
+        #expect(sent.count == outcomesCount && sent.allSatisfy { $0 == first.commandID.description })
+        // The second command went out in the same round, before those outcomes were written.
+        let secondAsked = provider.asked.dropFirst(outcomesCount)
+        #expect(secondAsked.count == outcomesCount)
+        #expect(
+            secondAsked.allSatisfy { $0.commandID == second.commandID.description && !$0.sentStoredBefore })
+    }
+}
+
+extension CommandServiceTests {
+    /// Two commands' outcomes stored in one round both find the same push token dead: the log says
+    /// once that it ended.
+    @Test func aTokenTwoOutcomesOfOneRoundFindDeadIsInvalidatedOnce() throws {
+        let scratch = try Scratch()
+        defer { scratch.close() }
+        _ = try scratch.identity.appendAndApply(
+            .pushTokenRegistered(
+                PushTokenRegistered(
+                    deviceID: 1, provider: "fcm", token: "dead-token", topic: "", environment: "")),
+            receivedAtMicros: scratch.clock.nowMicros)
+        let fcm = RecordingProvider(
+            name: "fcm", addresses: [ChannelAddress(provider: "fcm", token: "dead-token")],
+            script: [.addressDead(reason: "UNREGISTERED"), .addressDead(reason: "UNREGISTERED")])
+        let service = CommandService(identity: scratch.identity, channels: [fcm], clockMicros: scratch.now)
+        _ = try service.request(deviceID: 1, userID: 1, kind: .sound, message: nil, phone: nil)
+        _ = try service.request(deviceID: 1, userID: 1, kind: .locate, message: nil, phone: nil)
+        settle(service)
+        #expect(fcm.askedCount == 2)
+        let invalidated = try scratch.commandEvents().filter {
+            if case .pushTokenInvalidated = $0 { return true }
+            return false
+        }
+        #expect(invalidated.count == 1, "\(invalidated)")
+        #expect(scratch.identity.registrySnapshot.pushTokens(deviceID: 1).isEmpty)
+    }
+}
