@@ -29,6 +29,8 @@ public enum Event: Equatable, Sendable {
     case commandExpired(CommandExpired)
     case sharePermissionChanged(SharePermissionChanged)
     case userSettingChanged(UserSettingChanged)
+    case geofenceDefined(GeofenceDefined)
+    case geofenceDeleted(GeofenceDeleted)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -64,6 +66,9 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case sharePermissionChanged = 32
     // 33: a user's own settings (SettingEvents.swift).
     case userSettingChanged = 33
+    // 36-38: geofences drawn on the server (issue 16, GeofenceEvents.swift).
+    case geofenceDefined = 36
+    case geofenceDeleted = 37
 
     public var name: String {
         switch self {
@@ -93,6 +98,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .commandExpired: "command_expired"
         case .sharePermissionChanged: "share_permission_changed"
         case .userSettingChanged: "user_setting_changed"
+        case .geofenceDefined: "geofence_defined"
+        case .geofenceDeleted: "geofence_deleted"
         }
     }
 }

@@ -130,6 +130,8 @@ public enum EventCodec {
             (type, deviceKey) = encodeCommand(event, into: &writer)!
         case .userSettingChanged(let changed):
             type = encodeSetting(changed, into: &writer)
+        case .geofenceDefined, .geofenceDeleted:
+            type = encodeGeofence(event, into: &writer)!
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -281,6 +283,8 @@ public enum EventCodec {
             event = try decodeCommand(type, &reader)!
         case .userSettingChanged:
             event = try decodeSetting(&reader)
+        case .geofenceDefined, .geofenceDeleted:
+            event = try decodeGeofence(type, &reader)!
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

@@ -12,6 +12,7 @@ import Events
 //   version 2 appends: the Web Push keys of the push tokens that have them (provider, token, public
 //   key, auth secret); version 3 appends share permissions and the open commands (issue 14).
 //   Version 4 appends the users whose OwnTracks Friends setting is on (count, user ids).
+//   Version 6 appends the geofences (GeofenceBook.swift); 5 is the presence part (issue 16).
 //   Version 1 to 3 bodies are still read (no keys; see-only shares and no open commands; every
 //   setting off).
 
@@ -157,6 +158,8 @@ extension Registry {
         let friends = users.values.filter(\.owntracksFriends).map(\.id)
         w.u32(UInt32(friends.count))
         for id in friends { w.u64(id) }
+        // Version 6 (issue 16): the geofences (GeofenceBook.swift). Version 5 is presence's.
+        encodeGeofencePart(&w)
         return w.bytes
     }
 
@@ -269,6 +272,7 @@ extension Registry {
                 registry.users[id]?.owntracksFriends = true
             }
         }
+        if version >= 6 { try registry.decodeGeofencePart(&r) }
         return registry
     }
 

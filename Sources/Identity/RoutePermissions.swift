@@ -103,6 +103,14 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/devices/{id}/commands"): .locator,
         RouteKey("GET", "/api/find-my/devices/{id}/commands"): .locator,
         RouteKey("GET", "/api/find-my/devices/{id}/commands/{command_id}"): .locator,
+        // Geofences (Sources/Identity/GeofenceRoutes.swift; transitions: Sources/ReadAPI). A fence is
+        // its owner's: the handler answers anyone else the 404 of a missing fence.
+        RouteKey("POST", "/api/find-my/geofences"): .user,
+        RouteKey("GET", "/api/find-my/geofences"): .user,
+        RouteKey("GET", "/api/find-my/geofences/{id}"): .user,
+        RouteKey("PUT", "/api/find-my/geofences/{id}"): .user,
+        RouteKey("DELETE", "/api/find-my/geofences/{id}"): .user,
+        RouteKey("GET", "/api/find-my/geofences/{id}/transitions"): .user,
         // The web panel (Sources/WebPanel): pages need a login, their static files do not
         RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
         RouteKey("GET", "/login"): .open,
