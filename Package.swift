@@ -242,6 +242,7 @@ let package = Package(
             name: "ProjectorTests",
             dependencies: [
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
+                "Geofences",
             ],
             swiftSettings: strict),
         .testTarget(
