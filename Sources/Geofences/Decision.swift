@@ -72,7 +72,8 @@ public struct GeofenceCircle: Sendable, Equatable {
         let latitudeArc = abs(latitude * .pi / 180 - latitudeRadians) * Self.earthRadiusMeters
         if latitudeArc - accuracy > radiusMeters { return .outside }
         return GeofenceDecision.decide(
-            distanceMeters: distanceMeters(latitude: latitude, longitude: longitude), accuracyMeters: accuracy,
+            distanceMeters: distanceMeters(latitude: latitude, longitude: longitude),
+            accuracyMeters: accuracy,
             radiusMeters: radiusMeters)
     }
 }

@@ -77,7 +77,9 @@ public struct GeofenceProjection: LogProjection {
         cache.put(work)
     }
 
-    private func moveCheckpoint(_ batch: GeofenceBatch, logID: UUID128?, _ connection: PostgresConnection) throws {
+    private func moveCheckpoint(_ batch: GeofenceBatch, logID: UUID128?, _ connection: PostgresConnection)
+        throws
+    {
         let moved = try connection.execute(
             """
             UPDATE \(s).projector_checkpoints
@@ -94,7 +96,8 @@ public struct GeofenceProjection: LogProjection {
             if let logID, try Schema.generation(of: schema, connection)?.logID != logID {
                 throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
             }
-            throw ProjectorError.checkpointMoved(expected: batch.firstOffset, found: try? checkpoint(connection))
+            throw ProjectorError.checkpointMoved(
+                expected: batch.firstOffset, found: try? checkpoint(connection))
         }
     }
 }

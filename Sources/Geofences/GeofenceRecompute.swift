@@ -50,7 +50,8 @@ extension GeofenceRun {
                     let decision = device.circles[i].decide(
                         latitude: fix.latitude, longitude: fix.longitude, accuracyMeters: fix.accuracyMeters)
                     if let change = device.states[i].fold(decision, recordedAtMicros: fix.recordedAtMicros) {
-                        found[k].append(TransitionRow(fenceID: device.fenceIDs[i], enter: change == .inside, fix: fix))
+                        found[k].append(
+                            TransitionRow(fenceID: device.fenceIDs[i], enter: change == .inside, fix: fix))
                     }
                 }
             }
@@ -65,7 +66,8 @@ extension GeofenceRun {
 
     /// The pair's state just before `from`: its last transition before it, else its first decision
     /// if that was before it, else nothing yet. The horizon is just before `from`.
-    private func stateBefore(_ from: Int64, _ fenceID: UInt64, _ deviceID: UInt64, old: GeofencePairState) throws
+    private func stateBefore(_ from: Int64, _ fenceID: UInt64, _ deviceID: UInt64, old: GeofencePairState)
+        throws
         -> GeofencePairState
     {
         var state = GeofencePairState()
@@ -76,7 +78,10 @@ extension GeofenceRun {
             SELECT event FROM \(s).geofence_transitions WHERE geofence_id = $1 AND device_id = $2 AND recorded_at < $3
             ORDER BY recorded_at DESC, id DESC LIMIT 1
             """,
-            [.int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID)), .timestamp(micros: from)])
+            [
+                .int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID)),
+                .timestamp(micros: from),
+            ])
         if result.rowCount == 1 {
             state.current = result.string(0, 0) == "enter" ? .inside : .outside
             state.initial = old.initial
@@ -91,10 +96,14 @@ extension GeofenceRun {
 
     /// Makes the pair's stored transitions from `from` on equal `rows`: deletes those not among
     /// them, inserts those not stored. A transition that did not change keeps its row and its id.
-    private func replaceTransitions(_ fenceID: UInt64, _ deviceID: UInt64, from: Int64, with rows: [TransitionRow])
+    private func replaceTransitions(
+        _ fenceID: UInt64, _ deviceID: UInt64, from: Int64, with rows: [TransitionRow]
+    )
         throws
     {
-        var parameters: [PostgresValue?] = [.int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID))]
+        var parameters: [PostgresValue?] = [
+            .int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID)),
+        ]
         var condition = "geofence_id = $1 AND device_id = $2"
         if from != .min {
             parameters.append(.timestamp(micros: from))
@@ -115,7 +124,8 @@ extension GeofenceRun {
         for row in rows {
             wanted[
                 Key(
-                    enter: row.enter, recordedAtMicros: row.fix.recordedAtMicros, logOffset: Int64(row.fix.logOffset),
+                    enter: row.enter, recordedAtMicros: row.fix.recordedAtMicros,
+                    logOffset: Int64(row.fix.logOffset),
                     fixIndex: Int64(row.fix.fixIndex))] = row
         }
         var obsolete: [PostgresValue?] = []
@@ -123,7 +133,9 @@ extension GeofenceRun {
             let key = Key(
                 enter: stored.string(index, 1) == "enter", recordedAtMicros: try stored.int64(index, 2) ?? 0,
                 logOffset: try stored.int64(index, 3) ?? 0, fixIndex: try stored.int64(index, 4) ?? 0)
-            if wanted.removeValue(forKey: key) == nil { obsolete.append(.int64(try stored.int64(index, 0) ?? 0)) }
+            if wanted.removeValue(forKey: key) == nil {
+                obsolete.append(.int64(try stored.int64(index, 0) ?? 0))
+            }
         }
         if !obsolete.isEmpty {
             _ = try connection.execute(
@@ -138,19 +150,23 @@ extension GeofenceRun {
         let s = PostgresConnection.quoteIdentifier(schema)
         var cache = GeofenceCache()
         let fences = try connection.execute(
-            "SELECT geofence_id, owner_user_id, name, latitude, longitude, radius_m, device_ids::text FROM \(s).geofences")
+            "SELECT geofence_id, owner_user_id, name, latitude, longitude, radius_m, device_ids::text FROM \(s).geofences"
+        )
         for row in 0..<fences.rowCount {
-            let devices = (fences.string(row, 6) ?? "{}").dropFirst().dropLast().split(separator: ",").compactMap {
-                Int64($0).map { UInt64(bitPattern: $0) }
-            }
+            let devices = (fences.string(row, 6) ?? "{}").dropFirst().dropLast().split(separator: ",")
+                .compactMap {
+                    Int64($0).map { UInt64(bitPattern: $0) }
+                }
             let fence = GeofenceDefined(
                 geofenceID: UInt64(bitPattern: try fences.int64(row, 0) ?? 0),
-                ownerUserID: UInt64(bitPattern: try fences.int64(row, 1) ?? 0), name: fences.string(row, 2) ?? "",
+                ownerUserID: UInt64(bitPattern: try fences.int64(row, 1) ?? 0),
+                name: fences.string(row, 2) ?? "",
                 latitude: try fences.double(row, 3) ?? 0, longitude: try fences.double(row, 4) ?? 0,
                 radiusMeters: try fences.double(row, 5) ?? 0, deviceIDs: devices)
             cache.fences[fence.geofenceID] = fence
             for deviceID in devices {
-                cache.devices[deviceID, default: GeofenceCache.DeviceFences()].fenceIDs.append(fence.geofenceID)
+                cache.devices[deviceID, default: GeofenceCache.DeviceFences()].fenceIDs.append(
+                    fence.geofenceID)
                 cache.devices[deviceID]!.circles.append(GeofenceCache.circle(fence))
                 cache.devices[deviceID]!.states.append(GeofencePairState())
             }

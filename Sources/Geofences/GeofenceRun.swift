@@ -64,10 +64,13 @@ struct GeofenceRun {
         guard var device = cache.devices.removeValue(forKey: deviceID) else { return }
         defer { cache.devices[deviceID] = device }
         // A batch is usually in recorded_at order already; sorted, its own order never forces a recompute.
-        let inOrder = zip(unsorted, unsorted.dropFirst()).allSatisfy { $0.recordedAtMicros <= $1.recordedAtMicros }
+        let inOrder = zip(unsorted, unsorted.dropFirst()).allSatisfy {
+            $0.recordedAtMicros <= $1.recordedAtMicros
+        }
         let rows =
             inOrder
-            ? unsorted : unsorted.sorted { ($0.recordedAtMicros, $0.fixIndex) < ($1.recordedAtMicros, $1.fixIndex) }
+            ? unsorted
+            : unsorted.sorted { ($0.recordedAtMicros, $0.fixIndex) < ($1.recordedAtMicros, $1.fixIndex) }
         var dirtyHere = dirty.removeValue(forKey: deviceID) ?? [:]
         defer { if !dirtyHere.isEmpty { dirty[deviceID] = dirtyHere } }
         for i in device.fenceIDs.indices {
@@ -116,7 +119,8 @@ struct GeofenceRun {
             """,
             [
                 .int64(Int64(bitPattern: fence.geofenceID)), .int64(Int64(bitPattern: fence.ownerUserID)),
-                .text(fence.name), .double(fence.latitude), .double(fence.longitude), .double(fence.radiusMeters),
+                .text(fence.name), .double(fence.latitude), .double(fence.longitude),
+                .double(fence.radiusMeters),
                 .array(PostgresArray(.bigint, fence.deviceIDs.map { .int64(Int64(bitPattern: $0)) })),
                 .int64(Int64(offset)),
             ])
@@ -150,10 +154,13 @@ struct GeofenceRun {
     }
 
     private mutating func delete(_ deleted: GeofenceDeleted) throws {
-        guard let fence = cache.fences[deleted.geofenceID], fence.ownerUserID == deleted.ownerUserID else { return }
+        guard let fence = cache.fences[deleted.geofenceID], fence.ownerUserID == deleted.ownerUserID else {
+            return
+        }
         for deviceID in fence.deviceIDs { try dropPair(fence.geofenceID, deviceID) }
         _ = try connection.execute(
-            "DELETE FROM \(s).geofences WHERE geofence_id = $1", [.int64(Int64(bitPattern: fence.geofenceID))])
+            "DELETE FROM \(s).geofences WHERE geofence_id = $1", [.int64(Int64(bitPattern: fence.geofenceID))]
+        )
         cache.fences[fence.geofenceID] = nil
     }
 
@@ -162,7 +169,8 @@ struct GeofenceRun {
         let ids: [PostgresValue?] = [.int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID))]
         _ = try connection.execute(
             "DELETE FROM \(s).geofence_transitions WHERE geofence_id = $1 AND device_id = $2", ids)
-        _ = try connection.execute("DELETE FROM \(s).geofence_state WHERE geofence_id = $1 AND device_id = $2", ids)
+        _ = try connection.execute(
+            "DELETE FROM \(s).geofence_state WHERE geofence_id = $1 AND device_id = $2", ids)
         cache.devices[deviceID]?.remove(fenceID)
         dirty[deviceID]?[fenceID] = nil
         changed.remove(PairKey(fenceID: fenceID, deviceID: deviceID))
@@ -217,7 +225,8 @@ struct GeofenceRun {
         try connection.copyInBinary(
             table: schema + "." + GeofenceSchema.Table.fixes.rawValue,
             columns: [
-                "device_id", "recorded_at", "received_at", "latitude", "longitude", "accuracy_m", "log_offset",
+                "device_id", "recorded_at", "received_at", "latitude", "longitude", "accuracy_m",
+                "log_offset",
                 "fix_index",
             ], rows: fixRows
         ) { row, out throws(PostgresError) in
@@ -237,7 +246,9 @@ struct GeofenceRun {
     /// Inserts transitions in `recorded_at` order, so that ids follow it within one write.
     func insertTransitions(_ rows: [TransitionRow]) throws {
         guard !rows.isEmpty else { return }
-        func column(_ type: PostgresArray.ElementType, _ value: (TransitionRow) -> PostgresValue) -> PostgresValue {
+        func column(_ type: PostgresArray.ElementType, _ value: (TransitionRow) -> PostgresValue)
+            -> PostgresValue
+        {
             .array(PostgresArray(type, rows.map(value)))
         }
         _ = try connection.execute(
@@ -269,7 +280,9 @@ struct GeofenceRun {
         var initialAt: [PostgresValue?] = []
         var horizon: [PostgresValue?] = []
         for key in changed {
-            guard let device = cache.devices[key.deviceID], let i = device.index(of: key.fenceID) else { continue }
+            guard let device = cache.devices[key.deviceID], let i = device.index(of: key.fenceID) else {
+                continue
+            }
             let state = device.states[i]
             fences.append(.int64(Int64(bitPattern: key.fenceID)))
             devices.append(.int64(Int64(bitPattern: key.deviceID)))
