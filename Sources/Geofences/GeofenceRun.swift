@@ -31,6 +31,8 @@ struct GeofenceRun {
 
     /// Rows per read when a recompute replays a device's stored fixes: bounds its memory.
     static let replayRowsPerRead = 20_000
+    /// Rows per read when looking back for a pair's last decided fix (usually the first one read).
+    static let stateRowsPerRead = 256
 
     init(schema: String, cache: GeofenceCache, connection: PostgresConnection) {
         self.schema = schema
@@ -276,8 +278,6 @@ struct GeofenceRun {
         var fences: [PostgresValue?] = []
         var devices: [PostgresValue?] = []
         var current: [PostgresValue?] = []
-        var initial: [PostgresValue?] = []
-        var initialAt: [PostgresValue?] = []
         var horizon: [PostgresValue?] = []
         for key in changed {
             guard let device = cache.devices[key.deviceID], let i = device.index(of: key.fenceID) else {
@@ -287,23 +287,19 @@ struct GeofenceRun {
             fences.append(.int64(Int64(bitPattern: key.fenceID)))
             devices.append(.int64(Int64(bitPattern: key.deviceID)))
             current.append(state.current.map { .int64(Int64($0.rawValue)) })
-            initial.append(state.initial.map { .int64(Int64($0.rawValue)) })
-            initialAt.append(state.initialAtMicros.map { .int64($0) })
             horizon.append(.int64(state.horizonMicros))
         }
         changed.removeAll()
         guard !fences.isEmpty else { return }
         _ = try connection.execute(
             """
-            INSERT INTO \(s).geofence_state (geofence_id, device_id, current, initial, initial_at, horizon)
-            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::smallint[], $5::bigint[], $6::bigint[])
-            ON CONFLICT (geofence_id, device_id) DO UPDATE SET current = excluded.current,
-                initial = excluded.initial, initial_at = excluded.initial_at, horizon = excluded.horizon
+            INSERT INTO \(s).geofence_state (geofence_id, device_id, current, horizon)
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[])
+            ON CONFLICT (geofence_id, device_id) DO UPDATE SET current = excluded.current, horizon = excluded.horizon
             """,
             [
                 .array(PostgresArray(.bigint, fences)), .array(PostgresArray(.bigint, devices)),
-                .array(PostgresArray(.smallint, current)), .array(PostgresArray(.smallint, initial)),
-                .array(PostgresArray(.bigint, initialAt)), .array(PostgresArray(.bigint, horizon)),
+                .array(PostgresArray(.smallint, current)), .array(PostgresArray(.bigint, horizon)),
             ])
     }
 }

@@ -1,3 +1,4 @@
+import Compactor
 import Events
 import Foundation
 import Geofences
@@ -206,5 +207,35 @@ import Workload
             try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes WHERE device_id = 2")
         }
         #expect(fixes == 0)
+    }
+
+    /// The compactor's database half reaches the geofence tables as it reaches history: past the
+    /// window by the earlier clock, fixes and the transitions they decided go.
+    @Test func retentionReachesTheGeofenceTables() throws {
+        let setup = try Setup()
+        let day: Int64 = 24 * 60
+        try setup.append(.geofenceDefined(Self.fence))
+        try setup.batch([Self.fix(0, at: 0), Self.fix(1_000, at: 60)])
+        try setup.batch([Self.fix(0, at: 35 * day)], receivedMinute: 35 * day)
+        #expect(try setup.transitions() == ["1 1 leave 60 0", "1 1 enter \(35 * day) \(35 * day)"])
+        // The main projection beside it, as `findmy serve` has it.
+        let main = Projector(client: setup.client, reader: setup.projector.reader)
+        try main.prepare()
+        try catchUp(main)
+        let policy = try RetentionPolicy.fold(
+            setup.projector.reader, upTo: setup.writer.durableEnd,
+            settings: RetentionSettings(retentionDays: 30))
+        let report = try setup.client.withConnection {
+            try DatabaseCompaction(
+                policy: policy, nowMicros: Self.t0 + 40 * day * Self.minute, rowsPerStatementMax: 1,
+                logID: setup.writer.logID
+            ).run($0, dryRun: false)
+        }
+        #expect(report.geofenceRowsDeleted == 3)  // two fixes, one transition
+        #expect(try setup.transitions() == ["1 1 enter \(35 * day) \(35 * day)"])
+        let fixes = try setup.client.withConnection {
+            try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes")
+        }
+        #expect(fixes == 1)
     }
 }
