@@ -125,4 +125,23 @@ import Testing
         }
         #expect(door.service.registry.read { $0.registry.geofences.fences.isEmpty })
     }
+
+    @Test func aUserHasAtMostTheFencesOfTheLimit() throws {
+        let door = try Door()
+        let anna = try door.loggedInUser("anna")
+        let phone = try door.enrol(anna.token)
+        for _ in 0..<GeofenceLimits.geofencesPerUserMax {
+            let answer = door.send(
+                "POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
+            #expect(answer.status == 201)
+        }
+        let over = door.send(
+            "POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
+        #expect(over.status == 409 && over.errorCode == "too_many_geofences")
+        // Replacing one is not a new one.
+        let first = door.send(
+            "PUT", "/api/find-my/geofences/1", headers: auth(anna.token),
+            body: fenceBody([phone.id], radius: 40))
+        #expect(first.status == 200)
+    }
 }
