@@ -117,6 +117,13 @@ let package = Package(
             name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema", "Threads"],
             swiftSettings: strict),
 
+        // The geofence projection (issue 16): a second projector over the same log, through the
+        // Projector's loop, folding fixes and fence definitions into transitions.
+        .target(
+            name: "Geofences",
+            dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
+            swiftSettings: strict),
+
         // The JSON read API over the projection: devices, latest fixes, history, arrivals, device cards.
         // Routes, SQL statements, row encoding and paging each in their own file. Callers and what
         // they may see come from Identity's gate.
@@ -169,7 +176,7 @@ let package = Package(
             dependencies: [
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
-                "Projector",
+                "Projector", "Geofences",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
                 "Presence",
             ],
@@ -181,7 +188,7 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity", "Compactor", "Crypto", "Commands", "Push",
+                "ReadAPI", "Identity", "Compactor", "Crypto", "Commands", "Push", "Geofences",
             ],
             swiftSettings: strict),
 
@@ -250,7 +257,12 @@ let package = Package(
             name: "ProjectorTests",
             dependencies: [
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
+                "Geofences",
             ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "GeofencesTests",
+            dependencies: ["Geofences", "Projector", "Postgres", "Events", "Threads"],
             swiftSettings: strict),
         .testTarget(
             name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity"], swiftSettings: strict),

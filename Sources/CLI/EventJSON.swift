@@ -143,6 +143,28 @@ public enum EventJSON {
             writer.string(changed.value)
         case .devicePresenceLinked, .presenceChanged:
             writePresence(event, to: &writer)
+        case .geofenceDefined(let fence):
+            writer.key("geofence")
+            writer.int64(Int64(bitPattern: fence.geofenceID))
+            writer.key("owner")
+            writer.int64(Int64(bitPattern: fence.ownerUserID))
+            writer.key("name")
+            writer.string(fence.name)
+            writer.key("latitude")
+            writer.finiteDouble(fence.latitude)
+            writer.key("longitude")
+            writer.finiteDouble(fence.longitude)
+            writer.key("radius_m")
+            writer.finiteDouble(fence.radiusMeters)
+            writer.key("devices")
+            writer.beginArray()
+            for id in fence.deviceIDs { writer.int64(Int64(bitPattern: id)) }
+            writer.endArray()
+        case .geofenceDeleted(let deleted):
+            writer.key("geofence")
+            writer.int64(Int64(bitPattern: deleted.geofenceID))
+            writer.key("owner")
+            writer.int64(Int64(bitPattern: deleted.ownerUserID))
         case .regionTransition(let transition):
             writer.key("device")
             writer.int64(Int64(bitPattern: transition.deviceID))
@@ -291,6 +313,11 @@ public enum EventJSON {
             return prefix + "  user \(changed.userID)  \(changed.name) = \(changed.value)"
         case .devicePresenceLinked, .presenceChanged:
             return prefix + "  " + presenceLine(event)
+        case .geofenceDefined(let fence):
+            return prefix + "  geofence \(fence.geofenceID) of user \(fence.ownerUserID) '\(fence.name)' "
+                + "\(fence.radiusMeters) m, \(fence.deviceIDs.count) devices"
+        case .geofenceDeleted(let deleted):
+            return prefix + "  geofence \(deleted.geofenceID) of user \(deleted.ownerUserID)"
         case .regionTransition(let transition):
             return prefix
                 + "  device \(transition.deviceID)  \(transition.kind == .enter ? "enter" : "leave") "

@@ -31,6 +31,8 @@ public enum Event: Equatable, Sendable {
     case userSettingChanged(UserSettingChanged)
     case devicePresenceLinked(DevicePresenceLinked)
     case presenceChanged(PresenceChanged)
+    case geofenceDefined(GeofenceDefined)
+    case geofenceDeleted(GeofenceDeleted)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -69,6 +71,9 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     // 34 and 35: presence from the tailnet (issue 16, PresenceEvents.swift).
     case devicePresenceLinked = 34
     case presenceChanged = 35
+    // 36-38: geofences drawn on the server (issue 16, GeofenceEvents.swift).
+    case geofenceDefined = 36
+    case geofenceDeleted = 37
 
     public var name: String {
         switch self {
@@ -100,6 +105,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .userSettingChanged: "user_setting_changed"
         case .devicePresenceLinked: "device_presence_linked"
         case .presenceChanged: "presence_changed"
+        case .geofenceDefined: "geofence_defined"
+        case .geofenceDeleted: "geofence_deleted"
         }
     }
 }

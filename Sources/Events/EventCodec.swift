@@ -134,6 +134,8 @@ public enum EventCodec {
             let presence = encodePresence(event, into: &writer)!
             (type, deviceKey) = (presence.type, presence.deviceKey)
             (recordedMin, recordedMax) = (presence.recordedMicros, presence.recordedMicros)
+        case .geofenceDefined, .geofenceDeleted:
+            type = encodeGeofence(event, into: &writer)!
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -287,6 +289,8 @@ public enum EventCodec {
             event = try decodeSetting(&reader)
         case .devicePresenceLinked, .presenceChanged:
             event = try decodePresence(type, &reader)!
+        case .geofenceDefined, .geofenceDeleted:
+            event = try decodeGeofence(type, &reader)!
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

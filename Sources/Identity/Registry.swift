@@ -143,6 +143,8 @@ public struct Registry: Sendable {
     public internal(set) var commands = CommandBook()
     /// Devices linked to tailnet nodes and their last recorded presence (issue 16).
     public internal(set) var presence = PresenceBook()
+    /// The geofences defined on the server, by id (issue 16, GeofenceBook.swift).
+    public internal(set) var geofences = GeofenceBook()
     /// The offset after the last event applied.
     public internal(set) var nextOffset: UInt64 = 0
 
@@ -240,6 +242,7 @@ public struct Registry: Sendable {
         retention.apply(event, offset: offset)
         commands.apply(event)
         presence.apply(event)
+        geofences.apply(event)
         switch event {
         case .fixBatch(let batch):
             let result = BatchResult(
@@ -353,6 +356,8 @@ public struct Registry: Sendable {
             break
         case .devicePresenceLinked, .presenceChanged:
             break  // folded by `presence` above
+        case .geofenceDefined, .geofenceDeleted:
+            break  // folded by `geofences` above
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
             break  // folded by `commands` above
         }

@@ -14,8 +14,9 @@ import Events
 //   Version 4 appends the users whose OwnTracks Friends setting is on (count, user ids).
 //   Version 5 appends presence (issue 16): the links (count, device, node id, node name) and the
 //   last states (count, device, online u8, optional lastSeen, changedAt).
-//   Version 1 to 4 bodies are still read (no keys; see-only shares and no open commands; every
-//   setting off; no device linked to a tailnet node).
+//   Version 6 appends the geofences (GeofenceBook.swift).
+//   Version 1 to 5 bodies are still read (no keys; see-only shares and no open commands; every
+//   setting off; no device linked to a tailnet node; no geofence).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -161,6 +162,8 @@ extension Registry {
         for id in friends { w.u64(id) }
         // Version 5 (issue 16): presence links and states.
         encodePresencePart(&w)
+        // Version 6 (issue 16): the geofences (GeofenceBook.swift).
+        encodeGeofencePart(&w)
         return w.bytes
     }
 
@@ -274,6 +277,7 @@ extension Registry {
             }
         }
         if version >= 5 { try registry.decodePresencePart(&r) }
+        if version >= 6 { try registry.decodeGeofencePart(&r) }
         return registry
     }
 

@@ -107,6 +107,14 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/presence/nodes"): .user,  // only the caller's own nodes
         RouteKey("PUT", "/api/find-my/devices/{id}/presence"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}/presence"): .owner,
+        // Geofences (Sources/Identity/GeofenceRoutes.swift; transitions: Sources/ReadAPI). A fence is
+        // its owner's: the handler answers anyone else the 404 of a missing fence.
+        RouteKey("POST", "/api/find-my/geofences"): .user,
+        RouteKey("GET", "/api/find-my/geofences"): .user,
+        RouteKey("GET", "/api/find-my/geofences/{id}"): .user,
+        RouteKey("PUT", "/api/find-my/geofences/{id}"): .user,
+        RouteKey("DELETE", "/api/find-my/geofences/{id}"): .user,
+        RouteKey("GET", "/api/find-my/geofences/{id}/transitions"): .user,
         // The web panel (Sources/WebPanel): pages need a login, their static files do not
         RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
         RouteKey("GET", "/login"): .open,

@@ -150,6 +150,8 @@ public struct ProjectionBatch: Sendable {
             break  // a user's settings live in the registry
         case .devicePresenceLinked, .presenceChanged:
             break  // presence: the registry folds it and the read API shows it from there (docs/presence.md)
+        case .geofenceDefined, .geofenceDeleted:
+            break  // the geofence projection's (Sources/Geofences)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .unknown:

@@ -35,8 +35,90 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var boundLogID: UUID128?
 }
 
-/// Folds the log into one generation of the projection tables, exactly once: each transaction
-/// writes its rows and the new checkpoint together, conditional on the old checkpoint.
+/// One projection of the log that a `Projector` keeps folded: the main one (`MainProjection`: users,
+/// devices, history) or another built beside it from the same records (the geofences' transitions,
+/// issue 16). The projector's loop (read a run of records from the checkpoint, fold them into a
+/// batch, write the batch and move the checkpoint in one transaction, retry, wait for new records)
+/// is the same for every projection; what a projection says is its tables, how a record folds into
+/// its batch and how a batch is written.
+public protocol LogProjection: Sendable {
+    associatedtype Batch: LogProjectionBatch
+    /// The word that starts its log lines (`projector`, `geofences`).
+    var name: String { get }
+    /// The schema its tables are in.
+    var schema: String { get }
+    /// Makes sure its tables exist, are of the current version and were folded from the log
+    /// `logID`; anything else is dropped and made again empty (checkpoint 0), with a line to `log`
+    /// saying why.
+    func prepare(logID: UUID128, log: (String) -> Void, _ connection: PostgresConnection) throws
+    /// The next offset to fold; `ProjectorError.noGeneration` when there are no tables.
+    func checkpoint(_ connection: PostgresConnection) throws -> UInt64
+    func makeBatch(firstOffset: UInt64) -> Batch
+    /// Writes `batch` and moves the checkpoint from its first offset to its next, in one
+    /// transaction; nothing is written when the checkpoint is elsewhere (`checkpointMoved`) or
+    /// (with `logID`) the tables are another log's (`projectionOfAnotherLog`).
+    func apply(_ batch: Batch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection) throws
+    /// `ANALYZE` of the tables its readers query (see `Projector.Options.analyzeAfterFixesMin`).
+    func analyze(_ connection: PostgresConnection) throws
+}
+
+/// What one transaction of a projection writes, folded from a run of records in offset order.
+public protocol LogProjectionBatch {
+    /// The checkpoint after this batch: the offset of the next record to fold.
+    var nextOffset: UInt64 { get set }
+    var lastReceivedAtMicros: Int64? { get }
+    /// Fixes folded so far, which `Projector.Options.fixesPerTransactionMax` bounds.
+    var fixCount: Int { get }
+    mutating func add(_ record: LogRecord) throws
+}
+
+/// The main projection: users, devices, history, latest positions, arrivals, commands
+/// (`ProjectionStore`, `ProjectionBatch`), in a generation schema (`Schema`).
+public struct MainProjection: LogProjection {
+    public let store: ProjectionStore
+    public var name: String { "projector" }
+    public var schema: String { store.schema }
+
+    public init(schema: String = Schema.live) { store = ProjectionStore(schema: schema) }
+
+    public func prepare(logID: UUID128, log: (String) -> Void, _ connection: PostgresConnection) throws {
+        try Schema.migrate(connection)
+        let generation = try Schema.generation(of: schema, connection)
+        guard
+            let reason = Projector.rebuildReason(
+                generation, schema: schema, logID: logID, version: Schema.projectionVersion)
+        else { return }
+        if !reason.isEmpty { log("projector: " + reason) }
+        try Schema.createGeneration(schema, logID: logID, connection)
+    }
+
+    public func checkpoint(_ connection: PostgresConnection) throws -> UInt64 {
+        try store.checkpoint(connection).next
+    }
+
+    public func makeBatch(firstOffset: UInt64) -> ProjectionBatch {
+        ProjectionBatch(firstOffset: firstOffset)
+    }
+
+    public func apply(
+        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection
+    ) throws {
+        try store.apply(batch, nowMicros: nowMicros, logID: logID, connection)
+    }
+
+    public func analyze(_ connection: PostgresConnection) throws {
+        let s = PostgresConnection.quoteIdentifier(schema)
+        try connection.executeScript("ANALYZE \(s).device_locations, \(s).device_latest, \(s).devices")
+    }
+}
+
+extension ProjectionBatch: LogProjectionBatch {
+    public var fixCount: Int { locations.count }
+}
+
+/// Folds the log into a projection, exactly once: each transaction writes its rows and the new
+/// checkpoint together, conditional on the old checkpoint. One loop for every projection
+/// (`LogProjection`): the main one, and the geofences' beside it with its own checkpoint.
 public final class Projector: Sendable {
     public struct Options: Sendable {
         /// Records folded in one transaction at most.
@@ -65,7 +147,7 @@ public final class Projector: Sendable {
 
     public let client: PostgresClient
     public let reader: LogReader
-    public let store: ProjectionStore
+    public let projection: any LogProjection
     public let options: Options
     private let state = Mutex(ProjectorStatus())
     private let clock: @Sendable () -> Int64
@@ -73,53 +155,61 @@ public final class Projector: Sendable {
     /// (`after_offset`) sleeps on one of these instead of polling.
     public let checkpointBells = Doorbells()
 
-    public init(
+    /// The main projection in `schema`.
+    public convenience init(
         client: PostgresClient, reader: LogReader, schema: String = Schema.live, options: Options = Options(),
+        clock: @escaping @Sendable () -> Int64 = wallClockMicros
+    ) {
+        self.init(
+            client: client, reader: reader, projection: MainProjection(schema: schema), options: options,
+            clock: clock)
+    }
+
+    public init(
+        client: PostgresClient, reader: LogReader, projection: any LogProjection,
+        options: Options = Options(),
         clock: @escaping @Sendable () -> Int64 = wallClockMicros
     ) {
         self.client = client
         self.reader = reader
-        self.store = ProjectionStore(schema: schema)
+        self.projection = projection
         self.options = options
         self.clock = clock
     }
 
     public var status: ProjectorStatus { state.withLock { $0 } }
 
-    /// Applies the meta migrations and makes sure the live generation exists, is of the current
-    /// projection version and was folded from this log; any other is dropped and built again from
-    /// offset 0 before anything is served, with a line that says why.
+    /// Prepares the projection's tables (`LogProjection.prepare`: the main one applies the meta
+    /// migrations and rebuilds a generation of another version or log from offset 0) before
+    /// anything is served, and checks that the log is not behind its checkpoint.
     public func prepare() throws {
         guard let logID = try reader.logID() else {
             throw ProjectorError.logWithoutID(directory: reader.directory)
         }
-        try client.withConnection { connection in
-            try Schema.migrate(connection)
-            let generation = try Schema.generation(of: store.schema, connection)
-            guard let reason = Self.rebuildReason(generation, schema: store.schema, logID: logID) else {
-                return
-            }
-            if !reason.isEmpty { options.log("projector: " + reason) }
-            try Schema.createGeneration(store.schema, logID: logID, connection)
+        let checkpoint = try client.withConnection { connection in
+            try projection.prepare(logID: logID, log: options.log, connection)
+            return try projection.checkpoint(connection)
         }
-        let checkpoint = try client.withConnection { try store.checkpoint($0) }
-        state.withLock { $0.checkpoint = checkpoint.next }
+        state.withLock { $0.checkpoint = checkpoint }
         checkpointBells.ringAll()
         // Holds records this log does not have (restored from an older backup): not a fold of it.
         let logEnd = reader.durableEnd()
-        guard checkpoint.next <= logEnd else {
-            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: checkpoint.next)
+        guard checkpoint <= logEnd else {
+            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: checkpoint)
         }
         state.withLock { $0.boundLogID = logID }
     }
 
     /// Why the generation found must be built again for the log `logID` (empty: there is none yet),
-    /// or nil when it is this log's, of the current version.
-    static func rebuildReason(_ generation: Schema.Generation?, schema: String, logID: UUID128) -> String? {
+    /// or nil when it is this log's, of version `version`.
+    public static func rebuildReason(
+        _ generation: Schema.Generation?, schema: String, logID: UUID128,
+        version: Int = Schema.projectionVersion
+    ) -> String? {
         guard let generation else { return "" }
-        if generation.version != Schema.projectionVersion {
+        if generation.version != version {
             return "projection version \(generation.version) in schema \(schema) is not "
-                + "\(Schema.projectionVersion); rebuilding it from the log"
+                + "\(version); rebuilding it from the log"
         }
         guard let folded = generation.logID else {
             return
@@ -137,8 +227,10 @@ public final class Projector: Sendable {
     /// Folds the next run of records (at most one transaction's worth) up to `logEnd`. Returns the
     /// number of records folded; 0 when there was nothing to do.
     @discardableResult
-    public func step(logEnd: UInt64) throws -> Int {
-        let start = try client.withConnection { try store.checkpoint($0) }.next
+    public func step(logEnd: UInt64) throws -> Int { try step(projection, logEnd: logEnd) }
+
+    private func step<P: LogProjection>(_ projection: P, logEnd: UInt64) throws -> Int {
+        let start = try client.withConnection { try projection.checkpoint($0) }
         state.withLock { $0.checkpoint = start }
         checkpointBells.ringAll()
         guard logEnd >= start else {
@@ -151,14 +243,14 @@ public final class Projector: Sendable {
             }
             return 0
         }
-        var batch = ProjectionBatch(firstOffset: start)
+        var batch = projection.makeBatch(firstOffset: start)
         var records = 0
         var oldestUnfolded: Int64?
         let fixesMax = options.fixesPerTransactionMax
         let recordsMax = options.recordsPerTransactionMax
         try reader.read(from: start, upTo: logEnd) { record in
             if records > 0
-                && (records >= recordsMax || batch.locations.count + Int(record.header.fixCount) > fixesMax)
+                && (records >= recordsMax || batch.fixCount + Int(record.header.fixCount) > fixesMax)
             {
                 oldestUnfolded = record.header.receivedAtMicros
                 return false
@@ -173,7 +265,7 @@ public final class Projector: Sendable {
         }
         let bound = state.withLock { $0.boundLogID }
         do {
-            try client.withConnection { try store.apply(batch, nowMicros: clock(), logID: bound, $0) }
+            try client.withConnection { try projection.apply(batch, nowMicros: clock(), logID: bound, $0) }
         } catch ProjectorError.projectionOfAnotherLog(let schema, let logID) {
             state.withLock { $0.boundLogID = nil }
             throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
@@ -183,7 +275,7 @@ public final class Projector: Sendable {
             $0.checkpoint = batch.nextOffset
             $0.logEnd = logEnd
             $0.recordsFolded += records
-            $0.fixesFolded += batch.locations.count
+            $0.fixesFolded += batch.fixCount
             $0.transactions += 1
             $0.lastError = nil
             let pending = oldestUnfolded ?? (batch.nextOffset < logEnd ? batch.lastReceivedAtMicros : nil)
@@ -201,10 +293,7 @@ public final class Projector: Sendable {
     public func analyzeIfDue() throws -> Bool {
         let folded = status.fixesFolded
         guard folded - status.fixesFoldedAtLastAnalyze >= options.analyzeAfterFixesMin else { return false }
-        let s = PostgresConnection.quoteIdentifier(store.schema)
-        try client.withConnection {
-            try $0.executeScript("ANALYZE \(s).device_locations, \(s).device_latest, \(s).devices")
-        }
+        try client.withConnection { try projection.analyze($0) }
         state.withLock {
             $0.analyzes += 1
             $0.fixesFoldedAtLastAnalyze = folded
@@ -235,13 +324,13 @@ public final class Projector: Sendable {
                 case .checkpointMoved:
                     continue  // a swap or another projector: reread the checkpoint and go on
                 case .projectionOfAnotherLog:
-                    options.log("projector: \(error)")
+                    options.log("\(projection.name): \(error)")
                     prepared = false  // prepare drops it and rebuilds this log's
                     continue
                 case .logWithoutID:
                     backOff(error, &retryDelay, stop)
                 case .logBehindCheckpoint, .noGeneration:
-                    options.log("projector: stopped: \(error)")
+                    options.log("\(projection.name): stopped: \(error)")
                     state.withLock {
                         $0.lastError = error.description
                         $0.stopped = true
@@ -265,7 +354,7 @@ public final class Projector: Sendable {
             }
             return status.lastError != message
         }
-        if first { options.log("projector: \(message); retrying") }
+        if first { options.log("\(projection.name): \(message); retrying") }
         // A stop wakes the wait at once: a shutdown is not held up by a long back-off.
         stop.wait(micros: retryDelay)
         retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)

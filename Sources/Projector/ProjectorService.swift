@@ -1,14 +1,18 @@
 import Threads
 
-/// The projector as a service of `findmy serve`: `start` drops a projection of another log (so
+/// A projector (the main one, or another projection's) as a service of `findmy serve`: `start` drops a projection of another log (so
 /// that nothing is served from it) and runs `Projector.run` on a thread of its own, which retries
 /// while PostgreSQL cannot be reached; `stop` wakes it and joins it, after the transaction in flight.
 public final class ProjectorService: Service {
-    public let name = "projector"
+    /// `projector` for the main projection; another projection's service is named after it.
+    public let name: String
     public let projector: Projector
     private let worker = StoppableThread()
 
-    public init(projector: Projector) { self.projector = projector }
+    public init(projector: Projector, name: String = "projector") {
+        self.projector = projector
+        self.name = name
+    }
 
     public var state: ServiceState {
         let status = projector.status

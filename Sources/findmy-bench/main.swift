@@ -18,6 +18,7 @@ let commands: [Command] = [
     StartupAfterCompactionBench.command,
     PushBench.command,
     CommandsBench.command,
+    GeofenceBench.command,
 ]
 
 exit(

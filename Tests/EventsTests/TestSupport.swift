@@ -105,7 +105,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<30, using: &random) {
+        switch Int.random(in: 0..<32, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -217,6 +217,15 @@ struct EventFuzzer {
                 PresenceChanged(
                     deviceID: id(), nodeID: string(), online: Bool.random(using: &random),
                     lastSeenMicros: Bool.random(using: &random) ? time() : nil, observedAtMicros: time()))
+        case 30:
+            return .geofenceDefined(
+                GeofenceDefined(
+                    geofenceID: id(), ownerUserID: id(), name: string(), latitude: double(),
+                    longitude: double(),
+                    radiusMeters: double(),
+                    deviceIDs: (0..<Int.random(in: 0...4, using: &random)).map { _ in id() }))
+        case 31:
+            return .geofenceDeleted(GeofenceDeleted(geofenceID: id(), ownerUserID: id()))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

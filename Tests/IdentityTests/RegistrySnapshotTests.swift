@@ -160,6 +160,18 @@ import Testing
                         CommandAnswered(
                             commandID: uuid(40), deviceID: device(), batchOffset: 1, fixIndex: 0,
                             clientProtocol: .native))
+            case 21:
+                // Ids from a small range, so that a fence is redefined, deleted, and defined again.
+                let fence = UInt64.random(in: 1...6, using: &random)
+                return .geofenceDefined(
+                    GeofenceDefined(
+                        geofenceID: fence, ownerUserID: fence % 2 + 1, name: "fence \(fence)",
+                        latitude: 52.5, longitude: 13.4,
+                        radiusMeters: Double.random(in: 10...1000, using: &random),
+                        deviceIDs: [device(), device()].sorted()))
+            case 22:
+                let fence = UInt64.random(in: 1...6, using: &random)
+                return .geofenceDeleted(GeofenceDeleted(geofenceID: fence, ownerUserID: fence % 2 + 1))
             case 18:
                 return .userSettingChanged(
                     UserSettingChanged(
@@ -497,12 +509,13 @@ extension RegistrySnapshotTests {
 }
 
 extension RegistrySnapshotTests {
-    /// Snapshots written by format versions 1 to 4 still load. Made here from a version 5 file of
-    /// a log without presence, settings, command events, share permissions or Web Push keys, whose
-    /// appended parts are then zero counts: version 5 appends two (presence links and states),
-    /// version 4 one (users with OwnTracks Friends on), version 3 four (share permissions and the
-    /// command book), version 2 one (push tokens with Web Push keys).
-    @Test(arguments: [4, 3, 2, 1] as [UInt8])
+    /// Snapshots written by format versions 1 to 5 still load. Made here from a version 6 file of
+    /// a log without geofences, presence, settings, command events, share permissions or Web Push
+    /// keys, whose appended parts are then zeros: version 6 appends 12 bytes (the highest geofence id
+    /// and a count), version 5 two counts (presence links and states), version 4 one (users with
+    /// OwnTracks Friends on), version 3 four (share permissions and the command book), version 2 one
+    /// (push tokens with Web Push keys).
+    @Test(arguments: [5, 4, 3, 2, 1] as [UInt8])
     func anOlderSnapshotStillLoads(version: UInt8) throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
@@ -511,7 +524,7 @@ extension RegistrySnapshotTests {
             let event = source.next()
             switch event {
             case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered,
-                .userSettingChanged, .devicePresenceLinked, .presenceChanged:
+                .userSettingChanged, .devicePresenceLinked, .presenceChanged, .geofenceDefined, .geofenceDeleted:
                 continue
             case .pushTokenRegistered(let registered) where !registered.webPushPublicKey.isEmpty:
                 continue
@@ -525,8 +538,8 @@ extension RegistrySnapshotTests {
         }
         let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 5 && current[9] == 0)
-        let appended = [4: 8, 3: 8 + 4, 2: 8 + 4 + 16, 1: 8 + 4 + 16 + 4][version]!
+        #expect(current[8] == 6 && current[9] == 0)
+        let appended = [5: 12, 4: 12 + 8, 3: 12 + 8 + 4, 2: 12 + 8 + 4 + 16, 1: 12 + 8 + 4 + 16 + 4][version]!
         #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
         var older = Array(current.dropLast(4 + appended))
         older[8] = version

@@ -1,0 +1,79 @@
+import Events
+import Projector
+
+/// What one transaction of the geofence projection folds: the records that matter to it, in log
+/// order, decoded. The evaluation itself needs the projection's stored state (each pair's state, the
+/// fixes a recompute replays), so it happens in `GeofenceProjection.apply`, inside the transaction.
+public struct GeofenceBatch: LogProjectionBatch, Sendable {
+    /// One fix with a known accuracy: the only kind that can decide (docs/geofences.md).
+    public struct FixRow: Sendable, Equatable {
+        public var deviceID: UInt64
+        public var recordedAtMicros: Int64
+        public var receivedAtMicros: Int64
+        public var latitude: Double
+        public var longitude: Double
+        public var accuracyMeters: Double
+        public var logOffset: UInt64
+        public var fixIndex: Int32
+    }
+
+    public enum Item: Sendable {
+        /// The decidable fixes of one fix batch record (all of one device).
+        case fixes([FixRow])
+        case defined(GeofenceDefined, offset: UInt64)
+        case deleted(GeofenceDeleted)
+        case erased(HistoryErased)
+        case removed(deviceID: UInt64)
+    }
+
+    public var firstOffset: UInt64
+    public var nextOffset: UInt64
+    public var lastReceivedAtMicros: Int64?
+    public private(set) var items: [Item] = []
+    public private(set) var fixCount = 0
+
+    public init(firstOffset: UInt64) {
+        self.firstOffset = firstOffset
+        nextOffset = firstOffset
+    }
+
+    public mutating func add(_ record: LogRecord) throws {
+        precondition(record.offset >= nextOffset, "records are folded in offset order")
+        nextOffset = record.offset + 1
+        let received = record.header.receivedAtMicros
+        lastReceivedAtMicros = received
+        // A compacted envelope holds no fixes; records of types this projection ignores are not decoded.
+        guard !record.header.isPayloadRemoved else { return }
+        switch EventType(rawValue: record.header.type) {
+        case .fixBatch?:
+            guard case .fixBatch(let batch) = try record.event() else { return }
+            var rows: [FixRow] = []
+            rows.reserveCapacity(batch.fixes.count)
+            for (index, fix) in batch.fixes.enumerated() {
+                // Without accuracy a fix never decides. A clock-suspect fix (recorded in the future of
+                // its arrival) would set the pair's horizon there and pin its state: it decides nothing.
+                guard let accuracy = fix.accuracyMeters, !fix.clockSuspect else { continue }
+                rows.append(
+                    FixRow(
+                        deviceID: batch.deviceID, recordedAtMicros: fix.recordedAtMicros,
+                        receivedAtMicros: received,
+                        latitude: fix.latitude, longitude: fix.longitude, accuracyMeters: accuracy,
+                        logOffset: record.offset, fixIndex: Int32(truncatingIfNeeded: index)))
+            }
+            if !rows.isEmpty {
+                fixCount += rows.count
+                items.append(.fixes(rows))
+            }
+        case .geofenceDefined?, .geofenceDeleted?, .historyErased?, .deviceRemoved?:
+            switch try record.event() {
+            case .geofenceDefined(let fence): items.append(.defined(fence, offset: record.offset))
+            case .geofenceDeleted(let deleted): items.append(.deleted(deleted))
+            case .historyErased(let erase): items.append(.erased(erase))
+            case .deviceRemoved(let removed): items.append(.removed(deviceID: removed.deviceID))
+            default: break
+            }
+        default:
+            break
+        }
+    }
+}

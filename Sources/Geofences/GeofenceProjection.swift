@@ -1,0 +1,129 @@
+import Events
+import Postgres
+import ProjectionSchema
+import Projector
+import Synchronization
+
+/// The geofence projection (issue 16, docs/geofences.md): the same log as the main projection,
+/// folded by the same loop (`Projector` over a `LogProjection`) into enter and leave transitions,
+/// with its own checkpoint and schema. Each transaction writes its rows and moves its checkpoint
+/// together, so every transition is written exactly once whatever crashes.
+///
+/// Order: a device's fixes decide in `recorded_at` order, not in the order they arrived. A fix at
+/// or after a (fence, device) pair's horizon folds straight into its state (the common case, no
+/// read). A fix before it (a late offline batch), an erasure, or a fence drawn or moved, marks the
+/// pair for a recompute from that time: the state just before it is the decision of the pair's
+/// last decided fix before it, and its stored fixes from that time on are replayed; the transitions found are compared with the stored ones, so those that did not change
+/// keep their row (and id) and only the difference is written.
+public struct GeofenceProjection: LogProjection {
+    public let schema: String
+    public var name: String { "geofences" }
+    /// The fences and pair states as committed, kept between transactions so that the common path
+    /// reads nothing. Taken out for a transaction and put back only when it committed: a failed
+    /// one leaves it empty, and the next transaction loads it again from the tables.
+    let cache = CacheBox()
+
+    public init(schema: String = GeofenceSchema.schema) { self.schema = schema }
+
+    final class CacheBox: Sendable {
+        let value = Mutex<GeofenceCache?>(nil)
+        func take() -> GeofenceCache? { value.withLock { $0.take() } }
+        func put(_ cache: GeofenceCache?) { value.withLock { $0 = cache } }
+    }
+
+    private var s: String { PostgresConnection.quoteIdentifier(schema) }
+
+    public func prepare(logID: UUID128, log: (String) -> Void, _ connection: PostgresConnection) throws {
+        try Schema.migrate(connection)
+        let generation = try Schema.generation(of: schema, connection)
+        guard
+            let reason = Projector.rebuildReason(
+                generation, schema: schema, logID: logID, version: GeofenceTables.version)
+        else { return }
+        if !reason.isEmpty { log("geofences: " + reason) }
+        cache.put(nil)
+        try GeofenceTables.create(schema, logID: logID, connection)
+    }
+
+    public func checkpoint(_ connection: PostgresConnection) throws -> UInt64 {
+        let result = try connection.execute(
+            "SELECT next_offset FROM \(s).projector_checkpoints WHERE projection = $1",
+            [.text(GeofenceTables.projectionName)])
+        guard result.rowCount == 1 else { throw ProjectorError.noGeneration(schema: schema) }
+        return UInt64(bitPattern: try result.int64(0, 0) ?? 0)
+    }
+
+    public func makeBatch(firstOffset: UInt64) -> GeofenceBatch { GeofenceBatch(firstOffset: firstOffset) }
+
+    public func analyze(_ connection: PostgresConnection) throws {
+        try connection.executeScript(
+            "ANALYZE \(s).geofence_fixes, \(s).geofence_transitions, \(s).geofence_state")
+    }
+
+    public func apply(
+        _ batch: GeofenceBatch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection
+    ) throws {
+        var work = cache.take()
+        try connection.transaction { connection in
+            try moveCheckpoint(batch, logID: logID, connection)
+            var run = GeofenceRun(
+                schema: schema, cache: try work ?? GeofenceRun.load(schema: schema, connection),
+                connection: connection)
+            for item in batch.items { try run.apply(item) }
+            try run.flush()
+            work = run.cache
+        }
+        cache.put(work)
+    }
+
+    private func moveCheckpoint(_ batch: GeofenceBatch, logID: UUID128?, _ connection: PostgresConnection)
+        throws
+    {
+        let moved = try connection.execute(
+            """
+            UPDATE \(s).projector_checkpoints
+            SET next_offset = $1, last_received_at = coalesce($2, last_received_at), updated_at = now()
+            WHERE projection = $3 AND next_offset = $4 AND ($5::uuid IS NULL OR EXISTS (
+                SELECT 1 FROM findmy_meta.generations WHERE schema_name = $6 AND log_id = $5::uuid))
+            """,
+            [
+                .int64(Int64(batch.nextOffset)), batch.lastReceivedAtMicros.map { .timestamp(micros: $0) },
+                .text(GeofenceTables.projectionName), .int64(Int64(batch.firstOffset)),
+                logID.map { .uuid(high: $0.high, low: $0.low) }, .text(schema),
+            ])
+        guard moved.affectedRows == 1 else {
+            if let logID, try Schema.generation(of: schema, connection)?.logID != logID {
+                throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
+            }
+            throw ProjectorError.checkpointMoved(
+                expected: batch.firstOffset, found: try? checkpoint(connection))
+        }
+    }
+}
+
+/// The fences and each (fence, device) pair's state, by device: what evaluating a fix needs
+/// without a read. A device's fences are parallel arrays, so a fix costs one dictionary lookup
+/// for all of them.
+struct GeofenceCache: Sendable {
+    var fences: [UInt64: GeofenceDefined] = [:]
+    var devices: [UInt64: DeviceFences] = [:]
+
+    struct DeviceFences: Sendable {
+        var fenceIDs: [UInt64] = []
+        var circles: [GeofenceCircle] = []
+        var states: [GeofencePairState] = []
+
+        func index(of fenceID: UInt64) -> Int? { fenceIDs.firstIndex(of: fenceID) }
+
+        mutating func remove(_ fenceID: UInt64) {
+            guard let i = index(of: fenceID) else { return }
+            fenceIDs.remove(at: i)
+            circles.remove(at: i)
+            states.remove(at: i)
+        }
+    }
+
+    static func circle(_ fence: GeofenceDefined) -> GeofenceCircle {
+        GeofenceCircle(latitude: fence.latitude, longitude: fence.longitude, radiusMeters: fence.radiusMeters)
+    }
+}

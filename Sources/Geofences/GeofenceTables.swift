@@ -1,0 +1,87 @@
+import Events
+import Postgres
+import ProjectionSchema
+import Projector
+
+/// The geofence projection's tables (docs/geofences.md, "Tables"), in the schema `GeofenceSchema.schema`.
+/// Like the main projection they are a pure function of the log: a version other than `version`,
+/// or tables folded from another log, are dropped and folded again from offset 0.
+public enum GeofenceTables {
+    /// 1: geofences, geofence_fixes, geofence_state, geofence_transitions, projector_checkpoints.
+    public static let version = 1
+    /// The projection's name in its `projector_checkpoints`.
+    public static let projectionName = "geofences"
+
+    static func create(_ schema: String, logID: UUID128?, _ connection: PostgresConnection) throws {
+        let s = PostgresConnection.quoteIdentifier(schema)
+        try connection.transaction { connection in
+            try connection.executeScript(
+                """
+                DROP SCHEMA IF EXISTS \(s) CASCADE;
+                CREATE SCHEMA \(s);
+                CREATE TABLE \(s).geofences (
+                    geofence_id bigint PRIMARY KEY,
+                    owner_user_id bigint NOT NULL,
+                    name text NOT NULL,
+                    latitude double precision NOT NULL,
+                    longitude double precision NOT NULL,
+                    radius_m double precision NOT NULL,
+                    device_ids bigint[] NOT NULL,
+                    log_offset bigint NOT NULL
+                );
+                -- Only fixes with a known accuracy (the others never decide): a recompute after a
+                -- late batch, an erasure or a new fence replays them in recorded_at order.
+                CREATE TABLE \(s).geofence_fixes (
+                    device_id bigint NOT NULL,
+                    recorded_at timestamptz NOT NULL,
+                    received_at timestamptz NOT NULL,
+                    latitude double precision NOT NULL,
+                    longitude double precision NOT NULL,
+                    accuracy_m double precision NOT NULL,
+                    log_offset bigint NOT NULL,
+                    fix_index integer NOT NULL
+                );
+                CREATE INDEX ON \(s).geofence_fixes (device_id, recorded_at, log_offset, fix_index);
+                -- current: 1 inside, 2 outside, NULL before any decided fix; horizon: the
+                -- recorded_at (µs) of the latest fix folded, decided or not.
+                CREATE TABLE \(s).geofence_state (
+                    geofence_id bigint NOT NULL,
+                    device_id bigint NOT NULL,
+                    current smallint,
+                    horizon bigint NOT NULL,
+                    PRIMARY KEY (geofence_id, device_id)
+                );
+                -- id increases with every row written (one projector writes): a notifier follows it.
+                CREATE TABLE \(s).geofence_transitions (
+                    id bigserial PRIMARY KEY,
+                    geofence_id bigint NOT NULL,
+                    device_id bigint NOT NULL,
+                    event text NOT NULL CHECK (event IN ('enter', 'leave')),
+                    recorded_at timestamptz NOT NULL,
+                    received_at timestamptz NOT NULL,
+                    fix_accuracy_m double precision NOT NULL,
+                    log_offset bigint NOT NULL,
+                    fix_index integer NOT NULL,
+                    written_at timestamptz NOT NULL DEFAULT now()
+                );
+                CREATE INDEX ON \(s).geofence_transitions (geofence_id, recorded_at, id);
+                CREATE INDEX ON \(s).geofence_transitions (device_id, recorded_at);
+                CREATE TABLE \(s).projector_checkpoints (
+                    projection text PRIMARY KEY,
+                    next_offset bigint NOT NULL,
+                    last_received_at timestamptz,
+                    updated_at timestamptz NOT NULL DEFAULT now()
+                );
+                """)
+            _ = try connection.execute(
+                "INSERT INTO \(s).projector_checkpoints (projection, next_offset) VALUES ($1, 0)",
+                [.text(projectionName)])
+            _ = try connection.execute(
+                """
+                INSERT INTO findmy_meta.generations (schema_name, projection_version, log_id) VALUES ($1, $2, $3::uuid)
+                ON CONFLICT (schema_name) DO UPDATE SET projection_version = excluded.projection_version,
+                    log_id = excluded.log_id, created_at = now()
+                """, [.text(schema), .int64(Int64(version)), logID.map { .text($0.description) }])
+        }
+    }
+}

@@ -1,0 +1,22 @@
+/// The names of the geofence projection (issue 16, docs/geofences.md), in one place: its schema
+/// and tables. It has a schema of its own, beside the main generation's: it is a second projection
+/// with its own checkpoint and version, rebuilt from the log on its own, and the main projection's
+/// rebuilds and swaps never touch it.
+public enum GeofenceSchema {
+    public static let schema = "findmy_geofences"
+
+    public enum Table: String, Sendable, CaseIterable {
+        /// The fences as the projection last folded them.
+        case geofences
+        /// Each fix with a known accuracy, per device: what a recompute replays from any point.
+        case fixes = "geofence_fixes"
+        /// Each (fence, device)'s state after its latest fix.
+        case state = "geofence_state"
+        /// Enter and leave, at the fix's `recorded_at`; `id` increases with every row written.
+        case transitions = "geofence_transitions"
+        case projectorCheckpoints = "projector_checkpoints"
+
+        /// `findmy_geofences.geofence_transitions`.
+        public var qualified: String { GeofenceSchema.schema + "." + rawValue }
+    }
+}

@@ -1,0 +1,255 @@
+import Compactor
+import Events
+import Foundation
+import Geofences
+import Postgres
+import Projector
+import Testing
+import Workload
+
+/// The geofence projection folded by the projector's loop against a real PostgreSQL: history
+/// evaluated for a fence drawn after the fixes, transitions in recorded_at order whatever the
+/// arrival order, exactly once, and erasure, removal and deletion reaching the transitions.
+@Suite(ProjectorClusterTrait()) struct GeofenceProjectionTests {
+    static let home = (latitude: 52.52, longitude: 13.405)
+    static let t0: Int64 = 1_780_000_000_000_000  // 2026-05-28
+    static let minute: Int64 = 60_000_000
+
+    /// A fix `metres` north of home at minute `m`, with `accuracy`.
+    static func fix(_ metres: Double, at m: Int64, accuracy: Double? = 15) -> Fix {
+        Fix(
+            latitude: home.latitude + metres / 111_195.08, longitude: home.longitude,
+            accuracyMeters: accuracy,
+            source: "significant", recordedAtMicros: t0 + m * minute)
+    }
+
+    static let fence = GeofenceDefined(
+        geofenceID: 1, ownerUserID: 1, name: "home", latitude: home.latitude, longitude: home.longitude,
+        radiusMeters: 100, deviceIDs: [1])
+
+    final class Setup {
+        let log = TemporaryLog()
+        let writer: LogWriter
+        let client: PostgresClient
+        let projector: Projector
+
+        init(recordsPerTransaction: Int = 5_000) throws {
+            writer = try writeLog(log.path, devices: 2, batches: 0, fixesPerBatch: 0)
+            client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+            var options = Projector.Options()
+            options.recordsPerTransactionMax = recordsPerTransaction
+            projector = Projector(
+                client: client, reader: LogReader(directory: log.path, writer: writer),
+                projection: GeofenceProjection(), options: options)
+            try projector.prepare()
+        }
+
+        deinit {
+            writer.close()
+            client.close()
+        }
+
+        @discardableResult
+        func append(_ event: Event, receivedMinute: Int64 = 0) throws -> UInt64 {
+            try writer.append(event, receivedAtMicros: t0 + receivedMinute * minute)
+        }
+
+        func batch(_ fixes: [Fix], device: UInt64 = 1, receivedMinute: Int64 = 0) throws {
+            try append(
+                .fixBatch(FixBatch(deviceID: device, batchID: .random(), fixes: fixes)),
+                receivedMinute: receivedMinute)
+        }
+
+        /// The transitions as "fence device event minute received-minute", in recorded_at order.
+        func transitions() throws -> [String] {
+            try catchUp(projector)
+            return try client.withConnection { connection in
+                let result = try connection.execute(
+                    """
+                    SELECT geofence_id || ' ' || device_id || ' ' || event || ' '
+                        || ((extract(epoch FROM recorded_at) * 1000000)::bigint - $1) / 60000000 || ' '
+                        || ((extract(epoch FROM received_at) * 1000000)::bigint - $1) / 60000000
+                    FROM findmy_geofences.geofence_transitions ORDER BY geofence_id, device_id, recorded_at
+                    """, [.int64(t0)])
+                return (0..<result.rowCount).compactMap { result.string($0, 0) }
+            }
+        }
+
+        /// Each transition's row id by "event minute".
+        func ids() throws -> [String: Int64] {
+            try client.withConnection { connection in
+                let result = try connection.execute(
+                    """
+                    SELECT event || ' ' || ((extract(epoch FROM recorded_at) * 1000000)::bigint - $1) / 60000000, id
+                    FROM findmy_geofences.geofence_transitions
+                    """, [.int64(t0)])
+                var ids: [String: Int64] = [:]
+                for row in 0..<result.rowCount { ids[result.string(row, 0) ?? ""] = try result.int64(row, 1) }
+                return ids
+            }
+        }
+    }
+
+    @Test func aFenceDrawnAfterTheFixesAnswersForTheirTime() throws {
+        let setup = try Setup()
+        // At home, then out (08:10), wandering near the edge with wide fixes, then back (11:00).
+        try setup.batch(
+            [Self.fix(10, at: 0), Self.fix(20, at: 5), Self.fix(400, at: 10)], receivedMinute: 30)
+        try setup.batch(
+            [Self.fix(110, at: 60, accuracy: 50), Self.fix(2_000, at: 90, accuracy: nil)], receivedMinute: 200
+        )
+        try setup.batch([Self.fix(15, at: 180, accuracy: 10)], receivedMinute: 225)
+        #expect(try setup.transitions().isEmpty)
+        try setup.append(.geofenceDefined(Self.fence), receivedMinute: 300)
+        #expect(try setup.transitions() == ["1 1 leave 10 30", "1 1 enter 180 225"])
+        // Device 2 is not named: its fixes decide nothing.
+        try setup.batch([Self.fix(10, at: 400), Self.fix(900, at: 410)], device: 2)
+        #expect(try setup.transitions().count == 2)
+    }
+
+    /// A fix recorded in the future of its arrival (a wrong device clock) decides nothing: it would
+    /// otherwise report a leave a year ahead and make every later fix look late.
+    @Test func aClockSuspectFixDecidesNothing() throws {
+        let setup = try Setup()
+        try setup.append(.geofenceDefined(Self.fence))
+        var future = Self.fix(5_000, at: 365 * 24 * 60)
+        future.clockSuspect = true
+        try setup.batch([Self.fix(0, at: 0), future])
+        try setup.batch([Self.fix(10, at: 30)])
+        #expect(try setup.transitions().isEmpty)
+        try setup.batch([Self.fix(900, at: 60)])
+        #expect(try setup.transitions() == ["1 1 leave 60 0"])
+    }
+
+    @Test func aLateBatchInsertsTheTransitionsThatHappenedAtTheirTimes() throws {
+        let setup = try Setup()
+        try setup.append(.geofenceDefined(Self.fence))
+        try setup.batch([Self.fix(10, at: 0)], receivedMinute: 1)
+        try setup.batch([Self.fix(12, at: 300)], receivedMinute: 301)
+        #expect(try setup.transitions().isEmpty)
+        // Offline in between: away from 08:10 to 11:00, known only at 11:45.
+        try setup.batch(
+            [Self.fix(500, at: 10), Self.fix(800, at: 60), Self.fix(20, at: 180)], receivedMinute: 405)
+        #expect(try setup.transitions() == ["1 1 leave 10 405", "1 1 enter 180 405"])
+        let kept = try setup.ids()
+        // A later late batch splits the outing in two.
+        try setup.batch([Self.fix(5, at: 30), Self.fix(600, at: 40)], receivedMinute: 500)
+        #expect(
+            try setup.transitions() == [
+                "1 1 leave 10 405", "1 1 enter 30 500", "1 1 leave 40 500", "1 1 enter 180 405",
+            ])
+        // The two that stayed true kept their rows (a notifier following ids sees them once); the
+        // new ones come after them.
+        let now = try setup.ids()
+        #expect(now["leave 10"] == kept["leave 10"] && now["enter 180"] == kept["enter 180"])
+        #expect(now["enter 30"]! > kept.values.max()! && now["leave 40"]! > kept.values.max()!)
+    }
+
+    /// Any arrival order of the same fixes gives the transitions of the recorded_at order, and a
+    /// transition that a recompute finds again keeps its row.
+    @Test(arguments: [1, 2, 3, 4, 5, 6])
+    func arrivalOrderDoesNotChangeTheTransitions(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        var fixes: [Fix] = []
+        var metres = 0.0
+        for m in 0..<120 {
+            metres = max(0, metres + Double.random(in: -60...60, using: &random))
+            let accuracy: Double? =
+                Int.random(in: 0..<8, using: &random) == 0 ? nil : Double.random(in: 5...80, using: &random)
+            fixes.append(Self.fix(metres, at: Int64(m) * 3, accuracy: accuracy))
+        }
+        let batches = stride(from: 0, to: fixes.count, by: 6).map {
+            Array(fixes[$0..<min($0 + 6, fixes.count)])
+        }
+        let inOrder = try Setup()
+        try inOrder.append(.geofenceDefined(Self.fence))
+        for batch in batches { try inOrder.batch(batch) }
+        let expected = try inOrder.transitions()
+        #expect(!expected.isEmpty)
+
+        let shuffled = try Setup(recordsPerTransaction: Int(seed % 3) + 1)
+        let fenceFirst = seed % 2 == 0
+        if fenceFirst { try shuffled.append(.geofenceDefined(Self.fence)) }
+        for batch in batches.shuffled(using: &random) {
+            try shuffled.batch(batch)
+            if Bool.random(using: &random) { _ = try shuffled.transitions() }  // fold part-way
+        }
+        if !fenceFirst { try shuffled.append(.geofenceDefined(Self.fence)) }
+        #expect(try shuffled.transitions() == expected)
+    }
+
+    @Test func erasureRemovalAndDeletionReachTheTransitions() throws {
+        let setup = try Setup()
+        let second = GeofenceDefined(
+            geofenceID: 2, ownerUserID: 1, name: "office", latitude: Self.home.latitude + 1_000 / 111_195.08,
+            longitude: Self.home.longitude, radiusMeters: 100, deviceIDs: [1, 2])
+        try setup.append(.geofenceDefined(Self.fence))
+        try setup.append(.geofenceDefined(second))
+        for device: UInt64 in [1, 2] {
+            try setup.batch(
+                [
+                    Self.fix(0, at: 0), Self.fix(1_000, at: 60), Self.fix(0, at: 120),
+                    Self.fix(1_000, at: 180),
+                ],
+                device: device)
+        }
+        #expect(
+            try setup.transitions() == [
+                "1 1 leave 60 0", "1 1 enter 120 0", "1 1 leave 180 0",
+                "2 1 enter 60 0", "2 1 leave 120 0", "2 1 enter 180 0",
+                "2 2 enter 60 0", "2 2 leave 120 0", "2 2 enter 180 0",
+            ])
+        // Erase device 1's 00:30 to 02:30: the fixes at 01:00 and 02:00 go, and with them what they
+        // decided; what the remaining fixes say is found again (at 03:00 it left home, as before).
+        try setup.append(
+            .historyErased(
+                HistoryErased(
+                    deviceID: 1, fromMicros: Self.t0 + 30 * Self.minute, toMicros: Self.t0 + 150 * Self.minute
+                )))
+        #expect(
+            try setup.transitions() == [
+                "1 1 leave 180 0", "2 1 enter 180 0", "2 2 enter 60 0", "2 2 leave 120 0", "2 2 enter 180 0",
+            ])
+        try setup.append(.geofenceDeleted(GeofenceDeleted(geofenceID: 1, ownerUserID: 1)))
+        #expect(
+            try setup.transitions() == [
+                "2 1 enter 180 0", "2 2 enter 60 0", "2 2 leave 120 0", "2 2 enter 180 0",
+            ])
+        try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 2)))
+        #expect(try setup.transitions() == ["2 1 enter 180 0"])
+        let fixes = try setup.client.withConnection {
+            try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes WHERE device_id = 2")
+        }
+        #expect(fixes == 0)
+    }
+
+    /// The compactor's database half reaches the geofence tables as it reaches history: past the
+    /// window by the earlier clock, fixes and the transitions they decided go.
+    @Test func retentionReachesTheGeofenceTables() throws {
+        let setup = try Setup()
+        let day: Int64 = 24 * 60
+        try setup.append(.geofenceDefined(Self.fence))
+        try setup.batch([Self.fix(0, at: 0), Self.fix(1_000, at: 60)])
+        try setup.batch([Self.fix(0, at: 35 * day)], receivedMinute: 35 * day)
+        #expect(try setup.transitions() == ["1 1 leave 60 0", "1 1 enter \(35 * day) \(35 * day)"])
+        // The main projection beside it, as `findmy serve` has it.
+        let main = Projector(client: setup.client, reader: setup.projector.reader)
+        try main.prepare()
+        try catchUp(main)
+        let policy = try RetentionPolicy.fold(
+            setup.projector.reader, upTo: setup.writer.durableEnd,
+            settings: RetentionSettings(retentionDays: 30))
+        let report = try setup.client.withConnection {
+            try DatabaseCompaction(
+                policy: policy, nowMicros: Self.t0 + 40 * day * Self.minute, rowsPerStatementMax: 1,
+                logID: setup.writer.logID
+            ).run($0, dryRun: false)
+        }
+        #expect(report.geofenceRowsDeleted == 3)  // two fixes, one transition
+        #expect(try setup.transitions() == ["1 1 enter \(35 * day) \(35 * day)"])
+        let fixes = try setup.client.withConnection {
+            try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes")
+        }
+        #expect(fixes == 1)
+    }
+}
