@@ -13,6 +13,7 @@ import Events
 //   key, auth secret); version 3 appends share permissions and the open commands (issue 14).
 //   Version 4 appends the users whose OwnTracks Friends setting is on (count, user ids).
 //   Version 6 appends the geofences (GeofenceBook.swift); 5 is the presence part (issue 16).
+//   Version 7 appends the geofences' notification settings (FenceNotifySettings.swift).
 //   Version 1 to 3 bodies are still read (no keys; see-only shares and no open commands; every
 //   setting off).
 
@@ -160,6 +161,8 @@ extension Registry {
         for id in friends { w.u64(id) }
         // Version 6 (issue 16): the geofences (GeofenceBook.swift). Version 5 is presence's.
         encodeGeofencePart(&w)
+        // Version 7 (issue 16): where each geofence's transitions are announced.
+        encodeGeofenceNotificationPart(&w)
         return w.bytes
     }
 
@@ -273,6 +276,7 @@ extension Registry {
             }
         }
         if version >= 6 { try registry.decodeGeofencePart(&r) }
+        if version >= 7 { try registry.decodeGeofenceNotificationPart(&r) }
         return registry
     }
 

@@ -150,6 +150,8 @@ public struct ProjectionBatch: Sendable {
             break  // a user's settings live in the registry
         case .geofenceDefined, .geofenceDeleted:
             break  // the geofence projection's (Sources/Geofences)
+        case .geofenceNotificationsSet:
+            break  // the registry's; the notifier reads it there (Sources/GeofenceAlerts)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .unknown:

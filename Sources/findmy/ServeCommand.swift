@@ -3,6 +3,7 @@ import Clients
 import Commands
 import Compactor
 import Events
+import GeofenceAlerts
 import HTTP
 import Identity
 import Ingest
@@ -172,6 +173,7 @@ enum ServeCommand {
                 "a sound unanswered this long ends as expired (default 3600); a lost lasts until found"
             ),
         ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
+            + GeofenceNotifySetup.settings
 
     static var help: String {
         var lines = [
@@ -207,6 +209,7 @@ enum ServeCommand {
         var mqtt: OwnTracksMQTTService.Configuration?
         var push: PushProviders.Configuration?
         var commands = CommandLimits()
+        var geofenceNotify = GeofenceNotifySetup.Configuration()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -316,6 +319,7 @@ enum ServeCommand {
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
         configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
+        configuration.geofenceNotify = try GeofenceNotifySetup.configuration { options.value($0, environment: $1) }
         configuration.commands.locateIntervalSeconds = try integer(
             "command-locate-interval-seconds", configuration.commands.locateIntervalSeconds)
         configuration.commands.soundIntervalSeconds = try integer(
@@ -502,9 +506,21 @@ enum ServeCommand {
             service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
 
+        // Geofence notifications (issue 16): after the projections whose transitions it follows,
+        // stopped before them and before the database.
+        let signing = try WebhookSigning.load(dataDirectory: data)
+        if let client {
+            let notifier = GeofenceNotifySetup.notifier(
+                configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity, signing: signing)
+            service.addStatusSource(notifier)
+            try group.start(notifier)
+        }
+        let alerts = GeofenceAlertRoutes(identity: service.identity, signing: signing, pool: reads?.pool)
+
         let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
         let (router, adminRouter) = try routers(
-            service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes)
+            service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes,
+            alerts: alerts)
         try group.start(
             HTTPService(name: "admin") {
                 try HTTPServer.start(
@@ -550,7 +566,7 @@ enum ServeCommand {
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
         _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor,
-        commands: CommandRoutes
+        commands: CommandRoutes, alerts: GeofenceAlertRoutes
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -565,6 +581,7 @@ enum ServeCommand {
             ReadService.addUnavailableRoutes(to: &api)
         }
         commands.addRoutes(to: &api)
+        alerts.addRoutes(to: &api)
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)

@@ -15,19 +15,21 @@ public final class FakeProvider: @unchecked Sendable {
     private let arrived = ConditionLock()
     public private(set) var port = 0
 
-    static let script: String = {
+    /// `ops/tests/NAME` of this checkout.
+    static func script(_ name: String) -> String {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { url.deleteLastPathComponent() }
-        return url.appendingPathComponent("ops/tests/fake_push.py").path
-    }()
+        return url.appendingPathComponent("ops/tests/" + name).path
+    }
 
-    public init(_ mode: String, _ arguments: [String] = []) throws {
+    /// `script`: another fake of ops/tests with the same conventions (`webhook_receiver.py`).
+    public init(_ mode: String, _ arguments: [String] = [], script: String = "fake_push.py") throws {
         directory = NSTemporaryDirectory() + "findmy-fake-\(mode)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         // Debian's python3, which python3-h2 and python3-cryptography are installed for.
         process.arguments =
-            ["--pdeathsig", "KILL", "/usr/bin/python3", Self.script, mode, "--dir", directory] + arguments
+            ["--pdeathsig", "KILL", "/usr/bin/python3", Self.script(script), mode, "--dir", directory] + arguments
         process.standardInput = input
         process.standardOutput = output
         try process.run()
