@@ -10,6 +10,8 @@ public struct DatabaseCompactionReport: Sendable, Equatable {
     public var batchRowsDeleted = 0
     /// Rows of `commands` deleted (with their `command_deliveries`; docs/retention.md, "Commands").
     public var commandRowsDeleted = 0
+    /// Rows of the geofence projection deleted: fixes and transitions (GeofenceCompaction.swift).
+    public var geofenceRowsDeleted = 0
     public var latestRecomputed = 0
     /// Tables rewritten (`VACUUM FULL`) because erased rows left their bytes in them, in order.
     public var relationsRewritten: [String] = []
@@ -152,6 +154,8 @@ public struct DatabaseCompaction {
             overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
         report.latestRecomputed = try recomputeStaleLatest(connection, dryRun: dryRun)
         try scrub(connection, dryRun: dryRun, report: &report)
+        try compactGeofences(
+            overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun, report: &report)
         return report
     }
 
@@ -318,10 +322,12 @@ public struct DatabaseCompaction {
 
     /// Deletes the rows matching `condition`, at most `rowsPerStatementMax` per statement (each its
     /// own transaction), until none is left. `key` identifies a row within the table.
-    private func deleteBounded(
+    /// `schema`: another projection's (the geofences'), else the main generation's.
+    func deleteBounded(
         _ table: String, key: String, where condition: String, _ parameters: [PostgresValue?],
-        _ connection: PostgresConnection, dryRun: Bool
+        _ connection: PostgresConnection, dryRun: Bool, schema: String? = nil
     ) throws -> Int {
+        let s = schema.map(PostgresConnection.quoteIdentifier) ?? self.s
         if dryRun {
             let result = try connection.execute(
                 "SELECT count(*) FROM \(s).\(table) WHERE \(condition)", parameters)

@@ -72,7 +72,8 @@ public struct GeofenceCircle: Sendable, Equatable {
         let latitudeArc = abs(latitude * .pi / 180 - latitudeRadians) * Self.earthRadiusMeters
         if latitudeArc - accuracy > radiusMeters { return .outside }
         return GeofenceDecision.decide(
-            distanceMeters: distanceMeters(latitude: latitude, longitude: longitude), accuracyMeters: accuracy,
+            distanceMeters: distanceMeters(latitude: latitude, longitude: longitude),
+            accuracyMeters: accuracy,
             radiusMeters: radiusMeters)
     }
 }
@@ -90,12 +91,9 @@ public struct GeofencePairState: Sendable, Equatable {
         case outside = 2
     }
 
-    /// The state after the last fix folded (`horizonMicros`); nil before any decided one.
+    /// The state after the last fix folded (`horizonMicros`): always the decision of the latest
+    /// decided fix; nil before any.
     public var current: Known?
-    /// The state set by the first decided fix, and that fix's `recorded_at`: what a recompute
-    /// from before every transition starts from.
-    public var initial: Known?
-    public var initialAtMicros: Int64?
     /// The `recorded_at` of the latest fix folded, decided or not; `Int64.min` before any. A fix
     /// recorded before it is out of order and needs a recompute rather than a fold.
     public var horizonMicros: Int64 = .min
@@ -115,8 +113,6 @@ public struct GeofencePairState: Sendable, Equatable {
         }
         guard let state = current else {
             current = decided
-            initial = decided
-            initialAtMicros = recordedAtMicros
             return nil
         }
         guard state != decided else { return nil }

@@ -53,7 +53,8 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                 guard let accuracy = fix.accuracyMeters else { continue }  // never decides
                 rows.append(
                     FixRow(
-                        deviceID: batch.deviceID, recordedAtMicros: fix.recordedAtMicros, receivedAtMicros: received,
+                        deviceID: batch.deviceID, recordedAtMicros: fix.recordedAtMicros,
+                        receivedAtMicros: received,
                         latitude: fix.latitude, longitude: fix.longitude, accuracyMeters: accuracy,
                         logOffset: record.offset, fixIndex: Int32(truncatingIfNeeded: index)))
             }

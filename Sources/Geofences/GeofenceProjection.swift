@@ -12,9 +12,8 @@ import Synchronization
 /// Order: a device's fixes decide in `recorded_at` order, not in the order they arrived. A fix at
 /// or after a (fence, device) pair's horizon folds straight into its state (the common case, no
 /// read). A fix before it (a late offline batch), an erasure, or a fence drawn or moved, marks the
-/// pair for a recompute from that time: the state just before it comes from the pair's last
-/// transition before it (or its first decision), and its stored fixes from that time on are
-/// replayed; the transitions found are compared with the stored ones, so those that did not change
+/// pair for a recompute from that time: the state just before it is the decision of the pair's
+/// last decided fix before it, and its stored fixes from that time on are replayed; the transitions found are compared with the stored ones, so those that did not change
 /// keep their row (and id) and only the difference is written.
 public struct GeofenceProjection: LogProjection {
     public let schema: String
@@ -77,7 +76,9 @@ public struct GeofenceProjection: LogProjection {
         cache.put(work)
     }
 
-    private func moveCheckpoint(_ batch: GeofenceBatch, logID: UUID128?, _ connection: PostgresConnection) throws {
+    private func moveCheckpoint(_ batch: GeofenceBatch, logID: UUID128?, _ connection: PostgresConnection)
+        throws
+    {
         let moved = try connection.execute(
             """
             UPDATE \(s).projector_checkpoints
@@ -94,7 +95,8 @@ public struct GeofenceProjection: LogProjection {
             if let logID, try Schema.generation(of: schema, connection)?.logID != logID {
                 throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
             }
-            throw ProjectorError.checkpointMoved(expected: batch.firstOffset, found: try? checkpoint(connection))
+            throw ProjectorError.checkpointMoved(
+                expected: batch.firstOffset, found: try? checkpoint(connection))
         }
     }
 }

@@ -13,7 +13,7 @@ extension GeofenceRun {
         var starts: [Int64] = []
         for (fenceID, from) in froms {
             guard let i = device.index(of: fenceID) else { continue }
-            device.states[i] = try stateBefore(from, fenceID, deviceID, old: device.states[i])
+            device.states[i] = try stateBefore(from, device.circles[i], deviceID)
             indices.append(i)
             starts.append(from)
         }
@@ -50,7 +50,8 @@ extension GeofenceRun {
                     let decision = device.circles[i].decide(
                         latitude: fix.latitude, longitude: fix.longitude, accuracyMeters: fix.accuracyMeters)
                     if let change = device.states[i].fold(decision, recordedAtMicros: fix.recordedAtMicros) {
-                        found[k].append(TransitionRow(fenceID: device.fenceIDs[i], enter: change == .inside, fix: fix))
+                        found[k].append(
+                            TransitionRow(fenceID: device.fenceIDs[i], enter: change == .inside, fix: fix))
                     }
                 }
             }
@@ -63,38 +64,64 @@ extension GeofenceRun {
         cache.devices[deviceID] = device
     }
 
-    /// The pair's state just before `from`: its last transition before it, else its first decision
-    /// if that was before it, else nothing yet. The horizon is just before `from`.
-    private func stateBefore(_ from: Int64, _ fenceID: UInt64, _ deviceID: UInt64, old: GeofencePairState) throws
+    /// The pair's state just before `from`: the decision of the pair's last decided fix before it
+    /// (the state is always the latest decided fix's decision: the first sets it, each later one
+    /// that differs changes it). Read from the stored fixes, newest first, so it holds after
+    /// retention removed older fixes and transitions alike. The horizon is just before `from`.
+    private func stateBefore(_ from: Int64, _ circle: GeofenceCircle, _ deviceID: UInt64) throws
         -> GeofencePairState
     {
         var state = GeofencePairState()
         guard from != .min else { return state }
         state.horizonMicros = from - 1
-        let result = try connection.execute(
-            """
-            SELECT event FROM \(s).geofence_transitions WHERE geofence_id = $1 AND device_id = $2 AND recorded_at < $3
-            ORDER BY recorded_at DESC, id DESC LIMIT 1
-            """,
-            [.int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID)), .timestamp(micros: from)])
-        if result.rowCount == 1 {
-            state.current = result.string(0, 0) == "enter" ? .inside : .outside
-            state.initial = old.initial
-            state.initialAtMicros = old.initialAtMicros
-        } else if let initialAt = old.initialAtMicros, initialAt < from {
-            state.current = old.initial
-            state.initial = old.initial
-            state.initialAtMicros = initialAt
+        var before = from
+        var afterKey: (Int64, Int64)? = nil
+        while true {
+            var parameters: [PostgresValue?] = [
+                .int64(Int64(bitPattern: deviceID)), .timestamp(micros: before),
+            ]
+            var condition = "device_id = $1 AND recorded_at < $2"
+            if let (offset, index) = afterKey {
+                parameters = [.int64(Int64(bitPattern: deviceID)), .timestamp(micros: before)]
+                parameters += [.int64(offset), .int64(index)]
+                condition =
+                    "device_id = $1 AND (recorded_at < $2 OR (recorded_at = $2 AND (log_offset, fix_index) < ($3, $4::integer)))"
+            }
+            let result = try connection.execute(
+                """
+                SELECT (extract(epoch FROM recorded_at) * 1000000)::bigint, latitude, longitude, accuracy_m,
+                    log_offset, fix_index
+                FROM \(s).geofence_fixes WHERE \(condition)
+                ORDER BY recorded_at DESC, log_offset DESC, fix_index DESC LIMIT \(Self.stateRowsPerRead)
+                """, parameters)
+            for row in 0..<result.rowCount {
+                let decision = circle.decide(
+                    latitude: try result.double(row, 1) ?? 0, longitude: try result.double(row, 2) ?? 0,
+                    accuracyMeters: try result.double(row, 3))
+                let recorded = try result.int64(row, 0) ?? 0
+                switch decision {
+                case .undecided:
+                    before = recorded
+                    afterKey = (try result.int64(row, 4) ?? 0, try result.int64(row, 5) ?? 0)
+                case .inside, .outside:
+                    state.current = decision == .inside ? .inside : .outside
+                    return state
+                }
+            }
+            if result.rowCount < Self.stateRowsPerRead { return state }
         }
-        return state
     }
 
     /// Makes the pair's stored transitions from `from` on equal `rows`: deletes those not among
     /// them, inserts those not stored. A transition that did not change keeps its row and its id.
-    private func replaceTransitions(_ fenceID: UInt64, _ deviceID: UInt64, from: Int64, with rows: [TransitionRow])
+    private func replaceTransitions(
+        _ fenceID: UInt64, _ deviceID: UInt64, from: Int64, with rows: [TransitionRow]
+    )
         throws
     {
-        var parameters: [PostgresValue?] = [.int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID))]
+        var parameters: [PostgresValue?] = [
+            .int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID)),
+        ]
         var condition = "geofence_id = $1 AND device_id = $2"
         if from != .min {
             parameters.append(.timestamp(micros: from))
@@ -115,7 +142,8 @@ extension GeofenceRun {
         for row in rows {
             wanted[
                 Key(
-                    enter: row.enter, recordedAtMicros: row.fix.recordedAtMicros, logOffset: Int64(row.fix.logOffset),
+                    enter: row.enter, recordedAtMicros: row.fix.recordedAtMicros,
+                    logOffset: Int64(row.fix.logOffset),
                     fixIndex: Int64(row.fix.fixIndex))] = row
         }
         var obsolete: [PostgresValue?] = []
@@ -123,7 +151,9 @@ extension GeofenceRun {
             let key = Key(
                 enter: stored.string(index, 1) == "enter", recordedAtMicros: try stored.int64(index, 2) ?? 0,
                 logOffset: try stored.int64(index, 3) ?? 0, fixIndex: try stored.int64(index, 4) ?? 0)
-            if wanted.removeValue(forKey: key) == nil { obsolete.append(.int64(try stored.int64(index, 0) ?? 0)) }
+            if wanted.removeValue(forKey: key) == nil {
+                obsolete.append(.int64(try stored.int64(index, 0) ?? 0))
+            }
         }
         if !obsolete.isEmpty {
             _ = try connection.execute(
@@ -138,34 +168,36 @@ extension GeofenceRun {
         let s = PostgresConnection.quoteIdentifier(schema)
         var cache = GeofenceCache()
         let fences = try connection.execute(
-            "SELECT geofence_id, owner_user_id, name, latitude, longitude, radius_m, device_ids::text FROM \(s).geofences")
+            "SELECT geofence_id, owner_user_id, name, latitude, longitude, radius_m, device_ids::text FROM \(s).geofences"
+        )
         for row in 0..<fences.rowCount {
-            let devices = (fences.string(row, 6) ?? "{}").dropFirst().dropLast().split(separator: ",").compactMap {
-                Int64($0).map { UInt64(bitPattern: $0) }
-            }
+            let devices = (fences.string(row, 6) ?? "{}").dropFirst().dropLast().split(separator: ",")
+                .compactMap {
+                    Int64($0).map { UInt64(bitPattern: $0) }
+                }
             let fence = GeofenceDefined(
                 geofenceID: UInt64(bitPattern: try fences.int64(row, 0) ?? 0),
-                ownerUserID: UInt64(bitPattern: try fences.int64(row, 1) ?? 0), name: fences.string(row, 2) ?? "",
+                ownerUserID: UInt64(bitPattern: try fences.int64(row, 1) ?? 0),
+                name: fences.string(row, 2) ?? "",
                 latitude: try fences.double(row, 3) ?? 0, longitude: try fences.double(row, 4) ?? 0,
                 radiusMeters: try fences.double(row, 5) ?? 0, deviceIDs: devices)
             cache.fences[fence.geofenceID] = fence
             for deviceID in devices {
-                cache.devices[deviceID, default: GeofenceCache.DeviceFences()].fenceIDs.append(fence.geofenceID)
+                cache.devices[deviceID, default: GeofenceCache.DeviceFences()].fenceIDs.append(
+                    fence.geofenceID)
                 cache.devices[deviceID]!.circles.append(GeofenceCache.circle(fence))
                 cache.devices[deviceID]!.states.append(GeofencePairState())
             }
         }
         let states = try connection.execute(
-            "SELECT geofence_id, device_id, current, initial, initial_at, horizon FROM \(s).geofence_state")
+            "SELECT geofence_id, device_id, current, horizon FROM \(s).geofence_state")
         for row in 0..<states.rowCount {
             let fenceID = UInt64(bitPattern: try states.int64(row, 0) ?? 0)
             let deviceID = UInt64(bitPattern: try states.int64(row, 1) ?? 0)
             guard let i = cache.devices[deviceID]?.index(of: fenceID) else { continue }
             var state = GeofencePairState()
             state.current = try states.int64(row, 2).flatMap { GeofencePairState.Known(rawValue: UInt8($0)) }
-            state.initial = try states.int64(row, 3).flatMap { GeofencePairState.Known(rawValue: UInt8($0)) }
-            state.initialAtMicros = try states.int64(row, 4)
-            state.horizonMicros = try states.int64(row, 5) ?? .min
+            state.horizonMicros = try states.int64(row, 3) ?? .min
             cache.devices[deviceID]!.states[i] = state
         }
         return cache

@@ -31,6 +31,8 @@ struct GeofenceRun {
 
     /// Rows per read when a recompute replays a device's stored fixes: bounds its memory.
     static let replayRowsPerRead = 20_000
+    /// Rows per read when looking back for a pair's last decided fix (usually the first one read).
+    static let stateRowsPerRead = 256
 
     init(schema: String, cache: GeofenceCache, connection: PostgresConnection) {
         self.schema = schema
@@ -64,10 +66,13 @@ struct GeofenceRun {
         guard var device = cache.devices.removeValue(forKey: deviceID) else { return }
         defer { cache.devices[deviceID] = device }
         // A batch is usually in recorded_at order already; sorted, its own order never forces a recompute.
-        let inOrder = zip(unsorted, unsorted.dropFirst()).allSatisfy { $0.recordedAtMicros <= $1.recordedAtMicros }
+        let inOrder = zip(unsorted, unsorted.dropFirst()).allSatisfy {
+            $0.recordedAtMicros <= $1.recordedAtMicros
+        }
         let rows =
             inOrder
-            ? unsorted : unsorted.sorted { ($0.recordedAtMicros, $0.fixIndex) < ($1.recordedAtMicros, $1.fixIndex) }
+            ? unsorted
+            : unsorted.sorted { ($0.recordedAtMicros, $0.fixIndex) < ($1.recordedAtMicros, $1.fixIndex) }
         var dirtyHere = dirty.removeValue(forKey: deviceID) ?? [:]
         defer { if !dirtyHere.isEmpty { dirty[deviceID] = dirtyHere } }
         for i in device.fenceIDs.indices {
@@ -116,7 +121,8 @@ struct GeofenceRun {
             """,
             [
                 .int64(Int64(bitPattern: fence.geofenceID)), .int64(Int64(bitPattern: fence.ownerUserID)),
-                .text(fence.name), .double(fence.latitude), .double(fence.longitude), .double(fence.radiusMeters),
+                .text(fence.name), .double(fence.latitude), .double(fence.longitude),
+                .double(fence.radiusMeters),
                 .array(PostgresArray(.bigint, fence.deviceIDs.map { .int64(Int64(bitPattern: $0)) })),
                 .int64(Int64(offset)),
             ])
@@ -150,10 +156,13 @@ struct GeofenceRun {
     }
 
     private mutating func delete(_ deleted: GeofenceDeleted) throws {
-        guard let fence = cache.fences[deleted.geofenceID], fence.ownerUserID == deleted.ownerUserID else { return }
+        guard let fence = cache.fences[deleted.geofenceID], fence.ownerUserID == deleted.ownerUserID else {
+            return
+        }
         for deviceID in fence.deviceIDs { try dropPair(fence.geofenceID, deviceID) }
         _ = try connection.execute(
-            "DELETE FROM \(s).geofences WHERE geofence_id = $1", [.int64(Int64(bitPattern: fence.geofenceID))])
+            "DELETE FROM \(s).geofences WHERE geofence_id = $1", [.int64(Int64(bitPattern: fence.geofenceID))]
+        )
         cache.fences[fence.geofenceID] = nil
     }
 
@@ -162,7 +171,8 @@ struct GeofenceRun {
         let ids: [PostgresValue?] = [.int64(Int64(bitPattern: fenceID)), .int64(Int64(bitPattern: deviceID))]
         _ = try connection.execute(
             "DELETE FROM \(s).geofence_transitions WHERE geofence_id = $1 AND device_id = $2", ids)
-        _ = try connection.execute("DELETE FROM \(s).geofence_state WHERE geofence_id = $1 AND device_id = $2", ids)
+        _ = try connection.execute(
+            "DELETE FROM \(s).geofence_state WHERE geofence_id = $1 AND device_id = $2", ids)
         cache.devices[deviceID]?.remove(fenceID)
         dirty[deviceID]?[fenceID] = nil
         changed.remove(PairKey(fenceID: fenceID, deviceID: deviceID))
@@ -217,7 +227,8 @@ struct GeofenceRun {
         try connection.copyInBinary(
             table: schema + "." + GeofenceSchema.Table.fixes.rawValue,
             columns: [
-                "device_id", "recorded_at", "received_at", "latitude", "longitude", "accuracy_m", "log_offset",
+                "device_id", "recorded_at", "received_at", "latitude", "longitude", "accuracy_m",
+                "log_offset",
                 "fix_index",
             ], rows: fixRows
         ) { row, out throws(PostgresError) in
@@ -237,7 +248,9 @@ struct GeofenceRun {
     /// Inserts transitions in `recorded_at` order, so that ids follow it within one write.
     func insertTransitions(_ rows: [TransitionRow]) throws {
         guard !rows.isEmpty else { return }
-        func column(_ type: PostgresArray.ElementType, _ value: (TransitionRow) -> PostgresValue) -> PostgresValue {
+        func column(_ type: PostgresArray.ElementType, _ value: (TransitionRow) -> PostgresValue)
+            -> PostgresValue
+        {
             .array(PostgresArray(type, rows.map(value)))
         }
         _ = try connection.execute(
@@ -265,32 +278,28 @@ struct GeofenceRun {
         var fences: [PostgresValue?] = []
         var devices: [PostgresValue?] = []
         var current: [PostgresValue?] = []
-        var initial: [PostgresValue?] = []
-        var initialAt: [PostgresValue?] = []
         var horizon: [PostgresValue?] = []
         for key in changed {
-            guard let device = cache.devices[key.deviceID], let i = device.index(of: key.fenceID) else { continue }
+            guard let device = cache.devices[key.deviceID], let i = device.index(of: key.fenceID) else {
+                continue
+            }
             let state = device.states[i]
             fences.append(.int64(Int64(bitPattern: key.fenceID)))
             devices.append(.int64(Int64(bitPattern: key.deviceID)))
             current.append(state.current.map { .int64(Int64($0.rawValue)) })
-            initial.append(state.initial.map { .int64(Int64($0.rawValue)) })
-            initialAt.append(state.initialAtMicros.map { .int64($0) })
             horizon.append(.int64(state.horizonMicros))
         }
         changed.removeAll()
         guard !fences.isEmpty else { return }
         _ = try connection.execute(
             """
-            INSERT INTO \(s).geofence_state (geofence_id, device_id, current, initial, initial_at, horizon)
-            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::smallint[], $5::bigint[], $6::bigint[])
-            ON CONFLICT (geofence_id, device_id) DO UPDATE SET current = excluded.current,
-                initial = excluded.initial, initial_at = excluded.initial_at, horizon = excluded.horizon
+            INSERT INTO \(s).geofence_state (geofence_id, device_id, current, horizon)
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::bigint[])
+            ON CONFLICT (geofence_id, device_id) DO UPDATE SET current = excluded.current, horizon = excluded.horizon
             """,
             [
                 .array(PostgresArray(.bigint, fences)), .array(PostgresArray(.bigint, devices)),
-                .array(PostgresArray(.smallint, current)), .array(PostgresArray(.smallint, initial)),
-                .array(PostgresArray(.bigint, initialAt)), .array(PostgresArray(.bigint, horizon)),
+                .array(PostgresArray(.smallint, current)), .array(PostgresArray(.bigint, horizon)),
             ])
     }
 }

@@ -42,14 +42,12 @@ public enum GeofenceTables {
                     fix_index integer NOT NULL
                 );
                 CREATE INDEX ON \(s).geofence_fixes (device_id, recorded_at, log_offset, fix_index);
-                -- current / initial: 1 inside, 2 outside, NULL before any decided fix; horizon: the
+                -- current: 1 inside, 2 outside, NULL before any decided fix; horizon: the
                 -- recorded_at (µs) of the latest fix folded, decided or not.
                 CREATE TABLE \(s).geofence_state (
                     geofence_id bigint NOT NULL,
                     device_id bigint NOT NULL,
                     current smallint,
-                    initial smallint,
-                    initial_at bigint,
                     horizon bigint NOT NULL,
                     PRIMARY KEY (geofence_id, device_id)
                 );

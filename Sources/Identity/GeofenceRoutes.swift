@@ -74,7 +74,8 @@ extension IdentityService {
                 let offset = try mutations.withLock { _ throws(APIError) -> UInt64 in
                     let fence = try ownedGeofence(request, caller)
                     return try appendAndApply(
-                        .geofenceDeleted(GeofenceDeleted(geofenceID: fence.geofenceID, ownerUserID: caller.userID)),
+                        .geofenceDeleted(
+                            GeofenceDeleted(geofenceID: fence.geofenceID, ownerUserID: caller.userID)),
                         receivedAtMicros: clockMicros())
                 }
                 var writer = JSONWriter(capacity: 32)
@@ -88,9 +89,12 @@ extension IdentityService {
     }
 
     /// The fence in path parameter `id` if the caller owns it; the same 404 otherwise.
-    public func ownedGeofence(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError) -> GeofenceDefined {
+    public func ownedGeofence(_ request: HTTPRequest, _ caller: GateCaller) throws(APIError)
+        -> GeofenceDefined
+    {
         guard let id = request.pathParameters["id"].flatMap({ UInt64($0) }),
-            let fence = registry.read({ $0.registry.geofences.fences[id] }), fence.ownerUserID == caller.userID
+            let fence = registry.read({ $0.registry.geofences.fences[id] }),
+            fence.ownerUserID == caller.userID
         else { throw Self.geofenceNotFound }
         return fence
     }
@@ -125,7 +129,8 @@ extension IdentityService {
         guard !devices.isEmpty, devices.count <= GeofenceLimits.devicesPerGeofenceMax else {
             throw .badRequest(
                 .invalidField,
-                "device_ids must name 1 to \(GeofenceLimits.devicesPerGeofenceMax) devices, got \(devices.count)")
+                "device_ids must name 1 to \(GeofenceLimits.devicesPerGeofenceMax) devices, got \(devices.count)"
+            )
         }
         let deviceIDs = Array(Set(devices.map { UInt64(bitPattern: $0) })).sorted()
         for device in deviceIDs where visibility(of: device, to: owner) == nil {

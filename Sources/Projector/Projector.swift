@@ -96,7 +96,9 @@ public struct MainProjection: LogProjection {
         try store.checkpoint(connection).next
     }
 
-    public func makeBatch(firstOffset: UInt64) -> ProjectionBatch { ProjectionBatch(firstOffset: firstOffset) }
+    public func makeBatch(firstOffset: UInt64) -> ProjectionBatch {
+        ProjectionBatch(firstOffset: firstOffset)
+    }
 
     public func apply(
         _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection
@@ -164,7 +166,8 @@ public final class Projector: Sendable {
     }
 
     public init(
-        client: PostgresClient, reader: LogReader, projection: any LogProjection, options: Options = Options(),
+        client: PostgresClient, reader: LogReader, projection: any LogProjection,
+        options: Options = Options(),
         clock: @escaping @Sendable () -> Int64 = wallClockMicros
     ) {
         self.client = client
@@ -200,7 +203,8 @@ public final class Projector: Sendable {
     /// Why the generation found must be built again for the log `logID` (empty: there is none yet),
     /// or nil when it is this log's, of version `version`.
     public static func rebuildReason(
-        _ generation: Schema.Generation?, schema: String, logID: UUID128, version: Int = Schema.projectionVersion
+        _ generation: Schema.Generation?, schema: String, logID: UUID128,
+        version: Int = Schema.projectionVersion
     ) -> String? {
         guard let generation else { return "" }
         if generation.version != version {

@@ -17,6 +17,9 @@ public struct HistoryCursor: Equatable, Sendable {
     public enum Kind: UInt8, Sendable {
         case locations = 1
         case arrivals = 2
+        /// A geofence's transitions (GeofenceTransitions.swift): the id is the fence's, the time
+        /// `recorded_at`, the log offset the transition's row id.
+        case geofenceTransitions = 3
     }
 
     public var kind: Kind

@@ -100,7 +100,12 @@ public final class ReadService: Sendable {
     /// With `after_offset=N`, waits until the projection holds offset N (its checkpoint is past N),
     /// at most `readAfterOffsetWaitMillisMax`; then 503 `projection_behind` with Retry-After, rather
     /// than an answer that silently lacks the client's own write.
-    func waitForProjection(_ request: HTTPRequest) throws(APIError) {
+    /// `end` and `bells`: another projection's checkpoint (the geofences'), else the main one's.
+    func waitForProjection(
+        _ request: HTTPRequest, end: (@Sendable () -> UInt64)? = nil, bells: Doorbells? = nil
+    ) throws(APIError) {
+        let projectedEnd = end ?? self.projectedEnd
+        let projectionBells = bells ?? self.projectionBells
         guard let offset = try afterOffset(request.queryItems) else { return }
         let durableEnd = identity.log.durableEnd
         guard offset < durableEnd else {

@@ -114,10 +114,12 @@ final class DatabaseService: Service {
     }
 }
 
-/// The projector as `/healthz` and `/metrics` show it.
+/// A projector as `/healthz` and `/metrics` show it: the main one (`projector`,
+/// `findmy_projector_*`), or another projection's (`geofences`, `findmy_geofences_projector_*`).
 struct ProjectorStatusSource: StatusSource {
     let projector: Projector
-    var name: String { "projector" }
+    var name = "projector"
+    var metricPrefix = "findmy_projector"
 
     func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
         let status = projector.status
@@ -134,24 +136,24 @@ struct ProjectorStatusSource: StatusSource {
     func metricsText() -> String {
         let status = projector.status
         return """
-            # HELP findmy_projector_checkpoint The next log offset the projector will fold.
-            # TYPE findmy_projector_checkpoint gauge
-            findmy_projector_checkpoint \(status.checkpoint)
-            # HELP findmy_projector_lag_offsets Durable records not yet folded into PostgreSQL.
-            # TYPE findmy_projector_lag_offsets gauge
-            findmy_projector_lag_offsets \(status.lagOffsets)
-            # HELP findmy_projector_lag_seconds Age of the oldest record not yet folded (0 when caught up).
-            # TYPE findmy_projector_lag_seconds gauge
-            findmy_projector_lag_seconds \(status.lagSeconds)
-            # HELP findmy_projector_records_total Records folded by this process.
-            # TYPE findmy_projector_records_total counter
-            findmy_projector_records_total \(status.recordsFolded)
-            # HELP findmy_projector_fixes_total Fixes written to device_locations by this process.
-            # TYPE findmy_projector_fixes_total counter
-            findmy_projector_fixes_total \(status.fixesFolded)
-            # HELP findmy_projector_failures_total Failed projector transactions (retried from the checkpoint).
-            # TYPE findmy_projector_failures_total counter
-            findmy_projector_failures_total \(status.reconnects)
+            # HELP \(metricPrefix)_checkpoint The next log offset the projector will fold.
+            # TYPE \(metricPrefix)_checkpoint gauge
+            \(metricPrefix)_checkpoint \(status.checkpoint)
+            # HELP \(metricPrefix)_lag_offsets Durable records not yet folded into PostgreSQL.
+            # TYPE \(metricPrefix)_lag_offsets gauge
+            \(metricPrefix)_lag_offsets \(status.lagOffsets)
+            # HELP \(metricPrefix)_lag_seconds Age of the oldest record not yet folded (0 when caught up).
+            # TYPE \(metricPrefix)_lag_seconds gauge
+            \(metricPrefix)_lag_seconds \(status.lagSeconds)
+            # HELP \(metricPrefix)_records_total Records folded by this process.
+            # TYPE \(metricPrefix)_records_total counter
+            \(metricPrefix)_records_total \(status.recordsFolded)
+            # HELP \(metricPrefix)_fixes_total Fixes written to device_locations by this process.
+            # TYPE \(metricPrefix)_fixes_total counter
+            \(metricPrefix)_fixes_total \(status.fixesFolded)
+            # HELP \(metricPrefix)_failures_total Failed projector transactions (retried from the checkpoint).
+            # TYPE \(metricPrefix)_failures_total counter
+            \(metricPrefix)_failures_total \(status.reconnects)
 
             """
     }

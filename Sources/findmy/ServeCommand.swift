@@ -4,6 +4,7 @@ import Commands
 import Compactor
 import Events
 import GeofenceAlerts
+import Geofences
 import HTTP
 import Identity
 import Ingest
@@ -439,6 +440,7 @@ enum ServeCommand {
         var reads: ReadService?
         var client: PostgresClient?
         var projectorCheckpoint: @Sendable () -> UInt64? = { nil }
+        var geofenceProgress: GeofenceProgress?
         if configuration.projector {
             let database = try DatabaseService(dataDirectory: data, url: configuration.databaseURL)
             client = database.client
@@ -469,6 +471,23 @@ enum ServeCommand {
             // as the projector starts, before the HTTP server does.
             try group.start(ProjectorService(projector: projector))
             StructuredLog.info("projector_started", ["database": .string(database.description)])
+            // The geofence projection (issue 16): the same log folded again, with its own checkpoint.
+            let fences = Projector(
+                client: database.client, reader: LogReader(directory: data + "/log", writer: log),
+                projection: GeofenceProjection())
+            service.addStatusSource(
+                ProjectorStatusSource(
+                    projector: fences, name: "geofences", metricPrefix: "findmy_geofences_projector"))
+            geofenceProgress = GeofenceProgress(
+                checkpoint: { fences.status.checkpoint }, bells: fences.checkpointBells,
+                unavailable: {
+                    let status = fences.status
+                    guard status.boundLogID == nil else { return nil }
+                    return status.stopped
+                        ? "stopped: \(status.lastError ?? "see /healthz")"
+                        : "not yet bound to this log (see /healthz)"
+                })
+            try group.start(ProjectorService(projector: fences, name: "geofences"))
         }
         let compaction = CompactService.service(
             configuration.compactor, log: log, service: service, client: client,
@@ -520,7 +539,7 @@ enum ServeCommand {
         let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes,
-            alerts: alerts)
+            geofences: geofenceProgress, alerts: alerts)
         try group.start(
             HTTPService(name: "admin") {
                 try HTTPServer.start(
@@ -566,7 +585,7 @@ enum ServeCommand {
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
         _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor,
-        commands: CommandRoutes, alerts: GeofenceAlertRoutes
+        commands: CommandRoutes, geofences: GeofenceProgress? = nil, alerts: GeofenceAlertRoutes
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -579,6 +598,11 @@ enum ServeCommand {
             reads.addRoutes(to: &api)
         } else {
             ReadService.addUnavailableRoutes(to: &api)
+        }
+        if let reads, let geofences {
+            GeofenceTransitionRoutes(reads: reads, progress: geofences).addRoutes(to: &api)
+        } else {
+            GeofenceTransitionRoutes.addUnavailableRoute(to: &api)
         }
         commands.addRoutes(to: &api)
         alerts.addRoutes(to: &api)

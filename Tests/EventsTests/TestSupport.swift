@@ -212,8 +212,10 @@ struct EventFuzzer {
         case 28:
             return .geofenceDefined(
                 GeofenceDefined(
-                    geofenceID: id(), ownerUserID: id(), name: string(), latitude: double(), longitude: double(),
-                    radiusMeters: double(), deviceIDs: (0..<Int.random(in: 0...4, using: &random)).map { _ in id() }))
+                    geofenceID: id(), ownerUserID: id(), name: string(), latitude: double(),
+                    longitude: double(),
+                    radiusMeters: double(),
+                    deviceIDs: (0..<Int.random(in: 0...4, using: &random)).map { _ in id() }))
         case 29:
             return .geofenceDeleted(GeofenceDeleted(geofenceID: id(), ownerUserID: id()))
         default:

@@ -9,11 +9,13 @@ import Testing
     @Test func theWholeCircleDecides() {
         // radius 100: inside while distance + accuracy <= 100, outside once distance - accuracy > 100.
         #expect(D.decide(distanceMeters: 0, accuracyMeters: 100, radiusMeters: 100) == .inside)
-        #expect(D.decide(distanceMeters: 60, accuracyMeters: 40, radiusMeters: 100) == .inside)  // touches the edge
+        // The circle touches the edge from inside.
+        #expect(D.decide(distanceMeters: 60, accuracyMeters: 40, radiusMeters: 100) == .inside)
         #expect(D.decide(distanceMeters: 60.5, accuracyMeters: 40, radiusMeters: 100) == .undecided)
         #expect(D.decide(distanceMeters: 60, accuracyMeters: 40.5, radiusMeters: 100) == .undecided)
-        #expect(D.decide(distanceMeters: 100, accuracyMeters: 1, radiusMeters: 100) == .undecided)  // on the edge
-        #expect(D.decide(distanceMeters: 140, accuracyMeters: 40, radiusMeters: 100) == .undecided)  // touches from outside
+        // On the edge; then touching it from outside.
+        #expect(D.decide(distanceMeters: 100, accuracyMeters: 1, radiusMeters: 100) == .undecided)
+        #expect(D.decide(distanceMeters: 140, accuracyMeters: 40, radiusMeters: 100) == .undecided)
         #expect(D.decide(distanceMeters: 140.5, accuracyMeters: 40, radiusMeters: 100) == .outside)
         #expect(D.decide(distanceMeters: 10_000, accuracyMeters: 9_000, radiusMeters: 100) == .outside)
         #expect(D.decide(distanceMeters: 10_000, accuracyMeters: 9_900, radiusMeters: 100) == .undecided)
@@ -27,7 +29,9 @@ import Testing
             #expect(D.decide(distanceMeters: distance, accuracyMeters: 0, radiusMeters: 100) == .undecided)
             #expect(D.decide(distanceMeters: distance, accuracyMeters: -5, radiusMeters: 100) == .undecided)
             #expect(D.decide(distanceMeters: distance, accuracyMeters: .nan, radiusMeters: 100) == .undecided)
-            #expect(D.decide(distanceMeters: distance, accuracyMeters: .infinity, radiusMeters: 100) == .undecided)
+            #expect(
+                D.decide(distanceMeters: distance, accuracyMeters: .infinity, radiusMeters: 100) == .undecided
+            )
         }
         let fence = GeofenceCircle(latitude: 52.52, longitude: 13.405, radiusMeters: 100)
         #expect(fence.decide(latitude: 52.52, longitude: 13.405, accuracyMeters: nil) == .undecided)

@@ -21,7 +21,8 @@ import Testing
         let door = try Door()
         let anna = try door.loggedInUser("anna")
         let phone = try door.enrol(anna.token)
-        let created = door.send("POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
+        let created = door.send(
+            "POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
         #expect(created.status == 201)
         let id = try #require(try created.body["geofence_id"]?.int64Value)
 
@@ -43,7 +44,8 @@ import Testing
         let gone = door.send("GET", "/api/find-my/geofences/\(id)", headers: auth(anna.token))
         #expect(gone.status == 404 && gone.errorCode == "geofence_not_found")
         // Ids are never given again: the next fence gets a new one.
-        let next = door.send("POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
+        let next = door.send(
+            "POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
         #expect(try next.body["geofence_id"]?.int64Value == id + 1)
     }
 
@@ -52,12 +54,14 @@ import Testing
         let anna = try door.loggedInUser("anna")
         let ben = try door.loggedInUser("ben", role: .admin)
         let phone = try door.enrol(anna.token)
-        let created = door.send("POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
+        let created = door.send(
+            "POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([phone.id]))
         let id = try #require(try created.body["geofence_id"]?.int64Value)
         let missing = door.send("GET", "/api/find-my/geofences/\(id + 100)", headers: auth(ben.token))
         #expect(missing.status == 404)
         for (method, body) in [("GET", ""), ("PUT", fenceBody([phone.id])), ("DELETE", "")] {
-            let answer = door.send(method, "/api/find-my/geofences/\(id)", headers: auth(ben.token), body: body)
+            let answer = door.send(
+                method, "/api/find-my/geofences/\(id)", headers: auth(ben.token), body: body)
             #expect(answer.status == 404, "\(method)")
             #expect(answer.response.body == missing.response.body, "\(method)")
         }
@@ -74,15 +78,18 @@ import Testing
         let annasPhone = try door.enrol(anna.token)
         let bensPhone = try door.enrol(ben.token)
         let refused = door.send(
-            "POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([annasPhone.id, bensPhone.id]))
+            "POST", "/api/find-my/geofences", headers: auth(anna.token),
+            body: fenceBody([annasPhone.id, bensPhone.id]))
         #expect(refused.status == 400 && refused.errorCode == "device_not_found")
         #expect(door.service.registry.read { $0.registry.geofences.fences.isEmpty })
         // Shared with her: now she may name it.
         let share = door.send(
-            "POST", "/api/find-my/devices/\(bensPhone.id)/shares", headers: auth(ben.token), body: "{\"user\": \"anna\"}")
+            "POST", "/api/find-my/devices/\(bensPhone.id)/shares", headers: auth(ben.token),
+            body: "{\"user\": \"anna\"}")
         #expect(share.status == 201)
         let created = door.send(
-            "POST", "/api/find-my/geofences", headers: auth(anna.token), body: fenceBody([annasPhone.id, bensPhone.id]))
+            "POST", "/api/find-my/geofences", headers: auth(anna.token),
+            body: fenceBody([annasPhone.id, bensPhone.id]))
         #expect(created.status == 201)
     }
 
@@ -95,12 +102,19 @@ import Testing
             (fenceBody([phone.id], radius: 100_001), "out_of_range"),
             (fenceBody([]), "invalid_field"),
             (fenceBody([phone.id], name: ""), "invalid_field"),
-            ("{\"name\": \"x\", \"latitude\": 91, \"longitude\": 0, \"radius_m\": 50, \"device_ids\": [\(phone.id)]}",
-             "out_of_range"),
+            (
+                "{\"name\": \"x\", \"latitude\": 91, \"longitude\": 0, \"radius_m\": 50, \"device_ids\": [\(phone.id)]}",
+                "out_of_range"
+            ),
             ("{\"name\": \"x\", \"latitude\": 0, \"longitude\": 0, \"radius_m\": 50}", "missing_field"),
-            ("{\"name\": \"x\", \"latitude\": \"0\", \"longitude\": 0, \"radius_m\": 50, \"device_ids\": [1]}",
-             "wrong_type"),
-            (fenceBody([phone.id]).replacingOccurrences(of: "}", with: ", \"colour\": \"red\"}"), "unknown_field"),
+            (
+                "{\"name\": \"x\", \"latitude\": \"0\", \"longitude\": 0, \"radius_m\": 50, \"device_ids\": [1]}",
+                "wrong_type"
+            ),
+            (
+                fenceBody([phone.id]).replacingOccurrences(of: "}", with: ", \"colour\": \"red\"}"),
+                "unknown_field"
+            ),
             ("not json", "malformed_json"),
         ]
         for (body, code) in cases {

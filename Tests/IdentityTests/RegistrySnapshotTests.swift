@@ -166,7 +166,8 @@ import Testing
                 return .geofenceDefined(
                     GeofenceDefined(
                         geofenceID: fence, ownerUserID: fence % 2 + 1, name: "fence \(fence)",
-                        latitude: 52.5, longitude: 13.4, radiusMeters: Double.random(in: 10...1000, using: &random),
+                        latitude: 52.5, longitude: 13.4,
+                        radiusMeters: Double.random(in: 10...1000, using: &random),
                         deviceIDs: [device(), device()].sorted()))
             case 20:
                 let fence = UInt64.random(in: 1...6, using: &random)

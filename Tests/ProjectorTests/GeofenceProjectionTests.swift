@@ -1,3 +1,4 @@
+import Compactor
 import Events
 import Foundation
 import Geofences
@@ -17,7 +18,8 @@ import Workload
     /// A fix `metres` north of home at minute `m`, with `accuracy`.
     static func fix(_ metres: Double, at m: Int64, accuracy: Double? = 15) -> Fix {
         Fix(
-            latitude: home.latitude + metres / 111_195.08, longitude: home.longitude, accuracyMeters: accuracy,
+            latitude: home.latitude + metres / 111_195.08, longitude: home.longitude,
+            accuracyMeters: accuracy,
             source: "significant", recordedAtMicros: t0 + m * minute)
     }
 
@@ -54,7 +56,8 @@ import Workload
 
         func batch(_ fixes: [Fix], device: UInt64 = 1, receivedMinute: Int64 = 0) throws {
             try append(
-                .fixBatch(FixBatch(deviceID: device, batchID: .random(), fixes: fixes)), receivedMinute: receivedMinute)
+                .fixBatch(FixBatch(deviceID: device, batchID: .random(), fixes: fixes)),
+                receivedMinute: receivedMinute)
         }
 
         /// The transitions as "fence device event minute received-minute", in recorded_at order.
@@ -90,8 +93,11 @@ import Workload
     @Test func aFenceDrawnAfterTheFixesAnswersForTheirTime() throws {
         let setup = try Setup()
         // At home, then out (08:10), wandering near the edge with wide fixes, then back (11:00).
-        try setup.batch([Self.fix(10, at: 0), Self.fix(20, at: 5), Self.fix(400, at: 10)], receivedMinute: 30)
-        try setup.batch([Self.fix(110, at: 60, accuracy: 50), Self.fix(2_000, at: 90, accuracy: nil)], receivedMinute: 200)
+        try setup.batch(
+            [Self.fix(10, at: 0), Self.fix(20, at: 5), Self.fix(400, at: 10)], receivedMinute: 30)
+        try setup.batch(
+            [Self.fix(110, at: 60, accuracy: 50), Self.fix(2_000, at: 90, accuracy: nil)], receivedMinute: 200
+        )
         try setup.batch([Self.fix(15, at: 180, accuracy: 10)], receivedMinute: 225)
         #expect(try setup.transitions().isEmpty)
         try setup.append(.geofenceDefined(Self.fence), receivedMinute: 300)
@@ -108,7 +114,8 @@ import Workload
         try setup.batch([Self.fix(12, at: 300)], receivedMinute: 301)
         #expect(try setup.transitions().isEmpty)
         // Offline in between: away from 08:10 to 11:00, known only at 11:45.
-        try setup.batch([Self.fix(500, at: 10), Self.fix(800, at: 60), Self.fix(20, at: 180)], receivedMinute: 405)
+        try setup.batch(
+            [Self.fix(500, at: 10), Self.fix(800, at: 60), Self.fix(20, at: 180)], receivedMinute: 405)
         #expect(try setup.transitions() == ["1 1 leave 10 405", "1 1 enter 180 405"])
         let kept = try setup.ids()
         // A later late batch splits the outing in two.
@@ -133,10 +140,13 @@ import Workload
         var metres = 0.0
         for m in 0..<120 {
             metres = max(0, metres + Double.random(in: -60...60, using: &random))
-            let accuracy: Double? = Int.random(in: 0..<8, using: &random) == 0 ? nil : Double.random(in: 5...80, using: &random)
+            let accuracy: Double? =
+                Int.random(in: 0..<8, using: &random) == 0 ? nil : Double.random(in: 5...80, using: &random)
             fixes.append(Self.fix(metres, at: Int64(m) * 3, accuracy: accuracy))
         }
-        let batches = stride(from: 0, to: fixes.count, by: 6).map { Array(fixes[$0..<min($0 + 6, fixes.count)]) }
+        let batches = stride(from: 0, to: fixes.count, by: 6).map {
+            Array(fixes[$0..<min($0 + 6, fixes.count)])
+        }
         let inOrder = try Setup()
         try inOrder.append(.geofenceDefined(Self.fence))
         for batch in batches { try inOrder.batch(batch) }
@@ -163,7 +173,10 @@ import Workload
         try setup.append(.geofenceDefined(second))
         for device: UInt64 in [1, 2] {
             try setup.batch(
-                [Self.fix(0, at: 0), Self.fix(1_000, at: 60), Self.fix(0, at: 120), Self.fix(1_000, at: 180)],
+                [
+                    Self.fix(0, at: 0), Self.fix(1_000, at: 60), Self.fix(0, at: 120),
+                    Self.fix(1_000, at: 180),
+                ],
                 device: device)
         }
         #expect(
@@ -175,18 +188,54 @@ import Workload
         // Erase device 1's 00:30 to 02:30: the fixes at 01:00 and 02:00 go, and with them what they
         // decided; what the remaining fixes say is found again (at 03:00 it left home, as before).
         try setup.append(
-            .historyErased(HistoryErased(deviceID: 1, fromMicros: Self.t0 + 30 * Self.minute, toMicros: Self.t0 + 150 * Self.minute)))
+            .historyErased(
+                HistoryErased(
+                    deviceID: 1, fromMicros: Self.t0 + 30 * Self.minute, toMicros: Self.t0 + 150 * Self.minute
+                )))
         #expect(
             try setup.transitions() == [
                 "1 1 leave 180 0", "2 1 enter 180 0", "2 2 enter 60 0", "2 2 leave 120 0", "2 2 enter 180 0",
             ])
         try setup.append(.geofenceDeleted(GeofenceDeleted(geofenceID: 1, ownerUserID: 1)))
-        #expect(try setup.transitions() == ["2 1 enter 180 0", "2 2 enter 60 0", "2 2 leave 120 0", "2 2 enter 180 0"])
+        #expect(
+            try setup.transitions() == [
+                "2 1 enter 180 0", "2 2 enter 60 0", "2 2 leave 120 0", "2 2 enter 180 0",
+            ])
         try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 2)))
         #expect(try setup.transitions() == ["2 1 enter 180 0"])
         let fixes = try setup.client.withConnection {
             try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes WHERE device_id = 2")
         }
         #expect(fixes == 0)
+    }
+
+    /// The compactor's database half reaches the geofence tables as it reaches history: past the
+    /// window by the earlier clock, fixes and the transitions they decided go.
+    @Test func retentionReachesTheGeofenceTables() throws {
+        let setup = try Setup()
+        let day: Int64 = 24 * 60
+        try setup.append(.geofenceDefined(Self.fence))
+        try setup.batch([Self.fix(0, at: 0), Self.fix(1_000, at: 60)])
+        try setup.batch([Self.fix(0, at: 35 * day)], receivedMinute: 35 * day)
+        #expect(try setup.transitions() == ["1 1 leave 60 0", "1 1 enter \(35 * day) \(35 * day)"])
+        // The main projection beside it, as `findmy serve` has it.
+        let main = Projector(client: setup.client, reader: setup.projector.reader)
+        try main.prepare()
+        try catchUp(main)
+        let policy = try RetentionPolicy.fold(
+            setup.projector.reader, upTo: setup.writer.durableEnd,
+            settings: RetentionSettings(retentionDays: 30))
+        let report = try setup.client.withConnection {
+            try DatabaseCompaction(
+                policy: policy, nowMicros: Self.t0 + 40 * day * Self.minute, rowsPerStatementMax: 1,
+                logID: setup.writer.logID
+            ).run($0, dryRun: false)
+        }
+        #expect(report.geofenceRowsDeleted == 3)  // two fixes, one transition
+        #expect(try setup.transitions() == ["1 1 enter \(35 * day) \(35 * day)"])
+        let fixes = try setup.client.withConnection {
+            try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes")
+        }
+        #expect(fixes == 1)
     }
 }
