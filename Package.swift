@@ -129,7 +129,8 @@ let package = Package(
         .target(
             name: "GeofenceAlerts",
             dependencies: [
-                "Events", "Identity", "HTTP", "JSON", "Postgres", "ProjectionSchema", "Push", "Crypto", "Threads",
+                "Events", "Identity", "HTTP", "JSON", "Postgres", "ProjectionSchema", "Push", "Crypto",
+                "Threads",
             ],
             swiftSettings: strict),
 
@@ -253,6 +254,9 @@ let package = Package(
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
                 "Geofences",
             ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "GeofenceAlertsTests", dependencies: ["GeofenceAlerts", "Clients", "Events", "JSON"],
             swiftSettings: strict),
         .testTarget(
             name: "GeofencesTests",

@@ -324,7 +324,8 @@ public enum EventJSON {
         case .geofenceDeleted(let deleted):
             return prefix + "  geofence \(deleted.geofenceID) of user \(deleted.ownerUserID)"
         case .geofenceNotificationsSet(let set):
-            return prefix + "  geofence \(set.geofenceID) of user \(set.ownerUserID)  webhook '\(set.webhookURL)' "
+            return prefix
+                + "  geofence \(set.geofenceID) of user \(set.ownerUserID)  webhook '\(set.webhookURL)' "
                 + "ntfy '\(set.ntfyURL)'"
         case .regionTransition(let transition):
             return prefix

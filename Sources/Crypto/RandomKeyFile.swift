@@ -21,7 +21,9 @@ extension KeyFile {
         // O_CREAT's mode is masked by the umask, which may only remove bits; fchmod states it.
         if fchmod(descriptor, 0o600) != 0 { failure = errno }
         while failure == 0 && written < bytes.count {
-            let result = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, $0.count - written) }
+            let result = bytes.withUnsafeBytes {
+                write(descriptor, $0.baseAddress! + written, $0.count - written)
+            }
             if result < 0 && errno == EINTR { continue }
             if result <= 0 { failure = result < 0 ? errno : EIO } else { written += result }
         }

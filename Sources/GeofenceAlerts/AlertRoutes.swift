@@ -33,7 +33,9 @@ public struct GeofenceAlertRoutes: Sendable {
             identity.respond { () throws(APIError) in
                 let fence = try identity.ownedGeofence(request, caller)
                 let object = try parseObject(request.body, allowed: ["webhook_url", "ntfy_url"])
-                let webhook = try field { () throws(JSONAccessError) in try object.stringIfPresent("webhook_url") }
+                let webhook = try field { () throws(JSONAccessError) in
+                    try object.stringIfPresent("webhook_url")
+                }
                 let ntfy = try field { () throws(JSONAccessError) in try object.stringIfPresent("ntfy_url") }
                 let offset = try identity.setGeofenceNotifications(
                     fence.geofenceID, owner: caller.userID, webhookURL: webhook ?? "", ntfyURL: ntfy ?? "")

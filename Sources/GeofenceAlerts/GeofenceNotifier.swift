@@ -163,7 +163,8 @@ public final class GeofenceNotifier: Service, StatusSource {
                         now: now, connection)
                 }
                 if !settings.ntfyURL.isEmpty {
-                    let (title, tags, body) = AlertMessages.ntfy(row, fenceName: fenceName, deviceName: deviceName)
+                    let (title, tags, body) = AlertMessages.ntfy(
+                        row, fenceName: fenceName, deviceName: deviceName)
                     queued += try Self.insert(
                         row, channel: "ntfy", url: settings.ntfyURL, body: body, title: title, tags: tags,
                         now: now, connection)
@@ -196,7 +197,8 @@ public final class GeofenceNotifier: Service, StatusSource {
             ON CONFLICT (idempotency_key, channel) DO NOTHING
             """,
             [
-                .int64(Int64(bitPattern: row.geofenceID)), .int64(Int64(bitPattern: row.deviceID)), .int64(row.id),
+                .int64(Int64(bitPattern: row.geofenceID)), .int64(Int64(bitPattern: row.deviceID)),
+                .int64(row.id),
                 .text(row.event), .int64(row.recordedAtMicros), .text(channel), .text(url),
                 .text(row.idempotencyKey), .bytes(body), .text(title), .text(tags), .int64(now),
             ]
@@ -269,7 +271,8 @@ public final class GeofenceNotifier: Service, StatusSource {
     /// Sends every delivery at once and waits for all answers.
     func send(_ due: [Due]) -> [Result<IncomingResponse, TransportFailure>] {
         let lock = ConditionLock()
-        nonisolated(unsafe) var outcomes = [Result<IncomingResponse, TransportFailure>?](repeating: nil, count: due.count)
+        nonisolated(unsafe) var outcomes = [Result<IncomingResponse, TransportFailure>?](
+            repeating: nil, count: due.count)
         nonisolated(unsafe) var pending = due.count
         for (index, delivery) in due.enumerated() {
             http.send(request(delivery)) { outcome in
@@ -290,7 +293,8 @@ public final class GeofenceNotifier: Service, StatusSource {
     public static func retryDelayMicros(attempt: Int, options: Options) -> Int64 {
         let shift = min(max(attempt - 1, 0), 40)
         let delay = options.retryBaseMicros.multipliedReportingOverflow(by: Int64(1) << shift)
-        return delay.overflow ? options.retryDelayMicrosMax : min(delay.partialValue, options.retryDelayMicrosMax)
+        return delay.overflow
+            ? options.retryDelayMicrosMax : min(delay.partialValue, options.retryDelayMicrosMax)
     }
 
     func record(_ delivery: Due, _ outcome: Result<IncomingResponse, TransportFailure>, now: Int64) throws {
@@ -301,7 +305,8 @@ public final class GeofenceNotifier: Service, StatusSource {
         case .success(let response):
             status = Int64(response.status)
             if !(200..<300).contains(response.status) {
-                error = "answered \(response.status): "
+                error =
+                    "answered \(response.status): "
                     + String(decoding: response.body.prefix(200), as: UTF8.self)
             }
         case .failure(let failure):

@@ -35,10 +35,14 @@ extension Registry {
     mutating func decodeGeofenceNotificationPart(_ r: inout ByteReader) throws {
         for _ in 0..<(try r.u32()) {
             let set = GeofenceNotificationsSet(
-                geofenceID: try r.u64(), ownerUserID: try r.u64(), webhookURL: try r.string(), ntfyURL: try r.string())
+                geofenceID: try r.u64(), ownerUserID: try r.u64(), webhookURL: try r.string(),
+                ntfyURL: try r.string())
             guard geofences.fences[set.geofenceID]?.ownerUserID == set.ownerUserID,
                 geofenceNotifications[set.geofenceID] == nil
-            else { throw DecodeError.invalid("notification settings of geofence \(set.geofenceID) are inconsistent") }
+            else {
+                throw DecodeError.invalid(
+                    "notification settings of geofence \(set.geofenceID) are inconsistent")
+            }
             geofenceNotifications[set.geofenceID] = set
         }
     }
@@ -62,7 +66,8 @@ extension IdentityService {
         guard !url.isEmpty else { return }
         guard url.utf8.count <= GeofenceNotifyLimits.urlBytesMax else {
             throw .badRequest(
-                .invalidField, "\(field) is \(url.utf8.count) bytes; at most \(GeofenceNotifyLimits.urlBytesMax)")
+                .invalidField,
+                "\(field) is \(url.utf8.count) bytes; at most \(GeofenceNotifyLimits.urlBytesMax)")
         }
         let lower = url.lowercased()
         let rest: Substring

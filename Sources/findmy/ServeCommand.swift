@@ -174,7 +174,7 @@ enum ServeCommand {
                 "a sound unanswered this long ends as expired (default 3600); a lost lasts until found"
             ),
         ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
-            + GeofenceNotifySetup.settings
+        + GeofenceNotifySetup.settings
 
     static var help: String {
         var lines = [
@@ -320,7 +320,9 @@ enum ServeCommand {
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
         configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
-        configuration.geofenceNotify = try GeofenceNotifySetup.configuration { options.value($0, environment: $1) }
+        configuration.geofenceNotify = try GeofenceNotifySetup.configuration {
+            options.value($0, environment: $1)
+        }
         configuration.commands.locateIntervalSeconds = try integer(
             "command-locate-interval-seconds", configuration.commands.locateIntervalSeconds)
         configuration.commands.soundIntervalSeconds = try integer(
@@ -530,7 +532,8 @@ enum ServeCommand {
         let signing = try WebhookSigning.load(dataDirectory: data)
         if let client {
             let notifier = GeofenceNotifySetup.notifier(
-                configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity, signing: signing)
+                configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity,
+                signing: signing)
             service.addStatusSource(notifier)
             try group.start(notifier)
         }

@@ -31,7 +31,8 @@ import Testing
         throws -> Answer
     {
         let response = try connection.send(
-            method, target, headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+            method, target,
+            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
             body: Array(body.utf8))
         return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
     }
@@ -94,7 +95,9 @@ import Testing
 
     func path(_ request: JSONObject) -> String { (try? request["path"]?.stringValue) ?? "" }
 
-    func header(_ request: JSONObject, _ name: String) -> String? { try? request["headers"]?[name]?.stringValue }
+    func header(_ request: JSONObject, _ name: String) -> String? {
+        try? request["headers"]?[name]?.stringValue
+    }
 
     @Test func aFixCrossingTheFenceNotifiesOnceWithAValidSignature() throws {
         let setup = try setUp("findmy-geofence-notify-once")
@@ -126,14 +129,21 @@ import Testing
         #expect(after.map { (try? body($0)["event"]?.stringValue) ?? nil } == ["leave", "enter"])
         #expect(after.allSatisfy { $0["signature_valid"] == .bool(true) })
 
-        // The owner sees the delivery log; anyone else the 404 of a missing fence.
-        let log = try get(setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.anna)
-        #expect(log.status == 200, "\(log.body)")
-        let deliveries = try log.body["deliveries"]?.arrayValue ?? []
-        #expect(deliveries.count == 4)  // (leave, enter) x (webhook, ntfy)
-        #expect(try deliveries.allSatisfy { try $0["state"]?.stringValue == "delivered" })
-        let ben = try get(setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.ben)
-        let bens = try get(setup.connection, "/api/find-my/geofences/\(setup.fenceID)/notifications", token: setup.ben)
+        // The owner sees the delivery log (recorded once both answers of a round are in); anyone else
+        // the 404 of a missing fence.
+        var deliveries: [JSONValue] = []
+        let settled = try waitUntil {
+            let log = try get(
+                setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.anna)
+            deliveries = (try? log.body["deliveries"]?.arrayValue) ?? []
+            return deliveries.count == 4
+                && deliveries.allSatisfy { (try? $0["state"]?.stringValue) == "delivered" }
+        }
+        #expect(settled, "\(deliveries)")  // (leave, enter) x (webhook, ntfy)
+        let ben = try get(
+            setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.ben)
+        let bens = try get(
+            setup.connection, "/api/find-my/geofences/\(setup.fenceID)/notifications", token: setup.ben)
         #expect(ben.status == 404 && bens.status == 404)
         // The notifier is a service in /healthz.
         let health = try JSONParser.parse(try setup.connection.send("GET", "/healthz").body)
@@ -156,10 +166,16 @@ import Testing
         #expect(keys.count == 2 && keys[0] != nil && keys[0] == keys[1])
         if path(failed) == "/hook" { #expect(retried.allSatisfy { $0["signature_valid"] == .bool(true) }) }
         // The log says two attempts, delivered, and the status of the last.
-        let log = try get(setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.anna)
         let channel = path(failed) == "/hook" ? "webhook" : "ntfy"
-        let row = try #require(
-            try log.body["deliveries"]?.arrayValue.first { try $0["channel"]?.stringValue == channel })
+        var row: JSONValue = .null
+        _ = try waitUntil {
+            let log = try get(
+                setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.anna)
+            row =
+                (try? log.body["deliveries"]?.arrayValue.first { try $0["channel"]?.stringValue == channel })
+                ?? .null
+            return (try? row["state"]?.stringValue) == "delivered"
+        }
         #expect(try row["attempts"]?.int64Value == 2)
         #expect(try row["state"]?.stringValue == "delivered")
         #expect(try row["last_status"]?.int64Value == 200)

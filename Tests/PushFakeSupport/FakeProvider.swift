@@ -29,7 +29,8 @@ public final class FakeProvider: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         // Debian's python3, which python3-h2 and python3-cryptography are installed for.
         process.arguments =
-            ["--pdeathsig", "KILL", "/usr/bin/python3", Self.script(script), mode, "--dir", directory] + arguments
+            ["--pdeathsig", "KILL", "/usr/bin/python3", Self.script(script), mode, "--dir", directory]
+            + arguments
         process.standardInput = input
         process.standardOutput = output
         try process.run()
