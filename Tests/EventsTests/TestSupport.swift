@@ -105,7 +105,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<30, using: &random) {
+        switch Int.random(in: 0..<31, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -218,6 +218,10 @@ struct EventFuzzer {
                     deviceIDs: (0..<Int.random(in: 0...4, using: &random)).map { _ in id() }))
         case 29:
             return .geofenceDeleted(GeofenceDeleted(geofenceID: id(), ownerUserID: id()))
+        case 30:
+            return .geofenceNotificationsSet(
+                GeofenceNotificationsSet(
+                    geofenceID: id(), ownerUserID: id(), webhookURL: string(), ntfyURL: string()))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

@@ -494,12 +494,13 @@ extension RegistrySnapshotTests {
 }
 
 extension RegistrySnapshotTests {
-    /// Snapshots written by format versions 1 to 4 still load. Made here from a version 6 file of
+    /// Snapshots written by format versions 1 to 4 and 6 still load. Made here from a version 7 file of
     /// a log without geofences, settings, command events, share permissions or Web Push keys, whose
-    /// appended parts are then zeros: version 6 appends 12 bytes (the highest geofence id and a count),
+    /// appended parts are then zeros: version 7 appends 4 bytes (a count of notification settings),
+    /// version 6 12 bytes (the highest geofence id and a count),
     /// version 4 one count (users with OwnTracks Friends on), version 3 four (share permissions and
     /// the command book), version 2 one (push tokens with Web Push keys). (5 is presence's.)
-    @Test(arguments: [4, 3, 2, 1] as [UInt8])
+    @Test(arguments: [6, 4, 3, 2, 1] as [UInt8])
     func anOlderSnapshotStillLoads(version: UInt8) throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
@@ -508,7 +509,7 @@ extension RegistrySnapshotTests {
             let event = source.next()
             switch event {
             case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered,
-                .userSettingChanged, .geofenceDefined, .geofenceDeleted:
+                .userSettingChanged, .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:
                 continue
             case .pushTokenRegistered(let registered) where !registered.webPushPublicKey.isEmpty:
                 continue
@@ -522,8 +523,8 @@ extension RegistrySnapshotTests {
         }
         let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 6 && current[9] == 0)
-        let appended = [4: 12, 3: 12 + 4, 2: 12 + 4 + 16, 1: 12 + 4 + 16 + 4][version]!
+        #expect(current[8] == 7 && current[9] == 0)
+        let appended = [6: 4, 4: 4 + 12, 3: 4 + 12 + 4, 2: 4 + 12 + 4 + 16, 1: 4 + 12 + 4 + 16 + 4][version]!
         #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
         var older = Array(current.dropLast(4 + appended))
         older[8] = version
