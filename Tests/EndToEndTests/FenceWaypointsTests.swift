@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import JSON
+import MosquittoSupport
 import Testing
 
 /// The server's geofences reach an OwnTracks phone as a `setWaypoints` command in the answer to its
@@ -61,5 +62,36 @@ import Testing
         #expect(try renamed["rad"]?.int64Value == 150)
         #expect(try renamed["tst"]?.int64Value == fenceID)
         #expect(try publish(52.5204).isEmpty)
+    }
+
+    /// Over MQTT: the command is published on the phone's `<topic>/cmd` after its next message.
+    @Test func anMQTTPhoneGetsItsFencesOnItsCommandTopic() throws {
+        let broker = try Mosquitto()
+        let data = ScratchDirectory("findmy-waypoints-mqtt")
+        let alice = try addUser("alice", data: data.path)
+        let server = try OwnTracksMQTTTests.server(data.path, broker, projector: true)
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        try broker.publish(topic: "owntracks/alice/phone", OwnTracksMQTTTests.location(latitude: 48.1))
+        var deviceID: Int64?
+        _ = waitUntil(timeoutSeconds: 60) {
+            deviceID = try? get(connection, "/api/find-my/devices", token: alice).body["devices"]?
+                .arrayValue.first?["id"]?.int64Value
+            return deviceID != nil
+        }
+        let device = try #require(deviceID)
+        let created = try post(
+            connection, "/api/find-my/geofences", token: alice,
+            body:
+                "{\"name\": \"Office\", \"latitude\": 48.1, \"longitude\": 13.405, \"radius_m\": 200, \"device_ids\": [\(device)]}"
+        )
+        #expect(created.status == 201, "\(created.body)")
+        let phone = try broker.subscribe(topic: "owntracks/alice/phone/cmd", count: 1)
+        try broker.publish(topic: "owntracks/alice/phone", OwnTracksMQTTTests.location(latitude: 48.1001))
+        #expect(waitUntil(timeoutSeconds: 60) { !phone.messages.isEmpty })
+        let message = try #require(phone.messages.first)
+        let payload = try JSONParser.parse(String(message.dropFirst("owntracks/alice/phone/cmd ".count)))
+        #expect(try payload["action"]?.stringValue == "setWaypoints")
+        #expect(try payload["waypoints"]?["waypoints"]?.arrayValue.first?["desc"]?.stringValue == "Office")
     }
 }
