@@ -50,7 +50,9 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
             var rows: [FixRow] = []
             rows.reserveCapacity(batch.fixes.count)
             for (index, fix) in batch.fixes.enumerated() {
-                guard let accuracy = fix.accuracyMeters else { continue }  // never decides
+                // Without accuracy a fix never decides. A clock-suspect fix (recorded in the future of
+                // its arrival) would set the pair's horizon there and pin its state: it decides nothing.
+                guard let accuracy = fix.accuracyMeters, !fix.clockSuspect else { continue }
                 rows.append(
                     FixRow(
                         deviceID: batch.deviceID, recordedAtMicros: fix.recordedAtMicros,

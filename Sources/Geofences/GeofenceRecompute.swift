@@ -57,10 +57,17 @@ extension GeofenceRun {
             }
             if result.rowCount < Self.replayRowsPerRead { break }
         }
+        // Fresh pairs have nothing stored to compare with: their rows go in one statement.
+        var fresh: [TransitionRow] = []
         for (k, i) in indices.enumerated() {
-            try replaceTransitions(device.fenceIDs[i], deviceID, from: starts[k], with: found[k])
+            if freshPairs.contains(PairKey(fenceID: device.fenceIDs[i], deviceID: deviceID)) {
+                fresh += found[k]
+            } else {
+                try replaceTransitions(device.fenceIDs[i], deviceID, from: starts[k], with: found[k])
+            }
             changed.insert(PairKey(fenceID: device.fenceIDs[i], deviceID: deviceID))
         }
+        try insertTransitions(fresh)
         cache.devices[deviceID] = device
     }
 

@@ -28,6 +28,8 @@ struct GeofenceRun {
     /// Pairs to recompute, by device, from the earliest `recorded_at` that came out of order.
     var dirty: [UInt64: [UInt64: Int64]] = [:]
     var changed: Set<PairKey> = []
+    /// Pairs of fences first defined in this transaction: nothing of theirs is stored yet.
+    var freshPairs: Set<PairKey> = []
 
     /// Rows per read when a recompute replays a device's stored fixes: bounds its memory.
     static let replayRowsPerRead = 20_000
@@ -46,7 +48,9 @@ struct GeofenceRun {
         switch item {
         case .fixes(let rows): fold(rows)
         case .defined(let fence, let offset):
-            try flush()
+            // A new fence changes no stored row: its pairs are recomputed at the next flush, with
+            // every fix before it. A redefinition may drop pairs, whose pending rows go first.
+            if cache.fences[fence.geofenceID] != nil { try flush() }
             try define(fence, offset: offset)
         case .deleted(let deleted):
             try flush()
@@ -151,6 +155,7 @@ struct GeofenceRun {
             cache.devices[deviceID] = device
             // The whole retained history: a fence drawn today answers for last week.
             markDirty(fence.geofenceID, deviceID, from: .min)
+            if old == nil { freshPairs.insert(PairKey(fenceID: fence.geofenceID, deviceID: deviceID)) }
             changed.insert(PairKey(fenceID: fence.geofenceID, deviceID: deviceID))
         }
     }
@@ -219,6 +224,7 @@ struct GeofenceRun {
         for (deviceID, froms) in pending.sorted(by: { $0.key < $1.key }) {
             try recompute(deviceID, froms)
         }
+        freshPairs.removeAll()
         try writeStates()
     }
 

@@ -107,6 +107,20 @@ import Workload
         #expect(try setup.transitions().count == 2)
     }
 
+    /// A fix recorded in the future of its arrival (a wrong device clock) decides nothing: it would
+    /// otherwise report a leave a year ahead and make every later fix look late.
+    @Test func aClockSuspectFixDecidesNothing() throws {
+        let setup = try Setup()
+        try setup.append(.geofenceDefined(Self.fence))
+        var future = Self.fix(5_000, at: 365 * 24 * 60)
+        future.clockSuspect = true
+        try setup.batch([Self.fix(0, at: 0), future])
+        try setup.batch([Self.fix(10, at: 30)])
+        #expect(try setup.transitions().isEmpty)
+        try setup.batch([Self.fix(900, at: 60)])
+        #expect(try setup.transitions() == ["1 1 leave 60 0"])
+    }
+
     @Test func aLateBatchInsertsTheTransitionsThatHappenedAtTheirTimes() throws {
         let setup = try Setup()
         try setup.append(.geofenceDefined(Self.fence))
