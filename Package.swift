@@ -124,6 +124,16 @@ let package = Package(
             dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
             swiftSettings: strict),
 
+        // Announces geofence transitions (webhook, ntfy) from the geofence projection's table, with its
+        // own cursor and delivery log in PostgreSQL; sends through Push's HTTP2Client (the libcurl user).
+        .target(
+            name: "GeofenceAlerts",
+            dependencies: [
+                "Events", "Identity", "HTTP", "JSON", "Postgres", "ProjectionSchema", "Push", "Crypto",
+                "Threads",
+            ],
+            swiftSettings: strict),
+
         // The JSON read API over the projection: devices, latest fixes, history, arrivals, device cards.
         // Routes, SQL statements, row encoding and paging each in their own file. Callers and what
         // they may see come from Identity's gate.
@@ -176,7 +186,7 @@ let package = Package(
             dependencies: [
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
-                "Projector", "Geofences",
+                "Projector", "Geofences", "GeofenceAlerts",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
                 "Presence",
             ],
@@ -259,6 +269,9 @@ let package = Package(
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
                 "Geofences",
             ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "GeofenceAlertsTests", dependencies: ["GeofenceAlerts", "Clients", "Events", "JSON"],
             swiftSettings: strict),
         .testTarget(
             name: "GeofencesTests",

@@ -165,6 +165,15 @@ public enum EventJSON {
             writer.int64(Int64(bitPattern: deleted.geofenceID))
             writer.key("owner")
             writer.int64(Int64(bitPattern: deleted.ownerUserID))
+        case .geofenceNotificationsSet(let set):
+            writer.key("geofence")
+            writer.int64(Int64(bitPattern: set.geofenceID))
+            writer.key("owner")
+            writer.int64(Int64(bitPattern: set.ownerUserID))
+            writer.key("webhook_url")
+            writer.string(set.webhookURL)
+            writer.key("ntfy_url")
+            writer.string(set.ntfyURL)
         case .regionTransition(let transition):
             writer.key("device")
             writer.int64(Int64(bitPattern: transition.deviceID))
@@ -318,6 +327,10 @@ public enum EventJSON {
                 + "\(fence.radiusMeters) m, \(fence.deviceIDs.count) devices"
         case .geofenceDeleted(let deleted):
             return prefix + "  geofence \(deleted.geofenceID) of user \(deleted.ownerUserID)"
+        case .geofenceNotificationsSet(let set):
+            return prefix
+                + "  geofence \(set.geofenceID) of user \(set.ownerUserID)  webhook '\(set.webhookURL)' "
+                + "ntfy '\(set.ntfyURL)'"
         case .regionTransition(let transition):
             return prefix
                 + "  device \(transition.deviceID)  \(transition.kind == .enter ? "enter" : "leave") "

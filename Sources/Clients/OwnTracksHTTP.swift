@@ -57,7 +57,11 @@ extension ClientsService {
             let friends = wantsFriends(request, deviceID: deviceID) ? friendsMessages(for: deviceID) : []
             // The answering location's own reply asks for nothing: its answer is being stored.
             let commands = report.answers == nil ? commandMessages(for: deviceID) : []
-            return Self.answer(friends + commands, key: key)
+            // The server's geofences naming this phone, once after each change (FenceWaypoints.swift).
+            let waypoints = FenceWaypoints.shared.take(for: deviceID, identity: ingest.identity).flatMap {
+                try? JSONParser.parse($0)
+            }
+            return Self.answer(friends + commands + (waypoints.map { [$0] } ?? []), key: key)
         case .inProgress:
             var response = APIError(
                 status: 503, code: .batchInProgress,

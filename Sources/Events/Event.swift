@@ -33,6 +33,7 @@ public enum Event: Equatable, Sendable {
     case presenceChanged(PresenceChanged)
     case geofenceDefined(GeofenceDefined)
     case geofenceDeleted(GeofenceDeleted)
+    case geofenceNotificationsSet(GeofenceNotificationsSet)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -74,6 +75,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     // 36-38: geofences drawn on the server (issue 16, GeofenceEvents.swift).
     case geofenceDefined = 36
     case geofenceDeleted = 37
+    // 39: where a geofence's transitions are announced (GeofenceNotifyEvents.swift).
+    case geofenceNotificationsSet = 39
 
     public var name: String {
         switch self {
@@ -107,6 +110,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .presenceChanged: "presence_changed"
         case .geofenceDefined: "geofence_defined"
         case .geofenceDeleted: "geofence_deleted"
+        case .geofenceNotificationsSet: "geofence_notifications_set"
         }
     }
 }

@@ -136,6 +136,8 @@ public enum EventCodec {
             (recordedMin, recordedMax) = (presence.recordedMicros, presence.recordedMicros)
         case .geofenceDefined, .geofenceDeleted:
             type = encodeGeofence(event, into: &writer)!
+        case .geofenceNotificationsSet(let set):
+            type = encodeGeofenceNotify(set, into: &writer)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -291,6 +293,8 @@ public enum EventCodec {
             event = try decodePresence(type, &reader)!
         case .geofenceDefined, .geofenceDeleted:
             event = try decodeGeofence(type, &reader)!
+        case .geofenceNotificationsSet:
+            event = try decodeGeofenceNotify(&reader)
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

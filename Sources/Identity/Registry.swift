@@ -145,6 +145,8 @@ public struct Registry: Sendable {
     public internal(set) var presence = PresenceBook()
     /// The geofences defined on the server, by id (issue 16, GeofenceBook.swift).
     public internal(set) var geofences = GeofenceBook()
+    /// Where each geofence's transitions are announced, by fence id (issue 16, FenceNotifySettings.swift).
+    public internal(set) var geofenceNotifications: [UInt64: GeofenceNotificationsSet] = [:]
     /// The offset after the last event applied.
     public internal(set) var nextOffset: UInt64 = 0
 
@@ -243,6 +245,7 @@ public struct Registry: Sendable {
         commands.apply(event)
         presence.apply(event)
         geofences.apply(event)
+        applyGeofenceNotifications(event)
         switch event {
         case .fixBatch(let batch):
             let result = BatchResult(
@@ -356,8 +359,8 @@ public struct Registry: Sendable {
             break
         case .devicePresenceLinked, .presenceChanged:
             break  // folded by `presence` above
-        case .geofenceDefined, .geofenceDeleted:
-            break  // folded by `geofences` above
+        case .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:
+            break  // folded by `geofences` and `applyGeofenceNotifications` above
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
             break  // folded by `commands` above
         }

@@ -24,13 +24,13 @@ import Events
 // invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
 // for good and deleted, so that a snapshot never keeps what compaction removed from the log.
 
-/// Constants and file names of the snapshot format, version 6 (reads 1 to 6).
+/// Constants and file names of the snapshot format, version 7 (reads 1 to 7).
 public enum RegistrySnapshotFormat {
     /// 2 appends the Web Push keys of push tokens; 3 (issue 14) appends share permissions and open
     /// commands; 4 (issue 13) appends the users' OwnTracks Friends setting; 5 (issue 16) presence;
-    /// 6 (issue 16) the geofences. Older versions still read.
-    public static let version: UInt16 = 6
-    public static let versionsRead: ClosedRange<UInt16> = 1...6
+    /// 6 (issue 16) the geofences; 7 (issue 16) their notification settings. Older versions still read.
+    public static let version: UInt16 = 7
+    public static let versionsRead: ClosedRange<UInt16> = 1...7
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -372,6 +372,7 @@ extension Registry {
         check("commands", commands == other.commands)
         check("presence", presence == other.presence)
         check("geofences", geofences == other.geofences)
+        check("geofenceNotifications", geofenceNotifications == other.geofenceNotifications)
         return parts
     }
 }

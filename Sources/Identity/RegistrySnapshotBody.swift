@@ -15,8 +15,9 @@ import Events
 //   Version 5 appends presence (issue 16): the links (count, device, node id, node name) and the
 //   last states (count, device, online u8, optional lastSeen, changedAt).
 //   Version 6 appends the geofences (GeofenceBook.swift).
-//   Version 1 to 5 bodies are still read (no keys; see-only shares and no open commands; every
-//   setting off; no device linked to a tailnet node; no geofence).
+//   Version 7 appends the geofences' notification settings (FenceNotifySettings.swift).
+//   Version 1 to 6 bodies are still read (no keys; see-only shares and no open commands; every
+//   setting off; no device linked to a tailnet node; no geofence; no notification setting).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -164,6 +165,8 @@ extension Registry {
         encodePresencePart(&w)
         // Version 6 (issue 16): the geofences (GeofenceBook.swift).
         encodeGeofencePart(&w)
+        // Version 7 (issue 16): where each geofence's transitions are announced.
+        encodeGeofenceNotificationPart(&w)
         return w.bytes
     }
 
@@ -278,6 +281,7 @@ extension Registry {
         }
         if version >= 5 { try registry.decodePresencePart(&r) }
         if version >= 6 { try registry.decodeGeofencePart(&r) }
+        if version >= 7 { try registry.decodeGeofenceNotificationPart(&r) }
         return registry
     }
 

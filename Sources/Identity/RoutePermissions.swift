@@ -115,6 +115,10 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/geofences/{id}"): .user,
         RouteKey("DELETE", "/api/find-my/geofences/{id}"): .user,
         RouteKey("GET", "/api/find-my/geofences/{id}/transitions"): .user,
+        // Notifications (Sources/GeofenceAlerts): the fence's owner alone, as above.
+        RouteKey("GET", "/api/find-my/geofences/{id}/notifications"): .user,
+        RouteKey("PUT", "/api/find-my/geofences/{id}/notifications"): .user,
+        RouteKey("GET", "/api/find-my/geofences/{id}/deliveries"): .user,
         // The web panel (Sources/WebPanel): pages need a login, their static files do not
         RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
         RouteKey("GET", "/login"): .open,

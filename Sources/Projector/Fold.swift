@@ -152,6 +152,8 @@ public struct ProjectionBatch: Sendable {
             break  // presence: the registry folds it and the read API shows it from there (docs/presence.md)
         case .geofenceDefined, .geofenceDeleted:
             break  // the geofence projection's (Sources/Geofences)
+        case .geofenceNotificationsSet:
+            break  // the registry's; the notifier reads it there (Sources/GeofenceAlerts)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .unknown:

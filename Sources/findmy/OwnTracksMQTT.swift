@@ -237,6 +237,19 @@ final class OwnTracksMQTTService: Service, StatusSource {
             }
             if let hold, hold == .beforeAcknowledgement { return Self.logTestHold(deviceID, hold) }
             acknowledge()
+            publishWaypoints(deviceID: deviceID, topic: deviceTopic)
+        }
+    }
+
+    /// The server's geofences naming this phone, on its `<topic>/cmd`, once after each change
+    /// (Clients' FenceWaypoints); sent again after the next message when the broker did not take it.
+    private func publishWaypoints(deviceID: UInt64, topic: String) {
+        guard let payload = FenceWaypoints.shared.take(for: deviceID, identity: ingest.identity) else {
+            return
+        }
+        guard let client = client.withLock({ $0 }) else { return FenceWaypoints.shared.forget(deviceID) }
+        client.publish(topic: topic + "/cmd", payload: payload) { outcome in
+            if case .failed = outcome { FenceWaypoints.shared.forget(deviceID) }
         }
     }
 

@@ -3,6 +3,7 @@ import Clients
 import Commands
 import Compactor
 import Events
+import GeofenceAlerts
 import Geofences
 import HTTP
 import Identity
@@ -175,6 +176,7 @@ enum ServeCommand {
             ),
         ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
         + HeadscaleOptions.settings
+        + GeofenceNotifySetup.settings
 
     static var help: String {
         var lines = [
@@ -211,6 +213,7 @@ enum ServeCommand {
         var push: PushProviders.Configuration?
         var commands = CommandLimits()
         var headscale: HeadscaleConfiguration?
+        var geofenceNotify = GeofenceNotifySetup.Configuration()
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -321,6 +324,9 @@ enum ServeCommand {
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
         configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
         configuration.headscale = try HeadscaleOptions.configuration { options.value($0, environment: $1) }
+        configuration.geofenceNotify = try GeofenceNotifySetup.configuration {
+            options.value($0, environment: $1)
+        }
         configuration.commands.locateIntervalSeconds = try integer(
             "command-locate-interval-seconds", configuration.commands.locateIntervalSeconds)
         configuration.commands.soundIntervalSeconds = try integer(
@@ -525,6 +531,18 @@ enum ServeCommand {
             service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
 
+        // Geofence notifications (issue 16): after the projections whose transitions it follows,
+        // stopped before them and before the database.
+        let signing = try WebhookSigning.load(dataDirectory: data)
+        if let client {
+            let notifier = GeofenceNotifySetup.notifier(
+                configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity,
+                signing: signing)
+            service.addStatusSource(notifier)
+            try group.start(notifier)
+        }
+        let alerts = GeofenceAlertRoutes(identity: service.identity, signing: signing, pool: reads?.pool)
+
         // Presence from headscale (docs/presence.md): after the log and the registry it appends to,
         // stopped before them.
         var presence: PresenceService?
@@ -539,7 +557,7 @@ enum ServeCommand {
             ingest: service, pool: reads?.pool, configuration: configuration.panel, presence: presence)
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes,
-            presence: presence, geofences: geofenceProgress)
+            presence: presence, geofences: geofenceProgress, alerts: alerts)
         try group.start(
             HTTPService(name: "admin") {
                 try HTTPServer.start(
@@ -585,7 +603,8 @@ enum ServeCommand {
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
         _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor,
-        commands: CommandRoutes, presence: PresenceService? = nil, geofences: GeofenceProgress? = nil
+        commands: CommandRoutes, presence: PresenceService? = nil, geofences: GeofenceProgress? = nil,
+        alerts: GeofenceAlertRoutes
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -610,6 +629,7 @@ enum ServeCommand {
         } else {
             PresenceService.addUnavailableRoutes(to: &api)
         }
+        alerts.addRoutes(to: &api)
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)

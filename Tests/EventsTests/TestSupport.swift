@@ -105,7 +105,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<32, using: &random) {
+        switch Int.random(in: 0..<33, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -226,6 +226,10 @@ struct EventFuzzer {
                     deviceIDs: (0..<Int.random(in: 0...4, using: &random)).map { _ in id() }))
         case 31:
             return .geofenceDeleted(GeofenceDeleted(geofenceID: id(), ownerUserID: id()))
+        case 32:
+            return .geofenceNotificationsSet(
+                GeofenceNotificationsSet(
+                    geofenceID: id(), ownerUserID: id(), webhookURL: string(), ntfyURL: string()))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

@@ -22,7 +22,8 @@ public final class FakeProvider: @unchecked Sendable {
         return url.appendingPathComponent("ops/tests/" + name).path
     }
 
-    /// `script`: fake_push.py, or fake_headscale.py (the headscale fake, same conventions).
+    /// `script`: fake_push.py, or another fake of ops/tests with the same conventions
+    /// (fake_headscale.py, webhook_receiver.py).
     public init(_ mode: String, _ arguments: [String] = [], script: String = "fake_push.py") throws {
         directory = NSTemporaryDirectory() + "findmy-fake-\(mode)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

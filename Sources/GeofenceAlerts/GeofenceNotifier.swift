@@ -1,0 +1,380 @@
+import Events
+import Identity
+import JSON
+import Postgres
+import ProjectionSchema
+import Push
+import Synchronization
+import Threads
+
+/// Announces the geofence projection's transitions (docs/geofences.md, "Notifications"): a webhook
+/// (JSON, signed) and an ntfy topic per fence, as its owner set them (event 39).
+///
+/// It follows `geofence_transitions` by id with a cursor of its own in PostgreSQL: each round reads
+/// the rows after the cursor and, in the same transaction, writes their deliveries and moves the
+/// cursor, so a crash neither skips nor doubles a transition. Only a transition recorded within
+/// `Options.notifyWindowMicros` of now is announced: the projection also evaluates history (a fence
+/// drawn today over last week's fixes, a late offline batch), and that must never flood anyone.
+/// Deliveries are then sent, and a failure (no answer, or a status other than 2xx) is retried with
+/// exponential backoff on the injected clock, the same idempotency key each time, until
+/// `attemptsMax`. A crash after a send and before its row is updated sends it again: delivery is at
+/// least once, and the key is what lets a receiver drop the second copy.
+public final class GeofenceNotifier: Service, StatusSource {
+    public struct Options: Sendable {
+        /// Transitions recorded longer ago than this are not announced (1 hour).
+        public var notifyWindowMicros: Int64 = 3_600_000_000
+        /// The first retry waits this long; each next one twice as long.
+        public var retryBaseMicros: Int64 = 10_000_000
+        public var retryDelayMicrosMax: Int64 = 3_600_000_000
+        /// Sends per delivery, the first included; then the delivery is `failed`.
+        public var attemptsMax = 8
+        /// How often the transitions are looked at when idle.
+        public var pollMicros: Int64 = 1_000_000
+        /// Transitions read per round, and deliveries sent per round.
+        public var rowsPerRoundMax = 500
+        public init() {}
+    }
+
+    public let name = "geofence-notifier"
+    let client: PostgresClient
+    let identity: IdentityService
+    let http: HTTP2Client
+    let signing: WebhookSigning
+    let options: Options
+    let clockMicros: @Sendable () -> Int64
+    private let worker = StoppableThread()
+    private let counters = Mutex(Counters())
+
+    struct Counters {
+        var cursor: Int64 = 0
+        var queued = 0
+        var delivered = 0
+        var failedAttempts = 0
+        var givenUp = 0
+        var lastError: String?
+    }
+
+    public init(
+        client: PostgresClient, identity: IdentityService, http: HTTP2Client, signing: WebhookSigning,
+        options: Options = Options(), clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+    ) {
+        self.client = client
+        self.identity = identity
+        self.http = http
+        self.signing = signing
+        self.options = options
+        self.clockMicros = clockMicros
+    }
+
+    public var state: ServiceState {
+        worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle)
+    }
+
+    public func start() throws {
+        try client.withConnection { try AlertTables.prepare($0) }
+        worker.start { [self] stop in
+            repeat {
+                let busy = round()
+                if busy { continue }
+            } while !stop.wait(micros: options.pollMicros)
+        }
+    }
+
+    public func stop(graceMicros: Int64) {
+        worker.stop()
+        http.close()
+        client.close()
+    }
+
+    /// One round: queue new transitions, send what is due. True when there may be more to do at once.
+    @discardableResult
+    public func round() -> Bool {
+        do {
+            let queued = try enqueue()
+            let sent = try deliverDue()
+            counters.withLock { $0.lastError = nil }
+            return queued >= options.rowsPerRoundMax || sent >= options.rowsPerRoundMax
+        } catch {
+            counters.withLock { $0.lastError = "\(error)" }
+            return false
+        }
+    }
+
+    // MARK: queueing
+
+    /// Reads the transitions after the cursor and writes their deliveries and the new cursor in one
+    /// transaction. Returns the transitions read.
+    func enqueue() throws -> Int {
+        let now = clockMicros()
+        let window = options.notifyWindowMicros
+        let limit = options.rowsPerRoundMax
+        let identity = self.identity
+        let (read, cursor, queued) = try client.transaction { connection -> (Int, Int64, Int) in
+            let transitions = GeofenceSchema.Table.transitions.qualified
+            // Before the geofence projection made its tables there is nothing to follow.
+            guard
+                try connection.execute("SELECT to_regclass($1) IS NOT NULL", [.text(transitions)]).bool(0, 0)
+                    == true
+            else { return (0, 0, 0) }
+            let generation =
+                try connection.execute(
+                    "SELECT created_at::text FROM findmy_meta.generations WHERE schema_name = $1",
+                    [.text(GeofenceSchema.schema)]
+                ).string(0, 0) ?? ""
+            let stored = try connection.execute(
+                "SELECT generation, last_transition_id FROM \(AlertTables.cursor) WHERE name = $1 FOR UPDATE",
+                [.text(AlertTables.cursorName)])
+            var cursor: Int64 = 0
+            if stored.rowCount == 1, stored.string(0, 0) == generation {
+                cursor = try stored.int64(0, 1) ?? 0
+            }
+            let rows = try connection.execute(
+                """
+                SELECT id, geofence_id, device_id, event, recorded_at, received_at, fix_accuracy_m, log_offset,
+                    fix_index
+                FROM \(transitions) WHERE id > $1 ORDER BY id LIMIT $2
+                """, [.int64(cursor), .int64(Int64(limit))])
+            var queued = 0
+            for index in 0..<rows.rowCount {
+                let row = TransitionRow(
+                    id: try rows.int64(index, 0) ?? 0,
+                    geofenceID: UInt64(bitPattern: try rows.int64(index, 1) ?? 0),
+                    deviceID: UInt64(bitPattern: try rows.int64(index, 2) ?? 0),
+                    event: rows.string(index, 3) ?? "",
+                    recordedAtMicros: try rows.timestampMicros(index, 4) ?? 0,
+                    receivedAtMicros: try rows.timestampMicros(index, 5) ?? 0,
+                    fixAccuracyMeters: try rows.double(index, 6) ?? .nan,
+                    logOffset: try rows.int64(index, 7) ?? 0,
+                    fixIndex: Int32(truncatingIfNeeded: try rows.int64(index, 8) ?? 0))
+                cursor = max(cursor, row.id)
+                guard row.recordedAtMicros >= now - window else { continue }
+                let target = identity.registry.read { state -> (String, String, GeofenceNotificationsSet)? in
+                    guard let fence = state.registry.geofences.fences[row.geofenceID],
+                        let settings = state.registry.geofenceNotifications[row.geofenceID]
+                    else { return nil }
+                    let device = state.registry.devices[row.deviceID]?.name ?? "device \(row.deviceID)"
+                    return (fence.name, device, settings)
+                }
+                guard let (fenceName, deviceName, settings) = target else { continue }
+                if !settings.webhookURL.isEmpty {
+                    let body = AlertMessages.webhookBody(row, fenceName: fenceName, deviceName: deviceName)
+                    queued += try Self.insert(
+                        row, channel: "webhook", url: settings.webhookURL, body: body, title: "", tags: "",
+                        now: now, connection)
+                }
+                if !settings.ntfyURL.isEmpty {
+                    let (title, tags, body) = AlertMessages.ntfy(
+                        row, fenceName: fenceName, deviceName: deviceName)
+                    queued += try Self.insert(
+                        row, channel: "ntfy", url: settings.ntfyURL, body: body, title: title, tags: tags,
+                        now: now, connection)
+                }
+            }
+            _ = try connection.execute(
+                """
+                INSERT INTO \(AlertTables.cursor) (name, generation, last_transition_id) VALUES ($1, $2, $3)
+                ON CONFLICT (name) DO UPDATE SET generation = excluded.generation,
+                    last_transition_id = excluded.last_transition_id
+                """, [.text(AlertTables.cursorName), .text(generation), .int64(cursor)])
+            return (rows.rowCount, cursor, queued)
+        }
+        counters.withLock {
+            $0.cursor = cursor
+            $0.queued += queued
+        }
+        return read
+    }
+
+    static func insert(
+        _ row: TransitionRow, channel: String, url: String, body: [UInt8], title: String, tags: String,
+        now: Int64, _ connection: PostgresConnection
+    ) throws -> Int {
+        try connection.execute(
+            """
+            INSERT INTO \(AlertTables.deliveries) (geofence_id, device_id, transition_id, event, recorded_at_micros,
+                channel, url, idempotency_key, body, title, tags, state, next_attempt_micros, created_micros)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $12)
+            ON CONFLICT (idempotency_key, channel) DO NOTHING
+            """,
+            [
+                .int64(Int64(bitPattern: row.geofenceID)), .int64(Int64(bitPattern: row.deviceID)),
+                .int64(row.id),
+                .text(row.event), .int64(row.recordedAtMicros), .text(channel), .text(url),
+                .text(row.idempotencyKey), .bytes(body), .text(title), .text(tags), .int64(now),
+            ]
+        ).affectedRows
+    }
+
+    // MARK: sending
+
+    struct Due: Sendable {
+        var id: Int64
+        var geofenceID: UInt64
+        var channel: String
+        var url: String
+        var key: String
+        var body: [UInt8]
+        var title: String
+        var tags: String
+        var attempts: Int
+    }
+
+    /// Sends the deliveries that are due, waits for their answers, and records each. Returns how
+    /// many were sent.
+    func deliverDue() throws -> Int {
+        let now = clockMicros()
+        let result = try client.execute(
+            """
+            SELECT id, geofence_id, channel, url, idempotency_key, body, title, tags, attempts
+            FROM \(AlertTables.deliveries) WHERE state = 'pending' AND next_attempt_micros <= $1
+            ORDER BY next_attempt_micros, id LIMIT $2
+            """, [.int64(now), .int64(Int64(options.rowsPerRoundMax))])
+        var due: [Due] = []
+        for index in 0..<result.rowCount {
+            due.append(
+                Due(
+                    id: try result.int64(index, 0) ?? 0,
+                    geofenceID: UInt64(bitPattern: try result.int64(index, 1) ?? 0),
+                    channel: result.string(index, 2) ?? "", url: result.string(index, 3) ?? "",
+                    key: result.string(index, 4) ?? "", body: try result.bytes(index, 5) ?? [],
+                    title: result.string(index, 6) ?? "", tags: result.string(index, 7) ?? "",
+                    attempts: Int(try result.int64(index, 8) ?? 0)))
+        }
+        guard !due.isEmpty else { return 0 }
+        let outcomes = send(due)
+        let finished = clockMicros()
+        for (delivery, outcome) in zip(due, outcomes) {
+            try record(delivery, outcome, now: finished)
+        }
+        return due.count
+    }
+
+    func request(_ delivery: Due) -> OutgoingRequest {
+        var headers = ["Idempotency-Key: " + delivery.key, "User-Agent: findmy-geofence-notifier"]
+        if delivery.channel == "webhook" {
+            headers += [
+                "Content-Type: application/json",
+                WebhookSigning.signatureHeader + ": "
+                    + signing.signature(geofenceID: delivery.geofenceID, body: delivery.body),
+                "X-Findmy-Event: geofence.transition",
+            ]
+        } else {
+            headers += [
+                "Content-Type: text/plain; charset=utf-8",
+                "Title: " + AlertMessages.headerValue(delivery.title),
+                "Tags: " + AlertMessages.headerValue(delivery.tags),
+            ]
+        }
+        return OutgoingRequest(url: delivery.url, headers: headers, body: delivery.body)
+    }
+
+    /// Sends every delivery at once and waits for all answers.
+    func send(_ due: [Due]) -> [Result<IncomingResponse, TransportFailure>] {
+        let lock = ConditionLock()
+        nonisolated(unsafe) var outcomes = [Result<IncomingResponse, TransportFailure>?](
+            repeating: nil, count: due.count)
+        nonisolated(unsafe) var pending = due.count
+        for (index, delivery) in due.enumerated() {
+            http.send(request(delivery)) { outcome in
+                lock.withLock {
+                    outcomes[index] = outcome
+                    pending -= 1
+                    if pending == 0 { lock.broadcast() }
+                }
+            }
+        }
+        lock.withLock {
+            while pending > 0 { lock.wait() }
+        }
+        return outcomes.map { $0 ?? .failure(TransportFailure(message: "no answer")) }
+    }
+
+    /// The delay before retry `attempt` (1 for the first retry): base × 2^(attempt − 1), at most the maximum.
+    public static func retryDelayMicros(attempt: Int, options: Options) -> Int64 {
+        let shift = min(max(attempt - 1, 0), 40)
+        let delay = options.retryBaseMicros.multipliedReportingOverflow(by: Int64(1) << shift)
+        return delay.overflow
+            ? options.retryDelayMicrosMax : min(delay.partialValue, options.retryDelayMicrosMax)
+    }
+
+    func record(_ delivery: Due, _ outcome: Result<IncomingResponse, TransportFailure>, now: Int64) throws {
+        let attempts = delivery.attempts + 1
+        var status: Int64?
+        var error: String?
+        switch outcome {
+        case .success(let response):
+            status = Int64(response.status)
+            if !(200..<300).contains(response.status) {
+                error =
+                    "answered \(response.status): "
+                    + String(decoding: response.body.prefix(200), as: UTF8.self)
+            }
+        case .failure(let failure):
+            error = failure.message
+        }
+        let state: String
+        if error == nil {
+            state = "delivered"
+        } else if attempts >= options.attemptsMax {
+            state = "failed"
+        } else {
+            state = "pending"
+        }
+        let next = now + Self.retryDelayMicros(attempt: attempts, options: options)
+        _ = try client.execute(
+            """
+            UPDATE \(AlertTables.deliveries) SET state = $2, attempts = $3, last_status = $4, last_error = $5,
+                next_attempt_micros = $6, finished_micros = CASE WHEN $2 = 'pending' THEN NULL ELSE $7 END
+            WHERE id = $1
+            """,
+            [
+                .int64(delivery.id), .text(state), .int64(Int64(attempts)), status.map { .int64($0) },
+                error.map { .text($0) }, .int64(state == "pending" ? next : now), .int64(now),
+            ])
+        counters.withLock {
+            switch state {
+            case "delivered": $0.delivered += 1
+            case "failed":
+                $0.failedAttempts += 1
+                $0.givenUp += 1
+            default: $0.failedAttempts += 1
+            }
+        }
+        StructuredLog.info(
+            "geofence_notification",
+            [
+                "delivery": .int(delivery.id), "channel": .string(delivery.channel), "state": .string(state),
+                "attempts": .int(Int64(attempts)), "status": .int(status ?? 0), "error": .string(error ?? ""),
+            ])
+    }
+
+    // MARK: status
+
+    public func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+        let c = counters.withLock { $0 }
+        var members: [(String, JSONValue)] = [
+            ("state", .string(state == .running ? "running" : "stopped")),
+            ("cursor", .integer(c.cursor)),
+            ("queued", .integer(Int64(c.queued))), ("delivered", .integer(Int64(c.delivered))),
+            ("failed_attempts", .integer(Int64(c.failedAttempts))), ("given_up", .integer(Int64(c.givenUp))),
+        ]
+        if let error = c.lastError { members.append(("last_error", .string(error))) }
+        return (c.lastError != nil, members)
+    }
+
+    public func metricsText() -> String {
+        let c = counters.withLock { $0 }
+        return """
+            # HELP findmy_geofence_notifications_delivered_total Notifications a receiver accepted (2xx).
+            # TYPE findmy_geofence_notifications_delivered_total counter
+            findmy_geofence_notifications_delivered_total \(c.delivered)
+            # HELP findmy_geofence_notifications_failed_attempts_total Sends that failed (retried or given up).
+            # TYPE findmy_geofence_notifications_failed_attempts_total counter
+            findmy_geofence_notifications_failed_attempts_total \(c.failedAttempts)
+            # HELP findmy_geofence_notifications_given_up_total Deliveries that failed every attempt.
+            # TYPE findmy_geofence_notifications_given_up_total counter
+            findmy_geofence_notifications_given_up_total \(c.givenUp)
+
+            """
+    }
+}

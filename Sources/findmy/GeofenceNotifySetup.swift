@@ -1,0 +1,67 @@
+import CLI
+import Crypto
+import GeofenceAlerts
+import Identity
+import Postgres
+import Push
+
+/// `findmy serve`'s geofence notifier (docs/geofences.md, "Notifications"): its options and its
+/// assembly. It runs whenever the projector does; a fence without settings sends nothing.
+enum GeofenceNotifySetup {
+    static let settings: [(flag: String, environment: String, help: String)] = [
+        (
+            "geofence-retry-base-seconds", "FINDMY_GEOFENCE_RETRY_BASE_SECONDS",
+            "a failed geofence notification is retried after this many seconds, then twice as long each time "
+                + "(default 10; 0 retries at once, for tests)"
+        ),
+        (
+            "geofence-notify-attempts", "FINDMY_GEOFENCE_NOTIFY_ATTEMPTS",
+            "sends of one geofence notification before it is marked failed (default 8)"
+        ),
+        (
+            "geofence-notify-ca-file", "FINDMY_GEOFENCE_NOTIFY_CA_FILE",
+            "trust this CA file for https webhooks and ntfy servers instead of the system's"
+        ),
+    ]
+
+    struct Configuration: Sendable {
+        var options = GeofenceNotifier.Options()
+        var caFile: String?
+    }
+
+    static func configuration(_ value: (String, String) -> String?) throws -> Configuration {
+        var configuration = Configuration()
+        func text(_ flag: String) -> (String, String)? {
+            let environment = settings.first { $0.flag == flag }!.environment
+            guard let text = value(flag, environment), !text.isEmpty else { return nil }
+            return (text, environment)
+        }
+        func number(_ flag: String, min: Int, max: Int) throws -> Int? {
+            guard let (text, environment) = text(flag) else { return nil }
+            guard let number = Int(text), number >= min, number <= max else {
+                throw UsageError(
+                    "--\(flag) (\(environment)) must be a whole number from \(min) to \(max), got '\(text)'")
+            }
+            return number
+        }
+        if let seconds = try number("geofence-retry-base-seconds", min: 0, max: 86_400) {
+            configuration.options.retryBaseMicros = Int64(seconds) * 1_000_000
+        }
+        if let attempts = try number("geofence-notify-attempts", min: 1, max: 100) {
+            configuration.options.attemptsMax = attempts
+        }
+        configuration.caFile = text("geofence-notify-ca-file")?.0
+        return configuration
+    }
+
+    /// The notifier over its own PostgreSQL connection, the server key of `dataDirectory`, and an
+    /// HTTP client of its own (one connection per receiver host).
+    static func notifier(
+        _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning
+    ) -> GeofenceNotifier {
+        GeofenceNotifier(
+            client: PostgresClient(conninfo: conninfo), identity: identity,
+            http: HTTP2Client(name: "geofence-notifier", options: .init(caFile: configuration.caFile)),
+            signing: signing, options: configuration.options)
+    }
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""A local receiver of findmy's geofence notifications (webhook and ntfy), for the end-to-end tests
+(Tests/EndToEndTests/GeofenceNotifyTests) and for trying the feature by hand.
+
+    webhook_receiver.py receiver --dir D
+
+Listens on 127.0.0.1 on a free port (plain HTTP/1.1) and prints `READY <port>`. Every POST is
+printed as `REQ <json>`: path, headers (names lower-cased), body (text), `signature_valid` (the
+X-Findmy-Signature header checked against HMAC-SHA256 of the body with the secret given, as
+docs/geofences.md tells a receiver to; null when the request has no such header or no secret is
+set) and the status it was answered. It answers 200, or 500 while failures are armed.
+Commands on stdin, each acknowledged with `OK <command>`:
+    secret S    check webhook signatures with secret S (the fence's `webhook_secret`)
+    fail N      answer the next N requests 500
+"""
+
+import hashlib
+import hmac
+import http.server
+import json
+import sys
+import threading
+
+state = {"secret": None, "fail": 0}
+lock = threading.Lock()
+out = threading.Lock()
+
+
+def emit(line):
+    with out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
+        with lock:
+            secret = state["secret"]
+            failing = state["fail"] > 0
+            if failing:
+                state["fail"] -= 1
+        signature = self.headers.get("X-Findmy-Signature")
+        valid = None
+        if signature is not None and secret is not None:
+            expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+            valid = hmac.compare_digest(expected, signature)
+        status = 500 if failing else 200
+        emit("REQ " + json.dumps({
+            "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "body": body.decode("utf-8", "replace"),
+            "signature_valid": valid,
+            "status": status,
+        }))
+        answer = b'{"ok": false}' if failing else b'{"ok": true}'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+def commands():
+    for line in sys.stdin:
+        command = line.strip()
+        if command.startswith("secret "):
+            with lock:
+                state["secret"] = command[len("secret "):]
+        elif command.startswith("fail "):
+            with lock:
+                state["fail"] = int(command[len("fail "):])
+        else:
+            continue
+        emit("OK " + command)
+    # stdin closed: the test is done with us.
+    server.shutdown()
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+emit("READY %d" % server.server_address[1])
+threading.Thread(target=commands, daemon=True).start()
+server.serve_forever()
