@@ -23,6 +23,23 @@ public struct ByteWriter {
 
     public mutating func raw(_ data: some Collection<UInt8>) { bytes.append(contentsOf: data) }
 
+    /// LEB128: 7 bits per byte, low group first, high bit set on every byte but the last.
+    @inline(__always) public mutating func varint(_ value: UInt64) {
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: rest) | 0x80)
+            rest >>= 7
+        }
+        bytes.append(UInt8(rest))
+    }
+
+    /// A string as varint length + UTF-8 (the fix batch payload, version 2).
+    public mutating func varintString(_ value: String) {
+        let utf8 = Array(value.utf8)
+        varint(UInt64(utf8.count))
+        raw(utf8)
+    }
+
     /// A string as u16 length + UTF-8. Longer strings are a programmer error: ingest enforces
     /// much smaller limits on every field before it builds an event.
     public mutating func string(_ value: String) {
@@ -83,9 +100,47 @@ public struct ByteReader {
         return bytes[position..<position + count]
     }
 
+    /// LEB128 as `ByteWriter.varint` writes it; at most 10 bytes, and a 10th byte above 1 (bits
+    /// past 64) is damage, not a value.
+    @inline(__always) public mutating func varint() throws -> UInt64 {
+        let start = position - bytes.startIndex
+        let end = bytes.endIndex - bytes.startIndex
+        var value: UInt64 = 0
+        var index = start
+        let complete: Bool = bytes.withUnsafeBufferPointer { buffer in
+            var shift: UInt64 = 0
+            while index < end {
+                let byte = buffer[index]
+                index += 1
+                if shift == 63 && byte > 1 { return false }
+                value |= UInt64(byte & 0x7f) << shift
+                if byte < 0x80 { return true }
+                shift += 7
+                if shift > 63 { return false }
+            }
+            return false
+        }
+        guard complete else {
+            if index >= end { throw DecodeError.truncated(needed: 1, at: end) }
+            throw DecodeError.invalid("varint at byte \(start) is longer than 64 bits")
+        }
+        position = bytes.startIndex + index
+        return value
+    }
+
+    public mutating func varintString() throws -> String {
+        let count = try varint()
+        guard count <= UInt64(remaining) else {
+            throw DecodeError.truncated(needed: Int(clamping: count), at: position - bytes.startIndex)
+        }
+        return try utf8String(try raw(Int(count)))
+    }
+
     public mutating func string() throws -> String {
-        let count = Int(try u16())
-        let utf8 = try raw(count)
+        try utf8String(try raw(Int(try u16())))
+    }
+
+    private func utf8String(_ utf8: ArraySlice<UInt8>) throws -> String {
         guard let value = String(validating: utf8, as: UTF8.self) else {
             throw DecodeError.invalid("string field is not valid UTF-8")
         }

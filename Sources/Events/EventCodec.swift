@@ -15,7 +15,15 @@ public enum EventCodec {
     /// Payloads smaller than this are stored raw: LZ4 cannot win on them.
     static let compressBytesMin = 64
 
-    public static func encode(_ event: Event, receivedAtMicros: Int64) -> EncodedEvent {
+    /// The fix batch payload version `encode` writes (docs/log-format.md): 2, the decimal columns.
+    public static let fixBatchVersionCurrent: UInt16 = 2
+
+    /// `fixBatchVersion` exists so that tests and benchmarks can still write version 1, the
+    /// payload every log before it holds; the server always writes the current version.
+    public static func encode(
+        _ event: Event, receivedAtMicros: Int64, fixBatchVersion: UInt16 = fixBatchVersionCurrent
+    ) -> EncodedEvent {
+        precondition(fixBatchVersion == 1 || fixBatchVersion == 2, "fix batch payload versions are 1 and 2")
         var type: UInt8
         var version: UInt16 = 1
         var fixCount: UInt32 = 0
@@ -37,11 +45,16 @@ public enum EventCodec {
             deviceKey = batch.deviceID
             idempotencyKey = batch.batchID
             flags = UInt16(batch.clientProtocol.rawValue) << LogFormat.recordFlagProtocolShift
-            writer.bytes = FixCodec.encode(batch.fixes)
-            writer.u32(UInt32(batch.rejections.count))
-            for rejection in batch.rejections {
-                writer.u32(rejection.index)
-                writer.string(rejection.reason)
+            version = fixBatchVersion
+            if fixBatchVersion == 2 {
+                writer.bytes = FixCodecV2.encode(batch, recordedMinMicros: recordedMin)
+            } else {
+                writer.bytes = FixCodec.encode(batch.fixes)
+                writer.u32(UInt32(batch.rejections.count))
+                for rejection in batch.rejections {
+                    writer.u32(rejection.index)
+                    writer.string(rejection.reason)
+                }
             }
         case .userCreated(let user):
             type = EventType.userCreated.rawValue
@@ -181,7 +194,8 @@ public enum EventCodec {
 
     public static func decode(header: RecordHeader, stored: [UInt8]) throws -> Event {
         guard let type = EventType(rawValue: header.type),
-            header.eventVersion == 1 || (type == .pushTokenRegistered && header.eventVersion == 2)
+            header.eventVersion == 1
+                || (header.eventVersion == 2 && (type == .pushTokenRegistered || type == .fixBatch))
         else {
             return .unknown(type: header.type, version: header.eventVersion, payload: stored)
         }
@@ -189,6 +203,14 @@ public enum EventCodec {
             throw DecodeError.invalid("the payload of record \(header.offset) was removed by the compactor")
         }
         let payload = try rawPayload(header: header, stored: stored)
+        if type == .fixBatch && header.eventVersion == 2 {
+            let (fixes, rejections) = try FixCodecV2.decode(
+                payload, expectedCount: Int(header.fixCount), recordedMinMicros: header.recordedMinMicros)
+            return .fixBatch(
+                FixBatch(
+                    deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes,
+                    rejections: rejections, clientProtocol: header.clientProtocol))
+        }
         if type == .fixBatch {
             var reader = ByteReader(payload)
             let fixes = try FixCodec.decode(&reader, expectedCount: Int(header.fixCount))

@@ -8,12 +8,18 @@ extension EventCodec {
     /// Checks what `decode` checks of the fixes' framing (count, column size, nothing left over),
     /// not the fixes' values.
     public static func fixBatchRejections(header: RecordHeader, stored: [UInt8]) throws -> [Rejection]? {
-        guard header.type == EventType.fixBatch.rawValue, header.eventVersion == 1 else { return nil }
+        guard header.type == EventType.fixBatch.rawValue, header.eventVersion == 1 || header.eventVersion == 2
+        else { return nil }
         if header.isPayloadRemoved {
             throw DecodeError.invalid("the payload of record \(header.offset) was removed by the compactor")
         }
         let payload = try rawPayload(header: header, stored: stored)
         var reader = ByteReader(payload)
+        // Version 2 puts the rejections before the fixes; the fixes' framing is checked when they
+        // are decoded (the projector), not here.
+        if header.eventVersion == 2 {
+            return try FixCodecV2.rejections(&reader, expectedCount: Int(header.fixCount))
+        }
         try FixCodec.skip(&reader, expectedCount: Int(header.fixCount))
         let rejectionCount = Int(try reader.u32())
         guard rejectionCount <= reader.remaining / 6 else {

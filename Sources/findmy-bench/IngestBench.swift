@@ -27,6 +27,7 @@ enum IngestBench {
     static let help = """
         usage: findmy-bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
                                    [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks] [--rounds R]
+                                   [--tracks same|distinct]
 
         Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
         directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
@@ -45,12 +46,19 @@ enum IngestBench {
         --wrk-script): far cheaper per request than --client swift, one Swift thread and
         HTTPConnection per connection (which also checks each answer's body). Every phase uses the
         same client, so an app and native are always driven alike.
+
+        --tracks distinct (with --client swift) gives each connection its own device's track (a
+        different fix in every request), as phones send them; the default sends the same fixes from
+        every connection. Bytes per fix on disk depend on it (docs/benchmarks.md).
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
             arguments,
-            valued: ["dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases", "rounds"],
+            valued: [
+                "dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases", "rounds",
+                "tracks",
+            ],
             flags: [])
         if options.flag("help") {
             print(help)
@@ -70,6 +78,12 @@ enum IngestBench {
             throw UsageError(
                 "--phases is a list of native, overland and owntracks, got '\(options.value("phases") ?? "")'"
             )
+        }
+        // --tracks distinct: each connection (device) reports its own track, as phones do (the
+        // bytes per fix on disk depend on it); the default sends the same fixes from everyone.
+        let distinctTracks = options.value("tracks") == "distinct"
+        guard !distinctTracks || client == "swift" else {
+            throw UsageError("--tracks distinct needs --client swift (wrk sends one body)")
         }
         let wrk = client == "wrk" ? try WrkDriver(root: root, script: options.value("wrk-script")) : nil
         try PosixFileIO().makeDirectory(root)
@@ -108,7 +122,21 @@ enum IngestBench {
             for connections in connectionCounts {
                 let fsyncsBefore = try server.metric("findmy_log_fsyncs_total", setup)
                 var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
-                let http = try drive(nativeTarget(Array(deviceTokens.prefix(connections)), track.next(fixes)))
+                var target = nativeTarget(Array(deviceTokens.prefix(connections)), track.next(fixes))
+                if distinctTracks {
+                    target.connectionSuffixes = (0..<connections).map { device in
+                        // Ending near now, so that no fix is in the future of its arrival.
+                        var own = TrackGenerator(
+                            seed: UInt64(device) &* 7_919, startMicros: wallClockMicros() - 40 * 3_600_000_000
+                        )
+                        return (0..<max(50, 2_000 / fixes)).map { _ in
+                            Array(
+                                ("\", \"fixes\": [" + own.next(fixes).map(fixJSON).joined(separator: ",")
+                                    + "]}").utf8)
+                        }
+                    }
+                }
+                let http = try drive(target)
                 let fsyncs = try server.metric("findmy_log_fsyncs_total", setup) - fsyncsBefore
                 let baseline = try LogBench.appendRate(
                     root + "/baseline", fixesPerBatch: fixes, appenders: connections, seconds: seconds)

@@ -28,6 +28,9 @@ struct LoadTarget: Sendable {
     /// A request counts when answered 200 and, when this is set, with exactly this body (the
     /// Swift driver checks it; wrk counts any 2xx).
     var expectedBody: [UInt8]?
+    /// When set (`ingest --tracks distinct`, Swift driver only): per connection, the suffixes its
+    /// requests take in turn, each device its own track, instead of `bodySuffix` for everyone.
+    var connectionSuffixes: [[[UInt8]]]? = nil
 
     var connections: Int { authorizations.count }
 
@@ -72,22 +75,28 @@ struct LoadTarget: Sendable {
         let results = Mutex<[ThreadResult]>([])
         let start = monotonicMicros()
         let end = start + Int64(seconds * 1_000_000)
-        let threads = authorizations.map { authorization in
+        let threads = authorizations.enumerated().map { connectionIndex, authorization in
             spawnThread {
+                var sent = 0
                 let connection = HTTPConnection(address: address)
                 var result = ThreadResult()
                 result.latencies.reserveCapacity(100_000)
                 let headers = [("Authorization", authorization)] + self.headers
                 while monotonicMicros() < end {
-                    let request = body(unique: UUID128.random())
-                    let sent = monotonicMicros()
+                    var request = body(unique: UUID128.random())
+                    if let suffixes = connectionSuffixes?[connectionIndex] {
+                        request.removeLast(bodySuffix.count)
+                        request += suffixes[sent % suffixes.count]
+                        sent += 1
+                    }
+                    let sentAt = monotonicMicros()
                     guard let response = try? connection.send("POST", path, headers: headers, body: request),
                         response.status == 200, expectedBody == nil || response.body == expectedBody
                     else {
                         result.failures += 1
                         continue
                     }
-                    result.latencies.append(monotonicMicros() - sent)
+                    result.latencies.append(monotonicMicros() - sentAt)
                 }
                 results.withLock { $0.append(result) }
             }

@@ -19,6 +19,7 @@ let commands: [Command] = [
     PushBench.command,
     CommandsBench.command,
     GeofenceBench.command,
+    CodecBench.command,
 ]
 
 exit(

@@ -38,7 +38,11 @@ import Workload
     static func receivedAt(_ index: Int) -> Int64 { 1_764_684_400_000_000 + Int64(index) * 1_000_000 }
 
     @Test func writeGoldenWhenAsked() throws {
-        guard ProcessInfo.processInfo.environment["FINDMY_WRITE_GOLDEN"] == "1" else { return }
+        // This findmy writes fix batch payload version 2 (GoldenFixBatchV2Tests): it can no longer
+        // write this fixture, whose batches are version 1.
+        guard ProcessInfo.processInfo.environment["FINDMY_WRITE_GOLDEN"] == "1",
+            EventCodec.fixBatchVersionCurrent == 1
+        else { return }
         try? FileManager.default.removeItem(atPath: Self.fixture)
         var options = quietOptions()
         options.clockMicros = { 1_764_684_400_000_000 }

@@ -59,7 +59,8 @@ import Workload
         options.segmentBytesMax = 4_096
         let writer = try LogWriter(directory: directory.log, options: options)
         var track = TrackGenerator(seed: 4, startMicros: 1_700_000_000_000_000)
-        for _ in 0..<20 { try writer.append(batch(2, track.next(10))) }
+        // 40 batches: enough for at least 3 more 4 KiB segments with fix batch payload version 2.
+        for _ in 0..<40 { try writer.append(batch(2, track.next(10))) }
         try writer.roll()
         try writer.append(batch(2, track.next(1)))
         writer.close()

@@ -56,6 +56,11 @@ struct EventFuzzer {
             ]
             .randomElement(using: &random)!
         case 1: Double(bitPattern: random.next())  // any bit pattern, NaN payloads included
+        // What JSON gives for a literal with a few decimals (fix batch payload version 2 keeps these
+        // as integers): the correctly rounded v / 10^k, as the parser computes it.
+        case 2, 3, 4, 5:
+            Double(Int64.random(in: -1_800_000_000...1_800_000_000, using: &random))
+                / [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9].randomElement(using: &random)!
         default: Double.random(in: -180...180, using: &random)
         }
     }
