@@ -12,6 +12,9 @@ public struct CompactionReport: Sendable, Equatable {
     /// The offset of the registry snapshot written for the compacted log, when the run rewrote or
     /// deleted segments and a snapshot could be written (docs/snapshots.md).
     public var registrySnapshotOffset: UInt64?
+    /// The server's stop cut the run short (docs/retention.md, "Stopping during a compaction"):
+    /// what the report counts was done and is consistent; the rest is the next run's.
+    public var stoppedEarly = false
     public var elapsedMicros: Int64 = 0
 }
 
@@ -50,13 +53,17 @@ public final class Compactor: Sendable {
     /// below it, so that it never finds a file gone under it.
     let readerCheckpoint: @Sendable () -> UInt64?
     /// Writes a registry snapshot of the log as it is now, returning its offset (nil: none written).
-    public typealias SnapshotWriter = @Sendable () -> UInt64?
+    /// It gives up, writing none, once the signal it is given is requested.
+    public typealias SnapshotWriter = @Sendable (StopSignal) -> UInt64?
     /// Called once a run has rewritten or deleted segments, before the run reports done: the
     /// snapshots on disk list the old segment files and are no longer valid, and without a new one
     /// the next start would fold the whole log (docs/snapshots.md, "Snapshots and compaction").
     let snapshotAfterRewrite: SnapshotWriter?
     private let serial = Mutex(())
     private let state = Mutex(CompactorTotals())
+    /// Requested when the server stops (`CompactorService.stop`): a run in progress ends at its
+    /// next safe point instead of finishing (docs/retention.md, "Stopping during a compaction").
+    public let stopSignal = StopSignal()
 
     public init(
         writer: LogWriter, client: PostgresClient?, options: Options,
@@ -81,14 +88,17 @@ public final class Compactor: Sendable {
                 let reader = LogReader(directory: writer.directory, writer: writer)
                 let policy = try RetentionPolicy.fold(
                     reader, upTo: writer.durableEnd, settings: options.settings)
-                report.log = try LogCompaction(
-                    writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint()
-                ).run(dryRun: dryRun)
+                var logCompaction = LogCompaction(
+                    writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint())
+                logCompaction.stopSignal = stopSignal
+                report.log = try logCompaction.run(dryRun: dryRun)
                 // Before the database half, which can fail on its own: the log is compacted by now.
                 if !dryRun && report.log.segmentsRewritten + report.log.segmentsDeleted > 0 {
-                    report.registrySnapshotOffset = snapshotAfterRewrite?()
+                    report.registrySnapshotOffset = snapshotAfterRewrite?(stopSignal)
                 }
-                if let client {
+                // Stopping: the rows are the next run's (its policy folds the same log).
+                report.stoppedEarly = stopSignal.isRequested
+                if let client, !report.stoppedEarly {
                     let database = DatabaseCompaction(
                         policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax,
                         logID: writer.logID)
