@@ -26,6 +26,7 @@ enum CompactIngestBench {
         usage: findmy-bench compact-ingest --dir DIR --fixes-total N [--fixes-per-record 100]
                                            [--devices 1000] [--connections 64] [--window-seconds 2]
                                            [--idle-windows 10] [--rounds 2] [--in-flight 64]
+                                           [--reuse] [--erase-from 1]
 
         Makes a user with `findmy user add` in DIR/server (emptied first), writes a log of N fixes in
         records of FIXES-PER-RECORD fixes from DEVICES devices of that user straight to DIR/server/log,
@@ -35,7 +36,11 @@ enum CompactIngestBench {
         exists, else Swift threads); then the history of device ROUND is erased over the API (its
         batches are in every segment, so the compaction rewrites every one) and `findmy compact`
         runs against the server while the same windows follow each other until it returns. Then
-        IDLE-WINDOWS more windows without. One JSON object per window (phase idle or compacting; for
+        IDLE-WINDOWS more windows without. --reuse keeps a log an earlier run left in DIR/server (the
+        user's token is rotated with `findmy user token`); --erase-from K erases device K in the first
+        round, K+1 in the second (a device erased by an earlier run leaves nothing to compact). The
+        compaction is asked for on the server's admin socket as `findmy compact` does, without its
+        30 s answer timeout. One JSON object per window (phase idle or compacting; for
         compacting whether the registry refold had begun; whether the snapshotter wrote a snapshot
         during it), one per compaction (its report, seconds, the server's peak memory) and a summary:
         the median of the windows' p99 per kind and their ratio to idle. Build with -c release.
@@ -46,9 +51,9 @@ enum CompactIngestBench {
             arguments,
             valued: [
                 "dir", "fixes-total", "fixes-per-record", "devices", "connections", "window-seconds",
-                "idle-windows", "rounds", "in-flight", "wrk-script",
+                "idle-windows", "rounds", "in-flight", "wrk-script", "erase-from",
             ],
-            flags: [])
+            flags: ["reuse"])
         if options.flag("help") {
             print(help)
             return 0
@@ -62,25 +67,37 @@ enum CompactIngestBench {
         let idleWindows = try options.integer("idle-windows", default: 10)
         let rounds = try options.integer("rounds", default: 2)
         let inFlightMax = try options.integer("in-flight", default: 64)
-        guard fixesTotal > 0, fixesPerRecord > 0, devices >= rounds, connections > 0, idleWindows > 0,
-            rounds > 0, windowSeconds > 0
-        else { throw UsageError("every count must be positive, and --devices at least --rounds") }
+        let eraseFrom = try options.integer("erase-from", default: 1)
+        guard fixesTotal > 0, fixesPerRecord > 0, eraseFrom > 0, devices >= eraseFrom + rounds - 1,
+            connections > 0, idleWindows > 0, rounds > 0, windowSeconds > 0
+        else {
+            throw UsageError(
+                "every count must be positive, and --devices at least --erase-from + --rounds - 1")
+        }
         let wrk =
             access(WrkDriver.executable, X_OK) == 0
             ? try WrkDriver(root: root, script: options.value("wrk-script")) : nil
         try PosixFileIO().makeDirectory(root)
         let serverDirectory = root + "/server"
-        LogBench.removeTree(serverDirectory + "/snapshots")
-        IngestBench.removeData(serverDirectory)
-
-        let user = try addUser(serverDirectory, name: "bench")
+        let reusing =
+            options.flag("reuse")
+            && (try? PosixFileIO().list(serverDirectory + "/log"))?.contains(where: { $0.hasSuffix(".seg") })
+                == true
         var started = monotonicMicros()
-        try writeHistory(
-            serverDirectory + "/log", owner: user.userID, fixesTotal: fixesTotal,
-            fixesPerRecord: fixesPerRecord, devices: devices, inFlightMax: inFlightMax)
-        printLine(
-            "{\"wrote_fixes\":\(fixesTotal),\"fixes_per_record\":\(fixesPerRecord),"
-                + "\"seconds\":\((monotonicMicros() - started) / 1_000_000)}")
+        let user: (userID: UInt64, token: String)
+        if reusing {
+            user = try rotatedToken(serverDirectory, name: "bench")
+        } else {
+            LogBench.removeTree(serverDirectory + "/snapshots")
+            IngestBench.removeData(serverDirectory)
+            user = try addUser(serverDirectory, name: "bench")
+            try writeHistory(
+                serverDirectory + "/log", owner: user.userID, fixesTotal: fixesTotal,
+                fixesPerRecord: fixesPerRecord, devices: devices, inFlightMax: inFlightMax)
+            printLine(
+                "{\"wrote_fixes\":\(fixesTotal),\"fixes_per_record\":\(fixesPerRecord),"
+                    + "\"seconds\":\((monotonicMicros() - started) / 1_000_000)}")
+        }
 
         let serverLog = root + "/server.log"
         started = monotonicMicros()
@@ -91,9 +108,10 @@ enum CompactIngestBench {
         printLine("{\"server_ready_millis\":\((monotonicMicros() - started) / 1000)}")
         let setup = HTTPConnection(address: server.address)
         var tokens: [String] = []
+        let uuidRun = String(UInt64.random(in: 0...0xFFFF_FFFF), radix: 16).leftPadded(8)
         for index in 0..<connections {
             let body =
-                "{\"device_uuid\": \"00000000-0000-4000-9000-\(String(index + 1).leftPadded(12))\", \"name\": \"ingest \(index)\", \"platform\": \"linux\"}"
+                "{\"device_uuid\": \"\(uuidRun)-0000-4000-9000-\(String(index + 1).leftPadded(12))\", \"name\": \"ingest \(index)\", \"platform\": \"linux\"}"
             let response = try setup.send(
                 "POST", "/api/find-my/devices", headers: [("Authorization", "Bearer \(user.token)")],
                 body: Array(body.utf8))
@@ -124,11 +142,11 @@ enum CompactIngestBench {
         for round in 1...rounds {
             for _ in 0..<idleWindows { try window(round: round, phase: "idle", compaction: nil) }
             let erase = try setup.send(
-                "POST", "/api/find-my/devices/\(round)/erase",
+                "POST", "/api/find-my/devices/\(eraseFrom + round - 1)/erase",
                 headers: [("Authorization", "Bearer \(user.token)")], body: Array("{}".utf8))
             guard erase.status == 200 else { throw UsageError("erasure failed: \(erase.bodyText)") }
             let compaction = CompactionRun(
-                dataDirectory: serverDirectory,
+                adminSocket: serverDirectory + "/admin.sock",
                 refoldLinesBefore: lineCount(serverLog, containing: "registry_snapshot_refolding"))
             while !compaction.isDone { try window(round: round, phase: "compacting", compaction: compaction) }
             let (report, seconds) = try compaction.finish()
@@ -196,21 +214,22 @@ enum CompactIngestBench {
         private let started = monotonicMicros()
         private let thread: pthread_t
 
-        init(dataDirectory: String, refoldLinesBefore: Int) {
+        /// What `findmy compact` sends, without its 30 s answer timeout (a run at 100 M fixes
+        /// takes minutes).
+        init(adminSocket: String, refoldLinesBefore: Int) {
             self.refoldLinesBefore = refoldLinesBefore
             let outcome = self.outcome
             thread = spawnThread {
                 let result: Result<String, UsageError>
                 do {
-                    let output = try runCapturing(
-                        try findmyExecutable(), ["findmy", "compact", "--data-dir", dataDirectory, "--json"])
-                    result = .success(
-                        output.split(separator: "\n").last(where: { $0.hasPrefix("{") }).map(String.init)
-                            ?? "{}")
-                } catch let error as UsageError {
-                    result = .failure(error)
+                    let connection = HTTPConnection(
+                        address: "unix:" + adminSocket, reconnect: false, timeoutSeconds: 86_400)
+                    let answer = try connection.send("POST", "/admin/compact", body: Array("{}".utf8))
+                    result =
+                        answer.status == 200
+                        ? .success(answer.bodyText) : .failure(UsageError("compaction: \(answer.bodyText)"))
                 } catch {
-                    result = .failure(UsageError("\(error)"))
+                    result = .failure(UsageError("compaction: \(error)"))
                 }
                 outcome.result.withLock { $0 = result }
             }
@@ -224,6 +243,19 @@ enum CompactIngestBench {
             let seconds = Double(monotonicMicros() - started) / 1_000_000
             return (try outcome.result.withLock { $0! }.get(), (seconds * 10).rounded() / 10)
         }
+    }
+
+    /// A new token for an existing user, made offline as `findmy user token NAME --rotate` does.
+    static func rotatedToken(_ dataDirectory: String, name: String) throws -> (userID: UInt64, token: String)
+    {
+        let output = try runCapturing(
+            try findmyExecutable(),
+            ["findmy", "user", "token", name, "--rotate", "--json", "--data-dir", dataDirectory])
+        guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("{") }) else {
+            throw UsageError("findmy user token printed no JSON: \(output)")
+        }
+        let rotated = try JSONParser.parse(Array(line.utf8))
+        return (UInt64(try rotated["user_id"]!.int64Value), try rotated["token"]!.stringValue)
     }
 
     static func snapshotNames(_ directory: String) -> Set<String> {
