@@ -43,6 +43,10 @@ public final class Compactor: Sendable {
         public var settings = RetentionSettings()
         /// Rows one DELETE removes at most; each such statement is its own short transaction.
         public var deleteRowsPerBatchMax = 5_000
+        /// How much lower than the server's the run's CPU priority is (nice steps): on a small
+        /// machine the rewrite and the registry refold would otherwise take a core from the
+        /// reports arriving meanwhile (docs/benchmarks.md, "Compaction at 100 M fixes").
+        public var niceness: Int32 = 10
         public init() {}
     }
 
@@ -81,54 +85,70 @@ public final class Compactor: Sendable {
 
     public func run(asOfMicros: Int64? = nil, dryRun: Bool = false) throws -> CompactionReport {
         try serial.withLock { _ in
-            let started = monotonicMicros()
-            let now = asOfMicros ?? wallClockMicros()
-            var report = CompactionReport(asOfMicros: now, dryRun: dryRun)
-            do {
-                let reader = LogReader(directory: writer.directory, writer: writer)
-                let policy = try RetentionPolicy.fold(
-                    reader, upTo: writer.durableEnd, settings: options.settings)
-                var logCompaction = LogCompaction(
-                    writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint())
-                logCompaction.stopSignal = stopSignal
-                report.log = try logCompaction.run(dryRun: dryRun)
-                // Before the database half, which can fail on its own: the log is compacted by now.
-                if !dryRun && report.log.segmentsRewritten + report.log.segmentsDeleted > 0 {
-                    report.registrySnapshotOffset = snapshotAfterRewrite?(stopSignal)
-                }
-                // Stopping: the rows are the next run's (its policy folds the same log).
-                report.stoppedEarly = stopSignal.isRequested
-                if let client, !report.stoppedEarly {
-                    let database = DatabaseCompaction(
-                        policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax,
-                        logID: writer.logID)
-                    report.database = try client.withConnection { try database.run($0, dryRun: dryRun) }
-                }
-            } catch {
-                state.withLock {
-                    $0.failures += 1
-                    $0.lastError = "\(error)"
-                }
-                throw error
+            // On a thread of its own, whose lowered priority ends with it (the caller's, an HTTP
+            // worker's say, could not be raised again without privilege).
+            let outcome = Outcome()
+            runOnThreadOfItsOwn { [self] in
+                lowerCurrentThreadPriority(by: options.niceness)
+                let result = Result { try runSerialised(asOfMicros: asOfMicros, dryRun: dryRun) }
+                outcome.result.withLock { $0 = result }
             }
-            report.elapsedMicros = monotonicMicros() - started
-            if !dryRun {
-                state.withLock { totals in
-                    totals.runs += 1
-                    totals.lastError = nil
-                    totals.lastRunMicros = now
-                    totals.fixesRemoved += report.log.fixesRemoved
-                    totals.placesRemoved += report.log.placesRemoved
-                    totals.bytesFreed += report.log.bytesFreed
-                    totals.segmentsDeleted += report.log.segmentsDeleted
-                    totals.segmentsRewritten += report.log.segmentsRewritten
-                    totals.locationRowsDeleted += report.database?.locationRowsDeleted ?? 0
-                    totals.partitionsDropped += report.database?.partitionsDropped.count ?? 0
-                    totals.batchRowsDeleted += report.database?.batchRowsDeleted ?? 0
-                    totals.relationsRewritten += report.database?.relationsRewritten.count ?? 0
-                }
-            }
-            return report
+            return try outcome.result.withLock { $0! }.get()
         }
+    }
+
+    private final class Outcome: Sendable {
+        let result = Mutex<Result<CompactionReport, any Error>?>(nil)
+    }
+
+    private func runSerialised(asOfMicros: Int64?, dryRun: Bool) throws -> CompactionReport {
+        let started = monotonicMicros()
+        let now = asOfMicros ?? wallClockMicros()
+        var report = CompactionReport(asOfMicros: now, dryRun: dryRun)
+        do {
+            let reader = LogReader(directory: writer.directory, writer: writer)
+            let policy = try RetentionPolicy.fold(
+                reader, upTo: writer.durableEnd, settings: options.settings)
+            var logCompaction = LogCompaction(
+                writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint())
+            logCompaction.stopSignal = stopSignal
+            report.log = try logCompaction.run(dryRun: dryRun)
+            // Before the database half, which can fail on its own: the log is compacted by now.
+            if !dryRun && report.log.segmentsRewritten + report.log.segmentsDeleted > 0 {
+                report.registrySnapshotOffset = snapshotAfterRewrite?(stopSignal)
+            }
+            // Stopping: the rows are the next run's (its policy folds the same log).
+            report.stoppedEarly = stopSignal.isRequested
+            if let client, !report.stoppedEarly {
+                let database = DatabaseCompaction(
+                    policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax,
+                    logID: writer.logID)
+                report.database = try client.withConnection { try database.run($0, dryRun: dryRun) }
+            }
+        } catch {
+            state.withLock {
+                $0.failures += 1
+                $0.lastError = "\(error)"
+            }
+            throw error
+        }
+        report.elapsedMicros = monotonicMicros() - started
+        if !dryRun {
+            state.withLock { totals in
+                totals.runs += 1
+                totals.lastError = nil
+                totals.lastRunMicros = now
+                totals.fixesRemoved += report.log.fixesRemoved
+                totals.placesRemoved += report.log.placesRemoved
+                totals.bytesFreed += report.log.bytesFreed
+                totals.segmentsDeleted += report.log.segmentsDeleted
+                totals.segmentsRewritten += report.log.segmentsRewritten
+                totals.locationRowsDeleted += report.database?.locationRowsDeleted ?? 0
+                totals.partitionsDropped += report.database?.partitionsDropped.count ?? 0
+                totals.batchRowsDeleted += report.database?.batchRowsDeleted ?? 0
+                totals.relationsRewritten += report.database?.relationsRewritten.count ?? 0
+            }
+        }
+        return report
     }
 }

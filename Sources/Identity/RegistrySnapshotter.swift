@@ -98,6 +98,8 @@ public final class RegistrySnapshotter: Service {
     /// A fold looks at whether it must stop once per this many records: a stop waits for at most
     /// this many (about a millisecond of a single-fix refold on the reference machine).
     static let recordsPerStopCheck = 256
+    /// How much lower than the server's the thread's CPU priority is (nice steps).
+    static let threadNiceness: Int32 = 10
 
     struct Progress {
         var fold: RegistryFold
@@ -140,6 +142,9 @@ public final class RegistrySnapshotter: Service {
 
     public func start() throws {
         worker.start { [self] stop in
+            // Background work: its folds (a whole refold after a compaction) and writes must not
+            // take the CPU from the reports arriving meanwhile.
+            lowerCurrentThreadPriority(by: Self.threadNiceness)
             while !stop.wait(micros: schedule.checkIntervalMicros) {
                 let giveWay = { stop.isRequested || self.compactorsWaiting.load(ordering: .relaxed) > 0 }
                 if let outcome = round(force: false, shouldStop: giveWay) { report(outcome) }
