@@ -144,6 +144,14 @@ let package = Package(
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
+        // Presence from the tailnet (issue 16, docs/presence.md): the headscale poller, the rule of
+        // what is a change, linking devices to nodes. HTTPS through Push's HTTP2Client, so that
+        // libcurl stays touched by one module.
+        .target(
+            name: "Presence",
+            dependencies: ["Identity", "Events", "HTTP", "JSON", "Push", "Crypto", "Threads"],
+            swiftSettings: strict),
+
         // The retention job: which fixes are live, the log rewrite and the database deletes.
         .target(
             name: "Compactor",
@@ -163,6 +171,7 @@ let package = Package(
                 "Postgres",
                 "Projector",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
+                "Presence",
             ],
             swiftSettings: strict),
 
@@ -230,6 +239,12 @@ let package = Package(
             ],
             swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
+        // The headscale shapes per version, the change rule, and the poller against
+        // ops/tests/fake_headscale.py serving Fixtures/headscale.
+        .testTarget(
+            name: "PresenceTests",
+            dependencies: ["Presence", "Identity", "Events", "JSON", "HTTP", "Threads", "PushFakeSupport"],
+            swiftSettings: strict),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",

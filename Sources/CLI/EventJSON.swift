@@ -141,6 +141,8 @@ public enum EventJSON {
             writer.string(changed.name)
             writer.key("value")
             writer.string(changed.value)
+        case .devicePresenceLinked, .presenceChanged:
+            writePresence(event, to: &writer)
         case .regionTransition(let transition):
             writer.key("device")
             writer.int64(Int64(bitPattern: transition.deviceID))
@@ -287,6 +289,8 @@ public enum EventJSON {
         case .userTokenRotated(let rotated): return prefix + "  user \(rotated.userID)"
         case .userSettingChanged(let changed):
             return prefix + "  user \(changed.userID)  \(changed.name) = \(changed.value)"
+        case .devicePresenceLinked, .presenceChanged:
+            return prefix + "  " + presenceLine(event)
         case .regionTransition(let transition):
             return prefix
                 + "  device \(transition.deviceID)  \(transition.kind == .enter ? "enter" : "leave") "
@@ -385,6 +389,52 @@ extension EventJSON {
             "device \(c.deviceID) user \(c.granteeUserID): " + (c.locate ? "may locate" : "see only")
         default:
             preconditionFailure("not a command event")
+        }
+    }
+}
+
+// MARK: presence (issue 16, docs/log-format.md types 34-35)
+
+extension EventJSON {
+    static func writePresence(_ event: Event, to writer: inout JSONWriter) {
+        switch event {
+        case .devicePresenceLinked(let linked):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: linked.deviceID))
+            writer.key("user")
+            writer.int64(Int64(bitPattern: linked.userID))
+            writer.key("headscale_node_id")
+            if linked.isUnlink { writer.null() } else { writer.string(linked.nodeID) }
+            writer.key("headscale_node")
+            if linked.isUnlink { writer.null() } else { writer.string(linked.nodeName) }
+        case .presenceChanged(let changed):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: changed.deviceID))
+            writer.key("headscale_node_id")
+            writer.string(changed.nodeID)
+            writer.key("online")
+            writer.bool(changed.online)
+            writer.key("last_seen")
+            if let seen = changed.lastSeenMicros { writer.string(time(seen)) } else { writer.null() }
+            writer.key("observed_at")
+            writer.string(time(changed.observedAtMicros))
+        default:
+            break
+        }
+    }
+
+    static func presenceLine(_ event: Event) -> String {
+        switch event {
+        case .devicePresenceLinked(let linked):
+            return linked.isUnlink
+                ? "device \(linked.deviceID) unlinked from the tailnet"
+                : "device \(linked.deviceID) linked to node \(linked.nodeID) '\(linked.nodeName)'"
+        case .presenceChanged(let changed):
+            return "device \(changed.deviceID)  node \(changed.nodeID) "
+                + (changed.online ? "online" : "offline")
+                + (changed.lastSeenMicros.map { ", last seen " + time($0) } ?? "")
+        default:
+            return ""
         }
     }
 }

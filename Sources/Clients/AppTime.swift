@@ -23,6 +23,19 @@ enum AppTime {
         return try? RFC3339.parseMicros(bytes)
     }
 
+    /// `iso8601Micros` of a string's bytes still in the body: an RFC 3339 time (what Overland
+    /// sends) is read in place; the basic offsets (a sign at byte 19 or later) go through the
+    /// `String` form, which rewrites them.
+    static func iso8601Micros(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        if bytes.count > 19 {
+            for index in 19..<bytes.count
+            where bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                return iso8601Micros(String(decoding: bytes, as: UTF8.self))
+            }
+        }
+        return try? RFC3339.parseMicros(bytes)
+    }
+
     /// The OsmAnd protocol's `timestamp`, as the Traccar server reads it (OsmAndProtocolDecoder):
     /// whole seconds since 1970, or milliseconds when the number is not below 2^31 - 1 (OsmAnd
     /// sends milliseconds, Traccar Client and GPSLogger's `%TIMESTAMP` seconds); a value with a `T`

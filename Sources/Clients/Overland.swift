@@ -79,11 +79,11 @@ public enum OverlandDecoder {
         guard members.hasProperties else {
             throw FixRejection(.missingField, "properties: a location needs a properties object")
         }
-        if let action = members[.action], action != .null {
-            guard action == .string("visit") else { return nil }
+        if let action = members[.action], !action.isNull {
+            guard action.isString("visit") else { return nil }
             return try visit(members)
         }
-        if members[.type] == .string("trip") { return nil }
+        if members[.type]?.isString("trip") == true { return nil }
         let (longitude, latitude) = try coordinates(members)
         let recordedAt = try time(members[.timestamp], "timestamp", required: true)!
         var fix = AppFix(
@@ -119,8 +119,8 @@ public enum OverlandDecoder {
     }
 
     static func coordinates(_ members: FeatureMembers) throws(FixRejection) -> (Double, Double) {
-        let longitudeValue: JSONValue
-        let latitudeValue: JSONValue
+        let longitudeValue: FeatureMembers.Value
+        let latitudeValue: FeatureMembers.Value
         switch members.coordinates {
         case .missing:
             throw FixRejection(
@@ -155,37 +155,47 @@ public enum OverlandDecoder {
     }
 
     /// `charging` and `full` (plugged in) are charging; `unplugged` is not; `unknown` is unknown.
-    static func batteryCharging(_ value: JSONValue?) throws(FixRejection) -> Bool? {
-        switch value {
-        case .string("charging")?, .string("full")?: true
-        case .string("unplugged")?: false
-        case nil, .null?, .string?: nil
-        case let value?:
+    static func batteryCharging(_ value: FeatureMembers.Value?) throws(FixRejection) -> Bool? {
+        guard let value, !value.isNull else { return nil }
+        guard value.isText else {
             throw FixRejection(.wrongType, "battery_state must be a string, found \(value.typeName)")
         }
+        if value.isString("charging") || value.isString("full") { return true }
+        return value.isString("unplugged") ? false : nil
     }
 
-    static func number(_ value: JSONValue?, _ key: String) throws(FixRejection) -> Double? {
+    static func number(_ value: FeatureMembers.Value?, _ key: String) throws(FixRejection) -> Double? {
         switch value {
         case nil, .null?: nil
-        case .integer(let integer)?: Double(integer)
-        case .double(let double)?: double
+        case .number(let number)?: number
         case let value?: throw FixRejection(.wrongType, "\(key) must be a number, found \(value.typeName)")
         }
     }
 
-    static func time(_ value: JSONValue?, _ key: String, required: Bool) throws(FixRejection) -> Int64? {
-        guard let value, value != .null else {
+    /// `number` of a member of a parsed tree (the OsmAnd protocol's JSON body reads its numbers so).
+    static func number(_ value: JSONValue?, _ key: String) throws(FixRejection) -> Double? {
+        try number(value.map(FeatureMembers.Value.init), key)
+    }
+
+    static func time(_ value: FeatureMembers.Value?, _ key: String, required: Bool) throws(FixRejection)
+        -> Int64?
+    {
+        guard let value, !value.isNull else {
             if required { throw FixRejection(.missingField, "\(key) is required (ISO 8601)") }
             return nil
         }
-        guard case .string(let text) = value else {
+        let micros: Int64?
+        switch value {
+        case .plain(let bytes): micros = AppTime.iso8601Micros(bytes)
+        case .string(let text): micros = AppTime.iso8601Micros(text)
+        default:
             throw FixRejection(.wrongType, "\(key) must be an ISO 8601 string, found \(value.typeName)")
         }
-        guard let micros = AppTime.iso8601Micros(text) else {
+        guard let micros else {
             throw FixRejection(
                 .badTimestamp,
-                "\(key) '\(text.prefix(40))' is not an ISO 8601 time with a zone (2026-12-01T08:00:00Z)")
+                "\(key) '\(value.text.prefix(40))' is not an ISO 8601 time with a zone (2026-12-01T08:00:00Z)"
+            )
         }
         return micros
     }
@@ -245,17 +255,83 @@ struct FeatureMembers {
         }
     }
 
+    /// A member as `feature` reads it: a scalar, or (from the tree) the type name of a container.
+    /// A string is `plain` when the direct decoder found it printable ASCII without escapes (its
+    /// bytes, still in the body, are its value: no `String` is made of it), `string` otherwise.
+    /// Numbers are the `Double` that `JSONValue`'s `.integer` or `.double` converts to.
+    enum Value {
+        case null
+        case bool(Bool)
+        case number(Double)
+        case plain(UnsafeBufferPointer<UInt8>)
+        case string(String)
+        case container(typeName: String)
+
+        init(_ value: JSONValue) {
+            switch value {
+            case .null: self = .null
+            case .bool(let flag): self = .bool(flag)
+            case .integer(let integer): self = .number(Double(integer))
+            case .double(let double): self = .number(double)
+            case .string(let text): self = .string(text)
+            case .array, .object: self = .container(typeName: value.typeName)
+            }
+        }
+
+        var isNull: Bool {
+            if case .null = self { return true }
+            return false
+        }
+
+        var isText: Bool {
+            switch self {
+            case .plain, .string: true
+            default: false
+            }
+        }
+
+        /// Whether this is the string `expected`.
+        func isString(_ expected: StaticString) -> Bool {
+            switch self {
+            case .plain(let bytes): OverlandDecoder.equal(bytes, expected)
+            case .string(var text):
+                text.withUTF8 { OverlandDecoder.equal($0, expected) }
+            default: false
+            }
+        }
+
+        /// A string's text (for messages).
+        var text: String {
+            switch self {
+            case .plain(let bytes): String(decoding: bytes, as: UTF8.self)
+            case .string(let text): text
+            default: ""
+            }
+        }
+
+        /// `JSONValue.typeName` of the value it was read from.
+        var typeName: String {
+            switch self {
+            case .null: "null"
+            case .bool: "boolean"
+            case .number: "number"
+            case .plain, .string: "string"
+            case .container(let typeName): typeName
+            }
+        }
+    }
+
     /// `geometry.coordinates`: absent (or `geometry` not an object), something other than an array
     /// of at least two elements (with its JSON type name), or its first two elements.
     enum Coordinates {
         case missing
         case notAPair(typeName: String)
-        case pair(JSONValue, JSONValue)
+        case pair(Value, Value)
     }
 
     var hasProperties = false
     var coordinates = Coordinates.missing
-    private var values = InlineArray<12, JSONValue?>(repeating: nil)
+    private var values = InlineArray<12, Value?>(repeating: nil)
 
     init() {}
 
@@ -263,17 +339,24 @@ struct FeatureMembers {
     init(_ feature: JSONObject) {
         switch feature["geometry"]?["coordinates"] {
         case nil: coordinates = .missing
-        case .array(let pair)? where pair.count >= 2: coordinates = .pair(pair[0], pair[1])
+        case .array(let pair)? where pair.count >= 2: coordinates = .pair(Value(pair[0]), Value(pair[1]))
         case let other?: coordinates = .notAPair(typeName: other.typeName)
         }
         guard case .object(let properties)? = feature["properties"] else { return }
         hasProperties = true
         for property in Property.allCases {
-            values[property.rawValue] = properties[property.name.description]
+            values[property.rawValue] = properties[property.name.description].map(Value.init)
         }
     }
 
-    subscript(property: Property) -> JSONValue? {
+    /// How many `Property` cases there are: `LocationName`'s first raw values are theirs.
+    static let propertyCount = 12
+
+    /// Sets the property whose raw value is `rawValue` (below `propertyCount`).
+    @inline(__always)
+    mutating func set(_ rawValue: Int, _ value: Value) { values[rawValue] = value }
+
+    subscript(property: Property) -> Value? {
         get { values[property.rawValue] }
         set { values[property.rawValue] = newValue }
     }

@@ -1,3 +1,5 @@
+import Identity
+
 // The seam between what a command is (this module: the API, the events, the dispatcher) and the ways
 // a device can be reached (the Push module's APNs, FCM and UnifiedPush; OwnTracks over MQTT). A
 // channel knows where it can reach a device and how to send there; the dispatcher decides which
@@ -25,13 +27,20 @@ public struct CommandDelivery: Sendable, Equatable {
     /// For `lost`: what the finder should read, and a number to call. Nil for the other kinds.
     public var message: String?
     public var phone: String?
+    /// The second step a channel asked for with `.sentWithFollowUp`, now due and the command still
+    /// open; false for the first.
+    public var followUp: Bool
 
-    public init(commandID: String, kind: CommandKind, deviceID: UInt64, message: String?, phone: String?) {
+    public init(
+        commandID: String, kind: CommandKind, deviceID: UInt64, message: String?, phone: String?,
+        followUp: Bool = false
+    ) {
         self.commandID = commandID
         self.kind = kind
         self.deviceID = deviceID
         self.message = message
         self.phone = phone
+        self.followUp = followUp
     }
 }
 
@@ -58,6 +67,11 @@ public struct ChannelAddress: Sendable, Equatable, Hashable {
 public enum DeliveryOutcome: Sendable, Equatable {
     /// Accepted by the provider; its id for the message where it gives one (apns-id, FCM message name).
     case sent(providerID: String?)
+    /// Accepted, and the channel has a second step should the command still be open (neither
+    /// answered nor expired) `afterSeconds` later: the dispatcher then delivers it again with
+    /// `followUp` set. APNs without a location-push token: the alert asking to open the app
+    /// follows the background push only when the background push did not make the app answer.
+    case sentWithFollowUp(providerID: String?, afterSeconds: Int)
     /// The address is gone for good (APNs 410 or BadDeviceToken, FCM UNREGISTERED, Web Push 404/410):
     /// the dispatcher invalidates the push token in the log and tries the next channel.
     case addressDead(reason: String)
@@ -79,6 +93,13 @@ public protocol CommandChannel: AnyObject, Sendable {
     /// carries `locate` only (it wakes the app's location extension, which cannot ring or show a
     /// message). The default is `addresses(forDevice:)`.
     func addresses(forDevice deviceID: UInt64, kind: CommandKind) -> [ChannelAddress]
+    /// As `addresses(forDevice:kind:)`, from the device's push registrations that the dispatcher
+    /// read once for every channel (one ordered read of the registry per command rather than one
+    /// per channel). A channel that reaches devices otherwise (OwnTracks MQTT's topics) keeps the
+    /// default, which ignores them.
+    func addresses(
+        forDevice deviceID: UInt64, kind: CommandKind, registrations: [DevicePushRegistration]
+    ) -> [ChannelAddress]
     /// Sends one command to one address.
     func deliver(
         _ delivery: CommandDelivery, to address: ChannelAddress,
@@ -89,4 +110,13 @@ extension CommandChannel {
     public func addresses(forDevice deviceID: UInt64, kind: CommandKind) -> [ChannelAddress] {
         addresses(forDevice: deviceID)
     }
+
+    public func addresses(
+        forDevice deviceID: UInt64, kind: CommandKind, registrations: [DevicePushRegistration]
+    ) -> [ChannelAddress] {
+        addresses(forDevice: deviceID, kind: kind)
+    }
 }
+
+/// One push token of a device as the registry holds it (`IdentityService.pushRegistrations`).
+public typealias DevicePushRegistration = (key: Registry.PushKey, registration: Registry.PushRegistration)

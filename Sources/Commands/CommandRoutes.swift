@@ -209,6 +209,8 @@ public final class CommandRoutes: Sendable {
         var atMicros: Int64
         var detail: String
         var retryAtMicros: Int64?
+        /// The provider said the token or endpoint is gone for good (`push_token_invalidated`).
+        var addressDead: Bool
     }
 
     struct Answer {
@@ -261,7 +263,7 @@ public final class CommandRoutes: Sendable {
             SELECT p.command_id::text, p.kind, p.state, p.message, p.phone, p.requested_by, p.requested_at,
                 p.log_offset, p.ended_at, p.end_reason, p.answered_at, p.answer_protocol,
                 l.latitude, l.longitude, l.accuracy_m, l.recorded_at, l.received_at, l.battery_pct,
-                d.channel, d.state, d.at, d.detail, d.retry_at
+                d.channel, d.state, d.at, d.detail, d.retry_at, d.address_dead
             FROM page p
             LEFT JOIN \(locations) l ON l.device_id = p.device_id AND l.log_offset = p.answer_log_offset
                 AND l.fix_index = p.answer_fix_index
@@ -304,7 +306,8 @@ public final class CommandRoutes: Sendable {
                             channel: channel, state: result.string(row, 19) ?? "",
                             atMicros: try result.timestampMicros(row, 20) ?? 0,
                             detail: result.string(row, 21) ?? "",
-                            retryAtMicros: try result.timestampMicros(row, 22)))
+                            retryAtMicros: try result.timestampMicros(row, 22),
+                            addressDead: try result.bool(row, 23) ?? false))
                 }
             }
             return list
@@ -353,6 +356,8 @@ public final class CommandRoutes: Sendable {
             } else {
                 writer.null()
             }
+            writer.key("address_dead")
+            writer.bool(delivery.addressDead)
             writer.endObject()
         }
         writer.endArray()

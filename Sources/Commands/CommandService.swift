@@ -37,10 +37,17 @@ public final class CommandService: Service {
         var number: Int
     }
 
+    /// A command to hand to the channels, but those named in `skipping` (which took it already).
+    struct Fresh {
+        var delivery: CommandDelivery
+        var skipping: [String] = []
+    }
+
     struct Work {
-        var fresh: [CommandDelivery] = []
+        var fresh: [Fresh] = []
         var outcomes: [(Attempt, DeliveryOutcome)] = []
-        /// Attempts waiting for their time, by due time (wall clock, the injected one).
+        /// Attempts waiting for their time, by due time (wall clock, the injected one): retries, and
+        /// channels' follow-ups (`.sentWithFollowUp`).
         var retries: [(dueMicros: Int64, attempt: Attempt)] = []
         /// Attempts handed to a channel and not answered yet.
         var inFlight = 0
@@ -129,7 +136,7 @@ public final class CommandService: Service {
         let delivery = CommandDelivery(
             commandID: requested.commandID.description, kind: kind, deviceID: deviceID, message: message,
             phone: phone)
-        work.withLock { $0.fresh.append(delivery) }
+        work.withLock { $0.fresh.append(Fresh(delivery: delivery)) }
         bell.ring()
         return requested
     }
@@ -150,14 +157,20 @@ public final class CommandService: Service {
         worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle)
     }
 
-    /// Starts the worker. Commands that are open and were never sent by any channel (the server
-    /// stopped before their outcome was stored) are handed to the channels again.
+    /// Starts the worker. Every open command is handed again to each channel that has not taken it
+    /// (no `command_sent` of that channel): the server stopped before the outcome was stored, or
+    /// while a retry waited for its time (retries live in memory only; the log's
+    /// `command_delivery_failed` says when, but the registry keeps no failures, so the retry goes
+    /// at once rather than at its time).
     public func start() throws {
-        let unsent = identity.registry.read { state in
-            state.registry.commands.open.values.filter { $0.sentChannels.isEmpty }.map(\.request)
+        let names = Set(channels.map(\.name))
+        let open = identity.registry.read { state in
+            state.registry.commands.open.values.filter { !names.isSubset(of: $0.sentChannels) }
         }
         work.withLock {
-            $0.fresh += unsent.sorted { $0.requestedAtMicros < $1.requestedAtMicros }.map(Self.delivery)
+            $0.fresh += open.sorted { $0.request.requestedAtMicros < $1.request.requestedAtMicros }.map {
+                Fresh(delivery: Self.delivery($0.request), skipping: $0.sentChannels)
+            }
         }
         let bell = self.bell
         worker.start { [self] stop in
@@ -194,23 +207,30 @@ public final class CommandService: Service {
             work.retries.removeAll { $0.dueMicros <= now }
             return (fresh, outcomes, due)
         }
-        for (attempt, outcome) in outcomes { store(outcome, of: attempt, now: now) }
-        for delivery in fresh {
-            for (index, channel) in channels.enumerated() {
-                for address in channel.addresses(forDevice: delivery.deviceID, kind: delivery.kind) {
+        // New commands first: their pushes wait for no fdatasync of earlier outcomes.
+        for item in fresh {
+            let delivery = item.delivery
+            let registrations = identity.pushRegistrations(deviceID: delivery.deviceID)
+            for (index, channel) in channels.enumerated() where !item.skipping.contains(channel.name) {
+                for address in channel.addresses(
+                    forDevice: delivery.deviceID, kind: delivery.kind, registrations: registrations)
+                {
                     send(Attempt(delivery: delivery, channel: index, address: address, number: 1))
                 }
             }
         }
         for attempt in due where isOpen(attempt.delivery) { send(attempt) }
+        // One group commit for every outcome of the round: appended one at a time, each waited its
+        // turn on the identity lock behind the API's requests, and the round with it.
+        append(outcomes.flatMap { store($0.1, of: $0.0, now: now) }, now: now)
         expire(now: now)
     }
 
     /// Whether the worker has nothing in hand: no new command, no outcome to store, no attempt in
-    /// flight. Retries waiting for their time do not count.
+    /// flight. Retries and follow-ups waiting for their time do not count.
     public var isIdle: Bool { work.withLock { $0.fresh.isEmpty && $0.outcomes.isEmpty && $0.inFlight == 0 } }
 
-    /// The earliest retry waiting, for tests that move their clock to it.
+    /// The earliest retry or follow-up waiting, for tests that move their clock to it.
     public var nextRetryMicros: Int64? { work.withLock { $0.retries.map(\.dueMicros).min() } }
 
     private func isOpen(_ delivery: CommandDelivery) -> Bool {
@@ -229,9 +249,10 @@ public final class CommandService: Service {
         }
     }
 
-    private func store(_ outcome: DeliveryOutcome, of attempt: Attempt, now: Int64) {
+    /// The events that record `outcome`; a retry is queued for its time.
+    private func store(_ outcome: DeliveryOutcome, of attempt: Attempt, now: Int64) -> [Event] {
         let delivery = attempt.delivery
-        guard let id = UUID128(delivery.commandID) else { return }
+        guard let id = UUID128(delivery.commandID) else { return [] }
         let channel = channels[attempt.channel].name
         func failed(_ reason: String, retryAt: Int64?, dead: Bool) -> Event {
             .commandDeliveryFailed(
@@ -248,6 +269,18 @@ public final class CommandService: Service {
                     CommandSent(
                         commandID: id, deviceID: delivery.deviceID, channel: channel,
                         providerID: providerID ?? "")))
+        case .sentWithFollowUp(let providerID, let afterSeconds):
+            events.append(
+                .commandSent(
+                    CommandSent(
+                        commandID: id, deviceID: delivery.deviceID, channel: channel,
+                        providerID: providerID ?? "")))
+            // Waits with the retries: due by the same clock, and dropped alike once the command closed.
+            var next = attempt
+            next.delivery.followUp = true
+            next.number = 1
+            let due = now + Int64(max(afterSeconds, 0)) * 1_000_000
+            work.withLock { $0.retries.append((due, next)) }
         case .addressDead(let reason):
             events.append(failed(reason, retryAt: nil, dead: true))
             let key = Registry.PushKey(provider: attempt.address.provider, token: attempt.address.token)
@@ -271,37 +304,67 @@ public final class CommandService: Service {
         case .failed(let reason):
             events.append(failed(reason, retryAt: nil, dead: false))
         }
-        for event in events { append(event, now: now) }
+        return events
     }
 
     private func expire(now: Int64) {
         let open = identity.registry.read { $0.registry.commands.open.values.map(\.request) }
+        var ended: [Event] = []
         for request in open {
             guard let seconds = limits.expirySeconds(request.kind),
                 now >= request.requestedAtMicros + Int64(seconds) * 1_000_000
             else { continue }
-            append(
+            ended.append(
                 .commandExpired(
                     CommandExpired(
                         commandID: request.commandID, deviceID: request.deviceID,
-                        reason: "no answer within \(seconds) s")), now: now)
+                        reason: "no answer within \(seconds) s")))
         }
+        append(ended, now: now)
     }
 
-    private func append(_ event: Event, now: Int64) {
-        do {
-            _ = try identity.mutations.withLock { _ throws(APIError) in
-                // An answer may have closed the command meanwhile: an expiry then says nothing true.
-                if case .commandExpired(let expired) = event,
-                    identity.registry.read({ $0.registry.commands.open[expired.commandID] == nil })
-                {
-                    return UInt64(0)
+    /// Appends `events` in order, queued together so that they share a group commit, and applies
+    /// them once durable, all under the identity lock (applied in log order).
+    private func append(_ events: [Event], now: Int64) {
+        guard !events.isEmpty else { return }
+        identity.mutations.withLock { _ in
+            // An answer may have closed the command meanwhile: an expiry then says nothing true. Two
+            // outcomes of one round may end the same push token: it is invalidated once.
+            var invalidated = Set<Registry.PushKey>()
+            let kept = events.filter { event in
+                switch event {
+                case .commandExpired(let expired):
+                    return identity.registry.read { $0.registry.commands.open[expired.commandID] != nil }
+                case .pushTokenInvalidated(let ended):
+                    return invalidated.insert(Registry.PushKey(provider: ended.provider, token: ended.token))
+                        .inserted
+                default:
+                    return true
                 }
-                return try identity.appendAndApply(event, receivedAtMicros: now)
             }
-        } catch {
-            // The log refused (disk full, I/O): /healthz says so; the step is lost, not invented.
-            StructuredLog.error("command_event_not_stored", ["error": .string(error.description)])
+            let results = Locked([Result<UInt64, APIError>?](repeating: nil, count: kept.count))
+            let done = ConditionLock()
+            for (index, event) in kept.enumerated() {
+                identity.append(EventCodec.encode(event, receivedAtMicros: now)) { result in
+                    done.withLock {
+                        results.withLock { $0[index] = result }
+                        done.broadcast()
+                    }
+                }
+            }
+            let outcomes = done.withLock {
+                while results.withLock({ $0.contains { $0 == nil } }) { done.wait() }
+                return results.withLock { $0 }
+            }
+            identity.registry.write { state in
+                for (event, outcome) in zip(kept, outcomes) {
+                    if case .success(let offset)? = outcome { state.registry.apply(event, offset: offset) }
+                }
+            }
+            for case .failure(let error)? in outcomes {
+                // The log refused (disk full, I/O): /healthz says so; the step is lost, not invented.
+                StructuredLog.error("command_event_not_stored", ["error": .string(error.description)])
+            }
         }
     }
 }

@@ -31,6 +31,10 @@ public struct CompactorTotals: Sendable, Equatable {
     public var partitionsDropped = 0
     public var batchRowsDeleted = 0
     public var relationsRewritten = 0
+    /// Command events (types 27-31) removed from the log, and `commands` rows deleted (with their
+    /// `command_deliveries`): docs/retention.md, "Commands".
+    public var commandEventsRemoved = 0
+    public var commandRowsDeleted = 0
     public var lastRunMicros: Int64?
     public var lastError: String?
 }
@@ -147,6 +151,8 @@ public final class Compactor: Sendable {
                 totals.partitionsDropped += report.database?.partitionsDropped.count ?? 0
                 totals.batchRowsDeleted += report.database?.batchRowsDeleted ?? 0
                 totals.relationsRewritten += report.database?.relationsRewritten.count ?? 0
+                totals.commandEventsRemoved += report.log.commandEventsRemoved
+                totals.commandRowsDeleted += report.database?.commandRowsDeleted ?? 0
             }
         }
         return report

@@ -17,10 +17,13 @@ public enum RecordPlan: Equatable, Sendable {
     case dropPlaces(removedPlaces: Int)
     /// An event of a command that is dead (docs/retention.md, "Commands"): the record goes.
     case dropCommand
+    /// A presence change (type 35) past its window, erased or removed (docs/retention.md,
+    /// "Presence"): the record goes.
+    case dropPresence
 
     public var removedFixes: Int {
         switch self {
-        case .keep, .shrinkPlaces, .dropPlaces, .dropCommand: 0
+        case .keep, .shrinkPlaces, .dropPlaces, .dropCommand, .dropPresence: 0
         case .shrink(_, let count), .envelope(let count, _), .drop(let count): count
         }
     }
@@ -29,12 +32,15 @@ public enum RecordPlan: Equatable, Sendable {
     public var removedPlaces: Int {
         switch self {
         case .shrinkPlaces(_, let count), .dropPlaces(let count): count
-        case .keep, .shrink, .envelope, .drop, .dropCommand: 0
+        case .keep, .shrink, .envelope, .drop, .dropCommand, .dropPresence: 0
         }
     }
 
     /// Command events removed.
     public var removedCommandEvents: Int { self == .dropCommand ? 1 : 0 }
+
+    /// Presence changes removed.
+    public var removedPresenceEvents: Int { self == .dropPresence ? 1 : 0 }
 }
 
 extension RetentionPolicy {
@@ -42,6 +48,16 @@ extension RetentionPolicy {
         let header = record.header
         // Transitions and waypoints hold positions too: the same windows, erasures and removals.
         if Self.isPlaceRecord(header.type) { return try planPlaces(record, nowMicros: nowMicros) }
+        // Presence changes are device history: they live as a fix recorded at the change's time
+        // would (their header's recorded range), so no decoding.
+        if Self.isPresenceRecord(header.type) {
+            let dead =
+                fixDeath(
+                    device: header.deviceKey, recordOffset: header.offset,
+                    receivedAtMicros: header.receivedAtMicros, recordedAtMicros: header.recordedMinMicros,
+                    nowMicros: nowMicros) != nil
+            return dead ? .dropPresence : .keep
+        }
         // Commands say who located whom and when, a lost one the owner's message and phone: they
         // go with their command, decided by the fold (which knows whether a later record closed it).
         if Self.isCommandRecord(header.type) {
@@ -169,7 +185,7 @@ extension RecordPlan {
         case .shrinkPlaces(let reported, _):
             return .replace(
                 EventCodec.encode(.waypointsReported(reported), receivedAtMicros: header.receivedAtMicros))
-        case .drop, .dropPlaces, .dropCommand:
+        case .drop, .dropPlaces, .dropCommand, .dropPresence:
             return .drop
         }
     }
@@ -186,6 +202,8 @@ public struct LogCompactionReport: Sendable, Equatable {
     public var placesRemoved = 0
     /// Command events removed (docs/retention.md, "Commands").
     public var commandEventsRemoved = 0
+    /// Presence changes removed (docs/retention.md, "Presence").
+    public var presenceEventsRemoved = 0
     public var recordsShrunk = 0
     public var envelopesMade = 0
     public var recordsDropped = 0
@@ -259,6 +277,7 @@ public struct LogCompaction {
                 report.fixesRemoved += plans.fixesRemoved
                 report.placesRemoved += plans.placesRemoved
                 report.commandEventsRemoved += plans.commandEventsRemoved
+                report.presenceEventsRemoved += plans.presenceEventsRemoved
                 report.bytesBefore += segment.bytes
                 if !dryRun { try writer.deleteFirstSegment(base: segment.base) }
                 continue
@@ -269,6 +288,7 @@ public struct LogCompaction {
             report.fixesRemoved += plans.fixesRemoved
             report.placesRemoved += plans.placesRemoved
             report.commandEventsRemoved += plans.commandEventsRemoved
+            report.presenceEventsRemoved += plans.presenceEventsRemoved
             report.recordsShrunk += plans.shrunk
             report.envelopesMade += plans.envelopes
             report.recordsDropped += plans.dropped
@@ -298,11 +318,13 @@ struct SegmentPlan {
     var fixesRemoved = 0
     var placesRemoved = 0
     var commandEventsRemoved = 0
+    var presenceEventsRemoved = 0
 
     mutating func add(_ plan: RecordPlan) {
         fixesRemoved += plan.removedFixes
         placesRemoved += plan.removedPlaces
         commandEventsRemoved += plan.removedCommandEvents
+        presenceEventsRemoved += plan.removedPresenceEvents
         switch plan {
         case .keep: kept += 1
         case .shrink, .shrinkPlaces:
@@ -313,7 +335,7 @@ struct SegmentPlan {
             kept += 1
             changes += 1
             envelopes += 1
-        case .drop, .dropPlaces, .dropCommand:
+        case .drop, .dropPlaces, .dropCommand, .dropPresence:
             changes += 1
             dropped += 1
         }

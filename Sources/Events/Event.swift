@@ -29,6 +29,8 @@ public enum Event: Equatable, Sendable {
     case commandExpired(CommandExpired)
     case sharePermissionChanged(SharePermissionChanged)
     case userSettingChanged(UserSettingChanged)
+    case devicePresenceLinked(DevicePresenceLinked)
+    case presenceChanged(PresenceChanged)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -64,6 +66,9 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case sharePermissionChanged = 32
     // 33: a user's own settings (SettingEvents.swift).
     case userSettingChanged = 33
+    // 34 and 35: presence from the tailnet (issue 16, PresenceEvents.swift).
+    case devicePresenceLinked = 34
+    case presenceChanged = 35
 
     public var name: String {
         switch self {
@@ -93,6 +98,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .commandExpired: "command_expired"
         case .sharePermissionChanged: "share_permission_changed"
         case .userSettingChanged: "user_setting_changed"
+        case .devicePresenceLinked: "device_presence_linked"
+        case .presenceChanged: "presence_changed"
         }
     }
 }

@@ -130,6 +130,10 @@ public enum EventCodec {
             (type, deviceKey) = encodeCommand(event, into: &writer)!
         case .userSettingChanged(let changed):
             type = encodeSetting(changed, into: &writer)
+        case .devicePresenceLinked, .presenceChanged:
+            let presence = encodePresence(event, into: &writer)!
+            (type, deviceKey) = (presence.type, presence.deviceKey)
+            (recordedMin, recordedMax) = (presence.recordedMicros, presence.recordedMicros)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -281,6 +285,8 @@ public enum EventCodec {
             event = try decodeCommand(type, &reader)!
         case .userSettingChanged:
             event = try decodeSetting(&reader)
+        case .devicePresenceLinked, .presenceChanged:
+            event = try decodePresence(type, &reader)!
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

@@ -193,6 +193,8 @@ public struct RetentionPolicy: Sendable {
     /// When a record first holds something dead (for rolling the open segment), or nil for never.
     public func firstDeathMicros(_ header: RecordHeader) -> Int64? {
         if Self.isPlaceRecord(header.type) { return firstPlaceDeathMicros(header) }
+        // A presence change ages like a transition: from its time, in its header (PresenceEvents.swift).
+        if Self.isPresenceRecord(header.type) { return firstPlaceDeathMicros(header) }
         if Self.isCommandRecord(header.type) { return firstCommandDeathMicros(header) }
         guard header.type == EventType.fixBatch.rawValue else { return nil }
         let device = header.deviceKey

@@ -31,6 +31,8 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case invalidUntil = "invalid_until"
         case logUnavailable = "log_unavailable"
         case malformedJson = "malformed_json"
+        case presenceNodeNotFound = "presence_node_not_found"
+        case presenceUnavailable = "presence_unavailable"
         case missingField = "missing_field"
         case missingToken = "missing_token"
         case projectionBehind = "projection_behind"

@@ -141,6 +141,8 @@ public struct Registry: Sendable {
     var recentBatches: [UInt64: RecentBatches] = [:]
     /// Open commands and the last request time per device and kind (issue 14).
     public internal(set) var commands = CommandBook()
+    /// Devices linked to tailnet nodes and their last recorded presence (issue 16).
+    public internal(set) var presence = PresenceBook()
     /// The offset after the last event applied.
     public internal(set) var nextOffset: UInt64 = 0
 
@@ -237,6 +239,7 @@ public struct Registry: Sendable {
         nextOffset = max(nextOffset, offset + 1)
         retention.apply(event, offset: offset)
         commands.apply(event)
+        presence.apply(event)
         switch event {
         case .fixBatch(let batch):
             let result = BatchResult(
@@ -348,6 +351,8 @@ public struct Registry: Sendable {
             }
         case .regionTransition, .waypointsReported, .unknown:
             break
+        case .devicePresenceLinked, .presenceChanged:
+            break  // folded by `presence` above
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
             break  // folded by `commands` above
         }

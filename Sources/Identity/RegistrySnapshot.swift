@@ -24,12 +24,13 @@ import Events
 // invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
 // for good and deleted, so that a snapshot never keeps what compaction removed from the log.
 
-/// Constants and file names of the snapshot format, version 4 (reads 1 to 3).
+/// Constants and file names of the snapshot format, version 5 (reads 1 to 4).
 public enum RegistrySnapshotFormat {
     /// 2 appends the Web Push keys of push tokens; 3 (issue 14) appends share permissions and open
-    /// commands; 4 (issue 13) appends the users' OwnTracks Friends setting. Older versions still read.
-    public static let version: UInt16 = 4
-    public static let versionsRead: ClosedRange<UInt16> = 1...4
+    /// commands; 4 (issue 13) appends the users' OwnTracks Friends setting; 5 (issue 16) appends
+    /// presence links and states. Older versions still read.
+    public static let version: UInt16 = 5
+    public static let versionsRead: ClosedRange<UInt16> = 1...5
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -369,6 +370,7 @@ extension Registry {
                 && recentBatches.mapValues(\.results) == other.recentBatches.mapValues(\.results))
         check("nextOffset", nextOffset == other.nextOffset)
         check("commands", commands == other.commands)
+        check("presence", presence == other.presence)
         return parts
     }
 }

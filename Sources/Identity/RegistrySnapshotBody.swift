@@ -12,8 +12,10 @@ import Events
 //   version 2 appends: the Web Push keys of the push tokens that have them (provider, token, public
 //   key, auth secret); version 3 appends share permissions and the open commands (issue 14).
 //   Version 4 appends the users whose OwnTracks Friends setting is on (count, user ids).
-//   Version 1 to 3 bodies are still read (no keys; see-only shares and no open commands; every
-//   setting off).
+//   Version 5 appends presence (issue 16): the links (count, device, node id, node name) and the
+//   last states (count, device, online u8, optional lastSeen, changedAt).
+//   Version 1 to 4 bodies are still read (no keys; see-only shares and no open commands; every
+//   setting off; no device linked to a tailnet node).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -157,6 +159,8 @@ extension Registry {
         let friends = users.values.filter(\.owntracksFriends).map(\.id)
         w.u32(UInt32(friends.count))
         for id in friends { w.u64(id) }
+        // Version 5 (issue 16): presence links and states.
+        encodePresencePart(&w)
         return w.bytes
     }
 
@@ -269,6 +273,7 @@ extension Registry {
                 registry.users[id]?.owntracksFriends = true
             }
         }
+        if version >= 5 { try registry.decodePresencePart(&r) }
         return registry
     }
 
@@ -429,6 +434,41 @@ extension Registry {
         }
         for _ in 0..<(try r.u32()) {
             commands.lastRequested[CommandBook.KindKey(deviceID: try r.u64(), kind: try kind())] = try r.i64()
+        }
+    }
+}
+
+// Version 5 of the body appends (issue 16): presence links, then presence states.
+extension Registry {
+    fileprivate func encodePresencePart(_ w: inout ByteWriter) {
+        w.u32(UInt32(presence.links.count))
+        for (device, link) in presence.links {
+            w.u64(device)
+            w.string(link.nodeID)
+            w.string(link.nodeName)
+        }
+        w.u32(UInt32(presence.states.count))
+        for (device, state) in presence.states {
+            w.u64(device)
+            w.u8(state.online ? 1 : 0)
+            w.optionalI64(state.lastSeenMicros)
+            w.i64(state.changedAtMicros)
+        }
+    }
+
+    fileprivate mutating func decodePresencePart(_ r: inout ByteReader) throws {
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            presence.links[device] = PresenceBook.Link(nodeID: try r.string(), nodeName: try r.string())
+        }
+        for _ in 0..<(try r.u32()) {
+            let device = try r.u64()
+            let online = try r.u8()
+            guard online <= 1, presence.links[device] != nil else {
+                throw DecodeError.invalid("a presence state of device \(device) is inconsistent")
+            }
+            presence.states[device] = PresenceBook.State(
+                online: online == 1, lastSeenMicros: try r.optionalI64(), changedAtMicros: try r.i64())
         }
     }
 }

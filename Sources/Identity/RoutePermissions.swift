@@ -103,6 +103,10 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/devices/{id}/commands"): .locator,
         RouteKey("GET", "/api/find-my/devices/{id}/commands"): .locator,
         RouteKey("GET", "/api/find-my/devices/{id}/commands/{command_id}"): .locator,
+        // Presence from the tailnet (Sources/Presence, docs/presence.md)
+        RouteKey("GET", "/api/find-my/presence/nodes"): .user,  // only the caller's own nodes
+        RouteKey("PUT", "/api/find-my/devices/{id}/presence"): .owner,
+        RouteKey("DELETE", "/api/find-my/devices/{id}/presence"): .owner,
         // The web panel (Sources/WebPanel): pages need a login, their static files do not
         RouteKey("GET", "/find-my"): .page,  // shows only what the caller may see
         RouteKey("GET", "/login"): .open,
@@ -120,6 +124,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/find-my/devices/{id}/shares"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/shares/revoke"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/retention"): .page,  // owner only
+        RouteKey("POST", "/find-my/devices/{id}/presence"): .page,  // owner only
         RouteKey("GET", "/find-my/devices/{id}/erase"): .page,  // owner only: the confirmation step
         RouteKey("POST", "/find-my/devices/{id}/erase"): .page,  // owner only
         RouteKey("GET", "/find-my/admin"): .page,  // admin role only, in the handler

@@ -82,6 +82,51 @@ extension JSONParser {
         return .double(try slowDouble(from: start))
     }
 
+    /// The number at `index` when it is a short plain decimal, `-?(0|[1-9][0-9]*)(.[0-9]+)?` with
+    /// at most 15 digits and no exponent, as the `Double` `parseNumber` makes of it (then `index` is
+    /// past it); nil, `index` unchanged, for anything else. Such a mantissa is below 2^53 and its
+    /// power of ten at most 10^15, both exact: one division (or none) rounds correctly, which is
+    /// the Clinger path `parseNumber` takes (an integer literal becomes `.integer`, whose Double is
+    /// the same exact value). Coordinates, accuracies and speeds are such numbers.
+    @inline(__always)
+    mutating func shortDecimal() -> Double? {
+        var at = index
+        let negative = base[at] == UInt8(ascii: "-")
+        if negative { at += 1 }
+        let start = at
+        var mantissa: UInt64 = 0
+        guard at < count, isDigit(base[at]) else { return nil }
+        if base[at] == UInt8(ascii: "0") {
+            at += 1
+        } else {
+            while at < count, isDigit(base[at]) {
+                mantissa = mantissa &* 10 &+ UInt64(base[at] &- UInt8(ascii: "0"))
+                at += 1
+            }
+        }
+        var digits = at - start
+        var fractionDigits = 0
+        if at < count, base[at] == UInt8(ascii: ".") {
+            at += 1
+            let fractionStart = at
+            while at < count, isDigit(base[at]) {
+                mantissa = mantissa &* 10 &+ UInt64(base[at] &- UInt8(ascii: "0"))
+                at += 1
+            }
+            fractionDigits = at - fractionStart
+            guard fractionDigits > 0 else { return nil }
+            digits += fractionDigits
+        }
+        // More digits (a leading zero's), an exponent, or a long mantissa: parseNumber decides.
+        guard digits <= 15, at == count || (!isDigit(base[at]) && base[at] | 0x20 != UInt8(ascii: "e")) else {
+            return nil
+        }
+        var magnitude = Double(mantissa)
+        if fractionDigits > 0 { magnitude /= exactPowersOfTen[fractionDigits] }
+        index = at
+        return negative ? -magnitude : magnitude
+    }
+
     @inline(__always)
     private func isDigit(_ byte: UInt8) -> Bool {
         byte &- UInt8(ascii: "0") < 10

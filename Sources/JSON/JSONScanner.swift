@@ -16,6 +16,46 @@ public struct JSONScanner: ~Copyable {
         parser = JSONParser(base: base, count: buffer.count, depthMax: JSONParser.depthMaxDefault)
     }
 
+    /// `buffer` must outlive the scanner; reading starts at `offset`.
+    public init(_ buffer: UnsafeRawBufferPointer, offset: Int) {
+        self.init(buffer)
+        self.offset = offset
+    }
+
+    /// The scanned bytes, for a caller that reads plain runs (names, plain strings, punctuation)
+    /// itself and hands the rest back through `offset`.
+    public var bytes: UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(start: parser.base, count: parser.count)
+    }
+
+    /// Where the next read starts. A caller that moved past bytes itself sets it; any offset is
+    /// safe (every read checks the end).
+    public var offset: Int {
+        get { parser.index }
+        set {
+            precondition(newValue >= 0 && newValue <= parser.count, "JSONScanner.offset outside the buffer")
+            parser.index = newValue
+        }
+    }
+
+    /// The number that comes next as the `Double` the tree would convert it to (`JSONValue`
+    /// `.integer` or `.double`, the same literal read by the same code), without a `JSONValue`; nil
+    /// when no valid number comes next, or it is out of a double's range.
+    public mutating func number() -> Double? {
+        parser.skipWhitespace()
+        guard parser.index < parser.count else { return nil }
+        if let value = parser.shortDecimal() { return value }
+        switch parser.base[parser.index] {
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            switch try? parser.parseNumber() {
+            case .integer(let integer)?: return Double(integer)
+            case .double(let double)?: return double
+            default: return nil
+            }
+        default: return nil
+        }
+    }
+
     /// Skips whitespace and consumes `byte` if it comes next.
     public mutating func take(_ byte: UInt8) -> Bool {
         parser.skipWhitespace()

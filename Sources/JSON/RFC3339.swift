@@ -25,6 +25,15 @@ public enum RFC3339 {
     }
 
     public static func parseMicros(_ bytes: [UInt8]) throws(ParseError) -> Int64 {
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(ParseError) in try parseMicros(buffer) }
+        }
+        return try result.get()
+    }
+
+    /// `parseMicros` of bytes still in their buffer (a string inside a request body), without
+    /// copying them into an array.
+    public static func parseMicros(_ bytes: UnsafeBufferPointer<UInt8>) throws(ParseError) -> Int64 {
         var reader = Reader(bytes: bytes)
         let year = try reader.digits(4, "a four-digit year")
         try reader.expect("-")
@@ -159,7 +168,7 @@ public enum RFC3339 {
 }
 
 private struct Reader {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
 
     var peek: UInt8? { index < bytes.count ? bytes[index] : nil }

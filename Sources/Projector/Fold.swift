@@ -148,6 +148,8 @@ public struct ProjectionBatch: Sendable {
             break  // who may see whom is decided from the ingest registry, not from a table
         case .userSettingChanged:
             break  // a user's settings live in the registry
+        case .devicePresenceLinked, .presenceChanged:
+            break  // presence: the registry folds it and the read API shows it from there (docs/presence.md)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .unknown:

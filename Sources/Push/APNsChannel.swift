@@ -26,6 +26,10 @@ public struct APNsConfiguration: Sendable {
     /// Sound with a critical alert (rings through silent mode and Focus), which needs Apple's
     /// critical-alerts entitlement for the app; off by default.
     public var criticalSound = false
+    /// A locate without a location-push token goes as a background push; the alert asking to open
+    /// the app follows only if the command is still unanswered this long after it
+    /// (`--apns-alert-after-seconds`).
+    public var alertAfterSeconds = 30
 
     public init(teamID: String, keyID: String, bundleID: String) {
         self.teamID = teamID
@@ -72,24 +76,21 @@ public final class APNsChannel: CommandChannel {
     public var connectionsOpened: Int { production.connectionsOpened + sandbox.connectionsOpened }
 
     public func addresses(forDevice deviceID: UInt64) -> [ChannelAddress] {
-        // The location-push token first: it alone can wake the app's extension to report at once.
-        var found: [ChannelAddress] = []
-        for provider in ["apns-location", "apns"] {
-            for (key, registration) in tokens.pushRegistrations(deviceID: deviceID)
-            where key.provider == provider {
-                found.append(
-                    ChannelAddress(
-                        provider: provider, token: key.token, topic: registration.topic,
-                        environment: registration.environment))
-            }
-        }
-        return found
+        addresses(
+            forDevice: deviceID, kind: .locate, registrations: tokens.pushRegistrations(deviceID: deviceID))
     }
 
     public func addresses(forDevice deviceID: UInt64, kind: CommandKind) -> [ChannelAddress] {
-        let all = addresses(forDevice: deviceID)
-        // A location push reaches only the location extension, which cannot ring or show a message.
-        return kind == .locate ? all : all.filter { $0.provider == "apns" }
+        addresses(
+            forDevice: deviceID, kind: kind, registrations: tokens.pushRegistrations(deviceID: deviceID))
+    }
+
+    public func addresses(
+        forDevice deviceID: UInt64, kind: CommandKind, registrations: [DevicePushRegistration]
+    ) -> [ChannelAddress] {
+        // The location-push token first: it alone can wake the app's extension to report at once.
+        // It reaches only the location extension, which cannot ring or show a message.
+        pushAddresses(registrations, providers: kind == .locate ? ["apns-location", "apns"] : ["apns"])
     }
 
     public func deliver(
@@ -105,15 +106,22 @@ public final class APNsChannel: CommandChannel {
                 ))
             return
         }
-        send(first, to: address, renewed: false) { [self] outcome in
-            // Without a location-push token: the silent push may wake the app (iOS throttles them,
-            // and never delivers one to an app the user swiped away); the alert asks the person
-            // holding the phone to open it, which makes it report.
-            guard case .sent = outcome, pushes.count > 1 else {
+        // Without a location-push token: the silent push may wake the app (iOS throttles them, and
+        // never delivers one to an app the user swiped away); only if the command is still
+        // unanswered `alertAfterSeconds` later does the alert ask the person holding the phone to
+        // open the app, which makes it report. The dispatcher keeps the wait (its clock, its
+        // knowledge of answers) and delivers again with `followUp` set.
+        if delivery.followUp {
+            send(pushes[pushes.count - 1], to: address, renewed: false, completion: completion)
+            return
+        }
+        send(first, to: address, renewed: false) { [configuration] outcome in
+            guard case .sent(let providerID) = outcome, pushes.count > 1 else {
                 completion(outcome)
                 return
             }
-            send(pushes[1], to: address, renewed: false) { _ in completion(outcome) }
+            completion(
+                .sentWithFollowUp(providerID: providerID, afterSeconds: configuration.alertAfterSeconds))
         }
     }
 
@@ -225,6 +233,16 @@ public final class APNsChannel: CommandChannel {
                 case (410, _), (400, "BadDeviceToken"):
                     backoff.succeeded(addressKey)
                     completion(.addressDead(reason: "APNs \(response.status) \(reason)"))
+                case (400, "DeviceTokenNotForTopic"):
+                    // Apple: do not retry. The token is not at fault but our topic (the bundle id
+                    // configured, or the one the app registered with): ending the token would end
+                    // every device's at one misconfiguration, so it is kept.
+                    backoff.succeeded(addressKey)
+                    completion(
+                        .failed(
+                            reason:
+                                "APNs 400 DeviceTokenNotForTopic: the token belongs to another app than the topic \(push.topic): check --apns-bundle-id, or the topic the app registered the token with"
+                        ))
                 case (429, _), (500...599, _):
                     completion(
                         .retry(

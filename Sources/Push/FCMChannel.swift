@@ -108,9 +108,14 @@ public final class FCMChannel: CommandChannel {
     public var connectionsOpened: Int { client.connectionsOpened }
 
     public func addresses(forDevice deviceID: UInt64) -> [ChannelAddress] {
-        tokens.pushRegistrations(deviceID: deviceID).filter { $0.key.provider == "fcm" }.map {
-            ChannelAddress(provider: "fcm", token: $0.key.token)
-        }
+        addresses(
+            forDevice: deviceID, kind: .locate, registrations: tokens.pushRegistrations(deviceID: deviceID))
+    }
+
+    public func addresses(
+        forDevice deviceID: UInt64, kind: CommandKind, registrations: [DevicePushRegistration]
+    ) -> [ChannelAddress] {
+        pushAddresses(registrations, providers: ["fcm"])
     }
 
     public func deliver(
@@ -160,15 +165,19 @@ public final class FCMChannel: CommandChannel {
                             afterSeconds: backoff.failed(addressKey),
                             reason: "FCM unreachable: \(failure.message)"))
                 case .success(let response):
-                    let (status, errorCode) = Self.error(response.body)
-                    let reason = "FCM \(response.status) \(errorCode ?? status ?? "")"
+                    let error = Self.error(response.body)
+                    let reason = "FCM \(response.status) \(error.errorCode ?? error.status ?? "")"
                     switch response.status {
                     case 200:
                         backoff.succeeded(addressKey)
                         completion(.sent(providerID: errorField(response.body, "name")))
-                    case _ where response.status == 404 || errorCode == "UNREGISTERED":
+                    case _ where response.status == 404 || error.errorCode == "UNREGISTERED":
                         backoff.succeeded(addressKey)
                         completion(.addressDead(reason: reason))
+                    case 400
+                    where error.errorCode == "INVALID_ARGUMENT" || error.status == "INVALID_ARGUMENT":
+                        backoff.succeeded(addressKey)
+                        completion(Self.invalidArgument(error, reason: reason))
                     case 401 where !refetched:
                         forgetAccessToken(accessToken)
                         send(delivery, to: address, refetched: true, completion: completion)
@@ -186,19 +195,62 @@ public final class FCMChannel: CommandChannel {
         }
     }
 
-    /// `error.status` and the first `details[].errorCode` of an error answer.
-    static func error(_ body: [UInt8]) -> (status: String?, errorCode: String?) {
+    /// What an error answer says: `error.status`, `error.message`, the first `details[].errorCode`
+    /// (a `google.firebase.fcm.v1.FcmError`) and the first field violation of a
+    /// `google.rpc.BadRequest` detail.
+    struct ErrorAnswer {
+        var status: String?
+        var message: String?
+        var errorCode: String?
+        var fieldViolation: (field: String, description: String)?
+    }
+
+    static func error(_ body: [UInt8]) -> ErrorAnswer {
         guard case .object(let object)? = try? JSONParser.parse(body),
             case .object(let error)? = object["error"]
-        else { return (nil, nil) }
-        var status: String?
-        if case .string(let value)? = error["status"] { status = value }
+        else { return ErrorAnswer() }
+        var answer = ErrorAnswer()
+        if case .string(let value)? = error["status"] { answer.status = value }
+        if case .string(let value)? = error["message"] { answer.message = value }
         if case .array(let details)? = error["details"] {
             for detail in details {
-                if case .string(let code)? = detail["errorCode"] { return (status, code) }
+                if answer.errorCode == nil, case .string(let code)? = detail["errorCode"] {
+                    answer.errorCode = code
+                }
+                if answer.fieldViolation == nil, case .array(let violations)? = detail["fieldViolations"],
+                    case .object(let first)? = violations.first
+                {
+                    var field = ""
+                    var description = ""
+                    if case .string(let value)? = first["field"] { field = value }
+                    if case .string(let value)? = first["description"] { description = value }
+                    answer.fieldViolation = (field, description)
+                }
             }
         }
-        return (status, nil)
+        return answer
+    }
+
+    /// 400 INVALID_ARGUMENT is two different things (firebase.google.com/docs/cloud-messaging/error-codes):
+    /// with a `google.rpc.BadRequest` field violation, FCM refused something in our message (a
+    /// findmy bug: the token is fine, and the same message would be refused again); with only an
+    /// `FcmError`, the registration token is not a valid FCM token, which Google's token guide
+    /// says never becomes valid again (manage-tokens, "Detect invalid token responses"): dead.
+    /// Without either detail nothing says the token is at fault: failed, the token kept.
+    static func invalidArgument(_ error: ErrorAnswer, reason: String) -> DeliveryOutcome {
+        if let violation = error.fieldViolation {
+            return .failed(
+                reason:
+                    "\(reason): FCM refused the message (\(violation.field): \(violation.description)); the token is kept. This is a findmy bug: please report it"
+            )
+        }
+        guard error.errorCode == "INVALID_ARGUMENT" else {
+            return .failed(reason: "\(reason): \(error.message ?? "no message") (the token is kept)")
+        }
+        return .addressDead(
+            reason:
+                "\(reason): not a valid FCM registration token (\(error.message ?? "no message")); the app registers a new one when it next runs, or check that it uses this Firebase project"
+        )
     }
 
     // MARK: the access token

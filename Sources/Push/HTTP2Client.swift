@@ -14,17 +14,27 @@ import Threads
 // connects as a denial-of-service attempt; Google's and Web Push services gain the same way.
 // The thread sleeps in curl_multi_poll; `send` and `close` wake it with curl_multi_wakeup.
 
-/// A request as a provider sends it: always a POST with a body.
+/// A request as a provider sends it: a POST with a body, or (`isGet`, the headscale poller of
+/// Presence, which reuses this client rather than link libcurl a second time) a GET.
 public struct OutgoingRequest: Sendable {
     public var url: String
     /// `name: value` lines, as libcurl takes them.
     public var headers: [String]
     public var body: [UInt8]
+    /// A GET without a body instead of the POST.
+    public var isGet = false
 
     public init(url: String, headers: [String], body: [UInt8]) {
         self.url = url
         self.headers = headers
         self.body = body
+    }
+
+    /// A GET of `url`.
+    public static func get(_ url: String, headers: [String]) -> OutgoingRequest {
+        var request = OutgoingRequest(url: url, headers: headers, body: [])
+        request.isGet = true
+        return request
     }
 }
 
@@ -71,6 +81,12 @@ public final class HTTP2Client: Sendable {
         public var responseBytesMax = 64 * 1024
         /// Streams at once on the connection; the server's SETTINGS may allow fewer (APNs: 1,000).
         public var concurrentStreamsMax = 1000
+        /// Requests handed to libcurl at once; the rest wait in our queue, in order. libcurl walks
+        /// every transfer it holds on each pass, so a backlog of thousands there (a provider slower
+        /// than the sends) costs more per request the longer it grows: at 1,000 pushes/s on a loaded
+        /// machine the client collapsed to 140/s with requests timing out (docs/benchmarks.md,
+        /// "Commands through the API"). Each waits for its turn here, cheaply, instead.
+        public var transfersInCurlMax = 100
 
         public init(caFile: String? = nil) { self.caFile = caFile }
     }
@@ -160,14 +176,19 @@ public final class HTTP2Client: Sendable {
 
     private func run() {
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        var waiting: [Transfer] = []
+        var waitingHead = 0
         var running: Int32 = 0
         while true {
             let (incoming, closing) = state.withLock { state in
                 defer { state.pending.removeAll() }
                 return (state.pending, state.closing)
             }
+            waiting += incoming
             if closing {
-                for transfer in incoming { transfer.finish(.failure(TransportFailure(message: "closed"))) }
+                for transfer in waiting[waitingHead...] {
+                    transfer.finish(.failure(TransportFailure(message: "closed")))
+                }
                 for (easy, transfer) in active {
                     curl_multi_remove_handle(multi.handle, easy)
                     transfer.finish(.failure(TransportFailure(message: "the \(name) client closed")))
@@ -175,7 +196,9 @@ public final class HTTP2Client: Sendable {
                 }
                 return
             }
-            for transfer in incoming {
+            while active.count < options.transfersInCurlMax, waitingHead < waiting.count {
+                let transfer = waiting[waitingHead]
+                waitingHead += 1
                 guard let easy = transfer.makeEasy(options) else {
                     transfer.finish(.failure(TransportFailure(message: "curl_easy_init failed")))
                     continue
@@ -198,7 +221,13 @@ public final class HTTP2Client: Sendable {
                 transfer.finish(transfer.outcome(easy: easy, result: result))
                 curl_easy_cleanup(easy)
             }
-            curl_multi_poll(multi.handle, nil, 0, 1000, nil)
+            if waitingHead == waiting.count || waitingHead >= 4096 {
+                waiting.removeFirst(waitingHead)
+                waitingHead = 0
+            }
+            // Slots freed with requests waiting: hand them on now rather than after the next event.
+            let more = waitingHead < waiting.count && active.count < options.transfersInCurlMax
+            curl_multi_poll(multi.handle, nil, 0, more ? 0 : 1000, nil)
         }
     }
 }
@@ -244,13 +273,17 @@ final class Transfer: @unchecked Sendable {
         // HTTP/1.1 would otherwise wait for "100 Continue" before a large body; HTTP/2 ignores it.
         headerList = curl_slist_append(headerList, "Expect:")
         _ = findmy_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
-        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
-        _ = findmy_curl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
-        // libcurl copies the body at once (COPYPOSTFIELDS, size set just before); an empty body has no
-        // base address, and any non-null pointer does for zero bytes.
-        request.body.withUnsafeBytes {
-            _ = findmy_curl_easy_setopt_pointer(
-                easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+        if request.isGet {
+            _ = findmy_curl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        } else {
+            _ = findmy_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+            _ = findmy_curl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+            // libcurl copies the body at once (COPYPOSTFIELDS, size set just before); an empty body has
+            // no base address, and any non-null pointer does for zero bytes.
+            request.body.withUnsafeBytes {
+                _ = findmy_curl_easy_setopt_pointer(
+                    easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+            }
         }
         _ = findmy_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))

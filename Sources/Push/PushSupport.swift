@@ -19,6 +19,21 @@ public protocol PushTokenSource: Sendable {
 
 extension IdentityService: PushTokenSource {}
 
+/// The addresses among `registrations` of each of `providers`, in that order (the providers' order
+/// is the channel's preference; within one, the registry's).
+func pushAddresses(_ registrations: [DevicePushRegistration], providers: [String]) -> [ChannelAddress] {
+    var found: [ChannelAddress] = []
+    for provider in providers {
+        for (key, registration) in registrations where key.provider == provider {
+            found.append(
+                ChannelAddress(
+                    provider: provider, token: key.token, topic: registration.topic,
+                    environment: registration.environment))
+        }
+    }
+    return found
+}
+
 /// The wall clock in microseconds since 1970: JWT times (`iat`, `exp`) are wall-clock times the
 /// provider compares with its own. Injected so that tests can move it.
 public typealias WallClockMicros = @Sendable () -> Int64

@@ -56,9 +56,14 @@ public final class UnifiedPushChannel: CommandChannel {
     public var connectionsOpened: Int { client.connectionsOpened }
 
     public func addresses(forDevice deviceID: UInt64) -> [ChannelAddress] {
-        tokens.pushRegistrations(deviceID: deviceID).filter { $0.key.provider == "unifiedpush" }.map {
-            ChannelAddress(provider: "unifiedpush", token: $0.key.token)
-        }
+        addresses(
+            forDevice: deviceID, kind: .locate, registrations: tokens.pushRegistrations(deviceID: deviceID))
+    }
+
+    public func addresses(
+        forDevice deviceID: UInt64, kind: CommandKind, registrations: [DevicePushRegistration]
+    ) -> [ChannelAddress] {
+        pushAddresses(registrations, providers: ["unifiedpush"])
     }
 
     public func deliver(

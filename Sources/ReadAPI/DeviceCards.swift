@@ -60,26 +60,53 @@ final class DeviceCard: Sendable {
     /// The most bytes `write` writes.
     func bytesMax(sharedByUTF8Count: Int) -> Int {
         bytes.count + JSONFlatObject.stringBytesMax(utf8Count: sharedByUTF8Count)
-            + 2 * JSONFlatObject.integerBytesMax
+            + 2 * JSONFlatObject.integerBytesMax + Self.presenceBytesMax
     }
 
     /// The device as the reader sees it at `nowMicros`: `sharedBy` is the owner's name for a device
-    /// shared with the reader, nil for the reader's own.
-    func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?) {
+    /// shared with the reader, nil for the reader's own. `presence` is the tailnet's word on it
+    /// (docs/presence.md), from the live registry rather than the card: it changes with the clock.
+    func write(_ writer: inout JSONWriter, nowMicros: Int64, sharedBy: String?, presence: PresenceView? = nil)
+    {
         var sharedBy = sharedBy
+        precondition(bytes.last == UInt8(ascii: "}"))
         sharedBy.withUTF8Optional { sharedByUTF8 in
             bytes.withUnsafeBufferPointer { card in
-                writer.flatValue(bytesMax: bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0)) { object in
+                let bytesMax = bytesMax(sharedByUTF8Count: sharedByUTF8?.count ?? 0)
+                writer.flatValue(bytesMax: bytesMax) { object in
                     object.raw(UnsafeBufferPointer(rebasing: card[..<sharedByAt]))
                     if let sharedByUTF8 { object.string(utf8: sharedByUTF8) } else { object.null() }
                     object.raw(UnsafeBufferPointer(rebasing: card[sharedByAt..<sinceLastReportAt]))
                     Self.writeSeconds(&object, lastSeenMicros.map { nowMicros - $0 })
                     object.raw(UnsafeBufferPointer(rebasing: card[sinceLastReportAt..<fixAgeAt]))
                     Self.writeSeconds(&object, recordedAtMicros.map { nowMicros - $0 })
-                    object.raw(UnsafeBufferPointer(rebasing: card[fixAgeAt...]))
+                    // `,"presence":...` goes before the card's closing brace.
+                    object.raw(UnsafeBufferPointer(rebasing: card[fixAgeAt..<(card.count - 1)]))
+                    Self.writePresence(&object, presence)
                 }
             }
         }
+    }
+
+    /// The most bytes `writePresence` writes.
+    static let presenceBytesMax = 64 + JSONFlatObject.timestampBytesMax
+
+    /// `,"presence":` and `PresenceView.write`'s object (the same bytes; DeviceCardTests compares
+    /// them), then the card's closing brace. Written in place: a list of a thousand linked devices
+    /// would otherwise build a thousand small arrays.
+    static func writePresence(_ object: inout JSONFlatObject, _ presence: PresenceView?) {
+        guard let presence else {
+            return (#","presence":null}"# as StaticString).withUTF8Buffer { object.raw($0) }
+        }
+        (#","presence":{"source":"headscale","online":"# as StaticString).withUTF8Buffer { object.raw($0) }
+        object.bool(presence.online)
+        (#","last_seen":"# as StaticString).withUTF8Buffer { object.raw($0) }
+        if let at = presence.atMicros {
+            object.timestamp(micros: RFC3339.clampedMicros(at))
+        } else {
+            object.null()
+        }
+        ("}}" as StaticString).withUTF8Buffer { object.raw($0) }
     }
 
     /// Whole seconds, rounded down; negative when the time is ahead of the server's clock.

@@ -99,11 +99,17 @@ extension ReadService {
             bytesMax += card?.bytesMax(sharedByUTF8Count: sharedBy(id)?.utf8.count ?? 0) ?? 0
         }
         let now = clockMicros()
+        // Most lists link nothing: then no device is looked up (an id's hash per device).
+        let presence = identity.presence(of: list.map(\.id), nowMicros: now)
         var writer = JSONWriter(capacity: bytesMax)
         writer.beginObject()
         writer.key("devices")
         writer.beginArray()
-        for case (let id, let card?) in list { card.write(&writer, nowMicros: now, sharedBy: sharedBy(id)) }
+        for case (let id, let card?) in list {
+            card.write(
+                &writer, nowMicros: now, sharedBy: sharedBy(id),
+                presence: presence.isEmpty ? nil : presence[id])
+        }
         writer.endArray()
         writer.endObject()
         return .json(writer.bytes)
@@ -120,7 +126,10 @@ extension ReadService {
         var scratch = JSONWriter(capacity: 2048)
         let card = try decoding { () throws(PostgresError) in try makeCard(result, 0, scratch: &scratch) }
         var writer = JSONWriter(capacity: card.bytesMax(sharedByUTF8Count: sharedBy?.utf8.count ?? 0))
-        card.write(&writer, nowMicros: clockMicros(), sharedBy: sharedBy)
+        let now = clockMicros()
+        card.write(
+            &writer, nowMicros: now, sharedBy: sharedBy,
+            presence: identity.presence(of: [deviceID], nowMicros: now)[deviceID])
         return .json(writer.bytes)
     }
 

@@ -53,6 +53,9 @@ extension PanelService {
         router.add("POST", "/find-my/devices/{id}/retention") { [self] request, gate in
             withOwnedDevice(request, gate, form: true) { setRetention(request, $0, $1) }
         }
+        router.add("POST", "/find-my/devices/{id}/presence") { [self] request, gate in
+            withOwnedDevice(request, gate, form: true) { setPresence($0, $1) }
+        }
         router.add("GET", "/find-my/devices/{id}/erase") { [self] request, gate in
             withOwnedDevice(request, gate) { eraseConfirmation(request, $0, $1) }
         }
@@ -291,7 +294,9 @@ extension PanelService {
         html.raw("</h2>\n<p><a href=\"/find-my?selected=")
         html.attribute(String(device.id))
         html.raw("\">Back to the device</a></p>\n")
-        flash(&html, request, done: Self.settingsFlashes, errors: Self.settingsErrors)
+        flash(
+            &html, request, done: Self.settingsFlashes.merging(Self.presenceFlashes) { a, _ in a },
+            errors: Self.settingsErrors.merging(Self.presenceErrors) { a, _ in a })
 
         html.raw(
             "<section aria-labelledby=\"reporting-heading\">\n<h3 id=\"reporting-heading\">Reporting</h3>\n<p id=\"paused\">"
@@ -306,6 +311,7 @@ extension PanelService {
 
         sharesSection(&html, caller, form)
         retentionSection(&html, caller, form)
+        presenceSection(&html, caller, form)
         eraseSection(&html, form)
         pageBottom(&html)
         return pageResponse(html, tileSource: "'none'")

@@ -17,6 +17,8 @@ struct PanelPage {
     var lost: Set<UInt64> = []
     /// Devices the reader may send commands to: their own, and those shared with permission locate.
     var commandable: Set<UInt64> = []
+    /// The tailnet's presence of linked devices (docs/presence.md), from the registry.
+    var presence: [UInt64: PresenceView] = [:]
 
     /// Recorded and received times closer than this are shown as one time.
     static let sameTimeMicros: Int64 = 60_000_000
@@ -164,6 +166,7 @@ struct PanelPage {
         row(
             &html, "Reporting",
             device.paused ? "paused on the device: it sends nothing until resumed" : "on", id: "paused")
+        presenceRows(&html, device)
         html.raw("</dl>\n")
         if device.sharedBy == nil {
             html.raw("<p><a id=\"settings-link\" href=\"/find-my/devices/")

@@ -42,12 +42,15 @@ public final class PanelService: Sendable {
     let tileSource: String
     let statics: StaticFiles
     let clockMicros: @Sendable () -> Int64
+    /// Linking devices to tailnet nodes (`findmy serve --headscale-url`); nil without it.
+    let presence: (any PresenceLinking)?
 
     public init(
         ingest: IngestService, pool: PostgresPool?, configuration: Configuration = Configuration(),
-        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros, presence: (any PresenceLinking)? = nil
     ) {
         self.ingest = ingest
+        self.presence = presence
         data = pool.map { PanelData(pool: $0) }
         self.configuration = configuration
         tileSource = cspSource(tileURL: configuration.tileURL)
@@ -111,6 +114,7 @@ public final class PanelService: Sendable {
             // Commands (docs/commands.md): from the registry, ahead of the projection.
             page.lost = identity.lostDevices(devices.map(\.id))
             page.commandable = Set(devices.map(\.id).filter { identity.mayCommand($0, user: reader) })
+            page.presence = identity.presence(of: devices.map(\.id), nowMicros: now)
             var status = 200
             if case .notFound = selection { status = 404 }
             return pageResponse(page.render(), status: status, tileSource: tileSource)

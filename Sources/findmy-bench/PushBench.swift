@@ -50,9 +50,46 @@ enum PushBench {
         }
         let rate = try options.integer("rate", default: 1000)
         let seconds = try options.integer("seconds", default: 10)
-        let script =
-            options.value("script") ?? executableDirectory() + "/../../../ops/tests/fake_push.py"
         guard rate > 0, seconds > 0 else { throw UsageError("--rate and --seconds must be positive") }
+        let figures = try measure(
+            rate: rate, seconds: seconds, script: options.value("script") ?? fakeScript())
+        printLine(
+            "{\"pushes\":\(figures.pushes),\"accepted\":\(figures.accepted),\"rate_target\":\(rate),"
+                + "\"rate_achieved\":\(format2(figures.rateAchieved)),"
+                + "\"connections_opened\":\(figures.connectionsOpened),\"fake_connections\":\(figures.fakeConnections),"
+                + "\"client_cpu_us_per_push\":\(format2(figures.clientMicrosPerPush)),"
+                + "\"fake_cpu_us_per_push\":\(format2(figures.fakeMicrosPerPush)),"
+                + "\"received_by_fake\":\(figures.toFakeNanos.count),"
+                + "\"to_fake_ms_p50\":\(percentile(figures.toFakeNanos, 0.50, divisor: 1e6)),"
+                + "\"to_fake_ms_p99\":\(percentile(figures.toFakeNanos, 0.99, divisor: 1e6)),"
+                + "\"to_fake_ms_max\":\(percentile(figures.toFakeNanos, 1.0, divisor: 1e6)),"
+                + "\"completion_ms_p50\":\(percentile(figures.completionMicros, 0.50, divisor: 1e3)),"
+                + "\"completion_ms_p99\":\(percentile(figures.completionMicros, 0.99, divisor: 1e3))}")
+        return figures.accepted == figures.pushes ? 0 : 1
+    }
+
+    /// The fake's script beside the build (.build/<triple>/<config>/ is three levels below the
+    /// repository).
+    static func fakeScript() -> String { executableDirectory() + "/../../../ops/tests/fake_push.py" }
+
+    /// What one channel-level run measured; the times sorted.
+    struct Figures {
+        var pushes: Int
+        var accepted: Int
+        var rateAchieved: Double
+        var connectionsOpened: Int
+        var fakeConnections: Int64
+        var clientMicrosPerPush: Double
+        var fakeMicrosPerPush: Double
+        /// deliver() to the fake's receipt, per push the fake received.
+        var toFakeNanos: [Int64]
+        var completionMicros: [Int64]
+    }
+
+    /// A fake APNs of its own, a warm-up of 100 pushes, then `rate` pushes per second for `seconds`.
+    /// CPU per push is this process's and its children's since it started: exact when `push` runs
+    /// alone, a mixture when another driver ran before in the same process.
+    static func measure(rate: Int, seconds: Int, script: String) throws -> Figures {
         var template = Array("/tmp/findmy-bench-push-XXXXXX".utf8CString)
         let directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
         defer { _ = system("rm -rf '\(directory)'") }
@@ -87,13 +124,6 @@ enum PushBench {
             toFake.append(receivedNanos - sentNanos)
         }
         toFake.sort()
-        let completions = run.completionMicros.sorted()
-        func percentile(_ values: [Int64], _ p: Double, divisor: Double) -> String {
-            guard !values.isEmpty else { return "null" }
-            let rank = Int((Double(values.count) * p).rounded(.up)) - 1
-            let value = values[max(0, min(values.count - 1, rank))]
-            return format2(Double(value) / divisor)
-        }
         var connections: Int64 = -1
         if case .integer(let count)? = stats["connections"] { connections = count }
         // CPU per push of each side: what the rate would be with a core each, on a loaded machine.
@@ -107,21 +137,21 @@ enum PushBench {
                 + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         }
         let pushesAll = Double(total + 100)
-        let clientMicrosPerPush = cpuSeconds(RUSAGE_SELF.rawValue) / pushesAll * 1e6
-        let fakeMicrosPerPush = cpuSeconds(RUSAGE_CHILDREN.rawValue) / pushesAll * 1e6
-        printLine(
-            "{\"pushes\":\(total),\"accepted\":\(run.accepted),\"rate_target\":\(rate),"
-                + "\"rate_achieved\":\(format2(Double(total) / (Double(elapsedMicros) / 1e6))),"
-                + "\"connections_opened\":\(connectionsOpened),\"fake_connections\":\(connections),"
-                + "\"client_cpu_us_per_push\":\(format2(clientMicrosPerPush)),"
-                + "\"fake_cpu_us_per_push\":\(format2(fakeMicrosPerPush)),"
-                + "\"received_by_fake\":\(toFake.count),"
-                + "\"to_fake_ms_p50\":\(percentile(toFake, 0.50, divisor: 1e6)),"
-                + "\"to_fake_ms_p99\":\(percentile(toFake, 0.99, divisor: 1e6)),"
-                + "\"to_fake_ms_max\":\(percentile(toFake, 1.0, divisor: 1e6)),"
-                + "\"completion_ms_p50\":\(percentile(completions, 0.50, divisor: 1e3)),"
-                + "\"completion_ms_p99\":\(percentile(completions, 0.99, divisor: 1e3))}")
-        return run.accepted == total ? 0 : 1
+        return Figures(
+            pushes: total, accepted: run.accepted,
+            rateAchieved: Double(total) / (Double(elapsedMicros) / 1e6),
+            connectionsOpened: connectionsOpened, fakeConnections: connections,
+            clientMicrosPerPush: cpuSeconds(RUSAGE_SELF.rawValue) / pushesAll * 1e6,
+            fakeMicrosPerPush: cpuSeconds(RUSAGE_CHILDREN.rawValue) / pushesAll * 1e6,
+            toFakeNanos: toFake, completionMicros: run.completionMicros.sorted())
+    }
+
+    /// The `p` quantile of sorted `values` (nearest rank) divided by `divisor`, as JSON.
+    static func percentile(_ values: [Int64], _ p: Double, divisor: Double) -> String {
+        guard !values.isEmpty else { return "null" }
+        let rank = Int((Double(values.count) * p).rounded(.up)) - 1
+        let value = values[max(0, min(values.count - 1, rank))]
+        return format2(Double(value) / divisor)
     }
 
     static func format2(_ value: Double) -> String {

@@ -18,6 +18,7 @@ let commands: [Command] = [
     StartupAfterCompactionBench.command,
     CompactIngestBench.command,
     PushBench.command,
+    CommandsBench.command,
 ]
 
 exit(

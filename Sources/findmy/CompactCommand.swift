@@ -175,6 +175,15 @@ struct CompactorStatusSource: StatusSource {
                 "Tables rewritten (VACUUM FULL) after erasures so deleted rows leave their files.",
                 totals.relationsRewritten
             ),
+            (
+                "command_events_removed_total", "counter",
+                "Command events (requested, sent, failed, answered, expired) removed from log segments.",
+                totals.commandEventsRemoved
+            ),
+            (
+                "command_rows_deleted_total", "counter",
+                "Rows removed from commands (with their command_deliveries).", totals.commandRowsDeleted
+            ),
         ]
         var text = ""
         for (name, type, help, value) in lines {
@@ -200,6 +209,7 @@ enum CompactReportJSON {
             ("segments_scanned", log.segmentsScanned), ("segments_rewritten", log.segmentsRewritten),
             ("segments_deleted", log.segmentsDeleted), ("fixes_removed", log.fixesRemoved),
             ("places_removed", log.placesRemoved), ("command_events_removed", log.commandEventsRemoved),
+            ("presence_events_removed", log.presenceEventsRemoved),
             ("records_shrunk", log.recordsShrunk), ("envelopes_made", log.envelopesMade),
             ("records_dropped", log.recordsDropped), ("bytes_before", log.bytesBefore),
             ("bytes_after", log.bytesAfter), ("bytes_freed", log.bytesFreed),

@@ -30,6 +30,11 @@ enum PushProviders {
                 + "for the app); off (default): a normal alert sound"
         ),
         (
+            "apns-alert-after-seconds", "FINDMY_APNS_ALERT_AFTER_SECONDS",
+            "APNs: a locate to a phone without a location-push token is a background push; the alert asking to open "
+                + "the app follows if the command is still unanswered this many seconds later (default 30)"
+        ),
+        (
             "apns-url", "FINDMY_APNS_URL",
             "APNs: production base URL (default https://api.push.apple.com; tests point it at a fake)"
         ),
@@ -115,6 +120,13 @@ enum PushProviders {
             case "on": apns.criticalSound = true
             case "off": apns.criticalSound = false
             case let other: throw UsageError("--apns-critical-sound is on or off, got '\(other)'")
+            }
+            if let text = option("apns-alert-after-seconds") {
+                guard let seconds = Int(text), (0...3600).contains(seconds) else {
+                    throw UsageError(
+                        "--apns-alert-after-seconds is a number of seconds from 0 to 3600, got '\(text)'")
+                }
+                apns.alertAfterSeconds = seconds
             }
             if let production = try url("apns-url") { apns.productionURL = production }
             if let sandbox = try url("apns-sandbox-url") { apns.sandboxURL = sandbox }

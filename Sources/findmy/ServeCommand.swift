@@ -7,6 +7,7 @@ import HTTP
 import Identity
 import Ingest
 import Postgres
+import Presence
 import Projector
 import ReadAPI
 import Synchronization
@@ -172,6 +173,7 @@ enum ServeCommand {
                 "a sound unanswered this long ends as expired (default 3600); a lost lasts until found"
             ),
         ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
+        + HeadscaleOptions.settings
 
     static var help: String {
         var lines = [
@@ -207,6 +209,7 @@ enum ServeCommand {
         var mqtt: OwnTracksMQTTService.Configuration?
         var push: PushProviders.Configuration?
         var commands = CommandLimits()
+        var headscale: HeadscaleConfiguration?
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -316,6 +319,7 @@ enum ServeCommand {
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
         configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
+        configuration.headscale = try HeadscaleOptions.configuration { options.value($0, environment: $1) }
         configuration.commands.locateIntervalSeconds = try integer(
             "command-locate-interval-seconds", configuration.commands.locateIntervalSeconds)
         configuration.commands.soundIntervalSeconds = try integer(
@@ -502,9 +506,21 @@ enum ServeCommand {
             service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
 
-        let panel = PanelService(ingest: service, pool: reads?.pool, configuration: configuration.panel)
+        // Presence from headscale (docs/presence.md): after the log and the registry it appends to,
+        // stopped before them.
+        var presence: PresenceService?
+        if let headscale = configuration.headscale {
+            let poller = PresenceService(headscale, identity: service.identity)
+            service.addStatusSource(poller)
+            try group.start(poller)
+            presence = poller
+        }
+
+        let panel = PanelService(
+            ingest: service, pool: reads?.pool, configuration: configuration.panel, presence: presence)
         let (router, adminRouter) = try routers(
-            service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes)
+            service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes,
+            presence: presence)
         try group.start(
             HTTPService(name: "admin") {
                 try HTTPServer.start(
@@ -550,7 +566,7 @@ enum ServeCommand {
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
         _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor,
-        commands: CommandRoutes
+        commands: CommandRoutes, presence: PresenceService? = nil
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -565,6 +581,11 @@ enum ServeCommand {
             ReadService.addUnavailableRoutes(to: &api)
         }
         commands.addRoutes(to: &api)
+        if let presence {
+            presence.addRoutes(to: &api)
+        } else {
+            PresenceService.addUnavailableRoutes(to: &api)
+        }
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)

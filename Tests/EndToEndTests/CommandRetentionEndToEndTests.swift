@@ -134,6 +134,12 @@ import Testing
         let report = try JSONParser.parse(compact.output)
         #expect(try report["log"]!["command_events_removed"]!.int64Value > 0, "\(compact.output)")
         #expect(try report["database"]!["command_rows_deleted"]!.int64Value == 1, "\(compact.output)")
+        // The server ran it (through its admin socket): /metrics counts the same.
+        let metrics = String(decoding: try connection.send("GET", "/metrics").body, as: UTF8.self)
+        let removed = try report["log"]!["command_events_removed"]!.int64Value
+        #expect(
+            metrics.contains("\nfindmy_compactor_command_events_removed_total \(removed)\n"), "\(metrics)")
+        #expect(metrics.contains("\nfindmy_compactor_command_rows_deleted_total 1\n"), "\(metrics)")
 
         let after = try states()
         #expect(

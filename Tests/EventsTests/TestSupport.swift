@@ -105,7 +105,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<28, using: &random) {
+        switch Int.random(in: 0..<30, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -209,6 +209,14 @@ struct EventFuzzer {
                     deviceID: id(), granteeUserID: id(), locate: Bool.random(using: &random)))
         case 27:
             return .userSettingChanged(UserSettingChanged(userID: id(), name: string(), value: string()))
+        case 28:
+            return .devicePresenceLinked(
+                DevicePresenceLinked(deviceID: id(), userID: id(), nodeID: string(), nodeName: string()))
+        case 29:
+            return .presenceChanged(
+                PresenceChanged(
+                    deviceID: id(), nodeID: string(), online: Bool.random(using: &random),
+                    lastSeenMicros: Bool.random(using: &random) ? time() : nil, observedAtMicros: time()))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

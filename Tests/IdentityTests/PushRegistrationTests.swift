@@ -70,9 +70,9 @@ import Testing
                 PushTokenRegistered(deviceID: 1, provider: "fcm", token: "f", topic: "", environment: "")),
             offset: 2)
         var bytes = RegistrySnapshot(offset: 3, logID: .zero, segments: [], registry: plain).encoded()
-        // The CRC, version 4's empty count (settings), version 3's four empty counts (locate
-        // permissions, commands), the empty key section's count.
-        bytes.removeLast(4 + 4 + 16 + 4)
+        // The CRC, version 5's two empty counts (presence), version 4's empty count (settings),
+        // version 3's four empty counts (locate permissions, commands), the empty key section's count.
+        bytes.removeLast(4 + 8 + 4 + 16 + 4)
         bytes[8] = 1
         bytes[9] = 0
         let bodyBytes = bytes.count - RegistrySnapshotFormat.headerBytes

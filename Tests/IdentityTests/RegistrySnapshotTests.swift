@@ -92,7 +92,7 @@ import Testing
                         name: "phone \(devices)",
                         platform: "ios", model: "m"))
             }
-            switch Int.random(in: 0..<21, using: &random) {
+            switch Int.random(in: 0..<23, using: &random) {
             case 0: return .userTokenIssued(UserTokenIssued(userID: user(), tokenHash: bytes(32)))
             case 1: return .userTokenRotated(UserTokenRotated(userID: user(), tokenHash: bytes(32)))
             case 2: return .deviceTokenIssued(DeviceTokenIssued(deviceID: device(), tokenHash: bytes(32)))
@@ -165,6 +165,21 @@ import Testing
                     UserSettingChanged(
                         userID: user(), name: Bool.random(using: &random) ? "owntracks_friends" : "later",
                         value: Bool.random(using: &random) ? "true" : "false"))
+            case 19:
+                // Linked to one of three nodes, or unlinked.
+                let node = Int.random(in: 0...3, using: &random)
+                return .devicePresenceLinked(
+                    DevicePresenceLinked(
+                        deviceID: device(), userID: user(), nodeID: node == 0 ? "" : "\(node)",
+                        nodeName: "n\(node)"))
+            case 20:
+                return .presenceChanged(
+                    PresenceChanged(
+                        deviceID: device(), nodeID: "\(Int.random(in: 1...3, using: &random))",
+                        online: Bool.random(using: &random),
+                        lastSeenMicros: Bool.random(using: &random)
+                            ? Int64.random(in: 0...1 << 50, using: &random) : nil,
+                        observedAtMicros: Int64.random(in: 0...1 << 50, using: &random)))
             default:
                 let fixes = (0..<Int.random(in: 0...3, using: &random)).map { index in
                     Fix(
@@ -482,11 +497,12 @@ extension RegistrySnapshotTests {
 }
 
 extension RegistrySnapshotTests {
-    /// Snapshots written by format versions 1 to 3 still load. Made here from a version 4 file of
-    /// a log without settings, command events, share permissions or Web Push keys, whose appended
-    /// parts are then zero counts: version 4 appends one (users with OwnTracks Friends on), version
-    /// 3 four (share permissions and the command book), version 2 one (push tokens with Web Push keys).
-    @Test(arguments: [3, 2, 1] as [UInt8])
+    /// Snapshots written by format versions 1 to 4 still load. Made here from a version 5 file of
+    /// a log without presence, settings, command events, share permissions or Web Push keys, whose
+    /// appended parts are then zero counts: version 5 appends two (presence links and states),
+    /// version 4 one (users with OwnTracks Friends on), version 3 four (share permissions and the
+    /// command book), version 2 one (push tokens with Web Push keys).
+    @Test(arguments: [4, 3, 2, 1] as [UInt8])
     func anOlderSnapshotStillLoads(version: UInt8) throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
@@ -495,7 +511,7 @@ extension RegistrySnapshotTests {
             let event = source.next()
             switch event {
             case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered,
-                .userSettingChanged:
+                .userSettingChanged, .devicePresenceLinked, .presenceChanged:
                 continue
             case .pushTokenRegistered(let registered) where !registered.webPushPublicKey.isEmpty:
                 continue
@@ -509,8 +525,8 @@ extension RegistrySnapshotTests {
         }
         let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 4 && current[9] == 0)
-        let appended = [3: 4, 2: 4 + 16, 1: 4 + 16 + 4][version]!
+        #expect(current[8] == 5 && current[9] == 0)
+        let appended = [4: 8, 3: 8 + 4, 2: 8 + 4 + 16, 1: 8 + 4 + 16 + 4][version]!
         #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
         var older = Array(current.dropLast(4 + appended))
         older[8] = version

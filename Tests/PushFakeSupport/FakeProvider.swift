@@ -15,19 +15,22 @@ public final class FakeProvider: @unchecked Sendable {
     private let arrived = ConditionLock()
     public private(set) var port = 0
 
-    static let script: String = {
+    /// `ops/tests/NAME` of this checkout.
+    static func script(_ name: String) -> String {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { url.deleteLastPathComponent() }
-        return url.appendingPathComponent("ops/tests/fake_push.py").path
-    }()
+        return url.appendingPathComponent("ops/tests/" + name).path
+    }
 
-    public init(_ mode: String, _ arguments: [String] = []) throws {
+    /// `script`: fake_push.py, or fake_headscale.py (the headscale fake, same conventions).
+    public init(_ mode: String, _ arguments: [String] = [], script: String = "fake_push.py") throws {
         directory = NSTemporaryDirectory() + "findmy-fake-\(mode)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         // Debian's python3, which python3-h2 and python3-cryptography are installed for.
         process.arguments =
-            ["--pdeathsig", "KILL", "/usr/bin/python3", Self.script, mode, "--dir", directory] + arguments
+            ["--pdeathsig", "KILL", "/usr/bin/python3", Self.script(script), mode, "--dir", directory]
+            + arguments
         process.standardInput = input
         process.standardOutput = output
         try process.run()
@@ -66,6 +69,8 @@ public final class FakeProvider: @unchecked Sendable {
     deinit { stop() }
 
     public var baseURL: String { "https://127.0.0.1:\(port)" }
+    /// The plain-HTTP address of a fake without TLS (fake_headscale.py).
+    public var plainURL: String { "http://127.0.0.1:\(port)" }
     public var caFile: String { directory + "/ca.pem" }
 
     public func stop() {

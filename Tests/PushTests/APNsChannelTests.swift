@@ -86,8 +86,21 @@ import Testing
         }
         #expect(body.contains("Please return me") && body.contains("+49 30 1234567"))
 
-        // Without a location token: a background push, then an alert asking to open the app.
-        let fallback = command(.locate)
+        // Without a location token: a background push alone, and the alert asking to open the app
+        // only as the follow-up the dispatcher delivers if the command is still unanswered.
+        var fallback = command(.locate)
+        guard
+            case .sentWithFollowUp(let backgroundID, let afterSeconds)? = deliverAndWait(
+                channel, fallback, to: app)
+        else {
+            Issue.record("a locate without a location token must ask for a follow-up")
+            return
+        }
+        #expect(afterSeconds == 30)
+        let background = setup.request(for: fallback)
+        #expect(background.map { $0["push_type"] } == [.string("background")])
+        #expect(background.first?["apns_id"] == backgroundID.map { .string($0) })
+        fallback.followUp = true
         #expect(deliverAndWait(channel, fallback, to: app).map(isSent) == true)
         #expect(
             setup.request(for: fallback, count: 2).map { $0["push_type"] } == [
@@ -116,6 +129,22 @@ import Testing
                 deliverAndWait(setup.channel, command(.sound), to: address)
                     == .addressDead(reason: "APNs \(reason)"))
         }
+    }
+
+    /// Apple: DeviceTokenNotForTopic is not to be retried, and it is our topic that is wrong, not
+    /// the token: failed with what to check, the token kept (one misconfiguration must not end
+    /// every device's token).
+    @Test func aTokenOfAnotherAppFailsNamingTheTopicAndIsKept() throws {
+        let setup = try Setup()
+        defer { setup.stop() }
+        let address = ChannelAddress(
+            provider: "apns", token: "wrong-topic", topic: Self.bundle, environment: "production")
+        #expect(
+            deliverAndWait(setup.channel, command(.sound), to: address)
+                == .failed(
+                    reason:
+                        "APNs 400 DeviceTokenNotForTopic: the token belongs to another app than the topic \(Self.bundle): check --apns-bundle-id, or the topic the app registered the token with"
+                ))
     }
 
     @Test func busyAndBrokenAreRetriedHonouringRetryAfter() throws {

@@ -85,6 +85,36 @@ import Testing
                 == .retry(afterSeconds: 11, reason: "FCM 503 UNAVAILABLE"))
     }
 
+    /// 400 INVALID_ARGUMENT with only an FcmError detail: the token is not a valid FCM token, which
+    /// Google says never becomes valid: dead. With a google.rpc.BadRequest field violation: our
+    /// message was refused, the token is fine: failed, naming the field. With neither: failed.
+    @Test func invalidArgumentIsADeadTokenOrARefusedMessageByItsDetails() throws {
+        let setup = try Setup()
+        defer { setup.stop() }
+        #expect(
+            deliverAndWait(
+                setup.channel, command(.locate), to: ChannelAddress(provider: "fcm", token: "invalid"))
+                == .addressDead(
+                    reason:
+                        "FCM 400 INVALID_ARGUMENT: not a valid FCM registration token (The registration token is not a valid FCM registration token); the app registers a new one when it next runs, or check that it uses this Firebase project"
+                ))
+        #expect(
+            deliverAndWait(
+                setup.channel, command(.locate), to: ChannelAddress(provider: "fcm", token: "bad-payload"))
+                == .failed(
+                    reason:
+                        "FCM 400 INVALID_ARGUMENT: FCM refused the message (message.data[0].value: Invalid value at 'message.data[0].value' (TYPE_STRING), 12); the token is kept. This is a findmy bug: please report it"
+                ))
+        // Neither detail: nothing says the token is at fault.
+        #expect(
+            deliverAndWait(
+                setup.channel, command(.locate), to: ChannelAddress(provider: "fcm", token: "invalid-bare"))
+                == .failed(
+                    reason:
+                        "FCM 400 INVALID_ARGUMENT: Request contains an invalid argument. (the token is kept)")
+        )
+    }
+
     @Test func aServiceAccountFileOthersCanReadIsRefused() throws {
         let fake = try FakeProvider("fcm", ["--project", "p", "--client-email", "e@example"])
         defer { fake.stop() }

@@ -1,3 +1,4 @@
+import Identity
 import JSON
 import Testing
 
@@ -31,18 +32,18 @@ import Testing
         let card = card(id: 7, lastSeen: 1_000_000, recordedAt: 4_500_000)
         #expect(
             written([card], nowMicros: 10_000_000, sharedBy: nil)
-                == #"[{"id":7,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":9,"fix_age_seconds":5,"latest":null}]"#
+                == #"[{"id":7,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":9,"fix_age_seconds":5,"latest":null,"presence":null}]"#
         )
         // Another reader, later, the same card; a time ahead of the clock rounds down.
         #expect(
             written([card, card], nowMicros: 4_000_000, sharedBy: "Zoë \"Z\"")
-                == #"[{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null},"#
-                + #"{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null}]"#
+                == #"[{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null,"presence":null},"#
+                + #"{"id":7,"shared_by":"Zoë \"Z\"","last_seen_at":null,"since_last_report_seconds":3,"fix_age_seconds":-1,"latest":null,"presence":null}]"#
         )
         let never = self.card(id: 8, lastSeen: nil, recordedAt: nil)
         #expect(
             written([never], nowMicros: 4_000_000, sharedBy: nil)
-                == #"[{"id":8,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":null,"fix_age_seconds":null,"latest":null}]"#
+                == #"[{"id":8,"shared_by":null,"last_seen_at":null,"since_last_report_seconds":null,"fix_age_seconds":null,"latest":null,"presence":null}]"#
         )
     }
 
@@ -82,5 +83,36 @@ import Testing
         let cache = DeviceCardCache(bytesMax: 0)
         cache.insert([(1, card(id: 1, lastSeen: nil, recordedAt: nil))])
         #expect(cache.cards([1]).compactMap { $0 }.isEmpty && cache.usage.cards == 0)
+    }
+}
+
+/// The device JSON's `presence` member is written in place by the card and by `PresenceView.write`
+/// for the presence API: the same bytes.
+@Suite struct DeviceCardPresenceTests {
+    @Test func theCardWritesPresenceAsPresenceViewDoes() throws {
+        let head = Array(#"{"id":3,"shared_by":"#.utf8)
+        let middle = Array(#","last_seen_at":null,"since_last_report_seconds":"#.utf8)
+        let fixAge = Array(#","fix_age_seconds":"#.utf8)
+        let tail = Array(#","latest":null}"#.utf8)
+        let card = DeviceCard(
+            version: DeviceVersion(asOfOffset: 1, latestOffset: -1, latestFixIndex: 0),
+            bytes: head + middle + fixAge + tail, sharedByAt: head.count,
+            sinceLastReportAt: head.count + middle.count, fixAgeAt: head.count + middle.count + fixAge.count,
+            lastSeenMicros: nil, recordedAtMicros: nil)
+        for view in [
+            nil, PresenceView(online: true, atMicros: 1_764_684_400_123_456, nodeName: "n"),
+            PresenceView(online: false, atMicros: nil, nodeName: "n"),
+            PresenceView(online: false, atMicros: Int64.max, nodeName: "n"),
+        ] as [PresenceView?] {
+            var writer = JSONWriter(capacity: 16)
+            card.write(&writer, nowMicros: 0, sharedBy: nil, presence: view)
+            var expected = JSONWriter(capacity: 16)
+            PresenceView.write(&expected, view)
+            let text = String(decoding: writer.bytes, as: UTF8.self)
+            #expect(
+                text.hasSuffix(
+                    #","latest":null,"presence":"# + String(decoding: expected.bytes, as: UTF8.self) + "}"))
+            #expect((try? JSONParser.parse(writer.bytes)) != nil, "\(text)")
+        }
     }
 }

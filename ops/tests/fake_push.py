@@ -17,9 +17,16 @@ DECRYPTED here with python3-cryptography, an implementation independent of findm
 that breaks a rule of the protocol gets an error answer whose reason starts with `FakeCheck:`.
 Behaviour on demand, by token (APNs device token / FCM token / Web Push path):
     APNs: dead-unregistered 410 Unregistered, dead-expired 410 ExpiredToken, dead-bad 400
-          BadDeviceToken, busy 429 (retry-after: 7), broken 503 (no retry-after)
-    FCM:  dead 404 UNREGISTERED, busy 429 (retry-after: 9), unavailable 503 (retry-after: 11)
+          BadDeviceToken, busy 429 (retry-after: 7), broken 503 (no retry-after), wrong-topic 400
+          DeviceTokenNotForTopic
+    FCM:  dead 404 UNREGISTERED, busy 429 (retry-after: 9), unavailable 503 (retry-after: 11),
+          invalid 400 INVALID_ARGUMENT with an FcmError detail (the token is not a valid FCM
+          token), bad-payload 400 INVALID_ARGUMENT with a google.rpc.BadRequest field violation,
+          invalid-bare 400 INVALID_ARGUMENT with no details
     Web Push: /up/dead 410, /up/gone 404, /up/busy 429 (retry-after: 5)
+    Once, then accepted (a retry that succeeds), for any token or path starting with:
+    APNs once-busy 429 (retry-after: 1), FCM once-unavailable 503 (retry-after: 1), Web Push
+    /up/once-busy 429 (retry-after: 1), /up/once-slow 429 (retry-after: 600)
 Commands on stdin, each acknowledged with `OK <command>`:
     expire-before N   APNs: a provider token with iat < N is answered 403 ExpiredProviderToken
     revoke-tokens     FCM: every access token issued so far is answered 401
@@ -73,8 +80,22 @@ def emit(line):
 
 
 class Refusal(Exception):
-    def __init__(self, status, reason, headers=()):
+    def __init__(self, status, reason, headers=(), details=None, message=None):
         self.status, self.reason, self.headers = status, reason, list(headers)
+        # FCM: the error's `details` and `message` when they are not the plain FcmError of `reason`.
+        self.details, self.message = details, message
+
+
+refused_once = set()
+
+
+def refuse_once(key, status, reason, retry_after):
+    """The first request for `key` is refused with Retry-After; later ones pass."""
+    with lock:
+        first = key not in refused_once
+        refused_once.add(key)
+    if first:
+        raise Refusal(status, reason, [("retry-after", str(retry_after))])
 
 
 def check(condition, what):
@@ -197,6 +218,10 @@ def apns_handler(args, public_key):
             raise Refusal(429, "TooManyRequests", [("retry-after", "7")])
         if token == "broken":
             raise Refusal(503, "ServiceUnavailable")
+        if token == "wrong-topic":
+            raise Refusal(400, "DeviceTokenNotForTopic")
+        if token.startswith("once-busy"):
+            refuse_once(("apns", token), 429, "TooManyRequests", 1)
         apns_id = "%08X-0000-4000-8000-%012X" % (next(counter), 0)
         record = {"path": path, "push_type": push_type, "topic": topic, "priority": priority,
                   "payload": payload, "iat": claims["iat"], "apns_id": apns_id}
@@ -246,6 +271,17 @@ def fcm_handler(args, public_key):
             raise Refusal(429, "QUOTA_EXCEEDED", [("retry-after", "9")])
         if token == "unavailable":
             raise Refusal(503, "UNAVAILABLE", [("retry-after", "11")])
+        if token == "invalid":
+            raise Refusal(400, "INVALID_ARGUMENT", message="The registration token is not a valid FCM registration token")
+        if token == "invalid-bare":
+            raise Refusal(400, "INVALID_ARGUMENT", message="Request contains an invalid argument.", details=[])
+        if token == "bad-payload":
+            violation = "Invalid value at 'message.data[0].value' (TYPE_STRING), 12"
+            raise Refusal(400, "INVALID_ARGUMENT", message=violation, details=[
+                {"@type": "type.googleapis.com/google.rpc.BadRequest",
+                 "fieldViolations": [{"field": "message.data[0].value", "description": violation}]}])
+        if token.startswith("once-unavailable"):
+            refuse_once(("fcm", token), 503, "UNAVAILABLE", 1)
         name = "projects/%s/messages/%d" % (args.project, next(counter))
         record = {"path": path, "token": token, "data": data, "payload": data, "access_token": access, "name": name}
         return 200, [("content-type", "application/json")], json.dumps({"name": name}).encode(), record
@@ -302,6 +338,10 @@ def unifiedpush_handler(args, receiver):
             raise Refusal(404, "Not Found")
         if path == "/up/busy":
             raise Refusal(429, "Too Many Requests", [("retry-after", "5")])
+        if path.startswith("/up/once-busy"):
+            refuse_once(("unifiedpush", path), 429, "Too Many Requests", 1)
+        if path.startswith("/up/once-slow"):
+            refuse_once(("unifiedpush", path), 429, "Too Many Requests", 600)
         payload = payload_json(decrypt_aes128gcm(body, receiver, auth_secret))
         location = "https://127.0.0.1:%d/m/%d" % (port, next(counter))
         record = {"path": path, "payload": payload, "vapid_k": parts["k"], "location": location}
@@ -372,9 +412,11 @@ def respond(conn, stream_id, headers, body, handler, port, connection, received_
         status, response_headers = refusal.status, refusal.headers
         key = "error" if "/messages:send" in headers.get(":path", "") or headers.get(":path") == "/token" else "reason"
         if key == "error":
-            response_body = json.dumps({"error": {"code": refusal.status, "status": refusal.reason, "message": refusal.reason,
-                                                  "details": [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError",
-                                                               "errorCode": refusal.reason}]}}).encode()
+            details = refusal.details if refusal.details is not None else [
+                {"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": refusal.reason}]
+            response_body = json.dumps({"error": {"code": refusal.status, "status": refusal.reason,
+                                                  "message": refusal.message or refusal.reason,
+                                                  "details": details}}).encode()
         else:
             response_body = json.dumps({"reason": refusal.reason}).encode()
         if not state["quiet"]:
