@@ -12,6 +12,9 @@ public struct CompactionReport: Sendable, Equatable {
     /// The offset of the registry snapshot written for the compacted log, when the run rewrote or
     /// deleted segments and a snapshot could be written (docs/snapshots.md).
     public var registrySnapshotOffset: UInt64?
+    /// The server's stop cut the run short (docs/retention.md, "Stopping during a compaction"):
+    /// what the report counts was done and is consistent; the rest is the next run's.
+    public var stoppedEarly = false
     public var elapsedMicros: Int64 = 0
 }
 
@@ -44,6 +47,10 @@ public final class Compactor: Sendable {
         public var settings = RetentionSettings()
         /// Rows one DELETE removes at most; each such statement is its own short transaction.
         public var deleteRowsPerBatchMax = 5_000
+        /// How much lower than the server's the run's CPU priority is (nice steps): on a small
+        /// machine the rewrite and the registry refold would otherwise take a core from the
+        /// reports arriving meanwhile (docs/benchmarks.md, "Compaction at 100 M fixes").
+        public var niceness: Int32 = 10
         public init() {}
     }
 
@@ -54,13 +61,17 @@ public final class Compactor: Sendable {
     /// below it, so that it never finds a file gone under it.
     let readerCheckpoint: @Sendable () -> UInt64?
     /// Writes a registry snapshot of the log as it is now, returning its offset (nil: none written).
-    public typealias SnapshotWriter = @Sendable () -> UInt64?
+    /// It gives up, writing none, once the signal it is given is requested.
+    public typealias SnapshotWriter = @Sendable (StopSignal) -> UInt64?
     /// Called once a run has rewritten or deleted segments, before the run reports done: the
     /// snapshots on disk list the old segment files and are no longer valid, and without a new one
     /// the next start would fold the whole log (docs/snapshots.md, "Snapshots and compaction").
     let snapshotAfterRewrite: SnapshotWriter?
     private let serial = Mutex(())
     private let state = Mutex(CompactorTotals())
+    /// Requested when the server stops (`CompactorService.stop`): a run in progress ends at its
+    /// next safe point instead of finishing (docs/retention.md, "Stopping during a compaction").
+    public let stopSignal = StopSignal()
 
     public init(
         writer: LogWriter, client: PostgresClient?, options: Options,
@@ -78,53 +89,72 @@ public final class Compactor: Sendable {
 
     public func run(asOfMicros: Int64? = nil, dryRun: Bool = false) throws -> CompactionReport {
         try serial.withLock { _ in
-            let started = monotonicMicros()
-            let now = asOfMicros ?? wallClockMicros()
-            var report = CompactionReport(asOfMicros: now, dryRun: dryRun)
-            do {
-                let reader = LogReader(directory: writer.directory, writer: writer)
-                let policy = try RetentionPolicy.fold(
-                    reader, upTo: writer.durableEnd, settings: options.settings)
-                report.log = try LogCompaction(
-                    writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint()
-                ).run(dryRun: dryRun)
-                // Before the database half, which can fail on its own: the log is compacted by now.
-                if !dryRun && report.log.segmentsRewritten + report.log.segmentsDeleted > 0 {
-                    report.registrySnapshotOffset = snapshotAfterRewrite?()
-                }
-                if let client {
-                    let database = DatabaseCompaction(
-                        policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax,
-                        logID: writer.logID)
-                    report.database = try client.withConnection { try database.run($0, dryRun: dryRun) }
-                }
-            } catch {
-                state.withLock {
-                    $0.failures += 1
-                    $0.lastError = "\(error)"
-                }
-                throw error
+            // On a thread of its own, whose lowered priority ends with it (the caller's, an HTTP
+            // worker's say, could not be raised again without privilege).
+            let outcome = Outcome()
+            runOnThreadOfItsOwn { [self] in
+                lowerCurrentThreadPriority(by: options.niceness)
+                let result = Result { try runSerialised(asOfMicros: asOfMicros, dryRun: dryRun) }
+                outcome.result.withLock { $0 = result }
             }
-            report.elapsedMicros = monotonicMicros() - started
-            if !dryRun {
-                state.withLock { totals in
-                    totals.runs += 1
-                    totals.lastError = nil
-                    totals.lastRunMicros = now
-                    totals.fixesRemoved += report.log.fixesRemoved
-                    totals.placesRemoved += report.log.placesRemoved
-                    totals.bytesFreed += report.log.bytesFreed
-                    totals.segmentsDeleted += report.log.segmentsDeleted
-                    totals.segmentsRewritten += report.log.segmentsRewritten
-                    totals.locationRowsDeleted += report.database?.locationRowsDeleted ?? 0
-                    totals.partitionsDropped += report.database?.partitionsDropped.count ?? 0
-                    totals.batchRowsDeleted += report.database?.batchRowsDeleted ?? 0
-                    totals.relationsRewritten += report.database?.relationsRewritten.count ?? 0
-                    totals.commandEventsRemoved += report.log.commandEventsRemoved
-                    totals.commandRowsDeleted += report.database?.commandRowsDeleted ?? 0
-                }
-            }
-            return report
+            return try outcome.result.withLock { $0! }.get()
         }
+    }
+
+    private final class Outcome: Sendable {
+        let result = Mutex<Result<CompactionReport, any Error>?>(nil)
+    }
+
+    private func runSerialised(asOfMicros: Int64?, dryRun: Bool) throws -> CompactionReport {
+        let started = monotonicMicros()
+        let now = asOfMicros ?? wallClockMicros()
+        var report = CompactionReport(asOfMicros: now, dryRun: dryRun)
+        do {
+            let reader = LogReader(directory: writer.directory, writer: writer)
+            let policy = try RetentionPolicy.fold(
+                reader, upTo: writer.durableEnd, settings: options.settings)
+            var logCompaction = LogCompaction(
+                writer: writer, policy: policy, nowMicros: now, deleteBelowOffset: readerCheckpoint())
+            logCompaction.stopSignal = stopSignal
+            report.log = try logCompaction.run(dryRun: dryRun)
+            // Before the database half, which can fail on its own: the log is compacted by now.
+            if !dryRun && report.log.segmentsRewritten + report.log.segmentsDeleted > 0 {
+                report.registrySnapshotOffset = snapshotAfterRewrite?(stopSignal)
+            }
+            // Stopping: the rows are the next run's (its policy folds the same log).
+            report.stoppedEarly = stopSignal.isRequested
+            if let client, !report.stoppedEarly {
+                let database = DatabaseCompaction(
+                    policy: policy, nowMicros: now, rowsPerStatementMax: options.deleteRowsPerBatchMax,
+                    logID: writer.logID)
+                report.database = try client.withConnection { try database.run($0, dryRun: dryRun) }
+            }
+        } catch {
+            state.withLock {
+                $0.failures += 1
+                $0.lastError = "\(error)"
+            }
+            throw error
+        }
+        report.elapsedMicros = monotonicMicros() - started
+        if !dryRun {
+            state.withLock { totals in
+                totals.runs += 1
+                totals.lastError = nil
+                totals.lastRunMicros = now
+                totals.fixesRemoved += report.log.fixesRemoved
+                totals.placesRemoved += report.log.placesRemoved
+                totals.bytesFreed += report.log.bytesFreed
+                totals.segmentsDeleted += report.log.segmentsDeleted
+                totals.segmentsRewritten += report.log.segmentsRewritten
+                totals.locationRowsDeleted += report.database?.locationRowsDeleted ?? 0
+                totals.partitionsDropped += report.database?.partitionsDropped.count ?? 0
+                totals.batchRowsDeleted += report.database?.batchRowsDeleted ?? 0
+                totals.relationsRewritten += report.database?.relationsRewritten.count ?? 0
+                totals.commandEventsRemoved += report.log.commandEventsRemoved
+                totals.commandRowsDeleted += report.database?.commandRowsDeleted ?? 0
+            }
+        }
+        return report
     }
 }

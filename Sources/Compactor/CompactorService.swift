@@ -3,7 +3,9 @@ import Threads
 /// The retention compactor's schedule inside `findmy serve` (docs/retention.md): a first run
 /// `firstRunDelayMicros` after start (or after the interval, when that is shorter), then one every
 /// `intervalMicros`. Between runs its thread sleeps on its stop signal, so `stop` wakes it at once;
-/// a run in progress finishes first.
+/// a run in progress is told to stop (`Compactor.stopSignal`) and ends at its next safe point: between
+/// two segment rewrites, or within a few hundred records of the registry refold
+/// (docs/retention.md, "Stopping during a compaction").
 public final class CompactorService: Service {
     public struct Schedule: Sendable {
         public var intervalMicros: Int64 = 3_600_000_000
@@ -45,6 +47,7 @@ public final class CompactorService: Service {
     }
 
     public func stop(graceMicros: Int64) {
+        compactor.stopSignal.request()
         worker.stop()
     }
 }

@@ -1,4 +1,5 @@
 import Events
+import Threads
 
 /// What the compactor does with one record. A pure function of the record, the policy and the time,
 /// so the dry run, the count and the rewrite decide the same.
@@ -221,6 +222,9 @@ public struct LogCompaction {
     /// Whole segments are deleted only below this offset (the projector's checkpoint, when it runs
     /// in this process): a reader past it never opens them. nil: no reader to wait for.
     public var deleteBelowOffset: UInt64?
+    /// Once requested, no further segment is rewritten or deleted: each one is replaced whole
+    /// (temporary file, rename), so the log is consistent between any two.
+    public var stopSignal: StopSignal?
 
     public init(
         writer: LogWriter, policy: RetentionPolicy, nowMicros: Int64, deleteBelowOffset: UInt64? = nil
@@ -255,6 +259,7 @@ public struct LogCompaction {
         }
         var prefix = true
         for (index, segment) in sealed.enumerated() {
+            if stopSignal?.isRequested == true { break }
             report.segmentsScanned += 1
             var plans = SegmentPlan()
             try reader.read(from: segment.base, upTo: segment.endOffset) { record in

@@ -58,7 +58,8 @@ extension Registry {
 /// Writes registry snapshots while the server runs (docs/snapshots.md): every
 /// `recordsBetweenSnapshotsMax` records or `fixesBetweenSnapshotsMax` fixes, or every
 /// `snapshotIntervalMicros` when anything arrived,
-/// and once more at stop. It folds its own copy of the registry from the durable log rather than
+/// and once more at stop (folding for at most half the grace period: what it leaves, the next start
+/// folds). It folds its own copy of the registry from the durable log rather than
 /// copying the live one: the live registry applies concurrent reports in completion order, so no
 /// instant of it is guaranteed to be the fold of a log prefix, and the copy is, by construction.
 public final class RegistrySnapshotter: Service {
@@ -91,6 +92,14 @@ public final class RegistrySnapshotter: Service {
     let monotonicClock: @Sendable () -> Int64
     let report: @Sendable (Outcome) -> Void
     private let progress: Mutex<Progress>
+    /// Callers of `snapshotAfterCompaction` waiting for `progress`: the thread's own fold gives way
+    /// to them, so that the refold after a rewrite runs where the compactor's stop can end it.
+    private let compactorsWaiting = Atomic<Int>(0)
+    /// A fold looks at whether it must stop once per this many records: a stop waits for at most
+    /// this many (about a millisecond of a single-fix refold on the reference machine).
+    static let recordsPerStopCheck = 256
+    /// How much lower than the server's the thread's CPU priority is (nice steps).
+    static let threadNiceness: Int32 = 10
 
     struct Progress {
         var fold: RegistryFold
@@ -98,6 +107,10 @@ public final class RegistrySnapshotter: Service {
         var lastOffset: UInt64
         var lastMicros: Int64
         var fixesSinceSnapshot: UInt64 = 0
+        /// Set by a refold: the snapshots on disk may list rewritten segments. They are removed
+        /// before the next write, which may stand below them (a refold cut short by a stop) and
+        /// would otherwise be the one pruned.
+        var staleOnDisk = false
     }
     private let worker = StoppableThread()
 
@@ -129,16 +142,25 @@ public final class RegistrySnapshotter: Service {
 
     public func start() throws {
         worker.start { [self] stop in
+            // Background work: its folds (a whole refold after a compaction) and writes must not
+            // take the CPU from the reports arriving meanwhile.
+            lowerCurrentThreadPriority(by: Self.threadNiceness)
             while !stop.wait(micros: schedule.checkIntervalMicros) {
-                if let outcome = round(force: false) { report(outcome) }
+                let giveWay = { stop.isRequested || self.compactorsWaiting.load(ordering: .relaxed) > 0 }
+                if let outcome = round(force: false, shouldStop: giveWay) { report(outcome) }
             }
         }
     }
 
-    /// Stops the thread, then writes a last snapshot of everything durable.
+    /// Stops the thread, then writes a last snapshot of what is durable, folding for at most half
+    /// of `graceMicros`: after a compaction's refold was cut short that is not all of the log, and
+    /// the next start folds the rest (docs/snapshots.md, "Stopping during a refold").
     public func stop(graceMicros: Int64) {
         worker.stop()
-        if let outcome = round(force: true) { report(outcome) }
+        let deadline = monotonicClock() + graceMicros / 2
+        let outcome = round(
+            force: true, shouldStop: { self.monotonicClock() >= deadline }, writeWhenStopped: true)
+        if let outcome { report(outcome) }
     }
 
     /// Folds up to the durable end and writes a snapshot there if anything is new: what `stop`
@@ -151,9 +173,22 @@ public final class RegistrySnapshotter: Service {
     /// snapshot of the compacted log, reports the outcome, and returns the snapshot's offset (nil
     /// when none was written). Without it the next start would fold the whole log, and a start
     /// before the thread's next round did (docs/snapshots.md, "Snapshots and compaction").
-    public func snapshotAfterCompaction() -> UInt64? {
+    ///
+    /// `stop` requested ends the refold within `recordsPerStopCheck` records and writes nothing; the
+    /// snapshots the compaction made stale are removed all the same. The fold so far is kept: it is
+    /// a fold of a prefix of the compacted log, which the snapshot at the server's stop holds.
+    public func snapshotAfterCompaction(stop: StopSignal? = nil) -> UInt64? {
         let offset: UInt64?
-        if let outcome = round(force: true) {
+        compactorsWaiting.add(1, ordering: .relaxed)
+        let outcome = progress.withLock { state in
+            compactorsWaiting.subtract(1, ordering: .relaxed)
+            return round(&state, force: true, shouldStop: { stop?.isRequested == true })
+        }
+        if stop?.isRequested == true {
+            removeStale()
+            return nil
+        }
+        if let outcome {
             report(outcome)
             guard case .written(_, let written, _, _) = outcome else { return nil }
             offset = written
@@ -165,55 +200,75 @@ public final class RegistrySnapshotter: Service {
             }
         }
         guard let offset else { return nil }
-        // The snapshots from before the rewrite still hold what it removed (rejection reasons of
-        // erased and expired batches); a start would delete them only if it reached them.
+        removeStale()
+        return offset
+    }
+
+    /// The snapshots from before a rewrite still hold what it removed (rejection reasons of erased
+    /// and expired batches); a start would delete them only if it reached them.
+    private func removeStale() {
         do {
             try store.removeStale(reader: reader)
         } catch {
             report(.failed("removing the snapshots the compaction made stale: \(error)"))
         }
-        return offset
     }
 
     /// Folds whatever became durable since the last round (so the work is spread over the run, not
-    /// bunched at snapshot time), then writes a snapshot when one is due.
-    func round(force: Bool) -> Outcome? {
-        progress.withLock { state -> Outcome? in
-            let end = reader.durableEnd()
-            do {
-                // Forced (at stop, after a compaction) it also looks at the segments when nothing
-                // is new: a rewrite alone must refold, or its snapshot would list the old files.
-                if end > state.fold.offset || force { try fold(&state, upTo: end) }
-            } catch {
-                return .failed("\(error)")
-            }
-            let now = monotonicClock()
-            let pending = state.fold.offset > state.lastOffset
-            let due =
-                force || state.fold.offset - state.lastOffset >= schedule.recordsBetweenSnapshotsMax
-                || state.fixesSinceSnapshot >= schedule.fixesBetweenSnapshotsMax
-                || now - state.lastMicros >= schedule.snapshotIntervalMicros
-            guard pending && due else { return nil }
-            do {
-                let snapshot = RegistrySnapshot(
-                    offset: state.fold.offset, logID: try reader.logID() ?? .zero,
-                    segments: state.fold.segments,
-                    registry: state.fold.registry)
-                let started = monotonicMicros()
-                let (path, bytes) = try store.write(snapshot)
-                state.lastOffset = state.fold.offset
-                state.lastMicros = now
-                state.fixesSinceSnapshot = 0
-                return .written(
-                    path: path, offset: snapshot.offset, bytes: bytes,
-                    millis: (monotonicMicros() - started) / 1000)
-            } catch {
-                return .failed("\(error)")
-            }
+    /// bunched at snapshot time), then writes a snapshot when one is due. A fold that `shouldStop`
+    /// cut short writes nothing unless `writeWhenStopped` (the last round, at stop).
+    func round(force: Bool, shouldStop: () -> Bool = { false }, writeWhenStopped: Bool = false) -> Outcome? {
+        progress.withLock { state in
+            round(&state, force: force, shouldStop: shouldStop, writeWhenStopped: writeWhenStopped)
         }
     }
 
-    private func fold(_ state: inout Progress, upTo end: UInt64) throws {
+    private func round(
+        _ state: inout Progress, force: Bool, shouldStop: () -> Bool, writeWhenStopped: Bool = false
+    ) -> Outcome? {
+        let end = reader.durableEnd()
+        do {
+            // Forced (at stop, after a compaction) it also looks at the segments when nothing
+            // is new: a rewrite alone must refold, or its snapshot would list the old files.
+            if end > state.fold.offset || force {
+                let finished = try fold(&state, upTo: end, shouldStop: shouldStop)
+                if !finished && !writeWhenStopped { return nil }
+            }
+        } catch {
+            return .failed("\(error)")
+        }
+        let now = monotonicClock()
+        let pending = state.fold.offset > state.lastOffset
+        let due =
+            force || state.fold.offset - state.lastOffset >= schedule.recordsBetweenSnapshotsMax
+            || state.fixesSinceSnapshot >= schedule.fixesBetweenSnapshotsMax
+            || now - state.lastMicros >= schedule.snapshotIntervalMicros
+        guard pending && due else { return nil }
+        do {
+            if state.staleOnDisk {
+                try store.removeStale(reader: reader)
+                state.staleOnDisk = false
+            }
+            let snapshot = RegistrySnapshot(
+                offset: state.fold.offset, logID: try reader.logID() ?? .zero,
+                segments: state.fold.segments,
+                registry: state.fold.registry)
+            let started = monotonicMicros()
+            let (path, bytes) = try store.write(snapshot)
+            state.lastOffset = state.fold.offset
+            state.lastMicros = now
+            state.fixesSinceSnapshot = 0
+            return .written(
+                path: path, offset: snapshot.offset, bytes: bytes,
+                millis: (monotonicMicros() - started) / 1000)
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    /// Returns false when `shouldStop` ended it before `end`; what it read is kept (the fold of a
+    /// shorter prefix, with the segments it came from).
+    private func fold(_ state: inout Progress, upTo end: UInt64, shouldStop: () -> Bool) throws -> Bool {
         let before = try reader.segmentIdentities(below: end)
         if before.filter({ $0.base < state.fold.offset }) != state.fold.segments {
             state.fold = RegistryFold(
@@ -221,20 +276,29 @@ public final class RegistrySnapshotter: Service {
                 offset: 0, segments: [])
             // Every snapshot on disk is stale now: the next one is due as soon as the refold ends.
             state.lastOffset = 0
+            state.staleOnDisk = true
             state.fixesSinceSnapshot = schedule.fixesBetweenSnapshotsMax
             report(.refolding(reason: "a segment the snapshot fold had read was rewritten or removed"))
         }
         var registry = state.fold.registry
         var fixes: UInt64 = 0
+        var records = 0
+        var stopped = false
         let reached = try reader.read(from: state.fold.offset, upTo: end) { record in
             fixes += UInt64(record.header.fixCount)
             try registry.apply(record)
+            records += 1
+            if records % Self.recordsPerStopCheck == 0 && shouldStop() {
+                stopped = true
+                return false
+            }
             return true
         }
         let after = try reader.segmentIdentities(below: reached)
         // A rewrite during the fold: what was read may mix versions; the next round decides.
-        guard after == before.filter({ $0.base < reached }) else { return }
+        guard after == before.filter({ $0.base < reached }) else { return !stopped }
         state.fold = RegistryFold(registry: registry, offset: reached, segments: after)
         state.fixesSinceSnapshot += fixes
+        return !stopped
     }
 }

@@ -22,6 +22,26 @@ public func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     return thread
 }
 
+/// Runs `body` on a thread of its own and returns once it has: for work that changes its thread
+/// (lowers its priority, say) and must leave the caller's as it was.
+public func runOnThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) {
+    pthread_join(spawnThread(body), nil)
+}
+
+/// Lowers the calling thread's CPU priority by `niceness` steps (at most to 19): for background
+/// work, such as a compaction or a registry refold, that must not take the CPU from requests on a
+/// small machine. On Linux the nice value is a thread's, and `setpriority(PRIO_PROCESS, 0, _)`
+/// names the calling thread only (setpriority(2), NOTES). Without privilege a thread cannot raise
+/// its priority again, so call it on a thread of its own. A failure leaves the priority as it was.
+public func lowerCurrentThreadPriority(by niceness: Int32) {
+    precondition(niceness >= 0)
+    let which = __priority_which_t(PRIO_PROCESS.rawValue)
+    errno = 0
+    let current = getpriority(which, 0)
+    guard errno == 0 else { return }
+    _ = setpriority(which, 0, min(19, current + niceness))
+}
+
 /// Runs `body(0)` to `body(iterations - 1)` at the same time, `body(0)` on the calling thread and
 /// each other on a thread of its own, and returns when every one has returned. For a few large
 /// pieces of CPU work (each worth far more than starting a thread); the threads are ours, not a

@@ -77,10 +77,10 @@ enum StartupAfterCompactionBench {
             let refoldMicros = Mutex<Int64>(0)
             let compactor = Compactor(
                 writer: writer, client: nil, options: Compactor.Options(),
-                snapshotAfterRewrite: {
+                snapshotAfterRewrite: { stop in
                     let started = monotonicMicros()
                     defer { refoldMicros.withLock { $0 = monotonicMicros() - started } }
-                    return snapshotter.snapshotAfterCompaction()
+                    return snapshotter.snapshotAfterCompaction(stop: stop)
                 })
             started = monotonicMicros()
             let report = try compactor.run()

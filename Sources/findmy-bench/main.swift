@@ -16,6 +16,7 @@ let commands: [Command] = [
     LoadDriver.command,
     StartupBench.command,
     StartupAfterCompactionBench.command,
+    CompactIngestBench.command,
     PushBench.command,
     CommandsBench.command,
     GeofenceBench.command,

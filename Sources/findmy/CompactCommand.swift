@@ -84,6 +84,7 @@ enum CompactService {
                         "location_rows_deleted": .int(Int64(report.database?.locationRowsDeleted ?? 0)),
                         // 0: no snapshot written (nothing rewritten, or the write failed: its own line says why).
                         "registry_snapshot_offset": .int(Int64(report.registrySnapshotOffset ?? 0)),
+                        "stopped_early": .bool(report.stoppedEarly),
                         "millis": .int(report.elapsedMicros / 1000),
                     ])
             case .failure(let error):
@@ -328,7 +329,7 @@ enum CompactCommand {
             let snapshotter = RegistrySnapshotter(identity: service.identity, store: snapshots)
             let compactor = Compactor(
                 writer: log, client: database.client, options: compactorOptions,
-                snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction() })
+                snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction(stop: $0) })
             var router = GuardedRouter(service: service, listener: .adminSocket)
             CompactService.addAdminRoute(to: &router, compactor: compactor)
             do {

@@ -498,7 +498,7 @@ enum ServeCommand {
         let compaction = CompactService.service(
             configuration.compactor, log: log, service: service, client: client,
             readerCheckpoint: projectorCheckpoint,
-            snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction() })
+            snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction(stop: $0) })
         try group.start(compaction)
         // OwnTracks over MQTT: after the log it appends to, stopped before it, so that every
         // acknowledgement it waits for within the grace period can still come.

@@ -134,7 +134,7 @@ import Testing
             #expect(snapshotter.snapshotNow() != nil)
             let compactor = Compactor(
                 writer: log, client: nil, options: Compactor.Options(),
-                snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction() })
+                snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction(stop: $0) })
             compacted = try compactor.run(asOfMicros: Self.now)
             #expect(compacted?.registrySnapshotOffset == log.durableEnd)
             // Reports that arrive after the compaction: the start folds them after the snapshot.
