@@ -17,6 +17,7 @@ let commands: [Command] = [
     StartupBench.command,
     StartupAfterCompactionBench.command,
     PushBench.command,
+    NATSLogBench.command,
 ]
 
 exit(
