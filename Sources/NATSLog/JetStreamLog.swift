@@ -123,8 +123,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         do {
             try openStream()
         } catch {
-            jsCtx_Destroy(jetStream)
-            natsConnection_Destroy(connection)
+            // Fully initialised: `deinit` runs after this throw too, and `close` acts once.
+            close()
             throw error
         }
     }
@@ -205,7 +205,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             }
             guard monotonicMicros() < deadline else {
                 throw JetStreamLogError.noQuorum(
-                    subject: subject.text, waitedMillis: configuration.appendDeadlineMillis, lastError: lastError)
+                    subject: subject.text, waitedMillis: configuration.appendDeadlineMillis,
+                    lastError: lastError)
             }
             // A new stream leader is being elected, or the client reconnects to another node.
             usleep(50_000)
@@ -270,7 +271,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             defer { natsMsg_Destroy(message) }
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
-                throw JetStreamLogError.readFailed(subject: subject.text, "a message without JetStream metadata")
+                throw JetStreamLogError.readFailed(
+                    subject: subject.text, "a message without JetStream metadata")
             }
             let sequence = metadata.pointee.Sequence.Stream
             let pending = metadata.pointee.NumPending
@@ -349,7 +351,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         }
         var header = frame.header
         header.offset = sequence - 1
-        return LogRecord(header: header, storedPayload: frame.payload, segmentPath: subject, position: Int(sequence))
+        return LogRecord(
+            header: header, storedPayload: frame.payload, segmentPath: subject, position: Int(sequence))
     }
 
     // MARK: - Opening
@@ -450,14 +453,16 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         }
         let expected = subjects.map(\.text)
         guard found.count == expected.count else {
-            throw JetStreamLogError.wrongPartitionCount(stream: name, found: found.count, expected: expected.count)
+            throw JetStreamLogError.wrongPartitionCount(
+                stream: name, found: found.count, expected: expected.count)
         }
         guard Set(found) == Set(expected) else {
             throw JetStreamLogError.wrongConfiguration(
                 stream: name, "its subjects are \(found.joined(separator: ", ")), not \(expected.first!)...")
         }
         guard config.Storage == js_FileStorage else {
-            throw JetStreamLogError.wrongConfiguration(stream: name, "memory storage; a log needs file storage")
+            throw JetStreamLogError.wrongConfiguration(
+                stream: name, "memory storage; a log needs file storage")
         }
         guard config.Replicas == Int64(configuration.replicas) else {
             throw JetStreamLogError.wrongConfiguration(
@@ -470,9 +475,12 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     /// A timeout, no responders (no stream leader yet), a reconnect in progress, or the cluster
     /// saying JetStream is temporarily unavailable: worth another attempt with the same Msg-Id.
     static func isTransient(_ status: natsStatus, _ code: jsErrCode) -> Bool {
-        if code == JSClusterNotAvailErr { return true }
+        // No responders: nobody listens on the subject now, as while a new stream leader is
+        // elected (the client reports it with the "JetStream not enabled" code).
+        if code == JSClusterNotAvailErr || status == NATS_NO_RESPONDERS { return true }
         if code != jsErrCode(0) { return false }
-        return status == NATS_TIMEOUT || status == NATS_NO_RESPONDERS || status == NATS_CONNECTION_DISCONNECTED
+        return status == NATS_TIMEOUT
+            || status == NATS_CONNECTION_DISCONNECTED
             || status == NATS_NOT_YET_CONNECTED || status == NATS_STALE_CONNECTION
     }
 

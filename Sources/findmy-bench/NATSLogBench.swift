@@ -39,7 +39,8 @@ enum NATSLogBench {
         let rounds = try options.integer("rounds", default: 3)
         let partitions = try options.integer("partitions", default: 4)
         let root =
-            options.value("dir") ?? NSTemporaryDirectory() + "findmy-nats-bench-\(UUID().uuidString.prefix(8))"
+            options.value("dir") ?? NSTemporaryDirectory()
+            + "findmy-nats-bench-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         var cluster: NATSCluster?
@@ -100,9 +101,11 @@ enum NATSLogBench {
             writer.key("publishers")
             writer.int64(Int64(publishers))
             writer.key("jetstream_over_local_appends")
-            writer.double((natsMedian.appendsPerSecond / max(1, localMedian.appendsPerSecond) * 1000).rounded() / 1000)
+            writer.double(
+                (natsMedian.appendsPerSecond / max(1, localMedian.appendsPerSecond) * 1000).rounded() / 1000)
             writer.key("jetstream_over_local_p50")
-            writer.double((Double(natsMedian.p50Micros) / Double(max(1, localMedian.p50Micros)) * 100).rounded() / 100)
+            writer.double(
+                (Double(natsMedian.p50Micros) / Double(max(1, localMedian.p50Micros)) * 100).rounded() / 100)
             writer.endObject()
         }
         writer.endArray()
@@ -120,7 +123,8 @@ enum NATSLogBench {
         static func median(_ results: [Result]) -> Result {
             func middle<T: Comparable>(_ values: [T]) -> T { values.sorted()[values.count / 2] }
             return Result(
-                appendsPerSecond: middle(results.map(\.appendsPerSecond)), p50Micros: middle(results.map(\.p50Micros)),
+                appendsPerSecond: middle(results.map(\.appendsPerSecond)),
+                p50Micros: middle(results.map(\.p50Micros)),
                 p99Micros: middle(results.map(\.p99Micros)), failed: results.map(\.failed).reduce(0, +))
         }
     }
@@ -133,7 +137,8 @@ enum NATSLogBench {
             return (0..<64).map { _ in
                 EventCodec.encode(
                     .fixBatch(
-                        FixBatch(deviceID: UInt64(publisher + 1), batchID: UUID128.random(), fixes: track.next(1))),
+                        FixBatch(
+                            deviceID: UInt64(publisher + 1), batchID: UUID128.random(), fixes: track.next(1))),
                     receivedAtMicros: 1_750_000_000_000_000)
             }
         }

@@ -83,7 +83,8 @@ public final class NATSCluster: @unchecked Sendable {
 
     /// The last lines a node logged, for a failing test's message.
     public func log(_ index: Int) -> String {
-        let text = (try? String(contentsOfFile: directory + "/\(nodes[index].name).log", encoding: .utf8)) ?? ""
+        let text =
+            (try? String(contentsOfFile: directory + "/\(nodes[index].name).log", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").suffix(20).joined(separator: "\n")
     }
 
@@ -109,7 +110,10 @@ public final class NATSCluster: @unchecked Sendable {
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
         let logPath = directory + "/\(node.name).log"
         let pid = try spawnChild(
-            [setprivPath, "--pdeathsig", "TERM", "--", try Self.executable(), "-c", configuration, "-l", logPath],
+            [
+                setprivPath, "--pdeathsig", "TERM", "--", try Self.executable(), "-c", configuration, "-l",
+                logPath,
+            ],
             outputPath: directory + "/\(node.name).out")
         pids[index] = pid
         let deadline = Date().addingTimeInterval(30)
@@ -127,7 +131,8 @@ public final class NATSCluster: @unchecked Sendable {
         where FileManager.default.isExecutableFile(atPath: candidate) {
             return candidate
         }
-        throw NATSClusterError("nats-server is not installed: run ops/install-deps.sh --test (Debian nats-server)")
+        throw NATSClusterError(
+            "nats-server is not installed: run ops/install-deps.sh --test (Debian nats-server)")
     }
 
     private static func canConnect(_ port: UInt16) -> Bool {
