@@ -417,7 +417,10 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
                 try verify(info.pointee.Config.pointee)
                 return
             }
-            guard Self.isTransient(status, code), monotonicMicros() < deadline else {
+            // "No suitable peers for placement" while the cluster is still forming (fewer nodes
+            // known than replicas): it passes once every node has joined, or the deadline says why.
+            let forming = code == JSClusterNoPeersErr
+            guard Self.isTransient(status, code) || forming, monotonicMicros() < deadline else {
                 throw JetStreamLogError.requestFailed(
                     "opening stream \(streamName.text): \(Self.describe(status, code))")
             }
