@@ -219,7 +219,10 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     public func durableEndOffset() throws -> UInt64 {
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(0)
-        let status = js_GetStreamInfo(&info, jetStream, streamName.constant, nil, &code)
+        let (status, _) = retrying {
+            code = jsErrCode(0)
+            return (js_GetStreamInfo(&info, jetStream, streamName.constant, nil, &code), code)
+        }
         guard status == NATS_OK, let info else {
             if code == JSStreamNotFoundErr { throw JetStreamLogError.streamMissing(stream: streamName.text) }
             throw JetStreamLogError.requestFailed("stream info: \(Self.describe(status, code))")
@@ -250,7 +253,10 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         options.Config.DeliverPolicy = js_DeliverByStartSequence
         options.Config.OptStartSeq = start + 1
         var code = jsErrCode(0)
-        let status = js_SubscribeSync(&subscription, jetStream, subject.constant, nil, &options, &code)
+        let (status, _) = retrying {
+            code = jsErrCode(0)
+            return (js_SubscribeSync(&subscription, jetStream, subject.constant, nil, &options, &code), code)
+        }
         guard status == NATS_OK, let subscription else {
             throw JetStreamLogError.readFailed(
                 subject: subject.text, "ordered consumer: \(Self.describe(status, code))")
@@ -315,7 +321,12 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     private func lastSequence(_ subject: CString) throws -> UInt64? {
         var message: OpaquePointer?
         var code = jsErrCode(0)
-        let status = js_GetLastMsg(&message, jetStream, streamName.constant, subject.constant, nil, &code)
+        let (status, _) = retrying {
+            code = jsErrCode(0)
+            return (
+                js_GetLastMsg(&message, jetStream, streamName.constant, subject.constant, nil, &code), code
+            )
+        }
         if code == JSNoMessageFoundErr || status == NATS_NOT_FOUND { return nil }
         guard status == NATS_OK, let message else {
             throw JetStreamLogError.readFailed(
@@ -470,6 +481,19 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         guard config.Replicas == Int64(configuration.replicas) else {
             throw JetStreamLogError.wrongConfiguration(
                 stream: name, "\(config.Replicas) replicas, \(configuration.replicas) configured")
+        }
+    }
+
+    /// Runs a request again while it fails transiently (a stream leader being elected, a
+    /// reconnect), for up to `readWaitMillis`; returns the last outcome.
+    private func retrying(_ attempt: () -> (natsStatus, jsErrCode)) -> (natsStatus, jsErrCode) {
+        let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
+        while true {
+            let (status, code) = attempt()
+            if status == NATS_OK || !Self.isTransient(status, code) || monotonicMicros() >= deadline {
+                return (status, code)
+            }
+            usleep(100_000)
         }
     }
 
