@@ -378,8 +378,12 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         defer { natsOptions_Destroy(options) }
         let servers = configuration.servers.map { CString($0) }
         var pointers: [UnsafePointer<CChar>?] = servers.map { $0.constant }
-        var status = pointers.withUnsafeMutableBufferPointer {
-            natsOptions_SetServers(options, $0.baseAddress, Int32($0.count))
+        // The strings must outlive the call (the client copies them): without this an optimised
+        // build freed them after `pointers` was made, and the client saw garbage URLs.
+        var status = withExtendedLifetime(servers) {
+            pointers.withUnsafeMutableBufferPointer {
+                natsOptions_SetServers(options, $0.baseAddress, Int32($0.count))
+            }
         }
         // Reconnect for ever (a node restarting is routine), quickly, to any node of the list.
         if status == NATS_OK { status = natsOptions_SetMaxReconnect(options, -1) }
