@@ -13,11 +13,11 @@ let commands: [Command] = [
     ReadBench.command,
     ProjectBench.command,
     LogBench.command,
+    NATSLogBench.command,
     LoadDriver.command,
     StartupBench.command,
     StartupAfterCompactionBench.command,
     PushBench.command,
-    NATSLogBench.command,
 ]
 
 exit(
