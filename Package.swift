@@ -27,12 +27,18 @@ let package = Package(
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         // libcurl built with nghttp2 (HTTP/2) and OpenSSL: the push providers' client, in Push only.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // The NATS C client (cnats 3.4): the JetStream event log, in NATSLog only.
+        .systemLibrary(name: "CNATS", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         // Locks with condition variables and POSIX threads, shared by the modules that block.
         .target(name: "Threads", swiftSettings: strict),
 
         .target(name: "Events", dependencies: ["CLZ4", "Threads"], swiftSettings: strict),
+
+        // The event log on a NATS JetStream cluster (issue 17, docs/scale.md): Events' `EventLog`
+        // protocols over one stream of P partitions. The one module that calls libnats.
+        .target(name: "NATSLog", dependencies: ["CNATS", "Events", "Threads"], swiftSettings: strict),
 
         // Realistic synthetic tracks for benchmarks and tests.
         .target(name: "Workload", dependencies: ["Events"], swiftSettings: strict),
@@ -198,7 +204,8 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity", "Compactor", "Crypto", "Commands", "Push", "Geofences",
+                "ReadAPI", "Identity", "Compactor", "Crypto", "Commands", "Push", "Geofences", "NATSLog",
+                "NATSSupport",
             ],
             swiftSettings: strict),
 
@@ -218,6 +225,14 @@ let package = Package(
         // with the test process (setpriv --pdeathsig), for PushTests and the end-to-end tests.
         .target(
             name: "PushFakeSupport", dependencies: ["JSON", "Threads"], path: "Tests/PushFakeSupport",
+            swiftSettings: strict),
+        // The one launcher of a real three-node nats-server cluster (JetStream, routes on loopback,
+        // free ports, a scratch directory), each node under setpriv --pdeathsig: for NATSLogTests
+        // and `findmy-bench nats-log`.
+        .target(
+            name: "NATSSupport", dependencies: ["Threads"], path: "Tests/NATSSupport", swiftSettings: strict),
+        .testTarget(
+            name: "NATSLogTests", dependencies: ["NATSLog", "Events", "NATSSupport", "Threads"],
             swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
         .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),

@@ -8,14 +8,16 @@ set -euo pipefail
 # libqrencode-dev draws the setup QR codes of the panel's "Add a device" page (the QRCode module).
 # libcurl4-openssl-dev: the push providers' HTTP/2 client (the Push module; Debian's libcurl is built
 # with nghttp2).
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev postgresql-15 libjs-leaflet)
+# libnats-dev: the NATS C client (cnats 3.4), the JetStream event log (the NATSLog module, docs/scale.md).
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev libnats-dev postgresql-15 libjs-leaflet)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
 # zbar-tools: zbarimg scans the QR codes the panel draws back to their links (WebPanelTests).
 # mosquitto: the real MQTT broker the OwnTracks MQTT tests start on a free port (its config in a
 # temporary directory); mosquitto-clients: mosquitto_pub, the publisher those tests use.
 # python3-h2, python3-cryptography: the fake APNs, FCM and UnifiedPush servers (ops/tests/fake_push.py,
 # HTTP/2 over TLS; the Web Push fake decrypts with cryptography, independently of findmy).
-test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography)
+# nats-server: the three-node JetStream cluster the NATSLog tests start on free ports (docs/scale.md).
+test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography nats-server)
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then

@@ -13,6 +13,7 @@ let commands: [Command] = [
     ReadBench.command,
     ProjectBench.command,
     LogBench.command,
+    NATSLogBench.command,
     LoadDriver.command,
     StartupBench.command,
     StartupAfterCompactionBench.command,

@@ -1,0 +1,543 @@
+import CNATS
+import Events
+import Threads
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// The event log on a NATS JetStream cluster (issue 17; docs/scale.md is the user's side of this).
+//
+//   stream     one stream (`streamName`), subjects `findmy.log.0` ... `findmy.log.<P-1>`: P partitions,
+//              fixed when the stream is created; file storage, `replicas` replicas (3), a duplicate
+//              window of `duplicateWindowSeconds`
+//   message    ONE version-1 record frame (docs/log-format.md, "Record frame"): the bytes the local
+//              writer frames for a request, with salt 0 and offset 0 in the header, because the
+//              position is JetStream's, assigned when the leader stores it
+//   partition  `LogPartitioning.partition(ofDevice:)` of the record's device key (0 when none)
+//   Msg-Id     `Nats-Msg-Id` = "d<device key>-<batch id>" for a record with a batch id (a retry of a
+//              batch, through any ingest node, inside the window, is stored once), else a random
+//              id chosen once per append (so that this append's own retries are stored once)
+//   offset     stream sequence − 1. The stream's sequence counts every message of every partition,
+//              dense from 1, so it is already one total order: offsets stay one number, as every
+//              checkpoint, snapshot and write answer of findmy expects; a partition's records have
+//              increasing offsets with gaps (the other partitions'), which every reader of the
+//              local log already allows (a rewritten segment has gaps too)
+//   durable    an append returns after JetStream's publish acknowledgement: the stream leader
+//              replicated the message to a quorum (2 of 3) before answering; nats-server syncs its
+//              files on an interval, so this is "a majority of nodes had it", not "it was fsynced"
+//
+// Why one stream and not one per partition: a single sequence is the total order above for free.
+// Its cost is one Raft group, one leader, for every append: the throughput of one leader
+// (docs/scale.md has the figure). Several streams (partition sets) would need (stream, sequence)
+// offsets, which nothing in findmy speaks yet.
+
+/// What a JetStream log is, and how long to wait for it.
+public struct JetStreamLogConfiguration: Sendable {
+    /// `nats://host:port` URLs of the cluster's nodes (any of them; the client finds the others).
+    public var servers: [String]
+    public var streamName = "FINDMY_LOG"
+    public var subjectPrefix = "findmy.log"
+    /// Partitions of a new stream; an existing stream must have exactly this many.
+    public var partitionCount: Int
+    public var replicas = 3
+    /// How long JetStream remembers a `Nats-Msg-Id`: a batch retried later than this is stored
+    /// again (the fold still drops it by its batch id, docs/scale.md).
+    public var duplicateWindowSeconds = 120
+    /// Whether a missing stream is created; otherwise opening fails with `streamMissing`.
+    public var createsStream = true
+    /// An append retries (with the same Msg-Ids) until this has passed, then fails with `noQuorum`.
+    public var appendDeadlineMillis: Int64 = 10_000
+    /// Each publish attempt waits this long for its acknowledgement.
+    public var publishAckWaitMillis: Int64 = 2_000
+    /// Connecting, and creating or verifying the stream (while the cluster elects its leaders).
+    public var openDeadlineMillis: Int64 = 30_000
+    /// A read waits this long for the next message it knows is there.
+    public var readWaitMillis: Int64 = 10_000
+
+    public init(servers: [String], partitionCount: Int) {
+        self.servers = servers
+        self.partitionCount = partitionCount
+    }
+
+    public func subject(partition: Int) -> String { "\(subjectPrefix).\(partition)" }
+}
+
+/// Why the JetStream log refused or failed; each says what to do.
+public enum JetStreamLogError: Error, CustomStringConvertible, Equatable {
+    case connectFailed(String)
+    case streamMissing(stream: String)
+    case wrongPartitionCount(stream: String, found: Int, expected: Int)
+    case wrongConfiguration(stream: String, String)
+    case noQuorum(subject: String, waitedMillis: Int64, lastError: String)
+    case refused(subject: String, String)
+    case damagedMessage(subject: String, sequence: UInt64, String)
+    case readFailed(subject: String, String)
+    case requestFailed(String)
+
+    public var description: String {
+        switch self {
+        case .connectFailed(let why):
+            "cannot connect to the NATS cluster: \(why); check the nats:// URLs and that the nodes run"
+        case .streamMissing(let stream):
+            "the JetStream stream \(stream) does not exist; create it (open the log with stream creation on)"
+        case .wrongPartitionCount(let stream, let found, let expected):
+            "the JetStream stream \(stream) has \(found) partitions, this findmy is configured for \(expected); "
+                + "partitions are fixed when the stream is created: configure \(found)"
+        case .wrongConfiguration(let stream, let why):
+            "the JetStream stream \(stream) is not configured as a findmy log: \(why)"
+        case .noQuorum(let subject, let waited, let last):
+            "no acknowledgement from JetStream for \(subject) within \(waited) ms (\(last)): the stream has no "
+                + "leader with a quorum of its replicas; at least 2 of 3 NATS nodes must be up and connected. "
+                + "Nothing was acknowledged; retrying the same batch is safe"
+        case .refused(let subject, let why):
+            "JetStream refused the append to \(subject): \(why)"
+        case .damagedMessage(let subject, let sequence, let why):
+            "the message at sequence \(sequence) of \(subject) is not one findmy record: \(why)"
+        case .readFailed(let subject, let why):
+            "reading \(subject) failed: \(why)"
+        case .requestFailed(let why):
+            "a JetStream request failed: \(why)"
+        }
+    }
+}
+
+/// The event log on JetStream: `EventLogAppending` and `EventLogReading` over one stream.
+/// Safe from many threads (the C client's connection is); `close` only once nobody uses it.
+public final class JetStreamLog: EventLog, @unchecked Sendable {
+    public let configuration: JetStreamLogConfiguration
+    private let connection: OpaquePointer
+    private let jetStream: OpaquePointer
+    private let streamName: CString
+    private let subjects: [CString]
+    private let closed = Locked(false)
+
+    /// Connects, then creates the stream (when missing and `createsStream`) or checks that the
+    /// existing one has the configured partitions, storage and replicas.
+    public init(_ configuration: JetStreamLogConfiguration) throws {
+        precondition(configuration.partitionCount >= 1, "a log has at least one partition")
+        self.configuration = configuration
+        streamName = CString(configuration.streamName)
+        subjects = (0..<configuration.partitionCount).map { CString(configuration.subject(partition: $0)) }
+        (connection, jetStream) = try Self.connect(configuration)
+        do {
+            try openStream()
+        } catch {
+            // Fully initialised: `deinit` runs after this throw too, and `close` acts once.
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        let wasClosed = closed.withLock { value in
+            defer { value = true }
+            return value
+        }
+        guard !wasClosed else { return }
+        jsCtx_Destroy(jetStream)
+        natsConnection_Close(connection)
+        natsConnection_Destroy(connection)
+    }
+
+    public var partitionCount: Int { configuration.partitionCount }
+
+    public func partition(ofDevice deviceKey: UInt64) -> Int {
+        LogPartitioning.partition(ofDevice: deviceKey, partitionCount: partitionCount)
+    }
+
+    // MARK: - Appending
+
+    /// Publishes each record to its device's partition, in order, and returns once JetStream has
+    /// acknowledged every one (quorum). A publish that times out or finds no stream leader is
+    /// retried with the same Msg-Id until `appendDeadlineMillis`: JetStream stores it once.
+    public func append(batch records: [EncodedEvent]) throws -> [UInt64] {
+        var offsets: [UInt64] = []
+        offsets.reserveCapacity(records.count)
+        for record in records {
+            let partition = partition(ofDevice: record.header.deviceKey)
+            let messageID =
+                record.header.idempotencyKey == .zero
+                ? "r-\(UUID128.random())" : "d\(record.header.deviceKey)-\(record.header.idempotencyKey)"
+            let sequence = try publish(
+                Self.messageBytes(record), partition: partition, messageID: messageID)
+            offsets.append(sequence - 1)
+        }
+        return offsets
+    }
+
+    /// The bytes of a message: one record frame, salt and offset 0 (JetStream assigns the position).
+    public static func messageBytes(_ record: EncodedEvent) -> [UInt8] {
+        var header = record.header
+        header.salt = 0
+        header.offset = 0
+        return Frame.encoded(header: header, payload: record.payload)
+    }
+
+    /// Returns the stream sequence JetStream stored the message at (an earlier one for a duplicate).
+    private func publish(_ bytes: [UInt8], partition: Int, messageID: String) throws -> UInt64 {
+        let subject = subjects[partition]
+        let deadline = monotonicMicros() + configuration.appendDeadlineMillis * 1000
+        var lastError = "no attempt"
+        while true {
+            var options = jsPubOptions()
+            jsPubOptions_Init(&options)
+            options.MaxWait = configuration.publishAckWaitMillis
+            var ack: UnsafeMutablePointer<jsPubAck>?
+            var code = jsErrCode(0)
+            let status = messageID.withCString { id in
+                options.MsgId = id
+                options.ExpectStream = streamName.constant
+                return bytes.withUnsafeBytes { raw in
+                    js_Publish(
+                        &ack, jetStream, subject.constant, raw.baseAddress, Int32(raw.count), &options, &code)
+                }
+            }
+            if status == NATS_OK, let ack {
+                defer { jsPubAck_Destroy(ack) }
+                return ack.pointee.Sequence
+            }
+            lastError = Self.describe(status, code)
+            guard Self.isTransient(status, code) else {
+                throw JetStreamLogError.refused(subject: subject.text, lastError)
+            }
+            guard monotonicMicros() < deadline else {
+                throw JetStreamLogError.noQuorum(
+                    subject: subject.text, waitedMillis: configuration.appendDeadlineMillis,
+                    lastError: lastError)
+            }
+            // A new stream leader is being elected, or the client reconnects to another node.
+            usleep(50_000)
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The end of what JetStream acknowledged: the stream's last sequence (offset = sequence − 1).
+    public func durableEndOffset() throws -> UInt64 {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(0)
+        let (status, _) = retrying {
+            code = jsErrCode(0)
+            return (js_GetStreamInfo(&info, jetStream, streamName.constant, nil, &code), code)
+        }
+        guard status == NATS_OK, let info else {
+            if code == JSStreamNotFoundErr { throw JetStreamLogError.streamMissing(stream: streamName.text) }
+            throw JetStreamLogError.requestFailed("stream info: \(Self.describe(status, code))")
+        }
+        defer { jsStreamInfo_Destroy(info) }
+        return info.pointee.State.LastSeq
+    }
+
+    /// Reads `partition` from `start` with an ordered consumer (the stream leader delivers in
+    /// sequence order, no acks), up to `end` (default: the durable end when the read starts).
+    @discardableResult
+    public func read(
+        partition: Int, from start: UInt64, upTo end: UInt64? = nil, _ visit: (LogRecord) throws -> Bool
+    ) throws -> UInt64 {
+        precondition(partition >= 0 && partition < partitionCount, "partition \(partition) out of range")
+        let limit = try end ?? durableEndOffset()
+        guard start < limit else { return start }
+        let subject = subjects[partition]
+        // The partition's newest message: nothing to wait for beyond it (and nothing at all when
+        // it is below `start`).
+        guard let newest = try lastSequence(subject), newest > start else { return limit }
+        let stopSequence = min(newest, limit)
+        var subscription: OpaquePointer?
+        var options = jsSubOptions()
+        jsSubOptions_Init(&options)
+        options.Stream = streamName.constant
+        options.Ordered = true
+        options.Config.DeliverPolicy = js_DeliverByStartSequence
+        options.Config.OptStartSeq = start + 1
+        var code = jsErrCode(0)
+        let (status, _) = retrying {
+            code = jsErrCode(0)
+            return (js_SubscribeSync(&subscription, jetStream, subject.constant, nil, &options, &code), code)
+        }
+        guard status == NATS_OK, let subscription else {
+            throw JetStreamLogError.readFailed(
+                subject: subject.text, "ordered consumer: \(Self.describe(status, code))")
+        }
+        defer {
+            natsSubscription_Unsubscribe(subscription)
+            natsSubscription_Destroy(subscription)
+        }
+        while true {
+            var message: OpaquePointer?
+            let next = natsSubscription_NextMsg(&message, subscription, configuration.readWaitMillis)
+            guard next == NATS_OK, let message else {
+                throw JetStreamLogError.readFailed(
+                    subject: subject.text,
+                    "no message within \(configuration.readWaitMillis) ms while sequence \(stopSequence) "
+                        + "was expected (\(Self.describe(next, jsErrCode(0))))")
+            }
+            defer { natsMsg_Destroy(message) }
+            var metadata: UnsafeMutablePointer<jsMsgMetaData>?
+            guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
+                throw JetStreamLogError.readFailed(
+                    subject: subject.text, "a message without JetStream metadata")
+            }
+            let sequence = metadata.pointee.Sequence.Stream
+            let pending = metadata.pointee.NumPending
+            jsMsgMetaData_Destroy(metadata)
+            if sequence - 1 >= limit { return limit }
+            let record = try Self.record(message, subject: subject.text, sequence: sequence)
+            if try !visit(record) { return sequence }
+            if sequence >= stopSequence || pending == 0 { return limit }
+        }
+    }
+
+    /// The name of the node leading the stream (the one whose acknowledgement an append waits
+    /// for), nil while it has none.
+    public func streamLeader() throws -> String? {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(0)
+        let status = js_GetStreamInfo(&info, jetStream, streamName.constant, nil, &code)
+        guard status == NATS_OK, let info else {
+            throw JetStreamLogError.requestFailed("stream info: \(Self.describe(status, code))")
+        }
+        defer { jsStreamInfo_Destroy(info) }
+        guard let cluster = info.pointee.Cluster, let leader = cluster.pointee.Leader else { return nil }
+        let name = String(cString: leader)
+        return name.isEmpty ? nil : name
+    }
+
+    /// The subject and bytes of the message at `offset`, as JetStream stores them.
+    public func storedMessage(offset: UInt64) throws -> (subject: String, bytes: [UInt8]) {
+        var message: OpaquePointer?
+        var code = jsErrCode(0)
+        let status = js_GetMsg(&message, jetStream, streamName.constant, offset + 1, nil, &code)
+        guard status == NATS_OK, let message else {
+            throw JetStreamLogError.requestFailed("get message \(offset + 1): \(Self.describe(status, code))")
+        }
+        defer { natsMsg_Destroy(message) }
+        return (String(cString: natsMsg_GetSubject(message)), Self.data(message))
+    }
+
+    /// The sequence of the newest message of `subject`, nil when it has none.
+    private func lastSequence(_ subject: CString) throws -> UInt64? {
+        var message: OpaquePointer?
+        var code = jsErrCode(0)
+        let (status, _) = retrying {
+            code = jsErrCode(0)
+            return (
+                js_GetLastMsg(&message, jetStream, streamName.constant, subject.constant, nil, &code), code
+            )
+        }
+        if code == JSNoMessageFoundErr || status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let message else {
+            throw JetStreamLogError.readFailed(
+                subject: subject.text, "last message: \(Self.describe(status, code))")
+        }
+        defer { natsMsg_Destroy(message) }
+        return natsMsg_GetSequence(message)
+    }
+
+    private static func data(_ message: OpaquePointer) -> [UInt8] {
+        let count = Int(natsMsg_GetDataLength(message))
+        guard count > 0, let data = natsMsg_GetData(message) else { return [] }
+        return data.withMemoryRebound(to: UInt8.self, capacity: count) {
+            Array(UnsafeBufferPointer(start: $0, count: count))
+        }
+    }
+
+    /// A message as a log record: exactly one valid frame (rules 1-6 of docs/log-format.md), a
+    /// request's record (not a group record or a seal); its offset is the sequence's.
+    static func record(_ message: OpaquePointer, subject: String, sequence: UInt64) throws -> LogRecord {
+        let bytes = data(message)
+        var decoder = FrameDecoder()
+        decoder.append(bytes)
+        let damaged = { (why: String) in
+            JetStreamLogError.damagedMessage(subject: subject, sequence: sequence, why)
+        }
+        guard case .frame(let frame) = decoder.next() else {
+            throw damaged("not a whole, valid record frame (\(bytes.count) bytes)")
+        }
+        guard decoder.pendingBytes == 0 else { throw damaged("bytes after the record frame") }
+        guard frame.group == nil, !frame.header.isSeal, !frame.header.isGroup else {
+            throw damaged("a group record or a seal, where one request's record belongs")
+        }
+        var header = frame.header
+        header.offset = sequence - 1
+        return LogRecord(
+            header: header, storedPayload: frame.payload, segmentPath: subject, position: Int(sequence))
+    }
+
+    // MARK: - Opening
+
+    private static func connect(_ configuration: JetStreamLogConfiguration) throws -> (
+        OpaquePointer, OpaquePointer
+    ) {
+        var options: OpaquePointer?
+        guard natsOptions_Create(&options) == NATS_OK, let options else {
+            throw JetStreamLogError.connectFailed("cannot create client options")
+        }
+        defer { natsOptions_Destroy(options) }
+        let servers = configuration.servers.map { CString($0) }
+        var pointers: [UnsafePointer<CChar>?] = servers.map { $0.constant }
+        // The strings must outlive the call (the client copies them): without this an optimised
+        // build freed them after `pointers` was made, and the client saw garbage URLs.
+        var status = withExtendedLifetime(servers) {
+            pointers.withUnsafeMutableBufferPointer {
+                natsOptions_SetServers(options, $0.baseAddress, Int32($0.count))
+            }
+        }
+        // Reconnect for ever (a node restarting is routine), quickly, to any node of the list.
+        if status == NATS_OK { status = natsOptions_SetMaxReconnect(options, -1) }
+        if status == NATS_OK { status = natsOptions_SetReconnectWait(options, 100) }
+        if status == NATS_OK { status = natsOptions_SetTimeout(options, 2_000) }
+        guard status == NATS_OK else {
+            throw JetStreamLogError.connectFailed("bad server list: \(describe(status, jsErrCode(0)))")
+        }
+        var connection: OpaquePointer?
+        let deadline = monotonicMicros() + configuration.openDeadlineMillis * 1000
+        while true {
+            status = natsConnection_Connect(&connection, options)
+            if status == NATS_OK, connection != nil { break }
+            guard monotonicMicros() < deadline else {
+                throw JetStreamLogError.connectFailed(
+                    "\(configuration.servers.joined(separator: ",")): \(describe(status, jsErrCode(0)))")
+            }
+            usleep(100_000)
+        }
+        var jsOptions = jsOptions()
+        jsOptions_Init(&jsOptions)
+        jsOptions.Wait = configuration.publishAckWaitMillis
+        var jetStream: OpaquePointer?
+        guard natsConnection_JetStream(&jetStream, connection, &jsOptions) == NATS_OK, let jetStream else {
+            natsConnection_Destroy(connection)
+            throw JetStreamLogError.connectFailed("cannot create a JetStream context")
+        }
+        return (connection!, jetStream)
+    }
+
+    /// Creates or verifies the stream, retrying while the cluster has no JetStream leader yet.
+    private func openStream() throws {
+        let deadline = monotonicMicros() + configuration.openDeadlineMillis * 1000
+        while true {
+            var info: UnsafeMutablePointer<jsStreamInfo>?
+            var code = jsErrCode(0)
+            var status = js_GetStreamInfo(&info, jetStream, streamName.constant, nil, &code)
+            if code == JSStreamNotFoundErr {
+                guard configuration.createsStream else {
+                    throw JetStreamLogError.streamMissing(stream: streamName.text)
+                }
+                status = createStream(&info, &code)
+            }
+            if status == NATS_OK, let info {
+                defer { jsStreamInfo_Destroy(info) }
+                try verify(info.pointee.Config.pointee)
+                return
+            }
+            // "No suitable peers for placement" while the cluster is still forming (fewer nodes
+            // known than replicas): it passes once every node has joined, or the deadline says why.
+            let forming = code == JSClusterNoPeersErr
+            guard Self.isTransient(status, code) || forming, monotonicMicros() < deadline else {
+                throw JetStreamLogError.requestFailed(
+                    "opening stream \(streamName.text): \(Self.describe(status, code))")
+            }
+            usleep(100_000)
+        }
+    }
+
+    private func createStream(_ info: inout UnsafeMutablePointer<jsStreamInfo>?, _ code: inout jsErrCode)
+        -> natsStatus
+    {
+        var config = jsStreamConfig()
+        jsStreamConfig_Init(&config)
+        var subjectPointers: [UnsafePointer<CChar>?] = subjects.map { $0.constant }
+        return subjectPointers.withUnsafeMutableBufferPointer { buffer in
+            config.Name = streamName.constant
+            config.Subjects = buffer.baseAddress
+            config.SubjectsLen = Int32(buffer.count)
+            config.Storage = js_FileStorage
+            config.Replicas = Int64(configuration.replicas)
+            config.Retention = js_LimitsPolicy
+            // Nanoseconds.
+            config.Duplicates = Int64(configuration.duplicateWindowSeconds) * 1_000_000_000
+            // Purging would empty a partition whole; retention deletes expired messages one by one.
+            config.DenyPurge = true
+            return js_AddStream(&info, jetStream, &config, nil, &code)
+        }
+    }
+
+    private func verify(_ config: jsStreamConfig) throws {
+        let name = streamName.text
+        let found = (0..<Int(config.SubjectsLen)).compactMap { index in
+            config.Subjects[index].map { String(cString: $0) }
+        }
+        let expected = subjects.map(\.text)
+        guard found.count == expected.count else {
+            throw JetStreamLogError.wrongPartitionCount(
+                stream: name, found: found.count, expected: expected.count)
+        }
+        guard Set(found) == Set(expected) else {
+            throw JetStreamLogError.wrongConfiguration(
+                stream: name, "its subjects are \(found.joined(separator: ", ")), not \(expected.first!)...")
+        }
+        guard config.Storage == js_FileStorage else {
+            throw JetStreamLogError.wrongConfiguration(
+                stream: name, "memory storage; a log needs file storage")
+        }
+        guard config.Replicas == Int64(configuration.replicas) else {
+            throw JetStreamLogError.wrongConfiguration(
+                stream: name, "\(config.Replicas) replicas, \(configuration.replicas) configured")
+        }
+    }
+
+    /// Runs a request again while it fails transiently (a stream leader being elected, a
+    /// reconnect), for up to `readWaitMillis`; returns the last outcome.
+    private func retrying(_ attempt: () -> (natsStatus, jsErrCode)) -> (natsStatus, jsErrCode) {
+        let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
+        while true {
+            let (status, code) = attempt()
+            if status == NATS_OK || !Self.isTransient(status, code) || monotonicMicros() >= deadline {
+                return (status, code)
+            }
+            usleep(100_000)
+        }
+    }
+
+    // MARK: - Errors
+
+    /// A timeout, no responders (no stream leader yet), a reconnect in progress, or the cluster
+    /// saying JetStream is temporarily unavailable: worth another attempt with the same Msg-Id.
+    static func isTransient(_ status: natsStatus, _ code: jsErrCode) -> Bool {
+        // No responders: nobody listens on the subject now, as while a new stream leader is
+        // elected (the client reports it with the "JetStream not enabled" code).
+        if code == JSClusterNotAvailErr || status == NATS_NO_RESPONDERS { return true }
+        if code != jsErrCode(0) { return false }
+        return status == NATS_TIMEOUT
+            || status == NATS_CONNECTION_DISCONNECTED
+            || status == NATS_NOT_YET_CONNECTED || status == NATS_STALE_CONNECTION
+    }
+
+    static func describe(_ status: natsStatus, _ code: jsErrCode) -> String {
+        var text = String(cString: natsStatus_GetText(status))
+        if code != jsErrCode(0) { text += " (JetStream error \(code.rawValue))" }
+        var last = NATS_OK
+        if let detail = nats_GetLastError(&last) {
+            let detailText = String(cString: detail)
+            if !detailText.isEmpty && detailText != text { text += ": \(detailText)" }
+        }
+        return text
+    }
+}
+
+/// A C string owned for the life of the log (the C client keeps pointers to some of them).
+final class CString: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<CChar>
+    let text: String
+
+    init(_ text: String) {
+        self.text = text
+        pointer = strdup(text)!
+    }
+
+    var constant: UnsafePointer<CChar> { UnsafePointer(pointer) }
+
+    deinit { free(pointer) }
+}

@@ -1,0 +1,227 @@
+import Events
+import Foundation
+import NATSLog
+import NATSSupport
+import Testing
+import Threads
+
+// Against a real three-node nats-server cluster (Tests/NATSSupport): each test starts its own on
+// free ports and the cluster's deinit kills and reaps every node, whether the test passes or not.
+// Serialized: three JetStream servers per test are enough for a shared two-core machine.
+
+private func fixBatch(device: UInt64, index: Int) -> EncodedEvent {
+    let fixes = (0..<(1 + index % 3)).map { fix in
+        Fix(
+            latitude: 52.52 + Double(device) * 0.01 + Double(fix) * 0.0001, longitude: 13.405,
+            accuracyMeters: 12, batteryPercent: UInt8(50 + fix), source: "significant",
+            recordedAtMicros: 1_780_000_000_000_000 + Int64(index) * 60_000_000 + Int64(fix))
+    }
+    return EventCodec.encode(
+        .fixBatch(FixBatch(deviceID: device, batchID: UUID128.random(), fixes: fixes)),
+        receivedAtMicros: 1_780_000_100_000_000 + Int64(index))
+}
+
+private func userCreated(_ id: UInt64) -> EncodedEvent {
+    EventCodec.encode(
+        .userCreated(
+            UserCreated(
+                userID: id, name: "user\(id)", role: .member, tokenHash: Array(repeating: 7, count: 32))),
+        receivedAtMicros: 1_780_000_000_000_000)
+}
+
+private func configuration(_ cluster: NATSCluster, partitions: Int = 4) -> JetStreamLogConfiguration {
+    var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: partitions)
+    configuration.appendDeadlineMillis = 30_000
+    return configuration
+}
+
+/// Every record of `partition`, in the order read.
+private func readPartition(_ log: JetStreamLog, _ partition: Int, from start: UInt64 = 0) throws
+    -> [LogRecord]
+{
+    var records: [LogRecord] = []
+    try log.read(partition: partition, from: start, upTo: nil) { record in
+        records.append(record)
+        return true
+    }
+    return records
+}
+
+@Suite(.serialized) struct JetStreamLogTests {
+    /// What goes in comes out: per partition, in append order, the same header and stored payload,
+    /// and JetStream holds exactly one record frame per message, the local writer's bytes.
+    @Test func appendedRecordsReadBackByteIdenticalInOrderPerPartition() throws {
+        let cluster = try NATSCluster()
+        let log = try JetStreamLog(configuration(cluster))
+        var appended: [(record: EncodedEvent, offset: UInt64)] = []
+        var all: [EncodedEvent] = [userCreated(1)]
+        for index in 0..<5 {
+            for device in UInt64(1)...12 { all.append(fixBatch(device: device, index: index)) }
+        }
+        all.append(userCreated(2))
+        var position = 0
+        for size in [1, 7, 2, 30, 100] where position < all.count {
+            let batch = Array(all[position..<min(all.count, position + size)])
+            let offsets = try log.append(batch: batch)
+            #expect(offsets.count == batch.count)
+            appended += zip(batch, offsets).map { ($0, $1) }
+            position += batch.count
+        }
+        #expect(appended.map(\.offset) == Array(0..<UInt64(all.count)), "offsets are stream sequences − 1")
+        #expect(try log.durableEndOffset() == UInt64(all.count))
+
+        for partition in 0..<log.partitionCount {
+            let expected = appended.filter {
+                log.partition(ofDevice: $0.record.header.deviceKey) == partition
+            }
+            let read = try readPartition(log, partition)
+            #expect(read.map(\.offset) == expected.map(\.offset), "partition \(partition) in append order")
+            for (record, (encoded, offset)) in zip(read, expected) {
+                var header = encoded.header
+                header.offset = offset
+                #expect(record.header == header)
+                #expect(record.storedPayload == encoded.payload)
+                let stored = try log.storedMessage(offset: offset)
+                #expect(stored.subject == "findmy.log.\(partition)")
+                #expect(stored.bytes == JetStreamLog.messageBytes(encoded))
+                #expect(
+                    try record.event() == EventCodec.decode(header: encoded.header, stored: encoded.payload))
+            }
+            // From the middle: the suffix, nothing before it.
+            if expected.count > 2 {
+                let middle = expected[expected.count / 2].offset
+                #expect(
+                    try readPartition(log, partition, from: middle).map(\.offset)
+                        == expected.filter { $0.offset >= middle }.map(\.offset))
+            }
+        }
+        #expect(Set(appended.map { log.partition(ofDevice: $0.record.header.deviceKey) }).count == 4)
+
+        // The local log takes the same batch through the same protocol and gives the same events.
+        let directory = NSTemporaryDirectory() + "findmy-eventlog-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let writer = try LogWriter(directory: directory)
+        let localOffsets = try (writer as any EventLogAppending).append(batch: all)
+        #expect(localOffsets == Array(0..<UInt64(all.count)))
+        var localEvents: [Event] = []
+        try (LogReader(directory: directory, writer: writer) as any EventLogReading).read(
+            partition: 0, from: 0, upTo: nil
+        ) { record in
+            localEvents.append(try record.event())
+            return true
+        }
+        #expect(localEvents == all.map { try! EventCodec.decode(header: $0.header, stored: $0.payload) })
+        writer.close()
+    }
+
+    /// A batch retried through another ingest node (another connection, another node) is stored
+    /// once: the second append answers with the first one's offset.
+    @Test func aRetriedBatchIDIsOneMessage() throws {
+        let cluster = try NATSCluster()
+        let first = try JetStreamLog(configuration(cluster))
+        var second = configuration(cluster)
+        second.servers = [cluster.urls[2], cluster.urls[1]]
+        let other = try JetStreamLog(second)
+        let batch = fixBatch(device: 42, index: 0)
+        let before = try first.append(batch: [fixBatch(device: 42, index: 1)])
+        let offset = try first.append(batch: [batch])
+        #expect(try other.append(batch: [batch]) == offset)
+        #expect(try first.append(batch: [batch]) == offset)
+        #expect(try first.durableEndOffset() == 2)
+        let read = try readPartition(other, other.partition(ofDevice: 42))
+        #expect(read.map(\.offset) == before + offset)
+        #expect(read.filter { $0.header.idempotencyKey == batch.header.idempotencyKey }.count == 1)
+    }
+
+    /// With the stream's leader killed, appends still succeed (a new leader, 2 of 3 replicas) and
+    /// nothing acknowledged before is missing.
+    @Test func withOneNodeKilledAppendsStillSucceed() throws {
+        let cluster = try NATSCluster()
+        let log = try JetStreamLog(configuration(cluster))
+        var offsets = try log.append(batch: (0..<10).map { fixBatch(device: UInt64($0 + 1), index: 0) })
+        let leader = try #require(try log.streamLeader())
+        let index = try #require(cluster.nodes.firstIndex { $0.name == leader })
+        cluster.kill(index)
+        let after = (0..<10).map { fixBatch(device: UInt64($0 + 1), index: 1) }
+        offsets += try log.append(batch: after)
+        #expect(offsets.count == 20)
+        #expect(try log.streamLeader() != leader)
+        var seen: [UInt64] = []
+        for partition in 0..<log.partitionCount {
+            seen += try readPartition(log, partition).map(\.offset)
+        }
+        #expect(seen.sorted() == offsets.sorted(), "every acknowledged record, once")
+    }
+
+    /// With two of three nodes killed there is no quorum: an append fails with a clear error and
+    /// returns no offset. Once the nodes are back, retrying the same batch stores it exactly once.
+    @Test func withTwoNodesKilledAnAppendFailsClearlyAndARetryLaterIsStoredOnce() throws {
+        let cluster = try NATSCluster()
+        var settings = configuration(cluster)
+        settings.appendDeadlineMillis = 4_000
+        let log = try JetStreamLog(settings)
+        _ = try log.append(batch: [fixBatch(device: 7, index: 0)])
+        cluster.kill(1)
+        cluster.kill(2)
+        let batch = fixBatch(device: 7, index: 1)
+        var acknowledged: [UInt64]?
+        do {
+            acknowledged = try log.append(batch: [batch])
+            Issue.record("an append without a quorum returned offsets")
+        } catch let error as JetStreamLogError {
+            guard case .noQuorum = error else {
+                Issue.record("expected noQuorum, got \(error)")
+                return
+            }
+            #expect("\(error)".contains("quorum"))
+            #expect("\(error)".contains("Nothing was acknowledged"))
+        }
+        #expect(acknowledged == nil)
+        try cluster.restart(1)
+        try cluster.restart(2)
+        var later = configuration(cluster)
+        later.appendDeadlineMillis = 60_000
+        let again = try JetStreamLog(later)
+        let offset = try again.append(batch: [batch])
+        let read = try readPartition(again, again.partition(ofDevice: 7))
+        #expect(
+            read.filter { $0.header.idempotencyKey == batch.header.idempotencyKey }.map(\.offset) == offset)
+        #expect(read.count == 2)
+    }
+
+    /// The partition count is fixed at creation: opening with another count is refused, naming
+    /// both; a missing stream is refused when creation is off.
+    @Test func aStreamIsCheckedWhenOpened() throws {
+        let cluster = try NATSCluster()
+        _ = try JetStreamLog(configuration(cluster, partitions: 4))
+        #expect(throws: JetStreamLogError.wrongPartitionCount(stream: "FINDMY_LOG", found: 4, expected: 8)) {
+            try JetStreamLog(configuration(cluster, partitions: 8))
+        }
+        var missing = configuration(cluster)
+        missing.streamName = "FINDMY_OTHER"
+        missing.subjectPrefix = "findmy.other"
+        missing.createsStream = false
+        #expect(throws: JetStreamLogError.streamMissing(stream: "FINDMY_OTHER")) {
+            try JetStreamLog(missing)
+        }
+    }
+}
+
+/// A device's partition is a fixed function of its id, the same in every process and release
+/// (the values pinned here come from an independent FNV-1a in Python; a change here moves
+/// devices between partitions).
+@Test func aDeviceAlwaysLandsInTheSamePartition() {
+    #expect(
+        (1...8).map { LogPartitioning.partition(ofDevice: UInt64($0), partitionCount: 8) }
+            == [4, 7, 6, 1, 0, 3, 2, 5])
+    #expect(LogPartitioning.partition(ofDevice: 0, partitionCount: 8) == 0)
+    for device in UInt64(1)...1000 {
+        let partition = LogPartitioning.partition(ofDevice: device, partitionCount: 16)
+        #expect(partition == LogPartitioning.partition(ofDevice: device, partitionCount: 16))
+    }
+    var counts = [Int](repeating: 0, count: 16)
+    for device in UInt64(1)...16_000 {
+        counts[LogPartitioning.partition(ofDevice: device, partitionCount: 16)] += 1
+    }
+    #expect(counts.allSatisfy { $0 > 800 && $0 < 1200 }, "spread: \(counts)")
+}

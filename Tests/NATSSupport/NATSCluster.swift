@@ -1,0 +1,176 @@
+import Foundation
+import Threads
+
+/// A real three-node Debian `nats-server` cluster with JetStream, on free loopback ports, its
+/// configuration and file stores in a scratch directory: for NATSLogTests and the bench.
+///
+/// No node outlives the test process: each runs as `setpriv --pdeathsig TERM -- nats-server -c
+/// FILE` through Threads' `spawnChild`, like Tests/MosquittoSupport's broker, so a test process
+/// that dies in any way takes the cluster with it; releasing the cluster kills (SIGKILL) and
+/// reaps every node and removes the directory.
+public final class NATSCluster: @unchecked Sendable {
+    public struct Node: Sendable {
+        public var name: String
+        public var clientPort: UInt16
+        public var routePort: UInt16
+    }
+
+    public let directory: String
+    public private(set) var nodes: [Node] = []
+    private var pids: [pid_t?] = []
+
+    /// Starts `count` nodes and returns once every one accepts client connections (JetStream's
+    /// leaders are elected after that; `JetStreamLog` waits for them when it opens).
+    public init(count: Int = 3, directory: String? = nil) throws {
+        self.directory = directory ?? NSTemporaryDirectory() + "findmy-nats-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
+        var lastError = ""
+        for _ in 0..<5 {
+            var ports: [UInt16] = []
+            var sockets: [Int32] = []
+            // Holds every port until all are chosen, so that the six are distinct.
+            for _ in 0..<(2 * count) {
+                let (socket, port) = try Self.reservePort()
+                sockets.append(socket)
+                ports.append(port)
+            }
+            for socket in sockets { close(socket) }
+            let candidates = (0..<count).map {
+                Node(name: "n\($0 + 1)", clientPort: ports[2 * $0], routePort: ports[2 * $0 + 1])
+            }
+            nodes = candidates
+            pids = Array(repeating: nil, count: count)
+            do {
+                for index in 0..<count { try start(index) }
+                return
+            } catch {
+                lastError = "\(error)"
+                stopAll()
+            }
+        }
+        try? FileManager.default.removeItem(atPath: self.directory)
+        throw NATSClusterError("the nats-server cluster did not start: \(lastError)")
+    }
+
+    deinit {
+        stopAll()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The client URLs of every node, for `JetStreamLogConfiguration.servers`.
+    public var urls: [String] { nodes.map { "nats://127.0.0.1:\($0.clientPort)" } }
+
+    /// The process id of node `index` while it runs.
+    public func processID(_ index: Int) -> pid_t? { pids[index] }
+
+    /// SIGKILL and reap node `index` (its file store stays). Idempotent.
+    public func kill(_ index: Int) {
+        guard let running = pids[index] else { return }
+        pids[index] = nil
+        Foundation.kill(running, SIGKILL)
+        reapChild(running)
+    }
+
+    /// Starts node `index` again on its ports with its file store (after `kill`).
+    public func restart(_ index: Int) throws {
+        kill(index)
+        try start(index)
+    }
+
+    public func stopAll() {
+        for index in pids.indices { kill(index) }
+    }
+
+    /// The last lines a node logged, for a failing test's message.
+    public func log(_ index: Int) -> String {
+        let text =
+            (try? String(contentsOfFile: directory + "/\(nodes[index].name).log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(20).joined(separator: "\n")
+    }
+
+    private func start(_ index: Int) throws {
+        let node = nodes[index]
+        let configuration = directory + "/\(node.name).conf"
+        let routes = nodes.map { "nats-route://127.0.0.1:\($0.routePort)" }.joined(separator: ", ")
+        let text = """
+            server_name: \(node.name)
+            listen: 127.0.0.1:\(node.clientPort)
+            jetstream {
+              store_dir: "\(directory)/\(node.name)-store"
+              max_memory_store: 64MB
+              max_file_store: 1GB
+            }
+            cluster {
+              name: findmy-test
+              listen: 127.0.0.1:\(node.routePort)
+              routes: [\(routes)]
+            }
+
+            """
+        try text.write(toFile: configuration, atomically: true, encoding: .utf8)
+        let logPath = directory + "/\(node.name).log"
+        let pid = try spawnChild(
+            [
+                setprivPath, "--pdeathsig", "TERM", "--", try Self.executable(), "-c", configuration, "-l",
+                logPath,
+            ],
+            outputPath: directory + "/\(node.name).out")
+        pids[index] = pid
+        let deadline = Date().addingTimeInterval(30)
+        while !Self.canConnect(node.clientPort) {
+            guard !childEnded(pid), Date() < deadline else {
+                kill(index)
+                throw NATSClusterError("nats-server \(node.name) did not come up: \(log(index))")
+            }
+            usleep(10_000)
+        }
+    }
+
+    public static func executable() throws -> String {
+        for candidate in ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+        where FileManager.default.isExecutableFile(atPath: candidate) {
+            return candidate
+        }
+        throw NATSClusterError(
+            "nats-server is not installed: run ops/install-deps.sh --test (Debian nats-server)")
+    }
+
+    private static func canConnect(_ port: UInt16) -> Bool {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+
+    /// A bound socket on a free port; closed by the caller once every port is chosen.
+    private static func reservePort() throws -> (Int32, UInt16) {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
+            }
+        }
+        guard bound else {
+            close(socket)
+            throw NATSClusterError("no free port: errno \(errno)")
+        }
+        return (socket, UInt16(bigEndian: address.sin_port))
+    }
+}
+
+public struct NATSClusterError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
