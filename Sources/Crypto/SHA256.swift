@@ -1,21 +1,37 @@
 import CCrypto
 
-/// SHA-256 through libcrypto's one-shot `EVP_Digest`.
+/// SHA-256 through libcrypto's EVP interface.
 public enum SHA256 {
     public static let digestByteCount = 32
 
     public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        let contiguous = Array(bytes)
+        if let digest = bytes.withContiguousStorageIfAvailable({
+            hash(concatenating: [UnsafeRawBufferPointer($0)])
+        }) {
+            return digest
+        }
+        return Array(bytes).withUnsafeBytes { hash(concatenating: [$0]) }
+    }
+
+    /// SHA-256 of `parts` one after the other, read where they are: a request body of hundreds of
+    /// kilobytes is hashed with its prefix without being copied next to it first.
+    public static func hash(concatenating parts: [UnsafeRawBufferPointer]) -> [UInt8] {
+        // Fails only when libcrypto cannot allocate or the provider is missing: nothing to recover.
+        guard let context = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed") }
+        defer { EVP_MD_CTX_free(context) }
+        // The calls are kept out of `precondition`, which -Ounchecked would drop with them.
+        let started = EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        precondition(started == 1, "EVP_DigestInit_ex(SHA-256) failed")
+        for part in parts where !part.isEmpty {
+            let updated = EVP_DigestUpdate(context, part.baseAddress, part.count)
+            precondition(updated == 1, "EVP_DigestUpdate failed")
+        }
         var digest = [UInt8](repeating: 0, count: digestByteCount)
         var digestLength: UInt32 = 0
-        let ok = contiguous.withUnsafeBytes { input in
-            digest.withUnsafeMutableBufferPointer { output in
-                EVP_Digest(
-                    input.baseAddress, input.count, output.baseAddress, &digestLength, EVP_sha256(), nil)
-            }
+        let ok = digest.withUnsafeMutableBufferPointer { output in
+            EVP_DigestFinal_ex(context, output.baseAddress, &digestLength)
         }
-        // Fails only when libcrypto cannot allocate or the provider is missing: nothing to recover.
-        precondition(ok == 1 && digestLength == UInt32(digestByteCount), "EVP_Digest(SHA-256) failed")
+        precondition(ok == 1 && digestLength == UInt32(digestByteCount), "EVP_DigestFinal_ex(SHA-256) failed")
         return digest
     }
 }

@@ -175,26 +175,14 @@ public enum ReportDecoder {
         let longitude = try number(
             fields.longitude, "longitude", required: true,
             in: Limits.longitudeDegreesMin...Limits.longitudeDegreesMax)!
-        let accuracy = try number(fields.accuracy, "accuracy_m", required: true, in: nil)!
-        guard accuracy > 0, accuracy <= Limits.accuracyMetersMax else {
-            throw FixRejection(
-                .outOfRange,
-                "accuracy_m must be within (0, \(format(Limits.accuracyMetersMax))] metres, got \(accuracy)")
-        }
+        let accuracy = try checkedAccuracy(number(fields.accuracy, "accuracy_m", required: true, in: nil)!)
         let altitude = try number(
             fields.altitude, "altitude_m", required: false,
             in: Limits.altitudeMetersMin...Limits.altitudeMetersMax)
         let speed = try number(
             fields.speed, "speed_mps", required: false,
             in: Limits.speedMetersPerSecondMin...Limits.speedMetersPerSecondMax)
-        let heading = try number(fields.heading, "heading_deg", required: false, in: nil)
-        if let heading, !(heading >= Limits.headingDegreesMin && heading < Limits.headingDegreesMax) {
-            let hint = heading == Limits.headingDegreesMax ? "; send 0" : ""
-            throw FixRejection(
-                .outOfRange,
-                "heading_deg must be within [\(format(Limits.headingDegreesMin)), \(format(Limits.headingDegreesMax))), got \(heading)\(hint)"
-            )
-        }
+        let heading = try number(fields.heading, "heading_deg", required: false, in: nil).map(checkedHeading)
         let battery = try batteryPercent(fields.battery)
         let charging = try optionalBool(fields.charging, "is_charging")
         let source = try decodeSource(fields.source)
@@ -204,7 +192,20 @@ public enum ReportDecoder {
         } else {
             recordedAt = try timestamp(fields.recordedAt)
         }
+        return try checkedAge(
+            Fix(
+                latitude: latitude, longitude: longitude, accuracyMeters: accuracy, altitudeMeters: altitude,
+                speedMetersPerSecond: speed, headingDegrees: heading, batteryPercent: battery,
+                isCharging: charging, source: source, recordedAtMicros: recordedAt),
+            receivedAtMicros: receivedAtMicros, limits: limits)
+    }
+
+    /// The retention window and the clock flag, the last rules of every fix.
+    static func checkedAge(_ fix: Fix, receivedAtMicros: Int64, limits: IngestLimits) throws(FixRejection)
+        -> Fix
+    {
         // A wrong device clock can make a fix look young; its age counts from the earlier clock.
+        let recordedAt = fix.recordedAtMicros
         let ageMicros = receivedAtMicros - min(recordedAt, receivedAtMicros)
         guard ageMicros <= limits.retentionMicros else {
             throw FixRejection(
@@ -212,12 +213,31 @@ public enum ReportDecoder {
                 "recorded_at \(RFC3339.formatMillis(recordedAt)) is older than the retention window of \(limits.retentionDays) days"
             )
         }
-        return Fix(
-            latitude: latitude, longitude: longitude, accuracyMeters: accuracy, altitudeMeters: altitude,
-            speedMetersPerSecond: speed, headingDegrees: heading, batteryPercent: battery,
-            isCharging: charging,
-            source: source, recordedAtMicros: recordedAt,
-            clockSuspect: recordedAt > receivedAtMicros + limits.clockSkewToleranceMicros)
+        var valid = fix
+        valid.clockSuspect = recordedAt > receivedAtMicros + limits.clockSkewToleranceMicros
+        return valid
+    }
+
+    static func checkedAccuracy(_ accuracy: Double) throws(FixRejection) -> Double {
+        guard accuracy > 0, accuracy <= IngestLimits.accuracyMetersMax else {
+            throw FixRejection(
+                .outOfRange,
+                "accuracy_m must be within (0, \(format(IngestLimits.accuracyMetersMax))] metres, got \(accuracy)"
+            )
+        }
+        return accuracy
+    }
+
+    static func checkedHeading(_ heading: Double) throws(FixRejection) -> Double {
+        typealias Limits = IngestLimits
+        guard heading >= Limits.headingDegreesMin && heading < Limits.headingDegreesMax else {
+            let hint = heading == Limits.headingDegreesMax ? "; send 0" : ""
+            throw FixRejection(
+                .outOfRange,
+                "heading_deg must be within [\(format(Limits.headingDegreesMin)), \(format(Limits.headingDegreesMax))), got \(heading)\(hint)"
+            )
+        }
+        return heading
     }
 
     /// The fix rules for a fix an app's protocol decoder built (`IngestService.submit`): the same
@@ -226,27 +246,37 @@ public enum ReportDecoder {
     public static func validate(_ fix: Fix, receivedAtMicros: Int64, limits: IngestLimits)
         throws(FixRejection) -> Fix
     {
-        func present(_ value: Double?) -> JSONValue? { value.map { .double($0) } }
-        // Reuses the one set of rules; the values go through them as a JSON decoder would give them.
-        var fields = FixFields()
-        fields.latitude = .double(fix.latitude)
-        fields.longitude = .double(fix.longitude)
-        // A known accuracy keeps its rule; unknown is checked separately below.
-        fields.accuracy = .double(fix.accuracyMeters ?? 1)
-        fields.altitude = present(fix.altitudeMeters)
-        fields.speed = present(fix.speedMetersPerSecond)
-        fields.heading = present(fix.headingDegrees)
-        fields.battery = fix.batteryPercent.map { .integer(Int64($0)) }
-        fields.charging = fix.isCharging.map { .bool($0) }
-        fields.source = .string(fix.source)
+        typealias Limits = IngestLimits
+        // The rules of `validate(_:receivedAtMicros:limits:recordedAtMicros:)` in its order, on the
+        // values as they are (a decoded fix has no wrong types), so the answers are the same.
         guard fix.recordedAtMicros >= RFC3339.microsMin, fix.recordedAtMicros <= RFC3339.microsMax else {
             throw FixRejection(.badTimestamp, "the fix time is outside years 0001 to 9999 in UTC")
         }
-        var valid = try validate(
-            fields, receivedAtMicros: receivedAtMicros, limits: limits, recordedAtMicros: fix.recordedAtMicros
-        )
-        valid.accuracyMeters = fix.accuracyMeters
-        return valid
+        var valid = fix
+        valid.latitude = try checkedNumber(
+            fix.latitude, "latitude", in: Limits.latitudeDegreesMin...Limits.latitudeDegreesMax)
+        valid.longitude = try checkedNumber(
+            fix.longitude, "longitude", in: Limits.longitudeDegreesMin...Limits.longitudeDegreesMax)
+        // Unknown accuracy (nil) is allowed here; a known one keeps its rule.
+        if let accuracy = fix.accuracyMeters {
+            _ = try checkedAccuracy(checkedNumber(accuracy, "accuracy_m", in: nil))
+        }
+        if let altitude = fix.altitudeMeters {
+            _ = try checkedNumber(
+                altitude, "altitude_m", in: Limits.altitudeMetersMin...Limits.altitudeMetersMax)
+        }
+        if let speed = fix.speedMetersPerSecond {
+            _ = try checkedNumber(
+                speed, "speed_mps", in: Limits.speedMetersPerSecondMin...Limits.speedMetersPerSecondMax)
+        }
+        if let heading = fix.headingDegrees {
+            _ = try checkedHeading(checkedNumber(heading, "heading_deg", in: nil))
+        }
+        if let battery = fix.batteryPercent {
+            _ = try checkedBattery(Double(battery))
+        }
+        try checkedSource(fix.source)
+        return try checkedAge(valid, receivedAtMicros: receivedAtMicros, limits: limits)
     }
 
     /// The members of one fix, before their rules are applied.
@@ -288,6 +318,13 @@ public enum ReportDecoder {
         case .double(let double): number = double
         default: throw FixRejection(.wrongType, "\(key) must be a number, found \(value.typeName)")
         }
+        return try checkedNumber(number, key, in: range)
+    }
+
+    /// A number's rules once it is a number: finite, and within `range` when there is one.
+    static func checkedNumber(_ number: Double, _ key: String, in range: ClosedRange<Double>?)
+        throws(FixRejection) -> Double
+    {
         // The parser never produces NaN or infinities; the check keeps this true for any caller.
         guard number.isFinite else {
             throw FixRejection(.outOfRange, "\(key) must be a finite number, got \(number)")
@@ -315,6 +352,10 @@ public enum ReportDecoder {
             throw FixRejection(
                 .wrongType, "battery_pct must be a whole number 0 to 100, found \(value.typeName)")
         }
+        return try checkedBattery(number)
+    }
+
+    static func checkedBattery(_ number: Double) throws(FixRejection) -> UInt8 {
         guard number >= IngestLimits.batteryPercentMin, number <= IngestLimits.batteryPercentMax else {
             throw FixRejection(
                 .outOfRange,
@@ -342,6 +383,11 @@ public enum ReportDecoder {
         guard case .string(let source) = value else {
             throw FixRejection(.wrongType, "source must be a string, found \(value.typeName)")
         }
+        try checkedSource(source)
+        return source
+    }
+
+    static func checkedSource(_ source: String) throws(FixRejection) {
         let allowed = source.utf8.allSatisfy { byte in
             (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
                 || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
@@ -350,7 +396,6 @@ public enum ReportDecoder {
         guard !source.isEmpty, source.utf8.count <= 64, allowed else {
             throw FixRejection(.badSource, "source must be 1 to 64 characters of a-z, 0-9, '_', '-', '.'")
         }
-        return source
     }
 
     static func timestamp(_ value: JSONValue?) throws(FixRejection) -> Int64 {

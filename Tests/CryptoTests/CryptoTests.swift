@@ -75,3 +75,25 @@ import Testing
         #expect(PasswordHash.verify("ünïcødé pässwörd", against: PasswordHash.hash("ünïcødé pässwörd")))
     }
 }
+
+/// Several buffers hash as their concatenation, wherever they are split, empty parts included.
+@Test func sha256OfPartsIsTheHashOfTheirConcatenation() {
+    let message = Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)
+    let expected = "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+    for first in 0...message.count {
+        for second in first...message.count
+        where second == first || second == message.count || second % 7 == 0 {
+            let digest = message.withUnsafeBytes { all in
+                SHA256.hash(concatenating: [
+                    UnsafeRawBufferPointer(rebasing: all[..<first]),
+                    UnsafeRawBufferPointer(rebasing: all[first..<second]),
+                    UnsafeRawBufferPointer(rebasing: all[second...]),
+                ])
+            }
+            #expect(Hex.encode(digest) == expected, "split at \(first) and \(second)")
+        }
+    }
+    #expect(
+        Hex.encode(SHA256.hash(concatenating: []))
+            == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+}
