@@ -574,6 +574,9 @@ public final class LogWriter: @unchecked Sendable {
 
     // MARK: - Opening
 
+    static let lockAttemptsMax = 50
+    static let lockRetryMicros: UInt32 = 10_000
+
     private static func takeLock(_ segments: SegmentDirectory, _ io: any FileIO) throws -> Int32 {
         let fd: Int32
         do {
@@ -581,12 +584,20 @@ public final class LogWriter: @unchecked Sendable {
         } catch {
             throw LogError(error)
         }
-        let locked: Bool
-        do {
-            locked = try io.lockExclusive(fd, path: segments.lockPath)
-        } catch {
-            io.close(fd)
-            throw LogError(error)
+        // A lock found taken is asked again for a short while: a process spawned by another thread
+        // of ours shares our descriptors between its fork and its exec, so the lock of a writer we
+        // just closed can outlive the close by that moment (seen in the test suite, where many
+        // threads start servers). A real second writer still holds it after the wait.
+        var locked = false
+        for attempt in 0..<lockAttemptsMax {
+            do {
+                locked = try io.lockExclusive(fd, path: segments.lockPath)
+            } catch {
+                io.close(fd)
+                throw LogError(error)
+            }
+            if locked || attempt == lockAttemptsMax - 1 { break }
+            usleep(lockRetryMicros)
         }
         guard locked else {
             io.close(fd)

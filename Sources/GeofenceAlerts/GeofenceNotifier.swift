@@ -44,6 +44,7 @@ public final class GeofenceNotifier: Service, StatusSource {
     let clockMicros: @Sendable () -> Int64
     private let worker = StoppableThread()
     private let counters = Mutex(Counters())
+    private let tablesPrepared = Mutex(false)
 
     struct Counters {
         var cursor: Int64 = 0
@@ -70,8 +71,9 @@ public final class GeofenceNotifier: Service, StatusSource {
         worker.isRunning ? .running : (worker.stopSignal.isRequested ? .stopped : .idle)
     }
 
+    /// PostgreSQL may be down when findmy starts (the projectors wait for it too): the tables are
+    /// made by the first round that reaches it, not at start, which would refuse to start serving.
     public func start() throws {
-        try client.withConnection { try AlertTables.prepare($0) }
         worker.start { [self] stop in
             repeat {
                 let busy = round()
@@ -90,6 +92,10 @@ public final class GeofenceNotifier: Service, StatusSource {
     @discardableResult
     public func round() -> Bool {
         do {
+            if !tablesPrepared.withLock({ $0 }) {
+                try client.withConnection { try AlertTables.prepare($0) }
+                tablesPrepared.withLock { $0 = true }
+            }
             let queued = try enqueue()
             let sent = try deliverDue()
             counters.withLock { $0.lastError = nil }
