@@ -77,15 +77,22 @@ public enum KeyFile {
         }
         let key = PrivateKey.generateP256()
         let text = key.pemText()
+        try writePrivate(path, text)
+        return key
+    }
+
+    /// Writes `bytes` to `path` with mode 0600: to a temporary name, synced and renamed, so that a
+    /// crash never leaves half a key.
+    static func writePrivate(_ path: String, _ bytes: [UInt8]) throws(KeyFileError) {
         let temporary = path + ".tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw .cannotWrite(path: temporary, errno: errno) }
-        // O_CREAT's mode is masked by the umask, which may only remove bits; fchmod states it.
         var written = 0
         var failure: Int32 = 0
+        // O_CREAT's mode is masked by the umask, which may only remove bits; fchmod states it.
         if fchmod(descriptor, 0o600) != 0 { failure = errno }
-        while failure == 0 && written < text.count {
-            let count = text.withUnsafeBytes {
+        while failure == 0 && written < bytes.count {
+            let count = bytes.withUnsafeBytes {
                 write(descriptor, $0.baseAddress! + written, $0.count - written)
             }
             if count < 0 && errno == EINTR { continue }
@@ -98,6 +105,5 @@ public enum KeyFile {
             unlink(temporary)
             throw .cannotWrite(path: path, errno: failure)
         }
-        return key
     }
 }
