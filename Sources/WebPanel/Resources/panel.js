@@ -589,9 +589,18 @@
       circle.setRadius(meters);
     });
     // Back onto the circle's edge, wherever the drag left it (north of it, or past a limit).
-    handle.on("dragend", function () { drawDraft(); });
+    handle.on("dragend", function () { afterDrag(); drawDraft(); });
+    centreMarker.on("dragend", afterDrag);
     fences.draft = { circle: circle, centre: centreMarker, handle: handle };
     state.draft = fences.draft;
+  }
+
+  // The release that ends a drag is also a click, which Leaflet gives to the map when the pointer
+  // left the marker (a quick drag outruns it): that click must not move the centre. The click
+  // comes in the same turn of the event loop as the release.
+  function afterDrag() {
+    fences.dragEnded = true;
+    window.setTimeout(function () { fences.dragEnded = false; }, 0);
   }
 
   function setCentre(latitude, longitude) {
@@ -698,7 +707,7 @@
     byId("geofence-longitude").addEventListener("input", typedCentre);
     if (state.map) {
       state.map.on("click", function (event) {
-        if (fences.editing !== null) { setCentre(event.latlng.lat, event.latlng.lng); }
+        if (fences.editing !== null && !fences.dragEnded) { setCentre(event.latlng.lat, event.latlng.lng); }
       });
     }
     loadFences();
