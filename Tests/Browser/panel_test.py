@@ -552,6 +552,11 @@ def main():
                 fix(far, fence["longitude"], 20, now - timedelta(hours=4)),
                 fix(fence["latitude"], fence["longitude"], 15, now - timedelta(hours=3)),
                 fix(far, fence["longitude"], 25, now - timedelta(hours=2, minutes=30))])
+            # The bike's own view, as OwnTracks reports a region it was given (docs/geofences.md).
+            status, _ = server.request("POST", "/api/find-my/owntracks", bike["device_token"], {
+                "_type": "transition", "event": "leave", "desc": "Office", "t": "c", "wtst": 1, "tid": "bk",
+                "tst": int((now - timedelta(hours=2)).timestamp()), "lat": far, "lon": fence["longitude"], "acc": 30})
+            expect(status == 200, "OwnTracks took the transition: %d" % status)
             last = server.report(bike["device_token"],
                                  [fix(fence["latitude"], fence["longitude"], 12, datetime.now(timezone.utc))])
             status, body = server.request(
@@ -561,15 +566,19 @@ def main():
                    "the server found them: %r" % body)
             driver.get(server.url + "/find-my?selected=%d" % bike["device_id"])
             map_ready()
-            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#transition-list li.server-view")) == 3)
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#transition-list li")) == 4)
             rows = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#transition-list li")]
+            kinds = [row.get_attribute("class") for row in driver.find_elements(By.CSS_SELECTOR, "#transition-list li")]
             # Newest first, as the API answers.
+            expect(kinds == ["server-view", "device-view", "server-view", "server-view"], "the sources: %r" % kinds)
             expect(rows[0].startswith("entered Home at ") and "known at" not in rows[0] and "± 12 m" in rows[0],
                    "one known at once says only when: %r" % rows[0])
-            expect(rows[1].startswith("left Home at ") and ", known at " in rows[1] and "± 25 m" in rows[1],
-                   "a late leave says when it was known: %r" % rows[1])
-            expect(rows[2].startswith("entered Home at ") and ", known at " in rows[2] and "± 15 m" in rows[2],
-                   "a late enter says when it was known: %r" % rows[2])
+            expect(rows[1].startswith("the device says: left Office at ") and ", known at " in rows[1]
+                   and "± 30 m" in rows[1], "the device's own report, marked as its view: %r" % rows[1])
+            expect(rows[2].startswith("left Home at ") and ", known at " in rows[2] and "± 25 m" in rows[2],
+                   "a late leave says when it was known: %r" % rows[2])
+            expect(rows[3].startswith("entered Home at ") and ", known at " in rows[3] and "± 15 m" in rows[3],
+                   "a late enter says when it was known: %r" % rows[3])
             shot("14-transitions")
 
         step("a device's transitions on its timeline", timeline_transitions)

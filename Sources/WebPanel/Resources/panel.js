@@ -516,9 +516,10 @@
     confirm.textContent = "Delete “" + fence.name + "” and every transition found for it? This cannot be undone. ";
     var yes = button("Yes, delete", null, function () {
       yes.disabled = true;
-      api("DELETE", "/api/find-my/geofences/" + fence.geofence_id).then(function () {
+      api("DELETE", "/api/find-my/geofences/" + fence.geofence_id).then(function (answer) {
         if (fences.editing === fence.geofence_id) { closeForm(); }
         fenceStatus("Deleted “" + fence.name + "”.");
+        loadTransitions(false, answer && answer.offset);
         return loadFences();
       }).catch(function (error) {
         yes.disabled = false;
@@ -683,13 +684,13 @@
     formError("");
     var request = editing === "new" ? api("POST", "/api/find-my/geofences", body) :
       api("PUT", "/api/find-my/geofences/" + editing, body);
-    request.then(function () {
+    request.then(function (answer) {
       save.disabled = false;
       closeForm();
       fenceStatus("Saved “" + body.name + "”.");
       loadFences();
-      // The fence's transitions over the retained history follow from the projection.
-      window.setTimeout(loadTransitions, 1000);
+      // The fence's transitions over the retained history, once the projection has folded it.
+      loadTransitions(false, answer && answer.offset);
     }).catch(function (error) {
       save.disabled = false;
       formError(error.message);
@@ -737,13 +738,15 @@
   }
 
   var transitionsCursor = null;
-  function loadTransitions(more) {
+  // `afterOffset`: a change's log offset, which the answer waits for (the read API's after_offset).
+  function loadTransitions(more, afterOffset) {
     var section = byId("transitions");
     if (!section) { return; }
     var list = byId("transition-list"), moreButton = byId("transitions-more");
     var path = "/api/find-my/devices/" + section.getAttribute("data-device") + "/transitions?from=" +
       encodeURIComponent(section.getAttribute("data-from")) + "&to=" + encodeURIComponent(section.getAttribute("data-to"));
     if (more && transitionsCursor) { path += "&cursor=" + encodeURIComponent(transitionsCursor); }
+    if (afterOffset !== undefined && afterOffset !== null) { path += "&after_offset=" + afterOffset; }
     api("GET", path).then(function (body) {
       if (!more) { list.textContent = ""; }
       if (!more && body.transitions.length === 0) {
