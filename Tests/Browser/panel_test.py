@@ -564,6 +564,7 @@ def main():
                 server.alice_token)
             expect(status == 200 and [t["event"] for t in body["transitions"]] == ["enter", "leave", "enter"],
                    "the server found them: %r" % body)
+            wait_projected(server, last["offset"])  # the main projection too: the page shows the bike's position
             driver.get(server.url + "/find-my?selected=%d" % bike["device_id"])
             map_ready()
             wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#transition-list li")) == 4)
@@ -579,6 +580,7 @@ def main():
                    "a late leave says when it was known: %r" % rows[2])
             expect(rows[3].startswith("entered Home at ") and ", known at " in rows[3] and "± 15 m" in rows[3],
                    "a late enter says when it was known: %r" % rows[3])
+            driver.execute_script("document.getElementById('transitions').scrollIntoView();")
             shot("14-transitions")
 
         step("a device's transitions on its timeline", timeline_transitions)
