@@ -29,11 +29,10 @@ extension PanelPage {
         guard let view = presence[device.id] else { return }
         html.raw("<dt>Tailnet</dt><dd id=\"presence\">")
         presenceState(&html, view)
-        if !view.online, let at = view.atMicros {
-            html.raw(" <span class=\"when\">(")
-            html.text(utcText(at))
-            html.raw(")</span>")
-        }
+        // Always there, empty while online: panel.js fills it when a live update says offline.
+        html.raw(" <span class=\"when\">")
+        if !view.online, let at = view.atMicros { html.text("(" + utcText(at) + ")") }
+        html.raw("</span>")
         html.raw("</dd>\n<dd class=\"note\" id=\"presence-note\">")
         html.text(
             "The tailnet (node “\(view.nodeName)”) tells whether the device is reachable, not where it is: the map shows only positions the device reported itself."
