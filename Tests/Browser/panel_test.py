@@ -485,6 +485,19 @@ def main():
             expect(abs(draft["lat"] - latitude) < 1e-6 and abs(draft["lng"] - longitude) < 1e-6 and
                    float(field("geofence-longitude").get_attribute("value")) == longitude,
                    "the drag moved no centre: %r vs %r" % (draft, (latitude, longitude)))
+            # While drawing, a device's marker is a place to centre on, not a link away from the form.
+            at = driver.execute_script("var m = window.findmyPanel.markers[arguments[0]];"
+                                       "m.fire('click'); return m.getLatLng().lat;", phone_id)
+            wait.until(lambda d: d.find_element(By.ID, "geofence-latitude").get_attribute("value") == "%.6f" % at)
+            expect(driver.current_url.endswith("/find-my") and field("geofence-form").is_displayed(),
+                   "still on the form: %r" % driver.current_url)
+            field("geofence-latitude").clear()
+            field("geofence-latitude").send_keys(str(latitude))
+            field("geofence-longitude").clear()
+            field("geofence-longitude").send_keys(str(longitude))
+            draft = draft_layer()
+            expect(abs(draft["lat"] - latitude) < 1e-6 and abs(draft["lng"] - longitude) < 1e-6,
+                   "typing the centre moves the circle back: %r" % draft)
             fence.update(latitude=latitude, longitude=longitude)
             shot("11-geofence-drawn")
 

@@ -79,7 +79,15 @@
       marker.setLatLng(at);
     } else {
       marker = L.marker(at, { title: title, alt: title, keyboard: true }).addTo(state.map);
-      marker.on("click", function () { window.location.href = "/find-my?selected=" + device.id; });
+      marker.on("click", function () {
+        // While a geofence is drawn, a device's marker is a place to centre it on, not a link:
+        // following it would lose the form.
+        if (fences.editing !== null) {
+          setCentre(marker.getLatLng().lat, marker.getLatLng().lng);
+          return;
+        }
+        window.location.href = "/find-my?selected=" + device.id;
+      });
       state.markers[device.id] = marker;
     }
     marker.setOpacity(known(fix.accuracy_m) ? 1 : 0.55);
