@@ -19,6 +19,12 @@ import Threads
 /// exponential backoff on the injected clock, the same idempotency key each time, until
 /// `attemptsMax`. A crash after a send and before its row is updated sends it again: delivery is at
 /// least once, and the key is what lets a receiver drop the second copy.
+///
+/// When: the geofence projector rings `wake` after each commit, so a new transition is queued and
+/// sent at once; `pollMicros` is only the fallback (and a retry's due time wakes it too). Sends do
+/// not wait for each other: each is in flight on its own (bounded by the client's request timeout,
+/// 30 s) and its answer is recorded in the round after it arrives, so a receiver that hangs holds
+/// back only its own delivery, not the other fences' (nor new transitions).
 public final class GeofenceNotifier: Service, StatusSource {
     public struct Options: Sendable {
         /// Transitions recorded longer ago than this are not announced (1 hour).
@@ -28,9 +34,10 @@ public final class GeofenceNotifier: Service, StatusSource {
         public var retryDelayMicrosMax: Int64 = 3_600_000_000
         /// Sends per delivery, the first included; then the delivery is `failed`.
         public var attemptsMax = 8
-        /// How often the transitions are looked at when idle.
-        public var pollMicros: Int64 = 1_000_000
-        /// Transitions read per round, and deliveries sent per round.
+        /// How often the transitions are looked at when nothing woke the notifier (the geofence
+        /// projector rings at every commit): a fallback, for a projector in another process.
+        public var pollMicros: Int64 = 30_000_000
+        /// Transitions read per round, and deliveries in flight at once.
         public var rowsPerRoundMax = 500
         public init() {}
     }
@@ -45,6 +52,17 @@ public final class GeofenceNotifier: Service, StatusSource {
     private let worker = StoppableThread()
     private let counters = Mutex(Counters())
     private let tablesPrepared = Mutex(false)
+    /// Rung by the geofence projector's commits (through `wake`), by each answer, and by a stop.
+    private let bell = Doorbell()
+    let wake: Doorbells?
+    private let flight = Mutex(Flight())
+
+    /// The deliveries sent and not yet recorded: their ids (never selected again meanwhile) and the
+    /// answers that arrived, which the worker records (the client's thread does no database I/O).
+    struct Flight {
+        var ids: Set<Int64> = []
+        var answered: [(Due, Result<IncomingResponse, TransportFailure>)] = []
+    }
 
     struct Counters {
         var cursor: Int64 = 0
@@ -57,8 +75,10 @@ public final class GeofenceNotifier: Service, StatusSource {
 
     public init(
         client: PostgresClient, identity: IdentityService, http: HTTP2Client, signing: WebhookSigning,
-        options: Options = Options(), clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+        options: Options = Options(), clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
+        wake: Doorbells? = nil
     ) {
+        self.wake = wake
         self.client = client
         self.identity = identity
         self.http = http
@@ -74,35 +94,62 @@ public final class GeofenceNotifier: Service, StatusSource {
     /// PostgreSQL may be down when findmy starts (the projectors wait for it too): the tables are
     /// made by the first round that reaches it, not at start, which would refuse to start serving.
     public func start() throws {
+        wake?.add(bell)
         worker.start { [self] stop in
-            repeat {
-                let busy = round()
-                if busy { continue }
-            } while !stop.wait(micros: options.pollMicros)
+            stop.addDoorbell(bell)
+            defer { stop.removeDoorbell(bell) }
+            while !stop.isRequested {
+                let waitMicros = round()
+                if waitMicros > 0 { bell.wait(untilMonotonicMicros: monotonicMicros() + waitMicros) }
+            }
         }
     }
 
     public func stop(graceMicros: Int64) {
+        wake?.remove(bell)
         worker.stop()
         http.close()
         client.close()
     }
 
-    /// One round: queue new transitions, send what is due. True when there may be more to do at once.
+    /// One round: record the answers that arrived, queue new transitions, send what is due. Returns
+    /// how long to sleep before the next unless woken: 0 when there may be more to do at once, else
+    /// until the next retry is due, at most `pollMicros`.
     @discardableResult
-    public func round() -> Bool {
+    public func round() -> Int64 {
         do {
             if !tablesPrepared.withLock({ $0 }) {
                 try client.withConnection { try AlertTables.prepare($0) }
                 tablesPrepared.withLock { $0 = true }
             }
+            try recordAnswers()
             let queued = try enqueue()
-            let sent = try deliverDue()
+            let (sent, nextDueMicros) = try deliverDue()
             counters.withLock { $0.lastError = nil }
-            return queued >= options.rowsPerRoundMax || sent >= options.rowsPerRoundMax
+            if queued >= options.rowsPerRoundMax || sent >= options.rowsPerRoundMax { return 0 }
+            guard let nextDueMicros else { return options.pollMicros }
+            return min(max(nextDueMicros - clockMicros(), 0), options.pollMicros)
         } catch {
             counters.withLock { $0.lastError = "\(error)" }
-            return false
+            return options.pollMicros
+        }
+    }
+
+    /// Records the answers that arrived since the last round; a failure to record leaves the
+    /// rest for the next round (the delivery stays in flight until it is recorded).
+    func recordAnswers() throws {
+        let answered = flight.withLock { flight in
+            defer { flight.answered.removeAll() }
+            return flight.answered
+        }
+        for (index, (delivery, outcome)) in answered.enumerated() {
+            do {
+                try record(delivery, outcome, now: clockMicros())
+            } catch {
+                flight.withLock { $0.answered.insert(contentsOf: answered[index...], at: 0) }
+                throw error
+            }
+            _ = flight.withLock { $0.ids.remove(delivery.id) }
         }
     }
 
@@ -225,16 +272,21 @@ public final class GeofenceNotifier: Service, StatusSource {
         var attempts: Int
     }
 
-    /// Sends the deliveries that are due, waits for their answers, and records each. Returns how
-    /// many were sent.
-    func deliverDue() throws -> Int {
+    /// Sends the deliveries that are due and not in flight, without waiting for their answers.
+    /// Returns how many were sent, and when the next pending one not in flight is due (nil: none).
+    func deliverDue() throws -> (sent: Int, nextDueMicros: Int64?) {
         let now = clockMicros()
+        let inFlight = flight.withLock { $0.ids }
+        let room = options.rowsPerRoundMax - inFlight.count
+        let busy = PostgresValue.array(PostgresArray(.bigint, inFlight.map { .int64($0) }))
+        guard room > 0 else { return (0, nil) }
         let result = try client.execute(
             """
             SELECT id, geofence_id, channel, url, idempotency_key, body, title, tags, attempts
-            FROM \(AlertTables.deliveries) WHERE state = 'pending' AND next_attempt_micros <= $1
+            FROM \(AlertTables.deliveries)
+            WHERE state = 'pending' AND next_attempt_micros <= $1 AND id <> ALL($3::bigint[])
             ORDER BY next_attempt_micros, id LIMIT $2
-            """, [.int64(now), .int64(Int64(options.rowsPerRoundMax))])
+            """, [.int64(now), .int64(Int64(room)), busy])
         var due: [Due] = []
         for index in 0..<result.rowCount {
             due.append(
@@ -246,13 +298,17 @@ public final class GeofenceNotifier: Service, StatusSource {
                     title: result.string(index, 6) ?? "", tags: result.string(index, 7) ?? "",
                     attempts: Int(try result.int64(index, 8) ?? 0)))
         }
-        guard !due.isEmpty else { return 0 }
-        let outcomes = send(due)
-        let finished = clockMicros()
-        for (delivery, outcome) in zip(due, outcomes) {
-            try record(delivery, outcome, now: finished)
+        flight.withLock { flight in
+            for delivery in due { flight.ids.insert(delivery.id) }
         }
-        return due.count
+        for delivery in due { send(delivery) }
+        let allInFlight = flight.withLock { $0.ids }
+        let next = try client.execute(
+            """
+            SELECT min(next_attempt_micros) FROM \(AlertTables.deliveries)
+            WHERE state = 'pending' AND id <> ALL($1::bigint[])
+            """, [.array(PostgresArray(.bigint, allInFlight.map { .int64($0) }))])
+        return (due.count, try next.int64(0, 0))
     }
 
     func request(_ delivery: Due) -> OutgoingRequest {
@@ -274,25 +330,12 @@ public final class GeofenceNotifier: Service, StatusSource {
         return OutgoingRequest(url: delivery.url, headers: headers, body: delivery.body)
     }
 
-    /// Sends every delivery at once and waits for all answers.
-    func send(_ due: [Due]) -> [Result<IncomingResponse, TransportFailure>] {
-        let lock = ConditionLock()
-        nonisolated(unsafe) var outcomes = [Result<IncomingResponse, TransportFailure>?](
-            repeating: nil, count: due.count)
-        nonisolated(unsafe) var pending = due.count
-        for (index, delivery) in due.enumerated() {
-            http.send(request(delivery)) { outcome in
-                lock.withLock {
-                    outcomes[index] = outcome
-                    pending -= 1
-                    if pending == 0 { lock.broadcast() }
-                }
-            }
+    /// Sends one delivery; its answer is kept for the worker, which the answer wakes.
+    func send(_ delivery: Due) {
+        http.send(request(delivery)) { [self] outcome in
+            flight.withLock { $0.answered.append((delivery, outcome)) }
+            bell.ring()
         }
-        lock.withLock {
-            while pending > 0 { lock.wait() }
-        }
-        return outcomes.map { $0 ?? .failure(TransportFailure(message: "no answer")) }
     }
 
     /// The delay before retry `attempt` (1 for the first retry): base × 2^(attempt − 1), at most the maximum.

@@ -212,6 +212,14 @@ struct GeofenceRun {
         for table in ["geofence_fixes", "geofence_transitions", "geofence_state", "device_transitions"] {
             _ = try connection.execute("DELETE FROM \(s).\(table) WHERE device_id = $1", id)
         }
+        // As the registry's fold (GeofenceBook): the device leaves every fence that named it, so a
+        // later redefinition without it finds nothing to drop.
+        _ = try connection.execute(
+            "UPDATE \(s).geofences SET device_ids = array_remove(device_ids, $1) WHERE $1 = ANY(device_ids)",
+            id)
+        for (fenceID, fence) in cache.fences where fence.deviceIDs.contains(deviceID) {
+            cache.fences[fenceID]?.deviceIDs.removeAll { $0 == deviceID }
+        }
         cache.devices[deviceID] = nil
         dirty[deviceID] = nil
         changed = changed.filter { $0.deviceID != deviceID }

@@ -28,6 +28,13 @@ public struct GeofenceBook: Equatable, Sendable {
         case .geofenceDeleted(let deleted):
             guard fences[deleted.geofenceID]?.ownerUserID == deleted.ownerUserID else { return }
             fences[deleted.geofenceID] = nil
+        case .deviceRemoved(let removed):
+            // A removed device is gone from every fence, or a PUT repeating the fence's list (as a GET
+            // answered it) would be refused for naming a device nobody can see. A pure fold of the
+            // log, so replays and snapshots agree; a fence left with no device stays, watching none.
+            for (id, fence) in fences where fence.deviceIDs.contains(removed.deviceID) {
+                fences[id]?.deviceIDs.removeAll { $0 == removed.deviceID }
+            }
         default:
             break
         }

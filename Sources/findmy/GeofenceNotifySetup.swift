@@ -4,6 +4,7 @@ import GeofenceAlerts
 import Identity
 import Postgres
 import Push
+import Threads
 
 /// `findmy serve`'s geofence notifier (docs/geofences.md, "Notifications"): its options and its
 /// assembly. It runs whenever the projector does; a fence without settings sends nothing.
@@ -17,6 +18,11 @@ enum GeofenceNotifySetup {
         (
             "geofence-notify-attempts", "FINDMY_GEOFENCE_NOTIFY_ATTEMPTS",
             "sends of one geofence notification before it is marked failed (default 8)"
+        ),
+        (
+            "geofence-notify-poll-seconds", "FINDMY_GEOFENCE_NOTIFY_POLL_SECONDS",
+            "the geofence notifier looks for new transitions this often when the geofence projector has not "
+                + "woken it (it does at each commit; default 30)"
         ),
         (
             "geofence-notify-ca-file", "FINDMY_GEOFENCE_NOTIFY_CA_FILE",
@@ -50,6 +56,9 @@ enum GeofenceNotifySetup {
         if let attempts = try number("geofence-notify-attempts", min: 1, max: 100) {
             configuration.options.attemptsMax = attempts
         }
+        if let seconds = try number("geofence-notify-poll-seconds", min: 1, max: 86_400) {
+            configuration.options.pollMicros = Int64(seconds) * 1_000_000
+        }
         configuration.caFile = text("geofence-notify-ca-file")?.0
         return configuration
     }
@@ -57,11 +66,12 @@ enum GeofenceNotifySetup {
     /// The notifier over its own PostgreSQL connection, the server key of `dataDirectory`, and an
     /// HTTP client of its own (one connection per receiver host).
     static func notifier(
-        _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning
+        _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning,
+        wake: Doorbells?
     ) -> GeofenceNotifier {
         GeofenceNotifier(
             client: PostgresClient(conninfo: conninfo), identity: identity,
             http: HTTP2Client(name: "geofence-notifier", options: .init(caFile: configuration.caFile)),
-            signing: signing, options: configuration.options)
+            signing: signing, options: configuration.options, wake: wake)
     }
 }

@@ -537,7 +537,7 @@ enum ServeCommand {
         if let client {
             let notifier = GeofenceNotifySetup.notifier(
                 configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity,
-                signing: signing)
+                signing: signing, wake: geofenceProgress?.bells)
             service.addStatusSource(notifier)
             try group.start(notifier)
         }

@@ -105,4 +105,30 @@ import Testing
             #expect(Row.geofenceID(regionID: other) == nil, "\(other)")
         }
     }
+
+    /// As the registry: a removed device leaves the fences' device lists, in the table and in a
+    /// cache loaded again from it.
+    @Test func aRemovedDeviceLeavesTheProjectionsFences() throws {
+        let setup = try G.Setup()
+        var both = G.fence
+        both.deviceIDs = [1, 2]
+        try setup.append(.geofenceDefined(both))
+        try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 1)))
+        try catchUp(setup.projector)
+        let listed = try setup.client.withConnection {
+            try $0.execute("SELECT device_ids::text FROM findmy_geofences.geofences").string(0, 0)
+        }
+        #expect(listed == "{2}")
+        // A later fence redefinition, folded by a projector that loads its cache from the tables.
+        let again = Projector(
+            client: setup.client, reader: setup.projector.reader, projection: GeofenceProjection())
+        try again.prepare()
+        try setup.batch([G.fix(0, at: 0), G.fix(1_000, at: 60)], device: 2)
+        try catchUp(again)
+        let events = try setup.client.withConnection {
+            try $0.execute("SELECT device_id || ' ' || event FROM findmy_geofences.geofence_transitions")
+                .string(0, 0)
+        }
+        #expect(events == "2 leave")
+    }
 }

@@ -12,16 +12,24 @@ set) and the status it was answered. It answers 200, or 500 while failures are a
 Commands on stdin, each acknowledged with `OK <command>`:
     secret S    check webhook signatures with secret S (the fence's `webhook_secret`)
     fail N      answer the next N requests 500
+    hang PATH   leave requests to PATH unanswered (printed as they arrive) until `release`, or until
+                the client gives up and closes the connection (then `GONE <path>` is printed)
+    release     answer the requests left hanging (200)
+    status T    print `HUNG T <n>`: how many hanging requests still have their client waiting (T: any
+                word, to tell this answer from earlier ones)
 """
 
 import hashlib
 import hmac
 import http.server
 import json
+import select
+import socket
 import sys
 import threading
 
-state = {"secret": None, "fail": 0}
+state = {"secret": None, "fail": 0, "hang": None, "hung": 0}
+released = threading.Event()
 lock = threading.Lock()
 out = threading.Lock()
 
@@ -49,19 +57,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
             expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
             valid = hmac.compare_digest(expected, signature)
         status = 500 if failing else 200
+        with lock:
+            hang = state["hang"] is not None and self.path == state["hang"] and not released.is_set()
         emit("REQ " + json.dumps({
             "path": self.path,
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body": body.decode("utf-8", "replace"),
             "signature_valid": valid,
-            "status": status,
+            "status": "hung" if hang else status,
         }))
+        if hang and not self.hold():
+            emit("GONE " + self.path)
+            self.close_connection = True
+            return
         answer = b'{"ok": false}' if failing else b'{"ok": true}'
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
+
+    def hold(self):
+        """Waits for `release`; False when the client closed its connection first."""
+        with lock:
+            state["hung"] += 1
+        try:
+            while not released.wait(0.05):
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                    return False
+            return True
+        except OSError:
+            return False
+        finally:
+            with lock:
+                state["hung"] -= 1
 
     def log_message(self, *args):
         pass
@@ -76,6 +106,15 @@ def commands():
         elif command.startswith("fail "):
             with lock:
                 state["fail"] = int(command[len("fail "):])
+        elif command.startswith("hang "):
+            with lock:
+                state["hang"] = command[len("hang "):]
+            released.clear()
+        elif command == "release":
+            released.set()
+        elif command.startswith("status "):
+            with lock:
+                emit("HUNG %s %d" % (command[len("status "):], state["hung"]))
         else:
             continue
         emit("OK " + command)
