@@ -1,0 +1,246 @@
+import Events
+import Foundation
+import HTTPClient
+import JSON
+import NATSLog
+import NATSSupport
+import Testing
+
+/// Two `findmy serve --log nats://` ingest nodes on a real three-node JetStream cluster on
+/// loopback (docs/scale.md, "Ingest nodes"). Every process is stopped by a `defer`, whatever the
+/// outcome: the nodes by SIGKILL, the cluster (under pdeathsig as well) when released.
+@Suite(.serialized) struct IngestNodesTests {
+    static let partitions = 4
+
+    /// Two ingest nodes on `cluster`, each with its own data directory (admin socket) in `scratch`.
+    static func startNodes(_ cluster: NATSCluster, _ scratch: ScratchDirectory) throws -> [ServerProcess] {
+        let log = "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
+        var nodes: [ServerProcess] = []
+        for index in 1...2 {
+            nodes.append(
+                try ServerProcess(
+                    data: scratch.path + "/node\(index)",
+                    extraArguments: ["--log", log, "--log-partitions", "\(partitions)"]))
+        }
+        return nodes
+    }
+
+    /// Every record of the stream, read back with JetStreamLog, in offset order.
+    static func streamRecords(_ cluster: NATSCluster) throws -> [(record: LogRecord, event: Event)] {
+        var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: partitions)
+        configuration.createsStream = false
+        let log = try JetStreamLog(configuration)
+        defer { log.close() }
+        var records: [(LogRecord, Event)] = []
+        for partition in 0..<partitions {
+            try log.read(partition: partition, from: 0, upTo: nil) { record in
+                records.append((record, try record.event()))
+                return true
+            }
+        }
+        return records.sorted { $0.0.offset < $1.0.offset }
+    }
+
+    @Test func aDeviceMadeThroughOneNodeReportsThroughTheOtherAndARetryIsADuplicate() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.stopAll() }
+        let scratch = ScratchDirectory("findmy-nodes")
+        let nodes = try Self.startNodes(cluster, scratch)
+        defer { for node in nodes { node.kill9() } }
+        let one = HTTPConnection(address: nodes[0].address)
+        let two = HTTPConnection(address: nodes[1].address)
+
+        // The user through node 1's admin socket, the device through node 1's API.
+        let userToken = try addUser("alice", data: scratch.path + "/node1")
+        let uuid = "3b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        let enrolled = try enrol(one, userToken: userToken, uuid: uuid)
+        #expect(enrolled.status == 201, "\(enrolled.body)")
+        let deviceToken = try #require(enrolled.string("device_token"))
+        let deviceID = try #require(enrolled.int("device_id"))
+
+        // Node 2 never saw the request: it knows the token from the stream (at once, or after
+        // catching up with the stream's end before it would answer 401).
+        let batchID = UUID().uuidString.lowercased()
+        let body = reportBody(batchID: batchID, fixes: [fixJSON(latitude: 1), fixJSON(latitude: 2)])
+        let first = try post(two, "/api/find-my/report", token: deviceToken, body: body)
+        #expect(first.status == 200, "\(first.body) \(nodes[1].process.standardError)")
+        #expect(first.int("accepted") == 2 && first.body["duplicate"] == .bool(false))
+
+        // The same batch retried through node 1: a duplicate with the first result.
+        let retry = try post(one, "/api/find-my/report", token: deviceToken, body: body)
+        #expect(retry.status == 200 && retry.body["duplicate"] == .bool(true), "\(retry.body)")
+        #expect(retry.int("offset") == first.int("offset") && retry.int("accepted") == 2)
+
+        // The enrolment retried through node 2 (its answer lost, say): the same device, not a
+        // second one (a new token, as a re-enrolment on one machine gives).
+        let again = try enrol(two, userToken: userToken, uuid: uuid)
+        #expect(again.status == 200 && again.int("device_id") == deviceID, "\(again.body)")
+        let newToken = try #require(again.string("device_token"))
+        #expect(
+            try post(
+                one, "/api/find-my/report", token: newToken,
+                body: reportBody(
+                    batchID: UUID().uuidString, fixes: [fixJSON()])
+            ).status == 200)
+
+        // A token no node made: 401 once node 2 has caught up with the stream.
+        let unknown = try post(
+            two, "/api/find-my/report", token: "fm_d_" + String(repeating: "x", count: 40), body: body)
+        #expect(unknown.status == 401)
+
+        // In the stream: one user, one device, the batch exactly once.
+        let records = try Self.streamRecords(cluster)
+        let users = records.filter { if case .userCreated = $0.event { true } else { false } }
+        let devices = records.filter { if case .deviceEnrolled = $0.event { true } else { false } }
+        let batches = records.filter {
+            if case .fixBatch(let batch) = $0.event {
+                batch.batchID == UUID128(batchID)! && batch.deviceID == UInt64(deviceID)
+            } else {
+                false
+            }
+        }
+        #expect(users.count == 1 && devices.count == 1, "\(records.map(\.record.header.type))")
+        #expect(batches.count == 1 && batches.first.map { Int64($0.record.offset) } == first.int("offset"))
+        if case .fixBatch(let stored)? = batches.first?.event {
+            #expect(stored.fixes.map(\.latitude) == [1, 2])
+        }
+    }
+
+    /// The time from node 1's answer to an enrolment until node 2's registry holds it, printed
+    /// (docs/scale.md quotes it); asserted only to be finite, as no test asserts a duration.
+    @Test func aChangeThroughOneNodeReachesTheOther() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.stopAll() }
+        let scratch = ScratchDirectory("findmy-nodes")
+        let nodes = try Self.startNodes(cluster, scratch)
+        defer { for node in nodes { node.kill9() } }
+        let one = HTTPConnection(address: nodes[0].address)
+        let two = HTTPConnection(address: nodes[1].address)
+        let userToken = try addUser("bob", data: scratch.path + "/node1")
+        var millis: [Double] = []
+        for _ in 0..<40 {
+            let enrolled = try enrol(one, userToken: userToken, uuid: UUID().uuidString)
+            let answered = ContinuousClock.now
+            let offset = try #require(enrolled.int("offset"))
+            let reached = try waitUntil(timeoutSeconds: 60) {
+                let health = try two.send("GET", "/healthz", headers: [], body: [])
+                let document = try JSONParser.parse(health.body)
+                let applied = try document["registry_follower"]?["applied_end"]?.int64Value ?? 0
+                return applied > offset
+            }
+            #expect(reached)
+            let elapsed = ContinuousClock.now - answered
+            millis.append(
+                Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+        }
+        millis.sort()
+        print(
+            "registry visibility node 1 -> node 2 over \(millis.count) enrolments: median "
+                + String(format: "%.2f", millis[millis.count / 2]) + " ms, p90 "
+                + String(format: "%.2f", millis[millis.count * 9 / 10]) + " ms, max "
+                + String(format: "%.2f", millis.last!) + " ms (polled through GET /healthz)")
+    }
+
+    /// Reports through both nodes from several threads while the stream's leader is killed
+    /// (SIGKILL): every report answered 200 is in the stream exactly once afterwards.
+    @Test func acknowledgedReportsSurviveANATSNodeKilled() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.stopAll() }
+        let scratch = ScratchDirectory("findmy-nodes")
+        let nodes = try Self.startNodes(cluster, scratch)
+        defer { for node in nodes { node.kill9() } }
+        let userToken = try addUser("carol", data: scratch.path + "/node1")
+        let setup = HTTPConnection(address: nodes[0].address)
+        let devicesCount = 6
+        var tokens: [String] = []
+        for index in 0..<devicesCount {
+            let enrolled = try enrol(setup, userToken: userToken, uuid: UUID().uuidString, name: "d\(index)")
+            tokens.append(try #require(enrolled.string("device_token")))
+        }
+
+        let tally = LoadTally()
+        let addresses = nodes.map(\.address)
+        let frozenTokens = tokens
+        let threads = (0..<devicesCount).map { index in
+            Thread {
+                let connection = HTTPConnection(address: addresses[index % 2], timeoutSeconds: 30)
+                while !tally.stopping {
+                    let batchID = UUID().uuidString.lowercased()
+                    tally.count(sent: 1)
+                    guard
+                        let answer = try? post(
+                            connection, "/api/find-my/report", token: frozenTokens[index],
+                            body: reportBody(batchID: batchID, fixes: [fixJSON()])),
+                        answer.status == 200, let offset = answer.int("offset")
+                    else {
+                        tally.count(refused: 1)
+                        continue
+                    }
+                    tally.acknowledge(batchID, offset)
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        defer { tally.stop() }
+        #expect(waitUntil(timeoutSeconds: 120) { tally.acknowledged.count >= 50 })
+
+        // The stream's leader: the node whose acknowledgement every append waits for.
+        var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: Self.partitions)
+        configuration.createsStream = false
+        let probe = try JetStreamLog(configuration)
+        let leaderName = try probe.streamLeader()
+        probe.close()
+        let leader = cluster.nodes.firstIndex { $0.name == leaderName } ?? 0
+        let before = tally.acknowledged.count
+        cluster.kill(leader)
+        #expect(
+            waitUntil(timeoutSeconds: 120) { tally.acknowledged.count >= before + 100 },
+            "reports did not go on after node \(leader) was killed: \(nodes[0].process.standardError)")
+        tally.stop()
+        #expect(waitUntil(timeoutSeconds: 120) { threads.allSatisfy(\.isFinished) })
+
+        let records = try Self.streamRecords(cluster)
+        var stored: [String: [Int64]] = [:]
+        for (record, event) in records {
+            if case .fixBatch(let batch) = event {
+                stored["\(batch.batchID)".lowercased(), default: []].append(Int64(record.offset))
+            }
+        }
+        let answered = tally.acknowledged
+        let missing = answered.filter { stored[$0.key] == nil }
+        let twice = stored.filter { $0.value.count > 1 }
+        // Acknowledged at one offset, stored at another: the answer named the wrong record.
+        let moved = answered.filter { entry in stored[entry.key].map { $0 != [entry.value] } ?? false }
+        print(
+            "kill -9 of NATS node \(cluster.nodes[leader].name) (the stream leader) under load: "
+                + "\(tally.sent) sent, \(answered.count) acknowledged, "
+                + "\(tally.refused) refused or failed (to be retried by the phone), "
+                + "\(missing.count) acknowledged but missing, \(twice.count) stored twice")
+        #expect(missing.isEmpty && twice.isEmpty && moved.isEmpty)
+    }
+}
+
+/// What the load threads of a test did, shared between them.
+final class LoadTally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var acknowledgedBatches: [String: Int64] = [:]
+    private var sentCount = 0
+    private var refusedCount = 0
+    private var stopRequested = false
+
+    var acknowledged: [String: Int64] { lock.withLock { acknowledgedBatches } }
+    var sent: Int { lock.withLock { sentCount } }
+    var refused: Int { lock.withLock { refusedCount } }
+    var stopping: Bool { lock.withLock { stopRequested } }
+
+    func stop() { lock.withLock { stopRequested = true } }
+    func acknowledge(_ batchID: String, _ offset: Int64) {
+        lock.withLock { acknowledgedBatches[batchID] = offset }
+    }
+    func count(sent: Int = 0, refused: Int = 0) {
+        lock.withLock {
+            sentCount += sent
+            refusedCount += refused
+        }
+    }
+}
