@@ -65,7 +65,7 @@ public final class IdentityService: Sendable {
     ) throws {
         self.localLog = log
         shared = nil
-        mutations = MutationLock(shared: nil)
+        mutations = MutationLock(shared: nil, freeIDs: { (1, 1) })
         self.appendObserver = appendObserver
         self.limits = limits
         self.clockMicros = clockMicros
@@ -90,7 +90,12 @@ public final class IdentityService: Sendable {
     ) {
         localLog = nil
         self.shared = shared
-        mutations = MutationLock(shared: shared)
+        let registry = ReadWriteLocked(
+            RegistryState(registry: Registry(recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)))
+        self.registry = registry
+        mutations = MutationLock(shared: shared) {
+            registry.read { ($0.registry.nextUserID, $0.registry.nextDeviceID) }
+        }
         self.appendObserver = appendObserver
         self.limits = limits
         self.clockMicros = clockMicros
@@ -98,8 +103,6 @@ public final class IdentityService: Sendable {
         doorLimits = DoorLimits(limits)
         startReport = RegistryStartReport(snapshotOffset: nil, recordsReplayed: 0, skipped: [])
         startFold = Mutex(nil)
-        registry = ReadWriteLocked(
-            RegistryState(registry: Registry(recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)))
     }
 
     /// The local log's writer. Only the local-log paths (snapshots, compaction, offline commands,
@@ -159,8 +162,7 @@ public final class IdentityService: Sendable {
                 let messageID =
                     Self.batchMessageID(encoded.header)
                     ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd)
-                let offset = try shared.log.appendShared(encoded, messageID: messageID, expectation: nil)
-                    .offset
+                let offset = try shared.log.appendShared(encoded, messageID: messageID).offset
                 appendSucceeded(startMicros: start)
                 return offset
             }
@@ -216,31 +218,19 @@ public final class IdentityService: Sendable {
         }
     }
 
-    /// A registry change on a shared log (SharedRegistry.swift): appended with its Msg-Id and, when
-    /// it allocates an id, the expectation its decision saw; then folded by the follower, which
-    /// this waits for so that the caller's next request here sees it.
+    /// A registry change on a shared log (SharedRegistry.swift): appended with its Msg-Id (the id
+    /// it takes, for a new user or device), then folded by the follower, which this waits for so
+    /// that the caller's next request here sees it. A new id another node took first is a
+    /// `registryConflict`, which `mutations` answers by deciding again.
     private func appendShared(_ event: Event, _ encoded: EncodedEvent, _ shared: SharedRegistry)
         throws(APIError) -> UInt64
     {
         let start = monotonicMicros()
-        var expectation: SharedPartitionEnd?
-        if allocatesID(event) {
-            let partition = LogPartitioning.partition(
-                ofDevice: encoded.header.deviceKey, partitionCount: shared.log.partitionCount)
-            expectation = shared.decisionEnds[partition].map { .lastOffset($0) } ?? .empty
-        }
+        let claim = newID(event, shared)
         let appended: SharedAppend
         do {
             appended = try shared.log.appendShared(
-                encoded, messageID: SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd),
-                expectation: expectation)
-        } catch let conflict as SharedAppendConflict {
-            StructuredLog.info("registry_conflict", ["detail": .string(conflict.description)])
-            throw APIError(
-                status: 503, code: .registryConflict,
-                message:
-                    "another server changed the registry at the same moment, again and again; nothing was stored, send the request again"
-            )
+                encoded, messageID: claim ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd))
         } catch {
             throw appendFailed(error)
         }
@@ -250,20 +240,45 @@ public final class IdentityService: Sendable {
                 "registry_follower_behind",
                 ["offset": .int(Int64(appended.offset)), "applied_end": .int(Int64(shared.appliedEnd))])
         }
-        // The next decision of the same request sees its own change.
-        shared.decisionEnds = shared.currentEnds()
+        if let claim, appended.duplicate, !holds(event) {
+            StructuredLog.info(
+                "registry_conflict", ["id": .string(claim), "offset": .int(Int64(appended.offset))])
+            throw APIError(
+                status: 503, code: .registryConflict,
+                message:
+                    "other servers took the new id at the same moment, again and again; nothing was stored, send the request again"
+            )
+        }
         return appended.offset
     }
 
-    /// Whether `event` takes a new id the registry allocated (a user, a device, a geofence), which
-    /// another node may have taken at the same moment.
-    private func allocatesID(_ event: Event) -> Bool {
+    /// The Msg-Id of a change that takes a new id (rule 2 of SharedRegistry.swift), nil for
+    /// others. "New" by the ids free when the decision began, never by the live registry: the
+    /// follower may already hold another node's record with the same id.
+    private func newID(_ event: Event, _ shared: SharedRegistry) -> String? {
+        switch event {
+        case .userCreated(let created) where created.userID >= shared.decisionFreeIDs.user:
+            "id-user-\(created.userID)"
+        case .deviceEnrolled(let enrolled) where enrolled.deviceID >= shared.decisionFreeIDs.device:
+            "id-device-\(enrolled.deviceID)"
+        default: nil
+        }
+    }
+
+    /// Whether the registry holds `event`'s user or device as this change made it: after a
+    /// duplicate, whether the record with its id is this change (a retry of this node's own
+    /// append) or another node's.
+    private func holds(_ event: Event) -> Bool {
         registry.read { state in
             switch event {
-            case .userCreated(let created): state.registry.users[created.userID] == nil
-            case .deviceEnrolled(let enrolled): state.registry.devices[enrolled.deviceID] == nil
-            case .geofenceDefined: true
-            default: false
+            case .userCreated(let created):
+                state.registry.users[created.userID]?.name == created.name
+                    && state.registry.principal(tokenHash: created.tokenHash) == .user(created.userID)
+            case .deviceEnrolled(let enrolled):
+                state.registry.devices[enrolled.deviceID].map {
+                    $0.userID == enrolled.userID && $0.uuid == enrolled.deviceUUID
+                } ?? false
+            default: true
             }
         }
     }

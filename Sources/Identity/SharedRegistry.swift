@@ -14,15 +14,15 @@ import Threads
 //   1. Before deciding a change (under `mutations`), catch up: wait until the follower has
 //      applied everything the log held when the change began, so the decision sees every change
 //      any node made before.
-//   2. A change that allocates an id (a user, a device, a geofence) is appended with an
-//      expectation on its partition: the partition must still end where it ended when the
-//      decision began (JetStream's compare-and-set). Two nodes allocating the same id always hit
-//      the same partition (the id decides it), so one of them is refused and decides again, on a
-//      registry that now holds the other's change. A refusal for an unrelated record of that
-//      partition (a fix batch) costs one more round, never a wrong id.
-//   3. Every registry change carries a Msg-Id derived from the change and the position it was
-//      decided at, so the same change decided twice at the same position (a node's own retry, a
-//      caller's retry through another node that had not yet seen the first) is stored once.
+//   2. A change that takes a new id (a user, a device) is appended with the id as its Msg-Id
+//      ("id-user-7"). Two nodes taking the same id at the same moment send the same Msg-Id, and
+//      JetStream stores one: the other gets "duplicate", sees (once folded) that the record with
+//      that id is not its change, and decides again on a registry that now holds the other's.
+//      Rule 1 keeps decisions far younger than the duplicate window (120 s), which is what makes
+//      the window enough.
+//   3. Every other registry change carries a Msg-Id derived from the change and the position it
+//      was decided at, so the same change decided twice at the same position (a node's own retry,
+//      a caller's retry through another node that had not yet seen the first) is stored once.
 //   And a request whose token this node does not know waits, bounded, for the follower to reach
 //   the log's end before it is refused (a token made through another node a moment ago).
 
@@ -30,22 +30,14 @@ import Threads
 public protocol SharedEventLog: Sendable {
     var partitionCount: Int { get }
     /// Appends one record with `messageID` as its idempotency key and returns once the log holds
-    /// it durably (or already held it: `duplicate`). With `expectation`, throws
-    /// `SharedAppendConflict` when its partition no longer ends there.
-    func appendShared(_ record: EncodedEvent, messageID: String, expectation: SharedPartitionEnd?) throws
-        -> SharedAppend
+    /// it durably, or already held a record with that id (`duplicate`, with that record's offset).
+    func appendShared(_ record: EncodedEvent, messageID: String) throws -> SharedAppend
     /// `appendShared` without blocking the caller; `completion` runs once, on another thread.
     func appendSharedLater(
         _ record: EncodedEvent, messageID: String,
         completion: @escaping @Sendable (Result<SharedAppend, any Error>) -> Void)
     /// Every offset below this is durable.
     func durableEndOffset() throws -> UInt64
-}
-
-/// Where a partition ends, as a node's registry has seen it.
-public enum SharedPartitionEnd: Sendable, Equatable {
-    case empty
-    case lastOffset(UInt64)
 }
 
 public struct SharedAppend: Sendable, Equatable {
@@ -57,12 +49,6 @@ public struct SharedAppend: Sendable, Equatable {
     }
 }
 
-/// Another node appended to the partition since this node's decision; nothing was stored.
-public struct SharedAppendConflict: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
-}
-
 /// The node's position in the shared log and the waits on it.
 public final class SharedRegistry: Sendable {
     public let log: any SharedEventLog
@@ -70,9 +56,9 @@ public final class SharedRegistry: Sendable {
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private nonisolated(unsafe) var applied: UInt64 = 0
-    private nonisolated(unsafe) var partitionEnds: [Int: UInt64] = [:]
-    /// Set under `mutations` by its catch-up: the partition ends the decision in progress saw.
-    nonisolated(unsafe) var decisionEnds: [Int: UInt64] = [:]
+    /// Set under `mutations` after its catch-up: the first ids free when the decision in progress
+    /// began. An id at or past these is one the decision takes (rule 2).
+    nonisolated(unsafe) var decisionFreeIDs = (user: UInt64(1), device: UInt64(1))
 
     public struct Limits: Sendable {
         /// How long a request with an unknown token, or a registry change, waits for this node
@@ -81,7 +67,7 @@ public final class SharedRegistry: Sendable {
         /// How long a node waits for its own registry change to come back through the follower
         /// before answering anyway (the change is durable; the answer does not depend on it).
         public var ownChangeWaitMillisMax: Int64 = 5_000
-        /// How many times a registry change is decided again after a conflict.
+        /// How many times a registry change is decided again after another node took its id.
         public var conflictRetriesMax = 20
         public init() {}
     }
@@ -94,13 +80,12 @@ public final class SharedRegistry: Sendable {
     /// The offset after the last record folded.
     public var appliedEnd: UInt64 { lock.withLock { applied } }
 
-    /// The follower's step: folds `record` (of `partition`) into `identity`'s registry, then
-    /// moves the position and wakes the waiters. Records arrive once each, in offset order.
-    public func deliver(_ record: LogRecord, partition: Int, into identity: IdentityService) throws {
+    /// The follower's step: folds `record` into `identity`'s registry, then moves the position
+    /// and wakes the waiters. Records arrive once each, in offset order.
+    public func deliver(_ record: LogRecord, into identity: IdentityService) throws {
         try identity.registry.write { state in try state.registry.apply(record) }
         lock.withLock {
             applied = record.offset + 1
-            partitionEnds[partition] = record.offset
             lock.broadcast()
         }
     }
@@ -124,8 +109,6 @@ public final class SharedRegistry: Sendable {
         return waitApplied(end, waitMillisMax: limits.catchUpWaitMillisMax)
     }
 
-    func currentEnds() -> [Int: UInt64] { lock.withLock { partitionEnds } }
-
     /// The Msg-Id of a registry change: what it is (type and payload) and where it was decided.
     static func messageID(_ record: EncodedEvent, decidedAt position: UInt64) -> String {
         var bytes: [UInt8] = [record.header.type]
@@ -145,7 +128,13 @@ package final class MutationLock: Sendable {
     private let lock = ConditionLock()
     let shared: SharedRegistry?
 
-    init(shared: SharedRegistry?) { self.shared = shared }
+    /// The first free user and device ids of the registry now.
+    let freeIDs: @Sendable () -> (user: UInt64, device: UInt64)
+
+    init(shared: SharedRegistry?, freeIDs: @escaping @Sendable () -> (user: UInt64, device: UInt64)) {
+        self.shared = shared
+        self.freeIDs = freeIDs
+    }
 
     package func withLock<R, E: Error>(_ body: (inout ()) throws(E) -> R) throws(E) -> R {
         lock.lock()
@@ -155,7 +144,7 @@ package final class MutationLock: Sendable {
         var attempt = 0
         while true {
             shared.catchUp()
-            shared.decisionEnds = shared.currentEnds()
+            shared.decisionFreeIDs = freeIDs()
             do {
                 return try body(&unit)
             } catch {

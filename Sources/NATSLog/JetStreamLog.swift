@@ -177,11 +177,10 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     }
 
     /// Returns the stream sequence JetStream stored the message at (an earlier one for a duplicate,
-    /// then `duplicate` is true). `expectation`: the partition's last message must be this one
-    /// (`.empty`: none), else `JetStreamExpectationFailed` (RegistryAppend.swift).
-    func publish(
-        _ bytes: [UInt8], partition: Int, messageID: String, expectation: PartitionExpectation? = nil
-    ) throws -> (sequence: UInt64, duplicate: Bool) {
+    /// then `duplicate` is true).
+    func publish(_ bytes: [UInt8], partition: Int, messageID: String) throws -> (
+        sequence: UInt64, duplicate: Bool
+    ) {
         let subject = subjects[partition]
         let deadline = monotonicMicros() + configuration.appendDeadlineMillis * 1000
         var lastError = "no attempt"
@@ -191,11 +190,6 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             options.MaxWait = configuration.publishAckWaitMillis
             var ack: UnsafeMutablePointer<jsPubAck>?
             var code = jsErrCode(0)
-            switch expectation {
-            case .none: break
-            case .empty?: options.ExpectNoMessage = true
-            case .lastOffset(let offset)?: options.ExpectLastSubjectSeq = offset + 1
-            }
             let status = messageID.withCString { id in
                 options.MsgId = id
                 options.ExpectStream = streamName.constant
@@ -209,9 +203,6 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
                 return (ack.pointee.Sequence, ack.pointee.Duplicate)
             }
             lastError = Self.describe(status, code)
-            if code == JSStreamWrongLastSequenceErr {
-                throw JetStreamExpectationFailed(subject: subject.text, detail: lastError)
-            }
             guard Self.isTransient(status, code) else {
                 throw JetStreamLogError.refused(subject: subject.text, lastError)
             }

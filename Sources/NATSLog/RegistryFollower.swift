@@ -9,31 +9,15 @@ import Threads
 // What an ingest node needs of the JetStream log beyond `EventLog` (issue 17, docs/scale.md,
 // "Ingest nodes"):
 //
-//   append one record with a Msg-Id the caller chose (a registry change's id is derived from the
-//   change, so that the same change decided twice is stored once) and, optionally, an expectation
-//   on its partition's last message (JetStream's compare-and-set: the partition must still end
-//   where the node's registry says it does), and learn whether JetStream stored it or knew it;
+//   append one record with a Msg-Id the caller chose, and learn whether JetStream stored it or
+//   already held a message with that id (its duplicate window): a registry change that takes a
+//   new id uses "the id" as its Msg-Id, so that of two nodes taking the same id at once exactly
+//   one is stored and the other learns it lost. JetStream checks Msg-Ids against messages still
+//   being replicated too; nats-server 2.9's per-subject expected sequence does not (two appends in
+//   flight expecting the same last sequence were both stored in our test), so it is not used;
 //
 //   follow the whole stream (every partition, in sequence order) from an offset, for ever: every
 //   node folds the same records in the same order into its registry, its own appends included.
-
-/// What the partition's last message must be for an append to be stored.
-public enum PartitionExpectation: Sendable, Equatable {
-    /// The partition has no message yet.
-    case empty
-    /// The partition's newest message is at this offset.
-    case lastOffset(UInt64)
-}
-
-/// JetStream refused an append because its partition no longer ends where the caller expected:
-/// another node appended to it meanwhile. Nothing was stored; decide again on a newer registry.
-public struct JetStreamExpectationFailed: Error, CustomStringConvertible {
-    public var subject: String
-    public var detail: String
-    public var description: String {
-        "\(subject) changed since this node last read it (\(detail)); nothing was stored"
-    }
-}
 
 /// How JetStream took one record.
 public struct JetStreamAppended: Sendable, Equatable {
@@ -46,12 +30,10 @@ public struct JetStreamAppended: Sendable, Equatable {
 extension JetStreamLog {
     /// Appends one record to its device's partition with `messageID` as its `Nats-Msg-Id`, and
     /// returns once JetStream acknowledged it (quorum), or found it a duplicate.
-    public func append(
-        record: EncodedEvent, messageID: String, expectation: PartitionExpectation? = nil
-    ) throws -> JetStreamAppended {
+    public func append(record: EncodedEvent, messageID: String) throws -> JetStreamAppended {
         let stored = try publish(
             Self.messageBytes(record), partition: partition(ofDevice: record.header.deviceKey),
-            messageID: messageID, expectation: expectation)
+            messageID: messageID)
         return JetStreamAppended(offset: stored.sequence - 1, duplicate: stored.duplicate)
     }
 

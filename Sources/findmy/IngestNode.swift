@@ -92,21 +92,9 @@ final class JetStreamSharedLog: SharedEventLog, Service, @unchecked Sendable {
 
     var partitionCount: Int { log.partitionCount }
 
-    func appendShared(_ record: EncodedEvent, messageID: String, expectation: SharedPartitionEnd?) throws
-        -> SharedAppend
-    {
-        let expected: PartitionExpectation? =
-            switch expectation {
-            case .none: nil
-            case .empty?: .empty
-            case .lastOffset(let offset)?: .lastOffset(offset)
-            }
-        do {
-            let appended = try log.append(record: record, messageID: messageID, expectation: expected)
-            return SharedAppend(offset: appended.offset, duplicate: appended.duplicate)
-        } catch let refused as JetStreamExpectationFailed {
-            throw SharedAppendConflict(refused.description)
-        }
+    func appendShared(_ record: EncodedEvent, messageID: String) throws -> SharedAppend {
+        let appended = try log.append(record: record, messageID: messageID)
+        return SharedAppend(offset: appended.offset, duplicate: appended.duplicate)
     }
 
     func appendSharedLater(
@@ -114,7 +102,7 @@ final class JetStreamSharedLog: SharedEventLog, Service, @unchecked Sendable {
         completion: @escaping @Sendable (Result<SharedAppend, any Error>) -> Void
     ) {
         queue.submit { [self] in
-            completion(Result { try appendShared(record, messageID: messageID, expectation: nil) })
+            completion(Result { try appendShared(record, messageID: messageID) })
         }
     }
 
@@ -176,8 +164,8 @@ extension ServeCommand {
         let service = IngestService(shared: registry, limits: configuration.limits)
         service.addStatusSource(ServiceGroupStatus(group))
         let identity = service.identity
-        let follower = JetStreamFollower(log: shared.log, from: 0) { record, partition in
-            try registry.deliver(record, partition: partition, into: identity)
+        let follower = JetStreamFollower(log: shared.log, from: 0) { record, _ in
+            try registry.deliver(record, into: identity)
         }
         follower.onFatal = { group.fail("registry-follower", $0) }
         service.addStatusSource(RegistryFollowerStatus(follower: follower, shared: registry))

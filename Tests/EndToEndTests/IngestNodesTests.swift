@@ -106,6 +106,79 @@ import Testing
         }
     }
 
+    /// Users and devices created at the same moment through both nodes: every id is given once
+    /// (a node that allocated an id another node took meanwhile is refused by its partition's
+    /// expectation and decides again), and every answer names the record the stream holds.
+    @Test func idsAllocatedAtOnceThroughBothNodesAreDistinct() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.stopAll() }
+        let scratch = ScratchDirectory("findmy-nodes")
+        let nodes = try Self.startNodes(cluster, scratch)
+        defer { for node in nodes { node.kill9() } }
+        let workers = 4
+        let usersPerWorker = 6
+        let answers = AllocationAnswers()
+        let threads = (0..<workers).map { worker in
+            let node = "\(scratch.path)/node\(worker % 2 + 1)"
+            let address = nodes[worker % 2].address
+            return Thread {
+                let admin = HTTPConnection(address: "unix:" + node + "/admin.sock")
+                let api = HTTPConnection(address: address)
+                for index in 0..<usersPerWorker {
+                    let name = "u\(worker)-\(index)"
+                    guard
+                        let created = try? post(
+                            admin, "/admin/users", token: nil, body: "{\"name\": \"\(name)\"}"),
+                        created.status == 201, let userID = created.int("user_id"),
+                        let token = created.string("token")
+                    else {
+                        answers.fail("user \(name) not created")
+                        continue
+                    }
+                    answers.user(name, userID)
+                    for device in 0..<2 {
+                        let uuid = UUID().uuidString
+                        guard let enrolled = try? enrol(api, userToken: token, uuid: uuid),
+                            enrolled.status == 201, let deviceID = enrolled.int("device_id")
+                        else {
+                            answers.fail("device \(device) of \(name) not enrolled")
+                            continue
+                        }
+                        answers.device(deviceID, owner: userID, uuid: uuid)
+                    }
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        #expect(waitUntil(timeoutSeconds: 300) { threads.allSatisfy(\.isFinished) })
+        #expect(answers.failures.isEmpty, "\(answers.failures)")
+
+        var userIDs: [UInt64: [String]] = [:]
+        var deviceIDs: [UInt64: [(UInt64, UUID128)]] = [:]
+        for (_, event) in try Self.streamRecords(cluster) {
+            switch event {
+            case .userCreated(let created): userIDs[created.userID, default: []].append(created.name)
+            case .deviceEnrolled(let enrolled):
+                deviceIDs[enrolled.deviceID, default: []].append((enrolled.userID, enrolled.deviceUUID))
+            default: break
+            }
+        }
+        #expect(userIDs.count == workers * usersPerWorker && userIDs.values.allSatisfy { $0.count == 1 })
+        #expect(
+            deviceIDs.count == workers * usersPerWorker * 2 && deviceIDs.values.allSatisfy { $0.count == 1 })
+        for (name, userID) in answers.users {
+            #expect(userIDs[UInt64(userID)] == [name], "the answer for \(name) names user \(userID)")
+        }
+        for (deviceID, owner) in answers.devices {
+            let stored = deviceIDs[UInt64(deviceID)]?.first
+            #expect(stored?.0 == UInt64(owner.userID) && stored?.1 == UUID128(owner.uuid))
+        }
+        print(
+            "ids allocated at once through both nodes: \(userIDs.count) users, \(deviceIDs.count) devices, "
+                + "conflicts decided again: \(nodes.map { $0.process.standardError.components(separatedBy: "registry_conflict").count - 1 })"
+        )
+    }
+
     /// The time from node 1's answer to an enrolment until node 2's registry holds it, printed
     /// (docs/scale.md quotes it); asserted only to be finite, as no test asserts a duration.
     @Test func aChangeThroughOneNodeReachesTheOther() throws {
@@ -243,4 +316,22 @@ final class LoadTally: @unchecked Sendable {
             refusedCount += refused
         }
     }
+}
+
+/// What the allocation test's threads were answered.
+final class AllocationAnswers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var userAnswers: [String: Int64] = [:]
+    private var deviceAnswers: [Int64: (userID: Int64, uuid: String)] = [:]
+    private var failureTexts: [String] = []
+
+    var users: [String: Int64] { lock.withLock { userAnswers } }
+    var devices: [Int64: (userID: Int64, uuid: String)] { lock.withLock { deviceAnswers } }
+    var failures: [String] { lock.withLock { failureTexts } }
+
+    func user(_ name: String, _ id: Int64) { lock.withLock { userAnswers[name] = id } }
+    func device(_ id: Int64, owner: Int64, uuid: String) {
+        lock.withLock { deviceAnswers[id] = (owner, uuid) }
+    }
+    func fail(_ text: String) { lock.withLock { failureTexts.append(text) } }
 }
