@@ -151,11 +151,10 @@ public final class JetStreamFollower: Service, @unchecked Sendable {
                     _ = stopSignal.wait(micros: pollMillis * 1000)
                     return
                 }
-                if monotonicMicros() - lastMessageMicros > stallMillis * 1000,
-                    let end = try? log.durableEndOffset(), end > nextOffset
-                {
-                    return
-                }
+                // Quiet for a while: ask (once per `stallMillis`) whether the stream is longer.
+                guard monotonicMicros() - lastMessageMicros > stallMillis * 1000 else { continue }
+                if let end = try? log.durableEndOffset(), end > nextOffset { return }
+                lastMessageMicros = monotonicMicros()
                 continue
             }
             lastMessageMicros = monotonicMicros()

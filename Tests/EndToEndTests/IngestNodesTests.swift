@@ -16,11 +16,17 @@ import Testing
     static func startNodes(_ cluster: NATSCluster, _ scratch: ScratchDirectory) throws -> [ServerProcess] {
         let log = "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
         var nodes: [ServerProcess] = []
-        for index in 1...2 {
-            nodes.append(
-                try ServerProcess(
-                    data: scratch.path + "/node\(index)",
-                    extraArguments: ["--log", log, "--log-partitions", "\(partitions)"]))
+        do {
+            for index in 1...2 {
+                nodes.append(
+                    try ServerProcess(
+                        data: scratch.path + "/node\(index)",
+                        extraArguments: ["--log", log, "--log-partitions", "\(partitions)"]))
+            }
+        } catch {
+            // The caller's defer never sees a node started before the failure.
+            for node in nodes { node.kill9() }
+            throw error
         }
         return nodes
     }
