@@ -89,6 +89,11 @@ import Testing
                     batchID: UUID().uuidString, fixes: [fixJSON()])
             ).status == 200)
 
+        // An app's report (Overland, the fixtures' batch) through node 2 takes the same path.
+        let overland = try #require(try AppRequestFixture.all("overland", token: newToken).first)
+        let overlandAnswer = try overland.send(two)
+        #expect(overlandAnswer.status == overland.status)
+
         // A token no node made: 401 once node 2 has caught up with the stream.
         let unknown = try post(
             two, "/api/find-my/report", token: "fm_d_" + String(repeating: "x", count: 40), body: body)
@@ -105,6 +110,10 @@ import Testing
                 false
             }
         }
+        let deviceBatches = records.filter {
+            if case .fixBatch(let batch) = $0.event { batch.deviceID == UInt64(deviceID) } else { false }
+        }
+        #expect(deviceBatches.count == 3, "the native batch, the one with the new token, Overland's")
         #expect(users.count == 1 && devices.count == 1, "\(records.map(\.record.header.type))")
         #expect(batches.count == 1 && batches.first.map { Int64($0.record.offset) } == first.int("offset"))
         if case .fixBatch(let stored)? = batches.first?.event {
