@@ -121,6 +121,43 @@ import Testing
         }
     }
 
+    /// A device token made through node 1 while node 2 was stopped (SIGSTOP), used through node 2
+    /// the moment it runs again: node 2 has not folded the enrolment yet when the request comes,
+    /// and answers 200 because an unknown token waits for the node to catch up with the stream.
+    @Test func aTokenMadeWhileTheOtherNodeWasBehindIsWaitedFor() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.stopAll() }
+        let scratch = ScratchDirectory("findmy-nodes")
+        let nodes = try Self.startNodes(cluster, scratch)
+        defer {
+            nodes[1].process.kill(SIGCONT)
+            for node in nodes { node.kill9() }
+        }
+        let one = HTTPConnection(address: nodes[0].address)
+        let userToken = try addUser("dora", data: scratch.path + "/node1")
+        let address = nodes[1].address
+        var answers: [Int] = []
+        for round in 0..<3 {
+            nodes[1].process.kill(SIGSTOP)
+            let enrolled = try enrol(one, userToken: userToken, uuid: UUID().uuidString, name: "r\(round)")
+            let deviceToken = try #require(enrolled.string("device_token"))
+            let status = StatusSlot()
+            let sender = Thread {
+                // The kernel accepts the connection while node 2 is stopped; it reads it once resumed.
+                let answer = try? post(
+                    HTTPConnection(address: address), "/api/find-my/report", token: deviceToken,
+                    body: reportBody(batchID: UUID().uuidString, fixes: [fixJSON()]))
+                status.set(answer?.status ?? 0)
+            }
+            sender.start()
+            usleep(200_000)  // not a synchronisation: only lets the request reach node 2's socket
+            nodes[1].process.kill(SIGCONT)
+            #expect(waitUntil(timeoutSeconds: 60) { status.value != nil })
+            answers.append(status.value ?? 0)
+        }
+        #expect(answers == [200, 200, 200], "node 2 answered \(answers): \(nodes[1].process.standardError)")
+    }
+
     /// Users and devices created at the same moment through both nodes: every id is given once
     /// (a node that allocated an id another node took meanwhile is refused by its partition's
     /// expectation and decides again), and every answer names the record the stream holds.
@@ -349,4 +386,12 @@ final class AllocationAnswers: @unchecked Sendable {
         lock.withLock { deviceAnswers[id] = (owner, uuid) }
     }
     func fail(_ text: String) { lock.withLock { failureTexts.append(text) } }
+}
+
+/// One status code handed from a sending thread to the test.
+final class StatusSlot: @unchecked Sendable {
+    private let lock = NSLock()
+    private var status: Int?
+    var value: Int? { lock.withLock { status } }
+    func set(_ value: Int) { lock.withLock { status = value } }
 }
