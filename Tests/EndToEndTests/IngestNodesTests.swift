@@ -158,6 +158,46 @@ import Testing
         #expect(answers == [200, 200, 200], "node 2 answered \(answers): \(nodes[1].process.standardError)")
     }
 
+    /// A batch stored through node 2 while node 1 was stopped, retried through node 1 the moment it
+    /// runs again: node 1 has not folded the batch when the retry comes, JetStream knows its Msg-Id,
+    /// and node 1 answers it as a duplicate with the first offset.
+    @Test func aRetryReachingANodeBehindIsStillADuplicate() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.stopAll() }
+        let scratch = ScratchDirectory("findmy-nodes")
+        let nodes = try Self.startNodes(cluster, scratch)
+        defer {
+            nodes[0].process.kill(SIGCONT)
+            for node in nodes { node.kill9() }
+        }
+        let userToken = try addUser("erin", data: scratch.path + "/node1")
+        let enrolled = try enrol(
+            HTTPConnection(address: nodes[0].address), userToken: userToken, uuid: UUID().uuidString)
+        let deviceToken = try #require(enrolled.string("device_token"))
+        let two = HTTPConnection(address: nodes[1].address)
+        let address = nodes[0].address
+        for _ in 0..<3 {
+            let body = reportBody(batchID: UUID().uuidString, fixes: [fixJSON()])
+            nodes[0].process.kill(SIGSTOP)
+            let first = try post(two, "/api/find-my/report", token: deviceToken, body: body)
+            #expect(first.status == 200 && first.body["duplicate"] == .bool(false))
+            let retry = AnswerSlot()
+            let sender = Thread {
+                retry.set(
+                    try? post(
+                        HTTPConnection(address: address), "/api/find-my/report", token: deviceToken,
+                        body: body))
+            }
+            sender.start()
+            usleep(200_000)  // not a synchronisation: only lets the request reach node 1's socket
+            nodes[0].process.kill(SIGCONT)
+            #expect(waitUntil(timeoutSeconds: 60) { retry.value != nil })
+            let answer = try #require(retry.value ?? nil)
+            #expect(answer.status == 200 && answer.body["duplicate"] == .bool(true), "\(answer.body)")
+            #expect(answer.int("offset") == first.int("offset"))
+        }
+    }
+
     /// Users and devices created at the same moment through both nodes: every id is given once
     /// (a node that allocated an id another node took meanwhile is refused by its partition's
     /// expectation and decides again), and every answer names the record the stream holds.
@@ -394,4 +434,12 @@ final class StatusSlot: @unchecked Sendable {
     private var status: Int?
     var value: Int? { lock.withLock { status } }
     func set(_ value: Int) { lock.withLock { status = value } }
+}
+
+/// One answer handed from a sending thread to the test (nil inside: the request failed).
+final class AnswerSlot: @unchecked Sendable {
+    private let lock = NSLock()
+    private var answer: Answer??
+    var value: Answer?? { lock.withLock { answer } }
+    func set(_ value: Answer?) { lock.withLock { answer = .some(value) } }
 }
