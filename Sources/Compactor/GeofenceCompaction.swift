@@ -6,7 +6,9 @@ import Projector
 /// Retention and erasure reaching the geofence projection (issue 16; docs/retention.md,
 /// "Geofences"): its copy of the fixes (`geofence_fixes`) and the transitions they decided
 /// (`geofence_transitions`) go by the same rule as history: past the device's window by the earlier
-/// of the two clocks, inside an erased range, every row of a removed device. The geofence projector
+/// of the two clocks, inside an erased range, every row of a removed device; so do the transitions
+/// the device reported itself (`device_transitions`, received_at being the arrival of the report
+/// that carried them). The geofence projector
 /// deletes erased and removed rows itself when it folds the event; this catches rows it inserted
 /// while behind. After a scrub of the main projection, the two tables are rewritten too, so that
 /// erased coordinates do not stay in their pages.
@@ -22,7 +24,7 @@ extension DatabaseCompaction {
         guard let generation = try Schema.generation(of: schema, connection), generation.logID == logID else {
             return  // none yet, or another log's, which its projector drops
         }
-        let tables = [GeofenceSchema.Table.fixes.rawValue, GeofenceSchema.Table.transitions.rawValue]
+        let tables = [GeofenceSchema.Table.fixes, .transitions, .deviceTransitions].map(\.rawValue)
         func delete(_ condition: String, _ parameters: [PostgresValue?]) throws {
             for table in tables {
                 report.geofenceRowsDeleted += try deleteBounded(

@@ -17,6 +17,30 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         public var fixIndex: Int32
     }
 
+    /// A transition the device reported itself (OwnTracks `transition`, event 25): its own view,
+    /// stored as reported, never evaluated.
+    public struct DeviceTransitionRow: Sendable, Equatable {
+        public var deviceID: UInt64
+        public var enter: Bool
+        public var recordedAtMicros: Int64
+        public var receivedAtMicros: Int64
+        public var regionID: String
+        public var regionName: String
+        /// The fence this region is, when the phone got it from findmy (`rid` "findmy-<id>",
+        /// FenceWaypoints).
+        public var geofenceID: UInt64?
+        public var accuracyMeters: Double?
+        public var logOffset: UInt64
+
+        /// The fence id in a region id findmy handed out (`findmy-<id>`), or nil.
+        public static func geofenceID(regionID: String) -> UInt64? {
+            guard regionID.hasPrefix("findmy-"), let id = UInt64(regionID.dropFirst("findmy-".count)),
+                id > 0, id <= UInt64(Int64.max)
+            else { return nil }
+            return id
+        }
+    }
+
     public enum Item: Sendable {
         /// The decidable fixes of one fix batch record (all of one device).
         case fixes([FixRow])
@@ -24,6 +48,7 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         case deleted(GeofenceDeleted)
         case erased(HistoryErased)
         case removed(deviceID: UInt64)
+        case deviceTransition(DeviceTransitionRow)
     }
 
     public var firstOffset: UInt64
@@ -64,6 +89,17 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                 fixCount += rows.count
                 items.append(.fixes(rows))
             }
+        case .regionTransition?:
+            guard case .regionTransition(let transition) = try record.event() else { return }
+            items.append(
+                .deviceTransition(
+                    DeviceTransitionRow(
+                        deviceID: transition.deviceID, enter: transition.kind == .enter,
+                        recordedAtMicros: transition.recordedAtMicros, receivedAtMicros: received,
+                        regionID: transition.regionID, regionName: transition.regionName,
+                        geofenceID: DeviceTransitionRow.geofenceID(regionID: transition.regionID),
+                        accuracyMeters: transition.accuracyMeters.flatMap { $0.isFinite ? $0 : nil },
+                        logOffset: record.offset)))
         case .geofenceDefined?, .geofenceDeleted?, .historyErased?, .deviceRemoved?:
             switch try record.event() {
             case .geofenceDefined(let fence): items.append(.defined(fence, offset: record.offset))

@@ -45,6 +45,17 @@ public struct GeofenceProjection: LogProjection {
         try GeofenceTables.create(schema, logID: logID, connection)
     }
 
+    /// Drops the projection's tables and makes them again, empty, bound to `logID` (checkpoint 0):
+    /// `findmy replay` folds it again from the start. In place, not a generation swapped in as the
+    /// main projection's: until the fold catches up, its transitions are missing. A projector of
+    /// another process folding it meanwhile finds its checkpoint moved, forgets its cache and goes
+    /// on from the table's checkpoint, so the two take turns.
+    public func dropAndRecreate(logID: UUID128, _ connection: PostgresConnection) throws {
+        try Schema.migrate(connection)
+        cache.put(nil)
+        try GeofenceTables.create(schema, logID: logID, connection)
+    }
+
     public func checkpoint(_ connection: PostgresConnection) throws -> UInt64 {
         let result = try connection.execute(
             "SELECT next_offset FROM \(s).projector_checkpoints WHERE projection = $1",

@@ -24,6 +24,7 @@ struct GeofenceRun {
     }
 
     var fixRows: [GeofenceBatch.FixRow] = []
+    var deviceTransitions: [GeofenceBatch.DeviceTransitionRow] = []
     var transitions: [TransitionRow] = []
     /// Pairs to recompute, by device, from the earliest `recorded_at` that came out of order.
     var dirty: [UInt64: [UInt64: Int64]] = [:]
@@ -61,6 +62,8 @@ struct GeofenceRun {
         case .removed(let deviceID):
             try flush()
             try remove(deviceID)
+        case .deviceTransition(let row):
+            deviceTransitions.append(row)
         }
     }
 
@@ -198,6 +201,7 @@ struct GeofenceRun {
         }
         _ = try connection.execute("DELETE FROM \(s).geofence_fixes WHERE \(condition)", parameters)
         _ = try connection.execute("DELETE FROM \(s).geofence_transitions WHERE \(condition)", parameters)
+        _ = try connection.execute("DELETE FROM \(s).device_transitions WHERE \(condition)", parameters)
         for fenceID in cache.devices[erase.deviceID]?.fenceIDs ?? [] {
             markDirty(fenceID, erase.deviceID, from: erase.fromMicros ?? .min)
         }
@@ -205,7 +209,7 @@ struct GeofenceRun {
 
     private mutating func remove(_ deviceID: UInt64) throws {
         let id: [PostgresValue?] = [.int64(Int64(bitPattern: deviceID))]
-        for table in ["geofence_fixes", "geofence_transitions", "geofence_state"] {
+        for table in ["geofence_fixes", "geofence_transitions", "geofence_state", "device_transitions"] {
             _ = try connection.execute("DELETE FROM \(s).\(table) WHERE device_id = $1", id)
         }
         cache.devices[deviceID] = nil
@@ -217,6 +221,7 @@ struct GeofenceRun {
 
     mutating func flush() throws {
         try copyFixes()
+        try insertDeviceTransitions()
         try insertTransitions(transitions)
         transitions.removeAll(keepingCapacity: true)
         let pending = dirty
@@ -249,6 +254,37 @@ struct GeofenceRun {
             out.int32(row.fixIndex)
         }
         fixRows.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func insertDeviceTransitions() throws {
+        guard !deviceTransitions.isEmpty else { return }
+        let rows = deviceTransitions
+        deviceTransitions.removeAll(keepingCapacity: true)
+        func column(
+            _ type: PostgresArray.ElementType, _ value: (GeofenceBatch.DeviceTransitionRow) -> PostgresValue?
+        )
+            -> PostgresValue
+        {
+            .array(PostgresArray(type, rows.map(value)))
+        }
+        _ = try connection.execute(
+            """
+            INSERT INTO \(s).device_transitions
+                (device_id, geofence_id, region_id, region_name, event, recorded_at, received_at, fix_accuracy_m, log_offset)
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
+                $7::timestamptz[], $8::float8[], $9::bigint[])
+            """,
+            [
+                column(.bigint) { .int64(Int64(bitPattern: $0.deviceID)) },
+                column(.bigint) { $0.geofenceID.map { .int64(Int64(bitPattern: $0)) } },
+                column(.text) { .text($0.regionID) },
+                column(.text) { .text($0.regionName) },
+                column(.text) { .text($0.enter ? "enter" : "leave") },
+                column(.timestamptz) { .timestamp(micros: $0.recordedAtMicros) },
+                column(.timestamptz) { .timestamp(micros: $0.receivedAtMicros) },
+                column(.float8) { $0.accuracyMeters.map { .double($0) } },
+                column(.bigint) { .int64(Int64($0.logOffset)) },
+            ])
     }
 
     /// Inserts transitions in `recorded_at` order, so that ids follow it within one write.

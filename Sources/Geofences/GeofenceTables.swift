@@ -8,7 +8,8 @@ import Projector
 /// or tables folded from another log, are dropped and folded again from offset 0.
 public enum GeofenceTables {
     /// 1: geofences, geofence_fixes, geofence_state, geofence_transitions, projector_checkpoints.
-    public static let version = 1
+    /// 2: device_transitions (the device's own enter and leave, OwnTracks `transition`).
+    public static let version = 2
     /// The projection's name in its `projector_checkpoints`.
     public static let projectionName = "geofences"
 
@@ -66,6 +67,21 @@ public enum GeofenceTables {
                 );
                 CREATE INDEX ON \(s).geofence_transitions (geofence_id, recorded_at, id);
                 CREATE INDEX ON \(s).geofence_transitions (device_id, recorded_at);
+                -- The device's own view (event 25): what the phone said it crossed, as it said it.
+                -- geofence_id: the fence the region was handed out as (rid "findmy-<id>"), else NULL.
+                CREATE TABLE \(s).device_transitions (
+                    id bigserial PRIMARY KEY,
+                    device_id bigint NOT NULL,
+                    geofence_id bigint,
+                    region_id text NOT NULL,
+                    region_name text NOT NULL,
+                    event text NOT NULL CHECK (event IN ('enter', 'leave')),
+                    recorded_at timestamptz NOT NULL,
+                    received_at timestamptz NOT NULL,
+                    fix_accuracy_m double precision,
+                    log_offset bigint NOT NULL
+                );
+                CREATE INDEX ON \(s).device_transitions (device_id, recorded_at);
                 CREATE TABLE \(s).projector_checkpoints (
                     projection text PRIMARY KEY,
                     next_offset bigint NOT NULL,

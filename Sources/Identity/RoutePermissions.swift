@@ -98,6 +98,7 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
+        RouteKey("GET", "/api/find-my/devices/{id}/transitions"): .viewer,
         RouteKey("GET", "/api/find-my/admin/devices"): .admin,
         // Commands to devices (Sources/Commands, docs/commands.md)
         RouteKey("POST", "/api/find-my/devices/{id}/commands"): .locator,

@@ -14,6 +14,9 @@ public enum GeofenceSchema {
         case state = "geofence_state"
         /// Enter and leave, at the fix's `recorded_at`; `id` increases with every row written.
         case transitions = "geofence_transitions"
+        /// The device's own view: the enter and leave it reported itself (OwnTracks `transition`,
+        /// event 25). Shown beside the server's decisions; never notifies.
+        case deviceTransitions = "device_transitions"
         case projectorCheckpoints = "projector_checkpoints"
 
         /// `findmy_geofences.geofence_transitions`.

@@ -45,16 +45,21 @@ public struct GeofenceTransitionRoutes: Sendable {
         router.add("GET", Self.pattern) { [self] request, caller in
             reads.respond { () throws(APIError) in try transitions(request, caller) }
         }
+        router.add("GET", Self.devicePattern) { [self] request, caller in
+            reads.respond { () throws(APIError) in try deviceTransitions(request, caller) }
+        }
     }
 
     /// Without a database (`--projector off`): 503 `reads_unavailable`, as the other reads.
     public static func addUnavailableRoute(to router: inout GuardedRouter) {
-        router.add("GET", pattern) { _, _ in
-            APIError(
-                status: 503, code: .readsUnavailable,
-                message:
-                    "this server runs with --projector off and has no database to read from; start it with --projector on"
-            ).response
+        for pattern in [Self.pattern, Self.devicePattern] {
+            router.add("GET", pattern) { _, _ in
+                APIError(
+                    status: 503, code: .readsUnavailable,
+                    message:
+                        "this server runs with --projector off and has no database to read from; start it with --projector on"
+                ).response
+            }
         }
     }
 

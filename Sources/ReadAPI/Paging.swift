@@ -20,6 +20,9 @@ public struct HistoryCursor: Equatable, Sendable {
         /// A geofence's transitions (GeofenceTransitions.swift): the id is the fence's, the time
         /// `recorded_at`, the log offset the transition's row id.
         case geofenceTransitions = 3
+        /// A device's transitions, both sources, newest first (DeviceTransitions.swift): the time
+        /// `recorded_at`, the log offset the row's id, the fix index its source (0 server, 1 device).
+        case deviceTransitions = 4
     }
 
     public var kind: Kind

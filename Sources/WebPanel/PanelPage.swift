@@ -67,7 +67,9 @@ struct PanelPage {
         case .device(let device, let cadence, let history):
             details(&html, device, cadenceMicros: cadence)
             historySection(&html, device, history)
+            transitionsSection(&html, device, history)
         }
+        geofenceSection(&html)
         html.raw(
             """
             </div>
@@ -114,6 +116,10 @@ struct PanelPage {
                 }
             } else {
                 html.raw("no position yet")
+            }
+            if let view = presence[device.id] {
+                html.raw(" · ")
+                presenceState(&html, view)
             }
             if let owner = device.sharedBy {
                 html.raw(" · shared by ")
@@ -395,6 +401,7 @@ struct PanelPage {
         // The session's CSRF token, which the command buttons' POST sends (X-CSRF-Token).
         writer.key("csrf")
         if let csrf { writer.string(csrf) } else { writer.null() }
+        writeGeofenceLimits(&writer)
         writer.key("devices")
         writer.beginArray()
         for device in devices {

@@ -6,19 +6,33 @@ import Identity
 // reachability, not location; the settings page's link form; its post.
 
 extension PanelPage {
-    func presenceRows(_ html: inout HTML, _ device: PanelDevice) {
-        guard let view = presence[device.id] else { return }
-        html.raw("<dt>Tailnet</dt><dd id=\"presence\">")
+    /// The one sentence, in the device list's row and in the details alike: a `span.presence` that
+    /// panel.js rewrites from the device JSON's `presence` on every live update.
+    func presenceState(_ html: inout HTML, _ view: PresenceView) {
+        html.raw("<span class=\"presence\">")
         if view.online {
             html.text("online on the tailnet")
         } else if let at = view.atMicros {
-            html.text("offline, last seen " + relative(at))
-            html.raw(" <span class=\"when\">(")
-            html.text(utcText(at))
-            html.raw(")</span>")
+            html.text("offline, last seen ")
+            html.raw("<span class=\"ago\" data-at=\"")
+            html.attribute(stamp(at))
+            html.raw("\">")
+            html.text(relative(at))
+            html.raw("</span>")
         } else {
             html.text("offline, not seen by the tailnet since it was linked")
         }
+        html.raw("</span>")
+    }
+
+    func presenceRows(_ html: inout HTML, _ device: PanelDevice) {
+        guard let view = presence[device.id] else { return }
+        html.raw("<dt>Tailnet</dt><dd id=\"presence\">")
+        presenceState(&html, view)
+        // Always there, empty while online: panel.js fills it when a live update says offline.
+        html.raw(" <span class=\"when\">")
+        if !view.online, let at = view.atMicros { html.text("(" + utcText(at) + ")") }
+        html.raw("</span>")
         html.raw("</dd>\n<dd class=\"note\" id=\"presence-note\">")
         html.text(
             "The tailnet (node “\(view.nodeName)”) tells whether the device is reachable, not where it is: the map shows only positions the device reported itself."

@@ -18,10 +18,10 @@ import Identity
 /// times in the viewer's time zone, and polls the read API for new positions; everything works
 /// without it except the map and the live updates. `window.findmyPanel` exposes the map's layers (the
 /// browser tests read them); `data-map-drawn-at` on `<html>` says when they were drawn (the browser
-/// benchmark reads it). Its only API call is a read (`GET /api/find-my/devices`), which the session
-/// cookie alone authenticates. A change through `/api/` with the cookie would also need the session's
-/// CSRF token in an `X-CSRF-Token` header (the gate answers 403 without it, docs/api.md): the panel's
-/// changes are plain form posts carrying the same token in their `csrf` field instead.
+/// benchmark reads it). Its reads (`GET /api/find-my/devices`, commands, geofences, a device's
+/// transitions) need only the session cookie. Its changes through `/api/` (commands, geofences)
+/// send the session's CSRF token in an `X-CSRF-Token` header (the gate answers 403 without it,
+/// docs/api.md); the other panel changes are plain form posts carrying it in their `csrf` field.
 ///
 /// panel.css: one column on a phone, list beside the map from tablet width up; visible focus; the
 /// map has a plain background when tiles cannot load.

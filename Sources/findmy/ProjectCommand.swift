@@ -1,5 +1,6 @@
 import CLI
 import Events
+import Geofences
 import JSON
 import Postgres
 import Projector
@@ -25,10 +26,12 @@ enum ProjectCommand {
     static let projectHelp = """
         usage: findmy project --data-dir DIR [--database-url URL]
 
-        Runs the projector as its own process: folds the event log in DIR/log into PostgreSQL from its
-        checkpoint, then tails the log (reading only what is durable) until SIGTERM or SIGINT. Exactly
-        once: rows and checkpoint commit together. Run `findmy serve --projector off` beside it, or two
-        projectors take turns harmlessly.
+        Runs both projectors as their own process: folds the event log in DIR/log into PostgreSQL from
+        their checkpoints, then tails the log (reading only what is durable) until SIGTERM or SIGINT:
+          main       devices, latest positions, history (schema findmy_gen_*)
+          geofences  geofence transitions, the devices' own transitions (schema findmy_geofences)
+        Exactly once: rows and checkpoint commit together. Run `findmy serve --projector off` beside
+        it, or two projectors take turns harmlessly.
 
         options:
           --data-dir DIR        the server's data directory; or FINDMY_DATA_DIR
@@ -38,9 +41,14 @@ enum ProjectCommand {
     static let replayHelp = """
         usage: findmy replay --data-dir DIR [--database-url URL]
 
-        Builds a fresh generation of every projection table from offset 0 of the event log, while the
-        current tables keep serving, then swaps it in in one transaction. Shows progress (records,
-        fixes per second, ETA) on a terminal, periodic lines otherwise. Safe while the server runs.
+        Rebuilds both projections from offset 0 of the event log:
+          main       a fresh generation, built while the current tables keep serving, then swapped in
+                     in one transaction
+          geofences  then dropped and folded again in place (schema findmy_geofences): fence and
+                     device transitions are missing until it reaches the log's end; the geofence
+                     notifier announces nothing twice (idempotency keys) and nothing old (last hour)
+        Shows progress (records, fixes per second, ETA) on a terminal, periodic lines otherwise. Safe
+        while the server runs.
 
         options:
           --data-dir DIR        the server's data directory; or FINDMY_DATA_DIR
@@ -67,9 +75,13 @@ enum ProjectCommand {
         let database = try Database.open(dataDirectory: data, url: url)
         defer { database.close() }
         let projector = Projector(client: database.client, reader: LogReader(directory: data + "/log"))
+        let fences = Projector(
+            client: database.client, reader: LogReader(directory: data + "/log"),
+            projection: GeofenceProjection())
         let stop = StopSignal()
         let thread = spawnThread { projector.run(until: stop) }
-        printLine("projecting \(data)/log into \(database.description)")
+        let fenceThread = spawnThread { fences.run(until: stop) }
+        printLine("projecting \(data)/log into \(database.description) (main and geofences)")
         let waiter = spawnThread {
             var received: Int32 = 0
             var waitFor = signals
@@ -78,17 +90,21 @@ enum ProjectCommand {
         }
         pthread_join(thread, nil)
         stop.request()
+        pthread_join(fenceThread, nil)
         pthread_kill(waiter, SIGTERM)
         pthread_join(waiter, nil)
-        let status = projector.status
-        printLine(
-            "stopped at offset \(status.checkpoint) (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded)"
-        )
-        if status.stopped, let error = status.lastError {
-            writeStandardError("findmy project: \(error)")
-            return 1
+        var failed = false
+        for (name, each) in [("main", projector), ("geofences", fences)] {
+            let status = each.status
+            printLine(
+                "\(name): stopped at offset \(status.checkpoint) (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded)"
+            )
+            if status.stopped, let error = status.lastError {
+                writeStandardError("findmy project: \(name): \(error)")
+                failed = true
+            }
         }
-        return 0
+        return failed ? 1 : 0
     }
 
     static func runReplay(_ arguments: [String]) throws -> Int32 {
@@ -114,7 +130,32 @@ enum ProjectCommand {
         printLine(
             "rebuilt: \(result.recordsFolded) records, \(result.fixesFolded) fixes up to offset \(result.checkpoint) "
                 + "in \(String(format1: result.elapsedSeconds)) s; the new tables are live")
+        let fences = try replayGeofences(database.client, reader: LogReader(directory: data + "/log"))
+        printLine(
+            "geofences: rebuilt, \(fences.recordsFolded) records, \(fences.fixesFolded) fixes up to offset \(fences.checkpoint)"
+        )
         return 0
+    }
+
+    /// The geofence projection dropped and folded again from offset 0 up to the log's durable end
+    /// as it is now (records appended meanwhile are the running server's projector's to fold).
+    static func replayGeofences(_ client: PostgresClient, reader: LogReader) throws -> ProjectorStatus {
+        guard let logID = try reader.logID() else {
+            throw ProjectorError.logWithoutID(directory: reader.directory)
+        }
+        let projection = GeofenceProjection()
+        try client.withConnection { try projection.dropAndRecreate(logID: logID, $0) }
+        let projector = Projector(client: client, reader: reader, projection: projection)
+        try projector.prepare()
+        let target = reader.durableEnd()
+        var lastLine = monotonicMicros()
+        while projector.status.checkpoint < target, try projector.step(logEnd: target) > 0 {
+            let now = monotonicMicros()
+            guard now - lastLine >= 2_000_000 else { continue }
+            lastLine = now
+            printLine("geofences: offset \(projector.status.checkpoint)/\(target)")
+        }
+        return projector.status
     }
 
     static func describe(_ progress: RebuildProgress) -> String {

@@ -9,11 +9,13 @@ import argparse
 import json
 import os
 import pwd
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -24,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -36,7 +39,7 @@ def rfc3339(moment):
 
 
 class Server:
-    def __init__(self, binary, data):
+    def __init__(self, binary, data, extra_arguments=()):
         self.binary, self.data = binary, data
         for name in ("alice", "bob", "root"):
             out = subprocess.run([binary, "user", "add", name, "--data-dir", data]
@@ -49,7 +52,7 @@ class Server:
         self.process = subprocess.Popen(
             [binary, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--projector", "on",
              # A tile server that never answers: the panel must work on its plain background.
-             "--tile-url", "http://127.0.0.1:9/{z}/{x}/{y}.png"],
+             "--tile-url", "http://127.0.0.1:9/{z}/{x}/{y}.png"] + list(extra_arguments),
             stdout=subprocess.PIPE, stderr=open(os.path.join(data, "server.log"), "w"), text=True)
         self.url = self.process.stdout.readline().strip()
         if not self.url.startswith("http://"):
@@ -61,6 +64,17 @@ class Server:
             headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
+
+    def request(self, method, path, token, body=None):
+        """Any API call: (status, JSON body) whatever the status."""
+        request = urllib.request.Request(
+            self.url + path, data=None if body is None else json.dumps(body).encode(), method=method,
+            headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
 
     def enrol(self, token, name):
         return self.call("/api/find-my/devices", token,
@@ -86,6 +100,45 @@ class Server:
                 self.process.kill()
 
 
+class FakeHeadscale:
+    """ops/tests/fake_headscale.py serving Fixtures/headscale/v0.28.json, where alice's node "alice-laptop"
+    (id 1) is online. Its stdout (a line per request) is drained by a thread so it never blocks."""
+    KEY = "browser-headscale-key"
+
+    def __init__(self, directory):
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.process = subprocess.Popen(
+            ["/usr/bin/python3", os.path.join(repo, "ops", "tests", "fake_headscale.py"), "serve",
+             "--key", self.KEY, "--fixture", "v0.28"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.process.stdout.readline().split()
+        if len(ready) != 2 or ready[0] != "READY":
+            raise RuntimeError("the fake headscale did not start: %r" % ready)
+        self.url = "http://127.0.0.1:%s" % ready[1]
+        self.acknowledged = queue.Queue()
+        threading.Thread(target=self.drain, daemon=True).start()
+        self.key_file = os.path.join(directory, "headscale.key")
+        descriptor = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as key:
+            key.write(self.KEY + "\n")
+
+    def drain(self):
+        for line in self.process.stdout:
+            if line.startswith("OK "):
+                self.acknowledged.put(line[3:].strip())
+
+    def command(self, text):
+        self.process.stdin.write(text + "\n")
+        self.process.stdin.flush()
+        if self.acknowledged.get(timeout=30) != text:
+            raise RuntimeError("the fake headscale did not acknowledge %r" % text)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=30)
+
+
 def fix(latitude, longitude, accuracy, at, battery=None, charging=None):
     value = {"latitude": latitude, "longitude": longitude, "accuracy_m": accuracy,
              "source": "significant", "recorded_at": rfc3339(at)}
@@ -100,13 +153,20 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--findmy", default=os.environ.get("FINDMY_BIN", ".build/debug/findmy"))
     parser.add_argument("--artifacts", default=".build/artifacts/browser")
+    parser.add_argument("--only", default="",
+                        help="comma-separated parts of step names: run only the steps named so (and logging in)")
     arguments = parser.parse_args()
+    only = [part for part in arguments.only.split(",") if part]
     os.makedirs(arguments.artifacts, exist_ok=True)
     data = tempfile.mkdtemp(prefix="findmy-browser-")
-    passed, failed = [], []
-    server = driver = other = None
+    passed, failed, skipped = [], [], []
+    server = driver = other = headscale = None
+    headscale_directory = tempfile.mkdtemp(prefix="findmy-browser-headscale-")
     try:
-        server = Server(os.path.abspath(arguments.findmy), data)
+        headscale = FakeHeadscale(headscale_directory)
+        server = Server(os.path.abspath(arguments.findmy), data, [
+            "--headscale-url", headscale.url, "--headscale-api-key-file", headscale.key_file,
+            "--headscale-poll-seconds", "1"])
         now = datetime.now(timezone.utc)
         phone = server.enrol(server.alice_token, "Anna's phone")
         script = server.enrol(server.alice_token, SCRIPT_NAME)
@@ -143,6 +203,9 @@ def main():
         watch_id = watch["device_id"]
 
         def step(name, check):
+            if only and name != "log in" and not any(part in name for part in only):
+                skipped.append(name)
+                return
             try:
                 check()
             except Exception as error:  # noqa: BLE001 - every failure is reported, then the run stops
@@ -319,6 +382,12 @@ def main():
             width = driver.execute_script("return document.documentElement.scrollWidth")
             expect(width <= 390, "no horizontal scrolling on a phone: %r" % width)
             shot("05-device-phone-390x844")
+            driver.find_element(By.ID, "new-geofence").click()
+            width = driver.execute_script("return document.documentElement.scrollWidth")
+            expect(width <= 390, "the geofence form fits a phone: %r" % width)
+            driver.execute_script("document.getElementById('geofence-form').scrollIntoView();")
+            shot("05b-geofence-form-phone-390x844")
+            driver.find_element(By.ID, "geofence-cancel").click()
             driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
             driver.refresh()
             map_ready()
@@ -361,6 +430,228 @@ def main():
             shot("06b-locate")
 
         step("locate now and follow its progress", locate_progress)
+
+        # Geofences (docs/geofences.md, "In the panel"): a bike enrolled for them alone, a fence drawn
+        # by clicking the map where nothing else is, then the bike's comings and goings.
+        bike, fence = {}, {}
+
+        def fence_layer(fence_id):
+            return driver.execute_script(
+                "var p = window.findmyPanel, c = p.fences[arguments[0]];"
+                "return c ? {lat: c.getLatLng().lat, lng: c.getLatLng().lng, radius: c.getRadius(),"
+                " onMap: p.map.hasLayer(c)} : null;", fence_id)
+
+        def draft_layer():
+            return driver.execute_script(
+                "var p = window.findmyPanel, d = p.draft;"
+                "return d ? {lat: d.circle.getLatLng().lat, lng: d.circle.getLatLng().lng,"
+                " radius: d.circle.getRadius(), onMap: p.map.hasLayer(d.circle)} : null;")
+
+        def field(element_id):
+            return driver.find_element(By.ID, element_id)
+
+        def draw_fence():
+            bike.update(server.enrol(server.alice_token, "Anna's bike"))
+            wait_projected(server, bike["offset"])
+            driver.get(server.url + "/find-my")
+            map_ready()
+            wait.until(lambda d: "No geofences yet" in d.find_element(By.ID, "geofence-list").text)
+            field("new-geofence").click()
+            expect(field("geofence-form").is_displayed(), "the form opens")
+            expect("drawing" in field("map").get_attribute("class"), "the map is in drawing mode")
+            # An empty part of the map, then a click in its middle.
+            driver.execute_script("window.findmyPanel.map.setView([52.40, 13.10], 16, {animate: false});")
+            expected = driver.execute_script(
+                "var m = window.findmyPanel.map, p = m.containerPointToLatLng(m.getSize().divideBy(2));"
+                "return [p.lat, p.lng];")
+            ActionChains(driver).move_to_element_with_offset(field("map"), 0, 0).click().perform()
+            wait.until(lambda d: d.find_element(By.ID, "geofence-latitude").get_attribute("value") != "")
+            latitude = float(field("geofence-latitude").get_attribute("value"))
+            longitude = float(field("geofence-longitude").get_attribute("value"))
+            # Within a few pixels (1.5 m each at this zoom) of the map's middle.
+            expect(abs(latitude - expected[0]) < 1e-4 and abs(longitude - expected[1]) < 1e-4,
+                   "the centre is where the click was: %r vs %r" % ((latitude, longitude), expected))
+            draft = draft_layer()
+            expect(draft and draft["onMap"] and draft["radius"] == 150 and abs(draft["lat"] - latitude) < 1e-6,
+                   "a 150 m circle drawn at the click: %r" % draft)
+            # The handle on the circle's edge, dragged 60 px outwards (in two moves, a frame apart, as a hand does).
+            handle = driver.find_element(By.CSS_SELECTOR, ".geofence-handle")
+            ActionChains(driver).click_and_hold(handle).move_by_offset(30, 0).pause(0.3) \
+                .move_by_offset(30, 0).pause(0.3).release().perform()
+            dragged = float(field("geofence-radius").get_attribute("value"))
+            draft = draft_layer()
+            expect(180 < dragged < 300, "dragging the handle 60 px out grows the radius: %r" % dragged)
+            expect(draft["radius"] == dragged, "the circle follows the handle: %r vs %r" % (draft, dragged))
+            expect(abs(draft["lat"] - latitude) < 1e-6 and abs(draft["lng"] - longitude) < 1e-6 and
+                   float(field("geofence-longitude").get_attribute("value")) == longitude,
+                   "the drag moved no centre: %r vs %r" % (draft, (latitude, longitude)))
+            # While drawing, a device's marker is a place to centre on, not a link away from the form.
+            at = driver.execute_script("var m = window.findmyPanel.markers[arguments[0]];"
+                                       "m.fire('click'); return m.getLatLng().lat;", phone_id)
+            wait.until(lambda d: d.find_element(By.ID, "geofence-latitude").get_attribute("value") == "%.6f" % at)
+            expect(driver.current_url.endswith("/find-my") and field("geofence-form").is_displayed(),
+                   "still on the form: %r" % driver.current_url)
+            field("geofence-latitude").clear()
+            field("geofence-latitude").send_keys(str(latitude))
+            field("geofence-longitude").clear()
+            field("geofence-longitude").send_keys(str(longitude))
+            draft = draft_layer()
+            expect(abs(draft["lat"] - latitude) < 1e-6 and abs(draft["lng"] - longitude) < 1e-6,
+                   "typing the centre moves the circle back: %r" % draft)
+            fence.update(latitude=latitude, longitude=longitude)
+            shot("11-geofence-drawn")
+
+        step("draw a geofence: click the map for the centre, drag the radius", draw_fence)
+
+        def fence_error():
+            field("geofence-name").send_keys("Home")
+            field("geofence-radius").clear()
+            field("geofence-radius").send_keys("5")
+            driver.find_element(By.CSS_SELECTOR, "input[name=device][value='%d']" % bike["device_id"]).click()
+            field("geofence-save").click()
+            wait.until(lambda d: d.find_element(By.ID, "geofence-error").is_displayed())
+            error = field("geofence-error").text
+            expect("radius_m must be between 10 and 100000 metres" in error, "the API's message: %r" % error)
+            expect(field("geofence-form").is_displayed(), "the form stays open to correct it")
+            status, body = server.request("GET", "/api/find-my/geofences", server.alice_token)
+            expect(status == 200 and body["geofences"] == [], "nothing saved: %r" % body)
+            shot("12-geofence-error")
+
+        step("a geofence the API refuses shows its error", fence_error)
+
+        def save_fence():
+            field("geofence-radius").clear()
+            field("geofence-radius").send_keys("200")
+            field("geofence-save").click()
+            wait.until(lambda d: not d.find_element(By.ID, "geofence-form").is_displayed())
+            wait.until(lambda d: "Home" in d.find_element(By.ID, "geofence-list").text)
+            listed = field("geofence-list").text
+            expect("200 m" in listed and "Anna's bike" in listed, "listed with radius and devices: %r" % listed)
+            expect("Saved “Home”." in field("geofence-status").text, "says it is saved")
+            status, body = server.request("GET", "/api/find-my/geofences", server.alice_token)
+            expect(status == 200 and len(body["geofences"]) == 1, "one fence: %r" % body)
+            saved = body["geofences"][0]
+            expect(saved["name"] == "Home" and saved["radius_m"] == 200 and saved["device_ids"] == [bike["device_id"]]
+                   and abs(saved["latitude"] - fence["latitude"]) < 1e-6
+                   and abs(saved["longitude"] - fence["longitude"]) < 1e-6, "as drawn: %r" % saved)
+            fence.update(saved)
+            drawn = fence_layer(saved["geofence_id"])
+            expect(drawn and drawn["onMap"] and drawn["radius"] == 200 and abs(drawn["lat"] - saved["latitude"]) < 1e-9,
+                   "drawn on the map: %r" % drawn)
+            expect(draft_layer() is None and "drawing" not in field("map").get_attribute("class"), "the draft is gone")
+            driver.refresh()
+            map_ready()
+            wait.until(lambda d: "Home" in d.find_element(By.ID, "geofence-list").text)
+            drawn = fence_layer(saved["geofence_id"])
+            expect(drawn and drawn["onMap"] and drawn["radius"] == 200, "drawn after a reload: %r" % drawn)
+            shot("13-geofence-saved")
+
+        step("save a geofence: listed and drawn", save_fence)
+
+        def edit_fence():
+            driver.find_element(By.CSS_SELECTOR, "button[aria-label='Edit Home']").click()
+            expect(field("geofence-form").is_displayed(), "the form opens")
+            expect(field("geofence-name").get_attribute("value") == "Home", "filled in")
+            field("geofence-radius").clear()
+            field("geofence-radius").send_keys("250")
+            field("geofence-save").click()
+            wait.until(lambda d: "250 m" in d.find_element(By.ID, "geofence-list").text)
+            status, body = server.request("GET", "/api/find-my/geofences/%d" % fence["geofence_id"], server.alice_token)
+            expect(status == 200 and body["radius_m"] == 250, "changed by the API: %r" % body)
+            drawn = fence_layer(fence["geofence_id"])
+            expect(drawn and drawn["radius"] == 250, "redrawn: %r" % drawn)
+
+        step("edit a geofence's radius", edit_fence)
+
+        def timeline_transitions():
+            # Out, in, out, reported together now (late, as after an offline morning), then in, at once.
+            now = datetime.now(timezone.utc)
+            far = fence["latitude"] + 0.03  # about 3.3 km north
+            server.report(bike["device_token"], [
+                fix(far, fence["longitude"], 20, now - timedelta(hours=4)),
+                fix(fence["latitude"], fence["longitude"], 15, now - timedelta(hours=3)),
+                fix(far, fence["longitude"], 25, now - timedelta(hours=2, minutes=30))])
+            # The bike's own view, as OwnTracks reports a region it was given (docs/geofences.md).
+            status, _ = server.request("POST", "/api/find-my/owntracks", bike["device_token"], {
+                "_type": "transition", "event": "leave", "desc": "Office", "t": "c", "wtst": 1, "tid": "bk",
+                "tst": int((now - timedelta(hours=2)).timestamp()), "lat": far, "lon": fence["longitude"], "acc": 30})
+            expect(status == 200, "OwnTracks took the transition: %d" % status)
+            last = server.report(bike["device_token"],
+                                 [fix(fence["latitude"], fence["longitude"], 12, datetime.now(timezone.utc))])
+            status, body = server.request(
+                "GET", "/api/find-my/geofences/%d/transitions?after_offset=%d" % (fence["geofence_id"], last["offset"]),
+                server.alice_token)
+            expect(status == 200 and [t["event"] for t in body["transitions"]] == ["enter", "leave", "enter"],
+                   "the server found them: %r" % body)
+            wait_projected(server, last["offset"])  # the main projection too: the page shows the bike's position
+            driver.get(server.url + "/find-my?selected=%d" % bike["device_id"])
+            map_ready()
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#transition-list li")) == 4)
+            rows = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#transition-list li")]
+            kinds = [row.get_attribute("class") for row in driver.find_elements(By.CSS_SELECTOR, "#transition-list li")]
+            # Newest first, as the API answers.
+            expect(kinds == ["server-view", "device-view", "server-view", "server-view"], "the sources: %r" % kinds)
+            expect(rows[0].startswith("entered Home at ") and "known at" not in rows[0] and "± 12 m" in rows[0],
+                   "one known at once says only when: %r" % rows[0])
+            expect(rows[1].startswith("the device says: left Office at ") and ", known at " in rows[1]
+                   and "± 30 m" in rows[1], "the device's own report, marked as its view: %r" % rows[1])
+            expect(rows[2].startswith("left Home at ") and ", known at " in rows[2] and "± 25 m" in rows[2],
+                   "a late leave says when it was known: %r" % rows[2])
+            expect(rows[3].startswith("entered Home at ") and ", known at " in rows[3] and "± 15 m" in rows[3],
+                   "a late enter says when it was known: %r" % rows[3])
+            driver.execute_script("document.getElementById('transitions').scrollIntoView();")
+            shot("14-transitions")
+
+        step("a device's transitions on its timeline", timeline_transitions)
+
+        def delete_fence():
+            driver.get(server.url + "/find-my")
+            map_ready()
+            wait.until(lambda d: "Home" in d.find_element(By.ID, "geofence-list").text)
+            expect(fence_layer(fence["geofence_id"]) is not None, "drawn before")
+            driver.find_element(By.CSS_SELECTOR, "button[aria-label='Delete Home']").click()
+            confirm = driver.find_element(By.CSS_SELECTOR, "#geofence-list .confirm")
+            expect("cannot be undone" in confirm.text, "asks first: %r" % confirm.text)
+            status, body = server.request("GET", "/api/find-my/geofences", server.alice_token)
+            expect(len(body["geofences"]) == 1, "nothing deleted before the confirmation")
+            shot("15-geofence-delete-confirm")
+            field("geofence-delete-confirm").click()
+            wait.until(lambda d: "No geofences yet" in d.find_element(By.ID, "geofence-list").text)
+            expect("Deleted “Home”." in field("geofence-status").text, "says it is deleted")
+            expect(fence_layer(fence["geofence_id"]) is None, "no longer drawn")
+            status, body = server.request("GET", "/api/find-my/geofences", server.alice_token)
+            expect(status == 200 and body["geofences"] == [], "deleted by the API: %r" % body)
+
+        step("delete a geofence after confirming", delete_fence)
+
+        def presence():
+            laptop = server.enrol(server.alice_token, "Anna's laptop")
+            wait_projected(server, laptop["offset"])
+            deadline = time.time() + 60
+            while True:  # the first poll of the fake headscale must have been answered
+                status, body = server.request("PUT", "/api/find-my/devices/%d/presence" % laptop["device_id"],
+                                              server.alice_token, {"headscale_node": "alice-laptop"})
+                if status == 200 or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            expect(status == 200, "linked: %d %r" % (status, body))
+            driver.get(server.url + "/find-my")
+            map_ready()
+            row = lambda d: d.find_element(By.CSS_SELECTOR, "#device-list li[data-device-id='%d']" % laptop["device_id"]).text
+            expect("online on the tailnet" in row(driver), "the row says online: %r" % row(driver))
+            driver.execute_script("window.findmyNoReload = true;")
+            headscale.command("set 1 offline " + rfc3339(datetime.now(timezone.utc) - timedelta(hours=2)))
+            WebDriverWait(driver, 60).until(lambda d: "offline, last seen 2 h ago" in row(d))
+            expect(driver.execute_script("return window.findmyNoReload === true"), "without a reload")
+            shot("16-presence-list")
+            driver.find_element(By.LINK_TEXT, "Anna's laptop").click()
+            wait.until(lambda d: d.current_url.endswith("/find-my?selected=%d" % laptop["device_id"]))
+            detail = field("presence").text
+            expect(detail.startswith("offline, last seen 2 h ago"), "the details say the same: %r" % detail)
+            expect("reachable, not where it is" in field("presence-note").text, "and what it cannot tell")
+            shot("17-presence-device")
+
+        step("presence from the tailnet in the list and the details", presence)
 
         def device_names(browser):
             return [link.text for link in browser.find_elements(By.CSS_SELECTOR, "#device-list li a")]
@@ -478,6 +769,10 @@ def main():
             other.quit()
         if server is not None:
             server.stop()
+        if headscale is not None:
+            headscale.stop()
+        shutil.rmtree(headscale_directory, ignore_errors=True)
+        if server is not None:
             if failed:
                 with open(os.path.join(data, "server.log")) as log:
                     print("server log (last lines):\n" + "".join(log.readlines()[-20:]))
@@ -493,7 +788,8 @@ def main():
         shutil.rmtree(data, ignore_errors=True)
         if owner.startswith("findmy-"):
             subprocess.run(["userdel", owner], capture_output=True)
-    print("browser: %d passed, %d failed (screenshots in %s)" % (len(passed), len(failed), arguments.artifacts))
+    print("browser: %d passed, %d failed%s (screenshots in %s)" % (
+        len(passed), len(failed), ", %d skipped (--only)" % len(skipped) if skipped else "", arguments.artifacts))
     return 1 if failed or not passed else 0
 
 

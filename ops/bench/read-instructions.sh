@@ -4,8 +4,8 @@
 #
 #   ops/bench/read-instructions.sh BINARY SCRATCH_DIR [REQUESTS]
 #
-# Seeds SCRATCH_DIR with `BINARY bench read` (one user "bench" with 1,000 devices, device 1 with
-# 30 days of fixes), gives "bench" a password, then for the devices list and the 30-day history
+# Seeds SCRATCH_DIR with `findmy-bench read` (built beside BINARY; one user "bench" with 1,000
+# devices, device 1 with 30 days of fixes), gives "bench" a password, then for the devices list and the 30-day history
 # page: starts `findmy serve` under callgrind with instrumentation off, logs in, warms up, turns
 # instrumentation on around REQUESTS requests (curl), and prints the total divided by REQUESTS.
 # PostgreSQL runs outside valgrind and is not counted. Needs valgrind and curl. SERVE_ARGS adds
@@ -13,7 +13,9 @@
 set -euo pipefail
 bin=$(readlink -f "$1"); scratch=$2; requests=${3:-5}; port=18390
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-"$bin" bench read --dir "$scratch" --requests 10 >/dev/null 2>&1
+bench=$(dirname "$bin")/findmy-bench
+[ -x "$bench" ] || { echo "needs $bench (built beside findmy by swift build)" >&2; exit 2; }
+"$bench" read --dir "$scratch" --requests 10 >/dev/null
 data="$scratch/server"
 echo 'bench-password-1' | "$bin" user passwd bench --data-dir "$data" >/dev/null 2>&1
 cookies=$(mktemp); out=$(mktemp -d)

@@ -6,4 +6,4 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${FINDMY_BIN:-$(cd "$repo" && swift build --show-bin-path)/findmy}
 # Debian's interpreter: python3-selenium is installed for it, not for a pyenv or venv python3.
-exec /usr/bin/python3 "$repo/Tests/Browser/panel_test.py" --findmy "$bin" --artifacts "$repo/.build/artifacts/browser"
+exec /usr/bin/python3 "$repo/Tests/Browser/panel_test.py" --findmy "$bin" --artifacts "$repo/.build/artifacts/browser" "$@"

@@ -79,7 +79,15 @@
       marker.setLatLng(at);
     } else {
       marker = L.marker(at, { title: title, alt: title, keyboard: true }).addTo(state.map);
-      marker.on("click", function () { window.location.href = "/find-my?selected=" + device.id; });
+      marker.on("click", function () {
+        // While a geofence is drawn, a device's marker is a place to centre it on, not a link:
+        // following it would lose the form.
+        if (fences.editing !== null) {
+          setCentre(marker.getLatLng().lat, marker.getLatLng().lng);
+          return;
+        }
+        window.location.href = "/find-my?selected=" + device.id;
+      });
       state.markers[device.id] = marker;
     }
     marker.setOpacity(known(fix.accuracy_m) ? 1 : 0.55);
@@ -151,8 +159,49 @@
     document.documentElement.dataset.mapDrawnAt = String(performance.now());
   }
 
+  // Presence from the tailnet (docs/presence.md): the same words as the server's PresencePanel.
+  function presenceContent(element, presence) {
+    element.textContent = "";
+    if (presence.online) {
+      element.textContent = "online on the tailnet";
+    } else if (presence.last_seen) {
+      element.appendChild(document.createTextNode("offline, last seen "));
+      var ago = document.createElement("span");
+      ago.className = "ago";
+      ago.setAttribute("data-at", presence.last_seen);
+      element.appendChild(ago);
+    } else {
+      element.textContent = "offline, not seen by the tailnet since it was linked";
+    }
+  }
+
+  function updatePresence(device) {
+    if (!device.presence) { return; }
+    var row = document.querySelector('#device-list li[data-device-id="' + device.id + '"] .meta');
+    if (row) {
+      var span = row.querySelector(".presence");
+      if (!span) {
+        span = document.createElement("span");
+        span.className = "presence";
+        row.appendChild(document.createTextNode(" · "));
+        row.appendChild(span);
+      }
+      presenceContent(span, device.presence);
+    }
+    var detail = device.id === data.selected ? document.querySelector("#presence .presence") : null;
+    if (detail) {
+      presenceContent(detail, device.presence);
+      var when = document.querySelector("#presence .when");
+      if (when) {
+        when.textContent = device.presence.online || !device.presence.last_seen ? "" :
+          "(" + localTime(device.presence.last_seen) + ")";
+      }
+    }
+  }
+
   function update(devices) {
     devices.forEach(function (device) {
+      updatePresence(device);
       if (!device.latest) { return; }
       if (state.map) { place(device); }
       var row = document.querySelector('#device-list li[data-device-id="' + device.id + '"] .ago');
@@ -344,10 +393,407 @@
     loadLog(section);
   }
 
+  // Geofences (docs/geofences.md, "In the panel"): the reader's fences are listed and drawn as
+  // dashed circles; "New geofence" and "Edit" open a form whose centre is a click on the map (or
+  // typed) and whose radius is typed or dragged by the handle on the circle's edge. Saving and
+  // deleting go through the geofence API with the session's CSRF token; the API's own error
+  // message is what the form shows, so the panel never invents a rule the server does not have.
+  var radiusLimits = data.geofence_radius_m || { min: 10, max: 100000 };
+  var fenceStyle = { color: "#8250df", weight: 2, dashArray: "6 4", fillOpacity: 0.08 };
+  var fences = { list: [], layers: {}, editing: null, centre: null, draft: null };
+  state.fences = fences.layers;
+  state.geofences = fences;
+
+  function byId(id) { return document.getElementById(id); }
+
+  function deviceName(id) {
+    var device = data.devices.filter(function (d) { return d.id === id; })[0];
+    return device ? device.name : null;
+  }
+
+  function radiusText(meters) {
+    return meters >= 1000 ? (Math.round(meters / 100) / 10) + " km" : Math.round(meters) + " m";
+  }
+
+  // One call to the API: resolves with the JSON body of a 2xx answer, rejects with a sentence for
+  // the reader (the API's error message when it sent one).
+  function api(method, path, body) {
+    var init = { method: method, credentials: "same-origin", cache: "no-store", headers: {} };
+    if (method !== "GET") { init.headers["X-CSRF-Token"] = data.csrf || ""; }
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    return fetch(path, init).then(function (response) {
+      return response.text().then(function (text) {
+        var json = null;
+        try { json = text ? JSON.parse(text) : null; } catch (ignored) { json = null; }
+        if (response.ok) { return json; }
+        if (response.status === 401) {
+          throw new Error("Your session has ended. Reload the page to log in again.");
+        }
+        throw new Error((json && json.error && json.error.message) ||
+          ("The server answered " + response.status + "; try again."));
+      });
+    }, function () {
+      throw new Error("The server did not answer; check the connection and try again.");
+    });
+  }
+
+  function fenceStatus(text) {
+    var status = byId("geofence-status");
+    if (status) { status.textContent = text; }
+  }
+
+  function drawFences() {
+    if (!state.map) { return; }
+    Object.keys(fences.layers).forEach(function (id) {
+      state.map.removeLayer(fences.layers[id]);
+      delete fences.layers[id];
+    });
+    fences.list.forEach(function (fence) {
+      if (fences.editing === fence.geofence_id) { return; }
+      fences.layers[fence.geofence_id] = L.circle([fence.latitude, fence.longitude], {
+        radius: fence.radius_m, color: fenceStyle.color, weight: fenceStyle.weight,
+        dashArray: fenceStyle.dashArray, fillOpacity: fenceStyle.fillOpacity, interactive: false
+      }).bindTooltip(fence.name).addTo(state.map);
+    });
+  }
+
+  function button(text, label, onClick) {
+    var element = document.createElement("button");
+    element.type = "button";
+    element.textContent = text;
+    if (label) { element.setAttribute("aria-label", label); }
+    element.addEventListener("click", onClick);
+    return element;
+  }
+
+  function listFences() {
+    var list = byId("geofence-list");
+    list.textContent = "";
+    if (fences.list.length === 0) {
+      var none = document.createElement("li");
+      none.textContent = "No geofences yet. Choose New geofence, then click the map where its centre goes.";
+      list.appendChild(none);
+    }
+    fences.list.forEach(function (fence) {
+      var item = document.createElement("li");
+      item.setAttribute("data-geofence-id", String(fence.geofence_id));
+      var name = button(fence.name, "Show " + fence.name + " on the map", function () {
+        if (!state.map) { return; }
+        state.map.fitBounds(L.latLng(fence.latitude, fence.longitude).toBounds(2 * fence.radius_m),
+          { padding: [20, 20] });
+      });
+      name.className = "fence-name";
+      item.appendChild(name);
+      var meta = document.createElement("span");
+      meta.className = "meta";
+      var names = fence.device_ids.map(function (id) { return deviceName(id) || "a device you no longer see"; });
+      meta.textContent = radiusText(fence.radius_m) + " · " + names.join(", ");
+      item.appendChild(meta);
+      var actions = document.createElement("span");
+      actions.className = "fence-actions";
+      actions.appendChild(button("Edit", "Edit " + fence.name, function () { openForm(fence); }));
+      actions.appendChild(button("Delete", "Delete " + fence.name, function () { confirmDelete(item, fence); }));
+      item.appendChild(actions);
+      list.appendChild(item);
+    });
+  }
+
+  function loadFences() {
+    return api("GET", "/api/find-my/geofences").then(function (body) {
+      fences.list = body.geofences;
+      listFences();
+      drawFences();
+    }).catch(function (error) {
+      var list = byId("geofence-list");
+      list.textContent = "";
+      var item = document.createElement("li");
+      item.className = "error";
+      item.textContent = "The geofences could not be loaded: " + error.message;
+      list.appendChild(item);
+    });
+  }
+
+  function confirmDelete(item, fence) {
+    if (item.querySelector(".confirm")) { return; }
+    var confirm = document.createElement("p");
+    confirm.className = "confirm";
+    confirm.setAttribute("role", "alert");
+    confirm.textContent = "Delete “" + fence.name + "” and every transition found for it? This cannot be undone. ";
+    var yes = button("Yes, delete", null, function () {
+      yes.disabled = true;
+      api("DELETE", "/api/find-my/geofences/" + fence.geofence_id).then(function (answer) {
+        if (fences.editing === fence.geofence_id) { closeForm(); }
+        fenceStatus("Deleted “" + fence.name + "”.");
+        loadTransitions(false, answer && answer.offset);
+        return loadFences();
+      }).catch(function (error) {
+        yes.disabled = false;
+        confirm.textContent = error.message;
+      });
+    });
+    yes.className = "danger";
+    yes.id = "geofence-delete-confirm";
+    confirm.appendChild(yes);
+    confirm.appendChild(document.createTextNode(" "));
+    confirm.appendChild(button("Keep it", null, function () { item.removeChild(confirm); }));
+    item.appendChild(confirm);
+    yes.focus();
+  }
+
+  // The point `meters` due east of `centre` on Leaflet's sphere, where the radius handle sits:
+  // map.distance() of the two is then the radius again.
+  function eastOf(centre, meters) {
+    var radius = L.CRS.Earth.R, delta = meters / radius, toRad = Math.PI / 180;
+    var lat = centre.lat * toRad;
+    var lat2 = Math.asin(Math.sin(lat) * Math.cos(delta));
+    var lng2 = centre.lng * toRad + Math.atan2(Math.sin(delta) * Math.cos(lat), Math.cos(delta) - Math.sin(lat) * Math.sin(lat2));
+    return L.latLng(lat2 / toRad, lng2 / toRad);
+  }
+
+  function draftRadius() {
+    var value = Number(byId("geofence-radius").value);
+    return value > 0 ? value : radiusLimits.min;
+  }
+
+  function removeDraft() {
+    if (!fences.draft) { return; }
+    [fences.draft.circle, fences.draft.centre, fences.draft.handle].forEach(function (layer) { state.map.removeLayer(layer); });
+    fences.draft = null;
+    state.draft = null;
+  }
+
+  function drawDraft() {
+    if (!state.map) { return; }
+    if (!fences.centre) { removeDraft(); return; }
+    var centre = L.latLng(fences.centre[0], fences.centre[1]);
+    var radius = draftRadius();
+    if (fences.draft) {
+      fences.draft.circle.setLatLng(centre).setRadius(radius);
+      fences.draft.centre.setLatLng(centre);
+      fences.draft.handle.setLatLng(eastOf(centre, radius));
+      return;
+    }
+    var circle = L.circle(centre, {
+      radius: radius, color: fenceStyle.color, weight: 3, fillOpacity: 0.15, interactive: false
+    }).addTo(state.map);
+    var centreMarker = L.marker(centre, {
+      draggable: true, title: "Centre of the geofence (drag to move)", alt: "Centre of the geofence",
+      icon: L.divIcon({ className: "geofence-centre", iconSize: [14, 14] })
+    }).addTo(state.map);
+    var handle = L.marker(eastOf(centre, radius), {
+      draggable: true, title: "Radius of the geofence (drag to resize)", alt: "Radius handle",
+      icon: L.divIcon({ className: "geofence-handle", iconSize: [18, 18] })
+    }).addTo(state.map);
+    centreMarker.on("drag", function () {
+      var at = centreMarker.getLatLng();
+      setCentre(at.lat, at.lng);
+    });
+    handle.on("drag", function () {
+      var meters = Math.round(state.map.distance(L.latLng(fences.centre[0], fences.centre[1]), handle.getLatLng()));
+      meters = Math.min(radiusLimits.max, Math.max(radiusLimits.min, meters));
+      byId("geofence-radius").value = String(meters);
+      circle.setRadius(meters);
+    });
+    // Back onto the circle's edge, wherever the drag left it (north of it, or past a limit).
+    handle.on("dragend", function () { afterDrag(); drawDraft(); });
+    centreMarker.on("dragend", afterDrag);
+    fences.draft = { circle: circle, centre: centreMarker, handle: handle };
+    state.draft = fences.draft;
+  }
+
+  // The release that ends a drag is also a click, which Leaflet gives to the map when the pointer
+  // left the marker (a quick drag outruns it): that click must not move the centre. The click
+  // comes in the same turn of the event loop as the release.
+  function afterDrag() {
+    fences.dragEnded = true;
+    window.setTimeout(function () { fences.dragEnded = false; }, 0);
+  }
+
+  function setCentre(latitude, longitude) {
+    fences.centre = [latitude, longitude];
+    byId("geofence-latitude").value = latitude.toFixed(6);
+    byId("geofence-longitude").value = longitude.toFixed(6);
+    byId("geofence-hint").textContent = "Centre set. Click the map again or drag the centre to move it.";
+    drawDraft();
+  }
+
+  function typedCentre() {
+    var latitude = byId("geofence-latitude").value, longitude = byId("geofence-longitude").value;
+    fences.centre = latitude !== "" && longitude !== "" && isFinite(Number(latitude)) && isFinite(Number(longitude)) ?
+      [Number(latitude), Number(longitude)] : null;
+    drawDraft();
+  }
+
+  function formError(text) {
+    var error = byId("geofence-error");
+    error.textContent = text || "";
+    error.hidden = !text;
+  }
+
+  function openForm(fence) {
+    var form = byId("geofence-form");
+    fences.editing = fence ? fence.geofence_id : "new";
+    byId("geofence-form-heading").textContent = fence ? "Edit “" + fence.name + "”" : "New geofence";
+    byId("geofence-name").value = fence ? fence.name : "";
+    byId("geofence-radius").value = String(fence ? fence.radius_m : 150);
+    byId("geofence-latitude").value = fence ? String(fence.latitude) : "";
+    byId("geofence-longitude").value = fence ? String(fence.longitude) : "";
+    byId("geofence-hint").textContent = fence ?
+      "Click the map or drag the centre to move it; drag the handle on the edge to resize." :
+      "Click the map where the centre goes, or type its latitude and longitude.";
+    var named = fence ? fence.device_ids : (data.selected !== null ? [data.selected] : []);
+    form.querySelectorAll("input[name=device]").forEach(function (box) {
+      box.checked = named.indexOf(Number(box.value)) >= 0;
+    });
+    // A device no longer visible (a share ended) cannot be offered: saving drops it.
+    var dropped = fence ? fence.device_ids.filter(function (id) { return deviceName(id) === null; }) : [];
+    byId("geofence-dropped").hidden = dropped.length === 0;
+    byId("geofence-dropped").textContent = dropped.length === 0 ? "" :
+      dropped.length + " device(s) this geofence names are no longer yours to see; saving drops them.";
+    formError("");
+    form.hidden = false;
+    fences.centre = fence ? [fence.latitude, fence.longitude] : null;
+    if (state.map) { state.map.getContainer().classList.add("drawing"); }
+    drawFences();
+    drawDraft();
+    byId("geofence-name").focus();
+  }
+
+  function closeForm() {
+    byId("geofence-form").hidden = true;
+    fences.editing = null;
+    fences.centre = null;
+    removeDraft();
+    if (state.map) { state.map.getContainer().classList.remove("drawing"); }
+    drawFences();
+  }
+
+  function saveFence(event) {
+    event.preventDefault();
+    if (!fences.centre) {
+      formError("Click the map where the centre goes, or type its latitude and longitude.");
+      return;
+    }
+    var form = byId("geofence-form");
+    var number = function (id) { var text = byId(id).value.trim(); return text === "" ? null : Number(text); };
+    var body = {
+      name: byId("geofence-name").value.trim(), latitude: number("geofence-latitude"),
+      longitude: number("geofence-longitude"), radius_m: number("geofence-radius"),
+      device_ids: Array.prototype.filter.call(form.querySelectorAll("input[name=device]"), function (box) {
+        return box.checked;
+      }).map(function (box) { return Number(box.value); })
+    };
+    var editing = fences.editing;
+    var save = byId("geofence-save");
+    save.disabled = true;
+    formError("");
+    var request = editing === "new" ? api("POST", "/api/find-my/geofences", body) :
+      api("PUT", "/api/find-my/geofences/" + editing, body);
+    request.then(function (answer) {
+      save.disabled = false;
+      closeForm();
+      fenceStatus("Saved “" + body.name + "”.");
+      loadFences();
+      // The fence's transitions over the retained history, once the projection has folded it.
+      loadTransitions(false, answer && answer.offset);
+    }).catch(function (error) {
+      save.disabled = false;
+      formError(error.message);
+    });
+  }
+
+  function geofences() {
+    var form = byId("geofence-form");
+    if (!form) { return; }
+    byId("new-geofence").addEventListener("click", function () { openForm(null); });
+    byId("geofence-cancel").addEventListener("click", closeForm);
+    form.addEventListener("submit", saveFence);
+    byId("geofence-radius").addEventListener("input", drawDraft);
+    byId("geofence-latitude").addEventListener("input", typedCentre);
+    byId("geofence-longitude").addEventListener("input", typedCentre);
+    if (state.map) {
+      state.map.on("click", function (event) {
+        if (fences.editing !== null && !fences.dragEnded) { setCentre(event.latlng.lat, event.latlng.lng); }
+      });
+    }
+    loadFences();
+  }
+
+  // The selected device's comings and goings (GET /api/find-my/devices/{id}/transitions): the
+  // server's decisions, and the device's own reports marked as its view. A transition learnt late
+  // (a phone offline for the morning) says when it was known: "left Home at 08:10, known at 11:45".
+  var hourFormat = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit" });
+  function sameDay(a, b) { return a.toDateString() === b.toDateString(); }
+  function when(iso, beside) {
+    var at = new Date(iso);
+    return sameDay(at, beside || new Date(Date.now() - skewMillis)) ? hourFormat.format(at) : localTime(iso);
+  }
+
+  function transitionText(transition) {
+    var device = transition.source === "device";
+    var place = device ? (transition.region || transition.geofence_name || "a region") :
+      (transition.geofence_name || "a geofence");
+    var line = (transition.event === "enter" ? "entered " : "left ") + place + " at " + when(transition.recorded_at);
+    var lateMillis = Date.parse(transition.received_at) - Date.parse(transition.recorded_at);
+    if (lateMillis >= (data.same_time_seconds || 60) * 1000) {
+      line += ", known at " + when(transition.received_at, new Date(transition.recorded_at));
+    }
+    line += " · " + accuracyText(transition.fix_accuracy_m);
+    return device ? "the device says: " + line : line;
+  }
+
+  var transitionsCursor = null;
+  // `afterOffset`: a change's log offset, which the answer waits for (the read API's after_offset).
+  function loadTransitions(more, afterOffset) {
+    var section = byId("transitions");
+    if (!section) { return; }
+    var list = byId("transition-list"), moreButton = byId("transitions-more");
+    var path = "/api/find-my/devices/" + section.getAttribute("data-device") + "/transitions?from=" +
+      encodeURIComponent(section.getAttribute("data-from")) + "&to=" + encodeURIComponent(section.getAttribute("data-to"));
+    if (more && transitionsCursor) { path += "&cursor=" + encodeURIComponent(transitionsCursor); }
+    if (afterOffset !== undefined && afterOffset !== null) { path += "&after_offset=" + afterOffset; }
+    api("GET", path).then(function (body) {
+      if (!more) { list.textContent = ""; }
+      if (!more && body.transitions.length === 0) {
+        var none = document.createElement("li");
+        none.textContent = "None in this range.";
+        list.appendChild(none);
+      }
+      body.transitions.forEach(function (transition) {
+        var item = document.createElement("li");
+        item.className = transition.source === "device" ? "device-view" : "server-view";
+        item.setAttribute("data-event", transition.event);
+        item.textContent = transitionText(transition);
+        list.appendChild(item);
+      });
+      transitionsCursor = body.next_cursor;
+      moreButton.hidden = !transitionsCursor;
+    }).catch(function (error) {
+      list.textContent = "";
+      var item = document.createElement("li");
+      item.className = "error";
+      item.textContent = "The transitions could not be loaded: " + error.message;
+      list.appendChild(item);
+    });
+  }
+
+  function transitions() {
+    var moreButton = byId("transitions-more");
+    if (!moreButton) { return; }
+    moreButton.addEventListener("click", function () { loadTransitions(true); });
+    loadTransitions(false);
+  }
+
+
   refreshTimes();
   localRanges();
   drawMap();
   commands();
+  geofences();
+  transitions();
   say("Live: waiting for the first update", false);
   schedule();
 })();
