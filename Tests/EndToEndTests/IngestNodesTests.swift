@@ -52,7 +52,7 @@ import Testing
         defer { cluster.stopAll() }
         let scratch = ScratchDirectory("findmy-nodes")
         let nodes = try Self.startNodes(cluster, scratch)
-        defer { for node in nodes { node.kill9() } }
+        defer { for node in nodes where node.process.process.isRunning { node.kill9() } }
         let one = HTTPConnection(address: nodes[0].address)
         let two = HTTPConnection(address: nodes[1].address)
 
@@ -119,6 +119,8 @@ import Testing
         if case .fixBatch(let stored)? = batches.first?.event {
             #expect(stored.fixes.map(\.latitude) == [1, 2])
         }
+        // SIGTERM: an ingest node stops its listeners, its follower and its NATS connection, exit 0.
+        for node in nodes { #expect(node.stop() == 0, "\(node.process.standardError)") }
     }
 
     /// A device token made through node 1 while node 2 was stopped (SIGSTOP), used through node 2
@@ -131,7 +133,7 @@ import Testing
         let nodes = try Self.startNodes(cluster, scratch)
         defer {
             nodes[1].process.kill(SIGCONT)
-            for node in nodes { node.kill9() }
+            for node in nodes where node.process.process.isRunning { node.kill9() }
         }
         let one = HTTPConnection(address: nodes[0].address)
         let userToken = try addUser("dora", data: scratch.path + "/node1")
@@ -168,7 +170,7 @@ import Testing
         let nodes = try Self.startNodes(cluster, scratch)
         defer {
             nodes[0].process.kill(SIGCONT)
-            for node in nodes { node.kill9() }
+            for node in nodes where node.process.process.isRunning { node.kill9() }
         }
         let userToken = try addUser("erin", data: scratch.path + "/node1")
         let enrolled = try enrol(
@@ -206,7 +208,7 @@ import Testing
         defer { cluster.stopAll() }
         let scratch = ScratchDirectory("findmy-nodes")
         let nodes = try Self.startNodes(cluster, scratch)
-        defer { for node in nodes { node.kill9() } }
+        defer { for node in nodes where node.process.process.isRunning { node.kill9() } }
         let workers = 4
         let usersPerWorker = 6
         let answers = AllocationAnswers()
@@ -278,7 +280,7 @@ import Testing
         defer { cluster.stopAll() }
         let scratch = ScratchDirectory("findmy-nodes")
         let nodes = try Self.startNodes(cluster, scratch)
-        defer { for node in nodes { node.kill9() } }
+        defer { for node in nodes where node.process.process.isRunning { node.kill9() } }
         let one = HTTPConnection(address: nodes[0].address)
         let two = HTTPConnection(address: nodes[1].address)
         let userToken = try addUser("bob", data: scratch.path + "/node1")
@@ -313,7 +315,7 @@ import Testing
         defer { cluster.stopAll() }
         let scratch = ScratchDirectory("findmy-nodes")
         let nodes = try Self.startNodes(cluster, scratch)
-        defer { for node in nodes { node.kill9() } }
+        defer { for node in nodes where node.process.process.isRunning { node.kill9() } }
         let userToken = try addUser("carol", data: scratch.path + "/node1")
         let setup = HTTPConnection(address: nodes[0].address)
         let devicesCount = 6
