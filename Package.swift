@@ -194,7 +194,7 @@ let package = Package(
                 "Postgres",
                 "Projector", "Geofences", "GeofenceAlerts",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
-                "Presence",
+                "Presence", "NATSLog",
             ],
             swiftSettings: strict),
 
@@ -258,6 +258,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
+                "NATSSupport", "NATSLog",
             ],
             swiftSettings: strict),
         .testTarget(

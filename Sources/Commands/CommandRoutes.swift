@@ -171,7 +171,7 @@ public final class CommandRoutes: Sendable {
                     "after_offset must be the offset a write answered, a whole number; got '\(text.prefix(24))'"
             )
         }
-        let durableEnd = service.identity.log.durableEnd
+        let durableEnd = service.identity.durableEnd
         guard offset < durableEnd else {
             throw APIError(
                 status: 400, code: .invalidAfterOffset,

@@ -39,6 +39,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case outOfRange = "out_of_range"
         case projectionBehind = "projection_behind"
         case readsUnavailable = "reads_unavailable"
+        case registryConflict = "registry_conflict"
         case reportingPaused = "reporting_paused"
         case shareNotFound = "share_not_found"
         case tooManyAttempts = "too_many_attempts"

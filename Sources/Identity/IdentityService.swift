@@ -18,11 +18,15 @@ import Threads
 /// threads, the append does not block them (the group commit answers), and a batch id in flight is
 /// marked so that a concurrent retry cannot append it twice.
 public final class IdentityService: Sendable {
-    public let log: LogWriter
+    /// The local log's writer; nil on a node of a shared log (`init(shared:)`), where every append
+    /// goes through `shared` and nothing may ask for a local writer.
+    public let localLog: LogWriter?
+    /// Set on an ingest node of a shared log (SharedRegistry.swift); nil on the local log.
+    public let shared: SharedRegistry?
     public let limits: IdentityLimits
     package let statusSources = StatusSources()
     package let registry: ReadWriteLocked<RegistryState>
-    package let mutations = Mutex(())
+    package let mutations: MutationLock
     package let clockMicros: @Sendable () -> Int64
     /// Set when the last append failed, cleared by the next success; `/healthz` reports it.
     package let logFailing = Atomic<Bool>(false)
@@ -59,7 +63,9 @@ public final class IdentityService: Sendable {
         appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in },
         snapshots: RegistrySnapshotStore? = nil
     ) throws {
-        self.log = log
+        self.localLog = log
+        shared = nil
+        mutations = MutationLock(shared: nil, freeIDs: { (1, 1) })
         self.appendObserver = appendObserver
         self.limits = limits
         self.clockMicros = clockMicros
@@ -73,6 +79,46 @@ public final class IdentityService: Sendable {
         // Kept only for a snapshotter: once the live registry changes, the copy costs its memory.
         startFold = Mutex(snapshots == nil ? nil : fold)
         self.registry = ReadWriteLocked(RegistryState(registry: fold.registry))
+    }
+
+    /// An ingest node of a shared log: an empty registry that `shared`'s follower fills (the
+    /// caller starts it, from offset 0, and waits for it to reach the log's end before serving).
+    public init(
+        shared: SharedRegistry, limits: IdentityLimits = IdentityLimits(),
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
+        appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in }
+    ) {
+        localLog = nil
+        self.shared = shared
+        let registry = ReadWriteLocked(
+            RegistryState(registry: Registry(recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)))
+        self.registry = registry
+        mutations = MutationLock(shared: shared) {
+            registry.read { ($0.registry.nextUserID, $0.registry.nextDeviceID) }
+        }
+        self.appendObserver = appendObserver
+        self.limits = limits
+        self.clockMicros = clockMicros
+        sessions = SessionStore(limits: limits)
+        doorLimits = DoorLimits(limits)
+        startReport = RegistryStartReport(snapshotOffset: nil, recordsReplayed: 0, skipped: [])
+        startFold = Mutex(nil)
+    }
+
+    /// The local log's writer. Only the local-log paths (snapshots, compaction, offline commands,
+    /// tests) ask for it; a shared-log node never starts them.
+    public var log: LogWriter {
+        guard let localLog else {
+            preconditionFailure("a node of a shared log has no local log writer; use durableEnd or append")
+        }
+        return localLog
+    }
+
+    /// Every offset below this is durable: the local log's durable end, or the shared log's (its
+    /// end as this node last folded it when the log cannot be asked).
+    public var durableEnd: UInt64 {
+        guard let shared else { return log.durableEnd }
+        return (try? shared.log.durableEndOffset()) ?? shared.appliedEnd
     }
 
     /// How the registry was rebuilt at start (which snapshot, how many records after it).
@@ -102,7 +148,9 @@ public final class IdentityService: Sendable {
 
     /// Appends and, once durable, applies the event: the one way the server changes its registry.
     package func appendAndApply(_ event: Event, receivedAtMicros: Int64) throws(APIError) -> UInt64 {
-        let offset = try append(EventCodec.encode(event, receivedAtMicros: receivedAtMicros))
+        let encoded = EventCodec.encode(event, receivedAtMicros: receivedAtMicros)
+        if let shared { return try appendShared(event, encoded, shared) }
+        let offset = try append(encoded)
         registry.write { $0.registry.apply(event, offset: offset) }
         return offset
     }
@@ -110,6 +158,14 @@ public final class IdentityService: Sendable {
     package func append(_ encoded: EncodedEvent) throws(APIError) -> UInt64 {
         let start = monotonicMicros()
         do {
+            if let shared {
+                let messageID =
+                    Self.batchMessageID(encoded.header)
+                    ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd)
+                let offset = try shared.log.appendShared(encoded, messageID: messageID).offset
+                appendSucceeded(startMicros: start)
+                return offset
+            }
             let offset = try log.append(encoded)
             appendSucceeded(startMicros: start)
             return offset
@@ -123,6 +179,9 @@ public final class IdentityService: Sendable {
     package func append(
         _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
     ) {
+        if shared != nil {
+            return appendReportingDuplicates(encoded) { completion($0.map(\.offset)) }
+        }
         let start = monotonicMicros()
         log.append(encoded) { [self] result in
             switch result {
@@ -133,6 +192,100 @@ public final class IdentityService: Sendable {
                 completion(.failure(appendFailed(error)))
             }
         }
+    }
+
+    /// `append(_:completion:)` that also says whether the log already held the record: on a
+    /// shared log, a batch another node stored within JetStream's duplicate window (its Msg-Id is
+    /// the batch's); on the local log, never (the registry's recent batches answer those).
+    package func appendReportingDuplicates(
+        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<SharedAppend, APIError>) -> Void
+    ) {
+        let start = monotonicMicros()
+        guard let shared else {
+            return append(encoded) { completion($0.map { SharedAppend(offset: $0, duplicate: false) }) }
+        }
+        let messageID =
+            Self.batchMessageID(encoded.header)
+            ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd)
+        shared.log.appendSharedLater(encoded, messageID: messageID) { [self] result in
+            switch result {
+            case .success(let appended):
+                appendSucceeded(startMicros: start)
+                completion(.success(appended))
+            case .failure(let error):
+                completion(.failure(appendFailed(error)))
+            }
+        }
+    }
+
+    /// A registry change on a shared log (SharedRegistry.swift): appended with its Msg-Id (the id
+    /// it takes, for a new user or device), then folded by the follower, which this waits for so
+    /// that the caller's next request here sees it. A new id another node took first is a
+    /// `registryConflict`, which `mutations` answers by deciding again.
+    private func appendShared(_ event: Event, _ encoded: EncodedEvent, _ shared: SharedRegistry)
+        throws(APIError) -> UInt64
+    {
+        let start = monotonicMicros()
+        let claim = newID(event, shared)
+        let appended: SharedAppend
+        do {
+            appended = try shared.log.appendShared(
+                encoded, messageID: claim ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd))
+        } catch {
+            throw appendFailed(error)
+        }
+        appendSucceeded(startMicros: start)
+        if !shared.waitApplied(appended.offset + 1, waitMillisMax: shared.limits.ownChangeWaitMillisMax) {
+            StructuredLog.error(
+                "registry_follower_behind",
+                ["offset": .int(Int64(appended.offset)), "applied_end": .int(Int64(shared.appliedEnd))])
+        }
+        if let claim, appended.duplicate, !holds(event) {
+            StructuredLog.info(
+                "registry_conflict", ["id": .string(claim), "offset": .int(Int64(appended.offset))])
+            throw APIError(
+                status: 503, code: .registryConflict,
+                message:
+                    "other servers took the new id at the same moment, again and again; nothing was stored, send the request again"
+            )
+        }
+        return appended.offset
+    }
+
+    /// The Msg-Id of a change that takes a new id (rule 2 of SharedRegistry.swift), nil for
+    /// others. "New" by the ids free when the decision began, never by the live registry: the
+    /// follower may already hold another node's record with the same id.
+    private func newID(_ event: Event, _ shared: SharedRegistry) -> String? {
+        switch event {
+        case .userCreated(let created) where created.userID >= shared.decisionFreeIDs.user:
+            "id-user-\(created.userID)"
+        case .deviceEnrolled(let enrolled) where enrolled.deviceID >= shared.decisionFreeIDs.device:
+            "id-device-\(enrolled.deviceID)"
+        default: nil
+        }
+    }
+
+    /// Whether the registry holds `event`'s user or device as this change made it: after a
+    /// duplicate, whether the record with its id is this change (a retry of this node's own
+    /// append) or another node's.
+    private func holds(_ event: Event) -> Bool {
+        registry.read { state in
+            switch event {
+            case .userCreated(let created):
+                state.registry.users[created.userID]?.name == created.name
+                    && state.registry.principal(tokenHash: created.tokenHash) == .user(created.userID)
+            case .deviceEnrolled(let enrolled):
+                state.registry.devices[enrolled.deviceID].map {
+                    $0.userID == enrolled.userID && $0.uuid == enrolled.deviceUUID
+                } ?? false
+            default: true
+            }
+        }
+    }
+
+    /// The Msg-Id of a record with a batch id: the one JetStream's `append(batch:)` gives it too.
+    static func batchMessageID(_ header: RecordHeader) -> String? {
+        header.idempotencyKey == .zero ? nil : "d\(header.deviceKey)-\(header.idempotencyKey)"
     }
 
     private func appendSucceeded(startMicros: Int64) {
@@ -218,10 +371,18 @@ public final class IdentityService: Sendable {
         }
         let token = header.dropFirst(7).trimmingSpaces
         let hash = sessions.lookups.hash(token)
-        guard let principal = registry.read({ $0.registry.principal(tokenHash: hash) }) else {
+        guard let principal = lookUpAfterCatchUp({ $0.registry.principal(tokenHash: hash) }) else {
             throw APIError.unknownToken
         }
         return GateCaller(principal: principal)
+    }
+
+    /// `find` on the registry; on a shared log, when it finds nothing, once more after this node
+    /// has caught up with the log (a token made through another node a moment ago).
+    package func lookUpAfterCatchUp<T>(_ find: (RegistryState) -> T?) -> T? {
+        if let found = registry.read(find) { return found }
+        guard let shared, shared.catchUp() else { return nil }
+        return registry.read(find)
     }
 
     /// The user who enrolled `deviceID`, or nil for a device the log does not know. The registry is

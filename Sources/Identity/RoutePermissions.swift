@@ -525,7 +525,7 @@ extension IdentityService {
     /// request body, call this from the handler and count a failure with `recordAppAuthFailure`.
     public func appDevice(token: String, userName: String?) throws(APIError) -> UInt64 {
         let hash = sessions.lookups.hash(token[...].trimmingSpaces)
-        let found = registry.read { state -> UInt64? in
+        let found = lookUpAfterCatchUp { state -> UInt64? in
             guard case .device(let deviceID)? = state.registry.principal(tokenHash: hash) else { return nil }
             if let userName {
                 guard let owner = state.registry.liveDevice(deviceID)?.userID,

@@ -179,7 +179,8 @@ extension IngestService {
                 }
                 registry.write { state in
                     state.batchesInFlight.remove(key)
-                    state.registry.apply(.fixBatch(batch), offset: offset)
+                    // On a shared log the node's follower folds it, in the log's order.
+                    if identity.shared == nil { state.registry.apply(.fixBatch(batch), offset: offset) }
                 }
                 if appendsBatch {
                     metrics.recordReport(

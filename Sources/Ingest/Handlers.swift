@@ -25,7 +25,7 @@ extension IngestService {
         addRetentionRoutes(to: &router)
         router.add("GET", "/healthz") { [self] _, _ in healthz() }
         router.add("GET", "/metrics") { [self] _, _ in
-            var text = metrics.render(log: log.statistics)
+            var text = metrics.render(log: identity.localLog?.statistics)
             for source in statusSources.all { text += source.metricsText() }
             var response = HTTPResponse.text(text)
             response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -49,9 +49,9 @@ extension IngestService {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("log")
-        writer.string("writable")
+        writer.string(identity.shared == nil ? "writable" : "shared")
         writer.key("durable_end")
-        writer.int64(Int64(log.durableEnd))
+        writer.int64(Int64(identity.durableEnd))
         for source in statusSources.all {
             let (sourceDegraded, members) = source.health()
             degraded = degraded || sourceDegraded
@@ -285,9 +285,50 @@ extension IngestService {
         } catch {
             return reply(respond { () throws(APIError) in throw error })
         }
+        if identity.shared != nil {
+            return identity.appendReportingDuplicates(admitted.encoded) { [self] result in
+                reply(respond { () throws(APIError) in try finishSharedReport(admitted, result.get()) })
+            }
+        }
         append(admitted.encoded) { [self] result in
             reply(respond { () throws(APIError) in try finishReport(admitted, offset: result.get()) })
         }
+    }
+
+    /// `finishReport` on a shared log (docs/scale.md, "Ingest nodes"). The batch is not applied
+    /// here: the node's follower folds it in the log's order like every other record. A batch
+    /// JetStream already held (stored through another node, or by this one's earlier attempt) is
+    /// answered as a duplicate with its first result, once this node has folded it.
+    func finishSharedReport(_ admitted: AdmittedReport, _ appended: SharedAppend) throws(APIError)
+        -> HTTPResponse
+    {
+        let key = admitted.key
+        guard appended.duplicate, let shared = identity.shared else {
+            registry.write { _ = $0.batchesInFlight.remove(key) }
+            metrics.recordReport(accepted: admitted.acceptedCount, rejected: admitted.rejectionCounts)
+            if let answered = admitted.inReplyTo, case .fixBatch(let batch) = admitted.event {
+                identity.answerCommand(
+                    .command(answered), deviceID: key.deviceID, batchOffset: appended.offset,
+                    fixes: batch.fixes, clientProtocol: .native)
+            }
+            return reportAnswer(
+                Registry.BatchResult(
+                    offset: appended.offset, accepted: admitted.acceptedCount, rejections: admitted.rejections
+                ),
+                duplicate: false, deviceID: key.deviceID, answered: admitted.inReplyTo)
+        }
+        _ = shared.waitApplied(appended.offset + 1, waitMillisMax: shared.limits.catchUpWaitMillisMax)
+        let first = registry.write { state in
+            state.batchesInFlight.remove(key)
+            return state.registry.batchResult(deviceID: key.deviceID, batchID: key.batchID)
+        }
+        metrics.recordDuplicate()
+        return reportAnswer(
+            first
+                ?? Registry.BatchResult(
+                    offset: appended.offset, accepted: admitted.acceptedCount, rejections: admitted.rejections
+                ),
+            duplicate: true, deviceID: key.deviceID)
     }
 
     /// `deviceID`: the caller, as the token in `request` resolved.

@@ -30,6 +30,20 @@ public final class IngestService: Sendable {
             appendObserver: { metrics.recordAppend(micros: $0) }, snapshots: snapshots)
     }
 
+    /// An ingest node of a shared log (`findmy serve --log nats://`): the registry is filled by
+    /// `shared`'s follower, which the caller runs (docs/scale.md, "Ingest nodes").
+    public init(
+        shared: SharedRegistry, limits: IngestLimits = IngestLimits(),
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+    ) {
+        let metrics = IngestMetrics()
+        self.metrics = metrics
+        self.limits = limits
+        identity = IdentityService(
+            shared: shared, limits: limits.identity, clockMicros: clockMicros,
+            appendObserver: { metrics.recordAppend(micros: $0) })
+    }
+
     public var log: LogWriter { identity.log }
     var registry: ReadWriteLocked<IdentityService.RegistryState> { identity.registry }
     var clockMicros: @Sendable () -> Int64 { identity.clockMicros }

@@ -80,7 +80,8 @@ public final class IngestMetrics: Sendable {
 
     public var fixesAccepted: Int { state.withLock { $0.fixesAccepted } }
 
-    func render(log: LogWriterStatistics) -> String {
+    /// `log`: the local log's counters; nil on a shared-log node (JetStream keeps its own).
+    func render(log: LogWriterStatistics?) -> String {
         let state = state.withLock { $0 }
         var out = ""
         out +=
@@ -143,6 +144,7 @@ public final class IngestMetrics: Sendable {
         out += "findmy_append_seconds_bucket{le=\"+Inf\"} \(cumulative)\n"
         out += "findmy_append_seconds_sum \(Double(state.appendMicrosSum) / 1e6)\n"
         out += "findmy_append_seconds_count \(state.appendCount)\n"
+        guard let log else { return out }
         out += "# HELP findmy_log_fsyncs_total Group commits (one fdatasync each) since the server started.\n"
         out += "# TYPE findmy_log_fsyncs_total counter\nfindmy_log_fsyncs_total \(log.groupCommits)\n"
         out +=

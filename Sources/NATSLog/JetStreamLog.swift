@@ -107,9 +107,9 @@ public enum JetStreamLogError: Error, CustomStringConvertible, Equatable {
 public final class JetStreamLog: EventLog, @unchecked Sendable {
     public let configuration: JetStreamLogConfiguration
     private let connection: OpaquePointer
-    private let jetStream: OpaquePointer
-    private let streamName: CString
-    private let subjects: [CString]
+    let jetStream: OpaquePointer
+    let streamName: CString
+    let subjects: [CString]
     private let closed = Locked(false)
 
     /// Connects, then creates the stream (when missing and `createsStream`) or checks that the
@@ -161,9 +161,9 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             let messageID =
                 record.header.idempotencyKey == .zero
                 ? "r-\(UUID128.random())" : "d\(record.header.deviceKey)-\(record.header.idempotencyKey)"
-            let sequence = try publish(
+            let stored = try publish(
                 Self.messageBytes(record), partition: partition, messageID: messageID)
-            offsets.append(sequence - 1)
+            offsets.append(stored.sequence - 1)
         }
         return offsets
     }
@@ -176,8 +176,11 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         return Frame.encoded(header: header, payload: record.payload)
     }
 
-    /// Returns the stream sequence JetStream stored the message at (an earlier one for a duplicate).
-    private func publish(_ bytes: [UInt8], partition: Int, messageID: String) throws -> UInt64 {
+    /// Returns the stream sequence JetStream stored the message at (an earlier one for a duplicate,
+    /// then `duplicate` is true).
+    func publish(_ bytes: [UInt8], partition: Int, messageID: String) throws -> (
+        sequence: UInt64, duplicate: Bool
+    ) {
         let subject = subjects[partition]
         let deadline = monotonicMicros() + configuration.appendDeadlineMillis * 1000
         var lastError = "no attempt"
@@ -197,7 +200,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             }
             if status == NATS_OK, let ack {
                 defer { jsPubAck_Destroy(ack) }
-                return ack.pointee.Sequence
+                return (ack.pointee.Sequence, ack.pointee.Duplicate)
             }
             lastError = Self.describe(status, code)
             guard Self.isTransient(status, code) else {

@@ -101,6 +101,14 @@ enum ServeCommand {
             ),
             Database.setting,
             (
+                "log", "FINDMY_LOG",
+                "where the event log is: local (default: DATA_DIR/log, one machine) or nats://HOST:PORT[,HOST:PORT...] (a NATS JetStream cluster; this process is then a stateless ingest node: no projector, no compactor, no local log; run `findmy projector --log nats://...` as separate processes; docs/scale.md)"
+            ),
+            (
+                "log-partitions", "FINDMY_LOG_PARTITIONS",
+                "with --log nats://: the partitions of a stream this node creates (default 8); an existing stream keeps its own count, and a different count given here is refused"
+            ),
+            (
                 "projector", "FINDMY_PROJECTOR",
                 "on: fold the log into PostgreSQL inside this process (default); off: ingest only, no database "
                     + "(run `findmy project` beside it); the read API then answers 503 reads_unavailable"
@@ -193,6 +201,12 @@ enum ServeCommand {
             lines.append("      " + setting.help)
         }
         lines.append("")
+        lines.append(
+            "With --log nats://... this process is a stateless ingest node of a JetStream log: it runs no projector"
+        )
+        lines.append(
+            "and no compactor; projectors run as separate processes (findmy projector --log nats://...). See docs/scale.md."
+        )
         lines.append("See docs/configuration.md.")
         return lines.joined(separator: "\n")
     }
@@ -214,6 +228,8 @@ enum ServeCommand {
         var commands = CommandLimits()
         var headscale: HeadscaleConfiguration?
         var geofenceNotify = GeofenceNotifySetup.Configuration()
+        /// Set by `--log nats://`: this process is an ingest node of a JetStream log.
+        var nats: IngestNodeConfiguration?
     }
 
     static func configuration(_ arguments: [String]) throws -> Configuration? {
@@ -335,6 +351,10 @@ enum ServeCommand {
             "command-locate-expiry-seconds", configuration.commands.locateExpirySeconds, min: 1)
         configuration.commands.soundExpirySeconds = try integer(
             "command-sound-expiry-seconds", configuration.commands.soundExpirySeconds, min: 1)
+        configuration.nats = try IngestNodeConfiguration.parse(
+            log: options.value("log", environment: "FINDMY_LOG"),
+            partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"),
+            projector: options.value("projector", environment: "FINDMY_PROJECTOR"))
         return configuration
     }
 
@@ -356,9 +376,14 @@ enum ServeCommand {
         // a service that cannot start, a fatal error (docs/configuration.md, "Start and shutdown").
         let group = ServiceGroup(graceMicros: shutdownGraceMicros, onEvent: logServiceEvent)
         let api: HTTPService
-        let log: LogWriter
+        let durableEnd: () -> UInt64
         do {
-            (log, api) = try startServices(configuration, group)
+            if let nats = configuration.nats {
+                (durableEnd, api) = try startIngestNode(configuration, nats, group)
+            } else {
+                let (log, started) = try startServices(configuration, group)
+                (durableEnd, api) = ({ log.durableEnd }, started)
+            }
         } catch {
             group.stop()
             throw (error as? ServiceStartError)?.underlying ?? error
@@ -383,7 +408,7 @@ enum ServeCommand {
             StructuredLog.error("shutting_down", ["service": .string(service), "error": .string(message)])
         }
         group.stop()
-        StructuredLog.info("stopped", ["durable_end": .int(Int64(log.durableEnd))])
+        StructuredLog.info("stopped", ["durable_end": .int(Int64(durableEnd()))])
         if case .fatal = reason { return 1 }
         return 0
     }
@@ -602,7 +627,7 @@ enum ServeCommand {
     /// The network API's router and the admin socket's, each built through the permission table.
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
-        _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor,
+        _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor?,
         commands: CommandRoutes, presence: PresenceService? = nil, geofences: GeofenceProgress? = nil,
         alerts: GeofenceAlertRoutes
     ) throws
@@ -634,7 +659,8 @@ enum ServeCommand {
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)
         service.identity.addAccountAdminRoutes(to: &admin)
-        CompactService.addAdminRoute(to: &admin, compactor: compactor)
+        // An ingest node of a JetStream log compacts nothing: the projectors apply retention.
+        if let compactor { CompactService.addAdminRoute(to: &admin, compactor: compactor) }
         return (try api.build(), try admin.build())
     }
 

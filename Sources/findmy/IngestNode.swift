@@ -1,0 +1,237 @@
+import CLI
+import Commands
+import Events
+import GeofenceAlerts
+import HTTP
+import Identity
+import Ingest
+import JSON
+import NATSLog
+import Presence
+import ReadAPI
+import Threads
+import WebPanel
+
+/// `findmy serve --log nats://...`: a stateless ingest node of a JetStream log (docs/scale.md,
+/// "Ingest nodes").
+struct IngestNodeConfiguration {
+    var servers: [String]
+    /// Nil: the existing stream's count, or `partitionsDefault` for a stream this node creates.
+    var partitions: Int?
+
+    static let partitionsDefault = 8
+
+    /// Nil for the local log (the default, and `--log local`).
+    static func parse(log: String?, partitions: String?, projector: String?) throws
+        -> IngestNodeConfiguration?
+    {
+        guard let log, !log.isEmpty, log != "local" else {
+            if partitions != nil {
+                throw UsageError("--log-partitions (FINDMY_LOG_PARTITIONS) is for --log nats://...")
+            }
+            return nil
+        }
+        guard log.hasPrefix("nats://") else {
+            throw UsageError("--log (FINDMY_LOG) is local or nats://HOST:PORT[,HOST:PORT...], got '\(log)'")
+        }
+        let hosts = log.dropFirst("nats://".count).split(separator: ",").map {
+            $0.hasPrefix("nats://") ? String($0.dropFirst("nats://".count)) : String($0)
+        }
+        guard !hosts.isEmpty, hosts.allSatisfy({ !$0.isEmpty && !$0.contains("/") }) else {
+            throw UsageError("--log (FINDMY_LOG) must be nats://HOST:PORT[,HOST:PORT...], got '\(log)'")
+        }
+        if projector == "on" {
+            throw UsageError(
+                "--projector on cannot be combined with --log nats://: an ingest node runs no projector; "
+                    + "run `findmy projector --log nats://...` as separate processes (docs/scale.md)")
+        }
+        var configuration = IngestNodeConfiguration(servers: hosts.map { "nats://" + $0 })
+        if let partitions {
+            guard let count = Int(partitions), count >= 1, count <= 1024 else {
+                throw UsageError(
+                    "--log-partitions (FINDMY_LOG_PARTITIONS) must be a whole number from 1 to 1024, got '\(partitions)'"
+                )
+            }
+            configuration.partitions = count
+        }
+        return configuration
+    }
+
+    /// Opens the stream: an existing one with its own partition count (refused when
+    /// `--log-partitions` names another), or a new one with `partitions`.
+    func open() throws -> JetStreamLog {
+        var configuration = JetStreamLogConfiguration(
+            servers: servers, partitionCount: partitions ?? Self.partitionsDefault)
+        configuration.createsStream = false
+        do {
+            return try JetStreamLog(configuration)
+        } catch JetStreamLogError.streamMissing {
+            configuration.createsStream = true
+            return try JetStreamLog(configuration)
+        } catch JetStreamLogError.wrongPartitionCount(_, let found, _) where partitions == nil {
+            configuration.partitionCount = found
+            return try JetStreamLog(configuration)
+        }
+    }
+}
+
+/// The JetStream log as the identity service appends to it, and the threads that wait for
+/// acknowledgements on behalf of the report path's event-loop threads.
+final class JetStreamSharedLog: SharedEventLog, Service, @unchecked Sendable {
+    let name = "log"
+    let log: JetStreamLog
+    /// Appends waiting for their acknowledgement at once, for callers that must not block.
+    static let appendsInFlightMax = 64
+    private let queue: JetStreamAppendQueue
+    private let stopped = Locked(false)
+
+    init(_ log: JetStreamLog) {
+        self.log = log
+        queue = JetStreamAppendQueue(threadsCount: Self.appendsInFlightMax)
+    }
+
+    var partitionCount: Int { log.partitionCount }
+
+    func appendShared(_ record: EncodedEvent, messageID: String) throws -> SharedAppend {
+        let appended = try log.append(record: record, messageID: messageID)
+        return SharedAppend(offset: appended.offset, duplicate: appended.duplicate)
+    }
+
+    func appendSharedLater(
+        _ record: EncodedEvent, messageID: String,
+        completion: @escaping @Sendable (Result<SharedAppend, any Error>) -> Void
+    ) {
+        queue.submit { [self] in
+            completion(Result { try appendShared(record, messageID: messageID) })
+        }
+    }
+
+    func durableEndOffset() throws -> UInt64 { try log.durableEndOffset() }
+
+    func start() throws {}
+
+    /// After every service that appends has stopped: the acknowledgements still awaited arrive
+    /// (or time out), then the connection closes.
+    func stop(graceMicros: Int64) {
+        queue.stop()
+        log.close()
+        stopped.withLock { $0 = true }
+    }
+
+    var state: ServiceState { stopped.withLock { $0 } ? .stopped : .running }
+}
+
+/// How far this node's registry has folded the shared log, in /healthz and /metrics: a node far
+/// behind the log's end answers 401 to tokens made elsewhere until it catches up.
+struct RegistryFollowerStatus: StatusSource {
+    let follower: JetStreamFollower
+    let shared: SharedRegistry
+    var name: String { "registry_follower" }
+
+    func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+        var members: [(String, JSONValue)] = [("applied_end", .integer(Int64(shared.appliedEnd)))]
+        var degraded = false
+        if case .failed(let why) = follower.state {
+            members.append(("error", .string(why)))
+            degraded = true
+        }
+        return (degraded, members)
+    }
+
+    func metricsText() -> String {
+        "# HELP findmy_registry_applied_end The offset after the last record this node's registry folded.\n"
+            + "# TYPE findmy_registry_applied_end gauge\nfindmy_registry_applied_end \(shared.appliedEnd)\n"
+    }
+}
+
+/// The follower stopped on a record it could not fold.
+struct RegistryFollowerFailed: Error, CustomStringConvertible {
+    var description: String
+}
+
+extension ServeCommand {
+    /// An ingest node: the JetStream log, the registry folded from it by a follower (caught up
+    /// before the listeners open), and the same routes as one machine's server, minus the
+    /// projector, the compactor, the registry snapshots and the read API (503 reads_unavailable).
+    static func startIngestNode(
+        _ configuration: Configuration, _ nats: IngestNodeConfiguration, _ group: ServiceGroup
+    ) throws -> (durableEnd: () -> UInt64, api: HTTPService) {
+        let data = configuration.dataDirectory
+        try PosixFileIO().makeDirectory(data)
+        let shared = JetStreamSharedLog(try nats.open())
+        try group.start(shared)
+        let registry = SharedRegistry(log: shared)
+        let service = IngestService(shared: registry, limits: configuration.limits)
+        service.addStatusSource(ServiceGroupStatus(group))
+        let identity = service.identity
+        let follower = JetStreamFollower(log: shared.log, from: 0) { record, _ in
+            try registry.deliver(record, into: identity)
+        }
+        follower.onFatal = { group.fail("registry-follower", $0) }
+        service.addStatusSource(RegistryFollowerStatus(follower: follower, shared: registry))
+        let started = monotonicMicros()
+        let end = try shared.durableEndOffset()
+        try group.start(follower)
+        // Serving before the registry holds every user and device would answer 401 to tokens
+        // the cluster knows.
+        while !registry.waitApplied(end, waitMillisMax: 1_000) {
+            if case .failed(let why) = follower.state { throw RegistryFollowerFailed(description: why) }
+        }
+        let folded = service.registrySnapshot
+        StructuredLog.info(
+            "registry_rebuilt",
+            [
+                "records": .int(Int64(end)), "users": .int(Int64(folded.users.count)),
+                "devices": .int(Int64(folded.devices.count)), "from_snapshot": .bool(false),
+                "partitions": .int(Int64(shared.partitionCount)),
+                "millis": .int((monotonicMicros() - started) / 1000),
+            ])
+
+        var channels: [any CommandChannel] = []
+        if let mqtt = configuration.mqtt {
+            let subscriber = OwnTracksMQTTService(mqtt, ingest: service, dataDirectory: data)
+            service.addStatusSource(subscriber)
+            try group.start(subscriber)
+            channels.append(subscriber.commandChannel)
+        }
+        if let pushConfiguration = configuration.push {
+            let push = PushChannelsService(pushConfiguration, tokens: identity, dataDirectory: data)
+            try group.start(push)
+            channels += push.channels
+        }
+        let commands = CommandService(
+            identity: identity, channels: CommandChannels.ordered(channels), limits: configuration.commands)
+        try group.start(commands)
+        let commandRoutes = CommandRoutes(
+            service: commands, pool: nil, projectedEnd: { 0 },
+            afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
+        let signing = try WebhookSigning.load(dataDirectory: data)
+        let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: nil)
+        var presence: PresenceService?
+        if let headscale = configuration.headscale {
+            let poller = PresenceService(headscale, identity: identity)
+            service.addStatusSource(poller)
+            try group.start(poller)
+            presence = poller
+        }
+        let panel = PanelService(
+            ingest: service, pool: nil, configuration: configuration.panel, presence: presence)
+        let (router, adminRouter) = try routers(
+            service, reads: nil, panel: panel, compactor: nil, commands: commandRoutes, presence: presence,
+            geofences: nil, alerts: alerts)
+        try group.start(
+            HTTPService(name: "admin") {
+                try HTTPServer.start(
+                    listen: "unix:" + data + "/admin.sock", router: adminRouter, logSink: httpLogSink("admin")
+                )
+            })
+        let metrics = service.metrics
+        let api = HTTPService(name: "api") {
+            try HTTPServer.start(
+                listen: configuration.listen, router: router, limits: configuration.http,
+                observer: { metrics.observe($0) }, logSink: httpLogSink("api"))
+        }
+        try group.start(api)
+        return ({ registry.appliedEnd }, api)
+    }
+}
