@@ -107,9 +107,9 @@ public enum JetStreamLogError: Error, CustomStringConvertible, Equatable {
 public final class JetStreamLog: EventLog, @unchecked Sendable {
     public let configuration: JetStreamLogConfiguration
     private let connection: OpaquePointer
-    private let jetStream: OpaquePointer
-    private let streamName: CString
-    private let subjects: [CString]
+    let jetStream: OpaquePointer
+    let streamName: CString
+    let subjects: [CString]
     private let closed = Locked(false)
 
     /// Connects, then creates the stream (when missing and `createsStream`) or checks that the
@@ -177,7 +177,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     }
 
     /// Returns the stream sequence JetStream stored the message at (an earlier one for a duplicate).
-    private func publish(_ bytes: [UInt8], partition: Int, messageID: String) throws -> UInt64 {
+    func publish(_ bytes: [UInt8], partition: Int, messageID: String) throws -> UInt64 {
         let subject = subjects[partition]
         let deadline = monotonicMicros() + configuration.appendDeadlineMillis * 1000
         var lastError = "no attempt"
@@ -490,7 +490,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
 
     /// Runs a request again while it fails transiently (a stream leader being elected, a
     /// reconnect), for up to `readWaitMillis`; returns the last outcome.
-    private func retrying(_ attempt: () -> (natsStatus, jsErrCode)) -> (natsStatus, jsErrCode) {
+    func retrying(_ attempt: () -> (natsStatus, jsErrCode)) -> (natsStatus, jsErrCode) {
         let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
         while true {
             let (status, code) = attempt()
