@@ -247,7 +247,8 @@ let package = Package(
         .testTarget(
             name: "PartitionedProjectorTests",
             dependencies: [
-                "Projector", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport", "Postgres", "Events",
+                "Projector", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport", "Postgres",
+                "Events",
                 "Threads",
             ],
             swiftSettings: strict),

@@ -55,7 +55,9 @@ public struct JetStreamRetention {
         for partition in 0..<log.partitionCount {
             try log.read(partition: partition, from: 0, upTo: end) { record in
                 let header = record.header
-                guard !header.isPayloadRemoved, !RetentionPolicy.isLocationRecord(header.type) else { return true }
+                guard !header.isPayloadRemoved, !RetentionPolicy.isLocationRecord(header.type) else {
+                    return true
+                }
                 let event = try record.event()
                 policy.apply(event, offset: record.offset)
                 policy.collectCommand(event, offset: record.offset)

@@ -66,7 +66,8 @@ public enum PartitionLeases {
 
     static func lock(_ lockClass: Int32, _ key: Int, _ session: PostgresConnection) throws {
         _ = try session.execute(
-            "SELECT pg_advisory_lock($1::integer, $2::integer)", [.int64(Int64(lockClass)), .int64(Int64(key))])
+            "SELECT pg_advisory_lock($1::integer, $2::integer)",
+            [.int64(Int64(lockClass)), .int64(Int64(key))])
     }
 
     static func unlock(_ lockClass: Int32, _ key: Int, _ session: PostgresConnection) throws {

@@ -93,7 +93,7 @@ public final class PartitionedProjector: Sendable {
         var connection: PostgresConnection
         var member: Int
         var owned: Set<Int> = []
-        var lastBalanceMicros: Int64 = .min
+        var nextBalanceMicros: Int64 = 0
     }
 
     /// Takes partitions and folds them until `stop` is requested; then gives them up (its session
@@ -106,9 +106,9 @@ public final class PartitionedProjector: Sendable {
             do {
                 if session == nil { session = try open() }
                 let now = monotonicMicros()
-                if now - session!.lastBalanceMicros >= options.leaseCheckMicros {
+                if now >= session!.nextBalanceMicros {
                     try balance(&session!)
-                    session!.lastBalanceMicros = now
+                    session!.nextBalanceMicros = now + options.leaseCheckMicros
                 }
                 let (folded, failure) = pass(session!)
                 if let failure { throw failure }
@@ -307,7 +307,8 @@ public final class PartitionedProjector: Sendable {
             """,
             [
                 .int64Array(unique.map { Int64($0.deviceID) }),
-                .array(PostgresArray(.uuid, unique.map { .uuid(high: $0.batchID.high, low: $0.batchID.low) })),
+                .array(
+                    PostgresArray(.uuid, unique.map { .uuid(high: $0.batchID.high, low: $0.batchID.low) })),
                 .timestampArray(micros: unique.map(\.receivedAtMicros)),
             ])
         var knownIndexes = Set<Int>()

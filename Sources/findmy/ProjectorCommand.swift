@@ -53,12 +53,15 @@ enum ProjectorCommand {
             print(help)
             return 0
         }
-        guard options.positional.isEmpty else { throw UsageError("unexpected argument '\(options.positional[0])'") }
+        guard options.positional.isEmpty else {
+            throw UsageError("unexpected argument '\(options.positional[0])'")
+        }
         let servers = try natsServers(options.required("log", environment: "FINDMY_LOG"))
         let conninfo = try options.required(Database.setting.flag, environment: Database.setting.environment)
         let selectionText = options.value("partitions") ?? "all"
         guard let selection = PartitionSelection.parse(selectionText) else {
-            throw UsageError("--partitions must be 'all' or a list such as 0-3 or 1,5-7, got '\(selectionText)'")
+            throw UsageError(
+                "--partitions must be 'all' or a list such as 0-3 or 1,5-7, got '\(selectionText)'")
         }
         let settings = RetentionSettings(
             retentionDays: try positive(options, "retention-days", environment: "FINDMY_RETENTION_DAYS", 30),
@@ -90,7 +93,8 @@ enum ProjectorCommand {
         if intervalSeconds > 0 {
             let schedule = RetentionSchedule(
                 log: log, settings: settings, conninfo: conninfo, projector: projector,
-                firstRunMicros: Int64(firstRunSeconds) * 1_000_000, intervalMicros: Int64(intervalSeconds) * 1_000_000)
+                firstRunMicros: Int64(firstRunSeconds) * 1_000_000,
+                intervalMicros: Int64(intervalSeconds) * 1_000_000)
             retention = spawnThread { schedule.run(until: stop) }
         }
         let waiter = spawnThread {
@@ -106,8 +110,9 @@ enum ProjectorCommand {
         pthread_join(waiter, nil)
         let status = projector.status
         printLine(
-            "projector: stopped (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded; "
-                + "\(status.taken) partitions taken, \(status.released) released)")
+            "projector: stopped (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded, "
+                + "\(status.duplicateArrivals) duplicate arrivals folded; \(status.taken) partitions taken, "
+                + "\(status.released) released)")
         return 0
     }
 
@@ -125,7 +130,9 @@ enum ProjectorCommand {
         return hosts.map { "nats://" + $0 }
     }
 
-    static func positive(_ options: Options, _ flag: String, environment: String, _ fallback: Int) throws -> Int {
+    static func positive(_ options: Options, _ flag: String, environment: String, _ fallback: Int) throws
+        -> Int
+    {
         guard let text = options.value(flag, environment: environment) else { return fallback }
         guard let number = Int(text), number >= 1 else {
             throw UsageError("--\(flag) must be a whole number of at least 1, got '\(text)'")

@@ -44,7 +44,8 @@ final class ProjectorProcess: @unchecked Sendable {
             "set FINDMY_BIN to the built findmy (swift build --show-bin-path)/findmy")
         self.outputPath = outputPath
         pid = try spawnChild(
-            [setprivPath, "--pdeathsig", "KILL", "--", binary, "projector"] + arguments, outputPath: outputPath)
+            [setprivPath, "--pdeathsig", "KILL", "--", binary, "projector"] + arguments,
+            outputPath: outputPath)
     }
 
     var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
@@ -125,7 +126,8 @@ func registry(devices: Int, atMicros: Int64) -> [EncodedEvent] {
             EventCodec.encode(
                 .deviceEnrolled(
                     DeviceEnrolled(
-                        deviceID: UInt64(device), userID: 1, deviceUUID: UUID128.random(), name: "device \(device)",
+                        deviceID: UInt64(device), userID: 1, deviceUUID: UUID128.random(),
+                        name: "device \(device)",
                         platform: "ios", model: "test")),
                 receivedAtMicros: atMicros))
     }
@@ -133,7 +135,9 @@ func registry(devices: Int, atMicros: Int64) -> [EncodedEvent] {
 }
 
 /// A fix batch of `device` with fixes recorded at `recordedAtMicros`, received at `receivedAtMicros`.
-func fixBatch(device: UInt64, recordedAtMicros: [Int64], receivedAtMicros: Int64, salt: Int = 0) -> EncodedEvent {
+func fixBatch(device: UInt64, recordedAtMicros: [Int64], receivedAtMicros: Int64, salt: Int = 0)
+    -> EncodedEvent
+{
     let fixes = recordedAtMicros.enumerated().map { index, recorded in
         Fix(
             latitude: 52.5 + Double(device) * 0.01 + Double(index) * 0.0001 + Double(salt) * 0.000_001,

@@ -28,14 +28,16 @@ import Threads
                 let device = UInt64(index % devices + 1)
                 let fixes = 1 + index % 3
                 let recorded = (0..<fixes).map { now - Int64(round * 10_000 + index) * 1_000_000 - Int64($0) }
-                let batch = fixBatch(device: device, recordedAtMicros: recorded, receivedAtMicros: now, salt: round)
+                let batch = fixBatch(
+                    device: device, recordedAtMicros: recorded, receivedAtMicros: now, salt: round)
                 fixesAt[try log.append(batch: [batch])[0]] = fixes
             }
         }
         try appendBatches(200, round: 0)
 
         let arguments = [
-            "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--compact-interval-seconds", "0",
+            "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--compact-interval-seconds",
+            "0",
         ]
         let first = try ProjectorProcess(arguments, outputPath: postgres.directory + "/first.out")
         let second = try ProjectorProcess(arguments, outputPath: postgres.directory + "/second.out")
@@ -66,7 +68,8 @@ import Threads
             for index in 0..<400 {
                 let device = UInt64(index % devices + 1)
                 let recorded = [now - Int64(100_000 + index) * 1_000_000]
-                let batch = fixBatch(device: device, recordedAtMicros: recorded, receivedAtMicros: now, salt: 1)
+                let batch = fixBatch(
+                    device: device, recordedAtMicros: recorded, receivedAtMicros: now, salt: 1)
                 if let offset = try? burstLog.append(batch: [batch])[0] {
                     burst.withLock { $0[offset] = 1 }
                 }
@@ -76,6 +79,7 @@ import Threads
             burst.withLock { $0.count } >= 100
         }
         first.kill9()
+        let killedAt = Date()
         pthread_join(appender, nil)
         fixesAt.merge(burst.withLock { $0 }) { $1 }
         #expect(fixesAt.count == 600, "every append of the burst acknowledged")
@@ -85,7 +89,13 @@ import Threads
                 let holders = try PartitionLeases.holders(admin)
                 return holders.count == 4 && holders.values.allSatisfy { $0 == second.sessionName }
             }
+            let takenOver = Date().timeIntervalSince(killedAt)
             try waitUntil("all 600 batches are folded") { try folded(admin) == fixesAt.count }
+            print(
+                "take-over: \(fixesAt.count) batches acknowledged, \(try folded(admin)) in PostgreSQL; "
+                    + "every partition held by the survivor \(String(format: "%.2f", takenOver)) s after the kill, "
+                    + "everything folded \(String(format: "%.2f", Date().timeIntervalSince(killedAt))) s after it"
+            )
         } catch {
             Issue.record("\(context())")
             throw error
@@ -106,7 +116,9 @@ import Threads
             #expect(second.output.contains("partition \(partition) taken"), "\(context())")
         }
         #expect(second.stop(), "the survivor stops on SIGTERM")
-        #expect(second.output.contains("projector: stopped"), "\(context())")
+        let stopped = second.output.split(separator: "\n").filter { $0.contains("projector: stopped") }
+        #expect(stopped.count == 1, "\(context())")
+        print("take-over: the survivor says \(stopped.first ?? "nothing")")
         #expect(try PartitionLeases.holders(admin).isEmpty, "a stopped projector holds nothing")
     }
 }
