@@ -75,8 +75,17 @@ import Threads
                 }
             }
         }
-        try waitUntil("part of the burst is appended and being folded") {
-            burst.withLock { $0.count } >= 100
+        // The first projector's devices: it has folded part of the burst when it is killed.
+        let firstDevices = (1...devices).filter {
+            firstPartitions.contains(LogPartitioning.partition(ofDevice: UInt64($0), partitionCount: 4))
+        }.map { String($0) }.joined(separator: ",")
+        let burstStart = fixesAt.keys.max()! + 1
+        try waitUntil("part of the burst is appended, and folded by the first projector too") {
+            try burst.withLock { $0.count } >= 100
+                && count(
+                    admin,
+                    "SELECT count(*) FROM findmy.device_batches WHERE log_offset >= \(burstStart) "
+                        + "AND device_id IN (\(firstDevices))") > 0
         }
         first.kill9()
         let killedAt = Date()
