@@ -138,3 +138,58 @@ private func folded(_ connection: PostgresConnection) throws -> Int {
     guard exists.string(0, 0) == "t" else { return 0 }
     return try count(connection, "SELECT count(*) FROM findmy.device_batches")
 }
+
+@Suite(.serialized) struct ProjectorRetentionScheduleTests {
+    /// `findmy projector` runs retention by deletion on its own schedule: an expired fix appended to
+    /// the stream is erased from it (its envelope published again) and deleted from PostgreSQL,
+    /// the fresh fix of the same device stays in both.
+    @Test func theProjectorProcessErasesExpiredFixesOnItsSchedule() throws {
+        let cluster = try NATSCluster()
+        let postgres = try ScratchPostgres()
+        let log = try JetStreamLog(jetStreamConfiguration(cluster))
+        let now = wallClockMicros()
+        let day: Int64 = 86_400_000_000
+        _ = try log.append(batch: registry(devices: 2, atMicros: now - 60 * day))
+        let expired = fixBatch(
+            device: 1, recordedAtMicros: [now - 40 * day], receivedAtMicros: now - 40 * day)
+        let fresh = fixBatch(device: 1, recordedAtMicros: [now - day], receivedAtMicros: now - day)
+        let expiredOffset = try log.append(batch: [expired])[0]
+        _ = try log.append(batch: [fresh])
+        let process = try ProjectorProcess(
+            [
+                "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--retention-days", "30",
+                "--compact-first-run-seconds", "1", "--compact-interval-seconds", "2",
+            ], outputPath: postgres.directory + "/projector.out")
+        let admin = try PostgresConnection(postgres.conninfo)
+        defer { admin.close() }
+        do {
+            try waitUntil("a retention run erased the expired message") {
+                process.output.contains("1 erased, 1 replaced, 1 fixes removed")
+            }
+            try waitUntil("the projection holds the fresh fix only") {
+                try count(admin, "SELECT count(*) FROM findmy.device_locations WHERE device_id = 1") == 1
+            }
+        } catch {
+            Issue.record("projector:\n\(process.output)")
+            throw error
+        }
+        var fixes: [Int64] = []
+        var envelopes = 0
+        try log.read(partition: log.partition(ofDevice: 1), from: 0, upTo: nil) { record in
+            guard record.header.type == EventType.fixBatch.rawValue else { return true }
+            #expect(record.offset != expiredOffset, "the expired message is gone")
+            if record.header.isPayloadRemoved {
+                envelopes += 1
+            } else if case .fixBatch(let batch) = try record.event() {
+                fixes += batch.fixes.map(\.recordedAtMicros)
+            }
+            return true
+        }
+        #expect(fixes == [now - day], "the log holds the fresh fix only")
+        #expect(envelopes == 1, "what arrived when stays, as an envelope")
+        #expect(
+            try count(admin, "SELECT count(*) FROM findmy.device_batches WHERE device_id = 1") == 2,
+            "both arrivals, once each")
+        #expect(process.stop())
+    }
+}
