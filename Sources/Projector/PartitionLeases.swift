@@ -121,7 +121,7 @@ public enum PartitionedProjectorError: Error, Equatable, CustomStringConvertible
         case .tooManyProjectors(let max):
             "more than \(max) projector processes on this database: every member slot is taken; stop some"
         case .sessionLost(let why):
-            "the PostgreSQL session holding this projector's partitions broke (\(why)); its partitions are "
+            "the PostgreSQL session holding this projector's partitions ended (\(why)); its partitions are "
                 + "released, reconnecting to take partitions again"
         }
     }

@@ -115,7 +115,7 @@ public final class PartitionedProjector: Sendable {
                 retryDelay = options.retryDelayMicrosMin
                 if folded == 0 { _ = stop.wait(micros: options.pollMicros) }
             } catch {
-                if let current = session, !current.connection.isAlive {
+                if let current = session, !current.connection.isAlive || Self.needsPrepare(error) {
                     lose(current, why: "\(error)")
                     session = nil
                 }
@@ -123,6 +123,16 @@ public final class PartitionedProjector: Sendable {
             }
         }
         if let session { close(session) }
+    }
+
+    /// The projection was rebuilt under this process (by a process of another projection version,
+    /// or for another log): its partitions' checkpoint rows went with the old tables. Starting
+    /// again prepares it (rebuilding it for this log if needed) and takes partitions from new rows.
+    static func needsPrepare(_ error: any Error) -> Bool {
+        switch error as? ProjectorError {
+        case .noGeneration?, .projectionOfAnotherLog?: true
+        default: false
+        }
     }
 
     /// Connects, prepares the projection (one process at a time), and registers as a member.
