@@ -181,6 +181,13 @@ let package = Package(
             dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
             swiftSettings: strict),
 
+        // Retention by deletion on a JetStream log (docs/scale.md): the compactor's policy applied
+        // to messages, which are erased (and what lives of them published again), not rewritten.
+        .target(
+            name: "JetStreamRetention",
+            dependencies: ["Compactor", "Events", "NATSLog", "Postgres", "Threads"],
+            swiftSettings: strict),
+
         // What both executables share: commands, their options and usage errors, dispatch, and
         // the JSON and text form of log records (`findmy log dump`, the report body a bench weighs).
         .target(name: "CLI", dependencies: ["Events", "JSON"], swiftSettings: strict),
@@ -194,7 +201,7 @@ let package = Package(
                 "Postgres",
                 "Projector", "Geofences", "GeofenceAlerts",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
-                "Presence", "NATSLog",
+                "Presence", "NATSLog", "JetStreamRetention",
             ],
             swiftSettings: strict),
 
@@ -233,6 +240,17 @@ let package = Package(
             name: "NATSSupport", dependencies: ["Threads"], path: "Tests/NATSSupport", swiftSettings: strict),
         .testTarget(
             name: "NATSLogTests", dependencies: ["NATSLog", "Events", "NATSSupport", "Threads"],
+            swiftSettings: strict),
+        // Projectors per partition (leases, take-over) and retention by deletion, on a real
+        // three-node cluster and a private PostgreSQL; the take-over test runs two real
+        // `findmy projector` processes (FINDMY_BIN).
+        .testTarget(
+            name: "PartitionedProjectorTests",
+            dependencies: [
+                "Projector", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport", "Postgres",
+                "Events",
+                "Threads",
+            ],
             swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
         .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),

@@ -231,7 +231,8 @@ public struct DatabaseCompaction {
                     try connection.execute("SELECT max(through_offset) FROM \(scrubTable)").int64(0, 0) ?? 0)
         }
         let checkpoint = try connection.execute(
-            "SELECT next_offset FROM \(s).\(ProjectionSchema.Table.projectorCheckpoints.rawValue)")
+            "SELECT next_offset FROM \(s).\(ProjectionSchema.Table.projectorCheckpoints.rawValue) WHERE projection = $1",
+            [.text(Schema.projectionName)])
         let folded = checkpoint.rowCount > 0 ? UInt64(bitPattern: try checkpoint.int64(0, 0) ?? 0) : 0
         var ranges: [(fromMicros: Int64?, toMicros: Int64?)] = []
         var removals = false

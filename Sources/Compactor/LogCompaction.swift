@@ -165,7 +165,7 @@ extension RetentionPolicy {
 
 extension RecordPlan {
     /// What `LogWriter.rewriteSegment` is told to do.
-    func decision(for header: RecordHeader) -> RewriteDecision {
+    public func decision(for header: RecordHeader) -> RewriteDecision {
         switch self {
         case .keep:
             return .keep

@@ -493,7 +493,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
 
     /// Runs a request again while it fails transiently (a stream leader being elected, a
     /// reconnect), for up to `readWaitMillis`; returns the last outcome.
-    private func retrying(_ attempt: () -> (natsStatus, jsErrCode)) -> (natsStatus, jsErrCode) {
+    func retrying(_ attempt: () -> (natsStatus, jsErrCode)) -> (natsStatus, jsErrCode) {
         let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
         while true {
             let (status, code) = attempt()

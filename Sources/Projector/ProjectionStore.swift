@@ -40,8 +40,14 @@ public enum ProjectorError: Error, Equatable, CustomStringConvertible {
 /// with its checkpoint.
 public struct ProjectionStore: Sendable {
     public let schema: String
+    /// Its row in `projector_checkpoints`: `Schema.projectionName`, or one partition's of a
+    /// partitioned log (`PartitionedProjector`, docs/scale.md).
+    public let checkpointName: String
 
-    public init(schema: String = Schema.live) { self.schema = schema }
+    public init(schema: String = Schema.live, checkpointName: String = Schema.projectionName) {
+        self.schema = schema
+        self.checkpointName = checkpointName
+    }
 
     private var s: String { PostgresConnection.quoteIdentifier(schema) }
 
@@ -51,7 +57,7 @@ public struct ProjectionStore: Sendable {
     ) {
         let result = try connection.execute(
             "SELECT next_offset, last_received_at FROM \(s).projector_checkpoints WHERE projection = $1",
-            [.text(Schema.projectionName)])
+            [.text(checkpointName)])
         guard result.rowCount == 1 else { throw ProjectorError.noGeneration(schema: schema) }
         return (UInt64(bitPattern: try result.int64(0, 0) ?? 0), try result.timestampMicros(0, 1))
     }
@@ -95,7 +101,7 @@ public struct ProjectionStore: Sendable {
                 [
                     .int64(Int64(batch.nextOffset)),
                     batch.lastReceivedAtMicros.map { .timestamp(micros: $0) },
-                    .text(Schema.projectionName), .int64(Int64(batch.firstOffset)),
+                    .text(checkpointName), .int64(Int64(batch.firstOffset)),
                     logID.map { .uuid(high: $0.high, low: $0.low) }, .text(schema),
                 ])
             guard moved.affectedRows == 1 else {

@@ -17,6 +17,7 @@ let commands: [Command] = [
     BackupCommand.backup,
     BackupCommand.restore,
     BenchMoved.command,
+    ProjectorCommand.command,
     PurgeCommand.command,
 ]
 
