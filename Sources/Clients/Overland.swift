@@ -263,7 +263,7 @@ struct FeatureMembers {
     /// A string is its UTF-8 bytes: still in the body when the direct decoder read it (printable
     /// ASCII without escapes), copied beside the feature while it is read when the tree path did
     /// (`reading`). No `String` is made of a string that is only compared or parsed, and the type
-    /// has no reference in it: copying and dropping the members of each location was a tenth of
+    /// has no reference in it: copying and dropping the members of each location was a sixth of
     /// the direct decoder's instructions while a string case held a `String` (docs/benchmarks.md).
     /// Numbers are the `Double` that `JSONValue`'s `.integer` or `.double` converts to.
     enum Value {
