@@ -71,7 +71,7 @@ public enum OverlandDecoder {
             throw FixRejection(
                 .notAnObject, "a location must be a GeoJSON Feature object, found \(value.typeName)")
         }
-        return try feature(FeatureMembers(object))
+        return try FeatureMembers.reading(object) { members throws(FixRejection) in try feature(members) }
     }
 
     /// The fix in the members of one feature, however they were read (`decodeTree` or `decodeDirect`).
@@ -174,7 +174,12 @@ public enum OverlandDecoder {
 
     /// `number` of a member of a parsed tree (the OsmAnd protocol's JSON body reads its numbers so).
     static func number(_ value: JSONValue?, _ key: String) throws(FixRejection) -> Double? {
-        try number(value.map(FeatureMembers.Value.init), key)
+        switch value {
+        case nil, .null?: nil
+        case .integer(let integer)?: Double(integer)
+        case .double(let double)?: double
+        case let value?: throw FixRejection(.wrongType, "\(key) must be a number, found \(value.typeName)")
+        }
     }
 
     static func time(_ value: FeatureMembers.Value?, _ key: String, required: Bool) throws(FixRejection)
@@ -186,8 +191,7 @@ public enum OverlandDecoder {
         }
         let micros: Int64?
         switch value {
-        case .plain(let bytes): micros = AppTime.iso8601Micros(bytes)
-        case .string(let text): micros = AppTime.iso8601Micros(text)
+        case .string(let bytes): micros = AppTime.iso8601Micros(bytes)
         default:
             throw FixRejection(.wrongType, "\(key) must be an ISO 8601 string, found \(value.typeName)")
         }
@@ -256,27 +260,18 @@ struct FeatureMembers {
     }
 
     /// A member as `feature` reads it: a scalar, or (from the tree) the type name of a container.
-    /// A string is `plain` when the direct decoder found it printable ASCII without escapes (its
-    /// bytes, still in the body, are its value: no `String` is made of it), `string` otherwise.
+    /// A string is its UTF-8 bytes: still in the body when the direct decoder read it (printable
+    /// ASCII without escapes), copied beside the feature while it is read when the tree path did
+    /// (`reading`). No `String` is made of a string that is only compared or parsed, and the type
+    /// has no reference in it: copying and dropping the members of each location was a sixth of
+    /// the direct decoder's instructions while a string case held a `String` (docs/benchmarks.md).
     /// Numbers are the `Double` that `JSONValue`'s `.integer` or `.double` converts to.
     enum Value {
         case null
         case bool(Bool)
         case number(Double)
-        case plain(UnsafeBufferPointer<UInt8>)
-        case string(String)
-        case container(typeName: String)
-
-        init(_ value: JSONValue) {
-            switch value {
-            case .null: self = .null
-            case .bool(let flag): self = .bool(flag)
-            case .integer(let integer): self = .number(Double(integer))
-            case .double(let double): self = .number(double)
-            case .string(let text): self = .string(text)
-            case .array, .object: self = .container(typeName: value.typeName)
-            }
-        }
+        case string(UnsafeBufferPointer<UInt8>)
+        case container(typeName: StaticString)
 
         var isNull: Bool {
             if case .null = self { return true }
@@ -284,29 +279,20 @@ struct FeatureMembers {
         }
 
         var isText: Bool {
-            switch self {
-            case .plain, .string: true
-            default: false
-            }
+            if case .string = self { return true }
+            return false
         }
 
         /// Whether this is the string `expected`.
         func isString(_ expected: StaticString) -> Bool {
-            switch self {
-            case .plain(let bytes): OverlandDecoder.equal(bytes, expected)
-            case .string(var text):
-                text.withUTF8 { OverlandDecoder.equal($0, expected) }
-            default: false
-            }
+            if case .string(let bytes) = self { return OverlandDecoder.equal(bytes, expected) }
+            return false
         }
 
         /// A string's text (for messages).
         var text: String {
-            switch self {
-            case .plain(let bytes): String(decoding: bytes, as: UTF8.self)
-            case .string(let text): text
-            default: ""
-            }
+            if case .string(let bytes) = self { return String(decoding: bytes, as: UTF8.self) }
+            return ""
         }
 
         /// `JSONValue.typeName` of the value it was read from.
@@ -315,8 +301,8 @@ struct FeatureMembers {
             case .null: "null"
             case .bool: "boolean"
             case .number: "number"
-            case .plain, .string: "string"
-            case .container(let typeName): typeName
+            case .string: "string"
+            case .container(let typeName): typeName.description
             }
         }
     }
@@ -325,7 +311,7 @@ struct FeatureMembers {
     /// of at least two elements (with its JSON type name), or its first two elements.
     enum Coordinates {
         case missing
-        case notAPair(typeName: String)
+        case notAPair(typeName: StaticString)
         case pair(Value, Value)
     }
 
@@ -335,17 +321,63 @@ struct FeatureMembers {
 
     init() {}
 
-    /// The members of a feature parsed into a tree.
-    init(_ feature: JSONObject) {
-        switch feature["geometry"]?["coordinates"] {
-        case nil: coordinates = .missing
-        case .array(let pair)? where pair.count >= 2: coordinates = .pair(Value(pair[0]), Value(pair[1]))
-        case let other?: coordinates = .notAPair(typeName: other.typeName)
+    /// `JSONValue.typeName`, as a `StaticString` (which holds no reference).
+    static func staticTypeName(_ value: JSONValue) -> StaticString {
+        switch value {
+        case .null: "null"
+        case .bool: "boolean"
+        case .integer, .double: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
         }
-        guard case .object(let properties)? = feature["properties"] else { return }
-        hasProperties = true
-        for property in Property.allCases {
-            values[property.rawValue] = properties[property.name.description].map(Value.init)
+    }
+
+    /// `read` of the members of a feature parsed into a tree. Their strings' bytes are copied
+    /// into one buffer that lives as long as `read` runs.
+    static func reading<Result>(
+        _ feature: JSONObject, _ read: (FeatureMembers) throws(FixRejection) -> Result
+    ) throws(FixRejection) -> Result {
+        let pair: [JSONValue]?
+        var members = FeatureMembers()
+        switch feature["geometry"]?["coordinates"] {
+        case nil: pair = nil
+        case .array(let elements)? where elements.count >= 2: pair = Array(elements.prefix(2))
+        case let other?:
+            pair = nil
+            members.coordinates = .notAPair(typeName: staticTypeName(other))
+        }
+        var found: [(Int, JSONValue)] = []
+        if case .object(let properties)? = feature["properties"] {
+            members.hasProperties = true
+            for property in Property.allCases {
+                if let value = properties[property.name.description] {
+                    found.append((property.rawValue, value))
+                }
+            }
+        }
+        var strings: [UInt8] = []
+        for value in (pair ?? []) + found.map(\.1) {
+            if case .string(let text) = value { strings += text.utf8 }
+        }
+        return try strings.withUnsafeBufferPointer { buffer throws(FixRejection) in
+            var at = 0
+            func value(_ json: JSONValue) -> Value {
+                switch json {
+                case .null: return .null
+                case .bool(let flag): return .bool(flag)
+                case .integer(let integer): return .number(Double(integer))
+                case .double(let double): return .number(double)
+                case .string(let text):
+                    let count = text.utf8.count
+                    defer { at += count }
+                    return .string(UnsafeBufferPointer(rebasing: buffer[at..<at + count]))
+                case .array, .object: return .container(typeName: staticTypeName(json))
+                }
+            }
+            if let pair { members.coordinates = .pair(value(pair[0]), value(pair[1])) }
+            for (rawValue, json) in found { members.values[rawValue] = value(json) }
+            return try read(members)
         }
     }
 

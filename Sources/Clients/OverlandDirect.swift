@@ -282,9 +282,13 @@ struct LocationReader {
         guard at < count else { return nil }
         switch base[at] {
         case UInt8(ascii: "\""):
-            if let bytes = plainString() { return .plain(bytes) }
-            return through(&scanner) { $0.string() }.map { .string($0) }
+            // A string with escapes or bytes outside printable ASCII would have to be decoded and
+            // kept: the tree path reads it (Overland writes none in the members a fix is made of).
+            return plainString().map { .string($0) }
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            // Nearly every number of a location is a short decimal: read in place, by the tree
+            // parser's own rule; any other through the scanner (the tree parser's code).
+            if let value = JSONNumber.shortDecimal(base, count: count, at: &at) { return .number(value) }
             return through(&scanner) { $0.number() }.map { .number($0) }
         case UInt8(ascii: "t"): return literal("true") ? .bool(true) : nil
         case UInt8(ascii: "f"): return literal("false") ? .bool(false) : nil

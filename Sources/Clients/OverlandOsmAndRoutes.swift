@@ -42,10 +42,9 @@ extension ClientsService {
         } catch {
             return reply(error.response)
         }
+        // From the decoded batch, not the body (AppBatch.derivedBatchID says why and what is "the same").
         let report = batch.clientReport(
-            deviceID: deviceID,
-            batchID: ClientReport.derivedBatchID(
-                deviceID: deviceID, clientProtocol: .overland, body: request.body),
+            deviceID: deviceID, batchID: batch.derivedBatchID(deviceID: deviceID, clientProtocol: .overland),
             clientProtocol: .overland)
         service.submit(report) { outcome in
             reply(answer(outcome) { .json("{\"result\":\"ok\"}") })

@@ -1,5 +1,6 @@
 /// 10^0 ... 10^22: every one is exact in a Double, which is what the Clinger fast path needs.
-private let exactPowersOfTen: [Double] = [
+@usableFromInline
+let exactPowersOfTen: [Double] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ]
@@ -82,14 +83,57 @@ extension JSONParser {
         return .double(try slowDouble(from: start))
     }
 
-    /// The number at `index` when it is a short plain decimal, `-?(0|[1-9][0-9]*)(.[0-9]+)?` with
-    /// at most 15 digits and no exponent, as the `Double` `parseNumber` makes of it (then `index` is
-    /// past it); nil, `index` unchanged, for anything else. Such a mantissa is below 2^53 and its
-    /// power of ten at most 10^15, both exact: one division (or none) rounds correctly, which is
-    /// the Clinger path `parseNumber` takes (an integer literal becomes `.integer`, whose Double is
-    /// the same exact value). Coordinates, accuracies and speeds are such numbers.
+    /// `JSONNumber.shortDecimal` at `index`.
     @inline(__always)
     mutating func shortDecimal() -> Double? {
+        JSONNumber.shortDecimal(base, count: count, at: &index)
+    }
+
+    @inline(__always)
+    private func isDigit(_ byte: UInt8) -> Bool {
+        byte &- UInt8(ascii: "0") < 10
+    }
+
+    @inline(__always)
+    private func accumulate(_ digit: UInt8, into mantissa: inout UInt64, overflowed: inout Bool) {
+        if mantissa <= (UInt64.max - 9) / 10 {
+            mantissa = mantissa * 10 + UInt64(digit &- UInt8(ascii: "0"))
+        } else {
+            overflowed = true
+        }
+    }
+
+    /// Converts the already validated literal `start..<index`. Swift's `Double(_:)` calls the C
+    /// library's strtod on a NUL-terminated copy, in the C locale: plain `strtod` follows
+    /// LC_NUMERIC and would stop at the '.' under a locale whose decimal point is ','.
+    private func slowDouble(from start: Int) throws(JSONParseError) -> Double {
+        let literal = String(
+            decoding: UnsafeBufferPointer(start: base + start, count: index - start), as: UTF8.self)
+        guard let value = Double(literal) else {
+            preconditionFailure("a literal the JSON grammar accepted was refused by strtod: \(literal)")
+        }
+        guard value.isFinite else {
+            throw fail(.numberOutOfRange, "number \(literal) is outside the range of a double", at: start)
+        }
+        return value
+    }
+
+}
+
+/// Number literals read without a `JSONParser`, by exactly its rules.
+public enum JSONNumber {
+    /// The number at `index` (below `count`) in the bytes at `base` when it is a short plain
+    /// decimal, `-?(0|[1-9][0-9]*)(.[0-9]+)?` with at most 15 digits and no exponent, as the
+    /// `Double` `JSONParser.parseNumber` makes of it (then `index` is past it); nil, `index`
+    /// unchanged, for anything else. Such a mantissa is below 2^53 and its power of ten at most
+    /// 10^15, both exact: one division (or none) rounds correctly, which is the Clinger path
+    /// `parseNumber` takes (an integer literal becomes `.integer`, whose Double is the same exact
+    /// value). Coordinates, accuracies and speeds are such numbers. Public for a decoder that reads
+    /// a body's bytes itself (Overland's `LocationReader`), and inlined there.
+    @inlinable @inline(__always)
+    public static func shortDecimal(_ base: UnsafePointer<UInt8>, count: Int, at index: inout Int) -> Double?
+    {
+        @inline(__always) func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
         var at = index
         let negative = base[at] == UInt8(ascii: "-")
         if negative { at += 1 }
@@ -126,34 +170,4 @@ extension JSONParser {
         index = at
         return negative ? -magnitude : magnitude
     }
-
-    @inline(__always)
-    private func isDigit(_ byte: UInt8) -> Bool {
-        byte &- UInt8(ascii: "0") < 10
-    }
-
-    @inline(__always)
-    private func accumulate(_ digit: UInt8, into mantissa: inout UInt64, overflowed: inout Bool) {
-        if mantissa <= (UInt64.max - 9) / 10 {
-            mantissa = mantissa * 10 + UInt64(digit &- UInt8(ascii: "0"))
-        } else {
-            overflowed = true
-        }
-    }
-
-    /// Converts the already validated literal `start..<index`. Swift's `Double(_:)` calls the C
-    /// library's strtod on a NUL-terminated copy, in the C locale: plain `strtod` follows
-    /// LC_NUMERIC and would stop at the '.' under a locale whose decimal point is ','.
-    private func slowDouble(from start: Int) throws(JSONParseError) -> Double {
-        let literal = String(
-            decoding: UnsafeBufferPointer(start: base + start, count: index - start), as: UTF8.self)
-        guard let value = Double(literal) else {
-            preconditionFailure("a literal the JSON grammar accepted was refused by strtod: \(literal)")
-        }
-        guard value.isFinite else {
-            throw fail(.numberOutOfRange, "number \(literal) is outside the range of a double", at: start)
-        }
-        return value
-    }
-
 }

@@ -1,3 +1,4 @@
+import CLI
 import Crypto
 import Events
 import JSON
@@ -28,29 +29,50 @@ enum AppBench {
 
     /// Native, then the app, `rounds` times, for every shape whose app is in `apps`: on a machine
     /// whose load changes by the second, alternating in short rounds keeps both sides of the ratio
-    /// under the same conditions.
+    /// under the same conditions. `duplicates` reads the server's count of requests answered as a
+    /// resend: an app's request counted there was not appended, and a figure made of such requests
+    /// would measure the wrong path, so the run stops.
     static func measure(
         apps: Set<String>, user: String, tokens: [String], rounds: Int,
-        drive: (LoadTarget) throws -> LoadTarget.Result
+        duplicates: () throws -> Double, drive: (LoadTarget) throws -> LoadTarget.Result
     ) throws -> [Pair] {
         try shapes.filter { apps.contains($0.app) }.map { shape in
             let tokens = Array(tokens.prefix(shape.connections))
             var generator = TrackGenerator(seed: 1_000, startMicros: wallClockMicros() - 3_600_000_000)
-            let fixes = generator.next(shape.fixesPerRequest)
+            var fixes = generator.next(shape.fixesPerRequest)
+            // Overland's last location carries the request's unique number in its battery level
+            // (`overland`), stored as 80 %: the native side gets the same fix.
+            fixes[fixes.count - 1].batteryPercent = 80
             let app = shape.app == "overland" ? overland(tokens, fixes) : owntracks(user, tokens, fixes[0])
             let native = IngestBench.nativeTarget(tokens, fixes)
             return Pair(
                 app: shape.app, connections: shape.connections, fixesPerRequest: shape.fixesPerRequest,
-                rounds: try (0..<rounds).map { _ in (try drive(native), try drive(app)) })
+                rounds: try (0..<rounds).map { _ in
+                    let nativeResult = try drive(native)
+                    let before = try duplicates()
+                    let appResult = try drive(app)
+                    let resends = try duplicates() - before
+                    guard resends == 0 else {
+                        throw UsageError(
+                            "\(Int(resends)) \(shape.app) requests were answered as resends without appending: each request's content must differ (AppBench)"
+                        )
+                    }
+                    return (nativeResult, appResult)
+                })
         }
     }
 
-    /// Overland's body: `{"locations": [...]}`. Overland has no batch id: each request must differ,
-    /// or it is a resend (a duplicate), as each real batch does; here the last location's `wifi`
-    /// (the network's name, which the app sends) holds the request's unique id.
+    /// Overland's body: `{"locations": [...]}`. Overland has no batch id; its id is derived from
+    /// the decoded fixes (docs/clients.md), so each request must differ in a fix, or it is a
+    /// resend (a duplicate), as each real batch does. Here the last location's `battery_level` is
+    /// `0.800` followed by the request's unique number (11 digits): a different value in each
+    /// request, which findmy stores as 80 % (a whole percentage), so every request stores the same
+    /// fixes as the native side's.
     static func overland(_ tokens: [String], _ fixes: [Fix]) -> LoadTarget {
-        let marker = "unique-id-of-the-request"
-        let features = fixes.indices.map { feature(fixes[$0], wifi: $0 == fixes.count - 1 ? marker : "") }
+        let marker = "unique-number-of-the-request"
+        let features = fixes.indices.map {
+            feature(fixes[$0], batteryLevel: $0 == fixes.count - 1 ? "0.800" + marker : nil)
+        }
         let text = "{\"locations\":[" + features.joined(separator: ",") + "]}"
         let unique = text.firstRange(of: marker)!
         return LoadTarget(
@@ -58,11 +80,12 @@ enum AppBench {
             headers: [("Content-Type", "application/json")],
             bodyPrefix: Array(text[..<unique.lowerBound].utf8),
             bodySuffix: Array(text[unique.upperBound...].utf8),
-            fixesPerRequest: fixes.count, expectedBody: Array(#"{"result":"ok"}"#.utf8))
+            fixesPerRequest: fixes.count, expectedBody: Array(#"{"result":"ok"}"#.utf8), uniqueForm: .digits)
     }
 
-    /// A fix as Overland's GLManager.m writes a location.
-    static func feature(_ fix: Fix, wifi: String) -> String {
+    /// A fix as Overland's GLManager.m writes a location; `batteryLevel`, when given, is the text of
+    /// its `battery_level`.
+    static func feature(_ fix: Fix, batteryLevel: String? = nil) -> String {
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
         writer.key("type")
@@ -102,11 +125,15 @@ enum AppBench {
         writer.key("device_id")
         writer.string("bench")
         writer.key("wifi")
-        writer.string(wifi)
+        writer.string("")
         writer.key("battery_state")
         writer.string(fix.isCharging == true ? "charging" : "unplugged")
         writer.key("battery_level")
-        writer.double(Double(fix.batteryPercent ?? 80) / 100)
+        if let batteryLevel {
+            writer.rawValue(batteryLevel.utf8)
+        } else {
+            writer.double(Double(fix.batteryPercent ?? 80) / 100)
+        }
         writer.endObject()
         writer.endObject()
         return String(decoding: writer.bytes, as: UTF8.self)

@@ -171,6 +171,7 @@ enum IngestBench {
             try AppBench.measure(
                 apps: phases, user: "bench", tokens: deviceTokens,
                 rounds: try options.integer("rounds", default: 1),
+                duplicates: { try server.metric("findmy_duplicate_batches_total", setup) },
                 drive: drive), to: &writer)
         writer.key("server_peak_rss_bytes")
         writer.int64(server.peakResidentBytes())

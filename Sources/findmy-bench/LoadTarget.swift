@@ -31,13 +31,21 @@ struct LoadTarget: Sendable {
     /// When set (`ingest --tracks distinct`, Swift driver only): per connection, the suffixes its
     /// requests take in turn, each device its own track, instead of `bodySuffix` for everyone.
     var connectionSuffixes: [[[UInt8]]]? = nil
+    /// How the unique id is written: a UUID, or 11 decimal digits for a body that carries it in a
+    /// number (Overland's, whose batch id comes from the decoded fixes: AppBench.overland).
+    var uniqueForm = UniqueForm.uuid
+
+    enum UniqueForm: Sendable { case uuid, digits }
 
     var connections: Int { authorizations.count }
 
     func body(unique: UUID128) -> [UInt8] {
         var body = bodyPrefix
         body.reserveCapacity(bodyPrefix.count + 36 + bodySuffix.count)
-        body += Array(unique.description.utf8)
+        switch uniqueForm {
+        case .uuid: body += Array(unique.description.utf8)
+        case .digits: body += Array(String(unique.low % 100_000_000_000).leftPadded(11).utf8)
+        }
         body += bodySuffix
         return body
     }

@@ -44,6 +44,7 @@ struct WrkDriver {
         var environment = [
             "FINDMY_BENCH_PATH=\(target.path)",
             "FINDMY_BENCH_THREADS=\(min(Self.threads, target.connections))",
+            "FINDMY_BENCH_UNIQUE=\(target.uniqueForm == .digits ? "digits" : "uuid")",
         ]
         for file in files {
             let path = root + "/wrk-" + file.name.lowercased()

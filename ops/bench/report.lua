@@ -8,6 +8,8 @@
 --   FINDMY_BENCH_BODY_PREFIX     a file holding the body up to its unique id
 --   FINDMY_BENCH_BODY_SUFFIX     a file holding the body after its unique id
 --   FINDMY_BENCH_THREADS         wrk's thread count
+--   FINDMY_BENCH_UNIQUE          `digits`: the unique id as 11 decimal digits (a body that
+--                                carries it in a number, as Overland's does), else a UUID
 -- Builds before the apps' phases (their WrkDriver sets only FINDMY_BENCH_TOKENS, a file of device
 -- tokens, and FINDMY_BENCH_FIXES, the fix objects of one batch) get native reports as before, so
 -- that old and new builds can still be compared with this script.
@@ -41,6 +43,7 @@ local next_device = 1
 local prefix, suffix = "", ""
 local counter = 0
 local nonce = 0
+local digits = false
 
 function init(args)
    local all = {}
@@ -73,11 +76,17 @@ function init(args)
    end
    assert(#headers_by_device > 0, "no device for thread " .. thread_number)
    nonce = os.time() % 0x100000000
+   digits = os.getenv("FINDMY_BENCH_UNIQUE") == "digits"
 end
 
 function request()
    counter = counter + 1
-   local unique = string.format("%08x-%04x-4000-8000-%012x", nonce, thread_number, counter)
+   local unique
+   if digits then
+      unique = string.format("%04d%01d%06d", nonce % 10000, thread_number % 10, counter % 1000000)
+   else
+      unique = string.format("%08x-%04x-4000-8000-%012x", nonce, thread_number, counter)
+   end
    local headers = headers_by_device[next_device]
    next_device = next_device % #headers_by_device + 1
    return wrk.format("POST", path, headers, prefix .. unique .. suffix)
