@@ -114,7 +114,7 @@ enum AdminCall {
     /// The body of a successful answer, or the server's error message as a usage error.
     static func check(_ answer: (status: Int, body: [UInt8])) throws -> JSONValue {
         let document = try? JSONParser.parse(answer.body)
-        guard answer.status == 200 || answer.status == 201, let document else {
+        guard (200..<300).contains(answer.status), let document else {
             let message =
                 (try? document?["error"]?["message"]?.stringValue)
                 ?? String(decoding: answer.body, as: UTF8.self)
