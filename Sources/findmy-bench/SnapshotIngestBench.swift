@@ -22,7 +22,7 @@ enum SnapshotIngestBench {
 
     static let help = """
         usage: findmy-bench snapshot-ingest --dir DIR [--records-before 300000] [--devices 1000]
-                                            [--connections 64] [--windows 6] [--window-seconds 3]
+                                            [--connections 64] [--windows 6] [--window-seconds 3] [--nice 10]
 
         Writes RECORDS-BEFORE single-fix records from DEVICES devices to DIR/log (once; reused), so that
         every device's ring of recent batch ids is full and a snapshot is as large as a server's (13.5 MB
@@ -32,7 +32,8 @@ enum SnapshotIngestBench {
         group commit with fdatasync; no HTTP) one after the other. Windows of WINDOW-SECONDS alternate:
         `idle` (no snapshot) and `snapshot` (another thread writes snapshots back to back, each a fold of
         the records since the last one, then the 13.5 MB file written and fsynced: a snapshot is being
-        written for the whole window), WINDOWS of each. Prints one JSON object per window (p50, p99 of
+        written for the whole window, at NICE steps below the reports' threads as the server's
+        snapshotter thread runs), WINDOWS of each. Prints one JSON object per window (p50, p99 of
         the report latency, reports/s, snapshots written), then the median p99 of each kind and their
         ratio. Build with -c release to measure.
         """
@@ -40,7 +41,7 @@ enum SnapshotIngestBench {
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
             arguments,
-            valued: ["dir", "records-before", "devices", "connections", "windows", "window-seconds"],
+            valued: ["dir", "records-before", "devices", "connections", "windows", "window-seconds", "nice"],
             flags: [])
         if options.flag("help") {
             print(help)
@@ -52,6 +53,7 @@ enum SnapshotIngestBench {
         let connections = try options.integer("connections", default: 64)
         let windows = try options.integer("windows", default: 6)
         let windowMicros = Int64(try options.integer("window-seconds", default: 3)) * 1_000_000
+        let niceness = Int32(try options.integer("nice", default: 10))
         precondition(recordsBefore > 0 && devices >= connections && connections > 0 && windows > 0)
         try PosixFileIO().makeDirectory(directory)
         let logPath = directory + "/log"
@@ -104,6 +106,8 @@ enum SnapshotIngestBench {
                     }
                 })
         }
+        // This thread writes the snapshots: at the snapshotter thread's priority in the server.
+        lowerCurrentThreadPriority(by: niceness)
         var written: [Int: Int] = [:]
         for index in 1...(2 * windows) {
             let writing = index % 2 == 0

@@ -22,6 +22,7 @@ enum StartupBench {
         usage: findmy-bench startup --dir DIR --fixes-total N [--fixes-per-record 1] [--devices 1000]
                                     [--rounds 3] [--lag-records L] [--in-flight 64]
                                     [--variants full_scan,snapshot_at_end,snapshot_lagging]
+                                    [--group-delay-micros 200]
 
         Writes a log of N fixes in records of FIXES-PER-RECORD fixes from DEVICES enrolled devices to
         DIR/log (once; an existing log is reused), then measures, alternately in one process, ROUNDS
@@ -31,7 +32,9 @@ enum StartupBench {
         snapshotter's next write; default: the snapshotter's limits, 100,000 records or 2,000,000
         fixes, whichever comes first). IN-FLIGHT is the requests per group record written (64: as a
         server writes them after commit groups of 64 connections); the generator does not fdatasync
-        each group (one sync at the end), so a 100 M-record log takes minutes, not an hour. Prints one JSON object per line. Page cache warm: the log was just
+        each group (one sync at the end), so a 100 M-record log takes minutes, not an hour; each
+        group's leader waits GROUP-DELAY-MICROS for the group to fill (0: groups are what is queued
+        when the leader gets to it, which may be fewer). Prints one JSON object per line. Page cache warm: the log was just
         written or read. VARIANTS picks the starts measured (a full scan of 100 M single-fix records
         takes minutes; the fold that prepares the snapshots, printed as `prepare_fold_millis`, is
         one). Build with -c release to measure.
@@ -42,7 +45,7 @@ enum StartupBench {
             arguments,
             valued: [
                 "dir", "fixes-total", "fixes-per-record", "devices", "rounds", "lag-records", "in-flight",
-                "variants",
+                "variants", "group-delay-micros",
             ],
             flags: [])
         if options.flag("help") {
@@ -68,7 +71,8 @@ enum StartupBench {
             let started = monotonicMicros()
             let records = try write(
                 log, fixesTotal: fixesTotal, fixesPerRecord: fixesPerRecord, devices: devices,
-                inFlightMax: inFlightMax)
+                inFlightMax: inFlightMax,
+                groupDelayMicros: try options.integer("group-delay-micros", default: 200))
             printLine(
                 "{\"wrote_records\":\(records),\"fixes\":\(fixesTotal),\"seconds\":\((monotonicMicros() - started) / 1_000_000)}"
             )
@@ -100,24 +104,41 @@ enum StartupBench {
     }
 
     /// Users, enrolled devices with tokens, then fix batches round-robin over the devices, written
-    /// as the server writes them after its commit groups: `inFlightMax` requests per v2 group
+    /// as the server writes them after its commit groups: about `inFlightMax` requests per v2 group
     /// record, through the writer's own group commit (the same records, frames and seals as a
     /// server's). What makes it fast (100 M single-fix records took 52 min before): the writer
     /// does not fdatasync each group (`UnsyncedFileIO`; one `sync` at the end: a crash while
-    /// generating leaves a log to delete, never one to measure), each group's batches are encoded
-    /// while the one before is written, and batch ids come from a seeded generator instead of a
-    /// system call each.
+    /// generating leaves a log to delete, never one to measure); the producer never waits for a
+    /// group to be written (up to four groups queued), and a group's size is set by its bytes
+    /// (`groupBytesMax`, from the size of one encoded request), the leader waiting
+    /// `groupCommitDelayMicros` for the queue to hold a whole group; batch ids come from a seeded
+    /// generator instead of a system call each.
     static func write(
-        _ log: String, fixesTotal: Int, fixesPerRecord: Int, devices: Int, inFlightMax: Int = 64
+        _ log: String, fixesTotal: Int, fixesPerRecord: Int, devices: Int, inFlightMax: Int = 64,
+        groupDelayMicros: Int = 200
     )
         throws
         -> Int
     {
+        var tracks = (0..<devices).map { TrackGenerator(seed: UInt64($0), startMicros: wallClockMicros()) }
+        var ids = SeededGenerator(seed: 0x5EED_1D5)
+        func encoded(_ device: Int) -> EncodedEvent {
+            let batch = FixBatch(
+                deviceID: UInt64(device + 1), batchID: UUID128.random(using: &ids),
+                fixes: tracks[device].next(fixesPerRecord))
+            return EventCodec.encode(.fixBatch(batch), receivedAtMicros: wallClockMicros())
+        }
+        var sampleTrack = TrackGenerator(seed: UInt64.max, startMicros: wallClockMicros())
+        let sample = EventCodec.encode(
+            .fixBatch(FixBatch(deviceID: 1, batchID: .random(), fixes: sampleTrack.next(fixesPerRecord))),
+            receivedAtMicros: wallClockMicros())
+        // What the writer counts per request against `groupBytesMax`: the member's payload plus
+        // GroupRecord.memberDirectoryBytes (2 + 2 + 2 + 8 * 8 + 16, internal to Events).
+        let requestBytes = GroupRecord.member(sample).payload.count + 86
         var options = LogOptions()
         options.io = UnsyncedFileIO()
-        // The group's leader waits this long for the producer to queue the whole group: the
-        // producer appends a group's encoded records back to back, in microseconds.
-        options.groupCommitDelayMicros = 200
+        options.groupBytesMax = inFlightMax * requestBytes + requestBytes / 2
+        options.groupCommitDelayMicros = groupDelayMicros
         let writer = try LogWriter(directory: log, options: options)
         defer {
             writer.close()
@@ -141,39 +162,23 @@ enum StartupBench {
             _ = try writer.append(
                 .deviceTokenIssued(DeviceTokenIssued(deviceID: id, tokenHash: bytes(id << 20))))
         }
-        let group = GroupInFlight()
-        var tracks = (0..<devices).map { TrackGenerator(seed: UInt64($0), startMicros: wallClockMicros()) }
-        var ids = SeededGenerator(seed: 0x5EED_1D5)
+        let registryGroups = writer.statistics.groupCommits
+        let inFlight = AppendsInFlight()
         let records = fixesTotal / fixesPerRecord
-        var index = 0
-        var encoded: [EncodedEvent] = []
-        encoded.reserveCapacity(inFlightMax)
-        while index < records {
-            encoded.removeAll(keepingCapacity: true)
-            let now = wallClockMicros()
-            for _ in 0..<min(inFlightMax, records - index) {
-                let device = index % devices
-                let batch = FixBatch(
-                    deviceID: UInt64(device + 1), batchID: UUID128.random(using: &ids),
-                    fixes: tracks[device].next(fixesPerRecord))
-                encoded.append(EventCodec.encode(.fixBatch(batch), receivedAtMicros: now))
-                index += 1
-            }
-            // The group before has been written: this one goes out as one group record.
-            group.waitUntilEmpty()
-            group.add(encoded.count)
-            for event in encoded {
-                writer.append(event) { result in
-                    group.done(failed: { if case .failure = result { true } else { false } }())
-                }
+        for index in 0..<records {
+            let event = encoded(index % devices)
+            inFlight.add(waitingBelow: 4 * inFlightMax)
+            writer.append(event) { result in
+                inFlight.done(failed: { if case .failure = result { true } else { false } }())
             }
         }
-        group.waitUntilEmpty()
-        precondition(!group.failed, "an append failed")
+        inFlight.waitUntilEmpty()
+        precondition(!inFlight.failed, "an append failed")
         let statistics = writer.statistics
+        let groups = statistics.groupCommits - registryGroups
         printLine(
-            "{\"group_records\":\(statistics.groupCommits),\"requests_per_group\":"
-                + "\(Double(statistics.recordsAppended) / Double(max(1, statistics.groupCommits)))}")
+            "{\"fix_batch_group_records\":\(groups),\"requests_per_group\":"
+                + "\(Double(records) / Double(max(1, groups)))}")
         return records + users + 2 * devices
     }
 
@@ -210,25 +215,31 @@ enum StartupBench {
     }
 }
 
-/// The appends of one group that are not yet durable (written, for `UnsyncedFileIO`).
-final class GroupInFlight: @unchecked Sendable {
+/// Appends queued and not yet written (durable, but for `UnsyncedFileIO`).
+final class AppendsInFlight: @unchecked Sendable {
     private let lock = ConditionLock()
     private var count = 0
     private(set) var failed = false
 
-    func add(_ appends: Int) { lock.withLock { count += appends } }
-
-    func done(failed appendFailed: Bool) {
+    /// Waits until fewer than `limit` are in flight, then counts one more.
+    func add(waitingBelow limit: Int) {
         lock.withLock {
-            count -= 1
-            if appendFailed { failed = true }
-            if count == 0 { lock.broadcast() }
+            while count >= limit { lock.wait() }
+            count += 1
         }
     }
 
     func waitUntilEmpty() {
         lock.withLock {
             while count > 0 { lock.wait() }
+        }
+    }
+
+    func done(failed appendFailed: Bool) {
+        lock.withLock {
+            count -= 1
+            if appendFailed { failed = true }
+            lock.broadcast()
         }
     }
 }
