@@ -245,7 +245,7 @@ struct CompactorStatusSource: StatusSource {
             ),
             (
                 "geofence_rows_deleted_total", "counter",
-                "Rows removed from the geofence projection (geofence_fixes and geofence_transitions).",
+                "Rows removed from the geofence projection's tables (its fixes and transitions).",
                 totals.geofenceRowsDeleted
             ),
         ]
