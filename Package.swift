@@ -211,7 +211,8 @@ let package = Package(
             name: "findmy-bench",
             dependencies: [
                 "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
-                "ReadAPI", "Identity", "Compactor", "Crypto", "Commands", "Push", "Geofences", "NATSLog",
+                "ReadAPI", "Identity", "Ingest", "Compactor", "Crypto", "Commands", "Push", "Geofences",
+                "NATSLog",
                 "NATSSupport",
             ],
             swiftSettings: strict),

@@ -49,5 +49,7 @@ public final class CompactorService: Service {
     public func stop(graceMicros: Int64) {
         compactor.stopSignal.request()
         worker.stop()
+        // Runs asked for on the admin socket (`Compactor.start`) end at their next safe point too.
+        compactor.joinStartedRuns()
     }
 }

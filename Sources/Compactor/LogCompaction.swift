@@ -225,6 +225,8 @@ public struct LogCompaction {
     /// Once requested, no further segment is rewritten or deleted: each one is replaced whole
     /// (temporary file, rename), so the log is consistent between any two.
     public var stopSignal: StopSignal?
+    /// Told, before each sealed segment, how many were looked at of how many (progress lines).
+    public var onSegment: ((_ done: Int, _ total: Int) -> Void)?
 
     public init(
         writer: LogWriter, policy: RetentionPolicy, nowMicros: Int64, deleteBelowOffset: UInt64? = nil
@@ -260,6 +262,7 @@ public struct LogCompaction {
         var prefix = true
         for (index, segment) in sealed.enumerated() {
             if stopSignal?.isRequested == true { break }
+            onSegment?(index, sealed.count)
             report.segmentsScanned += 1
             var plans = SegmentPlan()
             try reader.read(from: segment.base, upTo: segment.endOffset) { record in

@@ -59,15 +59,32 @@ public struct RetentionPolicy: Sendable {
         }
     }
 
+    /// Thrown by `fold` when its `shouldStop` said so: a policy of part of the log would hold
+    /// too few erasures and removals, so there is none. `offset`: the first record not read.
+    public struct FoldStopped: Error, Sendable, Equatable {
+        public var offset: UInt64
+    }
+
     /// The policy a log's registry records add up to, below `end`. Fix batches are skipped by their
-    /// header, without reading their payloads.
-    public static func fold(_ reader: LogReader, upTo end: UInt64, settings: RetentionSettings) throws
-        -> RetentionPolicy
-    {
+    /// header, without reading their payloads. `shouldStop` is asked once per `recordsPerStopCheck`
+    /// records with the offset reached: at 100 M records the scan takes minutes, longer than a
+    /// server's stop may wait (docs/retention.md, "Stopping during a compaction").
+    public static func fold(
+        _ reader: LogReader, upTo end: UInt64, settings: RetentionSettings, recordsPerStopCheck: Int = 4096,
+        shouldStop: (_ offset: UInt64) -> Bool = { _ in false }
+    ) throws -> RetentionPolicy {
+        precondition(recordsPerStopCheck > 0)
         var policy = RetentionPolicy(settings: settings)
+        var records = 0
+        var stoppedAt: UInt64?
         // Fix batches and place events decide nothing here: skipped without reading their payloads.
         let wanted: (RecordHeader) -> Bool = { !$0.isPayloadRemoved && !Self.isLocationRecord($0.type) }
         try reader.read(from: 0, upTo: end, wantPayload: wanted) { record in
+            records += 1
+            if records % recordsPerStopCheck == 0 && shouldStop(record.offset) {
+                stoppedAt = record.offset
+                return false
+            }
             if wanted(record.header) {
                 let event = try record.event()
                 policy.apply(event, offset: record.offset)
@@ -75,6 +92,7 @@ public struct RetentionPolicy: Sendable {
             }
             return true
         }
+        if let stoppedAt { throw FoldStopped(offset: stoppedAt) }
         return policy
     }
 

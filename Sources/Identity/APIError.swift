@@ -12,6 +12,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case commandNotFound = "command_not_found"
         case commandRateLimited = "command_rate_limited"
         case compactionFailed = "compaction_failed"
+        case compactionRunNotFound = "compaction_run_not_found"
         case crossOriginRequest = "cross_origin_request"
         case csrfFieldMissing = "csrf_field_missing"
         case csrfTokenInvalid = "csrf_token_invalid"

@@ -160,6 +160,8 @@ public enum RoutePermissions {
         RouteKey("POST", "/admin/users/{name}/token"): .adminSocket,
         RouteKey("POST", "/admin/retention"): .adminSocket,
         RouteKey("POST", "/admin/compact"): .adminSocket,
+        RouteKey("POST", "/admin/compact/runs"): .adminSocket,
+        RouteKey("GET", "/admin/compact/runs/{id}"): .adminSocket,
     ]
 }
 

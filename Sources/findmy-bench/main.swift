@@ -18,6 +18,7 @@ let commands: [Command] = [
     LoadDriver.command,
     StartupBench.command,
     StartupAfterCompactionBench.command,
+    SnapshotIngestBench.command,
     CompactIngestBench.command,
     PushBench.command,
     CommandsBench.command,

@@ -12,6 +12,22 @@ import JSON
 /// (DIR/admin.sock) when one answers, otherwise on the log opened here, which then has exactly one
 /// writer. `user`, `retention` and `compact` all go through it.
 enum AdminCall {
+    /// How long one call on the admin socket waits for its answer. A step that may take longer
+    /// (a compaction) is started by one call and followed by others (`CompactCommand.follow`).
+    /// FINDMY_ADMIN_CALL_TIMEOUT_SECONDS changes it, for tests and very slow machines.
+    static let timeoutSeconds: Int = {
+        let text = getenv("FINDMY_ADMIN_CALL_TIMEOUT_SECONDS").map { String(cString: $0) }
+        return text.flatMap { Int($0) }.map { max(1, $0) } ?? 30
+    }()
+
+    /// One admin request: method, path (with its query), JSON body; the answer's status and body.
+    typealias Call = (_ method: String, _ path: String, _ body: [UInt8]) throws -> (
+        status: Int, body: [UInt8]
+    )
+
+    /// The server answered the first call of a session on its socket, and no longer does.
+    enum ServerGone: Error { case gone }
+
     /// The server's answer on the admin socket; nil when no server answers (no socket, or one left
     /// by a killed server). The body goes as JSON; a nil body sends no Content-Type.
     static func socket(data: String, _ method: String, _ path: String, body: [UInt8]?) throws -> (
@@ -20,7 +36,8 @@ enum AdminCall {
         let socket = data + "/admin.sock"
         var info = stat()
         guard stat(socket, &info) == 0 else { return nil }
-        let connection = HTTPConnection(address: "unix:" + socket, reconnect: false)
+        let connection = HTTPConnection(
+            address: "unix:" + socket, reconnect: false, timeoutSeconds: timeoutSeconds)
         do {
             let response = try connection.send(
                 method, path, headers: body == nil ? [] : [("Content-Type", "application/json")],
@@ -56,19 +73,48 @@ enum AdminCall {
         data: String, _ method: String, _ path: String, body: [UInt8],
         offline: (LogWriter) throws -> (Router, () -> Void)
     ) throws -> (status: Int, body: [UInt8]) {
-        if let answer = try socket(data: data, method, path, body: body) { return answer }
+        try session(data: data, offline: offline) { call in try call(method, path, body) }
+    }
+
+    /// Several admin requests to one place, for a step that one call starts and later calls
+    /// follow: the running server's socket when one answers, otherwise the same routes served in
+    /// this process over the log opened here, kept open until `body` returns (what the first call
+    /// started runs in this process meanwhile). On the socket, a later call that finds no server
+    /// throws `ServerGone.gone`.
+    static func session<R>(
+        data: String, offline: (LogWriter) throws -> (Router, () -> Void), _ body: (Call) throws -> R
+    ) throws -> R {
+        var info = stat()
+        if stat(data + "/admin.sock", &info) == 0 {
+            var answered = false
+            let remote: Call = { method, path, request in
+                guard let answer = try socket(data: data, method, path, body: request) else {
+                    throw ServerGone.gone
+                }
+                answered = true
+                return answer
+            }
+            do {
+                return try body(remote)
+            } catch ServerGone.gone where !answered {
+                // A socket left by a killed server: nobody answers, so this process serves itself.
+            }
+        }
         let log = try openLog(data: data, creating: false)
         defer { log.close() }
         let (router, close) = try offline(log)
         defer { close() }
-        let response = router.respond(to: HTTPRequest(method: method, target: path, body: body)).response
-        return (response.status, response.body)
+        return try body { method, path, request in
+            let response = router.respond(to: HTTPRequest(method: method, target: path, body: request))
+                .response
+            return (response.status, response.body)
+        }
     }
 
     /// The body of a successful answer, or the server's error message as a usage error.
     static func check(_ answer: (status: Int, body: [UInt8])) throws -> JSONValue {
         let document = try? JSONParser.parse(answer.body)
-        guard answer.status == 200 || answer.status == 201, let document else {
+        guard (200..<300).contains(answer.status), let document else {
             let message =
                 (try? document?["error"]?["message"]?.stringValue)
                 ?? String(decoding: answer.body, as: UTF8.self)

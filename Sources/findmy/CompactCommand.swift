@@ -78,6 +78,8 @@ enum CompactService {
                         "places_removed": .int(Int64(report.log.placesRemoved)),
                         "command_events_removed": .int(Int64(report.log.commandEventsRemoved)),
                         "command_rows_deleted": .int(Int64(report.database?.commandRowsDeleted ?? 0)),
+                        "presence_events_removed": .int(Int64(report.log.presenceEventsRemoved)),
+                        "geofence_rows_deleted": .int(Int64(report.database?.geofenceRowsDeleted ?? 0)),
                         "bytes_freed": .int(Int64(report.log.bytesFreed)),
                         "segments_deleted": .int(Int64(report.log.segmentsDeleted)),
                         "segments_rewritten": .int(Int64(report.log.segmentsRewritten)),
@@ -93,31 +95,83 @@ enum CompactService {
         }
     }
 
-    /// `POST /admin/compact {"as_of": "...", "dry_run": false}`: one run now, its report as JSON.
+    /// A long poll of `GET /admin/compact/runs/{id}` waits at most this long for the run to end.
+    static let runWaitMillisMax = 60_000
+
+    /// The admin routes (docs/retention.md, "Running it by hand"):
+    /// - `POST /admin/compact {"as_of": "...", "dry_run": false}`: one run now, its report as JSON
+    ///   once it is done (for scripts that wait as long as a run takes);
+    /// - `POST /admin/compact/runs` (same body): starts a run, answers `202 {"run_id", "state"}` at once;
+    /// - `GET /admin/compact/runs/{id}?wait_ms=N`: where the run is, once it has ended or N ms
+    ///   passed: `{"run_id", "state": "waiting|running|done|failed", "phase", "report", "error"}`.
     static func addAdminRoute(to router: inout GuardedRouter, compactor: Compactor) {
         router.add("POST", "/admin/compact") { request, _ in
-            let object: JSONObject
-            var asOf: Int64?
-            var dryRun = false
-            do {
-                guard
-                    case .object(let parsed) = try JSONParser.parse(
-                        request.body.isEmpty ? Array("{}".utf8) : request.body)
-                else {
-                    return .error(status: 400, code: .wrongType, message: "the body must be a JSON object")
-                }
-                object = parsed
-                try object.checkKeys(allowed: ["as_of", "dry_run"])
-                if let text = try object.stringIfPresent("as_of") { asOf = try RFC3339.parseMicros(text) }
-                dryRun = try object.boolIfPresent("dry_run") ?? false
-            } catch {
-                return .error(status: 400, code: .invalidField, message: "\(error)")
+            let asOf: Int64?
+            let dryRun: Bool
+            switch runRequest(request) {
+            case .success(let parsed): (asOf, dryRun) = parsed
+            case .failure(let refusal): return refusal.response
             }
             do {
                 return .json(CompactReportJSON.encode(try compactor.run(asOfMicros: asOf, dryRun: dryRun)))
             } catch {
                 return .error(status: 500, code: .compactionFailed, message: "\(error)")
             }
+        }
+        router.add("POST", "/admin/compact/runs") { request, _ in
+            let asOf: Int64?
+            let dryRun: Bool
+            switch runRequest(request) {
+            case .success(let parsed): (asOf, dryRun) = parsed
+            case .failure(let refusal): return refusal.response
+            }
+            guard let id = compactor.start(asOfMicros: asOf, dryRun: dryRun) else {
+                return .error(
+                    status: 503, code: .busy,
+                    message: "the server is stopping; run findmy compact once it is up again")
+            }
+            let state = compactor.runState(id, waitMicros: 0) ?? .waiting
+            return .json(CompactRunJSON.encode(id: id, state), status: 202)
+        }
+        router.add("GET", "/admin/compact/runs/{id}") { request, _ in
+            guard let text = request.pathParameters["id"], let id = Int(text), id > 0 else {
+                return .error(status: 400, code: .invalidField, message: "the run id is a positive number")
+            }
+            var waitMillis = 0
+            if let wait = request.query("wait_ms") {
+                guard let millis = Int(wait), (0...runWaitMillisMax).contains(millis) else {
+                    return .error(
+                        status: 400, code: .invalidField,
+                        message: "wait_ms is a number of milliseconds from 0 to \(runWaitMillisMax)")
+                }
+                waitMillis = millis
+            }
+            guard let state = compactor.runState(id, waitMicros: Int64(waitMillis) * 1000) else {
+                return .error(
+                    status: 404, code: .compactionRunNotFound,
+                    message:
+                        "this server started no compaction run \(id) (or it was long ago, or before a restart); "
+                        + "start one with POST /admin/compact/runs")
+            }
+            return .json(CompactRunJSON.encode(id: id, state))
+        }
+    }
+
+    /// The body of a run request: `{"as_of": "...", "dry_run": false}`, both optional.
+    static func runRequest(_ request: HTTPRequest) -> Result<(asOf: Int64?, dryRun: Bool), APIError> {
+        do {
+            guard
+                case .object(let object) = try JSONParser.parse(
+                    request.body.isEmpty ? Array("{}".utf8) : request.body)
+            else {
+                return .failure(
+                    APIError(status: 400, code: .wrongType, message: "the body must be a JSON object"))
+            }
+            try object.checkKeys(allowed: ["as_of", "dry_run"])
+            let asOf = try object.stringIfPresent("as_of").map { try RFC3339.parseMicros($0) }
+            return .success((asOf, try object.boolIfPresent("dry_run") ?? false))
+        } catch {
+            return .failure(APIError(status: 400, code: .invalidField, message: "\(error)"))
         }
     }
 }
@@ -184,6 +238,16 @@ struct CompactorStatusSource: StatusSource {
                 "command_rows_deleted_total", "counter",
                 "Rows removed from commands (with their command_deliveries).", totals.commandRowsDeleted
             ),
+            (
+                "presence_events_removed_total", "counter",
+                "Presence changes (headscale online/offline) removed from log segments.",
+                totals.presenceEventsRemoved
+            ),
+            (
+                "geofence_rows_deleted_total", "counter",
+                "Rows removed from the geofence projection's tables (its fixes and transitions).",
+                totals.geofenceRowsDeleted
+            ),
         ]
         var text = ""
         for (name, type, help, value) in lines {
@@ -194,9 +258,71 @@ struct CompactorStatusSource: StatusSource {
     }
 }
 
+/// A started run's state as `GET /admin/compact/runs/{id}` answers it.
+enum CompactRunJSON {
+    static func encode(id: Int, _ state: CompactionRunState) -> [UInt8] {
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("run_id")
+        writer.int64(Int64(id))
+        writer.key("state")
+        switch state {
+        case .waiting:
+            writer.string("waiting")
+        case .running(let phase):
+            writer.string("running")
+            if let phase {
+                writer.key("phase")
+                encode(phase, &writer)
+            }
+        case .done(let report):
+            writer.string("done")
+            writer.key("report")
+            CompactReportJSON.encode(report, &writer)
+        case .failed(let message):
+            writer.string("failed")
+            writer.key("error")
+            writer.string(message)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    static func encode(_ phase: CompactionPhase, _ writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("step")
+        switch phase {
+        case .waiting:
+            writer.string("waiting")
+        case .readingPolicy(let offset, let end):
+            writer.string("reading_policy")
+            writer.key("offset")
+            writer.int64(Int64(offset))
+            writer.key("end")
+            writer.int64(Int64(end))
+        case .rewritingLog(let done, let total):
+            writer.string("rewriting_log")
+            writer.key("segments_done")
+            writer.int64(Int64(done))
+            writer.key("segments_total")
+            writer.int64(Int64(total))
+        case .snapshotting:
+            writer.string("registry_snapshot")
+        case .database:
+            writer.string("database")
+        }
+        writer.endObject()
+    }
+}
+
 enum CompactReportJSON {
     static func encode(_ report: CompactionReport) -> [UInt8] {
         var writer = JSONWriter(capacity: 512)
+        encode(report, &writer)
+        return writer.bytes
+    }
+
+    static func encode(_ report: CompactionReport, _ writer: inout JSONWriter) {
         writer.beginObject()
         writer.key("as_of")
         writer.string(RFC3339.formatMicros(report.asOfMicros))
@@ -233,6 +359,8 @@ enum CompactReportJSON {
             writer.int64(Int64(database.batchRowsDeleted))
             writer.key("command_rows_deleted")
             writer.int64(Int64(database.commandRowsDeleted))
+            writer.key("geofence_rows_deleted")
+            writer.int64(Int64(database.geofenceRowsDeleted))
             writer.key("latest_recomputed")
             writer.int64(Int64(database.latestRecomputed))
             writer.key("relations_rewritten")
@@ -255,10 +383,11 @@ enum CompactReportJSON {
         }
         writer.key("registry_snapshot_offset")
         if let offset = report.registrySnapshotOffset { writer.int64(Int64(offset)) } else { writer.null() }
+        writer.key("stopped_early")
+        writer.bool(report.stoppedEarly)
         writer.key("elapsed_ms")
         writer.int64(report.elapsedMicros / 1000)
         writer.endObject()
-        return writer.bytes
     }
 }
 
@@ -320,7 +449,8 @@ enum CompactCommand {
             retentionDays: try options.integer("retention-days", default: 30),
             arrivalsRetentionDays: try options.integer("arrivals-retention-days", default: 90))
         let url = options.value(Database.setting.flag, environment: Database.setting.environment)
-        let answer = try AdminCall.send(data: data, "POST", "/admin/compact", body: writer.bytes) { log in
+        let body = writer.bytes
+        let report = try AdminCall.session(data: data) { log in
             let database = try Database.open(dataDirectory: data, url: url)
             // As inside the server: the registry from the newest snapshot, and a new snapshot of
             // the compacted log before the run reports done (docs/snapshots.md).
@@ -333,23 +463,130 @@ enum CompactCommand {
             var router = GuardedRouter(service: service, listener: .adminSocket)
             CompactService.addAdminRoute(to: &router, compactor: compactor)
             do {
-                return (try router.build(), { database.close() })
+                // The run started below may still be going if this process is stopping: its stop
+                // signal ends it at its next safe point, and it is joined before the database closes.
+                return (
+                    try router.build(),
+                    {
+                        compactor.stopSignal.request()
+                        compactor.joinStartedRuns()
+                        database.close()
+                    }
+                )
             } catch {
                 database.close()
                 throw error
             }
+        } _: { call in
+            try follow(call, body: body)
         }
-        let document = try AdminCall.check(answer)
         if options.flag("json") {
-            printLine(String(decoding: answer.body, as: UTF8.self))
-            return 0
+            printLine(String(decoding: JSONWriter.encode(report), as: UTF8.self))
+        } else {
+            printReport(report)
         }
+        if (try? report["stopped_early"]?.boolValue) == true {
+            throw CompactStoppedEarly()
+        }
+        return 0
+    }
+
+    /// The server stopped (or this process was asked to) during the run.
+    struct CompactStoppedEarly: Error, CustomStringConvertible {
+        var description: String {
+            "the run was stopped before it finished (the server is stopping); what it did is kept and "
+                + "consistent, the rest is the next run's: run findmy compact again"
+        }
+    }
+
+    /// The run failed in the server (or in this process); its error as the run reported it.
+    struct CompactFailed: Error, CustomStringConvertible {
+        var message: String
+        var description: String { "the compaction failed: " + message }
+    }
+
+    /// One call following a run waits at most this long for it to end.
+    static let pollMillisMax = 2_000
+    /// A progress line that says the same as the last one is printed again after this long.
+    static let progressRepeatMicros: Int64 = 5_000_000
+
+    /// Starts a run and follows it to its end with long polls, each shorter than one admin call may
+    /// take: at 100 M fixes a run takes minutes, and one call waiting for all of it gave up after
+    /// 30 s while the run went on. Prints a progress line on standard error when the run moves to
+    /// another step, and every few seconds within one (the step, and the seconds since it was
+    /// started); returns the report.
+    static func follow(_ call: AdminCall.Call, body: [UInt8]) throws -> JSONValue {
+        let started = try AdminCall.check(try call("POST", "/admin/compact/runs", body))
+        let id = try started["run_id"]?.int64Value ?? 0
+        // Short enough that a server's stop, which lets the admin calls in flight finish first, is
+        // not held up by one (the run itself ends at once then).
+        let waitMillis = min(pollMillisMax, max(100, AdminCall.timeoutSeconds * 1000 / 3))
+        let startedMicros = monotonicMicros()
+        var lastProgress = ""
+        var lastLineMicros: Int64 = 0
+        var state = started
+        while true {
+            let now = monotonicMicros()
+            if let progress = progressLine(state),
+                progress != lastProgress || now - lastLineMicros >= progressRepeatMicros
+            {
+                writeStandardError(
+                    "findmy compact: run \(id): \(progress) (\((now - startedMicros) / 1_000_000) s)")
+                lastProgress = progress
+                lastLineMicros = now
+            }
+            switch try state["state"]?.stringValue {
+            case "done":
+                return state["report"] ?? .null
+            case "failed":
+                throw CompactFailed(message: (try? state["error"]?.stringValue) ?? "no reason given")
+            default:
+                do {
+                    state = try AdminCall.check(
+                        try call("GET", "/admin/compact/runs/\(id)?wait_ms=\(waitMillis)", []))
+                } catch AdminCall.ServerGone.gone {
+                    throw UsageError(
+                        "the server stopped while compaction run \(id) was going on; what it finished is kept "
+                            + "and consistent, the rest is the next run's: run findmy compact again")
+                }
+            }
+        }
+    }
+
+    /// What a run's state says to the operator, coarse enough that a long step prints a few lines.
+    static func progressLine(_ state: JSONValue) -> String? {
+        switch try? state["state"]?.stringValue {
+        case "waiting": return "waiting for the compaction in progress to end"
+        case "running":
+            let phase = state["phase"]
+            func number(_ key: String) -> Int64 { (try? phase?[key]?.int64Value) ?? 0 }
+            switch try? phase?["step"]?.stringValue {
+            case "reading_policy":
+                let end = max(1, number("end"))
+                return "reading the retention policy from the log's record headers: "
+                    + "\(number("offset") * 10 / end * 10)% of \(end) records"
+            case "rewriting_log":
+                let total = max(1, number("segments_total"))
+                return "rewriting the log: segment \(min(total, number("segments_done") + 1)) of \(total)"
+            case "registry_snapshot":
+                return "writing the registry snapshot of the compacted log"
+            case "database":
+                return "deleting rows from PostgreSQL"
+            default:
+                return "running"
+            }
+        default: return nil
+        }
+    }
+
+    static func printReport(_ document: JSONValue) {
         let log = document["log"]
         func number(_ value: JSONValue?) -> Int64 { (try? value?.int64Value) ?? 0 }
         let verb = (try? document["dry_run"]?.boolValue) == true ? "would remove" : "removed"
         printLine(
             "log: \(verb) \(number(log?["fixes_removed"])) fixes, \(number(log?["places_removed"])) places, "
-                + "\(number(log?["command_events_removed"])) command events; "
+                + "\(number(log?["command_events_removed"])) command events, "
+                + "\(number(log?["presence_events_removed"])) presence events; "
                 + "\(number(log?["segments_rewritten"])) segments rewritten, "
                 + "\(number(log?["segments_deleted"])) deleted, \(number(log?["bytes_freed"])) bytes freed")
         if let offset = try? document["registry_snapshot_offset"]?.int64Value {
@@ -366,7 +603,8 @@ enum CompactCommand {
             printLine(
                 "database: \(verb) \(number(database["location_rows_deleted"])) location rows, "
                     + "\(number(database["batch_rows_deleted"])) batch rows, "
-                    + "\(number(database["command_rows_deleted"])) command rows; "
+                    + "\(number(database["command_rows_deleted"])) command rows, "
+                    + "\(number(database["geofence_rows_deleted"])) geofence rows; "
                     + "\(((try? database["partitions_dropped"]?.arrayValue) ?? []).count) partitions dropped, "
                     + "\(number(database["latest_recomputed"])) latest positions recomputed")
             let rewritten = ((try? database["relations_rewritten"]?.arrayValue) ?? []).compactMap {
@@ -381,7 +619,6 @@ enum CompactCommand {
                         + rewritten.joined(separator: ", ") + checkpoint)
             }
         }
-        return 0
     }
 }
 
