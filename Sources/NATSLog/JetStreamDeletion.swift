@@ -26,17 +26,8 @@ extension JetStreamLog {
     /// stream deleted and created again is another log (its projection is rebuilt, as for a new
     /// local log at the same directory).
     public func logID() throws -> UUID128 {
-        var info: UnsafeMutablePointer<jsStreamInfo>?
-        var code = jsErrCode(0)
-        let (status, _) = retrying {
-            code = jsErrCode(0)
-            return (js_GetStreamInfo(&info, jetStream, streamName.constant, nil, &code), code)
-        }
-        guard status == NATS_OK, let info else {
-            throw JetStreamLogError.requestFailed("stream info: \(Self.describe(status, code))")
-        }
-        defer { jsStreamInfo_Destroy(info) }
-        let identity = Array("findmy-jetstream-log:\(streamName.text):\(info.pointee.Created)".utf8)
+        let created = try withStreamInfo { $0.Created }
+        let identity = Array("findmy-jetstream-log:\(streamName.text):\(created)".utf8)
         return UUID128(high: Self.fnv1a64(identity, seed: 0), low: Self.fnv1a64(identity, seed: 1))
     }
 

@@ -220,6 +220,11 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
 
     /// The end of what JetStream acknowledged: the stream's last sequence (offset = sequence − 1).
     public func durableEndOffset() throws -> UInt64 {
+        try withStreamInfo { $0.State.LastSeq }
+    }
+
+    /// `body` applied to the stream's info, asked again while the cluster answers transiently.
+    func withStreamInfo<T>(_ body: (jsStreamInfo) -> T) throws -> T {
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(0)
         let (status, _) = retrying {
@@ -231,7 +236,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             throw JetStreamLogError.requestFailed("stream info: \(Self.describe(status, code))")
         }
         defer { jsStreamInfo_Destroy(info) }
-        return info.pointee.State.LastSeq
+        return body(info.pointee)
     }
 
     /// Reads `partition` from `start` with an ordered consumer (the stream leader delivers in

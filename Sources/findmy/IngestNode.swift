@@ -219,19 +219,8 @@ extension ServeCommand {
         let (router, adminRouter) = try routers(
             service, reads: nil, panel: panel, compactor: nil, commands: commandRoutes, presence: presence,
             geofences: nil, alerts: alerts)
-        try group.start(
-            HTTPService(name: "admin") {
-                try HTTPServer.start(
-                    listen: "unix:" + data + "/admin.sock", router: adminRouter, logSink: httpLogSink("admin")
-                )
-            })
-        let metrics = service.metrics
-        let api = HTTPService(name: "api") {
-            try HTTPServer.start(
-                listen: configuration.listen, router: router, limits: configuration.http,
-                observer: { metrics.observe($0) }, logSink: httpLogSink("api"))
-        }
-        try group.start(api)
+        let api = try startListeners(
+            configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
         return ({ registry.appliedEnd }, api)
     }
 }

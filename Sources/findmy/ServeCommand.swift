@@ -583,19 +583,8 @@ enum ServeCommand {
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes,
             presence: presence, geofences: geofenceProgress, alerts: alerts)
-        try group.start(
-            HTTPService(name: "admin") {
-                try HTTPServer.start(
-                    listen: "unix:" + data + "/admin.sock", router: adminRouter, logSink: httpLogSink("admin")
-                )
-            })
-        let metrics = service.metrics
-        let api = HTTPService(name: "api") {
-            try HTTPServer.start(
-                listen: configuration.listen, router: router, limits: configuration.http,
-                observer: { metrics.observe($0) }, logSink: httpLogSink("api"))
-        }
-        try group.start(api)
+        let api = try startListeners(
+            configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
         return (log, api)
     }
 
@@ -622,6 +611,28 @@ enum ServeCommand {
             StructuredLog.error(
                 "service_start_failed", ["service": .string(service), "error": .string(error)])
         }
+    }
+
+    /// Starts the admin socket's listener, then the network API's (last, so that nothing answers
+    /// reports before every service behind them runs); returns the API's service.
+    static func startListeners(
+        _ configuration: Configuration, _ group: ServiceGroup, router: Router, adminRouter: Router,
+        metrics: IngestMetrics
+    ) throws -> HTTPService {
+        let data = configuration.dataDirectory
+        try group.start(
+            HTTPService(name: "admin") {
+                try HTTPServer.start(
+                    listen: "unix:" + data + "/admin.sock", router: adminRouter, logSink: httpLogSink("admin")
+                )
+            })
+        let api = HTTPService(name: "api") {
+            try HTTPServer.start(
+                listen: configuration.listen, router: router, limits: configuration.http,
+                observer: { metrics.observe($0) }, logSink: httpLogSink("api"))
+        }
+        try group.start(api)
+        return api
     }
 
     /// The network API's router and the admin socket's, each built through the permission table.
