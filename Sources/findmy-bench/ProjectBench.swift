@@ -37,7 +37,7 @@ enum ProjectBench {
         (unless --no-geofences), each on its own thread with its own connection, as services. Without
         --live the burst is in the log before they start (the worst case: the projectors were behind
         or down while it was acknowledged), so the clock starts at the last acknowledgement; with --live
-        they run while one thread appends the burst, and the clock starts when the last append
+        they run while one thread appends the burst (10,000 fixes per group commit), and the clock starts when the last append
         returns (durable). Prints one JSON object: seconds from the last acknowledgement until every
         fix is visible in reads (the main projection's checkpoint at the log's end, which reads with
         after_offset wait for) and until the geofence projection has it, fixes/s, the curve (seconds
@@ -108,30 +108,40 @@ enum ProjectBench {
     }
 
     /// Streams generated batches into a log: memory stays flat however many fixes.
-    static func writeLog(_ directory: String, totalFixes: Int, devices: Int, fixesPerRecord: Int = 100)
-        throws -> (fixes: Int, records: Int, seconds: Double)
-    {
+    static func writeLog(
+        _ directory: String, totalFixes: Int, devices: Int, fixesPerRecord: Int = 100,
+        fixesPerGroupCommit: Int = 1
+    ) throws -> (fixes: Int, records: Int, seconds: Double) {
         let log = try LogWriter(directory: directory)
         defer { log.close() }
-        return try writeLog(log, totalFixes: totalFixes, devices: devices, fixesPerRecord: fixesPerRecord)
+        return try writeLog(
+            log, totalFixes: totalFixes, devices: devices, fixesPerRecord: fixesPerRecord,
+            fixesPerGroupCommit: fixesPerGroupCommit)
     }
 
-    static func writeLog(_ log: LogWriter, totalFixes: Int, devices: Int, fixesPerRecord: Int) throws
-        -> (fixes: Int, records: Int, seconds: Double)
-    {
+    /// `fixesPerGroupCommit` above one record's: records queued together, one fdatasync for the
+    /// group, as the server gets from many devices at once (1: one record per fdatasync).
+    static func writeLog(
+        _ log: LogWriter, totalFixes: Int, devices: Int, fixesPerRecord: Int, fixesPerGroupCommit: Int = 1
+    ) throws -> (fixes: Int, records: Int, seconds: Double) {
         let start30DaysAgo = wallClockMicros() - 30 * 86_400_000_000
         var tracks = (0..<devices).map { TrackGenerator(seed: UInt64($0) + 7, startMicros: start30DaysAgo) }
         var written = 0
         var records = 0
+        var group: [EncodedEvent] = []
         let started = monotonicMicros()
         while written < totalFixes {
             let device = records % devices
             let count = min(fixesPerRecord, totalFixes - written)
             let batch = FixBatch(
                 deviceID: UInt64(device + 1), batchID: UUID128.random(), fixes: tracks[device].next(count))
-            try log.append(.fixBatch(batch))
+            group.append(EventCodec.encode(.fixBatch(batch), receivedAtMicros: wallClockMicros()))
             written += count
             records += 1
+            if group.count * fixesPerRecord >= fixesPerGroupCommit || written == totalFixes {
+                _ = try log.append(batch: group)
+                group.removeAll(keepingCapacity: true)
+            }
         }
         return (written, records, Double(monotonicMicros() - started) / 1_000_000)
     }
@@ -196,6 +206,10 @@ extension ProjectBench {
         }
     }
 
+    /// The burst is appended in groups of this many fixes per fdatasync: a burst comes from many
+    /// devices at once, whose reports share group commits.
+    static let drainFixesPerGroupCommit = 10_000
+
     static func drain(_ root: String, _ options: Options) throws -> Int32 {
         let totalFixes = try options.integer("fixes", default: 10_000_000)
         let devices = try options.integer("devices", default: 1_000)
@@ -215,7 +229,8 @@ extension ProjectBench {
         var written: (fixes: Int, records: Int, seconds: Double)?
         if !reuse && !live {
             written = try writeLog(
-                logDirectory, totalFixes: totalFixes, devices: devices, fixesPerRecord: fixesPerRecord)
+                logDirectory, totalFixes: totalFixes, devices: devices, fixesPerRecord: fixesPerRecord,
+                fixesPerGroupCommit: drainFixesPerGroupCommit)
         }
         allowTraversal(root)
         let cluster = try EmbeddedPostgres(dataDirectory: root)
