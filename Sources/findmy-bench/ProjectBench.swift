@@ -242,11 +242,13 @@ extension ProjectBench {
         let log = live ? try LogWriter(directory: logDirectory) : nil
         defer { log?.close() }
         let main = Projector(client: client, reader: LogReader(directory: logDirectory, writer: log))
+        var fenceOptions = Projector.Options()
+        fenceOptions.yieldsTo = main  // as findmy serve runs them
         let fences =
             geofences
             ? Projector(
                 client: client, reader: LogReader(directory: logDirectory, writer: log),
-                projection: GeofenceProjection()) : nil
+                projection: GeofenceProjection(), options: fenceOptions) : nil
         let services =
             [ProjectorService(projector: main)] + (fences.map { [ProjectorService(projector: $0)] } ?? [])
         for service in services { try service.start() }
