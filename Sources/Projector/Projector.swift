@@ -127,9 +127,13 @@ extension ProjectionBatch: LogProjectionBatch {
 public final class Projector: Sendable {
     public struct Options: Sendable {
         /// Records folded in one transaction at most.
-        public var recordsPerTransactionMax = 5_000
-        /// Fixes folded in one transaction at most (bounds the projector's memory, whatever the backlog).
-        public var fixesPerTransactionMax = 50_000
+        public var recordsPerTransactionMax = 20_000
+        /// Fixes folded in one transaction at most (bounds the projector's memory, whatever the
+        /// backlog: about 200 bytes a fix). A drain's transaction COPYs its fixes sorted by device
+        /// and time (`ProjectionStore.indexOrder`): the more fixes, the longer each device's run
+        /// and the cheaper the index upkeep (2 M fixes with both indexes: 45 s in chunks of 50,000,
+        /// 37 s in chunks of 200,000, docs/benchmarks.md).
+        public var fixesPerTransactionMax = 200_000
         /// How long the tailing projector, idle, sleeps at most before looking at its checkpoint
         /// again. New durable records (the writer in this process rings it; a log of another
         /// process is looked at every `LogReader.tailPollMicros`) and a stop wake it at once, so
