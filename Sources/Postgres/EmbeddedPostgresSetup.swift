@@ -88,6 +88,16 @@ extension EmbeddedPostgres {
             # A WAL segment past its checkpoint is deleted, not renamed for reuse with its old
             # bytes: erased rows then leave pg_wal at the compactor's checkpoint (docs/retention.md).
             wal_recycle = off
+            # A new segment is not zero-filled first: with wal_recycle off every segment is new,
+            # and filling 16 MB with zeros took a quarter of the projector's backend time during a
+            # drain (docs/benchmarks.md). A new file holds no old bytes either way.
+            wal_init_zero = off
+            # A drain of millions of fixes writes gigabytes of WAL: fewer checkpoints during it mean
+            # fewer full-page images; pg_wal may grow to max_wal_size (docs/postgres.md).
+            # checkpoint_timeout stays at 5 minutes: erased rows leave pg_wal by it (docs/retention.md).
+            max_wal_size = 4GB
+            wal_compression = lz4
+            wal_buffers = 16MB
 
             """
         do {

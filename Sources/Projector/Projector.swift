@@ -16,6 +16,11 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var lagOffsets: UInt64 { logEnd > checkpoint ? logEnd - checkpoint : 0 }
     /// Seconds since the oldest record not yet folded arrived; 0 when caught up.
     public var lagSeconds: Double = 0
+    /// The last transaction stopped short of the log's end at a limit of
+    /// `Projector.Options`: the projector is working through a backlog (a burst, a restart).
+    public var draining = false
+    /// Waiting for the catch-up of the projector it yields to (`Projector.Options.yieldsTo`).
+    public var yielding = false
     public var recordsFolded = 0
     public var fixesFolded = 0
     public var transactions = 0
@@ -122,9 +127,14 @@ extension ProjectionBatch: LogProjectionBatch {
 public final class Projector: Sendable {
     public struct Options: Sendable {
         /// Records folded in one transaction at most.
-        public var recordsPerTransactionMax = 5_000
-        /// Fixes folded in one transaction at most (bounds the projector's memory, whatever the backlog).
-        public var fixesPerTransactionMax = 50_000
+        public var recordsPerTransactionMax = 20_000
+        /// Fixes folded in one transaction at most (bounds the projector's memory, whatever the
+        /// backlog: in a 10 M-fix drain the bench's process, both projectors, peaked at 172 MB at
+        /// this limit, 61 MB at 50,000). A drain's transaction COPYs its fixes sorted by device
+        /// and time (`ProjectionStore.indexOrder`): the more fixes, the longer each device's run
+        /// and the cheaper the index upkeep (2 M fixes with both indexes: 45 s in chunks of 50,000,
+        /// 37 s in chunks of 200,000, docs/benchmarks.md).
+        public var fixesPerTransactionMax = 200_000
         /// How long the tailing projector, idle, sleeps at most before looking at its checkpoint
         /// again. New durable records (the writer in this process rings it; a log of another
         /// process is looked at every `LogReader.tailPollMicros`) and a stop wake it at once, so
@@ -140,6 +150,14 @@ public final class Projector: Sendable {
         /// partitioned `device_locations` itself; until then the planner guesses row counts from
         /// empty-table statistics (37 rows for a 30-day history of 8,640) and picks bitmap scans and sorts.
         public var analyzeAfterFixesMin = 5_000
+        /// A projector whose catch-up goes first: while it is draining a backlog, this one folds
+        /// nothing (it waits for that one's transactions, at most `yieldMicrosMax` at a time, then
+        /// folds one transaction). The geofence projector yields to the main one, which the reads
+        /// wait for: both share one connection and two cores, and folding them side by side halved
+        /// the main projection's rate during a burst (docs/benchmarks.md). In steady state the main
+        /// projector catches up in every transaction and both fold as records come.
+        public var yieldsTo: Projector?
+        public var yieldMicrosMax: Int64 = 30_000_000
         public var log: @Sendable (String) -> Void = { writeStandardError($0) }
 
         public init() {}
@@ -240,6 +258,7 @@ public final class Projector: Sendable {
             state.withLock {
                 $0.logEnd = logEnd
                 $0.lagSeconds = 0
+                $0.draining = false
             }
             return 0
         }
@@ -278,6 +297,7 @@ public final class Projector: Sendable {
             $0.fixesFolded += batch.fixCount
             $0.transactions += 1
             $0.lastError = nil
+            $0.draining = batch.nextOffset < logEnd
             let pending = oldestUnfolded ?? (batch.nextOffset < logEnd ? batch.lastReceivedAtMicros : nil)
             $0.lagSeconds = pending.map { Double(max(0, now - $0)) / 1_000_000 } ?? 0
         }
@@ -312,6 +332,7 @@ public final class Projector: Sendable {
                     try prepare()
                     prepared = true
                 }
+                if let first = options.yieldsTo { yield(to: first, stop) }
                 let logEnd = reader.durableEnd()
                 let folded = try step(logEnd: logEnd)
                 retryDelay = options.retryDelayMicrosMin
@@ -341,6 +362,25 @@ public final class Projector: Sendable {
             } catch {
                 backOff(error, &retryDelay, stop)
             }
+        }
+    }
+
+    /// Waits while `first` drains a backlog, woken by each of its transactions and by a stop.
+    private func yield(to first: Projector, _ stop: StopSignal) {
+        let bell = Doorbell()
+        first.checkpointBells.add(bell)
+        stop.addDoorbell(bell)
+        defer {
+            first.checkpointBells.remove(bell)
+            stop.removeDoorbell(bell)
+        }
+        defer { state.withLock { $0.yielding = false } }
+        let deadline = monotonicMicros() + options.yieldMicrosMax
+        while !stop.isRequested && monotonicMicros() < deadline {
+            let status = first.status
+            guard status.draining && !status.stopped else { return }
+            state.withLock { $0.yielding = true }
+            _ = bell.wait(untilMonotonicMicros: deadline)
         }
     }
 

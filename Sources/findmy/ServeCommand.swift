@@ -503,9 +503,12 @@ enum ServeCommand {
             try group.start(ProjectorService(projector: projector))
             StructuredLog.info("projector_started", ["database": .string(database.description)])
             // The geofence projection (issue 16): the same log folded again, with its own checkpoint.
+            // It yields to the main projector while that one drains a backlog: reads wait for the main one.
+            var fenceOptions = Projector.Options()
+            fenceOptions.yieldsTo = projector
             let fences = Projector(
                 client: database.client, reader: LogReader(directory: data + "/log", writer: log),
-                projection: GeofenceProjection())
+                projection: GeofenceProjection(), options: fenceOptions)
             service.addStatusSource(
                 ProjectorStatusSource(
                     projector: fences, name: "geofences", metricPrefix: "findmy_geofences_projector"))
