@@ -261,7 +261,10 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         options.Config.DeliverPolicy = js_DeliverByStartSequence
         options.Config.OptStartSeq = start + 1
         var code = jsErrCode(0)
-        let (status, _) = retrying {
+        // Creating the consumer waits for the stream's and the cluster's leaders: after a node's
+        // death that took more than 10 s on a loaded machine, so it has an open's patience.
+        let patienceMillis = max(configuration.readWaitMillis, configuration.openDeadlineMillis)
+        let (status, _) = retrying(forMillis: patienceMillis) {
             code = jsErrCode(0)
             return (js_SubscribeSync(&subscription, jetStream, subject.constant, nil, &options, &code), code)
         }
@@ -497,9 +500,11 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     }
 
     /// Runs a request again while it fails transiently (a stream leader being elected, a
-    /// reconnect), for up to `readWaitMillis`; returns the last outcome.
-    func retrying(_ attempt: () -> (natsStatus, jsErrCode)) -> (natsStatus, jsErrCode) {
-        let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
+    /// reconnect), for up to `millis` (default `readWaitMillis`); returns the last outcome.
+    func retrying(forMillis millis: Int64? = nil, _ attempt: () -> (natsStatus, jsErrCode)) -> (
+        natsStatus, jsErrCode
+    ) {
+        let deadline = monotonicMicros() + (millis ?? configuration.readWaitMillis) * 1000
         while true {
             let (status, code) = attempt()
             if status == NATS_OK || !Self.isTransient(status, code) || monotonicMicros() >= deadline {

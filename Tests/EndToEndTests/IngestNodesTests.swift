@@ -35,6 +35,9 @@ import Testing
     static func streamRecords(_ cluster: NATSCluster) throws -> [(record: LogRecord, event: Event)] {
         var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: partitions)
         configuration.createsStream = false
+        // After a node is killed, a loaded CI machine took more than 10 s to give a consumer.
+        configuration.readWaitMillis = 30_000
+        configuration.openDeadlineMillis = 60_000
         let log = try JetStreamLog(configuration)
         defer { log.close() }
         var records: [(LogRecord, Event)] = []
