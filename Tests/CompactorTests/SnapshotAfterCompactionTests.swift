@@ -117,6 +117,27 @@ import Testing
         }
     }
 
+    /// 1,500 single-fix batches of devices 1-3 from an hour ago, one a second (batch ids
+    /// `batchIDHigh`/index), then device 2's history erased: every segment, the open one included,
+    /// holds something dead, so a run that went on would roll and rewrite.
+    static func appendRecentBatchesThenErasure(to log: LogWriter, batchIDHigh: UInt64) throws {
+        let recent = wallClockMicros() - 3_600_000_000
+        for index in 0..<1_500 {
+            let at = recent + Int64(index) * 1_000_000
+            _ = try log.append(
+                .fixBatch(
+                    FixBatch(
+                        deviceID: UInt64(index % 3 + 1),
+                        batchID: UUID128(high: batchIDHigh, low: UInt64(index)),
+                        fixes: [
+                            Fix(
+                                latitude: 48.1, longitude: 11.5, accuracyMeters: 8, source: "significant",
+                                recordedAtMicros: at)
+                        ])), receivedAtMicros: at)
+        }
+        _ = try log.append(.historyErased(HistoryErased(deviceID: 2)), receivedAtMicros: wallClockMicros())
+    }
+
     @Test func aCompactionLeavesASnapshotTheNextStartLoads() throws {
         let data = DataDirectory()
         var serial: UInt64 = 0

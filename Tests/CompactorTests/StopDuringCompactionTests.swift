@@ -44,21 +44,7 @@ import Threads
             try Data.appendRegistry(to: log)
             // The service's run compacts as of the wall clock: recent batches, enough that a refold
             // stopped promptly is visibly short of the end; device 2's erased, in every segment.
-            let recent = wallClockMicros() - 3_600_000_000
-            for index in 0..<1_500 {
-                let at = recent + Int64(index) * 1_000_000
-                _ = try log.append(
-                    .fixBatch(
-                        FixBatch(
-                            deviceID: UInt64(index % 3 + 1), batchID: UUID128(high: 5, low: UInt64(index)),
-                            fixes: [
-                                Fix(
-                                    latitude: 48.1, longitude: 11.5, accuracyMeters: 8, source: "significant",
-                                    recordedAtMicros: at)
-                            ])), receivedAtMicros: at)
-            }
-            _ = try log.append(
-                .historyErased(HistoryErased(deviceID: 2)), receivedAtMicros: wallClockMicros())
+            try Data.appendRecentBatchesThenErasure(to: log, batchIDHigh: 5)
             #expect(snapshotter.snapshotNow() != nil)
             end = log.durableEnd
 

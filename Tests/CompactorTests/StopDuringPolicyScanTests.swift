@@ -30,22 +30,7 @@ import Threads
         let log = try data.openLog()
         defer { log.close() }
         try Data.appendRegistry(to: log)
-        // Recent batches of three devices, then device 2's history erased: every segment, the open
-        // one included, holds something dead, so a run that went on would roll and rewrite.
-        let recent = wallClockMicros() - 3_600_000_000
-        for index in 0..<1_500 {
-            let at = recent + Int64(index) * 1_000_000
-            _ = try log.append(
-                .fixBatch(
-                    FixBatch(
-                        deviceID: UInt64(index % 3 + 1), batchID: UUID128(high: 6, low: UInt64(index)),
-                        fixes: [
-                            Fix(
-                                latitude: 48.1, longitude: 11.5, accuracyMeters: 8, source: "significant",
-                                recordedAtMicros: at)
-                        ])), receivedAtMicros: at)
-        }
-        _ = try log.append(.historyErased(HistoryErased(deviceID: 2)), receivedAtMicros: wallClockMicros())
+        try Data.appendRecentBatchesThenErasure(to: log, batchIDHigh: 6)
         let end = log.durableEnd
         let filesBefore = segmentFiles(data)
 
