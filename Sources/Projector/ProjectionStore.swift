@@ -1,6 +1,7 @@
 import Events
 import Postgres
 import ProjectionSchema
+import Threads
 
 public enum ProjectorError: Error, Equatable, CustomStringConvertible {
     /// Another projector (or a rebuild's swap) advanced the checkpoint first; nothing was written.
@@ -71,21 +72,125 @@ public struct ProjectionStore: Sendable {
     /// fails on the history's unique key and rolls the transaction back; it is then done again with
     /// the history through `INSERT ... ON CONFLICT DO NOTHING`, and only the fixes that were new are
     /// candidates for the latest position. Duplicates are rare, so the common path stays one COPY.
+    ///
+    /// With a `helper` connection and at least `splitFixesMin` fixes (a drain's transaction), the
+    /// history is split at a device boundary and the second half is COPYed by the helper, in a
+    /// transaction of its own, at the same time as this one: PostgreSQL runs one backend per
+    /// connection, and index upkeep on one backend is what bounds a drain (docs/benchmarks.md). The
+    /// helper's half commits before this transaction does, so a crash can leave history rows whose
+    /// checkpoint did not move. That is safe because history is idempotent by its unique key: the
+    /// replay finds those rows as duplicates of themselves (the same log offset and fix index), and
+    /// counts them as the batch's own, for the latest position too (`insertSkippingDuplicates`).
+    /// Whatever the helper does not commit (a duplicate, a broken connection, a generation swap
+    /// waiting), this transaction writes itself.
     public func apply(
-        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128? = nil, _ connection: PostgresConnection
+        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128? = nil, _ connection: PostgresConnection,
+        helper: PostgresConnection? = nil, splitFixesMin: Int = ProjectionStore.splitFixesMin
     ) throws {
-        do {
-            try apply(batch, nowMicros: nowMicros, logID: logID, skippingDuplicates: false, connection)
-        } catch let error as PostgresError
-            where error.kind == .copy && error.sqlState == PostgresError.uniqueViolation
+        if let helper, batch.locations.count >= splitFixesMin,
+            let (mine, theirs) = Self.splitAtDevice(Self.indexOrder(batch.locations))
         {
-            try apply(batch, nowMicros: nowMicros, logID: logID, skippingDuplicates: true, connection)
+            return try applySplit(
+                batch, mine: mine, theirs: theirs, nowMicros: nowMicros, logID: logID, connection,
+                helper: helper)
+        }
+        do {
+            try apply(batch, nowMicros: nowMicros, logID: logID, connection) { connection in
+                try copyLocations(batch.locations, nowMicros: nowMicros, connection)
+                return batch.latest
+            }
+        } catch let error as PostgresError where Self.isDuplicateFix(error) {
+            try apply(batch, nowMicros: nowMicros, logID: logID, connection) { connection in
+                Self.latest(
+                    of: try insertSkippingDuplicates(batch.locations, nowMicros: nowMicros, connection))
+            }
         }
     }
 
+    /// Fewest fixes in a transaction for its history to be split with a helper connection: below
+    /// it (steady state, a few records a transaction) a second transaction costs more than it saves.
+    public static let splitFixesMin = 20_000
+
+    static func isDuplicateFix(_ error: PostgresError) -> Bool {
+        error.kind == .copy && error.sqlState == PostgresError.uniqueViolation
+    }
+
+    /// `rows` (in index order) cut in two near the middle, where one device's rows end, so that the
+    /// two backends insert into different parts of the index; nil when one device holds them all.
+    static func splitAtDevice(_ rows: [LocationRow]) -> (mine: [LocationRow], theirs: [LocationRow])? {
+        guard rows.count >= 2 else { return nil }
+        let middle = rows.count / 2
+        var cut = middle
+        while cut < rows.count && rows[cut].deviceID == rows[cut - 1].deviceID { cut += 1 }
+        if cut == rows.count {
+            cut = middle
+            while cut > 0 && rows[cut].deviceID == rows[cut - 1].deviceID { cut -= 1 }
+        }
+        guard cut > 0 && cut < rows.count else { return nil }
+        return (Array(rows[..<cut]), Array(rows[cut...]))
+    }
+
+    private func applySplit(
+        _ batch: ProjectionBatch, mine: [LocationRow], theirs: [LocationRow], nowMicros: Int64,
+        logID: UUID128?,
+        _ connection: PostgresConnection, helper: PostgresConnection
+    ) throws {
+        // Partition DDL locks the parent table: made first, committed, so that neither COPY waits
+        // for the other's transaction.
+        try ensurePartitions(batch.locations, nowMicros: nowMicros, connection)
+        let helperCommitted = Outcome()
+        // The helper's rows as this transaction will hold them: all of them if its COPY committed,
+        // else what this transaction inserts of them itself.
+        let theirsHeld: (PostgresConnection) throws -> [LocationRow] = { connection in
+            helperCommitted.wait()
+                ? theirs : try self.insertSkippingDuplicates(theirs, nowMicros: nowMicros, connection)
+        }
+        var first: Result<Void, any Error> = .success(())
+        concurrentPerform(iterations: 2) { index in
+            guard index == 0 else {
+                helperCommitted.finish(self.copyAsHelper(theirs, helper))
+                return
+            }
+            first = Result {
+                try self.apply(batch, nowMicros: nowMicros, logID: logID, connection) { connection in
+                    try self.copyRows(mine, connection)
+                    let held = try theirsHeld(connection)
+                    return held.count == theirs.count ? batch.latest : Self.latest(of: mine + held)
+                }
+            }
+        }
+        guard case .failure(let error) = first else { return }
+        guard let error = error as? PostgresError, Self.isDuplicateFix(error) else { throw error }
+        try apply(batch, nowMicros: nowMicros, logID: logID, connection) { connection in
+            Self.latest(
+                of: try insertSkippingDuplicates(mine, nowMicros: nowMicros, connection)
+                    + (try theirsHeld(connection)))
+        }
+    }
+
+    /// The helper's half: COPYed and committed on its own connection, under the same shared lock
+    /// as the main transaction (a generation swap waits for both). Only tried: with a swap waiting
+    /// for the lock, the helper gives its rows back rather than queue behind the swap, which waits
+    /// for the main transaction, which waits for the helper. Returns whether it committed.
+    private func copyAsHelper(_ rows: [LocationRow], _ helper: PostgresConnection) -> Bool {
+        do {
+            return try helper.transaction { helper in
+                let locked = try helper.execute("SELECT pg_try_advisory_xact_lock_shared(7402)")
+                guard locked.string(0, 0) == "t" else { return false }
+                try copyRows(rows, helper)
+                return true
+            }
+        } catch {
+            return false
+        }
+    }
+
+    /// The history and the latest candidates it gives, written inside the transaction.
+    typealias HistoryWrite = (PostgresConnection) throws -> [UInt64: LocationRow]
+
     private func apply(
-        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128?, skippingDuplicates: Bool,
-        _ connection: PostgresConnection
+        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection,
+        history: HistoryWrite
     ) throws {
         try connection.transaction { connection in
             // Shared with other projectors, exclusive with a generation swap (Schema.swapIn), so a
@@ -113,15 +218,7 @@ public struct ProjectionStore: Sendable {
             }
             for change in batch.registry { try apply(change, asOf: batch.nextOffset, connection) }
             for change in batch.commands { try apply(change, connection) }
-            var latest = batch.latest
-            if skippingDuplicates {
-                let inserted = try insertLocationsSkippingDuplicates(
-                    batch.locations, nowMicros: nowMicros, connection)
-                latest = Self.latest(
-                    of: batch.locations.filter { inserted.contains([$0.logOffset, UInt64($0.fixIndex)]) })
-            } else {
-                try copyLocations(batch.locations, nowMicros: nowMicros, connection)
-            }
+            let latest = try history(connection)
             try writeBatches(batch.batches, connection)
             try writeLatest(Array(latest.values), connection)
             try writeLastSeen(batch.lastSeen, asOf: batch.nextOffset, connection)
@@ -218,10 +315,12 @@ public struct ProjectionStore: Sendable {
     }
 
     /// The slow path of the history: rows as binary arrays, those already there (the same fix)
-    /// skipped. Returns the (log offset, fix index) of the rows inserted.
-    private func insertLocationsSkippingDuplicates(
+    /// skipped. Returns the rows the history now holds as this batch's: those inserted, and those
+    /// found there already with this batch's own log offset and fix index (an earlier, interrupted
+    /// attempt at this transaction whose helper had committed its half, see `apply`).
+    private func insertSkippingDuplicates(
         _ rows: [LocationRow], nowMicros: Int64, _ connection: PostgresConnection
-    ) throws -> Set<[UInt64]> {
+    ) throws -> [LocationRow] {
         guard !rows.isEmpty else { return [] }
         try ensurePartitions(rows, nowMicros: nowMicros, connection)
         let (casts, arrays) = Self.fixArrays(rows)
@@ -231,11 +330,34 @@ public struct ProjectionStore: Sendable {
             SELECT * FROM unnest(\(casts))
             ON CONFLICT DO NOTHING RETURNING log_offset, fix_index
             """, arrays)
-        var keys = Set<[UInt64]>()
+        var held = Set<FixPosition>()
         for row in 0..<inserted.rowCount {
-            keys.insert([UInt64(try inserted.int64(row, 0) ?? -1), UInt64(try inserted.int64(row, 1) ?? -1)])
+            held.insert(FixPosition(try inserted.int64(row, 0), try inserted.int64(row, 1)))
         }
-        return keys
+        let skipped = rows.filter { !held.contains(FixPosition($0)) }
+        if !skipped.isEmpty {
+            let own = try connection.execute(
+                """
+                SELECT l.log_offset, l.fix_index
+                FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::float8[], $5::bigint[], $6::integer[])
+                    AS v (device_id, recorded_at, latitude, longitude, log_offset, fix_index)
+                JOIN \(s).device_locations l ON l.device_id = v.device_id AND l.recorded_at = v.recorded_at
+                    AND l.latitude = v.latitude AND l.longitude = v.longitude
+                    AND l.log_offset = v.log_offset AND l.fix_index = v.fix_index
+                """,
+                [
+                    .int64Array(skipped.map { Int64($0.deviceID) }),
+                    .timestampArray(micros: skipped.map(\.fix.recordedAtMicros)),
+                    .array(PostgresArray(.float8, skipped.map { .double($0.fix.latitude) })),
+                    .array(PostgresArray(.float8, skipped.map { .double($0.fix.longitude) })),
+                    .int64Array(skipped.map { Int64($0.logOffset) }),
+                    .array(PostgresArray(.integer, skipped.map { .int64(Int64($0.fixIndex)) })),
+                ])
+            for row in 0..<own.rowCount {
+                held.insert(FixPosition(try own.int64(row, 0), try own.int64(row, 1)))
+            }
+        }
+        return rows.filter { held.contains(FixPosition($0)) }
     }
 
     private func ensurePartitions(_ rows: [LocationRow], nowMicros: Int64, _ connection: PostgresConnection)
@@ -272,10 +394,15 @@ public struct ProjectionStore: Sendable {
     {
         guard !rows.isEmpty else { return }
         try ensurePartitions(rows, nowMicros: nowMicros, connection)
+        try copyRows(Self.indexOrder(rows), connection)
+    }
+
+    /// COPY of rows already in index order into partitions that exist.
+    private func copyRows(_ rows: [LocationRow], _ connection: PostgresConnection) throws {
+        guard !rows.isEmpty else { return }
         try connection.copyInBinary(
             table: ProjectionSchema.Table.deviceLocations.in(schema), columns: Self.locationColumns,
-            rows: Self.indexOrder(rows),
-            encode: Self.encode)
+            rows: rows, encode: Self.encode)
     }
 
     /// `rows` in the order of the history's indexes, which both begin with (device_id, recorded_at):
@@ -377,5 +504,39 @@ public struct ProjectionStore: Sendable {
                 .int64Array(pairs.map { Int64($0.key) }), .timestampArray(micros: pairs.map { $0.value }),
                 .int64(Int64(asOf)),
             ])
+    }
+}
+
+/// Where a fix sits in the log: the history row's identity as the projector wrote it.
+private struct FixPosition: Hashable {
+    var logOffset: Int64
+    var fixIndex: Int64
+
+    init(_ logOffset: Int64?, _ fixIndex: Int64?) {
+        self.logOffset = logOffset ?? -1
+        self.fixIndex = fixIndex ?? -1
+    }
+
+    init(_ row: LocationRow) { self.init(Int64(row.logOffset), Int64(row.fixIndex)) }
+}
+
+/// Whether the helper's COPY committed, set once by the helper's thread and waited for by the
+/// main transaction before it commits.
+private final class Outcome: @unchecked Sendable {
+    private let lock = ConditionLock()
+    private var committed: Bool?  // guarded by `lock`
+
+    func finish(_ value: Bool) {
+        lock.withLock {
+            committed = value
+            lock.broadcast()
+        }
+    }
+
+    func wait() -> Bool {
+        lock.withLock {
+            while committed == nil { lock.wait() }
+            return committed!
+        }
     }
 }

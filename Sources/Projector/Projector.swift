@@ -63,8 +63,26 @@ public protocol LogProjection: Sendable {
     /// transaction; nothing is written when the checkpoint is elsewhere (`checkpointMoved`) or
     /// (with `logID`) the tables are another log's (`projectionOfAnotherLog`).
     func apply(_ batch: Batch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection) throws
+    /// The same, free to give part of the work to `helper`, a second connection, in a transaction of
+    /// its own (the main projection's history, `ProjectionStore.apply`); the default ignores it.
+    func apply(
+        _ batch: Batch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection,
+        helper: PostgresConnection?) throws
+    /// Fewest fixes in a batch for `helper` to be worth opening; nil: never.
+    var helperFixesMin: Int? { get }
     /// `ANALYZE` of the tables its readers query (see `Projector.Options.analyzeAfterFixesMin`).
     func analyze(_ connection: PostgresConnection) throws
+}
+
+extension LogProjection {
+    public func apply(
+        _ batch: Batch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection,
+        helper: PostgresConnection?
+    ) throws {
+        try apply(batch, nowMicros: nowMicros, logID: logID, connection)
+    }
+
+    public var helperFixesMin: Int? { nil }
 }
 
 /// What one transaction of a projection writes, folded from a run of records in offset order.
@@ -110,6 +128,15 @@ public struct MainProjection: LogProjection {
     ) throws {
         try store.apply(batch, nowMicros: nowMicros, logID: logID, connection)
     }
+
+    public func apply(
+        _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128?, _ connection: PostgresConnection,
+        helper: PostgresConnection?
+    ) throws {
+        try store.apply(batch, nowMicros: nowMicros, logID: logID, connection, helper: helper)
+    }
+
+    public var helperFixesMin: Int? { ProjectionStore.splitFixesMin }
 
     public func analyze(_ connection: PostgresConnection) throws {
         let s = PostgresConnection.quoteIdentifier(schema)
@@ -158,6 +185,11 @@ public final class Projector: Sendable {
         /// projector catches up in every transaction and both fold as records come.
         public var yieldsTo: Projector?
         public var yieldMicrosMax: Int64 = 30_000_000
+        /// Whether a large transaction (a drain's) may use a second PostgreSQL connection for part
+        /// of its history (`LogProjection.helperFixesMin`, `ProjectionStore.apply`): PostgreSQL
+        /// folds on one core per connection, and index upkeep there is what bounds a drain. The
+        /// helper connection is opened on first need and closed when `run` returns.
+        public var usesHelperConnection = true
         public var log: @Sendable (String) -> Void = { writeStandardError($0) }
 
         public init() {}
@@ -172,6 +204,9 @@ public final class Projector: Sendable {
     /// Rung whenever `status.checkpoint` may have moved: a read waiting for its own write
     /// (`after_offset`) sleeps on one of these instead of polling.
     public let checkpointBells = Doorbells()
+    /// The second connection of `Options.usesHelperConnection`; one attempt to connect, since the
+    /// transaction does without it.
+    private let helperClient: PostgresClient
 
     /// The main projection in `schema`.
     public convenience init(
@@ -193,7 +228,11 @@ public final class Projector: Sendable {
         self.projection = projection
         self.options = options
         self.clock = clock
+        helperClient = PostgresClient(
+            conninfo: client.conninfo, policy: PostgresClient.ReconnectPolicy(reconnectAttemptsMax: 1))
     }
+
+    deinit { helperClient.close() }
 
     public var status: ProjectorStatus { state.withLock { $0 } }
 
@@ -284,7 +323,11 @@ public final class Projector: Sendable {
         }
         let bound = state.withLock { $0.boundLogID }
         do {
-            try client.withConnection { try projection.apply(batch, nowMicros: clock(), logID: bound, $0) }
+            try withHelper(projection, fixes: batch.fixCount) { helper in
+                try client.withConnection {
+                    try projection.apply(batch, nowMicros: clock(), logID: bound, $0, helper: helper)
+                }
+            }
         } catch ProjectorError.projectionOfAnotherLog(let schema, let logID) {
             state.withLock { $0.boundLogID = nil }
             throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
@@ -303,6 +346,17 @@ public final class Projector: Sendable {
         }
         checkpointBells.ringAll()
         return records
+    }
+
+    /// Runs `body` with the helper connection when the batch is large enough for `projection` to
+    /// use one and it can be had, else with nil.
+    private func withHelper<P: LogProjection>(
+        _ projection: P, fixes: Int, _ body: (PostgresConnection?) throws -> Void
+    ) throws {
+        guard options.usesHelperConnection, let fixesMin = projection.helperFixesMin, fixes >= fixesMin,
+            (try? helperClient.withConnection { _ in true }) == true
+        else { return try body(nil) }
+        try helperClient.withConnection { try body($0) }
     }
 
     /// `ANALYZE` of the tables the read API queries, so that the planner knows their real row
@@ -324,6 +378,7 @@ public final class Projector: Sendable {
     /// Tails the log until `stop` is requested, surviving PostgreSQL restarts: a failed transaction
     /// is retried from the checkpoint stored in the database, which says whether it committed.
     public func run(until stop: StopSignal) {
+        defer { helperClient.close() }
         var prepared = false
         var retryDelay = options.retryDelayMicrosMin
         while !stop.isRequested {

@@ -32,6 +32,7 @@ enum ProjectBench {
 
         usage: findmy-bench project --drain --dir DIR [--fixes 10000000] [--devices 1000]
                                     [--fixes-per-record 100] [--keep-log] [--live] [--no-geofences]
+                                    [--one-connection]
 
         The drain of a burst as `findmy serve` folds it: the main projector and the geofence projector
         (unless --no-geofences), each on its own thread with its own connection, as services. Without
@@ -43,13 +44,15 @@ enum ProjectBench {
         after_offset wait for) and until the geofence projection has it, fixes/s, the curve (seconds
         until each tenth of the burst was visible) and the load average before and after.
         --keep-log reuses DIR/log when it already holds the same burst (alternate builds over one log);
-        the PostgreSQL cluster is always made afresh.
+        the PostgreSQL cluster is always made afresh. --one-connection folds each transaction's history
+        on the main projector's connection alone, without the helper connection serve uses for large
+        transactions (the baseline of that helper, in the same build).
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
             arguments, valued: ["dir", "fixes", "devices", "fixes-per-record"],
-            flags: ["drain", "keep-log", "live", "no-geofences"])
+            flags: ["drain", "keep-log", "live", "no-geofences", "one-connection"])
         if options.flag("help") {
             print(help)
             return 0
@@ -241,7 +244,10 @@ extension ProjectBench {
 
         let log = live ? try LogWriter(directory: logDirectory) : nil
         defer { log?.close() }
-        let main = Projector(client: client, reader: LogReader(directory: logDirectory, writer: log))
+        var mainOptions = Projector.Options()
+        mainOptions.usesHelperConnection = !options.flag("one-connection")
+        let main = Projector(
+            client: client, reader: LogReader(directory: logDirectory, writer: log), options: mainOptions)
         var fenceOptions = Projector.Options()
         fenceOptions.yieldsTo = main  // as findmy serve runs them
         let fences =
@@ -288,6 +294,8 @@ extension ProjectBench {
         writer.int64(Int64(end))
         writer.key("live")
         writer.bool(live)
+        writer.key("helper_connection")
+        writer.bool(mainOptions.usesHelperConnection)
         if let written {
             writer.key("log_write_fixes_per_s")
             writer.double((Double(written.fixes) / written.seconds).rounded())
