@@ -93,13 +93,13 @@ public struct DatabaseCompaction {
         for (device, cutoff) in overridden.sorted(by: { $0.key < $1.key }) {
             report.locationRowsDeleted += try deleteBounded(
                 ProjectionSchema.Table.deviceLocations.rawValue,
-                key: "device_id, log_offset, fix_index, recorded_at",
+                key: historyKey,
                 where: "device_id = $1 AND (recorded_at < $2 OR received_at < $2)",
                 [.int64(Int64(device)), .timestamp(micros: cutoff)], connection, dryRun: dryRun)
         }
         report.locationRowsDeleted += try deleteBounded(
             ProjectionSchema.Table.deviceLocations.rawValue,
-            key: "device_id, log_offset, fix_index, recorded_at",
+            key: historyKey,
             where: "device_id <> ALL($1::bigint[]) AND (recorded_at < $2 OR received_at < $2)",
             [others, .timestamp(micros: defaultCutoff)], connection, dryRun: dryRun)
         // Erasures and removals (the projector deletes these when it folds the event; this catches
@@ -108,7 +108,7 @@ public struct DatabaseCompaction {
             for entry in list {
                 report.locationRowsDeleted += try deleteBounded(
                     ProjectionSchema.Table.deviceLocations.rawValue,
-                    key: "device_id, log_offset, fix_index, recorded_at",
+                    key: historyKey,
                     where: """
                         device_id = $1 AND log_offset < $2 AND ($3::timestamptz IS NULL OR recorded_at >= $3)
                         AND ($4::timestamptz IS NULL OR recorded_at < $4)
@@ -124,7 +124,7 @@ public struct DatabaseCompaction {
             let parameters: [PostgresValue?] = [.int64(Int64(device)), .int64(Int64(offset))]
             report.locationRowsDeleted += try deleteBounded(
                 ProjectionSchema.Table.deviceLocations.rawValue,
-                key: "device_id, log_offset, fix_index, recorded_at",
+                key: historyKey,
                 where: "device_id = $1 AND log_offset < $2", parameters, connection, dryRun: dryRun)
             report.batchRowsDeleted += try deleteBounded(
                 ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
@@ -321,6 +321,9 @@ public struct DatabaseCompaction {
         return names
     }
 
+    /// The history's unique key, whose index finds each row a bounded delete picked.
+    let historyKey = "device_id, recorded_at, latitude, longitude"
+
     /// Deletes the rows matching `condition`, at most `rowsPerStatementMax` per statement (each its
     /// own transaction), until none is left. `key` identifies a row within the table.
     /// `schema`: another projection's (the geofences'), else the main generation's.
@@ -393,8 +396,9 @@ public struct DatabaseCompaction {
     private func recomputeStaleLatest(_ connection: PostgresConnection, dryRun: Bool) throws -> Int {
         let stale = """
             SELECT l.device_id FROM \(s).\(ProjectionSchema.Table.deviceLatest.rawValue) l WHERE NOT EXISTS (
-                SELECT 1 FROM \(s).\(ProjectionSchema.Table.deviceLocations.rawValue) d WHERE d.device_id = l.device_id AND d.log_offset = l.log_offset
-                    AND d.fix_index = l.fix_index AND d.recorded_at = l.recorded_at)
+                SELECT 1 FROM \(s).\(ProjectionSchema.Table.deviceLocations.rawValue) d WHERE d.device_id = l.device_id
+                    AND d.recorded_at = l.recorded_at AND d.latitude = l.latitude AND d.longitude = l.longitude
+                    AND d.log_offset = l.log_offset AND d.fix_index = l.fix_index)
             """
         if dryRun { return try connection.execute(stale).rowCount }
         return try connection.transaction { connection in

@@ -26,7 +26,11 @@ public enum Schema {
     /// history unique by fix, `(device_id, recorded_at, latitude, longitude)`: the same fix arriving
     /// twice (another batch id, another path) is one row.
     /// 5: `commands` and `command_deliveries` (issue 14).
-    public static let projectionVersion = 5
+    /// 6: the history has one index, its unique key `(device_id, recorded_at, latitude, longitude)`:
+    /// the read order `(recorded_at, log_offset, fix_index)` is its order but for fixes that share
+    /// a `recorded_at`, which an incremental sort puts in order. The second index cost a drain a
+    /// third of PostgreSQL's time (docs/benchmarks.md, issue 15).
+    public static let projectionVersion = 6
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -153,12 +157,12 @@ public enum Schema {
                 device_id bigint NOT NULL,
                 \(fixColumns),
                 -- One row per fix, whatever batch or path brought it (the partition key is part of it).
+                -- Its index is the history's only one: a page of a device's history is a range scan
+                -- of it by recorded_at, ties put in (log_offset, fix_index) order by an incremental
+                -- sort; a second index in that order cost a drain a third of its time.
                 UNIQUE (device_id, recorded_at, latitude, longitude)
             ) PARTITION BY RANGE (recorded_at);
             CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;
-            -- The history's order, keyset included: a page is an index range scan without a sort
-            -- (scanned backwards, it also serves "newest first").
-            CREATE INDEX ON \(s).device_locations (device_id, recorded_at, log_offset, fix_index);
             CREATE TABLE \(s).device_latest (
                 device_id bigint PRIMARY KEY,
                 \(fixColumns)

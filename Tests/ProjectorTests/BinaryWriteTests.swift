@@ -192,12 +192,12 @@ import Workload
     }
 }
 
-/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 5, column for
+/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 6, column for
 /// column: a change here is a new table layout, which needs a new `projectionVersion`.
 /// (4: `accuracy_m` nullable, for fixes whose app sent no accuracy; 5 added the commands tables and
-/// left the fix columns as they were.)
-@Test func theFixColumnsAreProjectionVersion5sLayout() {
-    #expect(Schema.projectionVersion == 5)
+/// 6 dropped the history's second index, both leaving the fix columns as they were.)
+@Test func theFixColumnsAreProjectionVersion6sLayout() {
+    #expect(Schema.projectionVersion == 6)
     let version4 = """
         log_offset bigint NOT NULL, fix_index integer NOT NULL, recorded_at timestamptz NOT NULL,
         received_at timestamptz NOT NULL, latitude double precision NOT NULL, longitude double precision NOT NULL,
