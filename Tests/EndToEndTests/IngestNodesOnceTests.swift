@@ -105,11 +105,6 @@ import Testing
             let enrolled = try enrol(one, userToken: userToken, uuid: UUID().uuidString, name: "d\(index)")
             devices.append(try #require(enrolled.int("device_id")))
         }
-        var configuration = JetStreamLogConfiguration(
-            servers: cluster.urls, partitionCount: IngestNodesTests.partitions)
-        configuration.createsStream = false
-        let traffic = try JetStreamLog(configuration)
-        defer { traffic.close() }
 
         var commands: [String] = []
         for round in 0..<3 {
@@ -129,31 +124,16 @@ import Testing
             }
             // Records arriving while both nodes catch up and decide: they decide at different
             // positions, so a Msg-Id made of the position would differ between them.
-            let appending = LoadTally()
-            let trafficDevice = UInt64(devices[0])
-            let appender = Thread {
-                while !appending.stopping {
-                    let batch = FixBatch(
-                        deviceID: trafficDevice, batchID: UUID128.random(),
-                        fixes: [
-                            Fix(
-                                latitude: 1, longitude: 2, accuracyMeters: 10, source: "significant",
-                                recordedAtMicros: Int64(Date().timeIntervalSince1970 * 1e6))
-                        ])
-                    _ = try? traffic.append(batch: [EventCodec.encode(.fixBatch(batch), receivedAtMicros: 0)])
-                    appending.count(sent: 1)
-                }
-            }
-            appender.start()
-            _ = waitUntil(timeoutSeconds: 60) { appending.sent >= 200 }
+            let traffic = try StreamTraffic(cluster, deviceID: UInt64(devices[0]))
+            defer { traffic.stop() }
+            _ = waitUntil(timeoutSeconds: 60) { traffic.appended >= 200 }
             for node in nodes { node.process.kill(SIGCONT) }
             let requested = commands
             #expect(
                 try waitUntil(timeoutSeconds: 120) {
                     try Self.expiries(cluster, of: requested).count == requested.count
                 }, "round \(round): not every locate expired")
-            appending.stop()
-            #expect(waitUntil(timeoutSeconds: 60) { appender.isFinished })
+            traffic.stop()
         }
         // A registry change through each node waits for that node's mutations lock, which its
         // dispatcher holds until its expiries are stored: after these, each node has stored every
@@ -186,7 +166,8 @@ import Testing
     /// Both nodes subscribed to one mosquitto (each with its own persistent session) receive
     /// every OwnTracks message. The batch id is derived from the message, a place's Msg-Id from
     /// the batch id, a command's answer's from the command: the stream holds one device, one
-    /// batch per location, one region transition, one waypoints record and one answer.
+    /// batch per location, one record per region transition and per waypoints message, and one
+    /// answer.
     @Test func twoNodesOnOneMQTTBrokerStoreEachMessageOnce() throws {
         let cluster = try NATSCluster()
         defer { cluster.stopAll() }
@@ -210,16 +191,39 @@ import Testing
                 topic: topic, OwnTracksMQTTTests.location(latitude: latitude, secondsAgo: 300 - index))
             published += 1
         }
+        for node in nodes {
+            #expect(
+                waitUntil(timeoutSeconds: 60) {
+                    OwnTracksMQTTTests.count(node, "acknowledgements_sent") == Int64(published)
+                }, "\(node.process.standardError)")
+        }
+        let phone = try #require(
+            try IngestNodesTests.streamRecords(cluster).lazy.compactMap { entry -> UInt64? in
+                if case .deviceEnrolled(let enrolled) = entry.event { enrolled.deviceID } else { nil }
+            }.first)
+        // From here records arrive while both nodes take each message: their positions in the
+        // log differ, so a Msg-Id made of the position would differ between them.
+        let traffic = try StreamTraffic(cluster, deviceID: phone)
+        defer { traffic.stop() }
+        _ = waitUntil(timeoutSeconds: 60) { traffic.appended >= 50 }
+
         let tst = Int(Date().timeIntervalSince1970) - 200
-        try broker.publish(
-            topic: topic + "/event",
-            "{\"_type\":\"transition\",\"event\":\"enter\",\"desc\":\"home\",\"t\":\"c\",\"tst\":\(tst),"
-                + "\"wtst\":\(tst - 1000),\"lat\":46.15,\"lon\":13.4,\"acc\":20,\"rid\":\"r1\",\"tid\":\"ph\"}")
-        try broker.publish(
-            topic: topic + "/waypoints",
-            "{\"_type\":\"waypoints\",\"waypoints\":[{\"_type\":\"waypoint\",\"desc\":\"work\",\"lat\":46.2,"
-                + "\"lon\":13.41,\"rad\":150,\"tst\":\(tst - 5000)}]}")
-        published += 2
+        let crossings = ["enter", "leave", "enter"]
+        for (index, crossing) in crossings.enumerated() {
+            try broker.publish(
+                topic: topic + "/event",
+                "{\"_type\":\"transition\",\"event\":\"\(crossing)\",\"desc\":\"home\",\"t\":\"c\","
+                    + "\"tst\":\(tst + index),\"wtst\":\(tst - 1000),\"lat\":46.15,\"lon\":13.4,\"acc\":20,"
+                    + "\"rid\":\"r1\",\"tid\":\"ph\"}")
+        }
+        let places = ["work", "school"]
+        for (index, place) in places.enumerated() {
+            try broker.publish(
+                topic: topic + "/waypoints",
+                "{\"_type\":\"waypoints\",\"waypoints\":[{\"_type\":\"waypoint\",\"desc\":\"\(place)\","
+                    + "\"lat\":46.2,\"lon\":13.41,\"rad\":150,\"tst\":\(tst - 5000 + index)}]}")
+        }
+        published += crossings.count + places.count
         // Both nodes acknowledged everything: stored by one, a duplicate (or folded) on the other.
         for node in nodes {
             #expect(
@@ -229,10 +233,6 @@ import Testing
 
         // A locate through node 1, answered by a location sent for it (`t: "r"`), which both
         // nodes receive and both may take as the answer.
-        let phone = try #require(
-            try IngestNodesTests.streamRecords(cluster).lazy.compactMap { entry -> UInt64? in
-                if case .deviceEnrolled(let enrolled) = entry.event { enrolled.deviceID } else { nil }
-            }.first)
         let locate = try post(
             HTTPConnection(address: nodes[0].address), "/api/find-my/devices/\(phone)/commands", token: alice,
             body: "{\"kind\": \"locate\"}")
@@ -256,6 +256,7 @@ import Testing
                         && (try? Self.appendsInFlight(node)) == 0
                 }, "\(node.process.standardError)")
         }
+        traffic.stop()
 
         var batches: [Double: Int] = [:]
         var enrolments = 0
@@ -264,7 +265,7 @@ import Testing
         var answers = 0
         for (_, event) in try IngestNodesTests.streamRecords(cluster) {
             switch event {
-            case .fixBatch(let batch):
+            case .fixBatch(let batch) where !StreamTraffic.wrote(batch):
                 for fix in batch.fixes { batches[fix.latitude, default: 0] += 1 }
             case .deviceEnrolled: enrolments += 1
             case .regionTransition: transitions += 1
@@ -275,12 +276,15 @@ import Testing
         }
         #expect(enrolments == 1)
         #expect(batches == Dictionary(uniqueKeysWithValues: (latitudes + [46.9]).map { ($0, 1) }), "\(batches)")
-        #expect(transitions == 1 && waypoints == 1, "transitions \(transitions), waypoints \(waypoints)")
+        #expect(
+            transitions == crossings.count && waypoints == places.count,
+            "transitions \(transitions), waypoints \(waypoints)")
         #expect(answers == 1, "the locate answered \(answers) times")
         let received = nodes.map { OwnTracksMQTTTests.count($0, "messages_received") ?? -1 }
         print(
-            "one broker, two nodes: \(published) messages published, received per node \(received), "
-                + "stored once each")
+            "one broker, two nodes: \(published) messages published, received per node \(received); "
+                + "in the stream: \(enrolments) device, \(batches.values.reduce(0, +)) fixes for "
+                + "\(batches.count) locations, \(transitions) transitions, \(waypoints) waypoints, \(answers) answer")
     }
 
     static func registryFollower(_ node: ServerProcess) throws -> JSONValue {
@@ -295,4 +299,44 @@ import Testing
     static func appendsInFlight(_ node: ServerProcess) throws -> Int64? {
         try registryFollower(node)["appends_in_flight"]?.int64Value
     }
+}
+
+/// Fix batches appended straight to the stream by a thread of the test, one after another until
+/// `stop`: traffic that moves the log's end while the nodes decide. Its fixes are at latitude
+/// `latitude`, which no other fix of these tests has.
+final class StreamTraffic: @unchecked Sendable {
+    static let latitude = -1.25
+    private let tally = LoadTally()
+    private let thread: Thread
+
+    init(_ cluster: NATSCluster, deviceID: UInt64) throws {
+        var configuration = JetStreamLogConfiguration(
+            servers: cluster.urls, partitionCount: IngestNodesTests.partitions)
+        configuration.createsStream = false
+        let log = try JetStreamLog(configuration)
+        let tally = self.tally
+        thread = Thread {
+            defer { log.close() }
+            while !tally.stopping {
+                let fix = Fix(
+                    latitude: Self.latitude, longitude: 2, accuracyMeters: 10, source: "significant",
+                    recordedAtMicros: Int64(Date().timeIntervalSince1970 * 1e6))
+                let batch = FixBatch(deviceID: deviceID, batchID: UUID128.random(), fixes: [fix])
+                _ = try? log.append(batch: [EventCodec.encode(.fixBatch(batch), receivedAtMicros: 0)])
+                tally.count(sent: 1)
+            }
+        }
+        thread.start()
+    }
+
+    /// Records appended so far.
+    var appended: Int { tally.sent }
+
+    /// Stops the thread and waits for it (and its connection) to end.
+    func stop() {
+        tally.stop()
+        _ = waitUntil(timeoutSeconds: 60) { thread.isFinished }
+    }
+
+    static func wrote(_ batch: FixBatch) -> Bool { batch.fixes.allSatisfy { $0.latitude == latitude } }
 }
