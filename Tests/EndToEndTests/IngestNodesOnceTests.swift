@@ -74,8 +74,7 @@ import Testing
         }
         print(
             "geofences created at once through both nodes: \(definitions.count) ids, conflicts decided again: "
-                + "\(nodes.map { $0.process.standardError.components(separatedBy: "registry_conflict").count - 1 })"
-        )
+                + "\(IngestNodesTests.conflicts(nodes))")
     }
 
     /// Every node's dispatcher expires the same commands. Both nodes are stopped (SIGSTOP) until

@@ -34,6 +34,12 @@ import Testing
         return nodes
     }
 
+    /// How many registry changes each node decided again after another node took their new id
+    /// (its `registry_conflict` lines).
+    static func conflicts(_ nodes: [ServerProcess]) -> [Int] {
+        nodes.map { $0.process.standardError.components(separatedBy: "registry_conflict").count - 1 }
+    }
+
     /// Every record of the stream, read back with JetStreamLog, in offset order.
     static func streamRecords(_ cluster: NATSCluster) throws -> [(record: LogRecord, event: Event)] {
         var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: partitions)
@@ -275,7 +281,7 @@ import Testing
         }
         print(
             "ids allocated at once through both nodes: \(userIDs.count) users, \(deviceIDs.count) devices, "
-                + "conflicts decided again: \(nodes.map { $0.process.standardError.components(separatedBy: "registry_conflict").count - 1 })"
+                + "conflicts decided again: \(Self.conflicts(nodes))"
         )
     }
 
