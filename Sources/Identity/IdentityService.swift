@@ -185,7 +185,8 @@ public final class IdentityService: Sendable {
 
     /// Appends without blocking; `completion` runs once the record is durable (or failed), on the
     /// thread that led its group commit. `messageID`: on a shared log, the record's idempotency
-    /// key when it has one of its own (`sharedMessageID`); the local log has no use for it.
+    /// key when it has one of its own (`SharedRegistry.endMessageID`, `placeMessageID`); the local log
+    /// has no use for it.
     package func append(
         _ encoded: EncodedEvent, messageID: String? = nil,
         completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
