@@ -52,7 +52,8 @@ import Testing
         #expect(answers.failures.isEmpty, "\(answers.failures)")
 
         var definitions: [UInt64: [String]] = [:]
-        for (_, event) in try IngestNodesTests.streamRecords(cluster) {
+        let records = try IngestNodesTests.streamRecords(cluster)
+        for (_, event) in records {
             if case .geofenceDefined(let defined) = event {
                 definitions[defined.geofenceID, default: []].append(defined.name)
             }
@@ -63,8 +64,11 @@ import Testing
         for (name, id) in answers.byName {
             #expect(definitions[UInt64(id)] == [name], "the answer for \(name) names fence \(id)")
         }
-        // Both nodes list every fence, each once, under the id its creation was answered with.
+        // Both nodes list every fence, each once, under the id its creation was answered with, once
+        // each has folded the whole stream.
+        let end = Int64(records.last?.record.offset ?? 0) + 1
         for node in nodes {
+            #expect(waitUntil(timeoutSeconds: 60) { ((try? Self.appliedEnd(node)) ?? 0) >= end })
             let listed = try get(HTTPConnection(address: node.address), "/api/find-my/geofences", token: userToken)
             let pairs = try listed.body["geofences"]?.arrayValue.map {
                 (try $0["name"]!.stringValue, try $0["geofence_id"]!.int64Value)
