@@ -329,12 +329,18 @@ public final class CommandService: Service {
         guard !events.isEmpty else { return }
         identity.mutations.withLock { _ in
             // An answer may have closed the command meanwhile: an expiry then says nothing true. Two
-            // outcomes of one round may end the same push token: it is invalidated once.
+            // outcomes of one round may end the same push token: it is invalidated once. On a
+            // shared log every node's dispatcher expires the same commands: an expiry is decided
+            // only on a registry that has folded the whole log, so one another node stored is seen
+            // here, and one in flight has the same Msg-Id (SharedRegistry.endMessageID), so
+            // JetStream stores one; a node that could not catch up expires nothing this round.
+            let seesWholeLog = identity.decisionSeesWholeLog
             var invalidated = Set<Registry.PushKey>()
             let kept = events.filter { event in
                 switch event {
                 case .commandExpired(let expired):
-                    return identity.registry.read { $0.registry.commands.open[expired.commandID] != nil }
+                    return seesWholeLog
+                        && identity.registry.read { $0.registry.commands.open[expired.commandID] != nil }
                 case .pushTokenInvalidated(let ended):
                     return invalidated.insert(Registry.PushKey(provider: ended.provider, token: ended.token))
                         .inserted
@@ -345,7 +351,9 @@ public final class CommandService: Service {
             let results = Locked([Result<UInt64, APIError>?](repeating: nil, count: kept.count))
             let done = ConditionLock()
             for (index, event) in kept.enumerated() {
-                identity.append(EventCodec.encode(event, receivedAtMicros: now)) { result in
+                identity.append(
+                    EventCodec.encode(event, receivedAtMicros: now), messageID: SharedRegistry.endMessageID(event)
+                ) { result in
                     done.withLock {
                         results.withLock { $0[index] = result }
                         done.broadcast()

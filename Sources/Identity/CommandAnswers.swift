@@ -74,7 +74,11 @@ extension IdentityService {
             CommandAnswered(
                 commandID: commandID, deviceID: deviceID, batchOffset: batchOffset, fixIndex: UInt32(newest),
                 clientProtocol: clientProtocol))
-        append(EventCodec.encode(event, receivedAtMicros: clockMicros())) { [self] result in
+        // Two nodes given the same message (OwnTracks over MQTT reaches every subscribed node) answer
+        // the same command: one Msg-Id, one record.
+        append(
+            EventCodec.encode(event, receivedAtMicros: clockMicros()), messageID: SharedRegistry.endMessageID(event)
+        ) { [self] result in
             if case .success(let offset) = result {
                 registry.write { $0.registry.apply(event, offset: offset) }
                 StructuredLog.info(

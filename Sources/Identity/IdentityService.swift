@@ -65,7 +65,7 @@ public final class IdentityService: Sendable {
     ) throws {
         self.localLog = log
         shared = nil
-        mutations = MutationLock(shared: nil, freeIDs: { (1, 1) })
+        mutations = MutationLock(shared: nil, freeIDs: { FreeIDs(user: 1, device: 1, geofence: 1) })
         self.appendObserver = appendObserver
         self.limits = limits
         self.clockMicros = clockMicros
@@ -94,7 +94,11 @@ public final class IdentityService: Sendable {
             RegistryState(registry: Registry(recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)))
         self.registry = registry
         mutations = MutationLock(shared: shared) {
-            registry.read { ($0.registry.nextUserID, $0.registry.nextDeviceID) }
+            registry.read {
+                FreeIDs(
+                    user: $0.registry.nextUserID, device: $0.registry.nextDeviceID,
+                    geofence: $0.registry.geofences.nextID)
+            }
         }
         self.appendObserver = appendObserver
         self.limits = limits
@@ -104,6 +108,11 @@ public final class IdentityService: Sendable {
         startReport = RegistryStartReport(snapshotOffset: nil, recordsReplayed: 0, skipped: [])
         startFold = Mutex(nil)
     }
+
+    /// Under `mutations`: whether the decision in progress sees the whole log. Always on the local
+    /// log; on a shared log, whether its catch-up reached the log's end (SharedRegistry's rule 3:
+    /// an end such as a command's expiry is decided only then).
+    package var decisionSeesWholeLog: Bool { shared?.decisionCaughtUp ?? true }
 
     /// The local log's writer. Only the local-log paths (snapshots, compaction, offline commands,
     /// tests) ask for it; a shared-log node never starts them.
@@ -175,12 +184,15 @@ public final class IdentityService: Sendable {
     }
 
     /// Appends without blocking; `completion` runs once the record is durable (or failed), on the
-    /// thread that led its group commit.
+    /// thread that led its group commit. `messageID`: on a shared log, the record's idempotency
+    /// key when it has one of its own (`SharedRegistry.endMessageID`, `placeMessageID`); the local log
+    /// has no use for it.
     package func append(
-        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
+        _ encoded: EncodedEvent, messageID: String? = nil,
+        completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
     ) {
         if shared != nil {
-            return appendReportingDuplicates(encoded) { completion($0.map(\.offset)) }
+            return appendReportingDuplicates(encoded, messageID: messageID) { completion($0.map(\.offset)) }
         }
         let start = monotonicMicros()
         log.append(encoded) { [self] result in
@@ -198,14 +210,15 @@ public final class IdentityService: Sendable {
     /// shared log, a batch another node stored within JetStream's duplicate window (its Msg-Id is
     /// the batch's); on the local log, never (the registry's recent batches answer those).
     package func appendReportingDuplicates(
-        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<SharedAppend, APIError>) -> Void
+        _ encoded: EncodedEvent, messageID: String? = nil,
+        completion: @escaping @Sendable (Result<SharedAppend, APIError>) -> Void
     ) {
         let start = monotonicMicros()
         guard let shared else {
             return append(encoded) { completion($0.map { SharedAppend(offset: $0, duplicate: false) }) }
         }
         let messageID =
-            Self.batchMessageID(encoded.header)
+            Self.batchMessageID(encoded.header) ?? messageID
             ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd)
         shared.log.appendSharedLater(encoded, messageID: messageID) { [self] result in
             switch result {
@@ -230,7 +243,9 @@ public final class IdentityService: Sendable {
         let appended: SharedAppend
         do {
             appended = try shared.log.appendShared(
-                encoded, messageID: claim ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd))
+                encoded,
+                messageID: claim ?? SharedRegistry.endMessageID(event)
+                    ?? SharedRegistry.messageID(encoded, decidedAt: shared.appliedEnd))
         } catch {
             throw appendFailed(error)
         }
@@ -261,13 +276,16 @@ public final class IdentityService: Sendable {
             "id-user-\(created.userID)"
         case .deviceEnrolled(let enrolled) where enrolled.deviceID >= shared.decisionFreeIDs.device:
             "id-device-\(enrolled.deviceID)"
+        case .geofenceDefined(let defined) where defined.geofenceID >= shared.decisionFreeIDs.geofence:
+            "id-geofence-\(defined.geofenceID)"
         default: nil
         }
     }
 
-    /// Whether the registry holds `event`'s user or device as this change made it: after a
-    /// duplicate, whether the record with its id is this change (a retry of this node's own
-    /// append) or another node's.
+    /// Whether the registry holds `event`'s user, device or geofence as this change made it: after
+    /// a duplicate, whether the record with its id is this change (a retry of this node's own
+    /// append) or another node's. Two identical definitions of one owner's fence, decided at the
+    /// same moment through two nodes, are one fence: nothing tells them apart, as for a retry.
     private func holds(_ event: Event) -> Bool {
         registry.read { state in
             switch event {
@@ -278,6 +296,8 @@ public final class IdentityService: Sendable {
                 state.registry.devices[enrolled.deviceID].map {
                     $0.userID == enrolled.userID && $0.uuid == enrolled.deviceUUID
                 } ?? false
+            case .geofenceDefined(let defined):
+                state.registry.geofences.fences[defined.geofenceID] == defined
             default: true
             }
         }
@@ -286,6 +306,14 @@ public final class IdentityService: Sendable {
     /// The Msg-Id of a record with a batch id: the one JetStream's `append(batch:)` gives it too.
     static func batchMessageID(_ header: RecordHeader) -> String? {
         header.idempotencyKey == .zero ? nil : "d\(header.deviceKey)-\(header.idempotencyKey)"
+    }
+
+    /// The Msg-Id of the `index`th place (region transition, waypoints) of a request whose fix
+    /// batch is `batchID`: derived from the request as the batch id is, so the same request
+    /// appended through two nodes (an OwnTracks MQTT message every subscribed node receives, a
+    /// retry through another node) stores its places once, as its batch.
+    package static func placeMessageID(deviceID: UInt64, batchID: UUID128, index: Int) -> String {
+        "d\(deviceID)-\(batchID)-p\(index)"
     }
 
     private func appendSucceeded(startMicros: Int64) {

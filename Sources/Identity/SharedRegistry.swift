@@ -14,13 +14,18 @@ import Threads
 //   1. Before deciding a change (under `mutations`), catch up: wait until the follower has
 //      applied everything the log held when the change began, so the decision sees every change
 //      any node made before.
-//   2. A change that takes a new id (a user, a device) is appended with the id as its Msg-Id
-//      ("id-user-7"). Two nodes taking the same id at the same moment send the same Msg-Id, and
+//   2. A change that takes a new id (a user, a device, a geofence) is appended with the id as its
+//      Msg-Id ("id-user-7"). Two nodes taking the same id at the same moment send the same Msg-Id, and
 //      JetStream stores one: the other gets "duplicate", sees (once folded) that the record with
 //      that id is not its change, and decides again on a registry that now holds the other's.
 //      Rule 1 keeps decisions far younger than the duplicate window (120 s), which is what makes
 //      the window enough.
-//   3. Every other registry change carries a Msg-Id derived from the change and the position it
+//   3. A change that ends something which ends once (a command's expiry, its answer) is appended
+//      with that end as its Msg-Id ("cmd-<command id>-expired"): every node's dispatcher may
+//      decide the same expiry at the same moment, and JetStream stores one. A node decides such an
+//      end only on a registry caught up with the log (rule 1 succeeded), so an end stored before
+//      is seen and not decided again, and one in flight is younger than the duplicate window.
+//   4. Every other registry change carries a Msg-Id derived from the change and the position it
 //      was decided at, so the same change decided twice at the same position (a node's own retry,
 //      a caller's retry through another node that had not yet seen the first) is stored once.
 //   And a request whose token this node does not know waits, bounded, for the follower to reach
@@ -58,7 +63,10 @@ public final class SharedRegistry: Sendable {
     private nonisolated(unsafe) var applied: UInt64 = 0
     /// Set under `mutations` after its catch-up: the first ids free when the decision in progress
     /// began. An id at or past these is one the decision takes (rule 2).
-    nonisolated(unsafe) var decisionFreeIDs = (user: UInt64(1), device: UInt64(1))
+    nonisolated(unsafe) var decisionFreeIDs = FreeIDs(user: 1, device: 1, geofence: 1)
+    /// Set under `mutations`: whether the catch-up before the decision in progress reached the
+    /// log's end (rule 3 decides an end only then).
+    nonisolated(unsafe) var decisionCaughtUp = true
 
     public struct Limits: Sendable {
         /// How long a request with an unknown token, or a registry change, waits for this node
@@ -109,6 +117,15 @@ public final class SharedRegistry: Sendable {
         return waitApplied(end, waitMillisMax: limits.catchUpWaitMillisMax)
     }
 
+    /// The Msg-Id of a change that ends something once (rule 3), nil for other changes.
+    public static func endMessageID(_ event: Event) -> String? {
+        switch event {
+        case .commandExpired(let expired): "cmd-\(expired.commandID)-expired"
+        case .commandAnswered(let answered): "cmd-\(answered.commandID)-answered"
+        default: nil
+        }
+    }
+
     /// The Msg-Id of a registry change: what it is (type and payload) and where it was decided.
     static func messageID(_ record: EncodedEvent, decidedAt position: UInt64) -> String {
         var bytes: [UInt8] = [record.header.type]
@@ -121,6 +138,13 @@ public final class SharedRegistry: Sendable {
     }
 }
 
+/// The first ids free in a registry: those a new user, device or geofence takes.
+struct FreeIDs: Sendable {
+    var user: UInt64
+    var device: UInt64
+    var geofence: UInt64
+}
+
 /// `IdentityService.mutations`: registry changes one at a time on this node and, on a shared
 /// log, each decided on a registry caught up with the log (SharedRegistry's rule 1) and decided
 /// again after a conflict (rule 2). The same `withLock` shape as the `Mutex` it replaces.
@@ -128,10 +152,10 @@ package final class MutationLock: Sendable {
     private let lock = ConditionLock()
     let shared: SharedRegistry?
 
-    /// The first free user and device ids of the registry now.
-    let freeIDs: @Sendable () -> (user: UInt64, device: UInt64)
+    /// The first free ids of the registry now.
+    let freeIDs: @Sendable () -> FreeIDs
 
-    init(shared: SharedRegistry?, freeIDs: @escaping @Sendable () -> (user: UInt64, device: UInt64)) {
+    init(shared: SharedRegistry?, freeIDs: @escaping @Sendable () -> FreeIDs) {
         self.shared = shared
         self.freeIDs = freeIDs
     }
@@ -143,7 +167,7 @@ package final class MutationLock: Sendable {
         guard let shared else { return try body(&unit) }
         var attempt = 0
         while true {
-            shared.catchUp()
+            shared.decisionCaughtUp = shared.catchUp()
             shared.decisionFreeIDs = freeIDs()
             do {
                 return try body(&unit)

@@ -162,7 +162,10 @@ extension IngestService {
         let answers = report.answers
         for (position, event) in records.enumerated() {
             let isBatch = position == records.count - 1
-            append(EventCodec.encode(event, receivedAtMicros: received)) { [self] result in
+            let messageID =
+                isBatch && appendsBatch
+                ? nil : IdentityService.placeMessageID(deviceID: key.deviceID, batchID: key.batchID, index: position)
+            append(EventCodec.encode(event, receivedAtMicros: received), messageID: messageID) { [self] result in
                 let done = pending.withLock { state -> Bool in
                     switch result {
                     case .success(let offset): if isBatch { state.batchOffset = offset }

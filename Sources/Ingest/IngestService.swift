@@ -62,9 +62,10 @@ public final class IngestService: Sendable {
     func append(_ encoded: EncodedEvent) throws(APIError) -> UInt64 { try identity.append(encoded) }
 
     func append(
-        _ encoded: EncodedEvent, completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
+        _ encoded: EncodedEvent, messageID: String? = nil,
+        completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
     ) {
-        identity.append(encoded, completion: completion)
+        identity.append(encoded, messageID: messageID, completion: completion)
     }
 
     /// The response of `body`, or its error as JSON; a batch in progress says when to retry.

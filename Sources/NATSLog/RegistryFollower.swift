@@ -188,6 +188,7 @@ public final class JetStreamAppendQueue: @unchecked Sendable {
     private var head = 0
     private var stopping = false
     private var threads: [pthread_t] = []
+    private var running = 0
 
     /// `threadsCount` appends wait for their acknowledgement at once; more wait in order.
     public init(threadsCount: Int) {
@@ -203,6 +204,9 @@ public final class JetStreamAppendQueue: @unchecked Sendable {
             lock.signal()
         }
     }
+
+    /// Jobs submitted and not finished: waiting for a thread, or running.
+    public var pending: Int { lock.withLock { jobs.count - head + running } }
 
     /// Runs what is queued, then joins the threads.
     public func stop() {
@@ -229,8 +233,10 @@ public final class JetStreamAppendQueue: @unchecked Sendable {
                 jobs.removeAll(keepingCapacity: true)
                 head = 0
             }
+            running += 1
             lock.unlock()
             job()
+            lock.withLock { running -= 1 }
         }
     }
 }

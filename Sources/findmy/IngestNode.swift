@@ -92,6 +92,9 @@ final class JetStreamSharedLog: SharedEventLog, Service, @unchecked Sendable {
 
     var partitionCount: Int { log.partitionCount }
 
+    /// Appends handed to the acknowledgement threads and not answered yet.
+    var appendsInFlight: Int { queue.pending }
+
     func appendShared(_ record: EncodedEvent, messageID: String) throws -> SharedAppend {
         let appended = try log.append(record: record, messageID: messageID)
         return SharedAppend(offset: appended.offset, duplicate: appended.duplicate)
@@ -126,10 +129,14 @@ final class JetStreamSharedLog: SharedEventLog, Service, @unchecked Sendable {
 struct RegistryFollowerStatus: StatusSource {
     let follower: JetStreamFollower
     let shared: SharedRegistry
+    let log: JetStreamSharedLog
     var name: String { "registry_follower" }
 
     func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
-        var members: [(String, JSONValue)] = [("applied_end", .integer(Int64(shared.appliedEnd)))]
+        var members: [(String, JSONValue)] = [
+            ("applied_end", .integer(Int64(shared.appliedEnd))),
+            ("appends_in_flight", .integer(Int64(log.appendsInFlight))),
+        ]
         var degraded = false
         if case .failed(let why) = follower.state {
             members.append(("error", .string(why)))
@@ -141,6 +148,8 @@ struct RegistryFollowerStatus: StatusSource {
     func metricsText() -> String {
         "# HELP findmy_registry_applied_end The offset after the last record this node's registry folded.\n"
             + "# TYPE findmy_registry_applied_end gauge\nfindmy_registry_applied_end \(shared.appliedEnd)\n"
+            + "# HELP findmy_shared_appends_in_flight Appends to the shared log waiting for their acknowledgement.\n"
+            + "# TYPE findmy_shared_appends_in_flight gauge\nfindmy_shared_appends_in_flight \(log.appendsInFlight)\n"
     }
 }
 
@@ -168,7 +177,7 @@ extension ServeCommand {
             try registry.deliver(record, into: identity)
         }
         follower.onFatal = { group.fail("registry-follower", $0) }
-        service.addStatusSource(RegistryFollowerStatus(follower: follower, shared: registry))
+        service.addStatusSource(RegistryFollowerStatus(follower: follower, shared: registry, log: shared))
         let started = monotonicMicros()
         let end = try shared.durableEndOffset()
         try group.start(follower)

@@ -12,8 +12,11 @@ import Testing
 @Suite(.serialized) struct IngestNodesTests {
     static let partitions = 4
 
-    /// Two ingest nodes on `cluster`, each with its own data directory (admin socket) in `scratch`.
-    static func startNodes(_ cluster: NATSCluster, _ scratch: ScratchDirectory) throws -> [ServerProcess] {
+    /// Two ingest nodes on `cluster`, each with its own data directory (admin socket) in `scratch`,
+    /// both given `extraArguments` too.
+    static func startNodes(
+        _ cluster: NATSCluster, _ scratch: ScratchDirectory, extraArguments: [String] = []
+    ) throws -> [ServerProcess] {
         let log = "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
         var nodes: [ServerProcess] = []
         do {
@@ -21,7 +24,7 @@ import Testing
                 nodes.append(
                     try ServerProcess(
                         data: scratch.path + "/node\(index)",
-                        extraArguments: ["--log", log, "--log-partitions", "\(partitions)"]))
+                        extraArguments: ["--log", log, "--log-partitions", "\(partitions)"] + extraArguments))
             }
         } catch {
             // The caller's defer never sees a node started before the failure.
@@ -29,6 +32,12 @@ import Testing
             throw error
         }
         return nodes
+    }
+
+    /// How many registry changes each node decided again after another node took their new id
+    /// (its `registry_conflict` lines).
+    static func conflicts(_ nodes: [ServerProcess]) -> [Int] {
+        nodes.map { $0.process.standardError.components(separatedBy: "registry_conflict").count - 1 }
     }
 
     /// Every record of the stream, read back with JetStreamLog, in offset order.
@@ -232,7 +241,7 @@ import Testing
                         answers.fail("user \(name) not created")
                         continue
                     }
-                    answers.user(name, userID)
+                    answers.named(name, userID)
                     for device in 0..<2 {
                         let uuid = UUID().uuidString
                         guard let enrolled = try? enrol(api, userToken: token, uuid: uuid),
@@ -263,7 +272,7 @@ import Testing
         #expect(userIDs.count == workers * usersPerWorker && userIDs.values.allSatisfy { $0.count == 1 })
         #expect(
             deviceIDs.count == workers * usersPerWorker * 2 && deviceIDs.values.allSatisfy { $0.count == 1 })
-        for (name, userID) in answers.users {
+        for (name, userID) in answers.byName {
             #expect(userIDs[UInt64(userID)] == [name], "the answer for \(name) names user \(userID)")
         }
         for (deviceID, owner) in answers.devices {
@@ -272,7 +281,7 @@ import Testing
         }
         print(
             "ids allocated at once through both nodes: \(userIDs.count) users, \(deviceIDs.count) devices, "
-                + "conflicts decided again: \(nodes.map { $0.process.standardError.components(separatedBy: "registry_conflict").count - 1 })"
+                + "conflicts decided again: \(Self.conflicts(nodes))"
         )
     }
 
@@ -415,18 +424,19 @@ final class LoadTally: @unchecked Sendable {
     }
 }
 
-/// What the allocation test's threads were answered.
+/// What the allocation tests' threads were answered: the id given for each name (a user's, a
+/// geofence's), and each device's owner.
 final class AllocationAnswers: @unchecked Sendable {
     private let lock = NSLock()
-    private var userAnswers: [String: Int64] = [:]
+    private var namedAnswers: [String: Int64] = [:]
     private var deviceAnswers: [Int64: (userID: Int64, uuid: String)] = [:]
     private var failureTexts: [String] = []
 
-    var users: [String: Int64] { lock.withLock { userAnswers } }
+    var byName: [String: Int64] { lock.withLock { namedAnswers } }
     var devices: [Int64: (userID: Int64, uuid: String)] { lock.withLock { deviceAnswers } }
     var failures: [String] { lock.withLock { failureTexts } }
 
-    func user(_ name: String, _ id: Int64) { lock.withLock { userAnswers[name] = id } }
+    func named(_ name: String, _ id: Int64) { lock.withLock { namedAnswers[name] = id } }
     func device(_ id: Int64, owner: Int64, uuid: String) {
         lock.withLock { deviceAnswers[id] = (owner, uuid) }
     }
