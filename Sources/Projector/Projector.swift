@@ -207,6 +207,9 @@ public final class Projector: Sendable {
     /// The second connection of `Options.usesHelperConnection`; one attempt to connect, since the
     /// transaction does without it.
     private let helperClient: PostgresClient
+    /// The run of records read ahead while the last transaction was written (a `ReadRun` of the
+    /// projection's batch type), taken by the next step.
+    private let prefetch = Locked<Any?>(nil)
 
     /// The main projection in `schema`.
     public convenience init(
@@ -293,6 +296,10 @@ public final class Projector: Sendable {
         guard logEnd >= start else {
             throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
         }
+        let prefetched = prefetch.withLock { slot -> ReadRun<P.Batch>? in
+            defer { slot = nil }
+            return slot as? ReadRun<P.Batch>
+        }
         guard logEnd > start else {
             state.withLock {
                 $0.logEnd = logEnd
@@ -301,6 +308,60 @@ public final class Projector: Sendable {
             }
             return 0
         }
+        // A run read ahead during the last transaction serves if that transaction committed (the
+        // checkpoint is where the run starts); else it is read again.
+        let run =
+            try prefetched.flatMap { $0.start == start ? $0 : nil }
+            ?? read(projection, from: start, upTo: logEnd)
+        let batch = run.batch
+        let bound = state.withLock { $0.boundLogID }
+        // While draining, the next run is read and folded while PostgreSQL writes this one: the
+        // fold is this process's CPU, the write PostgreSQL's, and done in turn each waits for the
+        // other.
+        let readsAhead = batch.nextOffset < logEnd
+        var applied: Result<Void, any Error> = .success(())
+        var next: ReadRun<P.Batch>?
+        concurrentPerform(iterations: readsAhead ? 2 : 1) { index in
+            if index == 1 {
+                next = try? self.read(projection, from: batch.nextOffset, upTo: logEnd)
+                return
+            }
+            applied = Result {
+                try self.withHelper(projection, fixes: batch.fixCount) { helper in
+                    try self.client.withConnection {
+                        try projection.apply(batch, nowMicros: self.clock(), logID: bound, $0, helper: helper)
+                    }
+                }
+            }
+        }
+        if case .failure(let error) = applied {
+            if case ProjectorError.projectionOfAnotherLog(let schema, let logID)? = error as? ProjectorError {
+                state.withLock { $0.boundLogID = nil }
+                throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
+            }
+            throw error
+        }
+        if let next { prefetch.withLock { $0 = next } }
+        let now = clock()
+        state.withLock {
+            $0.checkpoint = batch.nextOffset
+            $0.logEnd = logEnd
+            $0.recordsFolded += run.records
+            $0.fixesFolded += batch.fixCount
+            $0.transactions += 1
+            $0.lastError = nil
+            $0.draining = batch.nextOffset < logEnd
+            let pending = run.oldestUnfolded ?? (batch.nextOffset < logEnd ? batch.lastReceivedAtMicros : nil)
+            $0.lagSeconds = pending.map { Double(max(0, now - $0)) / 1_000_000 } ?? 0
+        }
+        checkpointBells.ringAll()
+        return run.records
+    }
+
+    /// One transaction's worth of records from `start`, folded into a batch.
+    private func read<P: LogProjection>(_ projection: P, from start: UInt64, upTo logEnd: UInt64) throws
+        -> ReadRun<P.Batch>
+    {
         var batch = projection.makeBatch(firstOffset: start)
         var records = 0
         var oldestUnfolded: Int64?
@@ -321,31 +382,7 @@ public final class Projector: Sendable {
         if batch.nextOffset < logEnd && records < recordsMax && oldestUnfolded == nil {
             batch.nextOffset = logEnd
         }
-        let bound = state.withLock { $0.boundLogID }
-        do {
-            try withHelper(projection, fixes: batch.fixCount) { helper in
-                try client.withConnection {
-                    try projection.apply(batch, nowMicros: clock(), logID: bound, $0, helper: helper)
-                }
-            }
-        } catch ProjectorError.projectionOfAnotherLog(let schema, let logID) {
-            state.withLock { $0.boundLogID = nil }
-            throw ProjectorError.projectionOfAnotherLog(schema: schema, logID: logID)
-        }
-        let now = clock()
-        state.withLock {
-            $0.checkpoint = batch.nextOffset
-            $0.logEnd = logEnd
-            $0.recordsFolded += records
-            $0.fixesFolded += batch.fixCount
-            $0.transactions += 1
-            $0.lastError = nil
-            $0.draining = batch.nextOffset < logEnd
-            let pending = oldestUnfolded ?? (batch.nextOffset < logEnd ? batch.lastReceivedAtMicros : nil)
-            $0.lagSeconds = pending.map { Double(max(0, now - $0)) / 1_000_000 } ?? 0
-        }
-        checkpointBells.ringAll()
-        return records
+        return ReadRun(start: start, batch: batch, records: records, oldestUnfolded: oldestUnfolded)
     }
 
     /// Runs `body` with the helper connection when the batch is large enough for `projection` to
@@ -454,4 +491,13 @@ public final class Projector: Sendable {
         stop.wait(micros: retryDelay)
         retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
     }
+}
+
+/// Records read from the log and folded into one transaction's batch, not written yet.
+private struct ReadRun<Batch> {
+    var start: UInt64
+    var batch: Batch
+    var records: Int
+    /// `received_at` of the first record left for a later run (the run stopped at a limit).
+    var oldestUnfolded: Int64?
 }

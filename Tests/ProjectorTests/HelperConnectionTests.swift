@@ -8,27 +8,6 @@ import Testing
 /// (`ProjectionStore.apply(..., helper:)`): the same rows as one connection writes, in two
 /// transactions, and safe when the helper's half committed and the main transaction did not.
 @Suite(ProjectorClusterTrait()) struct HelperConnectionTests {
-    /// Everything a projection holds that a reader could notice, as sorted text lines.
-    private func tables(_ connection: PostgresConnection) throws -> [String: [String]] {
-        let queries = [
-            "history": """
-            SELECT device_id || ' ' || recorded_at || ' ' || latitude || ' ' || longitude || ' ' || log_offset
-                || ' ' || fix_index || ' ' || received_at || ' ' || coalesce(battery_pct::text, '-')
-            FROM findmy.device_locations
-            """,
-            "latest": "SELECT device_id || ' ' || log_offset || ' ' || fix_index FROM findmy.device_latest",
-            "batches": "SELECT log_offset || ' ' || device_id || ' ' || fix_count FROM findmy.device_batches",
-            "devices": "SELECT id || ' ' || coalesce(last_seen_at::text, '-') FROM findmy.devices",
-            "checkpoint": "SELECT next_offset::text FROM findmy.projector_checkpoints",
-        ]
-        var tables: [String: [String]] = [:]
-        for (name, sql) in queries {
-            let result = try connection.execute(sql)
-            tables[name] = (0..<result.rowCount).compactMap { result.string($0, 0) }.sorted()
-        }
-        return tables
-    }
-
     /// The records of `log` from `start` folded into one batch.
     private func batch(_ log: String, from start: UInt64 = 0, upTo end: UInt64? = nil) throws
         -> ProjectionBatch
@@ -74,7 +53,7 @@ import Testing
         }
         try store.apply(whole, nowMicros: wallClockMicros(), split, helper: helper, splitFixesMin: 1)
 
-        #expect(try tables(split) == tables(alone))
+        #expect(try projectionTables(split) == projectionTables(alone))
         #expect(try count(split, "SELECT count(*) FROM findmy.device_locations") == 1_200)
         // Two transactions wrote the history (each row's xmin names its inserting transaction):
         // the helper's half and the main one's.
@@ -107,7 +86,7 @@ import Testing
         #expect(try count(crashed, "SELECT next_offset FROM findmy.projector_checkpoints") == 0)
         try store.apply(whole, nowMicros: wallClockMicros(), crashed)
 
-        #expect(try tables(crashed) == tables(clean))
+        #expect(try projectionTables(crashed) == projectionTables(clean))
         #expect(try count(crashed, "SELECT count(*) FROM findmy.device_latest") == 6)
     }
 
@@ -150,7 +129,7 @@ import Testing
         try store.apply(earlier, nowMicros: wallClockMicros(), split)
         try store.apply(second, nowMicros: wallClockMicros(), split, helper: helper, splitFixesMin: 1)
 
-        #expect(try tables(split) == tables(alone))
+        #expect(try projectionTables(split) == projectionTables(alone))
         #expect(try count(split, "SELECT count(*) FROM findmy.device_locations") == 650)
     }
 }

@@ -93,3 +93,24 @@ func catchUp(_ projector: Projector) throws {
 func count(_ connection: PostgresConnection, _ sql: String) throws -> Int64 {
     try connection.execute(sql).int64(0, 0) ?? -1
 }
+
+/// Everything a projection holds that a reader could notice, as sorted text lines.
+func projectionTables(_ connection: PostgresConnection) throws -> [String: [String]] {
+    let queries = [
+        "history": """
+        SELECT device_id || ' ' || recorded_at || ' ' || latitude || ' ' || longitude || ' ' || log_offset
+            || ' ' || fix_index || ' ' || received_at || ' ' || coalesce(battery_pct::text, '-')
+        FROM findmy.device_locations
+        """,
+        "latest": "SELECT device_id || ' ' || log_offset || ' ' || fix_index FROM findmy.device_latest",
+        "batches": "SELECT log_offset || ' ' || device_id || ' ' || fix_count FROM findmy.device_batches",
+        "devices": "SELECT id || ' ' || coalesce(last_seen_at::text, '-') FROM findmy.devices",
+        "checkpoint": "SELECT next_offset::text FROM findmy.projector_checkpoints",
+    ]
+    var tables: [String: [String]] = [:]
+    for (name, sql) in queries {
+        let result = try connection.execute(sql)
+        tables[name] = (0..<result.rowCount).compactMap { result.string($0, 0) }.sorted()
+    }
+    return tables
+}
