@@ -446,20 +446,43 @@ final class APIDriver: @unchecked Sendable {
         return (connections, times)
     }
 
-    /// User and system CPU of a process so far (/proc/PID/stat, utime and stime, in clock ticks).
-    static func cpuMicros(_ pid: pid_t) -> Int64 {
-        guard let file = fopen("/proc/\(pid)/stat", "r") else { return 0 }
+    /// User and system CPU of a process so far (/proc/PID/stat, utime and stime, in clock ticks);
+    /// with `reapedChildren`, also that of the children it has waited for (cutime, cstime).
+    static func cpuMicros(_ pid: pid_t, reapedChildren: Bool = false) -> Int64 {
+        guard let fields = statFields(pid), fields.count > 14 else { return 0 }
+        let columns = reapedChildren ? 11...14 : 11...12
+        let ticks = columns.reduce(Int64(0)) { $0 + (Int64(fields[$1]) ?? 0) }
+        return ticks * 1_000_000 / Int64(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// The fields of /proc/PID/stat after the command name (field 3, the state, first).
+    static func statFields(_ pid: pid_t) -> [Substring]? {
+        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 2048)
-        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return 0 }
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
         let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         // The command name may hold spaces: fields count from after its closing parenthesis.
-        guard let close = line.lastIndex(of: ")") else { return 0 }
-        let fields = line[line.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else {
-            return 0
+        guard let close = line.lastIndex(of: ")") else { return nil }
+        return line[line.index(after: close)...].split(separator: " ")
+    }
+
+    /// CPU of a process tree one level deep so far: `parent`, the children it reaped, and its live
+    /// children (a PostgreSQL postmaster and its backends).
+    static func treeCPUMicros(_ parent: pid_t) -> Int64 {
+        var total = cpuMicros(parent, reapedChildren: true)
+        guard let directory = opendir("/proc") else { return total }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let pid = pid_t(name), let fields = statFields(pid), fields.count > 1,
+                pid_t(fields[1]) == parent
+            else { continue }
+            total += cpuMicros(pid)
         }
-        return (user + system) * 1_000_000 / Int64(sysconf(Int32(_SC_CLK_TCK)))
+        return total
     }
 
     /// The 1-minute load average (/proc/loadavg): how shared the machine was.
