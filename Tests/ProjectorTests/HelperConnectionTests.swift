@@ -8,28 +8,6 @@ import Testing
 /// (`ProjectionStore.apply(..., helper:)`): the same rows as one connection writes, in two
 /// transactions, and safe when the helper's half committed and the main transaction did not.
 @Suite(ProjectorClusterTrait()) struct HelperConnectionTests {
-    /// The records of `log` from `start` folded into one batch.
-    private func batch(_ log: String, from start: UInt64 = 0, upTo end: UInt64? = nil) throws
-        -> ProjectionBatch
-    {
-        var batch = ProjectionBatch(firstOffset: start)
-        try LogReader(directory: log).read(from: start, upTo: end) { record in
-            try batch.add(record)
-            return true
-        }
-        return batch
-    }
-
-    /// A fresh database with the projection's tables (checkpoint 0): a connection to it, and a
-    /// second one for the helper.
-    private func freshProjection() throws -> (PostgresConnection, helper: PostgresConnection) {
-        let conninfo = try TestCluster.freshDatabase()
-        let connection = try PostgresConnection(conninfo)
-        try Schema.migrate(connection)
-        try Schema.createGeneration(Schema.live, connection)
-        return (connection, try PostgresConnection(conninfo))
-    }
-
     private func distinctTransactions(_ connection: PostgresConnection) throws -> Int64 {
         try count(connection, "SELECT count(DISTINCT xmin::text) FROM findmy.device_locations")
     }
@@ -38,7 +16,7 @@ import Testing
         let log = TemporaryLog()
         let writer = try writeLog(log.path, devices: 6, batches: 120, fixesPerBatch: 10)
         writer.close()
-        let whole = try batch(log.path)
+        let whole = try foldedBatch(log.path)
         let store = ProjectionStore()
 
         let (alone, unused) = try freshProjection()
@@ -68,7 +46,7 @@ import Testing
         let log = TemporaryLog()
         let writer = try writeLog(log.path, devices: 6, batches: 120, fixesPerBatch: 10)
         writer.close()
-        let whole = try batch(log.path)
+        let whole = try foldedBatch(log.path)
         let store = ProjectionStore()
 
         let (clean, unused) = try freshProjection()
@@ -99,7 +77,7 @@ import Testing
         let firstEnd = writer.durableEnd
         // New fixes of devices 1-5, then device 6's first batch again under another batch id: in
         // index order device 6 comes last, in the helper's half.
-        let earlier = try batch(log.path)
+        let earlier = try foldedBatch(log.path)
         for device in UInt64(1)...5 {
             let later = earlier.locations.filter { $0.deviceID == device }.prefix(10).map { row in
                 var fix = row.fix
@@ -111,7 +89,7 @@ import Testing
         let resent = earlier.locations.filter { $0.deviceID == 6 }.prefix(10).map(\.fix)
         try writer.append(.fixBatch(FixBatch(deviceID: 6, batchID: .random(), fixes: Array(resent))))
         writer.close()
-        let second = try batch(log.path, from: firstEnd)
+        let second = try foldedBatch(log.path, from: firstEnd)
         #expect(second.locations.count == 60)
         let store = ProjectionStore()
 

@@ -9,16 +9,10 @@ import Testing
 @Suite(ProjectorClusterTrait()) struct ReadAheadTests {
     /// The same log folded in one transaction: what any run of transactions must come to.
     private func foldedWhole(_ log: String) throws -> [String: [String]] {
-        var batch = ProjectionBatch(firstOffset: 0)
-        try LogReader(directory: log).read(from: 0) { record in
-            try batch.add(record)
-            return true
-        }
-        let connection = try PostgresConnection(try TestCluster.freshDatabase())
+        let (connection, helper) = try freshProjection()
         defer { connection.close() }
-        try Schema.migrate(connection)
-        try Schema.createGeneration(Schema.live, connection)
-        try ProjectionStore().apply(batch, nowMicros: wallClockMicros(), connection)
+        helper.close()
+        try ProjectionStore().apply(try foldedBatch(log), nowMicros: wallClockMicros(), connection)
         return try projectionTables(connection)
     }
 

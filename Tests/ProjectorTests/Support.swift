@@ -114,3 +114,25 @@ func projectionTables(_ connection: PostgresConnection) throws -> [String: [Stri
     }
     return tables
 }
+
+/// The records of `log` from `start` folded into one batch.
+func foldedBatch(_ log: String, from start: UInt64 = 0, upTo end: UInt64? = nil) throws
+    -> ProjectionBatch
+{
+    var batch = ProjectionBatch(firstOffset: start)
+    try LogReader(directory: log).read(from: start, upTo: end) { record in
+        try batch.add(record)
+        return true
+    }
+    return batch
+}
+
+/// A fresh database with the projection's tables (checkpoint 0): a connection to it, and a
+/// second one for the helper.
+func freshProjection() throws -> (PostgresConnection, helper: PostgresConnection) {
+    let conninfo = try TestCluster.freshDatabase()
+    let connection = try PostgresConnection(conninfo)
+    try Schema.migrate(connection)
+    try Schema.createGeneration(Schema.live, connection)
+    return (connection, try PostgresConnection(conninfo))
+}
