@@ -36,6 +36,15 @@ public enum Frame {
         append(header: header, payload: payload, to: &buffer)
         return buffer
     }
+
+    /// A record as a message of a JetStream log or an entry of a log export: one record frame with
+    /// salt and offset 0, because its position is the log's (JetStream's sequence), not its own.
+    public static func message(_ record: EncodedEvent) -> [UInt8] {
+        var header = record.header
+        header.salt = 0
+        header.offset = 0
+        return encoded(header: header, payload: record.payload)
+    }
 }
 
 /// Why a frame was refused; the cases follow the validity rules of docs/log-format.md in order.
