@@ -133,11 +133,6 @@ import Threads
 }
 
 /// Arrivals in the projection.
-private func folded(_ connection: PostgresConnection) throws -> Int {
-    let exists = try connection.execute("SELECT to_regclass('findmy.device_batches') IS NOT NULL")
-    guard exists.string(0, 0) == "t" else { return 0 }
-    return try count(connection, "SELECT count(*) FROM findmy.device_batches")
-}
 
 @Suite(.serialized) struct ProjectorRetentionScheduleTests {
     /// `findmy projector` runs retention by deletion on its own schedule: an expired fix appended to
