@@ -239,9 +239,7 @@ public struct LogExportDecoder {
         case damaged(LogExportDamage, position: Int)
     }
 
-    private var buffer: [UInt8] = []
-    private var start = 0
-    private var bufferPosition = 0
+    private var input = StreamInput()
     private var header: LogExportHeader?
     private var lastOffset: UInt64?
     private var records: UInt64 = 0
@@ -253,17 +251,10 @@ public struct LogExportDecoder {
     public init() {}
 
     /// Byte position (in the file) of the next byte not yet decoded.
-    public var position: Int { bufferPosition + start }
+    public var position: Int { input.position }
     public var sawTrailer: Bool { ended }
 
-    public mutating func append(_ bytes: some Collection<UInt8>) {
-        if start > 0 && start >= buffer.count / 2 {
-            buffer.removeFirst(start)
-            bufferPosition += start
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
-    }
+    public mutating func append(_ bytes: some Collection<UInt8>) { input.append(bytes) }
 
     /// The next item; after `.damaged`, the same damage again.
     public mutating func next() -> Item {
@@ -281,31 +272,31 @@ public struct LogExportDecoder {
     }
 
     private mutating func decodeNext() -> Item {
-        let available = buffer.count - start
+        let available = input.bytes.count - input.start
         if ended {
             return available > 0 ? .damaged(.bytesAfterTrailer, position: position) : .needMore
         }
         guard let header else {
             guard available >= LogExportHeader.bytes else {
-                // A file that does not even start like one is said so at once.
+                // A file that does not even input.start like one is said so at once.
                 let seen = min(available, 8)
-                if !buffer[start..<(start + seen)].elementsEqual(LogExportHeader.magic.prefix(seen)) {
+                if !input.bytes[input.start..<(input.start + seen)].elementsEqual(LogExportHeader.magic.prefix(seen)) {
                     return .damaged(.notAnExport, position: position)
                 }
                 return .needMore
             }
-            let bytes = buffer[start..<(start + LogExportHeader.bytes)]
+            let bytes = input.bytes[input.start..<(input.start + LogExportHeader.bytes)]
             switch LogExportHeader.decode(bytes) {
             case .failure(let why): return .damaged(why, position: position)
             case .success(let decoded):
                 header = decoded
                 fileCRC = bytes.withUnsafeBytes { CRC32C.checksum($0) }
-                start += LogExportHeader.bytes
+                input.start += LogExportHeader.bytes
                 return .header(decoded)
             }
         }
         guard available >= 1 else { return .needMore }
-        switch buffer[start] {
+        switch input.bytes[input.start] {
         case LogExport.recordTag: return decodeRecord(header, available: available)
         case LogExport.trailerTag: return decodeTrailer(available: available)
         case let tag: return .damaged(.badTag(tag), position: position)
@@ -314,7 +305,7 @@ public struct LogExportDecoder {
 
     private mutating func decodeRecord(_ header: LogExportHeader, available: Int) -> Item {
         guard available >= 13 else { return .needMore }
-        var reader = ByteReader(buffer[(start + 1)..<(start + 13)])
+        var reader = ByteReader(input.bytes[(input.start + 1)..<(input.start + 13)])
         let sourceOffset = try! reader.u64()
         let length = try! reader.u32()
         guard length >= LogExport.messageBytesMin, length <= LogExport.messageBytesMax else {
@@ -322,9 +313,9 @@ public struct LogExportDecoder {
         }
         let entryBytes = Int(length) + LogExport.entryOverheadBytes
         guard available >= entryBytes else { return .needMore }
-        let body = buffer[start..<(start + entryBytes - 4)]
-        let storedCRC = UInt32(littleEndian: buffer.withUnsafeBytes {
-            $0.loadUnaligned(fromByteOffset: start + entryBytes - 4, as: UInt32.self)
+        let body = input.bytes[input.start..<(input.start + entryBytes - 4)]
+        let storedCRC = UInt32(littleEndian: input.bytes.withUnsafeBytes {
+            $0.loadUnaligned(fromByteOffset: input.start + entryBytes - 4, as: UInt32.self)
         })
         guard body.withUnsafeBytes({ CRC32C.checksum($0) }) == storedCRC else {
             return .damaged(.entryChecksum, position: position)
@@ -333,7 +324,7 @@ public struct LogExportDecoder {
             lastOffset.map({ sourceOffset > $0 }) ?? true
         else { return .damaged(.offsetOrder(previous: lastOffset, found: sourceOffset), position: position) }
         var frames = FrameDecoder()
-        frames.append(buffer[(start + 13)..<(start + 13 + Int(length))])
+        frames.append(input.bytes[(input.start + 13)..<(input.start + 13 + Int(length))])
         guard case .frame(let frame) = frames.next(), frames.pendingBytes == 0 else {
             return .damaged(.badMessage("not exactly one valid record frame"), position: position)
         }
@@ -343,9 +334,9 @@ public struct LogExportDecoder {
         guard frame.header.salt == 0, frame.header.offset == 0 else {
             return .damaged(.badMessage("salt or offset not 0"), position: position)
         }
-        let entry = buffer[start..<(start + entryBytes)]
+        let entry = input.bytes[input.start..<(input.start + entryBytes)]
         fileCRC = entry.withUnsafeBytes { CRC32C.update(fileCRC, $0) }
-        start += entryBytes
+        input.start += entryBytes
         lastOffset = sourceOffset
         records += 1
         fixes += UInt64(frame.header.fixCount)
@@ -354,11 +345,11 @@ public struct LogExportDecoder {
 
     private mutating func decodeTrailer(available: Int) -> Item {
         guard available >= LogExportTrailer.bytes else { return .needMore }
-        var reader = ByteReader(buffer[(start + 1)..<(start + LogExportTrailer.bytes)])
+        var reader = ByteReader(input.bytes[(input.start + 1)..<(input.start + LogExportTrailer.bytes)])
         let trailer = LogExportTrailer(records: try! reader.u64(), fixes: try! reader.u64())
         let storedFileCRC = try! reader.u32()
         let storedCRC = try! reader.u32()
-        let covered = buffer[start..<(start + LogExportTrailer.bytes - 4)]
+        let covered = input.bytes[input.start..<(input.start + LogExportTrailer.bytes - 4)]
         guard covered.withUnsafeBytes({ CRC32C.checksum($0) }) == storedCRC else {
             return .damaged(.trailerChecksum, position: position)
         }
@@ -368,7 +359,7 @@ public struct LogExportDecoder {
                 position: position)
         }
         guard storedFileCRC == fileCRC else { return .damaged(.fileChecksum, position: position) }
-        start += LogExportTrailer.bytes
+        input.start += LogExportTrailer.bytes
         ended = true
         return .trailer(trailer)
     }
