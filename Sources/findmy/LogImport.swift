@@ -24,7 +24,25 @@ struct StoredImport {
     var sourceOffset: UInt64
     var offset: UInt64
     var partition: Int
-    var digest: [UInt8]
+    var digest: MessageDigest
+}
+
+/// The SHA-256 of a message, held inline (a scan keeps one per record of the stream).
+struct MessageDigest: Equatable {
+    var words: (UInt64, UInt64, UInt64, UInt64)
+
+    init(_ message: [UInt8]) {
+        let hash = SHA256.hash(message)
+        func word(_ index: Int) -> UInt64 {
+            hash[(index * 8)..<(index * 8 + 8)].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        words = (word(0), word(1), word(2), word(3))
+    }
+
+    static func == (lhs: MessageDigest, rhs: MessageDigest) -> Bool {
+        lhs.words.0 == rhs.words.0 && lhs.words.1 == rhs.words.1 && lhs.words.2 == rhs.words.2
+            && lhs.words.3 == rhs.words.3
+    }
 }
 
 /// What reading the stream found: the imported records (in stream order per partition), the
@@ -88,7 +106,11 @@ extension LogTransfer {
         return EncodedEvent(header: header, payload: encoded.payload)
     }
 
-    static func digest(_ record: EncodedEvent) -> [UInt8] { SHA256.hash(Frame.message(record)) }
+    static func digest(_ record: EncodedEvent) -> MessageDigest { MessageDigest(Frame.message(record)) }
+
+    /// A read of a partition that fails (no message within the read wait, as a loaded cluster's
+    /// consumer can) is continued from the last record read, this many times.
+    static let readAttemptsMax = 5
 
     /// Reads every partition of the stream and sorts its messages into this log's imported records
     /// and the rest.
@@ -98,19 +120,30 @@ extension LogTransfer {
         let prefix = "\(logID) "
         for partition in 0..<log.partitionCount {
             var lastSource: [UInt64: UInt64] = [:]
-            try log.read(partition: partition, from: 0, upTo: end, header: importHeader) { record, value in
-                guard let value, value.hasPrefix(prefix), let source = UInt64(value.dropFirst(prefix.count)) else {
-                    found.foreign += 1
-                    return true
+            var next = UInt64(0)
+            for attempt in 1...readAttemptsMax {
+                do {
+                    try log.read(partition: partition, from: next, upTo: end, header: importHeader) { record, value in
+                        next = record.offset + 1
+                        guard let value, value.hasPrefix(prefix), let source = UInt64(value.dropFirst(prefix.count))
+                        else {
+                            found.foreign += 1
+                            return true
+                        }
+                        let device = record.header.deviceKey
+                        if let last = lastSource[device], last >= source { found.outOfDeviceOrder += 1 }
+                        lastSource[device] = source
+                        found.stored.append(
+                            StoredImport(
+                                sourceOffset: source, offset: record.offset, partition: partition,
+                                digest: digest(EncodedEvent(header: record.header, payload: record.storedPayload))))
+                        return true
+                    }
+                    break
+                } catch let error as JetStreamLogError where attempt < readAttemptsMax {
+                    guard case .readFailed = error else { throw error }
+                    writeStandardError("import: reading partition \(partition) again from offset \(next): \(error)")
                 }
-                let device = record.header.deviceKey
-                if let last = lastSource[device], last >= source { found.outOfDeviceOrder += 1 }
-                lastSource[device] = source
-                found.stored.append(
-                    StoredImport(
-                        sourceOffset: source, offset: record.offset, partition: partition,
-                        digest: digest(EncodedEvent(header: record.header, payload: record.storedPayload))))
-                return true
             }
         }
         return found
@@ -175,7 +208,14 @@ extension LogTransfer {
             publishers.abandon()
             throw error
         }
-        try publishers.finish()
+        do {
+            try publishers.finish()
+        } catch {
+            writeStandardError(
+                "import: stopped after storing \(publishers.stored) records: \(error); run the same import again "
+                    + "to resume (it skips what the stream holds)")
+            throw error
+        }
         let elapsed = monotonicMicros() - started
         let stored = publishers.stored
         let final = map.withLock { $0 }
