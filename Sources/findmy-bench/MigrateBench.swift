@@ -43,7 +43,7 @@ enum MigrateBench {
             fixesPerGroupCommit: 100 * perRecord)
         let cluster = try NATSCluster()
         defer { cluster.stopAll() }
-        let log = "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
+        let log = cluster.logArgument
         let loadBefore = APIDriver.loadAverage()
         let export = root + "/findmy.export"
         let steps: [(String, [String])] = [

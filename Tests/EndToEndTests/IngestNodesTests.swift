@@ -14,7 +14,7 @@ import Testing
 
     /// Two ingest nodes on `cluster`, each with its own data directory (admin socket) in `scratch`.
     static func startNodes(_ cluster: NATSCluster, _ scratch: ScratchDirectory) throws -> [ServerProcess] {
-        let log = "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
+        let log = cluster.logArgument
         var nodes: [ServerProcess] = []
         do {
             for index in 1...2 {

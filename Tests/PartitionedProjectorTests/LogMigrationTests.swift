@@ -107,7 +107,7 @@ import Threads
 
         let cluster = try NATSCluster()
         defer { cluster.stopAll() }
-        let importArguments = ["--log", logArgument(cluster), "--log-partitions", "4", "--verify"]
+        let importArguments = ["--log", cluster.logArgument, "--log-partitions", "4", "--verify"]
 
         // A damaged file (cut short, or one byte changed) is refused and stores nothing: the
         // stream is not even created.
@@ -173,7 +173,7 @@ import Threads
             outputPath: scratch + "/project.out", command: ["project"])
         let projector = try ProjectorProcess(
             [
-                "--log", logArgument(cluster), "--database-url", postgres.cluster.conninfo(database: "from_stream"),
+                "--log", cluster.logArgument, "--database-url", postgres.cluster.conninfo(database: "from_stream"),
                 "--compact-interval-seconds", "0",
             ], outputPath: scratch + "/projector.out")
         for (name, connection) in [("findmy project", fromLocal), ("findmy projector", fromStream)] {

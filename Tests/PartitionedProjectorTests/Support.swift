@@ -127,10 +127,6 @@ func jetStreamConfiguration(_ cluster: NATSCluster, partitions: Int = 4) -> JetS
     return configuration
 }
 
-/// `--log` for a cluster: nats://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C.
-func logArgument(_ cluster: NATSCluster) -> String {
-    "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
-}
 
 /// User 1 and devices 1...devices, received at `atMicros`.
 func registry(devices: Int, atMicros: Int64) -> [EncodedEvent] {

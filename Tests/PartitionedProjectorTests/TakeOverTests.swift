@@ -36,7 +36,7 @@ import Threads
         try appendBatches(200, round: 0)
 
         let arguments = [
-            "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--compact-interval-seconds",
+            "--log", cluster.logArgument, "--database-url", postgres.conninfo, "--compact-interval-seconds",
             "0",
         ]
         let first = try ProjectorProcess(arguments, outputPath: postgres.directory + "/first.out")
@@ -152,7 +152,7 @@ import Threads
         _ = try log.append(batch: [fresh])
         let process = try ProjectorProcess(
             [
-                "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--retention-days", "30",
+                "--log", cluster.logArgument, "--database-url", postgres.conninfo, "--retention-days", "30",
                 "--compact-first-run-seconds", "1", "--compact-interval-seconds", "2",
             ], outputPath: postgres.directory + "/projector.out")
         let admin = try PostgresConnection(postgres.conninfo)
