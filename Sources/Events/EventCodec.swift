@@ -159,18 +159,32 @@ public enum EventCodec {
         let raw = writer.bytes
         precondition(
             raw.count <= LogFormat.recordBytesMax - LogFormat.recordHeaderBytes, "event payload too large")
-        var codec = Codec.none
-        var stored = raw
-        if raw.count >= compressBytesMin, let compressed = LZ4.compress(raw) {
-            codec = .lz4
-            stored = compressed
-        }
+        let (codec, stored) = storedForm(raw)
         let header = RecordHeader(
             type: type, codec: codec.rawValue, flags: flags, eventVersion: version,
             receivedAtMicros: receivedAtMicros,
             recordedMinMicros: recordedMin, recordedMaxMicros: recordedMax, fixCount: fixCount,
             uncompressedBytes: UInt32(raw.count), deviceKey: deviceKey, idempotencyKey: idempotencyKey)
         return EncodedEvent(header: header, payload: stored)
+    }
+
+    /// How a request's payload is stored: LZ4 from `compressBytesMin` bytes on when it wins, else raw.
+    static func storedForm(_ raw: [UInt8]) -> (Codec, [UInt8]) {
+        if raw.count >= compressBytesMin, let compressed = LZ4.compress(raw) { return (.lz4, compressed) }
+        return (.none, raw)
+    }
+
+    /// A record as a request of its own, in the form `encode` gives it: a group member that the
+    /// group stored raw because it was small (GroupRecord.member) is compressed again where
+    /// `encode` would have compressed it. Anything else is kept as stored.
+    public static func standalone(header: RecordHeader, stored: [UInt8]) -> EncodedEvent {
+        guard header.codec == Codec.none.rawValue, header.flags & LogFormat.recordFlagEncryptionMask == 0,
+            stored.count == Int(header.uncompressedBytes)
+        else { return EncodedEvent(header: header, payload: stored) }
+        let (codec, form) = storedForm(stored)
+        var standalone = header
+        standalone.codec = codec.rawValue
+        return EncodedEvent(header: standalone, payload: form)
     }
 
     /// The payload as the event encoded it, undoing the record's codec.

@@ -36,6 +36,15 @@ public enum Frame {
         append(header: header, payload: payload, to: &buffer)
         return buffer
     }
+
+    /// A record as a message of a JetStream log or an entry of a log export: one record frame with
+    /// salt and offset 0, because its position is the log's (JetStream's sequence), not its own.
+    public static func message(_ record: EncodedEvent) -> [UInt8] {
+        var header = record.header
+        header.salt = 0
+        header.offset = 0
+        return encoded(header: header, payload: record.payload)
+    }
 }
 
 /// Why a frame was refused; the cases follow the validity rules of docs/log-format.md in order.
@@ -92,36 +101,26 @@ public struct FrameDecoder {
         case damaged(FrameDamage, position: Int)
     }
 
-    private var buffer: [UInt8] = []
-    private var start = 0
-    /// Stream position of `buffer[0]`.
-    private var bufferPosition: Int
+    private var input: StreamInput
 
     public init(startPosition: Int = 0) {
-        bufferPosition = startPosition
+        input = StreamInput(origin: startPosition)
     }
 
     /// Stream position of the next undecoded byte.
-    public var position: Int { bufferPosition + start }
+    public var position: Int { input.position }
     /// Bytes fed but not yet returned as a frame.
-    public var pendingBytes: Int { buffer.count - start }
+    public var pendingBytes: Int { input.available }
 
-    public mutating func append(_ bytes: some Collection<UInt8>) {
-        if start > 0 && start >= buffer.count / 2 {
-            buffer.removeFirst(start)
-            bufferPosition += start
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
-    }
+    public mutating func append(_ bytes: some Collection<UInt8>) { input.append(bytes) }
 
     public mutating func next() -> Next {
-        let available = buffer.count - start
+        let available = input.bytes.count - input.start
         guard available >= 8 else { return .needMore }
-        let (bodyLength, storedCRC) = buffer.withUnsafeBytes { raw in
+        let (bodyLength, storedCRC) = input.bytes.withUnsafeBytes { raw in
             (
-                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start, as: UInt32.self)),
-                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + 4, as: UInt32.self))
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: input.start, as: UInt32.self)),
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: input.start + 4, as: UInt32.self))
             )
         }
         guard bodyLength >= LogFormat.recordHeaderBytes, bodyLength <= LogFormat.recordBytesMax else {
@@ -130,8 +129,8 @@ public struct FrameDecoder {
         let body = Int(bodyLength)
         let frameBytes = body + LogFormat.frameOverheadBytes
         guard available >= frameBytes else { return .needMore }
-        let bodyStart = start + 8
-        let (crc, trailer) = buffer.withUnsafeBytes { raw in
+        let bodyStart = input.start + 8
+        let (crc, trailer) = input.bytes.withUnsafeBytes { raw in
             (
                 CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[bodyStart..<(bodyStart + body)])),
                 UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: bodyStart + body, as: UInt32.self))
@@ -139,7 +138,7 @@ public struct FrameDecoder {
         }
         guard crc == storedCRC else { return .damaged(.badCRC, position: position) }
         guard trailer == bodyLength else { return .damaged(.badTrailer, position: position) }
-        let bodySlice = buffer[bodyStart..<(bodyStart + body)]
+        let bodySlice = input.bytes[bodyStart..<(bodyStart + body)]
         guard let (header, headerBytes) = try? RecordHeader.read(from: bodySlice),
             headerBytes >= LogFormat.recordHeaderBytes, headerBytes <= body
         else { return .damaged(.badHeader, position: position) }
@@ -154,7 +153,31 @@ public struct FrameDecoder {
         let frame = DecodedFrame(
             header: header, payload: Array(bodySlice.dropFirst(headerBytes)), position: position,
             frameBytes: frameBytes, group: group)
-        start += frameBytes
+        input.start += frameBytes
         return .frame(frame)
+    }
+}
+
+/// What a streaming decoder was fed and has not consumed yet: `bytes[start...]`, at stream position
+/// `origin + start`. Consumed bytes are dropped once they are half the buffer, so feeding a long
+/// stream in pieces costs linear time and bounded memory.
+struct StreamInput {
+    var bytes: [UInt8] = []
+    var start = 0
+    /// Stream position of `bytes[0]`.
+    var origin: Int
+
+    init(origin: Int = 0) { self.origin = origin }
+
+    var position: Int { origin + start }
+    var available: Int { bytes.count - start }
+
+    mutating func append(_ more: some Collection<UInt8>) {
+        if start > 0 && start >= bytes.count / 2 {
+            bytes.removeFirst(start)
+            origin += start
+            start = 0
+        }
+        bytes.append(contentsOf: more)
     }
 }

@@ -241,3 +241,29 @@ enum Watermark {
         return decode(bytes)
     }
 }
+
+/// The writer lock of a log directory (flock on `LOCK`), taken by a command that must keep every
+/// writer out while it reads the whole log (`findmy log export`). Held until released or until the
+/// process ends; while held, a server cannot open the log (it says the log is locked).
+public final class LogDirectoryLock: @unchecked Sendable {
+    private let fd: Int32
+    private let io: any FileIO
+
+    /// The lock, or nil when a writer (a running server, another command) holds it.
+    public static func take(directory: String, io: any FileIO = PosixFileIO()) throws -> LogDirectoryLock? {
+        let path = SegmentDirectory(path: directory, io: io).lockPath
+        let fd = try io.open(path, flags: O_CREAT | O_RDWR, mode: 0o600)
+        guard try io.lockExclusive(fd, path: path) else {
+            io.close(fd)
+            return nil
+        }
+        return LogDirectoryLock(fd: fd, io: io)
+    }
+
+    private init(fd: Int32, io: any FileIO) {
+        self.fd = fd
+        self.io = io
+    }
+
+    deinit { io.close(fd) }
+}

@@ -169,18 +169,14 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     }
 
     /// The bytes of a message: one record frame, salt and offset 0 (JetStream assigns the position).
-    public static func messageBytes(_ record: EncodedEvent) -> [UInt8] {
-        var header = record.header
-        header.salt = 0
-        header.offset = 0
-        return Frame.encoded(header: header, payload: record.payload)
-    }
+    public static func messageBytes(_ record: EncodedEvent) -> [UInt8] { Frame.message(record) }
 
     /// Returns the stream sequence JetStream stored the message at (an earlier one for a duplicate,
-    /// then `duplicate` is true).
-    func publish(_ bytes: [UInt8], partition: Int, messageID: String) throws -> (
-        sequence: UInt64, duplicate: Bool
-    ) {
+    /// then `duplicate` is true). `headers` are NATS message headers stored with it (an import's
+    /// source position); readers of records never see them.
+    func publish(_ bytes: [UInt8], partition: Int, messageID: String, headers: [(String, String)] = []) throws
+        -> (sequence: UInt64, duplicate: Bool)
+    {
         let subject = subjects[partition]
         let deadline = monotonicMicros() + configuration.appendDeadlineMillis * 1000
         var lastError = "no attempt"
@@ -193,10 +189,13 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             let status = messageID.withCString { id in
                 options.MsgId = id
                 options.ExpectStream = streamName.constant
-                return bytes.withUnsafeBytes { raw in
-                    js_Publish(
-                        &ack, jetStream, subject.constant, raw.baseAddress, Int32(raw.count), &options, &code)
+                guard !headers.isEmpty else {
+                    return bytes.withUnsafeBytes { raw in
+                        js_Publish(
+                            &ack, jetStream, subject.constant, raw.baseAddress, Int32(raw.count), &options, &code)
+                    }
                 }
+                return publishWithHeaders(bytes, subject: subject, headers: headers, &ack, &options, &code)
             }
             if status == NATS_OK, let ack {
                 defer { jsPubAck_Destroy(ack) }
@@ -214,6 +213,23 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             // A new stream leader is being elected, or the client reconnects to another node.
             usleep(50_000)
         }
+    }
+
+    private func publishWithHeaders(
+        _ bytes: [UInt8], subject: CString, headers: [(String, String)], _ ack: inout UnsafeMutablePointer<jsPubAck>?,
+        _ options: inout jsPubOptions, _ code: inout jsErrCode
+    ) -> natsStatus {
+        var message: OpaquePointer?
+        var status = bytes.withUnsafeBytes { raw in
+            natsMsg_Create(
+                &message, subject.constant, nil, raw.baseAddress?.assumingMemoryBound(to: CChar.self),
+                Int32(raw.count))
+        }
+        guard status == NATS_OK, let message else { return status }
+        defer { natsMsg_Destroy(message) }
+        for (key, value) in headers where status == NATS_OK { status = natsMsgHeader_Set(message, key, value) }
+        guard status == NATS_OK else { return status }
+        return js_PublishMsg(&ack, jetStream, message, &options, &code)
     }
 
     // MARK: - Reading
@@ -244,6 +260,16 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     @discardableResult
     public func read(
         partition: Int, from start: UInt64, upTo end: UInt64? = nil, _ visit: (LogRecord) throws -> Bool
+    ) throws -> UInt64 {
+        try read(partition: partition, from: start, upTo: end, header: nil) { record, _ in try visit(record) }
+    }
+
+    /// `read`, also handing each record the value of the NATS message header `header` (nil when
+    /// the message has none): how an import finds what it stored before.
+    @discardableResult
+    public func read(
+        partition: Int, from start: UInt64, upTo end: UInt64? = nil, header: String?,
+        _ visit: (LogRecord, String?) throws -> Bool
     ) throws -> UInt64 {
         precondition(partition >= 0 && partition < partitionCount, "partition \(partition) out of range")
         let limit = try end ?? durableEndOffset()
@@ -296,7 +322,12 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             jsMsgMetaData_Destroy(metadata)
             if sequence - 1 >= limit { return limit }
             let record = try Self.record(message, subject: subject.text, sequence: sequence)
-            if try !visit(record) { return sequence }
+            var value: String?
+            if let header {
+                var text: UnsafePointer<CChar>?
+                if natsMsgHeader_Get(message, header, &text) == NATS_OK, let text { value = String(cString: text) }
+            }
+            if try !visit(record, value) { return sequence }
             if sequence >= stopSequence || pending == 0 { return limit }
         }
     }

@@ -28,12 +28,15 @@ public struct JetStreamAppended: Sendable, Equatable {
 }
 
 extension JetStreamLog {
-    /// Appends one record to its device's partition with `messageID` as its `Nats-Msg-Id`, and
-    /// returns once JetStream acknowledged it (quorum), or found it a duplicate.
-    public func append(record: EncodedEvent, messageID: String) throws -> JetStreamAppended {
+    /// Appends one record to its device's partition with `messageID` as its `Nats-Msg-Id` (and
+    /// `headers` as NATS message headers), and returns once JetStream acknowledged it (quorum), or
+    /// found it a duplicate.
+    public func append(record: EncodedEvent, messageID: String, headers: [(String, String)] = []) throws
+        -> JetStreamAppended
+    {
         let stored = try publish(
             Self.messageBytes(record), partition: partition(ofDevice: record.header.deviceKey),
-            messageID: messageID)
+            messageID: messageID, headers: headers)
         return JetStreamAppended(offset: stored.sequence - 1, duplicate: stored.duplicate)
     }
 

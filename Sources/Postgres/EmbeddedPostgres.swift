@@ -101,7 +101,8 @@ public final class EmbeddedPostgres: Sendable {
     /// the secret is read from the file at each connection, and is never part of the conninfo.
     public var conninfo: String { conninfo(database: configuration.database) }
 
-    func conninfo(database: String) -> String {
+    /// The conninfo of another database of this cluster.
+    public func conninfo(database: String) -> String {
         "host=\(PostgresConnection.conninfoValue(socketDirectory)) port=\(Self.port) "
             + "dbname=\(PostgresConnection.conninfoValue(database)) user=\(PostgresConnection.conninfoValue(configuration.user)) "
             + "passfile=\(PostgresConnection.conninfoValue(passwordFile))"

@@ -66,10 +66,18 @@ public var setprivPath: String {
 }
 
 /// Whether our child `pid` has ended; reaps it if so (a child that ended stays a zombie until then).
-public func childEnded(_ pid: pid_t) -> Bool {
+public func childEnded(_ pid: pid_t) -> Bool { childExitStatus(pid) != nil }
+
+/// Nil while our child `pid` runs; once it has ended, reaps it and returns its exit status (128 +
+/// the signal's number when a signal ended it, as a shell says; -1 when it was reaped already).
+public func childExitStatus(_ pid: pid_t) -> Int32? {
     var status: Int32 = 0
     let result = waitpid(pid, &status, WNOHANG)
-    return result == pid || (result == -1 && errno == ECHILD)
+    if result == -1 && errno == ECHILD { return -1 }
+    guard result == pid else { return nil }
+    // WIFEXITED / WEXITSTATUS / WTERMSIG are macros Swift cannot call.
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
 }
 
 /// Waits for our child `pid` to end and reaps it.

@@ -15,6 +15,7 @@ let commands: [Command] = [
     LogBench.command,
     NATSLogBench.command,
     PartitionedProjectorBench.command,
+    MigrateBench.command,
     LoadDriver.command,
     StartupBench.command,
     StartupAfterCompactionBench.command,

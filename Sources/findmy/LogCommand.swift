@@ -6,16 +6,20 @@ import JSON
     import Glibc
 #endif
 
-/// `findmy log stats|verify|dump|repair`: inspect and check the event log.
+/// `findmy log stats|verify|dump|repair|export|import`: inspect and check the event log, and move
+/// it into a JetStream cluster.
 enum LogCommand {
     static let command = Command(
-        name: "log", summary: "inspect, verify, dump and repair the event log"
+        name: "log", summary: "inspect, verify, dump, repair the event log; export it, import it into NATS"
     ) {
         try run($0)
     }
 
     static let help = """
         usage: findmy log SUBCOMMAND --data-dir DIR [--json]
+               findmy log export --data-dir DIR --out FILE|-
+               findmy log import --log nats://HOST:PORT[,HOST:PORT...] [--log-partitions P] [--map FILE|-]
+                                 [--verify] FILE
 
         subcommands:
           stats    the log id, segments, records, fixes, bytes per fix, offsets and time ranges (reads
@@ -27,6 +31,20 @@ enum LogCommand {
                    (--from OFFSET, --limit N)
           repair   cuts the log at its first damaged frame; the damaged bytes and every later segment are
                    moved to DIR/log/quarantine/<time>/, never deleted. Needs the server stopped.
+          export   writes every record of the log, in offset order, to a portable export file (a group
+                   record split into its requests, each as a JetStream message), with a trailer of counts
+                   and a checksum. Keeps a server from starting meanwhile; beside a running server it
+                   exports what was durable when it started and says so (stop the server for the
+                   migration itself). Written to FILE.partial, renamed to FILE once complete.
+          import   checks the whole export file (a damaged one is refused, nothing stored), then appends
+                   each record to the stream FINDMY_LOG (its device's partition; the stream is created
+                   with P partitions, default 8, when missing). Exactly once: running it again, or after
+                   a crash halfway, stores only what is not there yet. A stream holding anything else is
+                   refused. Writes the offset map (old offset -> new offset) to --map (default
+                   FILE.offsets; - prints it); --verify then reads the stream back and checks every
+                   record is there once, unchanged, in device order (exit status 1 if not).
+                   Afterwards, build the PostgreSQL projection anew with `findmy projector` (docs/scale.md,
+                   "Migrating a single-machine log").
 
         options:
           --data-dir DIR   the server's data directory (the log is DIR/log); or set FINDMY_DATA_DIR
@@ -42,11 +60,18 @@ enum LogCommand {
             return movedToFindmyBench("findmy log \(sub)", driver: driver)
         }
         let options = try Options(
-            Array(arguments.dropFirst()), valued: ["data-dir", "from", "limit"], flags: ["json"])
+            Array(arguments.dropFirst()),
+            valued: ["data-dir", "from", "limit", "out", "log", "log-partitions", "map"], flags: ["json", "verify"])
         if options.flag("help") {
             print(help)
             return 0
         }
+        if sub == "import" { return try runImport(options) }
+        for name in ["out", "log", "log-partitions", "map", "verify"]
+        where options.value(name) != nil || options.flag(name) {
+            guard sub == "export" && name == "out" else { throw UsageError("--\(name) is not an option of '\(sub)'") }
+        }
+        guard options.positional.isEmpty else { throw UsageError("unexpected argument '\(options.positional[0])'") }
         let logDirectory = try options.required("data-dir", environment: "FINDMY_DATA_DIR") + "/log"
         switch sub {
         case "stats": return try stats(logDirectory, json: options.flag("json"))
@@ -57,8 +82,25 @@ enum LogCommand {
                 from: UInt64(try options.integer("from", default: 0)),
                 limit: try options.integer("limit", default: Int.max))
         case "repair": return try repair(logDirectory, json: options.flag("json"))
+        case "export":
+            return try LogTransfer.export(
+                dataDirectory: String(logDirectory.dropLast("/log".count)), out: try options.required("out"))
         default: throw UsageError("unknown subcommand '\(sub)'")
         }
+    }
+
+    static func runImport(_ options: Options) throws -> Int32 {
+        guard options.positional.count == 1 else {
+            throw UsageError("import takes one export file (findmy log import --log nats://... FILE)")
+        }
+        let file = options.positional[0]
+        guard
+            let node = try IngestNodeConfiguration.parse(
+                log: try options.required("log", environment: "FINDMY_LOG"),
+                partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"), projector: nil)
+        else { throw UsageError("--log must name the NATS cluster (nats://HOST:PORT,...), not the local log") }
+        return try LogTransfer.runImport(
+            file: file, node: node, mapPath: options.value("map") ?? file + ".offsets", verify: options.flag("verify"))
     }
 
     static func requireLog(_ directory: String) throws {

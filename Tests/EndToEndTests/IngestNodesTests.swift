@@ -17,7 +17,7 @@ import Testing
     static func startNodes(
         _ cluster: NATSCluster, _ scratch: ScratchDirectory, extraArguments: [String] = []
     ) throws -> [ServerProcess] {
-        let log = "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
+        let log = cluster.logArgument
         var nodes: [ServerProcess] = []
         do {
             for index in 1...2 {

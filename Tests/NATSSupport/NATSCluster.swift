@@ -60,6 +60,11 @@ public final class NATSCluster: @unchecked Sendable {
     /// The client URLs of every node, for `JetStreamLogConfiguration.servers`.
     public var urls: [String] { nodes.map { "nats://127.0.0.1:\($0.clientPort)" } }
 
+    /// The cluster as findmy's `--log` takes it: nats://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C.
+    public var logArgument: String {
+        "nats://" + nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
+    }
+
     /// The process id of node `index` while it runs.
     public func processID(_ index: Int) -> pid_t? { pids[index] }
 

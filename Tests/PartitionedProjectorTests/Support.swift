@@ -32,20 +32,39 @@ final class ScratchPostgres: @unchecked Sendable {
     }
 }
 
-/// A real `findmy projector` (FINDMY_BIN) under `setpriv --pdeathsig KILL`: it dies with the test
-/// process, and releasing it kills (SIGKILL) and reaps it if it still runs.
+/// A real `findmy projector` (FINDMY_BIN), or another findmy command, under `setpriv --pdeathsig
+/// KILL`: it dies with the test process, and releasing it kills (SIGKILL) and reaps it if it still
+/// runs.
 final class ProjectorProcess: @unchecked Sendable {
     let outputPath: String
     private(set) var pid: pid_t?
 
-    init(_ arguments: [String], outputPath: String) throws {
+    init(_ arguments: [String], outputPath: String, command: [String] = ["projector"]) throws {
         let binary = try #require(
             ProcessInfo.processInfo.environment["FINDMY_BIN"],
             "set FINDMY_BIN to the built findmy (swift build --show-bin-path)/findmy")
         self.outputPath = outputPath
         pid = try spawnChild(
-            [setprivPath, "--pdeathsig", "KILL", "--", binary, "projector"] + arguments,
-            outputPath: outputPath)
+            [setprivPath, "--pdeathsig", "KILL", "--", binary] + command + arguments, outputPath: outputPath)
+    }
+
+    /// Runs `findmy COMMAND ARGUMENTS` to its end: its exit status (nil when it still ran after
+    /// `seconds`, then it is killed) and its output (standard output and error).
+    static func run(_ command: [String], _ arguments: [String], outputPath: String, seconds: Double = 600) throws
+        -> (status: Int32?, output: String)
+    {
+        let child = try ProjectorProcess(arguments, outputPath: outputPath, command: command)
+        let deadline = Date().addingTimeInterval(seconds)
+        while let running = child.pid {
+            if let status = childExitStatus(running) {
+                child.pid = nil
+                return (status, child.output)
+            }
+            guard Date() < deadline else { break }
+            usleep(20_000)
+        }
+        child.kill9()
+        return (nil, child.output)
     }
 
     var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
@@ -108,10 +127,6 @@ func jetStreamConfiguration(_ cluster: NATSCluster, partitions: Int = 4) -> JetS
     return configuration
 }
 
-/// `--log` for a cluster: nats://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C.
-func logArgument(_ cluster: NATSCluster) -> String {
-    "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
-}
 
 /// User 1 and devices 1...devices, received at `atMicros`.
 func registry(devices: Int, atMicros: Int64) -> [EncodedEvent] {
@@ -151,4 +166,11 @@ func fixBatch(device: UInt64, recordedAtMicros: [Int64], receivedAtMicros: Int64
 
 func count(_ connection: PostgresConnection, _ sql: String) throws -> Int {
     Int(try connection.execute(sql).int64(0, 0) ?? -1)
+}
+
+/// Batches in the projection's `device_batches` (0 before the projector made its schema).
+func folded(_ connection: PostgresConnection) throws -> Int {
+    let exists = try connection.execute("SELECT to_regclass('findmy.device_batches') IS NOT NULL")
+    guard exists.string(0, 0) == "t" else { return 0 }
+    return try count(connection, "SELECT count(*) FROM findmy.device_batches")
 }

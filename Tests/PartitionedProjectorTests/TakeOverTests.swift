@@ -36,7 +36,7 @@ import Threads
         try appendBatches(200, round: 0)
 
         let arguments = [
-            "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--compact-interval-seconds",
+            "--log", cluster.logArgument, "--database-url", postgres.conninfo, "--compact-interval-seconds",
             "0",
         ]
         let first = try ProjectorProcess(arguments, outputPath: postgres.directory + "/first.out")
@@ -133,11 +133,6 @@ import Threads
 }
 
 /// Arrivals in the projection.
-private func folded(_ connection: PostgresConnection) throws -> Int {
-    let exists = try connection.execute("SELECT to_regclass('findmy.device_batches') IS NOT NULL")
-    guard exists.string(0, 0) == "t" else { return 0 }
-    return try count(connection, "SELECT count(*) FROM findmy.device_batches")
-}
 
 @Suite(.serialized) struct ProjectorRetentionScheduleTests {
     /// `findmy projector` runs retention by deletion on its own schedule: an expired fix appended to
@@ -157,7 +152,7 @@ private func folded(_ connection: PostgresConnection) throws -> Int {
         _ = try log.append(batch: [fresh])
         let process = try ProjectorProcess(
             [
-                "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--retention-days", "30",
+                "--log", cluster.logArgument, "--database-url", postgres.conninfo, "--retention-days", "30",
                 "--compact-first-run-seconds", "1", "--compact-interval-seconds", "2",
             ], outputPath: postgres.directory + "/projector.out")
         let admin = try PostgresConnection(postgres.conninfo)
