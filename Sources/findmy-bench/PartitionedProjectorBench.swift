@@ -58,8 +58,7 @@ enum PartitionedProjectorBench {
             _ = try writer.append(batch: chunk)
         }
         writer.close()
-        let logArgument =
-            "nats://" + cluster.nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
+        let logArgument = cluster.logArgument
 
         var seconds: [String: [Double]] = [:]
         var database = 0

@@ -18,7 +18,7 @@ import Threads
     @Test func twoProjectorsShareThePartitionsAndOneTakesOverWhenTheOtherIsKilled() throws {
         let cluster = try NATSCluster()
         let postgres = try ScratchPostgres()
-        let log = try JetStreamLog(jetStreamConfiguration(cluster))
+        let log = try JetStreamLog(cluster.patientLogConfiguration(partitions: 4))
         let now = wallClockMicros()
         let devices = 16
         _ = try log.append(batch: registry(devices: devices, atMicros: now))
@@ -36,7 +36,7 @@ import Threads
         try appendBatches(200, round: 0)
 
         let arguments = [
-            "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--compact-interval-seconds",
+            "--log", cluster.logArgument, "--database-url", postgres.conninfo, "--compact-interval-seconds",
             "0",
         ]
         let first = try ProjectorProcess(arguments, outputPath: postgres.directory + "/first.out")
@@ -146,7 +146,7 @@ private func folded(_ connection: PostgresConnection) throws -> Int {
     @Test func theProjectorProcessErasesExpiredFixesOnItsSchedule() throws {
         let cluster = try NATSCluster()
         let postgres = try ScratchPostgres()
-        let log = try JetStreamLog(jetStreamConfiguration(cluster))
+        let log = try JetStreamLog(cluster.patientLogConfiguration(partitions: 4))
         let now = wallClockMicros()
         let day: Int64 = 86_400_000_000
         _ = try log.append(batch: registry(devices: 2, atMicros: now - 60 * day))
@@ -157,7 +157,7 @@ private func folded(_ connection: PostgresConnection) throws -> Int {
         _ = try log.append(batch: [fresh])
         let process = try ProjectorProcess(
             [
-                "--log", logArgument(cluster), "--database-url", postgres.conninfo, "--retention-days", "30",
+                "--log", cluster.logArgument, "--database-url", postgres.conninfo, "--retention-days", "30",
                 "--compact-first-run-seconds", "1", "--compact-interval-seconds", "2",
             ], outputPath: postgres.directory + "/projector.out")
         let admin = try PostgresConnection(postgres.conninfo)

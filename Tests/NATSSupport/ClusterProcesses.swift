@@ -1,0 +1,103 @@
+import Foundation
+import NATSLog
+import Postgres
+import Threads
+
+// The other processes a test (or a bench) of the JetStream deployment runs beside the cluster: a
+// private PostgreSQL and `findmy projector`. Each is released (killed, reaped, destroyed) when
+// its object is, whether the test passed or not.
+
+/// A private PostgreSQL cluster in a scratch directory, destroyed (and its directory removed) when
+/// released, whether the test passed or not.
+public final class ScratchPostgres: @unchecked Sendable {
+    public let directory = NSTemporaryDirectory() + "findmy-partproj-\(UUID().uuidString.prefix(8))"
+    public let cluster: EmbeddedPostgres
+
+    public init() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        cluster = try EmbeddedPostgres(dataDirectory: directory)
+        do {
+            try cluster.start()
+        } catch {
+            try? cluster.destroy()
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+    }
+
+    public var conninfo: String { cluster.conninfo }
+
+    deinit {
+        try? cluster.destroy()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// A real `findmy projector` under `setpriv --pdeathsig KILL`: it dies with the test process, and
+/// releasing it kills (SIGKILL) and reaps it if it still runs.
+public final class ProjectorProcess: @unchecked Sendable {
+    public let outputPath: String
+    public private(set) var pid: pid_t?
+
+    /// `executable` nil: `FINDMY_BIN`.
+    public init(_ arguments: [String], outputPath: String, executable: String? = nil) throws {
+        guard let binary = executable ?? ProcessInfo.processInfo.environment["FINDMY_BIN"] else {
+            throw NATSClusterError("set FINDMY_BIN to the built findmy (swift build --show-bin-path)/findmy")
+        }
+        self.outputPath = outputPath
+        pid = try spawnChild(
+            [setprivPath, "--pdeathsig", "KILL", "--", binary, "projector"] + arguments,
+            outputPath: outputPath)
+    }
+
+    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+
+    /// The `application_name` its PostgreSQL session carries (`findmy projector PID`): setpriv
+    /// execs findmy in place, so the pid is findmy's.
+    public var sessionName: String { "findmy projector \(pid ?? -1)" }
+
+    public func kill9() {
+        guard let running = pid else { return }
+        pid = nil
+        kill(running, SIGKILL)
+        reapChild(running)
+    }
+
+    /// SIGTERM, then waits for it to exit (SIGKILL after the deadline); returns whether it exited
+    /// by itself.
+    @discardableResult
+    public func stop(deadlineSeconds: Double = 60) -> Bool {
+        guard let running = pid else { return false }
+        kill(running, SIGTERM)
+        let deadline = Date().addingTimeInterval(deadlineSeconds)
+        while !childEnded(running) {
+            guard Date() < deadline else {
+                kill9()
+                return false
+            }
+            usleep(20_000)
+        }
+        pid = nil
+        return true
+    }
+
+    deinit { kill9() }
+}
+
+extension NATSCluster {
+    /// `--log` for `findmy serve` and `findmy projector`: nats://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C.
+    public var logArgument: String {
+        "nats://" + nodes.map { "127.0.0.1:\($0.clientPort)" }.joined(separator: ",")
+    }
+
+    /// A configuration of this cluster's log with the patience a shared, loaded machine needs:
+    /// after a node is killed a CI machine took more than 10 s to give a consumer, and longer to
+    /// elect leaders for an open (see JetStreamLogTests).
+    public func patientLogConfiguration(partitions: Int) -> JetStreamLogConfiguration {
+        var configuration = JetStreamLogConfiguration(servers: urls, partitionCount: partitions)
+        configuration.appendDeadlineMillis = 30_000
+        configuration.readWaitMillis = 30_000
+        configuration.openDeadlineMillis = 60_000
+        return configuration
+    }
+}
