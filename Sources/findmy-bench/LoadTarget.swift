@@ -75,7 +75,12 @@ struct LoadTarget: Sendable {
     }
 
     /// One thread and keep-alive connection per device, each posting back to back for `seconds`.
-    func drive(_ address: String, seconds: Double) -> Result {
+    func drive(_ address: String, seconds: Double) -> Result { drive(spreadOver: [address], seconds: seconds) }
+
+    /// As `drive(_:seconds:)`, connection `i` to `addresses[i % addresses.count]`: the same load
+    /// spread over several servers (ingest nodes), as a load balancer without affinity would.
+    func drive(spreadOver addresses: [String], seconds: Double) -> Result {
+        precondition(!addresses.isEmpty, "drive needs an address")
         struct ThreadResult: Sendable {
             var latencies: [Int64] = []
             var failures = 0
@@ -86,7 +91,7 @@ struct LoadTarget: Sendable {
         let threads = authorizations.enumerated().map { connectionIndex, authorization in
             spawnThread {
                 var sent = 0
-                let connection = HTTPConnection(address: address)
+                let connection = HTTPConnection(address: addresses[connectionIndex % addresses.count])
                 var result = ThreadResult()
                 result.latencies.reserveCapacity(100_000)
                 let headers = [("Authorization", authorization)] + self.headers
