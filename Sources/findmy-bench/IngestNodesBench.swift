@@ -112,7 +112,7 @@ enum IngestNodesBench {
                 let ratios = zip(nodeRuns, localRuns).map { $0.fixesPerSecond / max(1, $1.fixesPerSecond) }
                 rows.append(
                     Row(
-                        partitions: partitions, fixes: fixes, local: Median(localRuns), nodes: Median(nodeRuns),
+                        partitions: partitions, fixes: fixes, local: .median(localRuns), nodes: .median(nodeRuns),
                         ratio: ratios.sorted()[ratios.count / 2], loadBefore: loadBefore,
                         loadAfter: APIDriver.loadAverage()))
                 printLine(rows.last!.line)
@@ -123,54 +123,19 @@ enum IngestNodesBench {
         return 0
     }
 
-    /// `count` devices of the user, enrolled through `address`; their device tokens.
-    static func enrolDevices(_ count: Int, address: String, userToken: String) throws -> [String] {
-        let connection = HTTPConnection(address: address)
-        defer { connection.close() }
-        return try (0..<count).map { index in
-            let body =
-                "{\"device_uuid\": \"\(UUID().uuidString.lowercased())\", \"name\": \"bench \(index)\", \"platform\": \"linux\"}"
-            let response = try connection.send(
-                "POST", "/api/find-my/devices", headers: [("Authorization", "Bearer \(userToken)")],
-                body: Array(body.utf8))
-            guard response.status == 201 else {
-                throw UsageError("enrolment through \(address) failed: \(response.bodyText)")
-            }
-            return try JSONParser.parse(response.body)["device_token"]!.stringValue
-        }
-    }
-
-    /// The medians of a target's runs.
-    struct Median {
-        var reportsPerSecond: Double
-        var fixesPerSecond: Double
-        var p50Micros: Int64
-        var p99Micros: Int64
-        var failures: Int
-
-        init(_ runs: [LoadTarget.Result]) {
-            func middle<T: Comparable>(_ values: [T]) -> T { values.sorted()[values.count / 2] }
-            reportsPerSecond = middle(runs.map(\.requestsPerSecond))
-            fixesPerSecond = middle(runs.map(\.fixesPerSecond))
-            p50Micros = middle(runs.map(\.p50Micros))
-            p99Micros = middle(runs.map(\.p99Micros))
-            failures = runs.reduce(0) { $0 + $1.failures }
-        }
-    }
-
     struct Row {
         var partitions: Int
         var fixes: Int
-        var local: Median
-        var nodes: Median
+        var local: LoadTarget.Result
+        var nodes: LoadTarget.Result
         /// The median over rounds of the nodes' fixes/s over the local log's in the same round.
         var ratio: Double
         var loadBefore: Double
         var loadAfter: Double
 
         var line: String {
-            func describe(_ median: Median) -> String {
-                "\(Int(median.reportsPerSecond)) reports/s, \(Int(median.fixesPerSecond)) fixes/s, p50 "
+            func describe(_ median: LoadTarget.Result) -> String {
+                "\(Int(median.requestsPerSecond)) reports/s, \(Int(median.fixesPerSecond)) fixes/s, p50 "
                     + String(format: "%.2f", Double(median.p50Micros) / 1000) + " ms, p99 "
                     + String(format: "%.2f", Double(median.p99Micros) / 1000) + " ms, \(median.failures) failed"
             }

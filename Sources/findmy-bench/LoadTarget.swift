@@ -72,6 +72,19 @@ struct LoadTarget: Sendable {
             result.p99Micros = median(runs.map(\.p99Micros))
             return result
         }
+
+        /// Runs of equal length, each figure the median of the runs' (failures summed).
+        static func median(_ runs: [Result]) -> Result {
+            func middle<T: Comparable>(_ values: [T]) -> T { values.sorted()[values.count / 2] }
+            var result = Result()
+            result.requests = middle(runs.map(\.requests))
+            result.failures = runs.reduce(0) { $0 + $1.failures }
+            result.fixesPerSecond = middle(runs.map(\.fixesPerSecond))
+            result.requestsPerSecond = middle(runs.map(\.requestsPerSecond))
+            result.p50Micros = middle(runs.map(\.p50Micros))
+            result.p99Micros = middle(runs.map(\.p99Micros))
+            return result
+        }
     }
 
     /// One thread and keep-alive connection per device, each posting back to back for `seconds`.

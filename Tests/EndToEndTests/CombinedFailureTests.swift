@@ -66,8 +66,8 @@ import Testing
             defer { ledger.abandon() }
             let context = {
                 "node 1: \(ingest.nodes[0].process.standardError.suffix(2000))\nnode 2: "
-                    + "\(ingest.nodes[1].process.standardError.suffix(2000))\nprojector: "
-                    + "\(projectors.last?.output.suffix(2000) ?? "")"
+                    + "\(ingest.nodes[1].process.standardError.suffix(2000))\nprojector (running: "
+                    + "\(projectors.last?.isRunning ?? false)): \(projectors.last?.output.suffix(3000) ?? "")"
             }
             func awaitProgress(_ what: String, batches: Int = Self.progressBatches) throws -> Double {
                 let from = ledger.acknowledgedCount
@@ -77,7 +77,15 @@ import Testing
                 return Date().timeIntervalSince(started)
             }
             var figures: [String] = []
+            var failedBefore = 0
+            /// The attempts that failed since the last call, by what they got.
+            func failedSince() -> String {
+                let failed = ledger.failed
+                defer { failedBefore = failed.values.reduce(0, +) }
+                return "\(failed.values.reduce(0, +) - failedBefore) attempts failed meanwhile"
+            }
             _ = try awaitProgress("before any kill")
+            _ = failedSince()
 
             // 1. The stream's leader (the node every append waits for) killed, then started again.
             let leaderName = try probe.streamLeader()
@@ -88,7 +96,7 @@ import Testing
             _ = try awaitProgress("after NATS node \(leader + 1) was restarted")
             figures.append(
                 "NATS node \(ingest.cluster.nodes[leader].name) (stream leader) killed: "
-                    + "\(Self.progressBatches) more acknowledged within \(seconds(natsGoesOn))")
+                    + "\(Self.progressBatches) more acknowledged within \(seconds(natsGoesOn)); \(failedSince())")
 
             // 2. Ingest node 1 killed; the devices retry through node 2; node 1 started again.
             ingest.kill9(0)
@@ -104,7 +112,7 @@ import Testing
             figures.append(
                 "ingest node 1 killed: \(Self.progressBatches) acknowledged through node 2 within "
                     + "\(seconds(nodeTwoAlone)); restarted node listening after \(seconds(listening)), "
-                    + "acknowledging again \(seconds(Date().timeIntervalSince(killedAt))) after the kill")
+                    + "acknowledging again \(seconds(Date().timeIntervalSince(killedAt))) after the kill; \(failedSince())")
 
             // 3. The projector killed in the middle of folding, then started again: it goes on
             // from its committed checkpoints.
@@ -181,14 +189,13 @@ private func reportUntilStopped(
             let address = ingest.address(node)
             let connection = connections[address] ?? HTTPConnection(address: address, timeoutSeconds: 30)
             connections[address] = connection
-            if let answer = try? post(connection, "/api/find-my/report", token: token, body: body),
-                answer.status == 200, let offset = answer.int("offset")
-            {
+            let answer = try? post(connection, "/api/find-my/report", token: token, body: body)
+            if let answer, answer.status == 200, let offset = answer.int("offset") {
                 ledger.acknowledge(
                     batch, offset: offset, duplicate: answer.body["duplicate"] == .bool(true), node: node)
                 break
             }
-            ledger.countFailedAttempt()
+            ledger.countFailedAttempt(answer.map { "\($0.status) \($0.errorCode ?? "")" } ?? "no answer")
             connection.close()
             connections[address] = nil
             node = 1 - node
@@ -218,7 +225,7 @@ final class ChaosLedger: @unchecked Sendable {
     private var acknowledgedOffsets: [String: Int64] = [:]
     private var throughNode = [0, 0]
     private var highestOffset: Int64 = -1
-    private var failedAttempts = 0
+    private var failedAttempts: [String: Int] = [:]
     private var duplicateAnswers = 0
     private var stopRequested = false
     private var abandonRequested = false
@@ -231,7 +238,8 @@ final class ChaosLedger: @unchecked Sendable {
     var highestAcknowledgedOffset: Int64 { lock.withLock { highestOffset } }
     var sent: [[SentBatch]] { lock.withLock { sentBatches } }
     var acknowledged: [String: Int64] { lock.withLock { acknowledgedOffsets } }
-    var failed: Int { lock.withLock { failedAttempts } }
+    /// Failed attempts by what they got: "503 log_unavailable", "no answer" (refused, reset, timed out).
+    var failed: [String: Int] { lock.withLock { failedAttempts } }
     var duplicates: Int { lock.withLock { duplicateAnswers } }
     var unacknowledged: Int {
         lock.withLock { sentBatches.joined().count - acknowledgedOffsets.count }
@@ -243,7 +251,7 @@ final class ChaosLedger: @unchecked Sendable {
     /// No more attempts at all (the test is ending, passed or not).
     func abandon() { lock.withLock { abandonRequested = true } }
     func send(_ batch: SentBatch) { lock.withLock { sentBatches[batch.device].append(batch) } }
-    func countFailedAttempt() { lock.withLock { failedAttempts += 1 } }
+    func countFailedAttempt(_ outcome: String) { lock.withLock { failedAttempts[outcome, default: 0] += 1 } }
     func acknowledge(_ batch: SentBatch, offset: Int64, duplicate: Bool, node: Int) {
         lock.withLock {
             acknowledgedOffsets[batch.batchID] = offset
@@ -343,7 +351,8 @@ struct ChaosVerdict {
         let missingBatches = acknowledged.keys.filter { arrivalsOf[$0] == nil }.count
         summary =
             "\(sent.joined().count) batches sent by \(sent.count) devices, \(acknowledged.count) acknowledged "
-            + "(\(acknowledgedFixes) fixes), \(ledger.failed) attempts failed and retried through the other node, "
+            + "(\(acknowledgedFixes) fixes), \(ledger.failed.values.reduce(0, +)) attempts failed and retried through "
+            + "the other node (\(ledger.failed.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))), "
             + "\(ledger.duplicates) retries answered as duplicates; in PostgreSQL \(arrivals.rowCount) batches and "
             + "\(presentFixes) fixes present, \(missingBatches) acknowledged batches and \(missingFixes) fixes "
             + "missing; \(extraCopies) extra copies in the stream folded once; \(problems.count) problems"

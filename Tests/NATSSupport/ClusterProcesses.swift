@@ -56,6 +56,16 @@ public final class ProjectorProcess: @unchecked Sendable {
     /// execs findmy in place, so the pid is findmy's.
     public var sessionName: String { "findmy projector \(pid ?? -1)" }
 
+    /// Whether it still runs; an ended process is reaped (then `kill9` and `stop` do nothing).
+    public var isRunning: Bool {
+        guard let running = pid else { return false }
+        guard !childEnded(running) else {
+            pid = nil
+            return false
+        }
+        return true
+    }
+
     public func kill9() {
         guard let running = pid else { return }
         pid = nil
