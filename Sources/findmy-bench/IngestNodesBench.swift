@@ -17,10 +17,13 @@ enum IngestNodesBench {
     ) { try run($0) }
 
     static let help = """
-        usage: findmy-bench ingest-nodes [--seconds 3] [--rounds 3] [--connections 64] [--fixes 1,100]
-                                         [--partitions 1,2,4,8] [--dir DIR]
+        usage: findmy-bench ingest-nodes [--seconds S] [--rounds R] [--connections C] [--fixes F,...]
+                                         [--partitions P,...] [--dir DIR]
 
-        Starts one `findmy serve` on a local log (DIR/local) and, for each partition count P, a
+        Defaults: S 3, R 3, C 64, F 1,100, P 1,2,4,8.
+
+        DIR (default a new directory in $TMPDIR) is a scratch directory, removed at the end. Starts
+        one `findmy serve` on a local log (DIR/local) and, for each partition count P, a
         three-node nats-server cluster on loopback with two `findmy serve --log nats://...
         --log-partitions P` ingest nodes (the findmy beside findmy-bench, or $FINDMY_BIN). Both targets
         get the same load: C keep-alive connections (one Swift thread and one enrolled device each;
