@@ -66,8 +66,13 @@ import Testing
             defer { ledger.abandon() }
             let context = {
                 "node 1: \(ingest.nodes[0].process.standardError.suffix(2000))\nnode 2: "
-                    + "\(ingest.nodes[1].process.standardError.suffix(2000))\nprojector (running: "
-                    + "\(projectors.last?.isRunning ?? false)): \(projectors.last?.output.suffix(3000) ?? "")"
+                    + "\(ingest.nodes[1].process.standardError.suffix(2000))\n"
+                    + projectors.enumerated().map { index, projector in
+                        "projector \(index + 1) (running: \(projector.isRunning)): \(projector.output.prefix(1500))"
+                            + " ... \(projector.output.suffix(1500))\n"
+                    }.joined()
+                    + "stream end \((try? probe.durableEndOffset()).map(String.init) ?? "?"); "
+                    + ((try? projectionState(admin)) ?? "projection unreadable")
             }
             func awaitProgress(_ what: String, batches: Int = Self.progressBatches) throws -> Double {
                 let from = ledger.acknowledgedCount
@@ -357,6 +362,17 @@ struct ChaosVerdict {
             + "\(presentFixes) fixes present, \(missingBatches) acknowledged batches and \(missingFixes) fixes "
             + "missing; \(extraCopies) extra copies in the stream folded once; \(problems.count) problems"
     }
+}
+
+/// Checkpoints and arrivals, for a failure's message.
+private func projectionState(_ connection: PostgresConnection) throws -> String {
+    let rows = try connection.execute(
+        "SELECT projection, next_offset FROM findmy.projector_checkpoints ORDER BY projection")
+    let checkpoints = (0..<rows.rowCount).map { "\(rows.string($0, 0) ?? "") \(rows.string($0, 1) ?? "")" }
+    let arrivals = try connection.execute(
+        "SELECT count(*), max(log_offset) FROM findmy.device_batches")
+    return "checkpoints: \(checkpoints.joined(separator: ", ")); arrivals: \(arrivals.string(0, 0) ?? "?"), "
+        + "highest offset \(arrivals.string(0, 1) ?? "none")"
 }
 
 /// The whole projection's checkpoint (every partition folded below it); 0 before the first.
