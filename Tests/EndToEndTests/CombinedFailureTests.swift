@@ -353,6 +353,11 @@ struct ChaosVerdict {
             if case .fixBatch(let batch) = event { copies["\(batch.batchID)".lowercased(), default: 0] += 1 }
         }
         let extraCopies = copies.values.reduce(0) { $0 + $1 - 1 }
+        // Lost by the stream, or skipped by the projector: which one a missing batch is.
+        let missingFromStream = acknowledged.keys.filter { copies[$0] == nil }.count
+        if missingFromStream > 0 {
+            problems.append("\(missingFromStream) acknowledged batches are not in the stream")
+        }
         let missingBatches = acknowledged.keys.filter { arrivalsOf[$0] == nil }.count
         summary =
             "\(sent.joined().count) batches sent by \(sent.count) devices, \(acknowledged.count) acknowledged "
@@ -360,7 +365,8 @@ struct ChaosVerdict {
             + "the other node (\(ledger.failed.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))), "
             + "\(ledger.duplicates) retries answered as duplicates; in PostgreSQL \(arrivals.rowCount) batches and "
             + "\(presentFixes) fixes present, \(missingBatches) acknowledged batches and \(missingFixes) fixes "
-            + "missing; \(extraCopies) extra copies in the stream folded once; \(problems.count) problems"
+            + "missing; in the stream \(missingFromStream) acknowledged batches missing and \(extraCopies) extra "
+            + "copies (folded once); \(problems.count) problems"
     }
 }
 
