@@ -235,10 +235,11 @@ let package = Package(
             name: "PushFakeSupport", dependencies: ["JSON", "Threads"], path: "Tests/PushFakeSupport",
             swiftSettings: strict),
         // The one launcher of a real three-node nats-server cluster (JetStream, routes on loopback,
-        // free ports, a scratch directory), each node under setpriv --pdeathsig: for NATSLogTests
-        // and `findmy-bench nats-log`.
+        // free ports, a scratch directory), each node under setpriv --pdeathsig, and of what runs
+        // beside it (a scratch PostgreSQL, `findmy projector`): for the JetStream tests and benches.
         .target(
-            name: "NATSSupport", dependencies: ["Threads"], path: "Tests/NATSSupport", swiftSettings: strict),
+            name: "NATSSupport", dependencies: ["Threads", "Postgres", "NATSLog"], path: "Tests/NATSSupport",
+            swiftSettings: strict),
         .testTarget(
             name: "NATSLogTests", dependencies: ["NATSLog", "Events", "NATSSupport", "Threads"],
             swiftSettings: strict),

@@ -321,6 +321,15 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             let pending = metadata.pointee.NumPending
             jsMsgMetaData_Destroy(metadata)
             if sequence - 1 >= limit { return limit }
+            // The consumer filters on the partition's subject: a message of another partition here
+            // would be folded as this one's (its offset then folded twice, once per partition).
+            // Refused, so that the caller reads again through a new consumer.
+            let delivered = natsMsg_GetSubject(message).map { String(cString: $0) } ?? ""
+            guard delivered == subject.text else {
+                throw JetStreamLogError.readFailed(
+                    subject: subject.text,
+                    "the ordered consumer delivered sequence \(sequence) of '\(delivered)', another subject")
+            }
             let record = try Self.record(message, subject: subject.text, sequence: sequence)
             var value: String?
             if let header {

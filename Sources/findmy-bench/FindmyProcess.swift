@@ -39,6 +39,24 @@ func addUser(_ dataDirectory: String, name: String) throws -> (userID: UInt64, t
     return (UInt64(try created["user_id"]!.int64Value), try created["token"]!.stringValue)
 }
 
+/// `count` devices of the user (UUIDs ...0001, ...0002, ...), enrolled through `address`; their
+/// device tokens.
+func enrolDevices(_ count: Int, address: String, userToken: String) throws -> [String] {
+    let connection = HTTPConnection(address: address)
+    defer { connection.close() }
+    return try (0..<count).map { index in
+        let body =
+            "{\"device_uuid\": \"00000000-0000-4000-8000-\(String(index + 1).leftPadded(12))\", \"name\": \"bench \(index)\", \"platform\": \"linux\"}"
+        let response = try connection.send(
+            "POST", "/api/find-my/devices", headers: [("Authorization", "Bearer \(userToken)")],
+            body: Array(body.utf8))
+        guard response.status == 201 else {
+            throw UsageError("enrolment through \(address) failed: \(response.bodyText)")
+        }
+        return try JSONParser.parse(response.body)["device_token"]!.stringValue
+    }
+}
+
 /// Starts `executable` with its standard output on a pipe, whose reading end is returned, and its
 /// standard error in `standardErrorPath` if given (else ours); `environment` is added to ours.
 func spawn(

@@ -98,17 +98,9 @@ enum IngestBench {
                 ?? target.drive(server.address, seconds: seconds)
         }
         let setup = HTTPConnection(address: server.address)
-        var deviceTokens: [String] = []
-        let deviceCount = max(connectionCounts.max() ?? 1, AppBench.shapes.map(\.connections).max()!)
-        for index in 0..<deviceCount {
-            let body =
-                "{\"device_uuid\": \"00000000-0000-4000-8000-\(String(index + 1).leftPadded(12))\", \"name\": \"bench \(index)\", \"platform\": \"linux\"}"
-            let response = try setup.send(
-                "POST", "/api/find-my/devices", headers: [("Authorization", "Bearer \(user.token)")],
-                body: Array(body.utf8))
-            guard response.status == 201 else { throw UsageError("enrolment failed: \(response.bodyText)") }
-            deviceTokens.append(try JSONParser.parse(response.body)["device_token"]!.stringValue)
-        }
+        let deviceTokens = try enrolDevices(
+            max(connectionCounts.max() ?? 1, AppBench.shapes.map(\.connections).max()!), address: server.address,
+            userToken: user.token)
 
         var writer = JSONWriter()
         writer.beginObject()

@@ -72,10 +72,28 @@ struct LoadTarget: Sendable {
             result.p99Micros = median(runs.map(\.p99Micros))
             return result
         }
+
+        /// Runs of equal length, each figure the median of the runs' (failures summed).
+        static func median(_ runs: [Result]) -> Result {
+            func middle<T: Comparable>(_ values: [T]) -> T { values.sorted()[values.count / 2] }
+            var result = Result()
+            result.requests = middle(runs.map(\.requests))
+            result.failures = runs.reduce(0) { $0 + $1.failures }
+            result.fixesPerSecond = middle(runs.map(\.fixesPerSecond))
+            result.requestsPerSecond = middle(runs.map(\.requestsPerSecond))
+            result.p50Micros = middle(runs.map(\.p50Micros))
+            result.p99Micros = middle(runs.map(\.p99Micros))
+            return result
+        }
     }
 
     /// One thread and keep-alive connection per device, each posting back to back for `seconds`.
-    func drive(_ address: String, seconds: Double) -> Result {
+    func drive(_ address: String, seconds: Double) -> Result { drive(spreadOver: [address], seconds: seconds) }
+
+    /// As `drive(_:seconds:)`, connection `i` to `addresses[i % addresses.count]`: the same load
+    /// spread over several servers (ingest nodes), as a load balancer without affinity would.
+    func drive(spreadOver addresses: [String], seconds: Double) -> Result {
+        precondition(!addresses.isEmpty, "drive needs an address")
         struct ThreadResult: Sendable {
             var latencies: [Int64] = []
             var failures = 0
@@ -86,7 +104,7 @@ struct LoadTarget: Sendable {
         let threads = authorizations.enumerated().map { connectionIndex, authorization in
             spawnThread {
                 var sent = 0
-                let connection = HTTPConnection(address: address)
+                let connection = HTTPConnection(address: addresses[connectionIndex % addresses.count])
                 var result = ThreadResult()
                 result.latencies.reserveCapacity(100_000)
                 let headers = [("Authorization", authorization)] + self.headers

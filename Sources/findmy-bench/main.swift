@@ -14,6 +14,7 @@ let commands: [Command] = [
     ProjectBench.command,
     LogBench.command,
     NATSLogBench.command,
+    IngestNodesBench.command,
     PartitionedProjectorBench.command,
     MigrateBench.command,
     LoadDriver.command,

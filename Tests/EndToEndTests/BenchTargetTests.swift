@@ -31,7 +31,7 @@ import Testing
     @Test func findmyBenchHelpListsTheDrivers() throws {
         let help = try FindmyProcess.run(["--help"], executable: benchExecutable())
         #expect(help.status == 0, "\(help.error)")
-        for driver in ["ingest", "read", "project", "log", "load"] {
+        for driver in ["ingest", "ingest-nodes", "read", "project", "log", "load"] {
             #expect(help.output.contains("\n  \(driver) "), "\(driver) missing from:\n\(help.output)")
         }
         let unknown = try FindmyProcess.run(["serve"], executable: benchExecutable())
@@ -58,6 +58,29 @@ import Testing
         // answered {"result":"ok"}, and OwnTracks' single messages, every one answered [] (the Swift
         // client checks each body).
         try Self.expectApps(result, ["overland", "owntracks"])
+    }
+
+    /// The ingest-nodes driver starts a three-node cluster, two ingest nodes on it and a server on
+    /// a local log, and gets reports acknowledged by both targets, none failed.
+    @Test func ingestNodesDriverMeasuresBothTargets() throws {
+        let scratch = ScratchDirectory("findmy-bench-nodes")
+        let run = try FindmyProcess.run(
+            [
+                "ingest-nodes", "--dir", scratch.path + "/bench", "--seconds", "1", "--rounds", "1",
+                "--partitions", "2", "--connections", "2", "--fixes", "1",
+            ], timeoutSeconds: 300, executable: benchExecutable())
+        #expect(run.status == 0, "\(run.error)")
+        let row = try #require(
+            run.output.split(separator: "\n").last { $0.hasPrefix("P=2 F=1: ") }, "no result row:\n\(run.output)")
+        // "P=2 F=1: local N reports/s, ..., 0 failed; nodes N reports/s, ..., 0 failed; nodes/local R; ..."
+        let parts = row.split(separator: ";").map(String.init)
+        for (index, target) in ["local", "nodes"].enumerated() {
+            let part = parts[index]
+            let words = part.split(separator: " ")
+            let rate = words.firstIndex(of: Substring(target)).flatMap { Double(words[$0 + 1]) } ?? 0
+            #expect(rate > 0 && part.hasSuffix(" 0 failed"), "\(target): \(row)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/bench"), "the driver removes its directory")
     }
 
     /// An app driven by wrk and ops/bench/report.lua (path, Basic credentials, headers, a unique id

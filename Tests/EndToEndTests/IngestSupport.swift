@@ -81,10 +81,12 @@ func enrol(_ connection: HTTPConnection, userToken: String, uuid: String, name: 
     )
 }
 
-/// A fix recorded `secondsAgo` before now, JSON.
-func fixJSON(latitude: Double = 52.52, secondsAgo: Int = 60, extra: String = "") -> String {
+/// A fix recorded `secondsAgo` before now (or at `recordedAtMicros`, whole milliseconds), JSON.
+func fixJSON(
+    latitude: Double = 52.52, secondsAgo: Int = 60, recordedAtMicros: Int64? = nil, extra: String = ""
+) -> String {
     let recordedAt = RFC3339.formatMillis(
-        Int64(Date().timeIntervalSince1970 * 1_000_000) - Int64(secondsAgo) * 1_000_000)
+        recordedAtMicros ?? Int64(Date().timeIntervalSince1970 * 1_000_000) - Int64(secondsAgo) * 1_000_000)
     return
         "{\"latitude\": \(latitude), \"longitude\": 13.405, \"accuracy_m\": 12, \"battery_pct\": 81, \"source\": \"significant\", \"recorded_at\": \"\(recordedAt)\"\(extra)}"
 }

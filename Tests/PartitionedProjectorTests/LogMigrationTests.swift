@@ -122,7 +122,7 @@ import Threads
             #expect(refused.output.contains("is damaged at byte"), "\(name): \(refused.output)")
             #expect(refused.output.contains("nothing was imported"), "\(name): \(refused.output)")
         }
-        var configuration = jetStreamConfiguration(cluster)
+        var configuration = cluster.patientLogConfiguration(partitions: 4)
         configuration.createsStream = false
         #expect(throws: JetStreamLogError.streamMissing(stream: "FINDMY_LOG")) { try JetStreamLog(configuration) }
 
@@ -130,7 +130,7 @@ import Threads
         #expect(imported.status == 0, "\(imported.output)")
         #expect(imported.output.contains("\(firstPart) records stored"), "\(imported.output)")
         #expect(imported.output.contains("verify: ok"), "\(imported.output)")
-        let log = try JetStreamLog(jetStreamConfiguration(cluster))
+        let log = try JetStreamLog(cluster.patientLogConfiguration(partitions: 4))
         defer { log.close() }
         #expect(try log.durableEndOffset() == UInt64(firstPart))
 

@@ -39,7 +39,7 @@ private struct Arrival: Hashable {
     @Test func expiredFixesAreGoneFromEveryPartitionAndTheProjectionMatchesAFreshFold() throws {
         let cluster = try NATSCluster()
         let postgres = try ScratchPostgres()
-        let log = try JetStreamLog(jetStreamConfiguration(cluster))
+        let log = try JetStreamLog(cluster.patientLogConfiguration(partitions: 4))
         let settings = RetentionSettings(retentionDays: 30, arrivalsRetentionDays: 90)
         let devices = 8
 
