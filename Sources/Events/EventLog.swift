@@ -5,8 +5,16 @@ import Threads
 // docs/log-format.md) and answer the same three questions: append these records and say once they
 // are durable; hand me a partition's records in order from an offset; how far is durable.
 //
-// Nothing in findmy uses these protocols yet: serve, the projector and the compactor still hold a
-// `LogWriter` and a `LogReader` directly. They are the seam the JetStream wiring goes through.
+// The single-machine serve, projector and compactor hold a `LogWriter` and a `LogReader` directly;
+// the partitioned projector and the ingest nodes go through these protocols.
+//
+// What a read returns is what the reader saw, never what it was told. A JetStream reader is
+// served by one replica's store; a replica that has not applied the newest messages yet (a
+// follower behind, a leader just elected) answers "nothing more" truthfully for itself. So a read
+// vouches only for what it delivered: in one in-order delivery, a message at offset X proves that
+// every earlier message of what was asked for came before it. A caller that moved a checkpoint to
+// the end it was told instead skipped messages for good (the fault docs/scale.md, "Combined
+// failures", tells of).
 
 /// Appends records and returns once they are durable.
 public protocol EventLogAppending: Sendable {
@@ -30,10 +38,23 @@ public protocol EventLogReading: Sendable {
     /// Visits the records of `partition` with offsets in `start..<end` (end defaults to the durable
     /// end), in offset order; `visit` returns false to stop. Offsets within a partition increase
     /// but need not be dense (other partitions' records, and records a compaction removed, are
-    /// gaps). Returns the offset to continue from.
+    /// gaps). Returns the offset to continue from: every record of the partition below it was
+    /// visited (or refused, when it is the refused record's offset). It may be below `end` though
+    /// nothing was refused: records not visible to this reader yet, or an erased tail.
     @discardableResult
     func read(
         partition: Int, from start: UInt64, upTo end: UInt64?, _ visit: (LogRecord) throws -> Bool
+    ) throws -> UInt64
+
+    /// Visits the records of every partition in `partitions` with offsets in `start..<end`, in
+    /// one offset order across them (`visit` gets each record's partition); `visit` returns false
+    /// to stop. Returns the verified end: every record of those partitions with an offset in
+    /// `start..<returned` was visited, and the refused one is at `returned`. Never more than the
+    /// reader saw (see above): below `end` while records are not visible yet or the log's tail was
+    /// erased; a caller reads again from it.
+    func read(
+        partitions: Set<Int>, from start: UInt64, upTo end: UInt64?,
+        _ visit: (_ partition: Int, _ record: LogRecord) throws -> Bool
     ) throws -> UInt64
 
     /// Every offset below this is durable and may be read.
@@ -92,6 +113,16 @@ extension LogReader: EventLogReading {
     ) throws -> UInt64 {
         precondition(partition == 0, "the local log has one partition, 0")
         return try read(from: start, upTo: end, visit)
+    }
+
+    /// One machine's log has no replica to lag behind: its end is the writer's.
+    public func read(
+        partitions: Set<Int>, from start: UInt64, upTo end: UInt64?,
+        _ visit: (_ partition: Int, _ record: LogRecord) throws -> Bool
+    ) throws -> UInt64 {
+        precondition(partitions.isSubset(of: [0]), "the local log has one partition, 0")
+        guard !partitions.isEmpty else { return end ?? durableEnd() }
+        return try read(from: start, upTo: end) { try visit(0, $0) }
     }
 
     public func durableEndOffset() throws -> UInt64 { durableEnd() }

@@ -255,8 +255,10 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         return body(info.pointee)
     }
 
-    /// Reads `partition` from `start` with an ordered consumer (the stream leader delivers in
-    /// sequence order, no acks), up to `end` (default: the durable end when the read starts).
+    /// Reads `partition` from `start` with an ordered consumer filtered on its subject (the
+    /// stream leader, or a replica, delivers in sequence order, no acks), up to `end` (default:
+    /// the durable end when the read starts). Returns what it saw (`EventLogReading`): the offset
+    /// after the partition's last record delivered, `start` when none was.
     @discardableResult
     public func read(
         partition: Int, from start: UInt64, upTo end: UInt64? = nil, _ visit: (LogRecord) throws -> Bool
@@ -276,9 +278,93 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         guard start < limit else { return start }
         let subject = subjects[partition]
         // The partition's newest message: nothing to wait for beyond it (and nothing at all when
-        // it is below `start`).
-        guard let newest = try lastSequence(subject), newest > start else { return limit }
+        // it is below `start`). Only a bound on the wait: the answer may come from a store behind.
+        guard let newest = try lastSequence(subject), newest > start else { return start }
         let stopSequence = min(newest, limit)
+        let subscription = try orderedConsumer(subject, from: start)
+        defer {
+            natsSubscription_Unsubscribe(subscription)
+            natsSubscription_Destroy(subscription)
+        }
+        var next = start
+        while true {
+            guard let delivered = try nextMessage(subscription, subject, waitingFor: stopSequence) else {
+                return next
+            }
+            defer { natsMsg_Destroy(delivered.message) }
+            let sequence = delivered.sequence
+            if sequence - 1 >= limit { return limit }
+            // The consumer filters on the partition's subject: a message of another partition here
+            // would be folded as this one's (its offset then folded twice, once per partition).
+            // Refused, so that the caller reads again through a new consumer.
+            let deliveredSubject = natsMsg_GetSubject(delivered.message).map { String(cString: $0) } ?? ""
+            guard deliveredSubject == subject.text else {
+                throw JetStreamLogError.readFailed(
+                    subject: subject.text,
+                    "the ordered consumer delivered sequence \(sequence) of '\(deliveredSubject)', another subject")
+            }
+            let record = try Self.record(delivered.message, subject: subject.text, sequence: sequence)
+            var value: String?
+            if let header {
+                var text: UnsafePointer<CChar>?
+                if natsMsgHeader_Get(delivered.message, header, &text) == NATS_OK, let text {
+                    value = String(cString: text)
+                }
+            }
+            if try !visit(record, value) { return sequence - 1 }
+            next = sequence
+            if sequence >= limit { return limit }
+            if sequence >= stopSequence || delivered.pending == 0 { return next }
+        }
+    }
+
+    /// Reads `partitions` from `start` through ONE ordered consumer over the whole stream, up to
+    /// `end` (default: the durable end when the read starts), skipping the other partitions'
+    /// messages unread. One in-order delivery of every subject is what lets it vouch for its end
+    /// (`EventLogReading`): a message delivered at offset X proves every message below X was
+    /// delivered before it, whichever partition it is in, while a consumer's "nothing pending" may
+    /// come from a store that has not applied the newest messages yet. So the end returned is the
+    /// offset after the last message delivered (of any partition), `end` once that reaches it.
+    public func read(
+        partitions: Set<Int>, from start: UInt64, upTo end: UInt64? = nil,
+        _ visit: (_ partition: Int, _ record: LogRecord) throws -> Bool
+    ) throws -> UInt64 {
+        precondition(partitions.allSatisfy { $0 >= 0 && $0 < partitionCount }, "a partition out of range")
+        let limit = try end ?? durableEndOffset()
+        guard !partitions.isEmpty else { return limit }
+        guard start < limit else { return start }
+        let everything = CString(configuration.subjectPrefix + ".>")
+        let subscription = try orderedConsumer(everything, from: start)
+        defer {
+            natsSubscription_Unsubscribe(subscription)
+            natsSubscription_Destroy(subscription)
+        }
+        let wanted = (0..<partitionCount).map { partitions.contains($0) }
+        var next = start
+        while true {
+            guard let delivered = try nextMessage(subscription, everything, waitingFor: limit) else {
+                return next
+            }
+            defer { natsMsg_Destroy(delivered.message) }
+            let sequence = delivered.sequence
+            if sequence - 1 >= limit { return limit }
+            let subjectText = natsMsg_GetSubject(delivered.message).map { String(cString: $0) } ?? ""
+            guard let partition = partition(ofSubject: subjectText) else {
+                throw JetStreamLogError.damagedMessage(
+                    subject: subjectText, sequence: sequence, "a subject outside the log's partitions")
+            }
+            if wanted[partition] {
+                let record = try Self.record(delivered.message, subject: subjectText, sequence: sequence)
+                if try !visit(partition, record) { return sequence - 1 }
+            }
+            next = sequence
+            if sequence >= limit { return limit }
+            if delivered.pending == 0 { return next }
+        }
+    }
+
+    /// An ordered consumer on `subject` delivering from offset `start` (sequence `start + 1`).
+    private func orderedConsumer(_ subject: CString, from start: UInt64) throws -> OpaquePointer {
         var subscription: OpaquePointer?
         var options = jsSubOptions()
         jsSubOptions_Init(&options)
@@ -298,46 +384,50 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             throw JetStreamLogError.readFailed(
                 subject: subject.text, "ordered consumer: \(Self.describe(status, code))")
         }
-        defer {
-            natsSubscription_Unsubscribe(subscription)
-            natsSubscription_Destroy(subscription)
-        }
+        // A whole stream read at once outran the client's default pending limits (65,536
+        // messages, 64 MiB): the client then drops messages and reports a slow consumer (the
+        // ordered consumer starts again after the gap, but the read waited for nothing first).
+        // Flow control bounds what the server sends ahead; these bound the memory it may take.
+        _ = natsSubscription_SetPendingLimits(subscription, 4_000_000, 512 * 1024 * 1024)
+        return subscription
+    }
+
+    /// The next message of an ordered consumer with its stream sequence and what the consumer
+    /// says is still pending, or nil when the consumer has nothing: no message came within a
+    /// short wait and its info says none is pending. A message that does not come although the
+    /// consumer says some are pending is waited for up to `readWaitMillis`, then a failure.
+    private func nextMessage(_ subscription: OpaquePointer, _ subject: CString, waitingFor stopSequence: UInt64)
+        throws -> (message: OpaquePointer, sequence: UInt64, pending: UInt64)?
+    {
+        let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
+        var waitMillis: Int64 = 50
         while true {
             var message: OpaquePointer?
-            let next = natsSubscription_NextMsg(&message, subscription, configuration.readWaitMillis)
-            guard next == NATS_OK, let message else {
+            let next = natsSubscription_NextMsg(&message, subscription, waitMillis)
+            if next == NATS_OK, let message {
+                var metadata: UnsafeMutablePointer<jsMsgMetaData>?
+                guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
+                    natsMsg_Destroy(message)
+                    throw JetStreamLogError.readFailed(
+                        subject: subject.text, "a message without JetStream metadata")
+                }
+                defer { jsMsgMetaData_Destroy(metadata) }
+                return (message, metadata.pointee.Sequence.Stream, metadata.pointee.NumPending)
+            }
+            guard next == NATS_TIMEOUT, monotonicMicros() < deadline else {
                 throw JetStreamLogError.readFailed(
                     subject: subject.text,
                     "no message within \(configuration.readWaitMillis) ms while sequence \(stopSequence) "
                         + "was expected (\(Self.describe(next, jsErrCode(0))))")
             }
-            defer { natsMsg_Destroy(message) }
-            var metadata: UnsafeMutablePointer<jsMsgMetaData>?
-            guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
-                throw JetStreamLogError.readFailed(
-                    subject: subject.text, "a message without JetStream metadata")
+            var info: UnsafeMutablePointer<jsConsumerInfo>?
+            var code = jsErrCode(0)
+            if natsSubscription_GetConsumerInfo(&info, subscription, nil, &code) == NATS_OK, let info {
+                let pending = info.pointee.NumPending
+                jsConsumerInfo_Destroy(info)
+                if pending == 0 { return nil }
             }
-            let sequence = metadata.pointee.Sequence.Stream
-            let pending = metadata.pointee.NumPending
-            jsMsgMetaData_Destroy(metadata)
-            if sequence - 1 >= limit { return limit }
-            // The consumer filters on the partition's subject: a message of another partition here
-            // would be folded as this one's (its offset then folded twice, once per partition).
-            // Refused, so that the caller reads again through a new consumer.
-            let delivered = natsMsg_GetSubject(message).map { String(cString: $0) } ?? ""
-            guard delivered == subject.text else {
-                throw JetStreamLogError.readFailed(
-                    subject: subject.text,
-                    "the ordered consumer delivered sequence \(sequence) of '\(delivered)', another subject")
-            }
-            let record = try Self.record(message, subject: subject.text, sequence: sequence)
-            var value: String?
-            if let header {
-                var text: UnsafePointer<CChar>?
-                if natsMsgHeader_Get(message, header, &text) == NATS_OK, let text { value = String(cString: text) }
-            }
-            if try !visit(record, value) { return sequence }
-            if sequence >= stopSequence || pending == 0 { return limit }
+            waitMillis = min(waitMillis * 2, 1_000)
         }
     }
 

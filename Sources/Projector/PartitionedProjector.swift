@@ -201,29 +201,40 @@ public final class PartitionedProjector: Sendable {
         ProjectionStore(schema: projection.schema, checkpointName: Self.checkpointName(partition: partition))
     }
 
-    /// One transaction's worth for each partition held. A partition that fails (a registry row of
-    /// another partition not folded yet, the log unreachable) does not hold the others up; the
-    /// first failure is returned once the others had their turn.
+    /// One read of every partition held, from the lowest of their checkpoints, then one
+    /// transaction for each partition that moved. Each partition's checkpoint moves to the end
+    /// the read verified (`EventLogReading`: what the reader was shown, never the end it was told,
+    /// which a replica behind the leader gets wrong), so a message that was not visible in this
+    /// pass is read in the next. A partition whose transaction fails (a registry row of another
+    /// partition not folded yet) does not hold the others up; the first failure is returned once
+    /// the others had their turn.
     private func pass(_ session: Session) -> (folded: Int, failure: (any Error)?) {
-        let logEnd: UInt64
+        let read: PassRead
         do {
-            logEnd = try reader.durableEndOffset()
+            let logEnd = try reader.durableEndOffset()
+            state.withLock { $0.logEnd = logEnd }
+            read = try readPass(session, logEnd: logEnd)
         } catch {
             return (0, error)
         }
-        state.withLock { $0.logEnd = logEnd }
         var folded = 0
+        var moved = false
         var failure: (any Error)?
-        for partition in session.owned.sorted() {
+        for partition in read.batches.keys.sorted() {
+            var batch = read.batches[partition]!
+            batch.nextOffset = max(batch.nextOffset, read.verifiedEnd)
+            guard !batch.isEmpty else { continue }
             do {
-                folded += try step(partition: partition, logEnd: logEnd, session.connection)
+                try commit(partition: partition, batch, records: read.records[partition] ?? 0, session.connection)
+                folded += read.records[partition] ?? 0
+                moved = true
             } catch {
                 failure = failure ?? error
                 // A broken session ends the pass: nothing may be written without the leases.
                 if !session.connection.isAlive { break }
             }
         }
-        if folded > 0 && session.connection.isAlive {
+        if moved && session.connection.isAlive {
             do {
                 try advanceWholeCheckpoint(session.connection)
             } catch {
@@ -231,6 +242,44 @@ public final class PartitionedProjector: Sendable {
             }
         }
         return (folded, failure)
+    }
+
+    /// What one pass read: a batch per partition held (from its checkpoint), and how far the read
+    /// vouches that it saw every record of them.
+    private struct PassRead {
+        var batches: [Int: ProjectionBatch] = [:]
+        var records: [Int: Int] = [:]
+        var verifiedEnd: UInt64 = 0
+    }
+
+    /// Reads the partitions held from the lowest of their checkpoints up to `logEnd`; a
+    /// partition's records below its own checkpoint are already folded and skipped. The read stops
+    /// at the first record that would take a partition's transaction over its maximum.
+    private func readPass(_ session: Session, logEnd: UInt64) throws -> PassRead {
+        var read = PassRead()
+        for partition in session.owned {
+            let start = try store(partition).checkpoint(session.connection).next
+            guard logEnd >= start else {
+                throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
+            }
+            read.batches[partition] = ProjectionBatch(firstOffset: start)
+        }
+        guard let from = read.batches.values.map(\.firstOffset).min(), from < logEnd else { return read }
+        let recordsMax = options.recordsPerTransactionMax
+        let fixesMax = options.fixesPerTransactionMax
+        read.verifiedEnd = try reader.read(partitions: session.owned, from: from, upTo: logEnd) {
+            partition, record in
+            guard var batch = read.batches[partition], record.offset >= batch.firstOffset else { return true }
+            let records = read.records[partition] ?? 0
+            if records > 0 && (records >= recordsMax || batch.fixCount + Int(record.header.fixCount) > fixesMax) {
+                return false
+            }
+            try batch.add(record)
+            read.batches[partition] = batch
+            read.records[partition] = records + 1
+            return true
+        }
+        return read
     }
 
     /// Moves the projection's own checkpoint row (`Schema.projectionName`) to the lowest partition
@@ -253,37 +302,13 @@ public final class PartitionedProjector: Sendable {
             ])
     }
 
-    /// Folds the next run of `partition`'s records up to `logEnd` and moves its checkpoint, in one
-    /// transaction. Returns the records folded.
-    @discardableResult
-    func step(partition: Int, logEnd: UInt64, _ connection: PostgresConnection) throws -> Int {
-        let store = store(partition)
-        let start = try store.checkpoint(connection).next
-        guard logEnd >= start else {
-            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
-        }
-        guard logEnd > start else { return 0 }
-        var batch = ProjectionBatch(firstOffset: start)
-        var records = 0
-        var cut = false
-        let recordsMax = options.recordsPerTransactionMax
-        let fixesMax = options.fixesPerTransactionMax
-        try reader.read(partition: partition, from: start, upTo: logEnd) { record in
-            if records > 0
-                && (records >= recordsMax || batch.fixCount + Int(record.header.fixCount) > fixesMax)
-            {
-                cut = true
-                return false
-            }
-            try batch.add(record)
-            records += 1
-            return true
-        }
-        // The partition's records end here, and the other partitions' offsets up to the end are
-        // not this partition's: the checkpoint moves over them.
-        if !cut { batch.nextOffset = logEnd }
+    /// Folds one partition's batch and moves its checkpoint, in one transaction.
+    private func commit(partition: Int, _ batch: ProjectionBatch, records: Int, _ connection: PostgresConnection)
+        throws
+    {
+        var batch = batch
         let duplicates = try dropKnownArrivals(&batch, connection)
-        try store.apply(batch, nowMicros: clock(), logID: logID, connection)
+        try store(partition).apply(batch, nowMicros: clock(), logID: logID, connection)
         state.withLock {
             $0.checkpoints[partition] = batch.nextOffset
             $0.recordsFolded += records
@@ -292,7 +317,6 @@ public final class PartitionedProjector: Sendable {
             $0.duplicateArrivals += duplicates
             $0.lastError = nil
         }
-        return records
     }
 
     /// Removes from `batch` the arrivals (`device_batches` rows) already in the projection or

@@ -118,6 +118,61 @@ private func readPartition(_ log: JetStreamLog, _ partition: Int, from start: UI
         writer.close()
     }
 
+    /// A read of several partitions visits exactly their records, in one offset order, and
+    /// returns only an end it saw: the refused record's offset on a stop, the offset after the
+    /// last message delivered when the stream's tail was erased (not the end it was told), and
+    /// the asked end once a message at or past it came.
+    @Test func aReadOfSeveralPartitionsVouchesOnlyForWhatItDelivered() throws {
+        let cluster = try NATSCluster()
+        let log = try JetStreamLog(configuration(cluster))
+        var all: [EncodedEvent] = [userCreated(1)]
+        for index in 0..<4 {
+            for device in UInt64(1)...10 { all.append(fixBatch(device: device, index: index)) }
+        }
+        let offsets = try log.append(batch: all)
+        let partitionOf = offsets.map { log.partition(ofDevice: all[Int($0)].header.deviceKey) }
+        let end = UInt64(all.count)
+        let wanted: Set<Int> = [0, 2]
+        func readWanted(from start: UInt64, upTo limit: UInt64? = nil, stopAt stop: UInt64? = nil) throws
+            -> (visited: [UInt64], end: UInt64)
+        {
+            var visited: [UInt64] = []
+            let returned = try log.read(partitions: wanted, from: start, upTo: limit) { partition, record in
+                #expect(partition == log.partition(ofDevice: record.header.deviceKey), "each record with its partition")
+                if record.offset == stop { return false }
+                visited.append(record.offset)
+                return true
+            }
+            return (visited, returned)
+        }
+        let expected = offsets.filter { wanted.contains(partitionOf[Int($0)]) }
+
+        let whole = try readWanted(from: 0)
+        #expect(whole.visited == expected)
+        #expect(whole.end == end)
+        #expect(try readWanted(from: 5).visited == expected.filter { $0 >= 5 })
+        #expect(try readWanted(from: 0, upTo: 20) == (expected.filter { $0 < 20 }, 20))
+        let refused = expected[expected.count / 2]
+        #expect(try readWanted(from: 0, stopAt: refused) == (expected.filter { $0 < refused }, refused))
+        #expect(try readWanted(from: end).end == end, "nothing to read: the start")
+
+        // Erase the stream's last three messages: the read is told the end is `end`, but no
+        // message at or past end − 3 exists to show it, so it vouches for end − 3 only.
+        for offset in (end - 3)..<end { #expect(try log.erase(offset: offset)) }
+        #expect(try log.durableEndOffset() == end)
+        let afterErasure = try readWanted(from: 0)
+        #expect(afterErasure.visited == expected.filter { $0 < end - 3 })
+        #expect(afterErasure.end == end - 3)
+        #expect(try readWanted(from: end - 2) == ([], end - 2), "only erased messages: no progress")
+
+        // A new message past the erased ones shows the reader that nothing else is there.
+        let more = try log.append(batch: [fixBatch(device: 1, index: 9)])
+        let newEnd = more[0] + 1
+        let caughtUp = try readWanted(from: end - 3)
+        #expect(caughtUp.end == newEnd)
+        #expect(caughtUp.visited == (wanted.contains(log.partition(ofDevice: 1)) ? [more[0]] : []))
+    }
+
     /// A batch retried through another ingest node (another connection, another node) is stored
     /// once: the second append answers with the first one's offset.
     @Test func aRetriedBatchIDIsOneMessage() throws {
