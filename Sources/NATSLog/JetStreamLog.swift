@@ -180,6 +180,11 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         let subject = subjects[partition]
         let deadline = monotonicMicros() + configuration.appendDeadlineMillis * 1000
         var lastError = "no attempt"
+        // A new stream leader is being elected, or the client reconnects to another node: a while.
+        let electionRetryMicros: UInt32 = 50_000
+        // The first copy of a duplicate is being replicated: about one round trip between nodes.
+        let inFlightRetryMicros: UInt32 = 2_000
+        var retryMicros = electionRetryMicros
         while true {
             var options = jsPubOptions()
             jsPubOptions_Init(&options)
@@ -198,20 +203,28 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
                 return publishWithHeaders(bytes, subject: subject, headers: headers, &ack, &options, &code)
             }
             if status == NATS_OK, let ack {
-                defer { jsPubAck_Destroy(ack) }
-                return (ack.pointee.Sequence, ack.pointee.Duplicate)
-            }
-            lastError = Self.describe(status, code)
-            guard Self.isTransient(status, code) else {
-                throw JetStreamLogError.refused(subject: subject.text, lastError)
+                let (sequence, duplicate) = (ack.pointee.Sequence, ack.pointee.Duplicate)
+                jsPubAck_Destroy(ack)
+                // nats-server 2.10 answers a duplicate of a message it is still replicating with
+                // sequence 0: the first copy has no sequence yet. Asked again with the same Msg-Id,
+                // it names the first copy's sequence once that is stored, or stores this one if
+                // the first copy's proposal failed. Never an offset of -1.
+                guard duplicate && sequence == 0 else { return (sequence, duplicate) }
+                lastError = "a duplicate of a message still being replicated (no sequence yet)"
+                retryMicros = inFlightRetryMicros
+            } else {
+                retryMicros = electionRetryMicros
+                lastError = Self.describe(status, code)
+                guard Self.isTransient(status, code) else {
+                    throw JetStreamLogError.refused(subject: subject.text, lastError)
+                }
             }
             guard monotonicMicros() < deadline else {
                 throw JetStreamLogError.noQuorum(
                     subject: subject.text, waitedMillis: configuration.appendDeadlineMillis,
                     lastError: lastError)
             }
-            // A new stream leader is being elected, or the client reconnects to another node.
-            usleep(50_000)
+            usleep(retryMicros)
         }
     }
 

@@ -2,6 +2,7 @@ import Events
 import Foundation
 import NATSLog
 import NATSSupport
+import Synchronization
 import Testing
 import Threads
 
@@ -190,6 +191,34 @@ private func readPartition(_ log: JetStreamLog, _ partition: Int, from start: UI
         let read = try readPartition(other, other.partition(ofDevice: 42))
         #expect(read.map(\.offset) == before + offset)
         #expect(read.filter { $0.header.idempotencyKey == batch.header.idempotencyKey }.count == 1)
+    }
+
+    /// Two ingest nodes appending the same batches at the same instant: a copy that arrives while
+    /// the first is still being replicated is answered by nats-server 2.10 as a duplicate with
+    /// sequence 0. Every append still returns the one offset the batch is stored at (an offset
+    /// of 2^64 - 1, or a trap, was what the node made of that answer).
+    @Test func theSameBatchAppendedAtOnceThroughTwoConnectionsHasOneOffset() throws {
+        let cluster = try NATSCluster()
+        var second = configuration(cluster, partitions: 1)
+        second.servers = [cluster.urls[2], cluster.urls[1]]
+        let logs = [try JetStreamLog(configuration(cluster, partitions: 1)), try JetStreamLog(second)]
+        let batches = (0..<200).map { fixBatch(device: 7, index: $0) }
+        let answers = Mutex([[UInt64]](repeating: [], count: 2))
+        let threads = (0..<2).map { node in
+            spawnThread {
+                // One record an append, in the same order on both: each pair of copies races.
+                let offsets = batches.map { (try? logs[node].append(batch: [$0]).first) ?? UInt64.max }
+                answers.withLock { $0[node] = offsets }
+            }
+        }
+        for thread in threads { pthread_join(thread, nil) }
+        let (first, other) = answers.withLock { ($0[0], $0[1]) }
+        #expect(first == other)
+        #expect(!first.contains(UInt64.max))
+        let stored = try readPartition(logs[0], 0)
+        #expect(stored.count == batches.count)
+        #expect(stored.map(\.offset) == first)
+        #expect(stored.map(\.header.idempotencyKey) == batches.map(\.header.idempotencyKey))
     }
 
     /// With the stream's leader killed, appends still succeed (a new leader, 2 of 3 replicas) and
