@@ -16,30 +16,68 @@ build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev
 # temporary directory); mosquitto-clients: mosquitto_pub, the publisher those tests use.
 # python3-h2, python3-cryptography: the fake APNs, FCM and UnifiedPush servers (ops/tests/fake_push.py,
 # HTTP/2 over TLS; the Web Push fake decrypts with cryptography, independently of findmy).
-# nats-server: the three-node JetStream cluster the NATSLog tests start on free ports (docs/scale.md).
-test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography nats-server)
+# nats-server (see below): the three-node JetStream cluster the NATSLog tests start on free ports.
+test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography)
+
+# nats-server comes from Debian 13 (trixie), 2.10: Debian 12's 2.9.10 lets a stream's replicas
+# store messages at different sequences after leader changes (fixed upstream in 2.9.21), which
+# loses acknowledged reports on a findmy JetStream log (docs/scale.md, "Versions"). An apt pin
+# takes only that package from trixie; everything else stays on bookworm.
+nats_minimum=2.10
+trixie_source=/etc/apt/sources.list.d/findmy-trixie.sources
+trixie_pin=/etc/apt/preferences.d/findmy-nats-server
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then
     want+=("${test_packages[@]}")
 fi
 
+installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
 missing=()
 for package in "${want[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    if ! installed "$package"; then
         missing+=("$package")
     fi
 done
 
-if ((${#missing[@]} == 0)); then
+nats_wanted=false
+if [[ "${1:-}" == "--test" ]]; then
+    if ! installed nats-server \
+        || dpkg --compare-versions "$(dpkg-query -W -f='${Version}' nats-server)" lt "$nats_minimum"; then
+        nats_wanted=true
+    fi
+fi
+
+if ((${#missing[@]} == 0)) && [[ $nats_wanted == false ]]; then
     exit 0
 fi
 
-echo "installing missing Debian packages: ${missing[*]}" >&2
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then
     sudo_cmd=(sudo)
 fi
+if [[ $nats_wanted == true ]]; then
+    echo "installing nats-server >= $nats_minimum from Debian 13 (trixie), pinned to that one package" >&2
+    # The same mirror the machine's bookworm packages come from (its first "URIs:" or "deb" line).
+    mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+    if [[ -z $mirror ]]; then
+        mirror=$(awk '$1 == "deb" && $2 ~ /\/debian\/?$/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null)
+    fi
+    if [[ -z $mirror ]]; then
+        echo "install-deps: no Debian mirror found in /etc/apt to take nats-server from trixie" >&2
+        exit 1
+    fi
+    printf '%s\n' "Types: deb" "URIs: $mirror" "Suites: trixie" "Components: main" \
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | "${sudo_cmd[@]}" tee "$trixie_source" >/dev/null
+    printf '%s\n' "Package: *" "Pin: release n=trixie" "Pin-Priority: 1" "" \
+        "Package: nats-server" "Pin: release n=trixie" "Pin-Priority: 990" | "${sudo_cmd[@]}" tee "$trixie_pin" >/dev/null
+    missing+=(nats-server)
+fi
+
+echo "installing missing Debian packages: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 # Debian's postgresql package would otherwise create and start a "main" cluster listening on
 # localhost:5432; findmy runs its own private cluster (docs/postgres.md) and needs none.

@@ -13,7 +13,7 @@ import Threads
 //   already held a message with that id (its duplicate window): a registry change that takes a
 //   new id uses "the id" as its Msg-Id, so that of two nodes taking the same id at once exactly
 //   one is stored and the other learns it lost. JetStream checks Msg-Ids against messages still
-//   being replicated too; nats-server 2.9's per-subject expected sequence does not (two appends in
+//   being replicated too; nats-server 2.9.10's per-subject expected sequence did not (two appends in
 //   flight expecting the same last sequence were both stored in our test), so it is not used;
 //
 //   follow the whole stream (every partition, in sequence order) from an offset, for ever: every

@@ -160,7 +160,7 @@ private struct Arrival: Hashable {
 
         // On disk: the erased messages' bytes are at once in no message block of the stream; the
         // stream's Raft log holds them until nats-server's next snapshot of the stream compacts it
-        // (every two minutes in 2.9): waited for, with a generous deadline.
+        // (every two to three minutes in 2.10.27): waited for, with a generous deadline.
         let erasedAt = Date()
         let residue = try storeFilesHolding(erasedMessages, under: cluster.directory)
         print(
