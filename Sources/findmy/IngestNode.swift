@@ -34,18 +34,13 @@ struct IngestNodeConfiguration {
         guard log.hasPrefix("nats://") else {
             throw UsageError("--log (FINDMY_LOG) is local or nats://HOST:PORT[,HOST:PORT...], got '\(log)'")
         }
-        let hosts = log.dropFirst("nats://".count).split(separator: ",").map {
-            $0.hasPrefix("nats://") ? String($0.dropFirst("nats://".count)) : String($0)
-        }
-        guard !hosts.isEmpty, hosts.allSatisfy({ !$0.isEmpty && !$0.contains("/") }) else {
-            throw UsageError("--log (FINDMY_LOG) must be nats://HOST:PORT[,HOST:PORT...], got '\(log)'")
-        }
+        let servers = try natsServers(log)
         if projector == "on" {
             throw UsageError(
                 "--projector on cannot be combined with --log nats://: an ingest node runs no projector; "
                     + "run `findmy projector --log nats://...` as separate processes (docs/scale.md)")
         }
-        var configuration = IngestNodeConfiguration(servers: hosts.map { "nats://" + $0 })
+        var configuration = IngestNodeConfiguration(servers: servers)
         if let partitions {
             guard let count = Int(partitions), count >= 1, count <= 1024 else {
                 throw UsageError(
@@ -55,6 +50,20 @@ struct IngestNodeConfiguration {
             configuration.partitions = count
         }
         return configuration
+    }
+
+    /// `nats://h1:4222,h2:4222` or `nats://h1:4222,nats://h2:4222`: one URL per node.
+    static func natsServers(_ text: String) throws -> [String] {
+        guard text.hasPrefix("nats://") else {
+            throw UsageError("--log (FINDMY_LOG) must be nats://HOST:PORT[,HOST:PORT...], got '\(text)'")
+        }
+        let hosts = text.dropFirst("nats://".count).split(separator: ",").map {
+            $0.hasPrefix("nats://") ? String($0.dropFirst("nats://".count)) : String($0)
+        }
+        guard !hosts.isEmpty, hosts.allSatisfy({ !$0.isEmpty && !$0.contains("/") }) else {
+            throw UsageError("--log (FINDMY_LOG) must be nats://HOST:PORT[,HOST:PORT...], got '\(text)'")
+        }
+        return hosts.map { "nats://" + $0 }
     }
 
     /// Opens the stream: an existing one with its own partition count (refused when

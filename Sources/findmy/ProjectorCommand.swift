@@ -56,7 +56,7 @@ enum ProjectorCommand {
         guard options.positional.isEmpty else {
             throw UsageError("unexpected argument '\(options.positional[0])'")
         }
-        let servers = try natsServers(options.required("log", environment: "FINDMY_LOG"))
+        let servers = try IngestNodeConfiguration.natsServers(options.required("log", environment: "FINDMY_LOG"))
         let conninfo = try options.required(Database.setting.flag, environment: Database.setting.environment)
         let selectionText = options.value("partitions") ?? "all"
         guard let selection = PartitionSelection.parse(selectionText) else {
@@ -114,20 +114,6 @@ enum ProjectorCommand {
                 + "\(status.duplicateArrivals) duplicate arrivals folded; \(status.taken) partitions taken, "
                 + "\(status.released) released)")
         return 0
-    }
-
-    /// `nats://h1:4222,h2:4222` or `nats://h1:4222,nats://h2:4222`: one URL per node.
-    static func natsServers(_ text: String) throws -> [String] {
-        guard text.hasPrefix("nats://") else {
-            throw UsageError("--log must be nats://HOST:PORT[,HOST:PORT...], got '\(text)'")
-        }
-        let hosts = text.dropFirst("nats://".count).split(separator: ",").map {
-            $0.hasPrefix("nats://") ? String($0.dropFirst("nats://".count)) : String($0)
-        }
-        guard !hosts.isEmpty, hosts.allSatisfy({ !$0.isEmpty && !$0.contains("/") }) else {
-            throw UsageError("--log must be nats://HOST:PORT[,HOST:PORT...], got '\(text)'")
-        }
-        return hosts.map { "nats://" + $0 }
     }
 
     static func positive(_ options: Options, _ flag: String, environment: String, _ fallback: Int) throws
