@@ -18,9 +18,9 @@ enum IngestNodesBench {
 
     static let help = """
         usage: findmy-bench ingest-nodes [--seconds S] [--rounds R] [--connections C] [--fixes F,...]
-                                         [--partitions P,...] [--dir DIR]
+                                         [--partitions P,...] [--nats-sync-interval I] [--dir DIR]
 
-        Defaults: S 3, R 3, C 64, F 1,100, P 1,2,4,8.
+        Defaults: S 3, R 3, C 64, F 1,100, P 1,2,4,8, I the server's own (two minutes in 2.10).
 
         DIR (default a new directory in $TMPDIR) is a scratch directory, removed at the end. Starts
         one `findmy serve` on a local log (DIR/local) and, for each partition count P, a
@@ -35,11 +35,16 @@ enum IngestNodesBench {
         The local server acknowledges after fdatasync on one machine, the nodes after a quorum of 2 of
         3 NATS nodes (docs/scale.md). Build with -c release to measure; everything shares the
         machine's cores, and the client takes CPU from both targets alike.
+
+        I is nats-server's sync_interval on every node: `always` makes each node fsync a message
+        before it takes part in the acknowledgement, the promise the local log makes; a duration
+        (`2m`, `10s`) syncs on that interval instead.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
-            arguments, valued: ["seconds", "rounds", "connections", "fixes", "partitions", "dir"], flags: [])
+            arguments, valued: ["seconds", "rounds", "connections", "fixes", "partitions", "nats-sync-interval", "dir"],
+            flags: [])
         if options.flag("help") {
             print(help)
             return 0
@@ -52,6 +57,12 @@ enum IngestNodesBench {
         guard seconds > 0, rounds > 0, connections > 0 else {
             throw UsageError("--seconds, --rounds and --connections must be positive")
         }
+        let syncInterval = options.value("nats-sync-interval")
+        if let syncInterval, syncInterval != "always",
+            syncInterval.wholeMatch(of: /[0-9]+(ms|s|m|h)/) == nil
+        {
+            throw UsageError("--nats-sync-interval takes `always` or a duration such as 2m, 10s or 500ms")
+        }
         let root =
             options.value("dir") ?? NSTemporaryDirectory() + "findmy-nodes-bench-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -63,11 +74,11 @@ enum IngestNodesBench {
         let localTokens = try enrolDevices(connections, address: local.address, userToken: localUser.token)
         printLine(
             "ingest-nodes: \(connections) connections, \(Int(seconds)) s per measurement, \(rounds) rounds, "
-                + "load average \(APIDriver.loadAverage())")
+                + "nats sync_interval \(syncInterval ?? "default"), load average \(APIDriver.loadAverage())")
 
         var rows: [Row] = []
         for partitions in partitionCounts {
-            let cluster = try NATSCluster(directory: root + "/nats-\(partitions)")
+            let cluster = try NATSCluster(directory: root + "/nats-\(partitions)", syncInterval: syncInterval)
             defer { cluster.stopAll() }
             var nodes: [ChildServer] = []
             defer { for node in nodes { node.stop() } }

@@ -221,6 +221,19 @@ private func readPartition(_ log: JetStreamLog, _ partition: Int, from start: UI
         #expect(stored.map(\.header.idempotencyKey) == batches.map(\.header.idempotencyKey))
     }
 
+    /// `sync_interval: always` (docs/scale.md, "What the acknowledgement promises"): each node
+    /// fsyncs a message before it counts towards the acknowledgement. The configuration an operator
+    /// who wants the local log's promise writes; nats-server 2.9.10 refuses to start with it.
+    @Test func aClusterThatSyncsEveryMessageAcknowledgesAndReadsBack() throws {
+        let cluster = try NATSCluster(syncInterval: "always")
+        let log = try JetStreamLog(configuration(cluster, partitions: 2))
+        let batches = (0..<20).map { fixBatch(device: UInt64($0 % 4 + 1), index: $0) }
+        let offsets = try log.append(batch: batches)
+        #expect(offsets == Array(0..<20))
+        let read = try (0..<2).flatMap { try readPartition(log, $0) }.sorted { $0.offset < $1.offset }
+        #expect(read.map(\.header.idempotencyKey) == batches.map(\.header.idempotencyKey))
+    }
+
     /// With the stream's leader killed, appends still succeed (a new leader, 2 of 3 replicas) and
     /// nothing acknowledged before is missing.
     @Test func withOneNodeKilledAppendsStillSucceed() throws {
