@@ -15,6 +15,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         case parameter
         /// A result value is not of the type asked for.
         case decode
+        /// A pool's admission check refused to lend a connection (`PostgresPool.admission`): the
+        /// message says why (the projection is not this log's, say). No server was asked.
+        case refused
     }
 
     public var kind: Kind
@@ -57,6 +60,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         case .copy: text = "COPY failed on \(target): \(message)"
         case .parameter: text = "cannot send parameter: \(message)"
         case .decode: text = "cannot decode result: \(message)"
+        case .refused: text = "not reading \(target) now: \(message)"
         }
         if let sqlState { text += " (SQLSTATE \(sqlState))" }
         if let detail { text += "; detail: \(detail)" }

@@ -100,7 +100,7 @@ public final class PostgresPool: @unchecked Sendable {
 
     private func acquire() throws(PostgresError) -> PostgresConnection {
         if let refusal = admission() {
-            throw PostgresError(.connect, message: refusal, target: "PostgreSQL")
+            throw PostgresError(.refused, message: refusal, target: "PostgreSQL")
         }
         let deadline = monotonicNow() + Int64(limits.acquireWaitMillisMax) * 1_000
         lock.lock()

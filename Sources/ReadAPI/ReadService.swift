@@ -33,7 +33,7 @@ public final class ReadService: Sendable {
     public let pool: PostgresPool
     public let limits: ReadLimits
     /// The projection's checkpoint: every offset below it is in PostgreSQL.
-    let projectedEnd: @Sendable () -> UInt64
+    public let projectedEnd: @Sendable () -> UInt64
     /// Rung when `projectedEnd` may have moved (the projector's `checkpointBells`).
     let projectionBells: Doorbells
     let clockMicros: @Sendable () -> Int64
@@ -107,7 +107,7 @@ public final class ReadService: Sendable {
         let projectedEnd = end ?? self.projectedEnd
         let projectionBells = bells ?? self.projectionBells
         guard let offset = try afterOffset(request.queryItems) else { return }
-        let durableEnd = identity.log.durableEnd
+        let durableEnd = identity.durableEnd
         guard offset < durableEnd else {
             throw APIError(
                 status: 400, code: .invalidAfterOffset,
@@ -151,6 +151,11 @@ public final class ReadService: Sendable {
             return try body()
         } catch let error as APIError {
             throw error
+        } catch let error as PostgresError where error.kind == .refused {
+            // Why this server will not read the projection now: said to the client, since it is
+            // about the deployment (which projection, which log), never about anyone's data.
+            throw APIError(
+                status: 503, code: .databaseUnavailable, message: "\(error.message); retry shortly")
         } catch {
             StructuredLog.error("read_failed", ["error": .string("\(error)")])
             throw Self.databaseUnavailable

@@ -8,6 +8,7 @@ import Ingest
 import JSON
 import NATSLog
 import Presence
+import Projector
 import ReadAPI
 import Threads
 import WebPanel
@@ -162,6 +163,56 @@ struct RegistryFollowerStatus: StatusSource {
     }
 }
 
+extension ServeCommand {
+    /// The read API and the panel of an ingest node given `--database-url`: served from the
+    /// projection the cluster's `findmy projector` processes write there (or a streaming replica of
+    /// it), watched by a `ProjectionWatcher` for its checkpoint and for being this stream's
+    /// (docs/scale.md, "Reads in a cluster"). The geofence projection is not folded on JetStream,
+    /// so its reads still answer 503.
+    static func startClusterReads(
+        _ configuration: Configuration, url: String, logID: UUID128, _ service: IngestService,
+        _ group: ServiceGroup
+    ) throws -> ReadService {
+        let database = try DatabaseService(dataDirectory: configuration.dataDirectory, url: url)
+        try group.start(database)
+        let watcher = ProjectionWatcher(conninfo: database.client.conninfo, logID: logID)
+        try group.start(watcher)
+        service.addStatusSource(ProjectionWatcherStatus(watcher: watcher))
+        let reads = readService(
+            configuration, service, conninfo: database.client.conninfo, admission: { watcher.status.refusal },
+            projectedEnd: { watcher.status.checkpoint }, bells: watcher.checkpointBells)
+        database.addBorrower { reads.pool.close() }
+        service.addStatusSource(reads.statusSource)
+        StructuredLog.info("cluster_reads_started", ["database": .string(database.description)])
+        return reads
+    }
+}
+
+/// `/healthz` ("projection") and `/metrics` of an ingest node's `ProjectionWatcher`.
+struct ProjectionWatcherStatus: StatusSource {
+    let watcher: ProjectionWatcher
+    var name: String { "projection" }
+
+    func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+        let status = watcher.status
+        var members: [(String, JSONValue)] = [
+            ("checkpoint", .integer(Int64(status.checkpoint))), ("polls", .integer(Int64(status.polls))),
+        ]
+        if let refusal = status.refusal { members.append(("reads_refused", .string(refusal))) }
+        if let error = status.lastError { members.append(("error", .string(error))) }
+        return (status.refusal != nil || status.lastError != nil, members)
+    }
+
+    func metricsText() -> String {
+        """
+        # HELP findmy_projection_checkpoint The projection's checkpoint as this node last read it from PostgreSQL.
+        # TYPE findmy_projection_checkpoint gauge
+        findmy_projection_checkpoint \(watcher.status.checkpoint)
+
+        """
+    }
+}
+
 /// The follower stopped on a record it could not fold.
 struct RegistryFollowerFailed: Error, CustomStringConvertible {
     var description: String
@@ -220,8 +271,16 @@ extension ServeCommand {
         let commands = CommandService(
             identity: identity, channels: CommandChannels.ordered(channels), limits: configuration.commands)
         try group.start(commands)
+        var reads: ReadService?
+        var projectedEnd: @Sendable () -> UInt64 = { 0 }
+        if let url = configuration.databaseURL {
+            let started = try startClusterReads(
+                configuration, url: url, logID: shared.log.logID(), service, group)
+            reads = started
+            projectedEnd = started.projectedEnd
+        }
         let commandRoutes = CommandRoutes(
-            service: commands, pool: nil, projectedEnd: { 0 },
+            service: commands, pool: reads?.pool, projectedEnd: projectedEnd,
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
         let signing = try WebhookSigning.load(dataDirectory: data)
         let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: nil)
@@ -233,9 +292,9 @@ extension ServeCommand {
             presence = poller
         }
         let panel = PanelService(
-            ingest: service, pool: nil, configuration: configuration.panel, presence: presence)
+            ingest: service, pool: reads?.pool, configuration: configuration.panel, presence: presence)
         let (router, adminRouter) = try routers(
-            service, reads: nil, panel: panel, compactor: nil, commands: commandRoutes, presence: presence,
+            service, reads: reads, panel: panel, compactor: nil, commands: commandRoutes, presence: presence,
             geofences: nil, alerts: alerts)
         let api = try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)

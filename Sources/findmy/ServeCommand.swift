@@ -205,8 +205,13 @@ enum ServeCommand {
             "With --log nats://... this process is a stateless ingest node of a JetStream log: it runs no projector"
         )
         lines.append(
-            "and no compactor; projectors run as separate processes (findmy projector --log nats://...). See docs/scale.md."
+            "and no compactor; projectors run as separate processes (findmy projector --log nats://...). Given"
         )
+        lines.append(
+            "--database-url too, it serves the read API and the panel from the projection those projectors write there"
+        )
+        lines.append(
+            "(or a streaming replica of it); without, reads answer 503 reads_unavailable. See docs/scale.md.")
         lines.append("See docs/configuration.md.")
         return lines.joined(separator: "\n")
     }
@@ -479,21 +484,17 @@ enum ServeCommand {
             let projector = Projector(
                 client: database.client, reader: LogReader(directory: data + "/log", writer: log))
             service.addStatusSource(ProjectorStatusSource(projector: projector))
-            let readService = ReadService(
-                identity: service.identity,
-                pool: PostgresPool(
-                    conninfo: database.client.conninfo,
-                    limits: .init(connectionsMax: configuration.readConnectionsMax),
-                    admission: {
-                        let status = projector.status
-                        guard status.boundLogID == nil else { return nil }
-                        return status.stopped
-                            ? "the projection does not match this log: \(status.lastError ?? "see /healthz")"
-                            : "the projector has not yet checked that the projection belongs to this log "
-                                + "(see /healthz)"
-                    }),
-                limits: configuration.read, projectedEnd: { projector.status.checkpoint },
-                projectionBells: projector.checkpointBells)
+            let readService = readService(
+                configuration, service, conninfo: database.client.conninfo,
+                admission: {
+                    let status = projector.status
+                    guard status.boundLogID == nil else { return nil }
+                    return status.stopped
+                        ? "the projection does not match this log: \(status.lastError ?? "see /healthz")"
+                        : "the projector has not yet checked that the projection belongs to this log "
+                            + "(see /healthz)"
+                },
+                projectedEnd: { projector.status.checkpoint }, bells: projector.checkpointBells)
             reads = readService
             database.addBorrower { readService.pool.close() }
             service.addStatusSource(readService.statusSource)
@@ -614,6 +615,21 @@ enum ServeCommand {
             StructuredLog.error(
                 "service_start_failed", ["service": .string(service), "error": .string(error)])
         }
+    }
+
+    /// The read side over the projection in `conninfo`: `admission` says why no read may borrow a
+    /// connection now (nil: go on), `projectedEnd` and `bells` how far the projection is.
+    static func readService(
+        _ configuration: Configuration, _ service: IngestService, conninfo: String,
+        admission: @escaping @Sendable () -> String?, projectedEnd: @escaping @Sendable () -> UInt64,
+        bells: Doorbells
+    ) -> ReadService {
+        ReadService(
+            identity: service.identity,
+            pool: PostgresPool(
+                conninfo: conninfo, limits: .init(connectionsMax: configuration.readConnectionsMax),
+                admission: admission),
+            limits: configuration.read, projectedEnd: projectedEnd, projectionBells: bells)
     }
 
     /// Starts the admin socket's listener, then the network API's (last, so that nothing answers

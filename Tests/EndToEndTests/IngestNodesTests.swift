@@ -14,10 +14,10 @@ import Testing
 
     /// Runs `body` with a fresh three-node cluster and two ingest nodes on it; every node and the
     /// cluster are killed when it returns or throws.
-    static func withNodes(_ body: (IngestNodes) throws -> Void) throws {
+    static func withNodes(extraArguments: [String] = [], _ body: (IngestNodes) throws -> Void) throws {
         let cluster = try NATSCluster()
         defer { cluster.stopAll() }
-        let nodes = try IngestNodes(cluster: cluster, partitions: partitions)
+        let nodes = try IngestNodes(cluster: cluster, partitions: partitions, extraArguments: extraArguments)
         defer { nodes.killAll() }
         try body(nodes)
     }
@@ -401,9 +401,9 @@ final class IngestNodes: @unchecked Sendable {
     private let lock = NSLock()
     private var processes: [ServerProcess] = []
 
-    init(cluster: NATSCluster, partitions: Int) throws {
+    init(cluster: NATSCluster, partitions: Int, extraArguments: [String] = []) throws {
         self.cluster = cluster
-        arguments = ["--log", cluster.logArgument, "--log-partitions", "\(partitions)"]
+        arguments = ["--log", cluster.logArgument, "--log-partitions", "\(partitions)"] + extraArguments
         do {
             for index in 0..<2 { processes.append(try start(index)) }
         } catch {

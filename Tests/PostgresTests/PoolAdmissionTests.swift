@@ -13,7 +13,7 @@ extension PostgresTests {
         #expect {
             try pool.execute("SELECT 1")
         } throws: { error in
-            (error as? PostgresError)?.kind == .connect && "\(error)".contains("not bound to this log yet")
+            (error as? PostgresError)?.kind == .refused && "\(error)".contains("not bound to this log yet")
         }
         #expect(pool.connectCount == 0 && pool.openConnections == 0)
         bound.store(true, ordering: .relaxed)
