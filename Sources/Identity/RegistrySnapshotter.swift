@@ -116,7 +116,8 @@ public final class RegistrySnapshotter: Service {
         var lastOffset: UInt64
         var lastMicros: Int64
         var fixesSinceSnapshot: UInt64 = 0
-        /// Set by a refold: the snapshots on disk may list rewritten segments. They are removed
+        /// Set by a refold: the snapshots on disk may list rewritten segments (or, of a stream, hold
+        /// messages retention erased). They are removed
         /// before the next write, which may stand below them (a refold cut short by a stop) and
         /// would otherwise be the one pruned.
         var staleOnDisk = false

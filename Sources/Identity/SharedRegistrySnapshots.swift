@@ -125,15 +125,8 @@ public final class SharedRegistrySnapshotter: Service {
     private let progress: Mutex<Progress>
     private let worker = StoppableThread()
 
-    struct Progress {
-        var fold: RegistryFold
-        var lastOffset: UInt64
-        var lastMicros: Int64
-        var fixesSinceSnapshot: UInt64 = 0
-        /// After a refold began: the snapshots on disk hold what retention erased; removed before
-        /// the next write (which may stand below them and would otherwise be the one pruned).
-        var staleOnDisk = false
-    }
+    /// One machine's; `staleOnDisk` here: the snapshots on disk hold what retention erased.
+    typealias Progress = RegistrySnapshotter.Progress
 
     /// Continues from the fold `identity` started with (a loaded snapshot, or offset 0).
     public init(

@@ -183,17 +183,7 @@ extension ServeCommand {
         service.addStatusSource(ServiceGroupStatus(group))
         let identity = service.identity
         let start = identity.startReport
-        for skipped in start.skipped {
-            StructuredLog.info(
-                "registry_snapshot_skipped",
-                [
-                    "file": .string(skipped.fileName), "reason": .string(skipped.reason),
-                    "deleted": .bool(skipped.deleted),
-                ])
-        }
-        if let error = start.snapshotError {
-            StructuredLog.error("registry_snapshot_unreadable", ["error": .string(error)])
-        }
+        logSnapshotsPassedOver(start)
         let follower = JetStreamFollower(log: shared.log, from: registry.appliedEnd) { record, _ in
             try registry.deliver(record, into: identity)
         }
