@@ -100,7 +100,8 @@ extension Registry {
             if let snapshot, let records = snapshot.recordsFolded {
                 report.snapshotOffset = snapshot.offset
                 return (
-                    RegistryFold(registry: snapshot.registry, offset: snapshot.offset, segments: [], records: records),
+                    RegistryFold(
+                        registry: snapshot.registry, offset: snapshot.offset, segments: [], records: records),
                     report
                 )
             }
@@ -164,7 +165,8 @@ public final class SharedRegistrySnapshotter: Service {
     public func stop(graceMicros: Int64) {
         worker.stop()
         let deadline = monotonicClock() + graceMicros / 2
-        let outcome = round(force: true, shouldStop: { self.monotonicClock() >= deadline }, writeWhenStopped: true)
+        let outcome = round(
+            force: true, shouldStop: { self.monotonicClock() >= deadline }, writeWhenStopped: true)
         if let outcome { report(outcome) }
     }
 
@@ -248,7 +250,9 @@ public final class SharedRegistrySnapshotter: Service {
             let logID = try log.logID()
             if state.staleOnDisk {
                 let counts = try log.storedCounts()
-                try store.removeStale { RegistrySnapshotStore.staleness(of: $0, sharedLogID: logID, counts: counts) }
+                try store.removeStale {
+                    RegistrySnapshotStore.staleness(of: $0, sharedLogID: logID, counts: counts)
+                }
                 state.staleOnDisk = false
             }
             let snapshot = RegistrySnapshot(
@@ -260,7 +264,8 @@ public final class SharedRegistrySnapshotter: Service {
             state.lastMicros = now
             state.fixesSinceSnapshot = 0
             return .written(
-                path: path, offset: snapshot.offset, bytes: bytes, millis: (monotonicMicros() - started) / 1000)
+                path: path, offset: snapshot.offset, bytes: bytes,
+                millis: (monotonicMicros() - started) / 1000)
         } catch {
             return .failed("\(error)")
         }

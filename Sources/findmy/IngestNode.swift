@@ -267,7 +267,8 @@ struct JetStreamSnapshotLog: SnapshotSharedLog {
     func readAll(from start: UInt64, upTo end: UInt64, _ visit: (LogRecord) throws -> Bool) throws -> UInt64 {
         // JetStreamLog's read does not count the record its visitor stopped on; the fold applied it.
         var stoppedAfter: UInt64?
-        let reached = try log.read(partitions: Set(0..<log.partitionCount), from: start, upTo: end) { _, record in
+        let reached = try log.read(partitions: Set(0..<log.partitionCount), from: start, upTo: end) {
+            _, record in
             if try visit(record) { return true }
             stoppedAfter = record.offset + 1
             return false

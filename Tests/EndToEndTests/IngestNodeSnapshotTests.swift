@@ -27,7 +27,8 @@ import Testing
         }
     }
 
-    static func rebuilt(_ node: ServerProcess) throws -> (fromSnapshot: Bool, offset: Int64, replayed: Int64) {
+    static func rebuilt(_ node: ServerProcess) throws -> (fromSnapshot: Bool, offset: Int64, replayed: Int64)
+    {
         let line = try #require(lines(node, "registry_rebuilt").first, "\(node.process.standardError)")
         return (
             try line["from_snapshot"]!.boolValue, try line["snapshot_offset"]!.int64Value,
@@ -45,7 +46,8 @@ import Testing
 
     static func snapshotPath(_ data: String, _ offset: UInt64) -> String {
         let digits = String(offset)
-        return data + "/snapshots/registry-" + String(repeating: "0", count: 20 - digits.count) + digits + ".snap"
+        return data + "/snapshots/registry-" + String(repeating: "0", count: 20 - digits.count) + digits
+            + ".snap"
     }
 
     /// Rewrites a snapshot file's bytes, with a CRC that matches again when `fixCRC`.
@@ -54,7 +56,9 @@ import Testing
         body(&bytes)
         if fixCRC {
             let crc = CRC32C.checksum(Array(bytes.dropLast(4)))
-            for index in 0..<4 { bytes[bytes.count - 4 + index] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index))) }
+            for index in 0..<4 {
+                bytes[bytes.count - 4 + index] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index)))
+            }
         }
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
@@ -78,7 +82,8 @@ import Testing
         running.append(first)
         let userToken = try addUser("alice", data: one)
         let enrolled = try enrol(
-            HTTPConnection(address: first.address), userToken: userToken, uuid: "3b4e28ba-2fa1-11d2-883f-0016d3cca427")
+            HTTPConnection(address: first.address), userToken: userToken,
+            uuid: "3b4e28ba-2fa1-11d2-883f-0016d3cca427")
         let deviceToken = try #require(enrolled.string("device_token"), "\(enrolled.body)")
         #expect(try Self.report(HTTPConnection(address: first.address), token: deviceToken).status == 200)
         #expect(try Self.rebuilt(first).fromSnapshot == false)
@@ -99,7 +104,8 @@ import Testing
         let second = try Self.startNode(cluster, data: one)
         running.append(second)
         let rebuilt = try Self.rebuilt(second)
-        #expect(rebuilt.fromSnapshot && rebuilt.offset == Int64(firstSnapshot), "\(second.process.standardError)")
+        #expect(
+            rebuilt.fromSnapshot && rebuilt.offset == Int64(firstSnapshot), "\(second.process.standardError)")
         #expect(rebuilt.replayed == Int64(after.count))
         #expect(try Self.report(HTTPConnection(address: second.address), token: deviceToken).status == 200)
         #expect(second.stop() == 0)
@@ -112,7 +118,9 @@ import Testing
         let third = try Self.startNode(cluster, data: one)
         running.append(third)
         let fallback = try Self.rebuilt(third)
-        #expect(fallback.fromSnapshot && fallback.offset == Int64(firstSnapshot), "\(third.process.standardError)")
+        #expect(
+            fallback.fromSnapshot && fallback.offset == Int64(firstSnapshot), "\(third.process.standardError)"
+        )
         let skipped = Self.lines(third, "registry_snapshot_skipped")
         #expect(skipped.count == 1 && (try? skipped[0]["deleted"]?.boolValue) == false, "\(skipped)")
         #expect(try Self.report(HTTPConnection(address: third.address), token: deviceToken).status == 200)
@@ -121,7 +129,8 @@ import Testing
         // 5. A snapshot of another stream (its log id changed, bytes 24..<40) in a fresh node's
         // directory: refused with a line, deleted, and the node folds the stream from offset 0.
         let three = scratch.path + "/node3"
-        try FileManager.default.createDirectory(atPath: three + "/snapshots", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: three + "/snapshots", withIntermediateDirectories: true)
         try FileManager.default.copyItem(
             atPath: Self.snapshotPath(one, firstSnapshot), toPath: Self.snapshotPath(three, firstSnapshot))
         try Self.change(Self.snapshotPath(three, firstSnapshot), fixCRC: true) { $0[30] ^= 0xff }
@@ -129,7 +138,8 @@ import Testing
         running.append(foreign)
         let refused = Self.lines(foreign, "registry_snapshot_skipped")
         #expect(refused.count == 1, "\(foreign.process.standardError)")
-        #expect((try? refused.first?["reason"]?.stringValue)?.contains("not this stream") == true, "\(refused)")
+        #expect(
+            (try? refused.first?["reason"]?.stringValue)?.contains("not this stream") == true, "\(refused)")
         #expect((try? refused.first?["deleted"]?.boolValue) == true)
         let full = try Self.rebuilt(foreign)
         let streamed = try IngestNodesTests.streamRecords(cluster).count

@@ -51,7 +51,9 @@ import Testing
         func storedCounts() throws -> SharedLogCounts {
             state.withLock { SharedLogCounts(end: $0.end, messages: UInt64($0.records.count)) }
         }
-        func readAll(from start: UInt64, upTo end: UInt64, _ visit: (LogRecord) throws -> Bool) throws -> UInt64 {
+        func readAll(from start: UInt64, upTo end: UInt64, _ visit: (LogRecord) throws -> Bool) throws
+            -> UInt64
+        {
             for record in present where record.offset >= start && record.offset < end {
                 if try !visit(record) { return record.offset + 1 }
             }
@@ -96,9 +98,12 @@ import Testing
         let fix = Fix(
             latitude: 52.5, longitude: 13.4, accuracyMeters: 10, source: "significant",
             recordedAtMicros: 1_700_000_000_000_000)
-        let rejection = Rejection(index: 1, reason: "out_of_range: latitude must be within [-90, 90], got 91.5")
+        let rejection = Rejection(
+            index: 1, reason: "out_of_range: latitude must be within [-90, 90], got 91.5")
         return .fixBatch(
-            FixBatch(deviceID: source.device(), batchID: source.uuid(1 << 40), fixes: [fix], rejections: [rejection]))
+            FixBatch(
+                deviceID: source.device(), batchID: source.uuid(1 << 40), fixes: [fix],
+                rejections: [rejection]))
     }
 
     static func isBatch(_ record: LogRecord) throws -> Bool {
@@ -237,7 +242,8 @@ import Testing
         let shared = RegistrySnapshot(
             offset: 7, logID: UUID128(high: 1, low: 2), segments: [], registry: registry, recordsFolded: 5)
         #expect(try RegistrySnapshot.decode(shared.encoded()).recordsFolded == 5)
-        let local = RegistrySnapshot(offset: 7, logID: UUID128(high: 1, low: 2), segments: [], registry: registry)
+        let local = RegistrySnapshot(
+            offset: 7, logID: UUID128(high: 1, low: 2), segments: [], registry: registry)
         #expect(try RegistrySnapshot.decode(local.encoded()).recordsFolded == nil)
     }
 }
