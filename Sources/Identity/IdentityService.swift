@@ -81,17 +81,28 @@ public final class IdentityService: Sendable {
         self.registry = ReadWriteLocked(RegistryState(registry: fold.registry))
     }
 
-    /// An ingest node of a shared log: an empty registry that `shared`'s follower fills (the
-    /// caller starts it, from offset 0, and waits for it to reach the log's end before serving).
+    /// An ingest node of a shared log: the registry of the newest valid snapshot of `snapshots` on
+    /// `snapshotLog` (docs/snapshots.md, "Ingest nodes"), or an empty one, which `shared`'s follower
+    /// continues (the caller starts it from `shared.appliedEnd` and waits for it to reach the log's
+    /// end before serving).
     public init(
         shared: SharedRegistry, limits: IdentityLimits = IdentityLimits(),
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
-        appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in }
+        appendObserver: @escaping @Sendable (_ micros: Int64) -> Void = { _ in },
+        snapshots: RegistrySnapshotStore? = nil, snapshotLog: (any SnapshotSharedLog)? = nil
     ) {
         localLog = nil
         self.shared = shared
-        let registry = ReadWriteLocked(
-            RegistryState(registry: Registry(recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)))
+        var start = RegistryFold(
+            registry: Registry(recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax), offset: 0,
+            segments: [])
+        var report = RegistryStartReport(snapshotOffset: nil, recordsReplayed: 0, skipped: [])
+        if let snapshots, let snapshotLog {
+            (start, report) = Registry.sharedStart(
+                log: snapshotLog, store: snapshots, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
+            shared.startApplied(at: start.offset)
+        }
+        let registry = ReadWriteLocked(RegistryState(registry: start.registry))
         self.registry = registry
         mutations = MutationLock(shared: shared) {
             registry.read {
@@ -105,8 +116,8 @@ public final class IdentityService: Sendable {
         self.clockMicros = clockMicros
         sessions = SessionStore(limits: limits)
         doorLimits = DoorLimits(limits)
-        startReport = RegistryStartReport(snapshotOffset: nil, recordsReplayed: 0, skipped: [])
-        startFold = Mutex(nil)
+        startReport = report
+        startFold = Mutex(snapshots == nil || snapshotLog == nil ? nil : start)
     }
 
     /// Under `mutations`: whether the decision in progress sees the whole log. Always on the local

@@ -11,7 +11,9 @@ import Events
 //   file     = "FMREGSNP" u16 version u16 headerBytes(52) u32 recentBatchesPerDeviceMax u64 offset
 //              [16] logID u32 segmentCount u64 bodyBytes segment* body u32 crc32c(all bytes before it)
 //   segment  = u64 base u64 salt u32 generation        (every segment file with base < offset)
-//   body     = the registry's fields, little-endian, strings as u16 length + UTF-8 (see `encodeBody`)
+//   body     = the registry's fields, little-endian, strings as u16 length + UTF-8 (see `encodeBody`),
+//              then (version 8) u8 flag [u64 recordsFolded]: how many records the fold applied
+//              below `offset`; set on a snapshot of a JetStream log, absent (flag 0) on a local log
 //
 // A loader accepts a snapshot only if, in order: (1) the file is whole: magic, known version, the
 // sizes add up, the CRC matches, the body decodes to its last byte; (2) its log id is the log's;
@@ -23,14 +25,24 @@ import Events
 // record's batch result), so rule 4 makes every compaction that touched the covered range
 // invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
 // for good and deleted, so that a snapshot never keeps what compaction removed from the log.
+//
+// On a JetStream log (an ingest node, issue 17; docs/snapshots.md "Ingest nodes") the log id is the
+// stream's (`JetStreamLog.logID`: its name and creation time), there are no segments (the list is
+// empty), and rule 4 reads: (4J) the snapshot has `recordsFolded`, and the stream holds exactly
+// `recordsFolded + (lastOffsetEnd - offset)` messages. Sequences are only ever added at the end,
+// and a message, once gone (retention erases it), never comes back; so that count holds exactly
+// when every message the fold applied is still there and none above `offset` is gone. Retention
+// erasing anything the fold applied makes the snapshot stale for good (deleted); an erasure above
+// `offset` does too (conservative: it cannot be told apart with one stream-info answer).
 
-/// Constants and file names of the snapshot format, version 7 (reads 1 to 7).
+/// Constants and file names of the snapshot format, version 8 (reads 1 to 8).
 public enum RegistrySnapshotFormat {
     /// 2 appends the Web Push keys of push tokens; 3 (issue 14) appends share permissions and open
     /// commands; 4 (issue 13) appends the users' OwnTracks Friends setting; 5 (issue 16) presence;
-    /// 6 (issue 16) the geofences; 7 (issue 16) their notification settings. Older versions still read.
-    public static let version: UInt16 = 7
-    public static let versionsRead: ClosedRange<UInt16> = 1...7
+    /// 6 (issue 16) the geofences; 7 (issue 16) their notification settings; 8 (issue 17) the count
+    /// of records folded, which a snapshot of a JetStream log needs (rule 4J). Older versions still read.
+    public static let version: UInt16 = 8
+    public static let versionsRead: ClosedRange<UInt16> = 1...8
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -61,16 +73,25 @@ public struct RegistrySnapshot: Sendable {
     public var logID: UUID128
     public var segments: [SegmentIdentity]
     public var registry: Registry
+    /// How many records the fold applied below `offset` (version 8); nil on a local log, whose
+    /// segment list says what the fold read, and in a file older than version 8.
+    public var recordsFolded: UInt64?
 
-    public init(offset: UInt64, logID: UUID128, segments: [SegmentIdentity], registry: Registry) {
+    public init(
+        offset: UInt64, logID: UUID128, segments: [SegmentIdentity], registry: Registry,
+        recordsFolded: UInt64? = nil
+    ) {
         self.offset = offset
         self.logID = logID
         self.segments = segments
         self.registry = registry
+        self.recordsFolded = recordsFolded
     }
 
     public func encoded() -> [UInt8] {
-        let body = registry.encodeBody()
+        var body = registry.encodeBody()
+        body.append(recordsFolded == nil ? 0 : 1)
+        if let recordsFolded { withUnsafeBytes(of: recordsFolded.littleEndian) { body.append(contentsOf: $0) } }
         var writer = ByteWriter(
             capacity: RegistrySnapshotFormat.headerBytes + segments.count
                 * RegistrySnapshotFormat.segmentEntryBytes
@@ -128,8 +149,17 @@ public struct RegistrySnapshot: Sendable {
             guard capacity > 0 else { throw SnapshotDamage.invalid("recent batch capacity is zero") }
             let registry = try Registry.decodeBody(
                 &reader, recentBatchesPerDeviceMax: capacity, version: version)
+            var recordsFolded: UInt64?
+            if version >= 8 {
+                switch try reader.u8() {
+                case 0: break
+                case 1: recordsFolded = try reader.u64()
+                case let flag: throw SnapshotDamage.invalid("records-folded flag \(flag)")
+                }
+            }
             guard reader.remaining == 0 else { throw SnapshotDamage.invalid("bytes after the registry") }
-            return RegistrySnapshot(offset: offset, logID: logID, segments: segments, registry: registry)
+            return RegistrySnapshot(
+                offset: offset, logID: logID, segments: segments, registry: registry, recordsFolded: recordsFolded)
         } catch let damage as SnapshotDamage {
             throw damage
         } catch {
@@ -239,12 +269,20 @@ public struct RegistrySnapshotStore: Sendable {
     public func loadNewestValid(reader: LogReader, recentBatchesPerDeviceMax: Int) throws -> (
         RegistrySnapshot?, LoadReport
     ) {
+        var log: (id: UUID128, durableEnd: UInt64)?
+        return try loadNewestValid(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax) { snapshot in
+            if log == nil { log = (try reader.logID() ?? .zero, reader.durableEnd()) }
+            return try staleness(of: snapshot, reader: reader, logID: log!.id, durableEnd: log!.durableEnd)
+        }
+    }
+
+    /// The loader's walk, whatever the log: newest file first, rule 1, then `staleness` (rules 2 to
+    /// 4 of the log at hand: a reason means stale for good, and the file is deleted), then rule 5.
+    public func loadNewestValid(
+        recentBatchesPerDeviceMax: Int, staleness: (RegistrySnapshot) throws -> String?
+    ) throws -> (RegistrySnapshot?, LoadReport) {
         var report = LoadReport()
-        let files = try snapshotFiles()
-        guard !files.isEmpty else { return (nil, report) }
-        let logID = try reader.logID() ?? .zero
-        let durableEnd = reader.durableEnd()
-        for (name, _) in files {
+        for (name, _) in try snapshotFiles() {
             let path = directory + "/" + name
             let snapshot: RegistrySnapshot
             do {
@@ -253,7 +291,7 @@ public struct RegistrySnapshotStore: Sendable {
                 report.skipped.append(.init(fileName: name, reason: "\(error)", deleted: false))
                 continue
             }
-            if let stale = try staleness(of: snapshot, reader: reader, logID: logID, durableEnd: durableEnd) {
+            if let stale = try staleness(snapshot) {
                 try io.unlink(path)
                 try io.syncDirectory(directory)
                 report.skipped.append(.init(fileName: name, reason: stale, deleted: true))
@@ -298,11 +336,18 @@ public struct RegistrySnapshotStore: Sendable {
     public func removeStale(reader: LogReader) throws -> [String] {
         let logID = try reader.logID() ?? .zero
         let durableEnd = reader.durableEnd()
+        return try removeStale { snapshot in
+            try staleness(of: snapshot, reader: reader, logID: logID, durableEnd: durableEnd)
+        }
+    }
+
+    /// Deletes every snapshot `staleness` gives a reason for; returns the names deleted.
+    @discardableResult
+    func removeStale(_ staleness: (RegistrySnapshot) throws -> String?) throws -> [String] {
         var removed: [String] = []
         for (name, _) in try snapshotFiles() {
             let path = directory + "/" + name
-            guard let snapshot = try? RegistrySnapshot.decode(try readFile(path)),
-                try staleness(of: snapshot, reader: reader, logID: logID, durableEnd: durableEnd) != nil
+            guard let snapshot = try? RegistrySnapshot.decode(try readFile(path)), try staleness(snapshot) != nil
             else { continue }
             try io.unlink(path)
             removed.append(name)

@@ -9,6 +9,8 @@ package struct RegistryFold: Sendable {
     package var registry: Registry
     package var offset: UInt64
     package var segments: [SegmentIdentity]
+    /// Records applied below `offset`: what rule 4J checks on a shared log (0 and unused on a local one).
+    package var records: UInt64 = 0
 }
 
 /// How the registry was rebuilt at start: from which snapshot, how much log followed it, and
@@ -74,6 +76,13 @@ public final class RegistrySnapshotter: Service {
         public var checkIntervalMicros: Int64 = 1_000_000
 
         public init() {}
+
+        /// Whether a snapshot is due after `records` records (offsets), `fixes` fixes and `micros`
+        /// since the last one; the caller checks that anything is new at all.
+        func isDue(records: UInt64, fixes: UInt64, micros: Int64) -> Bool {
+            records >= recordsBetweenSnapshotsMax || fixes >= fixesBetweenSnapshotsMax
+                || micros >= snapshotIntervalMicros
+        }
     }
 
     /// What a round did, for the server's log.
@@ -107,7 +116,8 @@ public final class RegistrySnapshotter: Service {
         var lastOffset: UInt64
         var lastMicros: Int64
         var fixesSinceSnapshot: UInt64 = 0
-        /// Set by a refold: the snapshots on disk may list rewritten segments. They are removed
+        /// Set by a refold: the snapshots on disk may list rewritten segments (or, of a stream, hold
+        /// messages retention erased). They are removed
         /// before the next write, which may stand below them (a refold cut short by a stop) and
         /// would otherwise be the one pruned.
         var staleOnDisk = false
@@ -240,9 +250,10 @@ public final class RegistrySnapshotter: Service {
         let now = monotonicClock()
         let pending = state.fold.offset > state.lastOffset
         let due =
-            force || state.fold.offset - state.lastOffset >= schedule.recordsBetweenSnapshotsMax
-            || state.fixesSinceSnapshot >= schedule.fixesBetweenSnapshotsMax
-            || now - state.lastMicros >= schedule.snapshotIntervalMicros
+            force
+            || schedule.isDue(
+                records: state.fold.offset - state.lastOffset, fixes: state.fixesSinceSnapshot,
+                micros: now - state.lastMicros)
         guard pending && due else { return nil }
         do {
             if state.staleOnDisk {

@@ -61,6 +61,7 @@ public final class SharedRegistry: Sendable {
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private nonisolated(unsafe) var applied: UInt64 = 0
+    private nonisolated(unsafe) var delivered: UInt64 = 0
     /// Set under `mutations` after its catch-up: the first ids free when the decision in progress
     /// began. An id at or past these is one the decision takes (rule 2).
     nonisolated(unsafe) var decisionFreeIDs = FreeIDs(user: 1, device: 1, geofence: 1)
@@ -88,12 +89,25 @@ public final class SharedRegistry: Sendable {
     /// The offset after the last record folded.
     public var appliedEnd: UInt64 { lock.withLock { applied } }
 
+    /// Records folded by `deliver` since the start (not counting those of a loaded snapshot).
+    public var recordsDelivered: UInt64 { lock.withLock { delivered } }
+
+    /// Before the follower starts: the registry starts from a snapshot at `offset`, which holds the
+    /// fold of every record below it.
+    func startApplied(at offset: UInt64) {
+        lock.withLock {
+            precondition(applied == 0 && delivered == 0, "the start position is set before any delivery")
+            applied = offset
+        }
+    }
+
     /// The follower's step: folds `record` into `identity`'s registry, then moves the position
     /// and wakes the waiters. Records arrive once each, in offset order.
     public func deliver(_ record: LogRecord, into identity: IdentityService) throws {
         try identity.registry.write { state in try state.registry.apply(record) }
         lock.withLock {
             applied = record.offset + 1
+            delivered += 1
             lock.broadcast()
         }
     }

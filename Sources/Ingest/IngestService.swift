@@ -34,14 +34,15 @@ public final class IngestService: Sendable {
     /// `shared`'s follower, which the caller runs (docs/scale.md, "Ingest nodes").
     public init(
         shared: SharedRegistry, limits: IngestLimits = IngestLimits(),
-        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
+        snapshots: RegistrySnapshotStore? = nil, snapshotLog: (any SnapshotSharedLog)? = nil
     ) {
         let metrics = IngestMetrics()
         self.metrics = metrics
         self.limits = limits
         identity = IdentityService(
             shared: shared, limits: limits.identity, clockMicros: clockMicros,
-            appendObserver: { metrics.recordAppend(micros: $0) })
+            appendObserver: { metrics.recordAppend(micros: $0) }, snapshots: snapshots, snapshotLog: snapshotLog)
     }
 
     public var log: LogWriter { identity.log }

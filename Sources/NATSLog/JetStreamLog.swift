@@ -252,6 +252,14 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         try withStreamInfo { $0.State.LastSeq }
     }
 
+    /// In one stream-info answer: the offset after the last message ever stored, and how many
+    /// messages the stream holds now (fewer than `end` once retention erased some). Registry
+    /// snapshots of an ingest node check with it that nothing they folded is gone (rule 4J,
+    /// docs/snapshots.md).
+    public func storedCounts() throws -> (end: UInt64, messages: UInt64) {
+        try withStreamInfo { ($0.State.LastSeq, $0.State.Msgs) }
+    }
+
     /// `body` applied to the stream's info, asked again while the cluster answers transiently.
     func withStreamInfo<T>(_ body: (jsStreamInfo) -> T) throws -> T {
         var info: UnsafeMutablePointer<jsStreamInfo>?

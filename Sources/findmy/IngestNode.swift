@@ -140,12 +140,16 @@ struct RegistryFollowerStatus: StatusSource {
     let follower: JetStreamFollower
     let shared: SharedRegistry
     let log: JetStreamSharedLog
+    /// Where the registry started: a snapshot's offset, or nil for a fold from the stream's start.
+    let start: RegistryStartReport
     var name: String { "registry_follower" }
 
     func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
         var members: [(String, JSONValue)] = [
             ("applied_end", .integer(Int64(shared.appliedEnd))),
             ("appends_in_flight", .integer(Int64(log.appendsInFlight))),
+            ("start_snapshot_offset", start.snapshotOffset.map { .integer(Int64($0)) } ?? .null),
+            ("records_folded_since_start", .integer(Int64(shared.recordsDelivered))),
         ]
         var degraded = false
         if case .failed(let why) = follower.state {
@@ -219,9 +223,10 @@ struct RegistryFollowerFailed: Error, CustomStringConvertible {
 }
 
 extension ServeCommand {
-    /// An ingest node: the JetStream log, the registry folded from it by a follower (caught up
-    /// before the listeners open), and the same routes as one machine's server, minus the
-    /// projector, the compactor, the registry snapshots and the read API (503 reads_unavailable).
+    /// An ingest node: the JetStream log, the registry from the newest valid snapshot of the
+    /// stream in DATA_DIR/snapshots continued by a follower (caught up before the listeners open),
+    /// the snapshotter, and the same routes as one machine's server, minus the projector, the
+    /// compactor and the read API (503 reads_unavailable).
     static func startIngestNode(
         _ configuration: Configuration, _ nats: IngestNodeConfiguration, _ group: ServiceGroup
     ) throws -> (durableEnd: () -> UInt64, api: HTTPService) {
@@ -229,16 +234,22 @@ extension ServeCommand {
         try PosixFileIO().makeDirectory(data)
         let shared = JetStreamSharedLog(try nats.open())
         try group.start(shared)
+        let started = monotonicMicros()
         let registry = SharedRegistry(log: shared)
-        let service = IngestService(shared: registry, limits: configuration.limits)
+        let snapshots = RegistrySnapshotStore(directory: data + "/snapshots")
+        let snapshotLog = JetStreamSnapshotLog(log: shared.log)
+        let service = IngestService(
+            shared: registry, limits: configuration.limits, snapshots: snapshots, snapshotLog: snapshotLog)
         service.addStatusSource(ServiceGroupStatus(group))
         let identity = service.identity
-        let follower = JetStreamFollower(log: shared.log, from: 0) { record, _ in
+        let start = identity.startReport
+        logSnapshotsPassedOver(start)
+        let follower = JetStreamFollower(log: shared.log, from: registry.appliedEnd) { record, _ in
             try registry.deliver(record, into: identity)
         }
         follower.onFatal = { group.fail("registry-follower", $0) }
-        service.addStatusSource(RegistryFollowerStatus(follower: follower, shared: registry, log: shared))
-        let started = monotonicMicros()
+        service.addStatusSource(
+            RegistryFollowerStatus(follower: follower, shared: registry, log: shared, start: start))
         let end = try shared.durableEndOffset()
         try group.start(follower)
         // Serving before the registry holds every user and device would answer 401 to tokens
@@ -251,10 +262,18 @@ extension ServeCommand {
             "registry_rebuilt",
             [
                 "records": .int(Int64(end)), "users": .int(Int64(folded.users.count)),
-                "devices": .int(Int64(folded.devices.count)), "from_snapshot": .bool(false),
+                "devices": .int(Int64(folded.devices.count)),
+                "from_snapshot": .bool(start.snapshotOffset != nil),
+                "snapshot_offset": .int(Int64(start.snapshotOffset ?? 0)),
+                "records_replayed": .int(Int64(registry.recordsDelivered)),
                 "partitions": .int(Int64(shared.partitionCount)),
                 "millis": .int((monotonicMicros() - started) / 1000),
             ])
+        // Started before the listeners, so stopped after them: its last snapshot is written once
+        // nothing is accepted any more. It reads the stream on its own (SharedRegistrySnapshots.swift).
+        let snapshotter = SharedRegistrySnapshotter(
+            identity: identity, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
+        try group.start(snapshotter)
 
         var channels: [any CommandChannel] = []
         if let mqtt = configuration.mqtt {
@@ -299,5 +318,29 @@ extension ServeCommand {
         let api = try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
         return ({ registry.appliedEnd }, api)
+    }
+}
+
+/// The stream as the ingest node's registry snapshots read it (SharedRegistrySnapshots.swift).
+struct JetStreamSnapshotLog: SnapshotSharedLog {
+    let log: JetStreamLog
+
+    func logID() throws -> UUID128 { try log.logID() }
+
+    func storedCounts() throws -> SharedLogCounts {
+        let (end, messages) = try log.storedCounts()
+        return SharedLogCounts(end: end, messages: messages)
+    }
+
+    func readAll(from start: UInt64, upTo end: UInt64, _ visit: (LogRecord) throws -> Bool) throws -> UInt64 {
+        // JetStreamLog's read does not count the record its visitor stopped on; the fold applied it.
+        var stoppedAfter: UInt64?
+        let reached = try log.read(partitions: Set(0..<log.partitionCount), from: start, upTo: end) {
+            _, record in
+            if try visit(record) { return true }
+            stoppedAfter = record.offset + 1
+            return false
+        }
+        return stoppedAfter ?? reached
     }
 }

@@ -455,17 +455,7 @@ enum ServeCommand {
                 "records_replayed": .int(Int64(start.recordsReplayed)),
                 "millis": .int((monotonicMicros() - started) / 1000),
             ])
-        for skipped in start.skipped {
-            StructuredLog.info(
-                "registry_snapshot_skipped",
-                [
-                    "file": .string(skipped.fileName), "reason": .string(skipped.reason),
-                    "deleted": .bool(skipped.deleted),
-                ])
-        }
-        if let error = start.snapshotError {
-            StructuredLog.error("registry_snapshot_unreadable", ["error": .string(error)])
-        }
+        logSnapshotsPassedOver(start)
         // Started before the listeners, so stopped after them: its last snapshot holds every record.
         let snapshotter = RegistrySnapshotter(
             identity: service.identity, store: snapshots, report: logSnapshotOutcome)
@@ -590,6 +580,21 @@ enum ServeCommand {
         let api = try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
         return (log, api)
+    }
+
+    /// One line per snapshot a start passed over, and one if the directory could not be read.
+    static func logSnapshotsPassedOver(_ start: RegistryStartReport) {
+        for skipped in start.skipped {
+            StructuredLog.info(
+                "registry_snapshot_skipped",
+                [
+                    "file": .string(skipped.fileName), "reason": .string(skipped.reason),
+                    "deleted": .bool(skipped.deleted),
+                ])
+        }
+        if let error = start.snapshotError {
+            StructuredLog.error("registry_snapshot_unreadable", ["error": .string(error)])
+        }
     }
 
     /// A snapshot written is quiet unless slow; a refold or a failure is worth a line.

@@ -509,14 +509,15 @@ extension RegistrySnapshotTests {
 }
 
 extension RegistrySnapshotTests {
-    /// Snapshots written by format versions 1 to 6 still load. Made here from a version 7 file of
-    /// a log without notification settings, geofences, presence, settings, command events, share
-    /// permissions or Web Push keys, whose appended parts are then zeros: version 7 appends 4 bytes
+    /// Snapshots written by format versions 1 to 7 still load. Made here from a version 8 file of
+    /// a local log without notification settings, geofences, presence, settings, command events, share
+    /// permissions or Web Push keys, whose appended parts are then zeros: version 8 appends 1 byte
+    /// (no record count, a local log's), version 7 4 bytes
     /// (a count of notification settings), version 6 12 bytes (the highest geofence id and a count),
     /// version 5 two counts (presence links and states), version 4 one (users with OwnTracks
     /// Friends on), version 3 four (share permissions and the command book), version 2 one (push
     /// tokens with Web Push keys).
-    @Test(arguments: [6, 5, 4, 3, 2, 1] as [UInt8])
+    @Test(arguments: [7, 6, 5, 4, 3, 2, 1] as [UInt8])
     func anOlderSnapshotStillLoads(version: UInt8) throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
@@ -540,9 +541,10 @@ extension RegistrySnapshotTests {
         }
         let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 7 && current[9] == 0)
+        #expect(current[8] == 8 && current[9] == 0)
         let appended = [
-            6: 4, 5: 4 + 12, 4: 4 + 12 + 8, 3: 4 + 12 + 8 + 4, 2: 4 + 12 + 8 + 4 + 16, 1: 4 + 12 + 8 + 4 + 16 + 4,
+            7: 1, 6: 1 + 4, 5: 1 + 4 + 12, 4: 1 + 4 + 12 + 8, 3: 1 + 4 + 12 + 8 + 4, 2: 1 + 4 + 12 + 8 + 4 + 16,
+            1: 1 + 4 + 12 + 8 + 4 + 16 + 4,
         ][version]!
         #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
         var older = Array(current.dropLast(4 + appended))
