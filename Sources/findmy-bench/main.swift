@@ -15,6 +15,7 @@ let commands: [Command] = [
     LogBench.command,
     NATSLogBench.command,
     IngestNodesBench.command,
+    NodeStartBench.command,
     PartitionedProjectorBench.command,
     MigrateBench.command,
     LoadDriver.command,
