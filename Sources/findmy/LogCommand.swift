@@ -19,7 +19,7 @@ enum LogCommand {
         usage: findmy log SUBCOMMAND --data-dir DIR [--json]
                findmy log export --data-dir DIR --out FILE|-
                findmy log import --log nats://HOST:PORT[,HOST:PORT...] [--log-partitions P] [--map FILE|-]
-                                 [--verify] FILE
+                                 [--publishers-per-partition N] [--verify] FILE
 
         subcommands:
           stats    the log id, segments, records, fixes, bytes per fix, offsets and time ranges (reads
@@ -43,6 +43,8 @@ enum LogCommand {
                    refused. Writes the offset map (old offset -> new offset) to --map (default
                    FILE.offsets; - prints it); --verify then reads the stream back and checks every
                    record is there once, unchanged, in device order (exit status 1 if not).
+                   --publishers-per-partition N (default 8): publishes in flight per partition, each
+                   device's records through one of them, in order.
                    Afterwards, build the PostgreSQL projection anew with `findmy projector` (docs/scale.md,
                    "Migrating a single-machine log").
 
@@ -61,13 +63,14 @@ enum LogCommand {
         }
         let options = try Options(
             Array(arguments.dropFirst()),
-            valued: ["data-dir", "from", "limit", "out", "log", "log-partitions", "map"], flags: ["json", "verify"])
+            valued: ["data-dir", "from", "limit", "out", "log", "log-partitions", "map", "publishers-per-partition"],
+            flags: ["json", "verify"])
         if options.flag("help") {
             print(help)
             return 0
         }
         if sub == "import" { return try runImport(options) }
-        for name in ["out", "log", "log-partitions", "map", "verify"]
+        for name in ["out", "log", "log-partitions", "map", "verify", "publishers-per-partition"]
         where options.value(name) != nil || options.flag(name) {
             guard sub == "export" && name == "out" else { throw UsageError("--\(name) is not an option of '\(sub)'") }
         }
@@ -99,8 +102,14 @@ enum LogCommand {
                 log: try options.required("log", environment: "FINDMY_LOG"),
                 partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"), projector: nil)
         else { throw UsageError("--log must name the NATS cluster (nats://HOST:PORT,...), not the local log") }
+        let publishers = try options.integer(
+            "publishers-per-partition", default: LogTransfer.publishersPerPartitionDefault)
+        guard (1...64).contains(publishers) else {
+            throw UsageError("--publishers-per-partition must be a whole number from 1 to 64, got \(publishers)")
+        }
         return try LogTransfer.runImport(
-            file: file, node: node, mapPath: options.value("map") ?? file + ".offsets", verify: options.flag("verify"))
+            file: file, node: node, mapPath: options.value("map") ?? file + ".offsets", verify: options.flag("verify"),
+            publishersPerPartition: publishers)
     }
 
     static func requireLog(_ directory: String) throws {

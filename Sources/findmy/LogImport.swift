@@ -152,7 +152,8 @@ extension LogTransfer {
     // MARK: - import
 
     static func runImport(
-        file: String, node: IngestNodeConfiguration, mapPath: String, verify: Bool
+        file: String, node: IngestNodeConfiguration, mapPath: String, verify: Bool,
+        publishersPerPartition: Int = LogTransfer.publishersPerPartitionDefault
     ) throws -> Int32 {
         // The whole file is checked before anything is stored: a damaged export stores nothing.
         let header: LogExportHeader
@@ -187,7 +188,8 @@ extension LogTransfer {
         } }
         let already = map.withLock { $0.count }
         if already > 0 { printLine("import: \(already) records already in the stream (an earlier run): skipped") }
-        let publishers = ImportPublishers(log: log, header: header, map: map)
+        let publishers = ImportPublishers(
+            log: log, header: header, map: map, lanesPerPartition: publishersPerPartition)
         let started = monotonicMicros()
         var lastProgress = started
         var queued = UInt64(0)
@@ -292,12 +294,18 @@ extension LogTransfer {
     }
 }
 
-/// One publisher thread per partition, each storing its partition's records in source order (so a
-/// device's records keep their order), fed through a bounded queue by the reader of the file.
+/// Publisher threads ("lanes"), `lanesPerPartition` per partition, each storing in source order the
+/// records of the devices it is given, fed through a bounded queue by the reader of the file. A
+/// device always goes to the same lane, so its records keep their order, which is what the fold
+/// needs (docs/scale.md, "What is mapped"); records of different devices were never ordered across
+/// partitions, and now are not within one either. Each lane waits for JetStream's acknowledgement
+/// of one publish before the next, so lanes are the publishes in flight: one per partition left the
+/// import bound by round trips (about 3,000 records/s).
 final class ImportPublishers: @unchecked Sendable {
     private let log: JetStreamLog
     private let header: LogExportHeader
     private let map: Locked<[UInt64: UInt64]>
+    private let lanesPerPartition: Int
     private let lock = ConditionLock(conditions: 2)
     private var queues: [[LogExportRecord]]
     private var closed = false
@@ -307,14 +315,27 @@ final class ImportPublishers: @unchecked Sendable {
     private(set) var answersRewritten = 0
     private(set) var answersOfGoneBatches = 0
 
-    init(log: JetStreamLog, header: LogExportHeader, map: Locked<[UInt64: UInt64]>) {
+    init(log: JetStreamLog, header: LogExportHeader, map: Locked<[UInt64: UInt64]>, lanesPerPartition: Int) {
+        precondition(lanesPerPartition >= 1, "at least one publisher per partition")
         self.log = log
         self.header = header
         self.map = map
-        queues = Array(repeating: [], count: log.partitionCount)
-        for partition in 0..<log.partitionCount {
-            threads.append(spawnThread { [self] in publish(partition) })
+        self.lanesPerPartition = lanesPerPartition
+        queues = Array(repeating: [], count: log.partitionCount * lanesPerPartition)
+        for lane in 0..<queues.count {
+            threads.append(spawnThread { [self] in publish(lane) })
         }
+    }
+
+    /// The lane of a device within its partition: a second hash of its key (SplitMix64's
+    /// finaliser), independent of the one that chose the partition (FNV-1a modulo the partition
+    /// count), so that every lane of a partition gets devices.
+    private func lane(ofDevice deviceKey: UInt64) -> Int {
+        var mixed = deviceKey &+ 0x9E37_79B9_7F4A_7C15
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        mixed ^= mixed >> 31
+        return log.partition(ofDevice: deviceKey) * lanesPerPartition + Int(mixed % UInt64(lanesPerPartition))
     }
 
     var stored: UInt64 { lock.withLock { storedCount } }
@@ -322,11 +343,11 @@ final class ImportPublishers: @unchecked Sendable {
     /// Queues a record for its partition's publisher; waits while that queue is full. Throws the
     /// first publisher's failure.
     func enqueue(_ record: LogExportRecord) throws {
-        let partition = log.partition(ofDevice: record.header.deviceKey)
+        let lane = lane(ofDevice: record.header.deviceKey)
         try lock.withLock {
-            while queues[partition].count >= LogTransfer.queuedRecordsMax && failure == nil { lock.wait(1) }
+            while queues[lane].count >= LogTransfer.queuedRecordsMax && failure == nil { lock.wait(1) }
             if let failure { throw failure }
-            queues[partition].append(record)
+            queues[lane].append(record)
             lock.broadcast(0)
         }
     }
@@ -350,12 +371,12 @@ final class ImportPublishers: @unchecked Sendable {
 
     private struct CancellationError: Error {}
 
-    private func publish(_ partition: Int) {
+    private func publish(_ lane: Int) {
         while true {
             let record: LogExportRecord? = lock.withLock {
-                while queues[partition].isEmpty && !closed && failure == nil { lock.wait(0) }
-                guard failure == nil, !queues[partition].isEmpty else { return nil }
-                let first = queues[partition].removeFirst()
+                while queues[lane].isEmpty && !closed && failure == nil { lock.wait(0) }
+                guard failure == nil, !queues[lane].isEmpty else { return nil }
+                let first = queues[lane].removeFirst()
                 lock.broadcast(1)
                 return first
             }

@@ -25,6 +25,8 @@ enum LogTransfer {
     static let goneBatchOffset = UInt64(Int64.max)
     /// Records queued per partition ahead of its publisher.
     static let queuedRecordsMax = 1024
+    /// Publishes in flight per partition during an import (`--publishers-per-partition`).
+    static let publishersPerPartitionDefault = 8
     static let progressIntervalMicros: Int64 = 2_000_000
 
     // MARK: - export
