@@ -70,11 +70,11 @@ import Testing
                 PushTokenRegistered(deviceID: 1, provider: "fcm", token: "f", topic: "", environment: "")),
             offset: 2)
         var bytes = RegistrySnapshot(offset: 3, logID: .zero, segments: [], registry: plain).encoded()
-        // The CRC, version 7's empty count (notification settings), version 6's geofence part
-        // (highest id, empty count), version 5's two empty counts
-        // (presence), version 4's empty count (settings), version 3's four empty counts (locate
-        // permissions, commands), the empty key section's count.
-        bytes.removeLast(4 + 4 + 12 + 8 + 4 + 16 + 4)
+        // The CRC, version 8's flag (no record count), version 7's empty count (notification
+        // settings), version 6's geofence part (highest id, empty count), version 5's two empty
+        // counts (presence), version 4's empty count (settings), version 3's four empty counts
+        // (locate permissions, commands), the empty key section's count.
+        bytes.removeLast(4 + 1 + 4 + 12 + 8 + 4 + 16 + 4)
         bytes[8] = 1
         bytes[9] = 0
         let bodyBytes = bytes.count - RegistrySnapshotFormat.headerBytes
