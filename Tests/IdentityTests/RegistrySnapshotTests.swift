@@ -92,7 +92,7 @@ import Testing
                         name: "phone \(devices)",
                         platform: "ios", model: "m"))
             }
-            switch Int.random(in: 0..<23, using: &random) {
+            switch Int.random(in: 0..<30, using: &random) {
             case 0: return .userTokenIssued(UserTokenIssued(userID: user(), tokenHash: bytes(32)))
             case 1: return .userTokenRotated(UserTokenRotated(userID: user(), tokenHash: bytes(32)))
             case 2: return .deviceTokenIssued(DeviceTokenIssued(deviceID: device(), tokenHash: bytes(32)))
