@@ -232,13 +232,13 @@ public final class SharedLogProjector<Projection: LogProjection>: Sendable {
     }
 
     private func backOff(_ error: any Error, _ retryDelay: inout Int64, _ stop: StopSignal) {
-        let message = "\(error)"
-        let first = state.withLock { status -> Bool in
-            defer { status.lastError = message }
-            return status.lastError != message
+        waitAfterFailure(
+            error, name: name, log: options.log, &retryDelay, maxMicros: options.retryDelayMicrosMax, stop
+        ) { message in
+            state.withLock { status in
+                defer { status.lastError = message }
+                return status.lastError != message
+            }
         }
-        if first { options.log("\(name): \(message); retrying") }
-        _ = stop.wait(micros: retryDelay)
-        retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
     }
 }
