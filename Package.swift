@@ -249,7 +249,7 @@ let package = Package(
         .testTarget(
             name: "PartitionedProjectorTests",
             dependencies: [
-                "Projector", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport", "Postgres",
+                "Projector", "Geofences", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport", "Postgres",
                 "Events",
                 "Threads",
             ],

@@ -39,6 +39,13 @@ public final class GeofenceNotifier: Service, StatusSource {
         public var pollMicros: Int64 = 30_000_000
         /// Transitions read per round, and deliveries in flight at once.
         public var rowsPerRoundMax = 500
+        /// In a cluster (docs/scale.md, "Geofences in a cluster"): the advisory-lock class (key 0)
+        /// whose holder alone runs rounds, so that of several ingest nodes given `--database-url`
+        /// exactly one sends. 7407, `PartitionLeases.notifierClass` in the Projector module, which
+        /// lists every lock class. nil on one machine: one server, one notifier.
+        public var leaseClass: Int32?
+        /// How often a notifier without the lease tries to take it.
+        public var leaseCheckMicros: Int64 = 1_000_000
         public init() {}
     }
 
@@ -56,6 +63,13 @@ public final class GeofenceNotifier: Service, StatusSource {
     private let bell = Doorbell()
     let wake: Doorbells?
     private let flight = Mutex(Flight())
+    /// The end of the registry this process folded (an ingest node's follower), or nil when the
+    /// registry is always ahead of the projection (one machine: both fold the same local log, the
+    /// registry first). A transition is queued only once the registry holds its fix's record (the
+    /// fence's settings and names as of then): queued before, it could be passed over for good.
+    let registryEnd: (@Sendable () -> UInt64)?
+    /// The session holding `Options.leaseClass`; touched by the worker thread only.
+    private nonisolated(unsafe) var leaseSession: PostgresConnection?
 
     /// The deliveries sent and not yet recorded: their ids (never selected again meanwhile) and the
     /// answers that arrived, which the worker records (the client's thread does no database I/O).
@@ -71,14 +85,17 @@ public final class GeofenceNotifier: Service, StatusSource {
         var failedAttempts = 0
         var givenUp = 0
         var lastError: String?
+        /// With `Options.leaseClass`: whether this process holds the lease (runs rounds).
+        var holdsLease = false
     }
 
     public init(
         client: PostgresClient, identity: IdentityService, http: HTTP2Client, signing: WebhookSigning,
         options: Options = Options(), clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros,
-        wake: Doorbells? = nil
+        wake: Doorbells? = nil, registryEnd: (@Sendable () -> UInt64)? = nil
     ) {
         self.wake = wake
+        self.registryEnd = registryEnd
         self.client = client
         self.identity = identity
         self.http = http
@@ -98,11 +115,62 @@ public final class GeofenceNotifier: Service, StatusSource {
         worker.start { [self] stop in
             stop.addDoorbell(bell)
             defer { stop.removeDoorbell(bell) }
+            defer {
+                leaseSession?.close()
+                leaseSession = nil
+            }
             while !stop.isRequested {
-                let waitMicros = round()
+                let waitMicros = holdsLease() ? round() : options.leaseCheckMicros
                 if waitMicros > 0 { bell.wait(untilMonotonicMicros: monotonicMicros() + waitMicros) }
             }
         }
+    }
+
+    /// Whether this process may run a round: always without `Options.leaseClass`; else whether its
+    /// lease session holds the lock (taken when free). A session that ended lost the lock with it,
+    /// and another node's notifier takes it over. Deliveries the old holder sent and had not
+    /// recorded yet are pending still, and are sent again by the new one: at least once, as after
+    /// a restart, with the same idempotency key.
+    func holdsLease() -> Bool {
+        guard let leaseClass = options.leaseClass else { return true }
+        let held: Bool
+        do {
+            if leaseSession.map({ !$0.isAlive }) ?? true {
+                leaseSession?.close()
+                leaseSession = try PostgresConnection(client.conninfo)
+                try leaseSession!.executeScript("SET application_name = 'findmy geofence-notifier'")
+            }
+            let session = leaseSession!
+            // Asked each round rather than remembered: a lock taken again would stack.
+            let owned = try session.execute(
+                """
+                SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                    AND pid = pg_backend_pid() AND classid = $1::integer AND objid = 0 AND objsubid = 2)
+                """, [.int64(Int64(leaseClass))]
+            ).bool(0, 0)
+            if owned == true {
+                held = true
+            } else {
+                held =
+                    try session.execute(
+                        "SELECT pg_try_advisory_lock($1::integer, 0)", [.int64(Int64(leaseClass))]
+                    ).bool(0, 0) == true
+            }
+        } catch {
+            leaseSession?.close()
+            leaseSession = nil
+            counters.withLock {
+                $0.lastError = "\(error)"
+                $0.holdsLease = false
+            }
+            return false
+        }
+        let taken = counters.withLock { counters -> Bool in
+            defer { counters.holdsLease = held }
+            return held && !counters.holdsLease
+        }
+        if taken { StructuredLog.info("geofence_notifier_lease_taken", [:]) }
+        return held
     }
 
     public func stop(graceMicros: Int64) {
@@ -188,6 +256,8 @@ public final class GeofenceNotifier: Service, StatusSource {
                 FROM \(transitions) WHERE id > $1 ORDER BY id LIMIT $2
                 """, [.int64(cursor), .int64(Int64(limit))])
             var queued = 0
+            let registryEnd = self.registryEnd?()
+            var looked = 0
             for index in 0..<rows.rowCount {
                 let row = TransitionRow(
                     id: try rows.int64(index, 0) ?? 0,
@@ -199,6 +269,9 @@ public final class GeofenceNotifier: Service, StatusSource {
                     fixAccuracyMeters: try rows.double(index, 6) ?? .nan,
                     logOffset: try rows.int64(index, 7) ?? 0,
                     fixIndex: Int32(truncatingIfNeeded: try rows.int64(index, 8) ?? 0))
+                // The next round takes it, once the follower got there.
+                if let registryEnd, UInt64(bitPattern: row.logOffset) >= registryEnd { break }
+                looked += 1
                 cursor = max(cursor, row.id)
                 guard row.recordedAtMicros >= now - window else { continue }
                 let target = identity.registry.read { state -> (String, String, GeofenceNotificationsSet)? in
@@ -229,7 +302,7 @@ public final class GeofenceNotifier: Service, StatusSource {
                 ON CONFLICT (name) DO UPDATE SET generation = excluded.generation,
                     last_transition_id = excluded.last_transition_id
                 """, [.text(AlertTables.cursorName), .text(generation), .int64(cursor)])
-            return (rows.rowCount, cursor, queued)
+            return (looked, cursor, queued)
         }
         counters.withLock {
             $0.cursor = cursor
@@ -407,6 +480,7 @@ public final class GeofenceNotifier: Service, StatusSource {
             ("queued", .integer(Int64(c.queued))), ("delivered", .integer(Int64(c.delivered))),
             ("failed_attempts", .integer(Int64(c.failedAttempts))), ("given_up", .integer(Int64(c.givenUp))),
         ]
+        if options.leaseClass != nil { members.append(("lease", .string(c.holdsLease ? "held" : "waiting"))) }
         if let error = c.lastError { members.append(("last_error", .string(error))) }
         return (c.lastError != nil, members)
     }

@@ -49,11 +49,18 @@ public enum PartitionSelection: Sendable, Equatable, CustomStringConvertible {
 ///
 ///   (7403, p)     partition p is being projected by the session holding it
 ///   (7404, slot)  a live projector process (`--partitions all` divides the partitions by these)
-///   (7405, 0)     held while one process prepares the projection (creates or rebuilds it)
+///   (7405, 0)     held while one process prepares a projection (creates or rebuilds it)
+///   (7406, 0)     the geofence projection is being folded by the session holding it
+///                 (`SharedLogProjector`: one folder of the whole stream, docs/scale.md)
+///   (7407, 0)     the geofence notifier runs on the ingest node whose session holds it
+///                 (`GeofenceNotifier.Options.leaseClass`; the number is repeated there, as that
+///                 module does not import this one)
 public enum PartitionLeases {
     static let partitionClass: Int32 = 7403
     static let memberClass: Int32 = 7404
     static let prepareClass: Int32 = 7405
+    public static let geofenceClass: Int32 = 7406
+    public static let notifierClass: Int32 = 7407
     /// Member slots tried at most; a slot is free again once its process's session ends.
     static let memberSlotsMax = 4_096
 

@@ -374,15 +374,29 @@ public final class PartitionedProjector: Sendable {
     }
 
     private func backOff(_ error: any Error, _ retryDelay: inout Int64, _ stop: StopSignal) {
-        let message = "\(error)"
-        let first = state.withLock { status -> Bool in
-            defer { status.lastError = message }
-            return status.lastError != message
+        waitAfterFailure(
+            error, name: "projector", log: options.log, &retryDelay,
+            maxMicros: options.retryDelayMicrosMax, stop
+        ) { message in
+            state.withLock { status in
+                defer { status.lastError = message }
+                return status.lastError != message
+            }
         }
-        if first { options.log("projector: \(message); retrying") }
-        _ = stop.wait(micros: retryDelay)
-        retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
     }
+}
+
+/// After a failure that may pass (PostgreSQL or the log unreachable): says so when `isNew` says
+/// the message was not the last one too, waits `retryDelay` (a stop wakes it at once), and doubles
+/// it up to `maxMicros`. The leased projectors' back-off.
+func waitAfterFailure(
+    _ error: any Error, name: String, log: (String) -> Void, _ retryDelay: inout Int64, maxMicros: Int64,
+    _ stop: StopSignal, isNew: (String) -> Bool
+) {
+    let message = "\(error)"
+    if isNew(message) { log("\(name): \(message); retrying") }
+    _ = stop.wait(micros: retryDelay)
+    retryDelay = min(retryDelay * 2, maxMicros)
 }
 
 /// What makes two arrivals the same arrival.

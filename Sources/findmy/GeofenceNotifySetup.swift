@@ -67,11 +67,11 @@ enum GeofenceNotifySetup {
     /// HTTP client of its own (one connection per receiver host).
     static func notifier(
         _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning,
-        wake: Doorbells?
+        wake: Doorbells?, registryEnd: (@Sendable () -> UInt64)? = nil
     ) -> GeofenceNotifier {
         GeofenceNotifier(
             client: PostgresClient(conninfo: conninfo), identity: identity,
             http: HTTP2Client(name: "geofence-notifier", options: .init(caFile: configuration.caFile)),
-            signing: signing, options: configuration.options, wake: wake)
+            signing: signing, options: configuration.options, wake: wake, registryEnd: registryEnd)
     }
 }

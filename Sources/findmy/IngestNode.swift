@@ -2,12 +2,14 @@ import CLI
 import Commands
 import Events
 import GeofenceAlerts
+import Geofences
 import HTTP
 import Identity
 import Ingest
 import JSON
 import NATSLog
 import Presence
+import ProjectionSchema
 import Projector
 import ReadAPI
 import Threads
@@ -171,15 +173,19 @@ extension ServeCommand {
     /// The read API and the panel of an ingest node given `--database-url`: served from the
     /// projection the cluster's `findmy projector` processes write there (or a streaming replica of
     /// it), watched by a `ProjectionWatcher` for its checkpoint and for being this stream's
-    /// (docs/scale.md, "Reads in a cluster"). The geofence projection is not folded on JetStream,
-    /// so its reads still answer 503.
+    /// (docs/scale.md, "Reads in a cluster"). The same watcher follows the geofence projection,
+    /// which one `findmy projector` at a time folds there, for the transitions' reads.
     static func startClusterReads(
         _ configuration: Configuration, url: String, logID: UUID128, _ service: IngestService,
         _ group: ServiceGroup
-    ) throws -> ReadService {
+    ) throws -> (reads: ReadService, geofences: GeofenceProgress) {
         let database = try DatabaseService(dataDirectory: configuration.dataDirectory, url: url)
         try group.start(database)
-        let watcher = ProjectionWatcher(conninfo: database.client.conninfo, logID: logID)
+        let fenceProjection = ProjectionWatcher.Watched(
+            schema: GeofenceSchema.schema, checkpointName: GeofenceTables.projectionName,
+            version: GeofenceTables.version, what: "the geofence projection")
+        let watcher = ProjectionWatcher(
+            conninfo: database.client.conninfo, logID: logID, also: [fenceProjection])
         try group.start(watcher)
         service.addStatusSource(ProjectionWatcherStatus(watcher: watcher))
         let reads = readService(
@@ -188,7 +194,11 @@ extension ServeCommand {
         database.addBorrower { reads.pool.close() }
         service.addStatusSource(reads.statusSource)
         StructuredLog.info("cluster_reads_started", ["database": .string(database.description)])
-        return reads
+        let (fenceStatus, fenceBells) = watcher.watching(schema: GeofenceSchema.schema)!
+        let geofences = GeofenceProgress(
+            checkpoint: { fenceStatus().checkpoint }, bells: fenceBells,
+            unavailable: { fenceStatus().refusal })
+        return (reads, geofences)
     }
 }
 
@@ -291,18 +301,31 @@ extension ServeCommand {
             identity: identity, channels: CommandChannels.ordered(channels), limits: configuration.commands)
         try group.start(commands)
         var reads: ReadService?
+        var geofences: GeofenceProgress?
         var projectedEnd: @Sendable () -> UInt64 = { 0 }
         if let url = configuration.databaseURL {
             let started = try startClusterReads(
                 configuration, url: url, logID: shared.log.logID(), service, group)
-            reads = started
-            projectedEnd = started.projectedEnd
+            reads = started.reads
+            geofences = started.geofences
+            projectedEnd = started.reads.projectedEnd
         }
         let commandRoutes = CommandRoutes(
             service: commands, pool: reads?.pool, projectedEnd: projectedEnd,
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
         let signing = try WebhookSigning.load(dataDirectory: data)
-        let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: nil)
+        if let reads, let geofences {
+            // Every node given --database-url runs one; the one whose session holds the notifier's
+            // lease sends, the others wait to take over (docs/scale.md, "Geofences in a cluster").
+            var notify = configuration.geofenceNotify
+            notify.options.leaseClass = PartitionLeases.notifierClass
+            let notifier = GeofenceNotifySetup.notifier(
+                notify, conninfo: reads.pool.conninfo, identity: identity, signing: signing,
+                wake: geofences.bells, registryEnd: { registry.appliedEnd })
+            service.addStatusSource(notifier)
+            try group.start(notifier)
+        }
+        let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: reads?.pool)
         var presence: PresenceService?
         if let headscale = configuration.headscale {
             let poller = PresenceService(headscale, identity: identity)
@@ -314,7 +337,7 @@ extension ServeCommand {
             ingest: service, pool: reads?.pool, configuration: configuration.panel, presence: presence)
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: nil, commands: commandRoutes, presence: presence,
-            geofences: nil, alerts: alerts)
+            geofences: geofences, alerts: alerts)
         let api = try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
         return ({ registry.appliedEnd }, api)

@@ -1,6 +1,7 @@
 import CLI
 import Compactor
 import Events
+import Geofences
 import JetStreamRetention
 import NATSLog
 import Postgres
@@ -20,6 +21,7 @@ enum ProjectorCommand {
 
     static let help = """
         usage: findmy projector --log nats://HOST:PORT[,HOST:PORT...] --database-url URL [--partitions all|LIST]
+                                [--geofences on|off]
 
         Folds the partitions of the findmy log on a NATS JetStream cluster into the PostgreSQL projection,
         each partition with its own checkpoint, written in the same transaction as its rows (exactly
@@ -29,6 +31,11 @@ enum ProjectorCommand {
         their checkpoints. Runs until SIGTERM or SIGINT. Also applies retention by deletion to the
         partitions it holds (docs/scale.md, "Retention by deletion"), and to the database while it holds
         partition 0.
+
+        Also folds the geofence projection (fence transitions, docs/geofences.md) into the same database:
+        one process at a time, the whole stream in offset order with one checkpoint, under a lease of its
+        own (another advisory lock); when its holder dies another `findmy projector` takes it over from
+        its checkpoint. Its notifications are sent by one ingest node given --database-url.
 
         options:
           --log URLS                     the NATS nodes, comma-separated (nats://h1:4222,h2:4222,h3:4222); or FINDMY_LOG
@@ -40,11 +47,12 @@ enum ProjectorCommand {
           --arrivals-retention-days N    an envelope's window (default 90); or FINDMY_ARRIVALS_RETENTION_DAYS
           --compact-interval-seconds N   retention runs this often; 0: never (default 3600)
           --compact-first-run-seconds N  the first run this long after start (default 30)
+          --geofences on|off             whether this process may fold the geofence projection (default on)
         """
 
     static let valued: Set<String> = [
         "log", "database-url", "partitions", "stream", "retention-days", "arrivals-retention-days",
-        "compact-interval-seconds", "compact-first-run-seconds",
+        "compact-interval-seconds", "compact-first-run-seconds", "geofences",
     ]
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -56,7 +64,8 @@ enum ProjectorCommand {
         guard options.positional.isEmpty else {
             throw UsageError("unexpected argument '\(options.positional[0])'")
         }
-        let servers = try IngestNodeConfiguration.natsServers(options.required("log", environment: "FINDMY_LOG"))
+        let servers = try IngestNodeConfiguration.natsServers(
+            options.required("log", environment: "FINDMY_LOG"))
         let conninfo = try options.required(Database.setting.flag, environment: Database.setting.environment)
         let selectionText = options.value("partitions") ?? "all"
         guard let selection = PartitionSelection.parse(selectionText) else {
@@ -71,6 +80,11 @@ enum ProjectorCommand {
         let firstRunSeconds = try options.integer("compact-first-run-seconds", default: 30)
         guard intervalSeconds >= 0, firstRunSeconds >= 0 else {
             throw UsageError("--compact-interval-seconds and --compact-first-run-seconds must be 0 or more")
+        }
+
+        let geofencesText = options.value("geofences") ?? "on"
+        guard geofencesText == "on" || geofencesText == "off" else {
+            throw UsageError("--geofences must be 'on' or 'off', got '\(geofencesText)'")
         }
 
         let signals = blockShutdownSignals()
@@ -89,6 +103,17 @@ enum ProjectorCommand {
             "projector: stream \(log.configuration.streamName) (\(log.partitionCount) partitions, log \(logID)), "
                 + "partitions \(selection)")
         let worker = spawnThread { projector.run(until: stop) }
+        var fenceWorker: pthread_t?
+        var fences: SharedLogProjector<GeofenceProjection>?
+        if geofencesText == "on" {
+            var fenceOptions = SharedLogProjector<GeofenceProjection>.Options()
+            fenceOptions.log = { printLine($0) }
+            let folder = SharedLogProjector(
+                conninfo: conninfo, reader: log, logID: logID, options: fenceOptions
+            ) { GeofenceProjection() }
+            fences = folder
+            fenceWorker = spawnThread { folder.run(until: stop) }
+        }
         var retention: pthread_t?
         if intervalSeconds > 0 {
             let schedule = RetentionSchedule(
@@ -105,6 +130,7 @@ enum ProjectorCommand {
         }
         pthread_join(worker, nil)
         stop.request()
+        if let fenceWorker { pthread_join(fenceWorker, nil) }
         if let retention { pthread_join(retention, nil) }
         pthread_kill(waiter, SIGTERM)
         pthread_join(waiter, nil)
@@ -113,6 +139,12 @@ enum ProjectorCommand {
             "projector: stopped (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded, "
                 + "\(status.duplicateArrivals) duplicate arrivals folded; \(status.taken) partitions taken, "
                 + "\(status.released) released)")
+        if let fences {
+            let status = fences.status
+            printLine(
+                "geofences: stopped (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded; "
+                    + "lease taken \(status.taken) times)")
+        }
         return 0
     }
 

@@ -179,7 +179,9 @@ private struct Arrival: Hashable {
 
 /// Runs a partitioned projector over every partition of `log` into `schema` until every partition
 /// has reached the log's end, then stops it (releasing its leases).
-private func project(_ log: JetStreamLog, _ postgres: ScratchPostgres, logID: UUID128, schema: String) throws
+func project(
+    _ log: JetStreamLog, _ postgres: ScratchPostgres, logID: UUID128, schema: String, now: Int64 = now
+) throws
 {
     var options = PartitionedProjector.Options()
     options.log = { _ in }
