@@ -52,6 +52,29 @@ struct StreamImports {
     var foreign = 0
     /// A record stored after a later record of the same device (its source offset lower).
     var outOfDeviceOrder = 0
+    /// A record other than a fix batch not at its source place among its partition's records: one
+    /// stored before it came after it in the source, or one after it before (`ImportPublishers`).
+    var outOfPartitionOrder = 0
+
+    /// Counts the records of one partition, in stream order as (source offset, is a fix batch),
+    /// that break partition order.
+    static func partitionOrderBreaks(_ records: [(source: UInt64, isBatch: Bool)]) -> Int {
+        guard !records.isEmpty else { return 0 }
+        var suffixMin = Array(repeating: UInt64.max, count: records.count + 1)
+        for index in stride(from: records.count - 1, through: 0, by: -1) {
+            suffixMin[index] = min(suffixMin[index + 1], records[index].source)
+        }
+        var prefixMax: UInt64? = nil
+        var breaks = 0
+        for (index, record) in records.enumerated() {
+            if !record.isBatch {
+                let before = prefixMax.map { $0 > record.source } ?? false
+                if before || suffixMin[index + 1] < record.source { breaks += 1 }
+            }
+            prefixMax = max(prefixMax ?? 0, record.source)
+        }
+        return breaks
+    }
 }
 
 extension LogTransfer {
@@ -120,6 +143,8 @@ extension LogTransfer {
         let prefix = "\(logID) "
         for partition in 0..<log.partitionCount {
             var lastSource: [UInt64: UInt64] = [:]
+            var inStreamOrder: [(source: UInt64, isBatch: Bool)] = []
+            defer { found.outOfPartitionOrder += StreamImports.partitionOrderBreaks(inStreamOrder) }
             var next = UInt64(0)
             for attempt in 1...readAttemptsMax {
                 do {
@@ -133,6 +158,7 @@ extension LogTransfer {
                         let device = record.header.deviceKey
                         if let last = lastSource[device], last >= source { found.outOfDeviceOrder += 1 }
                         lastSource[device] = source
+                        inStreamOrder.append((source, record.header.type == EventType.fixBatch.rawValue))
                         found.stored.append(
                             StoredImport(
                                 sourceOffset: source, offset: record.offset, partition: partition,
@@ -284,30 +310,46 @@ extension LogTransfer {
         printLine(
             "verify: \(records) records exported; in the stream: \(once) once, \(missing) missing, \(twice) more "
                 + "than once, \(different) different, \(wrongPartition) in another partition, "
-                + "\(found.outOfDeviceOrder) out of device order, \(unknown) not in the export, \(found.foreign) "
+                + "\(found.outOfDeviceOrder) out of device order, \(found.outOfPartitionOrder) out of partition "
+                + "order, \(unknown) not in the export, \(found.foreign) "
                 + "other messages")
         let ok =
             missing == 0 && twice == 0 && different == 0 && wrongPartition == 0 && found.outOfDeviceOrder == 0
+            && found.outOfPartitionOrder == 0
             && unknown == 0
         printLine(ok ? "verify: ok" : "verify: MISMATCH")
         return ok ? 0 : 1
     }
 }
 
-/// Publisher threads ("lanes"), `lanesPerPartition` per partition, each storing in source order the
-/// records of the devices it is given, fed through a bounded queue by the reader of the file. A
-/// device always goes to the same lane, so its records keep their order, which is what the fold
-/// needs (docs/scale.md, "What is mapped"); records of different devices were never ordered across
-/// partitions, and now are not within one either. Each lane waits for JetStream's acknowledgement
-/// of one publish before the next, so lanes are the publishes in flight: one per partition left the
-/// import bound by round trips (about 3,000 records/s).
+/// Publisher threads ("lanes"), `lanesPerPartition` per partition, fed through bounded queues by
+/// the reader of the file. Each lane waits for JetStream's acknowledgement of one publish before the
+/// next, so lanes are the publishes in flight: one per partition left the import bound by round
+/// trips (about 3,000 records/s).
+///
+/// What order is kept, and why it is enough (docs/scale.md, "What is mapped"):
+/// - a fix batch goes to its device's lane (always the same one), so a device's batches keep their
+///   order among themselves; a batch depends on nothing but its device's earlier records;
+/// - every other record (a user, a device's enrolment, a share, a command, a fence, an erasure...)
+///   is a barrier of its partition: it is published once every earlier record of the partition is
+///   stored, and no later one of the partition before it is. Such records refer to other keys (a
+///   device's enrolment to its user, in partition 0 with it), and within a partition the fold
+///   takes them in stream order for good, so their source order must hold there. Across
+///   partitions nothing was ever ordered: the partitioned projector retries a transaction that
+///   needs a row another partition has not folded yet.
+/// Barriers are rare beside batches, so the lanes carry the volume.
 final class ImportPublishers: @unchecked Sendable {
     private let log: JetStreamLog
     private let header: LogExportHeader
     private let map: Locked<[UInt64: UInt64]>
     private let lanesPerPartition: Int
+    /// Condition 0: a lane has work or should end; 1: queue room, a lane idle, a barrier stored.
     private let lock = ConditionLock(conditions: 2)
     private var queues: [[LogExportRecord]]
+    /// A lane is storing the record it took (its queue may be empty meanwhile).
+    private var busy: [Bool]
+    /// A partition's barrier is queued or being stored: nothing more of the partition goes in.
+    private var barrierPending: [Bool]
     private var closed = false
     private var failure: Error?
     private var threads: [pthread_t] = []
@@ -322,6 +364,8 @@ final class ImportPublishers: @unchecked Sendable {
         self.map = map
         self.lanesPerPartition = lanesPerPartition
         queues = Array(repeating: [], count: log.partitionCount * lanesPerPartition)
+        busy = Array(repeating: false, count: queues.count)
+        barrierPending = Array(repeating: false, count: log.partitionCount)
         for lane in 0..<queues.count {
             threads.append(spawnThread { [self] in publish(lane) })
         }
@@ -330,12 +374,22 @@ final class ImportPublishers: @unchecked Sendable {
     /// The lane of a device within its partition: a second hash of its key (SplitMix64's
     /// finaliser), independent of the one that chose the partition (FNV-1a modulo the partition
     /// count), so that every lane of a partition gets devices.
-    private func lane(ofDevice deviceKey: UInt64) -> Int {
+    private func lane(ofDevice deviceKey: UInt64, partition: Int) -> Int {
         var mixed = deviceKey &+ 0x9E37_79B9_7F4A_7C15
         mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
         mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
         mixed ^= mixed >> 31
-        return log.partition(ofDevice: deviceKey) * lanesPerPartition + Int(mixed % UInt64(lanesPerPartition))
+        return partition * lanesPerPartition + Int(mixed % UInt64(lanesPerPartition))
+    }
+
+    private static func isBarrier(_ record: LogExportRecord) -> Bool {
+        record.header.type != EventType.fixBatch.rawValue
+    }
+
+    /// Whether every record of `partition` queued so far is stored. Under `lock`.
+    private func drained(_ partition: Int) -> Bool {
+        let lanes = partition * lanesPerPartition..<(partition + 1) * lanesPerPartition
+        return lanes.allSatisfy { queues[$0].isEmpty && !busy[$0] }
     }
 
     var stored: UInt64 { lock.withLock { storedCount } }
@@ -343,9 +397,18 @@ final class ImportPublishers: @unchecked Sendable {
     /// Queues a record for its partition's publisher; waits while that queue is full. Throws the
     /// first publisher's failure.
     func enqueue(_ record: LogExportRecord) throws {
-        let lane = lane(ofDevice: record.header.deviceKey)
+        let partition = log.partition(ofDevice: record.header.deviceKey)
         try lock.withLock {
-            while queues[lane].count >= LogTransfer.queuedRecordsMax && failure == nil { lock.wait(1) }
+            while barrierPending[partition] && failure == nil { lock.wait(1) }
+            let lane: Int
+            if Self.isBarrier(record) {
+                while !drained(partition) && failure == nil { lock.wait(1) }
+                lane = partition * lanesPerPartition
+                barrierPending[partition] = true
+            } else {
+                lane = self.lane(ofDevice: record.header.deviceKey, partition: partition)
+                while queues[lane].count >= LogTransfer.queuedRecordsMax && failure == nil { lock.wait(1) }
+            }
             if let failure { throw failure }
             queues[lane].append(record)
             lock.broadcast(0)
@@ -377,12 +440,18 @@ final class ImportPublishers: @unchecked Sendable {
                 while queues[lane].isEmpty && !closed && failure == nil { lock.wait(0) }
                 guard failure == nil, !queues[lane].isEmpty else { return nil }
                 let first = queues[lane].removeFirst()
+                busy[lane] = true
                 lock.broadcast(1)
                 return first
             }
             guard let record else { return }
             do {
                 try store(record)
+                lock.withLock {
+                    busy[lane] = false
+                    if Self.isBarrier(record) { barrierPending[lane / lanesPerPartition] = false }
+                    lock.broadcast(1)
+                }
             } catch {
                 lock.withLock {
                     failure = failure ?? error

@@ -86,6 +86,58 @@ import Threads
         local.records += try writer.append(batch: events).count
     }
 
+    /// An import keeps several publishes in flight per partition (`--publishers-per-partition`),
+    /// fix batches spread over them by device; every other record must still take its source place
+    /// among its partition's records, or a device's enrolment could be stored before its user's
+    /// creation in the same partition, which the fold takes in stream order for good (the
+    /// projector then retried that transaction forever). One partition, eight lanes, forty devices
+    /// enrolled among other devices' batches: `--verify` finds every record at its place.
+    @Test func recordsOtherThanBatchesKeepTheirPlaceInTheirPartition() throws {
+        let scratch = NSTemporaryDirectory() + "findmy-lanes-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: scratch + "/data", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let now = wallClockMicros()
+        let writer = try Self.writer(scratch + "/data/log")
+        var records = 0
+        let user = registry(devices: 1, atMicros: now - 3_600_000_000)
+        records += try writer.append(batch: user).count
+        for device in UInt64(2)...40 {
+            var group = [
+                EventCodec.encode(
+                    .deviceEnrolled(
+                        DeviceEnrolled(
+                            deviceID: device, userID: 1, deviceUUID: UUID128.random(), name: "device \(device)",
+                            platform: "ios", model: "test")),
+                    receivedAtMicros: now - 3_000_000_000)
+            ]
+            for earlier in 1..<device {
+                group.append(
+                    fixBatch(
+                        device: earlier, recordedAtMicros: [now - Int64(device * 1_000 + earlier) * 1_000],
+                        receivedAtMicros: now - 1_000_000, salt: Int(device)))
+            }
+            records += try writer.append(batch: group).count
+        }
+        writer.close()
+        let exportPath = scratch + "/findmy.export"
+        let exported = try ProjectorProcess.run(
+            ["log", "export"], ["--data-dir", scratch + "/data", "--out", exportPath],
+            outputPath: scratch + "/export.out")
+        #expect(exported.status == 0, "\(exported.output)")
+        let cluster = try NATSCluster()
+        defer { cluster.stopAll() }
+        let imported = try ProjectorProcess.run(
+            ["log", "import"],
+            [
+                "--log", cluster.logArgument, "--log-partitions", "1", "--publishers-per-partition", "8", "--verify",
+                exportPath,
+            ], outputPath: scratch + "/import.out")
+        #expect(imported.status == 0, "\(imported.output)")
+        #expect(imported.output.contains("\(records) records stored"), "\(imported.output)")
+        #expect(imported.output.contains(" 0 out of partition order"), "\(imported.output)")
+        #expect(imported.output.contains("verify: ok"), "\(imported.output)")
+    }
+
     @Test func aLocalLogMovesIntoTheClusterOnceAndProjectsTheSame() throws {
         let scratch = NSTemporaryDirectory() + "findmy-migrate-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: scratch + "/data", withIntermediateDirectories: true)
