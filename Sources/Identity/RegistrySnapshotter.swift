@@ -111,6 +111,19 @@ public final class RegistrySnapshotter: Service {
     static let threadNiceness: Int32 = 10
 
     struct Progress {
+        /// Writes `snapshot` (of this fold) to `store` and starts the next interval from it.
+        mutating func write(_ snapshot: RegistrySnapshot, to store: RegistrySnapshotStore, nowMicros: Int64) throws
+            -> Outcome
+        {
+            let started = monotonicMicros()
+            let (path, bytes) = try store.write(snapshot)
+            lastOffset = snapshot.offset
+            lastMicros = nowMicros
+            fixesSinceSnapshot = 0
+            return .written(
+                path: path, offset: snapshot.offset, bytes: bytes, millis: (monotonicMicros() - started) / 1000)
+        }
+
         var fold: RegistryFold
         /// The offset and time of the last snapshot written (or loaded at start).
         var lastOffset: UInt64
@@ -264,14 +277,7 @@ public final class RegistrySnapshotter: Service {
                 offset: state.fold.offset, logID: try reader.logID() ?? .zero,
                 segments: state.fold.segments,
                 registry: state.fold.registry)
-            let started = monotonicMicros()
-            let (path, bytes) = try store.write(snapshot)
-            state.lastOffset = state.fold.offset
-            state.lastMicros = now
-            state.fixesSinceSnapshot = 0
-            return .written(
-                path: path, offset: snapshot.offset, bytes: bytes,
-                millis: (monotonicMicros() - started) / 1000)
+            return try state.write(snapshot, to: store, nowMicros: now)
         } catch {
             return .failed("\(error)")
         }

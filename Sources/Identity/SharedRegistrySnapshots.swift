@@ -258,14 +258,7 @@ public final class SharedRegistrySnapshotter: Service {
             let snapshot = RegistrySnapshot(
                 offset: state.fold.offset, logID: logID, segments: [], registry: state.fold.registry,
                 recordsFolded: state.fold.records)
-            let started = monotonicMicros()
-            let (path, bytes) = try store.write(snapshot)
-            state.lastOffset = state.fold.offset
-            state.lastMicros = now
-            state.fixesSinceSnapshot = 0
-            return .written(
-                path: path, offset: snapshot.offset, bytes: bytes,
-                millis: (monotonicMicros() - started) / 1000)
+            return try state.write(snapshot, to: store, nowMicros: now)
         } catch {
             return .failed("\(error)")
         }
