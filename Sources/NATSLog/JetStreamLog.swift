@@ -51,7 +51,9 @@ public struct JetStreamLogConfiguration: Sendable {
     /// Each publish attempt waits this long for its acknowledgement.
     public var publishAckWaitMillis: Int64 = 2_000
     /// Connecting, and creating or verifying the stream (while the cluster elects its leaders).
-    public var openDeadlineMillis: Int64 = 30_000
+    /// Two minutes: a node started with its NATS cluster waits for it to form ("no suitable peers
+    /// for placement" until every node has joined), which took more than 30 s on a loaded machine.
+    public var openDeadlineMillis: Int64 = 120_000
     /// A read waits this long for the next message it knows is there.
     public var readWaitMillis: Int64 = 10_000
 
