@@ -47,7 +47,6 @@ enum PartitionedProjectorBench {
 
         var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: partitions)
         configuration.appendDeadlineMillis = 60_000
-        configuration.openDeadlineMillis = 60_000
         let jetStream = try JetStreamLog(configuration)
         let writer = try LogWriter(directory: root + "/data/log")
         let records = makeRecords(batches: batches, fixes: fixes)

@@ -36,7 +36,6 @@ private func configuration(_ cluster: NATSCluster, partitions: Int = 4) -> JetSt
     // A shared, loaded machine: after a node is killed, electing new stream and meta leaders
     // and creating a consumer took more than the default 10 s once in CI.
     configuration.readWaitMillis = 30_000
-    configuration.openDeadlineMillis = 60_000
     return configuration
 }
 

@@ -30,7 +30,6 @@ private func configuration(_ cluster: NATSCluster, partitions: Int = 4) -> JetSt
     var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: partitions)
     configuration.appendDeadlineMillis = 30_000
     configuration.readWaitMillis = 30_000
-    configuration.openDeadlineMillis = 60_000
     return configuration
 }
 

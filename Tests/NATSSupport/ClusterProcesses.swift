@@ -123,7 +123,6 @@ extension NATSCluster {
         var configuration = JetStreamLogConfiguration(servers: urls, partitionCount: partitions)
         configuration.appendDeadlineMillis = 30_000
         configuration.readWaitMillis = 30_000
-        configuration.openDeadlineMillis = 60_000
         return configuration
     }
 }
