@@ -18,7 +18,7 @@ final class ServerProcess: @unchecked Sendable {
         process = try FindmyProcess(
             ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + projector + extraArguments,
             environment: environment)
-        let deadline = Date().addingTimeInterval(120)
+        let deadline = Date().addingTimeInterval(300)
         while process.outputLines.isEmpty {
             guard Date() < deadline, process.process.isRunning else {
                 throw TestFailure("findmy serve did not print its URL: \(process.standardError)")

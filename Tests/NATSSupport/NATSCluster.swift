@@ -27,7 +27,10 @@ public final class NATSCluster: @unchecked Sendable {
     /// leaders are elected after that; `JetStreamLog` waits for them when it opens).
     public init(count: Int = 3, directory: String? = nil, syncInterval: String? = nil) throws {
         self.syncInterval = syncInterval
+        clusterName = "findmy-test-\(UUID().uuidString.prefix(8))"
         self.directory = directory ?? NSTemporaryDirectory() + "findmy-nats-\(UUID().uuidString.prefix(8))"
+        // Every stored property is set: from here a throw runs deinit, which gives the slot back.
+        Self.slots.wait()
         try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
         var lastError = ""
         for _ in 0..<5 {
@@ -60,7 +63,20 @@ public final class NATSCluster: @unchecked Sendable {
     deinit {
         stopAll()
         try? FileManager.default.removeItem(atPath: directory)
+        Self.slots.signal()
     }
+
+    /// How many clusters one process runs at once (`FINDMY_TEST_NATS_CLUSTERS_MAX`, default 2); a
+    /// further one waits, before starting any node, until one is released. Swift Testing runs the
+    /// suites in parallel, and a dozen three-node clusters electing leaders at once on two cores
+    /// took more than two minutes to form: nodes gave up with "no suitable peers for placement".
+    /// A test must not hold two clusters at once while another waits for its second.
+    public static let clustersAtOnceMax =
+        ProcessInfo.processInfo.environment["FINDMY_TEST_NATS_CLUSTERS_MAX"].flatMap { Int($0) }.map { max(1, $0) }
+        ?? 2
+    private static let slots = DispatchSemaphore(value: clustersAtOnceMax)
+    /// Its own name, so that a node can never join another test's cluster (a route port given again).
+    private let clusterName: String
 
     /// The client URLs of every node, for `JetStreamLogConfiguration.servers`.
     public var urls: [String] { nodes.map { "nats://127.0.0.1:\($0.clientPort)" } }
@@ -111,7 +127,7 @@ public final class NATSCluster: @unchecked Sendable {
               max_file_store: 1GB\(syncInterval.map { "\n  sync_interval: \($0)" } ?? "")
             }
             cluster {
-              name: findmy-test
+              name: \(clusterName)
               listen: 127.0.0.1:\(node.routePort)
               routes: [\(routes)]
             }
