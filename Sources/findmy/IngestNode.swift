@@ -235,8 +235,9 @@ struct RegistryFollowerFailed: Error, CustomStringConvertible {
 extension ServeCommand {
     /// An ingest node: the JetStream log, the registry from the newest valid snapshot of the
     /// stream in DATA_DIR/snapshots continued by a follower (caught up before the listeners open),
-    /// the snapshotter, and the same routes as one machine's server, minus the projector, the
-    /// compactor and the read API (503 reads_unavailable).
+    /// the snapshotter, and the same routes as one machine's server, minus the projector and the
+    /// compactor; the read API, the panel and the geofence notifier with `--database-url`
+    /// (`startClusterReads`), else reads answer 503 reads_unavailable.
     static func startIngestNode(
         _ configuration: Configuration, _ nats: IngestNodeConfiguration, _ group: ServiceGroup
     ) throws -> (durableEnd: () -> UInt64, api: HTTPService) {
