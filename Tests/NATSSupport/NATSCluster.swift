@@ -13,6 +13,8 @@ public final class NATSCluster: @unchecked Sendable {
         public var name: String
         public var clientPort: UInt16
         public var routePort: UInt16
+        /// nats-server's monitoring endpoint (/healthz, /jsz), for knowing when the cluster formed.
+        public var monitorPort: UInt16
     }
 
     public let directory: String
@@ -36,24 +38,31 @@ public final class NATSCluster: @unchecked Sendable {
         for _ in 0..<5 {
             var ports: [UInt16] = []
             var sockets: [Int32] = []
-            // Holds every port until all are chosen, so that the six are distinct.
-            for _ in 0..<(2 * count) {
+            // Holds every port until all are chosen, so that they are distinct.
+            for _ in 0..<(3 * count) {
                 let (socket, port) = try Self.reservePort()
                 sockets.append(socket)
                 ports.append(port)
             }
             for socket in sockets { close(socket) }
             let candidates = (0..<count).map {
-                Node(name: "n\($0 + 1)", clientPort: ports[2 * $0], routePort: ports[2 * $0 + 1])
+                Node(
+                    name: "n\($0 + 1)", clientPort: ports[3 * $0], routePort: ports[3 * $0 + 1],
+                    monitorPort: ports[3 * $0 + 2])
             }
             nodes = candidates
             pids = Array(repeating: nil, count: count)
             do {
                 for index in 0..<count { try start(index) }
+                try waitUntilFormed()
                 return
             } catch {
                 lastError = "\(error)"
                 stopAll()
+                // A new try starts from empty stores: a half-formed cluster's peers must not linger.
+                for node in candidates {
+                    try? FileManager.default.removeItem(atPath: self.directory + "/\(node.name)-store")
+                }
             }
         }
         try? FileManager.default.removeItem(atPath: self.directory)
@@ -121,6 +130,7 @@ public final class NATSCluster: @unchecked Sendable {
         let text = """
             server_name: \(node.name)
             listen: 127.0.0.1:\(node.clientPort)
+            http: 127.0.0.1:\(node.monitorPort)
             jetstream {
               store_dir: "\(directory)/\(node.name)-store"
               max_memory_store: 64MB
@@ -150,6 +160,95 @@ public final class NATSCluster: @unchecked Sendable {
             }
             usleep(10_000)
         }
+    }
+
+    /// Waits until the cluster can place a stream of `count` replicas: every node runs and says
+    /// it is healthy, all agree on one JetStream meta leader, and that leader counts every other
+    /// node as a current peer. A node can come up and still never join: its route port taken
+    /// between reservation and bind, or its client port answered by somebody else's listener.
+    /// Opening a stream on such a cluster fails after minutes with "no suitable peers for
+    /// placement"; here it fails fast, and the caller starts a new cluster on new ports.
+    private func waitUntilFormed() throws {
+        let deadline = Date().addingTimeInterval(90)
+        var last = "nothing asked yet"
+        while Date() < deadline {
+            if let ended = pids.indices.first(where: { pids[$0].map(childEnded) ?? true }) {
+                throw NATSClusterError("nats-server \(nodes[ended].name) ended: \(log(ended))")
+            }
+            switch formation() {
+            case .formed: return
+            case .notYet(let why): last = why
+            }
+            usleep(50_000)
+        }
+        throw NATSClusterError("the cluster did not form in 90 s: \(last)")
+    }
+
+    private enum Formation {
+        case formed
+        case notYet(String)
+    }
+
+    private func formation() -> Formation {
+        var leaders: Set<String> = []
+        var replicasSeen: [String: [[String: Any]]] = [:]
+        for node in nodes {
+            guard let health = Self.get(port: node.monitorPort, path: "/healthz"), health["status"] as? String == "ok"
+            else { return .notYet("\(node.name) is not healthy yet") }
+            guard let jsz = Self.get(port: node.monitorPort, path: "/jsz"),
+                let meta = jsz["meta_cluster"] as? [String: Any],
+                let leader = meta["leader"] as? String, !leader.isEmpty
+            else { return .notYet("\(node.name) knows no meta leader yet") }
+            guard (meta["cluster_size"] as? Int) == nodes.count else {
+                return .notYet("\(node.name) counts \(meta["cluster_size"] ?? "no") nodes")
+            }
+            leaders.insert(leader)
+            if let replicas = meta["replicas"] as? [[String: Any]] { replicasSeen[node.name] = replicas }
+        }
+        guard leaders.count == 1, let leader = leaders.first else {
+            return .notYet("the nodes name different leaders: \(leaders.sorted())")
+        }
+        guard let replicas = replicasSeen[leader] else { return .notYet("\(leader) lists no peers yet") }
+        let current = replicas.filter { ($0["current"] as? Bool) == true && ($0["offline"] as? Bool) != true }
+        guard current.count == nodes.count - 1 else {
+            return .notYet("\(leader) counts \(current.count) current peers of \(nodes.count - 1)")
+        }
+        return .formed
+    }
+
+    /// A monitoring endpoint's JSON answer, nil when it does not answer (yet) or answers otherwise.
+    private static func get(port: UInt16, path: String) -> [String: Any]? {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return nil }
+        defer { close(socket) }
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected else { return nil }
+        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(socket, $0.baseAddress, $0.count, 0) }) == request.count else {
+            return nil
+        }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            answer.append(contentsOf: buffer[0..<count])
+        }
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        guard let start = answer.indices.first(where: { answer[$0...].starts(with: separator) }) else { return nil }
+        let body = Data(answer[(start + separator.count)...])
+        return (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
     }
 
     /// The oldest nats-server the tests run on: Debian 12's 2.9.10 lets a stream's replicas store
