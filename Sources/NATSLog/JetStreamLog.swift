@@ -6,7 +6,7 @@ import Threads
     import Glibc
 #endif
 
-// The event log on a NATS JetStream cluster (issue 17; docs/scale.md is the user's side of this).
+// The event log on a NATS JetStream cluster (docs/scale.md is the user's side of this).
 //
 //   stream     one stream (`streamName`), subjects `findmy.log.0` ... `findmy.log.<P-1>`: P partitions,
 //              fixed when the stream is created; file storage, `replicas` replicas (3), a duplicate
@@ -31,78 +31,6 @@ import Threads
 // Its cost is one Raft group, one leader, for every append: the throughput of one leader
 // (docs/scale.md has the figure). Several streams (partition sets) would need (stream, sequence)
 // offsets, which nothing in findmy speaks yet.
-
-/// What a JetStream log is, and how long to wait for it.
-public struct JetStreamLogConfiguration: Sendable {
-    /// `nats://host:port` URLs of the cluster's nodes (any of them; the client finds the others).
-    public var servers: [String]
-    public var streamName = "FINDMY_LOG"
-    public var subjectPrefix = "findmy.log"
-    /// Partitions of a new stream; an existing stream must have exactly this many.
-    public var partitionCount: Int
-    public var replicas = 3
-    /// How long JetStream remembers a `Nats-Msg-Id`: a batch retried later than this is stored
-    /// again (the fold still drops it by its batch id, docs/scale.md).
-    public var duplicateWindowSeconds = 120
-    /// Whether a missing stream is created; otherwise opening fails with `streamMissing`.
-    public var createsStream = true
-    /// An append retries (with the same Msg-Ids) until this has passed, then fails with `noQuorum`.
-    public var appendDeadlineMillis: Int64 = 10_000
-    /// Each publish attempt waits this long for its acknowledgement.
-    public var publishAckWaitMillis: Int64 = 2_000
-    /// Connecting, and creating or verifying the stream (while the cluster elects its leaders).
-    /// Two minutes: a node started with its NATS cluster waits for it to form ("no suitable peers
-    /// for placement" until every node has joined), which took more than 30 s on a loaded machine.
-    public var openDeadlineMillis: Int64 = 120_000
-    /// A read waits this long for the next message it knows is there.
-    public var readWaitMillis: Int64 = 10_000
-
-    public init(servers: [String], partitionCount: Int) {
-        self.servers = servers
-        self.partitionCount = partitionCount
-    }
-
-    public func subject(partition: Int) -> String { "\(subjectPrefix).\(partition)" }
-}
-
-/// Why the JetStream log refused or failed; each says what to do.
-public enum JetStreamLogError: Error, CustomStringConvertible, Equatable {
-    case connectFailed(String)
-    case streamMissing(stream: String)
-    case wrongPartitionCount(stream: String, found: Int, expected: Int)
-    case wrongConfiguration(stream: String, String)
-    case noQuorum(subject: String, waitedMillis: Int64, lastError: String)
-    case refused(subject: String, String)
-    case damagedMessage(subject: String, sequence: UInt64, String)
-    case readFailed(subject: String, String)
-    case requestFailed(String)
-
-    public var description: String {
-        switch self {
-        case .connectFailed(let why):
-            "cannot connect to the NATS cluster: \(why); check the nats:// URLs and that the nodes run"
-        case .streamMissing(let stream):
-            "the JetStream stream \(stream) does not exist; create it (open the log with stream creation on)"
-        case .wrongPartitionCount(let stream, let found, let expected):
-            "the JetStream stream \(stream) has \(found) partitions, this findmy is configured for \(expected); "
-                + "partitions are fixed when the stream is created: configure \(found)"
-        case .wrongConfiguration(let stream, let why):
-            "the JetStream stream \(stream) is not configured as a findmy log: \(why)"
-        case .noQuorum(let subject, let waited, let last):
-            "no acknowledgement from JetStream for \(subject) within \(waited) ms (\(last)): the stream has no "
-                + "leader with a quorum of its replicas; at least 2 of 3 NATS nodes must be up and connected. "
-                + "Nothing was acknowledged; retrying the same batch is safe"
-        case .refused(let subject, let why):
-            "JetStream refused the append to \(subject): \(why)"
-        case .damagedMessage(let subject, let sequence, let why):
-            "the message at sequence \(sequence) of \(subject) is not one findmy record: \(why)"
-        case .readFailed(let subject, let why):
-            "reading \(subject) failed: \(why)"
-        case .requestFailed(let why):
-            "a JetStream request failed: \(why)"
-        }
-    }
-}
 
 /// The event log on JetStream: `EventLogAppending` and `EventLogReading` over one stream.
 /// Safe from many threads (the C client's connection is); `close` only once nobody uses it.
@@ -530,128 +458,6 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             header: header, storedPayload: frame.payload, segmentPath: subject, position: Int(sequence))
     }
 
-    // MARK: - Opening
-
-    private static func connect(_ configuration: JetStreamLogConfiguration) throws -> (
-        OpaquePointer, OpaquePointer
-    ) {
-        var options: OpaquePointer?
-        guard natsOptions_Create(&options) == NATS_OK, let options else {
-            throw JetStreamLogError.connectFailed("cannot create client options")
-        }
-        defer { natsOptions_Destroy(options) }
-        let servers = configuration.servers.map { CString($0) }
-        var pointers: [UnsafePointer<CChar>?] = servers.map { $0.constant }
-        // The strings must outlive the call (the client copies them): without this an optimised
-        // build freed them after `pointers` was made, and the client saw garbage URLs.
-        var status = withExtendedLifetime(servers) {
-            pointers.withUnsafeMutableBufferPointer {
-                natsOptions_SetServers(options, $0.baseAddress, Int32($0.count))
-            }
-        }
-        // Reconnect for ever (a node restarting is routine), quickly, to any node of the list.
-        if status == NATS_OK { status = natsOptions_SetMaxReconnect(options, -1) }
-        if status == NATS_OK { status = natsOptions_SetReconnectWait(options, 100) }
-        if status == NATS_OK { status = natsOptions_SetTimeout(options, 2_000) }
-        guard status == NATS_OK else {
-            throw JetStreamLogError.connectFailed("bad server list: \(describe(status, jsErrCode(0)))")
-        }
-        var connection: OpaquePointer?
-        let deadline = monotonicMicros() + configuration.openDeadlineMillis * 1000
-        while true {
-            status = natsConnection_Connect(&connection, options)
-            if status == NATS_OK, connection != nil { break }
-            guard monotonicMicros() < deadline else {
-                throw JetStreamLogError.connectFailed(
-                    "\(configuration.servers.joined(separator: ",")): \(describe(status, jsErrCode(0)))")
-            }
-            usleep(100_000)
-        }
-        var jsOptions = jsOptions()
-        jsOptions_Init(&jsOptions)
-        jsOptions.Wait = configuration.publishAckWaitMillis
-        var jetStream: OpaquePointer?
-        guard natsConnection_JetStream(&jetStream, connection, &jsOptions) == NATS_OK, let jetStream else {
-            natsConnection_Destroy(connection)
-            throw JetStreamLogError.connectFailed("cannot create a JetStream context")
-        }
-        return (connection!, jetStream)
-    }
-
-    /// Creates or verifies the stream, retrying while the cluster has no JetStream leader yet.
-    private func openStream() throws {
-        let deadline = monotonicMicros() + configuration.openDeadlineMillis * 1000
-        while true {
-            var info: UnsafeMutablePointer<jsStreamInfo>?
-            var code = jsErrCode(0)
-            var status = js_GetStreamInfo(&info, jetStream, streamName.constant, nil, &code)
-            if code == JSStreamNotFoundErr {
-                guard configuration.createsStream else {
-                    throw JetStreamLogError.streamMissing(stream: streamName.text)
-                }
-                status = createStream(&info, &code)
-            }
-            if status == NATS_OK, let info {
-                defer { jsStreamInfo_Destroy(info) }
-                try verify(info.pointee.Config.pointee)
-                return
-            }
-            // "No suitable peers for placement" while the cluster is still forming (fewer nodes
-            // known than replicas): it passes once every node has joined, or the deadline says why.
-            let forming = code == JSClusterNoPeersErr
-            guard Self.isTransient(status, code) || forming, monotonicMicros() < deadline else {
-                throw JetStreamLogError.requestFailed(
-                    "opening stream \(streamName.text): \(Self.describe(status, code))")
-            }
-            usleep(100_000)
-        }
-    }
-
-    private func createStream(_ info: inout UnsafeMutablePointer<jsStreamInfo>?, _ code: inout jsErrCode)
-        -> natsStatus
-    {
-        var config = jsStreamConfig()
-        jsStreamConfig_Init(&config)
-        var subjectPointers: [UnsafePointer<CChar>?] = subjects.map { $0.constant }
-        return subjectPointers.withUnsafeMutableBufferPointer { buffer in
-            config.Name = streamName.constant
-            config.Subjects = buffer.baseAddress
-            config.SubjectsLen = Int32(buffer.count)
-            config.Storage = js_FileStorage
-            config.Replicas = Int64(configuration.replicas)
-            config.Retention = js_LimitsPolicy
-            // Nanoseconds.
-            config.Duplicates = Int64(configuration.duplicateWindowSeconds) * 1_000_000_000
-            // Purging would empty a partition whole; retention deletes expired messages one by one.
-            config.DenyPurge = true
-            return js_AddStream(&info, jetStream, &config, nil, &code)
-        }
-    }
-
-    private func verify(_ config: jsStreamConfig) throws {
-        let name = streamName.text
-        let found = (0..<Int(config.SubjectsLen)).compactMap { index in
-            config.Subjects[index].map { String(cString: $0) }
-        }
-        let expected = subjects.map(\.text)
-        guard found.count == expected.count else {
-            throw JetStreamLogError.wrongPartitionCount(
-                stream: name, found: found.count, expected: expected.count)
-        }
-        guard Set(found) == Set(expected) else {
-            throw JetStreamLogError.wrongConfiguration(
-                stream: name, "its subjects are \(found.joined(separator: ", ")), not \(expected.first!)...")
-        }
-        guard config.Storage == js_FileStorage else {
-            throw JetStreamLogError.wrongConfiguration(
-                stream: name, "memory storage; a log needs file storage")
-        }
-        guard config.Replicas == Int64(configuration.replicas) else {
-            throw JetStreamLogError.wrongConfiguration(
-                stream: name, "\(config.Replicas) replicas, \(configuration.replicas) configured")
-        }
-    }
-
     /// Runs a request again while it fails transiently (a stream leader being elected, a
     /// reconnect), for up to `millis` (default `readWaitMillis`); returns the last outcome.
     func retrying(forMillis millis: Int64? = nil, _ attempt: () -> (natsStatus, jsErrCode)) -> (
@@ -691,19 +497,4 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         }
         return text
     }
-}
-
-/// A C string owned for the life of the log (the C client keeps pointers to some of them).
-final class CString: @unchecked Sendable {
-    let pointer: UnsafeMutablePointer<CChar>
-    let text: String
-
-    init(_ text: String) {
-        self.text = text
-        pointer = strdup(text)!
-    }
-
-    var constant: UnsafePointer<CChar> { UnsafePointer(pointer) }
-
-    deinit { free(pointer) }
 }
