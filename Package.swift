@@ -175,10 +175,13 @@ let package = Package(
             dependencies: ["Identity", "Events", "HTTP", "JSON", "Push", "Crypto", "Threads"],
             swiftSettings: strict),
 
-        // The retention job: which fixes are live, the log rewrite and the database deletes.
+        // The retention job: which fixes are live, the log rewrite and the database deletes, with
+        // its settings, admin routes, status and JSON.
         .target(
             name: "Compactor",
-            dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
+            dependencies: [
+                "Events", "HTTP", "Identity", "JSON", "Postgres", "ProjectionSchema", "Projector", "Threads",
+            ],
             swiftSettings: strict),
 
         // Retention by deletion on a JetStream log (docs/scale.md): the compactor's policy applied
@@ -249,7 +252,8 @@ let package = Package(
         .testTarget(
             name: "PartitionedProjectorTests",
             dependencies: [
-                "Projector", "Geofences", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport", "Postgres",
+                "Projector", "Geofences", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport",
+                "Postgres",
                 "Events",
                 "Threads",
             ],
