@@ -94,11 +94,11 @@ enum CodecBench {
                 writer.key("version_\(version + 1)")
                 writer.beginObject()
                 writer.key("decode_fixes_per_s")
-                writer.double(median(rates[version].decode).rounded())
+                writer.double((median(rates[version].decode) ?? 0).rounded())
                 writer.key("fold_fixes_per_s")
-                writer.double(median(rates[version].fold).rounded())
+                writer.double((median(rates[version].fold) ?? 0).rounded())
                 writer.key("encode_fixes_per_s")
-                writer.double(median(rates[version].encode).rounded())
+                writer.double((median(rates[version].encode) ?? 0).rounded())
                 let raw = encoded[version].reduce(0) { $0 + Int($1.header.uncompressedBytes) }
                 let stored = encoded[version].reduce(0) { $0 + $1.payload.count }
                 writer.key("payload_raw_bytes_per_fix")
@@ -114,7 +114,7 @@ enum CodecBench {
                 // timings ran back to back).
                 let ratios = zip(rates[1][keyPath: pick], rates[0][keyPath: pick]).map { $0 / $1 }
                 writer.key("\(name)_v2_over_v1_median_of_rounds")
-                writer.double((median(ratios) * 1000).rounded() / 1000)
+                writer.double(((median(ratios) ?? 0) * 1000).rounded() / 1000)
             }
             if let logDirectory = options.value("log-dir") {
                 try replay(
@@ -183,16 +183,17 @@ enum CodecBench {
             writer.key("bytes_per_fix")
             writer.double((bytesPerFix[version] * 100).rounded() / 100)
             writer.key("replay_decode_fixes_per_s")
-            writer.double(median(decode[version].decode).rounded())
+            writer.double((median(decode[version].decode) ?? 0).rounded())
             writer.key("replay_fold_fixes_per_s")
-            writer.double(median(decode[version].fold).rounded())
+            writer.double((median(decode[version].fold) ?? 0).rounded())
             writer.endObject()
         }
         writer.key("replay_decode_v2_over_v1_median_of_rounds")
         writer.double(
-            (median(zip(decode[1].decode, decode[0].decode).map { $0 / $1 }) * 1000).rounded() / 1000)
+            ((median(zip(decode[1].decode, decode[0].decode).map { $0 / $1 }) ?? 0) * 1000).rounded() / 1000)
         writer.key("replay_fold_v2_over_v1_median_of_rounds")
-        writer.double((median(zip(decode[1].fold, decode[0].fold).map { $0 / $1 }) * 1000).rounded() / 1000)
+        writer.double(
+            ((median(zip(decode[1].fold, decode[0].fold).map { $0 / $1 }) ?? 0) * 1000).rounded() / 1000)
         LogBench.removeTree(directory + "/v1")
         LogBench.removeTree(directory + "/v2")
         LogBench.removeTree(directory)
@@ -233,8 +234,4 @@ enum CodecBench {
         return Double(fixes) / (Double(max(1, monotonicMicros() - start)) / 1_000_000)
     }
 
-    static func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-    }
 }

@@ -268,10 +268,6 @@ enum CommandsBench {
     static func writeMedians(
         _ results: [(api: APIFigures, channel: PushBench.Figures?)], to writer: inout JSONWriter
     ) {
-        func median(_ values: [Double]) -> Double {
-            let sorted = values.filter { !$0.isNaN }.sorted()
-            return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
-        }
         func at(_ values: [Int64], _ p: Double, _ divisor: Double) -> Double {
             guard !values.isEmpty else { return .nan }
             let rank = Int((Double(values.count) * p).rounded(.up)) - 1
@@ -303,7 +299,7 @@ enum CommandsBench {
         }
         for (name, values) in figures {
             writer.key(name)
-            let value = median(values)
+            let value = median(values.filter { !$0.isNaN }) ?? .nan
             if value.isNaN {
                 writer.null()
             } else {

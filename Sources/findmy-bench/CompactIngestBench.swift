@@ -183,19 +183,16 @@ enum CompactIngestBench {
 
     /// Median p99 and rate per kind of window, and each kind's p99 over idle's.
     static func summary(_ windows: [Window]) -> String {
-        func median(_ values: [Double]) -> Double {
-            let sorted = values.sorted()
-            return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-        }
-        let idle = median(windows.filter { $0.kind == "idle" }.map { Double($0.result.p99Micros) / 1000 })
+        let idle =
+            (median(windows.filter { $0.kind == "idle" }.map { Double($0.result.p99Micros) / 1000 }) ?? 0)
         var parts: [String] = []
         for kind in [
             "idle", "idle_with_snapshot_write", "compacting", "compacting_rewrite", "compacting_refold",
         ] {
             let chosen = windows.filter { kind == "compacting" ? $0.phase == "compacting" : $0.kind == kind }
             guard !chosen.isEmpty else { continue }
-            let p99 = median(chosen.map { Double($0.result.p99Micros) / 1000 })
-            let rate = median(chosen.map(\.result.requestsPerSecond))
+            let p99 = (median(chosen.map { Double($0.result.p99Micros) / 1000 }) ?? 0)
+            let rate = (median(chosen.map(\.result.requestsPerSecond)) ?? 0)
             parts.append(
                 "\"\(kind)\":{\"windows\":\(chosen.count),\"median_p99_ms\":\(IngestBench.rounded(p99)),"
                     + "\"median_requests_per_s\":\(rate.rounded()),"

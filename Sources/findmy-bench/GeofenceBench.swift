@@ -76,7 +76,6 @@ enum GeofenceBench {
                     "DROP SCHEMA bench_replay_\(round) CASCADE; DROP SCHEMA \(schema) CASCADE")
             }
         }
-        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         let fixes = Double(totalFixes)
         var writer = JSONWriter()
         writer.beginObject()
@@ -89,11 +88,11 @@ enum GeofenceBench {
         writer.key("runs")
         writer.int64(Int64(runs))
         writer.key("replay_fixes_per_s")
-        writer.double((fixes / median(replay)).rounded())
+        writer.double((fixes / median(replay)!).rounded())
         writer.key("geofence_fixes_per_s")
-        writer.double((fixes / median(geofence)).rounded())
+        writer.double((fixes / median(geofence)!).rounded())
         writer.key("geofence_over_replay")
-        writer.double(((median(replay) / median(geofence)) * 100).rounded() / 100)
+        writer.double(((median(replay)! / median(geofence)!) * 100).rounded() / 100)
         writer.key("replay_seconds")
         writer.beginArray()
         for value in replay { writer.double((value * 100).rounded() / 100) }

@@ -99,7 +99,8 @@ enum IngestBench {
         }
         let setup = HTTPConnection(address: server.address)
         let deviceTokens = try enrolDevices(
-            max(connectionCounts.max() ?? 1, AppBench.shapes.map(\.connections).max()!), address: server.address,
+            max(connectionCounts.max() ?? 1, AppBench.shapes.map(\.connections).max()!),
+            address: server.address,
             userToken: user.token)
 
         var writer = JSONWriter()

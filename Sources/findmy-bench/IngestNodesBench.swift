@@ -13,7 +13,8 @@ import Workload
 enum IngestNodesBench {
     static let command = Command(
         name: "ingest-nodes",
-        summary: "reports through two ingest nodes on JetStream vs one server on the local log, per partition count"
+        summary:
+            "reports through two ingest nodes on JetStream vs one server on the local log, per partition count"
     ) { try run($0) }
 
     static let help = """
@@ -43,7 +44,8 @@ enum IngestNodesBench {
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
-            arguments, valued: ["seconds", "rounds", "connections", "fixes", "partitions", "nats-sync-interval", "dir"],
+            arguments,
+            valued: ["seconds", "rounds", "connections", "fixes", "partitions", "nats-sync-interval", "dir"],
             flags: [])
         if options.flag("help") {
             print(help)
@@ -64,7 +66,8 @@ enum IngestNodesBench {
             throw UsageError("--nats-sync-interval takes `always` or a duration such as 2m, 10s or 500ms")
         }
         let root =
-            options.value("dir") ?? NSTemporaryDirectory() + "findmy-nodes-bench-\(UUID().uuidString.prefix(8))"
+            options.value("dir") ?? NSTemporaryDirectory()
+            + "findmy-nodes-bench-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
 
@@ -92,7 +95,8 @@ enum IngestNodesBench {
             // The user through node 1's admin socket; the devices through node 1's API (each token
             // works through both nodes).
             let nodeUser = try addUser(root + "/node-\(partitions)-1", name: "bench")
-            let nodeTokens = try enrolDevices(connections, address: nodes[0].address, userToken: nodeUser.token)
+            let nodeTokens = try enrolDevices(
+                connections, address: nodes[0].address, userToken: nodeUser.token)
             let addresses = nodes.map(\.address)
             for fixes in batchSizes {
                 var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
@@ -103,7 +107,8 @@ enum IngestNodesBench {
                 for round in 0..<rounds {
                     let measureLocal = {
                         localRuns.append(
-                            IngestBench.nativeTarget(localTokens, sample).drive(local.address, seconds: seconds))
+                            IngestBench.nativeTarget(localTokens, sample).drive(
+                                local.address, seconds: seconds))
                     }
                     let measureNodes = {
                         nodeRuns.append(
@@ -126,7 +131,8 @@ enum IngestNodesBench {
                 let ratios = zip(nodeRuns, localRuns).map { $0.fixesPerSecond / max(1, $1.fixesPerSecond) }
                 rows.append(
                     Row(
-                        partitions: partitions, fixes: fixes, local: .median(localRuns), nodes: .median(nodeRuns),
+                        partitions: partitions, fixes: fixes, local: .figureMedian(localRuns),
+                        nodes: .figureMedian(nodeRuns),
                         ratio: ratios.sorted()[ratios.count / 2], loadBefore: loadBefore,
                         loadAfter: APIDriver.loadAverage()))
                 printLine(rows.last!.line)
@@ -151,7 +157,8 @@ enum IngestNodesBench {
             func describe(_ median: LoadTarget.Result) -> String {
                 "\(Int(median.requestsPerSecond)) reports/s, \(Int(median.fixesPerSecond)) fixes/s, p50 "
                     + String(format: "%.2f", Double(median.p50Micros) / 1000) + " ms, p99 "
-                    + String(format: "%.2f", Double(median.p99Micros) / 1000) + " ms, \(median.failures) failed"
+                    + String(format: "%.2f", Double(median.p99Micros) / 1000)
+                    + " ms, \(median.failures) failed"
             }
             return
                 "P=\(partitions) F=\(fixes): local \(describe(local)); nodes \(describe(nodes)); nodes/local "

@@ -62,33 +62,33 @@ struct LoadTarget: Sendable {
         /// the runs' (they cannot be merged exactly).
         static func combined(_ runs: [Result]) -> Result {
             guard runs.count > 1 else { return runs.first ?? Result() }
-            func median(_ values: [Int64]) -> Int64 { values.sorted()[values.count / 2] }
             var result = Result()
             result.requests = runs.reduce(0) { $0 + $1.requests }
             result.failures = runs.reduce(0) { $0 + $1.failures }
             result.fixesPerSecond = runs.reduce(0) { $0 + $1.fixesPerSecond } / Double(runs.count)
             result.requestsPerSecond = runs.reduce(0) { $0 + $1.requestsPerSecond } / Double(runs.count)
-            result.p50Micros = median(runs.map(\.p50Micros))
-            result.p99Micros = median(runs.map(\.p99Micros))
+            result.p50Micros = median(runs.map(\.p50Micros))!
+            result.p99Micros = median(runs.map(\.p99Micros))!
             return result
         }
 
         /// Runs of equal length, each figure the median of the runs' (failures summed).
-        static func median(_ runs: [Result]) -> Result {
-            func middle<T: Comparable>(_ values: [T]) -> T { values.sorted()[values.count / 2] }
+        static func figureMedian(_ runs: [Result]) -> Result {
             var result = Result()
-            result.requests = middle(runs.map(\.requests))
+            result.requests = median(runs.map(\.requests))!
             result.failures = runs.reduce(0) { $0 + $1.failures }
-            result.fixesPerSecond = middle(runs.map(\.fixesPerSecond))
-            result.requestsPerSecond = middle(runs.map(\.requestsPerSecond))
-            result.p50Micros = middle(runs.map(\.p50Micros))
-            result.p99Micros = middle(runs.map(\.p99Micros))
+            result.fixesPerSecond = median(runs.map(\.fixesPerSecond))!
+            result.requestsPerSecond = median(runs.map(\.requestsPerSecond))!
+            result.p50Micros = median(runs.map(\.p50Micros))!
+            result.p99Micros = median(runs.map(\.p99Micros))!
             return result
         }
     }
 
     /// One thread and keep-alive connection per device, each posting back to back for `seconds`.
-    func drive(_ address: String, seconds: Double) -> Result { drive(spreadOver: [address], seconds: seconds) }
+    func drive(_ address: String, seconds: Double) -> Result {
+        drive(spreadOver: [address], seconds: seconds)
+    }
 
     /// As `drive(_:seconds:)`, connection `i` to `addresses[i % addresses.count]`: the same load
     /// spread over several servers (ingest nodes), as a load balancer without affinity would.

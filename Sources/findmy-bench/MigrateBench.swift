@@ -28,7 +28,8 @@ enum MigrateBench {
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
-            arguments, valued: ["fixes", "fixes-per-record", "devices", "partitions", "publishers-per-partition"],
+            arguments,
+            valued: ["fixes", "fixes-per-record", "devices", "partitions", "publishers-per-partition"],
             flags: [])
         if options.flag("help") {
             print(help)
@@ -55,7 +56,9 @@ enum MigrateBench {
             let started = monotonicMicros()
             let output = try runCapturing(binary, argv)
             let seconds = Double(monotonicMicros() - started) / 1e6
-            let last = output.split(separator: "\n").last { $0.hasPrefix("verify:") || $0.hasPrefix("import: done") }
+            let last = output.split(separator: "\n").last {
+                $0.hasPrefix("verify:") || $0.hasPrefix("import: done")
+            }
             printLine(
                 "  \(name): \(String(format: "%.1f", seconds)) s, \(Int(Double(written.records) / seconds)) records/s, "
                     + "\(Int(Double(written.fixes) / seconds)) fixes/s" + (last.map { "  (\($0))" } ?? ""))

@@ -79,8 +79,8 @@ enum NATSLogBench {
                 try? FileManager.default.removeItem(atPath: directory)
                 jetStream.append(measure(nats, publishers: publishers, seconds: seconds))
             }
-            let localMedian = Result.median(local)
-            let natsMedian = Result.median(jetStream)
+            let localMedian = Result.figureMedian(local)
+            let natsMedian = Result.figureMedian(jetStream)
             for (name, result) in [("local", localMedian), ("jetstream", natsMedian)] {
                 writer.beginObject()
                 writer.key("log")
@@ -120,12 +120,11 @@ enum NATSLogBench {
         var p99Micros: Int64
         var failed: Int
 
-        static func median(_ results: [Result]) -> Result {
-            func middle<T: Comparable>(_ values: [T]) -> T { values.sorted()[values.count / 2] }
+        static func figureMedian(_ results: [Result]) -> Result {
             return Result(
-                appendsPerSecond: middle(results.map(\.appendsPerSecond)),
-                p50Micros: middle(results.map(\.p50Micros)),
-                p99Micros: middle(results.map(\.p99Micros)), failed: results.map(\.failed).reduce(0, +))
+                appendsPerSecond: median(results.map(\.appendsPerSecond))!,
+                p50Micros: median(results.map(\.p50Micros))!,
+                p99Micros: median(results.map(\.p99Micros))!, failed: results.map(\.failed).reduce(0, +))
         }
     }
 

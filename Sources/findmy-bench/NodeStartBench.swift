@@ -11,7 +11,8 @@ import Workload
 /// snapshots on ingest nodes").
 enum NodeStartBench {
     static let command = Command(
-        name: "node-start", summary: "an ingest node's start-up on a stream, with and without a registry snapshot"
+        name: "node-start",
+        summary: "an ingest node's start-up on a stream, with and without a registry snapshot"
     ) { try run($0) }
 
     static let help = """
@@ -48,7 +49,8 @@ enum NodeStartBench {
             throw UsageError("--fill-seconds, --connections, --rounds and --partitions must be positive")
         }
         let root =
-            options.value("dir") ?? NSTemporaryDirectory() + "findmy-node-start-\(UUID().uuidString.prefix(8))"
+            options.value("dir") ?? NSTemporaryDirectory()
+            + "findmy-node-start-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let cluster = try NATSCluster(directory: root + "/nats")
@@ -73,7 +75,8 @@ enum NodeStartBench {
         node.stop()
         printLine(
             "node-start: filled the stream with \(fill.requests) single-fix reports "
-                + "(\(Int(fill.requestsPerSecond))/s), \(partitions) partitions, load average \(APIDriver.loadAverage())")
+                + "(\(Int(fill.requestsPerSecond))/s), \(partitions) partitions, load average \(APIDriver.loadAverage())"
+        )
 
         let snapshots = data + "/snapshots"
         let aside = data + "/snapshots-aside"
@@ -104,21 +107,24 @@ enum NodeStartBench {
                 try measureWith()
             }
             printLine(
-                "  round \(round + 1): with a snapshot \(describe(with.last!)); without \(describe(without.last!))")
+                "  round \(round + 1): with a snapshot \(describe(with.last!)); without \(describe(without.last!))"
+            )
         }
-        let withMedian = median(with.map(\.millis))
-        let withoutMedian = median(without.map(\.millis))
+        let withMedian = (median(with.map(\.millis)) ?? 0)
+        let withoutMedian = (median(without.map(\.millis)) ?? 0)
         printLine(
             "medians of \(rounds): with a snapshot " + String(format: "%.0f", withMedian) + " ms, without "
                 + String(format: "%.0f", withoutMedian) + " ms, with / without "
-                + String(format: "%.3f", withMedian / max(1, withoutMedian)) + "; load average \(APIDriver.loadAverage())")
+                + String(format: "%.3f", withMedian / max(1, withoutMedian))
+                + "; load average \(APIDriver.loadAverage())")
         return 0
     }
 
     static func describe(_ start: (millis: Double, rebuilt: JSONValue?)) -> String {
         let replayed = (try? start.rebuilt?["records_replayed"]?.int64Value).map { "\($0)" } ?? "?"
         let own = (try? start.rebuilt?["millis"]?.int64Value).map { "\($0)" } ?? "?"
-        return String(format: "%.0f", start.millis) + " ms to listening (registry \(own) ms, \(replayed) records replayed)"
+        return String(format: "%.0f", start.millis)
+            + " ms to listening (registry \(own) ms, \(replayed) records replayed)"
     }
 
     /// The node's `registry_rebuilt` line from its log, parsed.
@@ -130,8 +136,4 @@ enum NodeStartBench {
         return nil
     }
 
-    static func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-    }
 }

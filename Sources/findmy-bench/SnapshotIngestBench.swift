@@ -141,13 +141,8 @@ enum SnapshotIngestBench {
                     + "\"p50_ms\":\(Double(p50) / 1000),\"p99_ms\":\(Double(p99) / 1000),"
                     + "\"snapshots_written\":\(written[index] ?? 0)}")
         }
-        func median(_ values: [Int64]) -> Double {
-            let sorted = values.sorted()
-            guard !sorted.isEmpty else { return 0 }
-            return Double(sorted[sorted.count / 2] + sorted[(sorted.count - 1) / 2]) / 2000
-        }
-        let idle = median(p99s["idle"] ?? [])
-        let writing = median(p99s["snapshot"] ?? [])
+        let idle = Double(median(p99s["idle"] ?? []) ?? 0) / 1000
+        let writing = Double(median(p99s["snapshot"] ?? []) ?? 0) / 1000
         printLine(
             "{\"median_p99_idle_ms\":\(idle),\"median_p99_snapshot_ms\":\(writing),"
                 + "\"ratio\":\(idle > 0 ? writing / idle : 0)}")
