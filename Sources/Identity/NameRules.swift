@@ -51,6 +51,21 @@ public enum NameRules {
         )
     }
 
+    /// Refuses a name that is only white space or that begins or ends with it (400
+    /// `invalid_field`): " " reads as no name at all, and "phone " looks exactly like "phone" but
+    /// is another name. For names taken as they come, such as an MQTT topic's device level, where
+    /// trimming would make a name other than the one the device uses.
+    public static func checkTrimmed(_ text: String, field: String) throws(APIError) {
+        guard let first = text.first, let last = text.last else { return }
+        if text.allSatisfy(\.isWhitespace) {
+            throw .badRequest(.invalidField, "\(field) is only white space: give it a name that shows")
+        }
+        if first.isWhitespace || last.isWhitespace {
+            throw .badRequest(
+                .invalidField, "\(field) begins or ends with white space, which nobody sees: remove it")
+        }
+    }
+
     /// `text` without the characters a name may not contain: how a name is shown when it came from
     /// a log written before these rules (docs/panel.md).
     public static func displayable(_ text: String) -> String {

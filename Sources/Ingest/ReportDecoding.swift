@@ -17,6 +17,9 @@ public struct FixRejection: Error, Equatable, Sendable {
         case expired
         /// An app's message that cannot be read at all (not JSON, an unknown `_type`, ...).
         case malformed
+        /// An app's message larger than findmy reads (an MQTT message beyond the client's packet
+        /// limit): its bytes were discarded unread.
+        case tooLarge = "too_large"
     }
 
     public var code: Code

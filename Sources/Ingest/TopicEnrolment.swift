@@ -38,6 +38,7 @@ extension IngestService {
         do {
             try identity.checkText(deviceName, field: "device name", allowEmpty: false)
             try NameRules.check(deviceName, field: "device name")
+            try NameRules.checkTrimmed(deviceName, field: "device name")
         } catch {
             return .invalidDeviceName(error.message)
         }

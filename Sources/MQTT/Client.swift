@@ -57,7 +57,9 @@ public final class MQTTClient: Sendable {
     }
 
     /// A delivered message. For QoS 1, pass `ticket` to `acknowledge` exactly once, when the
-    /// message is safe (findmy: durable in the log); QoS 0 messages have no ticket.
+    /// message is safe (findmy: durable in the log); QoS 0 messages have no ticket. An oversized
+    /// message (`publish.oversizedPayloadBytes`) comes the same way, without its payload, and must
+    /// be acknowledged too, or the broker sends it again on every connection.
     public struct Delivery: Sendable {
         public var publish: Publish
         public var ticket: Ticket?
@@ -84,6 +86,9 @@ public final class MQTTClient: Sendable {
         public var subscribed = false
         public var connections = 0
         public var messagesReceived = 0
+        /// Of those, messages larger than `packetBytesMax`, delivered without their payload
+        /// (`Publish.oversizedPayloadBytes`).
+        public var oversizedMessagesReceived = 0
         public var acknowledgementsSent = 0
         /// QoS 1 messages received on the current connection and not yet acknowledged.
         public var acknowledgementsPending = 0
@@ -411,16 +416,21 @@ public final class MQTTClient: Sendable {
     }
 
     private func deliver(_ message: Publish) {
+        let oversized = message.oversizedPayloadBytes == nil ? 0 : 1
         var ticket: Ticket?
         if message.qos >= 1, let packetID = message.packetID {
             ticket = state.withLock { state in
                 let sequence = state.acknowledgements.received(packetID: packetID)
                 state.status.messagesReceived += 1
+                state.status.oversizedMessagesReceived += oversized
                 state.status.acknowledgementsPending = state.acknowledgements.pendingCount
                 return Ticket(connection: state.connection, sequence: sequence)
             }
         } else {
-            state.withLock { $0.status.messagesReceived += 1 }
+            state.withLock {
+                $0.status.messagesReceived += 1
+                $0.status.oversizedMessagesReceived += oversized
+            }
         }
         onMessage(Delivery(publish: message, ticket: ticket))
     }

@@ -39,10 +39,16 @@ public struct Publish: Sendable, Equatable {
     public var retain: Bool
     /// Present for QoS 1 and 2 (the id the PUBACK names), nil for QoS 0.
     public var packetID: UInt16?
+    /// nil for a message within the client's `packetBytesMax`. Else the size of its whole payload:
+    /// `payload` holds only its first `PacketReader.oversizedHeadBytesMax` bytes, and the rest was
+    /// read from the connection and discarded. Such a message can never be read whole; it is still
+    /// delivered (with a ticket, for QoS 1) so that the application acknowledges it and the broker
+    /// stops sending it.
+    public var oversizedPayloadBytes: Int?
 
     public init(
         topic: String, payload: [UInt8], qos: UInt8, duplicate: Bool = false, retain: Bool = false,
-        packetID: UInt16?
+        packetID: UInt16?, oversizedPayloadBytes: Int? = nil
     ) {
         self.topic = topic
         self.payload = payload
@@ -50,6 +56,7 @@ public struct Publish: Sendable, Equatable {
         self.duplicate = duplicate
         self.retain = retain
         self.packetID = packetID
+        self.oversizedPayloadBytes = oversizedPayloadBytes
     }
 }
 
@@ -138,11 +145,20 @@ public struct PacketReader: Sendable {
     /// The largest remaining length the standard's 4-byte encoding can say (256 MiB - 1).
     public static let remainingLengthMax = 268_435_455
 
-    /// A packet larger than this is refused (the connection drops) rather than buffered: an
-    /// OwnTracks location is a few hundred bytes, a card with a photo tens of kilobytes.
+    /// A packet larger than this is never buffered: an OwnTracks location is a few hundred bytes,
+    /// a card with a photo tens of kilobytes. A PUBLISH beyond it is read past (its topic, packet
+    /// id and first bytes kept, the rest discarded as it arrives) and handed on marked
+    /// `oversizedPayloadBytes`, so that it can be acknowledged: dropping the connection instead
+    /// would make a persistent session redeliver it on every reconnection, and nothing behind it
+    /// would ever arrive. Any other packet beyond it is an error (the connection drops).
     public let packetBytesMax: Int
+    /// The first payload bytes kept of an oversized PUBLISH: enough to tell two such messages on
+    /// the same topic apart, and to show what the message was.
+    public static let oversizedHeadBytesMax = 256
     private var buffer: [UInt8] = []
     private var start = 0
+    /// Bytes of an oversized PUBLISH still to come, which `append` drops instead of buffering.
+    private var discardBytesRemaining = 0
 
     public init(packetBytesMax: Int = 1 << 20) {
         precondition(packetBytesMax >= 16)
@@ -154,8 +170,15 @@ public struct PacketReader: Sendable {
             buffer.removeAll(keepingCapacity: true)
             start = 0
         }
-        buffer += bytes
+        let discarded = min(discardBytesRemaining, bytes.count)
+        discardBytesRemaining -= discarded
+        buffer += bytes.dropFirst(discarded)
     }
+
+    /// Bytes held and not yet returned as packets: at most `packetBytesMax` (or an oversized
+    /// PUBLISH's kept bytes, when larger) plus what one `append` brought, whatever the size of the
+    /// packets that pass.
+    public var bufferedBytes: Int { buffer.count - start }
 
     /// The next whole packet, or nil until more bytes arrive.
     public mutating func next() throws(MQTTProtocolError) -> InboundPacket? {
@@ -176,17 +199,46 @@ public struct PacketReader: Sendable {
             }
         }
         guard length <= packetBytesMax else {
-            throw MQTTProtocolError("a packet of \(length) bytes, more than the \(packetBytesMax) accepted")
+            guard buffer[start] >> 4 == 3 else {
+                throw MQTTProtocolError(
+                    "a packet of \(length) bytes, more than the \(packetBytesMax) accepted")
+            }
+            return try oversizedPublish(bodyStart: index, length: length)
         }
         guard buffer.count - index >= length else { return nil }
         let header = buffer[start]
         let body = Array(buffer[index..<(index + length)])
-        start = index + length
+        consume(upTo: index + length)
+        return try Self.decode(header: header, body)
+    }
+
+    /// An oversized PUBLISH whose body starts at `bodyStart`, once its topic, packet id and head
+    /// are here (at most 2 + 65535 + 2 + `oversizedHeadBytesMax` bytes); the rest of its `length`
+    /// bytes is dropped, here and by the `append`s to come.
+    private mutating func oversizedPublish(bodyStart: Int, length: Int) throws(MQTTProtocolError)
+        -> InboundPacket?
+    {
+        let flags = buffer[start] & 0x0F
+        guard buffer.count - bodyStart >= 2 else { return nil }
+        let topicLength = Int(buffer[bodyStart]) << 8 | Int(buffer[bodyStart + 1])
+        let packetIDBytes = (flags >> 1) & 0x3 > 0 ? 2 : 0
+        let keptBytes = min(length, 2 + topicLength + packetIDBytes + Self.oversizedHeadBytesMax)
+        guard buffer.count - bodyStart >= keptBytes else { return nil }
+        var publish = try Self.decodePublish(
+            flags: flags, Array(buffer[bodyStart..<(bodyStart + keptBytes)]))
+        publish.oversizedPayloadBytes = length - (2 + topicLength + packetIDBytes)
+        let held = min(buffer.count - bodyStart, length)
+        discardBytesRemaining = length - held
+        consume(upTo: bodyStart + held)
+        return .publish(publish)
+    }
+
+    private mutating func consume(upTo end: Int) {
+        start = end
         if start > 65536 {
             buffer.removeFirst(start)
             start = 0
         }
-        return try Self.decode(header: header, body)
     }
 
     static func decode(header: UInt8, _ body: [UInt8]) throws(MQTTProtocolError) -> InboundPacket {

@@ -53,6 +53,11 @@ final class OwnTracksMQTTService: Service, StatusSource {
         case removedDevice = "removed_device"
     }
 
+    /// The largest MQTT packet findmy reads. A message beyond it is acknowledged unread and kept as
+    /// a `too_large` rejection (docs/clients.md): a location is a few hundred bytes, a card with a
+    /// photo tens of kilobytes.
+    static let packetBytesMax = 1 << 20
+
     /// A removed device's topic is logged at most once in this many seconds (a phone keeps
     /// publishing every few minutes until someone changes its settings).
     static let removedDeviceLogWindowSeconds: Int64 = 3600
@@ -115,6 +120,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
             topicFilters: filters.map(\.filter.description)
         )
         clientConfiguration.reconnectDelayMillisMax = 30_000
+        clientConfiguration.packetBytesMax = Self.packetBytesMax
         if configuration.tls {
             let caFile = configuration.caFile
             clientConfiguration.streamOpener = { socket, host in
@@ -192,6 +198,18 @@ final class OwnTracksMQTTService: Service, StatusSource {
             deviceID = id
             if enrolled { counters.withLock { $0.enrolled += 1 } }
         }
+        if let payloadBytes = publish.oversizedPayloadBytes {
+            StructuredLog.error(
+                "mqtt_message_too_large",
+                [
+                    "topic": .string(StructuredLog.sanitized(publish.topic)),
+                    "bytes": .int(Int64(payloadBytes)),
+                    "bytes_max": .int(Int64(Self.packetBytesMax)),
+                ])
+            return submit(
+                Self.oversizedReport(publish, payloadBytes: payloadBytes, deviceID: deviceID),
+                deviceID: deviceID, deviceTopic: deviceTopic, acknowledge)
+        }
         var decoded = OwnTracks.Decoded()
         if let document = try? JSONParser.parse(publish.payload), OwnTracks.type(of: document) == "encrypted"
         {
@@ -218,6 +236,33 @@ final class OwnTracksMQTTService: Service, StatusSource {
         // A location sent for a reportLocation command (`t: "r"`) answers the oldest open locate
         // (docs/commands.md), as over HTTP.
         if decoded.items.contains(where: { $0.fix.source == "ondemand" }) { report.answers = .oldestLocate }
+        submit(report, deviceID: deviceID, deviceTopic: deviceTopic, acknowledge)
+    }
+
+    /// A message too large to read, as the report that records it: one `too_large` rejection, in
+    /// the device's arrivals like any message that can never be valid. Its batch id cannot come
+    /// from the payload, which was never read whole; it comes from what was read (the topic, the
+    /// size, the first bytes), so a redelivery is recorded once. Not from the packet id: a
+    /// retained message comes again with a new one on every connection's SUBSCRIBE.
+    static func oversizedReport(_ publish: Publish, payloadBytes: Int, deviceID: UInt64) -> ClientReport {
+        let identity =
+            Array("too_large\n\(publish.topic)\n\(payloadBytes)\n".utf8) + publish.payload
+        let rejection = FixRejection(
+            .tooLarge,
+            "an MQTT message of \(payloadBytes) bytes, more than the \(packetBytesMax) findmy reads; it "
+                + "was acknowledged and discarded unread (docs/clients.md)")
+        return ClientReport(
+            deviceID: deviceID,
+            batchID: ClientReport.derivedBatchID(
+                deviceID: deviceID, clientProtocol: .owntracksMQTT, body: identity),
+            clientProtocol: .owntracksMQTT, items: [], rejections: [.init(index: 0, rejection)], places: [])
+    }
+
+    /// Appends the message's report and acknowledges the message once it is durable (or known).
+    private func submit(
+        _ report: ClientReport, deviceID: UInt64, deviceTopic: String,
+        _ acknowledge: @escaping @Sendable () -> Void
+    ) {
         if configuration.testHold == .beforeAppend { return testHold(deviceID) }
         let hold = configuration.testHold
         ingest.submit(report) { [self] outcome in
@@ -322,6 +367,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
             ("subscribed", .bool(status.subscribed)),
             ("connections", .integer(Int64(status.connections))),
             ("messages_received", .integer(Int64(status.messagesReceived))),
+            ("oversized_messages", .integer(Int64(status.oversizedMessagesReceived))),
             ("acknowledgements_sent", .integer(Int64(status.acknowledgementsSent))),
             ("acknowledgements_pending", .integer(Int64(status.acknowledgementsPending))),
             ("devices_enrolled", .integer(Int64(counted.enrolled))),
@@ -348,6 +394,10 @@ final class OwnTracksMQTTService: Service, StatusSource {
             "# HELP findmy_mqtt_messages_received_total Messages the broker delivered (redeliveries included).\n"
         out += "# TYPE findmy_mqtt_messages_received_total counter\n"
         out += "findmy_mqtt_messages_received_total \(status.messagesReceived)\n"
+        out +=
+            "# HELP findmy_mqtt_messages_oversized_total Messages larger than findmy reads, acknowledged and discarded unread (redeliveries included).\n"
+        out += "# TYPE findmy_mqtt_messages_oversized_total counter\n"
+        out += "findmy_mqtt_messages_oversized_total \(status.oversizedMessagesReceived)\n"
         out += "# HELP findmy_mqtt_acknowledgements_sent_total QoS 1 messages acknowledged to the broker.\n"
         out += "# TYPE findmy_mqtt_acknowledgements_sent_total counter\n"
         out += "findmy_mqtt_acknowledgements_sent_total \(status.acknowledgementsSent)\n"

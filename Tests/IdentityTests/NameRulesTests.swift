@@ -53,4 +53,15 @@ import Testing
             #expect(error.message.hasPrefix("name contains U+200B (a zero-width character) at character 4"))
         }
     }
+
+    @Test func aBlankOrPaddedNameIsRefusedByTheTrimmedRule() throws {
+        for name in [" ", "   ", "\u{3000}", "\u{00A0}", " phone", "phone ", "phone\u{2003}"] {
+            #expect(throws: APIError.self, "'\(name)'") {
+                try NameRules.checkTrimmed(name, field: "device name")
+            }
+        }
+        for name in ["phone", "my phone", "Zoë 🐱", "東京 の電話", ""] {
+            try NameRules.checkTrimmed(name, field: "device name")
+        }
+    }
 }

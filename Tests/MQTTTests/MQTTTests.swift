@@ -44,10 +44,8 @@ import Threads
 
 @Test func aPacketBeyondTheLimitOrMalformedIsAnErrorNotABuffer() {
     var reader = PacketReader(packetBytesMax: 100)
-    reader.append(
-        OutboundPacket.publish(
-            Publish(topic: "t", payload: .init(repeating: 1, count: 200), qos: 0, packetID: nil)
-        ).prefix(4))
+    // A SUBACK of 200 bytes: only a PUBLISH is read past (below).
+    reader.append([0x90, 0xC8, 0x01, 0x00, 0x01])
     #expect(throws: MQTTProtocolError.self) { try reader.next() }
     var fiveByteLength = PacketReader()
     fiveByteLength.append([0x30, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])
@@ -55,6 +53,59 @@ import Threads
     var shortPublish = PacketReader()
     shortPublish.append([0x32, 0x03, 0x00, 0x05, 0x61])  // topic of 5 bytes in a 3-byte body
     #expect(throws: MQTTProtocolError.self) { try shortPublish.next() }
+}
+
+@Test func aPublishBeyondTheLimitIsReadPastWithoutBeingBufferedWhateverThePieces() throws {
+    let packetBytesMax = 1000
+    let before = Publish(topic: "owntracks/alice/phone", payload: Array("one".utf8), qos: 1, packetID: 1)
+    let after = Publish(topic: "owntracks/alice/phone", payload: Array("three".utf8), qos: 1, packetID: 3)
+    let head = Array("{\"_type\":\"card\",\"face\":\"".utf8)
+    var payload = head + [UInt8](repeating: 0x41, count: 50_000)
+    payload += Array("\"}".utf8)
+    let oversized = Publish(
+        topic: "owntracks/alice/phone", payload: payload, qos: 1, duplicate: true, packetID: 2)
+    let oversizedQoS0 = Publish(
+        topic: "a/b", payload: [UInt8](repeating: 0x42, count: 3000), qos: 0, packetID: nil)
+    var stream = OutboundPacket.publish(before) + OutboundPacket.publish(oversized)
+    stream += OutboundPacket.publish(oversizedQoS0) + OutboundPacket.publish(after)
+    stream += [0xD0, 0x00]  // PINGRESP
+    var expectedOversized = oversized
+    expectedOversized.payload = Array(payload.prefix(PacketReader.oversizedHeadBytesMax))
+    expectedOversized.oversizedPayloadBytes = payload.count
+    var expectedQoS0 = oversizedQoS0
+    expectedQoS0.payload = Array(oversizedQoS0.payload.prefix(PacketReader.oversizedHeadBytesMax))
+    expectedQoS0.oversizedPayloadBytes = 3000
+    let expected: [InboundPacket] = [
+        .publish(before), .publish(expectedOversized), .publish(expectedQoS0), .publish(after), .pingResponse,
+    ]
+
+    for pieceBytes in [stream.count, 1, 7, 300, 4096] {
+        var reader = PacketReader(packetBytesMax: packetBytesMax)
+        var read: [InboundPacket] = []
+        var bufferedBytesMax = 0
+        var index = 0
+        while index < stream.count {
+            reader.append(stream[index..<min(stream.count, index + pieceBytes)])
+            index += pieceBytes
+            bufferedBytesMax = max(bufferedBytesMax, reader.bufferedBytes)
+            while let packet = try reader.next() { read.append(packet) }
+            bufferedBytesMax = max(bufferedBytesMax, reader.bufferedBytes)
+        }
+        #expect(read == expected, "pieces of \(pieceBytes) bytes")
+        #expect(reader.bufferedBytes == 0)
+        // At most one unfinished packet within the limit (and its header) and one piece: never
+        // the 50 kB message.
+        if pieceBytes < stream.count {
+            #expect(bufferedBytesMax <= packetBytesMax + 5 + pieceBytes, "pieces of \(pieceBytes) bytes")
+        }
+    }
+}
+
+@Test func anOversizedPublishCutBeforeItsPacketIDIsMalformed() {
+    var reader = PacketReader(packetBytesMax: 100)
+    // A QoS 1 PUBLISH of 200 bytes whose topic length (300) runs past the packet.
+    reader.append([0x32, 0xC8, 0x01, 0x01, 0x2C] + [UInt8](repeating: 0x61, count: 200))
+    #expect(throws: MQTTProtocolError.self) { try reader.next() }
 }
 
 @Test func acknowledgementsGoOutInTheOrderTheMessagesArrived() {

@@ -99,6 +99,14 @@ public final class Mosquitto: @unchecked Sendable {
         try Self.run("mosquitto_pub", arguments)
     }
 
+    /// Publishes the bytes of `file` as one message (`mosquitto_pub -f`): a message larger than a
+    /// command line may hold.
+    public func publish(topic: String, file: String, qos: Int = 1) throws {
+        try Self.run(
+            "mosquitto_pub",
+            ["-h", "127.0.0.1", "-p", String(port), "-q", String(qos), "-t", topic, "-f", file])
+    }
+
     /// Starts Debian's `mosquitto_sub` on `topic` at QoS 1 (the plain listener), and returns once
     /// the broker granted its subscription; it exits after `count` messages.
     public func subscribe(topic: String, count: Int) throws -> Subscriber {
