@@ -363,6 +363,7 @@ public final class IdentityService: Sendable {
     public func createUser(name: String, role: Role) throws(APIError) -> CreatedUser {
         try checkText(name, field: "name", allowEmpty: false)
         try NameRules.check(name, field: "name")
+        try NameRules.checkTrimmed(name, field: "name")
         return try mutations.withLock { _ throws(APIError) -> CreatedUser in
             let (existing, userID) = registry.read {
                 ($0.registry.user(named: name), $0.registry.nextUserID)

@@ -112,6 +112,7 @@ extension IngestService {
         try identity.checkText(name, field: "name", allowEmpty: false)
         try identity.checkText(model, field: "model", allowEmpty: true)
         try NameRules.check(name, field: "name")
+        try NameRules.checkTrimmed(name, field: "name")
         try NameRules.check(model, field: "model")
         guard !platform.isEmpty, platform.utf8.count <= Self.platformBytesMax,
             platform.utf8.allSatisfy({

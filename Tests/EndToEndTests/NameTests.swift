@@ -21,6 +21,11 @@ import Testing
         // Offline (no server running): straight into the log, through the same rule.
         let offline = try FindmyProcess.run(["user", "add", "ali\u{200B}ce", "--data-dir", data.path])
         #expect(offline.status != 0 && offline.error.contains("U+200B"), "\(offline.error)")
+        // A name of white space, or padded with it, reads as no name or as another one.
+        for padded in [" ", "alice ", " alice", "\u{3000}"] {
+            let refused = try FindmyProcess.run(["user", "add", padded, "--data-dir", data.path])
+            #expect(refused.status != 0 && refused.error.contains("white space"), "\(padded): \(refused.error)")
+        }
 
         var phoneID: Int64 = 0
         do {
@@ -43,6 +48,16 @@ import Testing
                 #expect(answer.status == 400 && answer.errorCode == "invalid_field", "\(name) \(model)")
                 let message = (try? answer.body["error"]?["message"]?.stringValue) ?? ""
                 #expect(message.hasPrefix("\(field) contains \(character)"), "\(message)")
+            }
+            for name in [" ", "phone ", "\\u00a0phone"] {
+                let answer = try post(
+                    connection, "/api/find-my/devices", token: alice,
+                    body:
+                        "{\"device_uuid\": \"\(UUID().uuidString)\", \"name\": \"\(name)\", \"platform\": \"ios\", \"model\": \"x\"}"
+                )
+                #expect(answer.status == 400 && answer.errorCode == "invalid_field", "\(name)")
+                let message = (try? answer.body["error"]?["message"]?.stringValue) ?? ""
+                #expect(message.contains("white space"), "\(name): \(message)")
             }
             let phone = try enrol(connection, userToken: alice, uuid: "0c4e28ba-2fa1-11d2-883f-0016d3cca427")
             #expect(phone.status == 201 || phone.status == 200, "\(phone.body)")
