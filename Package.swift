@@ -69,14 +69,15 @@ let package = Package(
         // events through the log writer it holds (`IdentityService`). Every module that
         // authenticates a caller or reads the registry imports this, never `Ingest`.
         .target(
-            name: "Identity", dependencies: ["Events", "HTTP", "JSON", "Crypto", "Threads"],
+            name: "Identity", dependencies: ["Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // Enrolment, push tokens, pause, a device's retention and erasure, and the report endpoint:
         // validation, decoding and the HTTP handlers, over the registry `Identity` keeps.
         // See docs/api.md.
         .target(
-            name: "Ingest", dependencies: ["Identity", "Events", "HTTP", "JSON", "Crypto", "Threads"],
+            name: "Ingest",
+            dependencies: ["Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
         // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
         // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
@@ -104,7 +105,8 @@ let package = Package(
         // per endpoint through libcurl's multi interface. The one module that calls libcurl; keys
         // and signatures through Crypto; push tokens from Identity's registry. docs/commands.md.
         .target(
-            name: "Push", dependencies: ["CCurl", "Commands", "Crypto", "JSON", "Identity", "Threads"],
+            name: "Push",
+            dependencies: ["CCurl", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
             swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
@@ -325,7 +327,8 @@ let package = Package(
         .testTarget(
             name: "PushTests",
             dependencies: [
-                "Push", "Commands", "Crypto", "JSON", "Identity", "Events", "Threads", "PushFakeSupport",
+                "Push", "Commands", "Crypto", "HTTPClient", "JSON", "Identity", "Events", "Threads",
+                "PushFakeSupport",
             ],
             swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.

@@ -26,6 +26,17 @@ static inline CURLcode findmy_curl_easy_setopt_callback(
 static inline CURLcode findmy_curl_easy_setopt_off(CURL *easy, CURLoption option, curl_off_t value) {
     return curl_easy_setopt(easy, option, value);
 }
+typedef curl_socket_t (*findmy_curl_opensocket_callback)(
+    void *context, curlsocktype purpose, struct curl_sockaddr *address);
+
+static inline CURLcode findmy_curl_easy_setopt_opensocket(CURL *easy, findmy_curl_opensocket_callback value) {
+    return curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, value);
+}
+/// The socket address libcurl is about to connect to: `addrlen` bytes from here (libcurl's storage
+/// behind `addr` is large enough for an IPv6 address, which `struct sockaddr` alone is not).
+static inline const struct sockaddr *findmy_curl_sockaddr_address(const struct curl_sockaddr *address) {
+    return &address->addr;
+}
 static inline CURLMcode findmy_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }

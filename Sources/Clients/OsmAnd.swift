@@ -32,10 +32,18 @@ public enum OsmAndDecoder {
     public struct Decoded: Equatable, Sendable {
         public var token: String?
         public var batch: AppBatch
+        /// The number of elements of a JSON `location` array longer than the `fixesMax` of
+        /// `decode`, which were not read: the request is refused whole, as any other route's batch
+        /// over `batchFixesMax` is.
+        public var locationsOverLimit: Int?
     }
 
-    public static func decode(_ request: HTTPRequest, receivedAtMicros: Int64) -> Decoded {
-        if isJSON(request) { return decodeJSON(request.body, receivedAtMicros: receivedAtMicros) }
+    public static func decode(
+        _ request: HTTPRequest, receivedAtMicros: Int64, fixesMax: Int = IngestLimits().batchFixesMax
+    ) -> Decoded {
+        if isJSON(request) {
+            return decodeJSON(request.body, receivedAtMicros: receivedAtMicros, fixesMax: fixesMax)
+        }
         var parameters = Parameters(request.queryItems)
         if !request.body.isEmpty { parameters.add(parseForm(request.body)) }
         var batch = AppBatch()
@@ -163,7 +171,7 @@ public enum OsmAndDecoder {
     /// unknown), is_charging}, "event", "is_moving", "odometer", "activity", "extras", ...}}`, as the
     /// app's location template writes it. `location` may also be an array of such objects (the
     /// geolocation library's batch mode); each element is one fix, indexed in order.
-    static func decodeJSON(_ body: [UInt8], receivedAtMicros: Int64) -> Decoded {
+    static func decodeJSON(_ body: [UInt8], receivedAtMicros: Int64, fixesMax: Int) -> Decoded {
         var batch = AppBatch()
         guard let document = try? JSONParser.parse(body), case .object = document else {
             batch.rejections.append(
@@ -179,6 +187,9 @@ public enum OsmAndDecoder {
             case let value?: [value]
             case nil: []
             }
+        guard locations.count <= fixesMax else {
+            return Decoded(token: token, batch: batch, locationsOverLimit: locations.count)
+        }
         if locations.isEmpty {
             batch.rejections.append(AppRejection(index: 0, .missingField, "location is required"))
         }

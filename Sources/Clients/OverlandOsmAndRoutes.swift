@@ -59,7 +59,8 @@ extension ClientsService {
     ) {
         // One reading of the clock: a fix without a time is dated by it, and it is the received_at.
         let received = service.identity.clockMicros()
-        let decoded = OsmAndDecoder.decode(request, receivedAtMicros: received)
+        let decoded = OsmAndDecoder.decode(
+            request, receivedAtMicros: received, fixesMax: service.limits.batchFixesMax)
         let deviceID: UInt64
         if case .device(let fromCredentials)? = principal {
             deviceID = fromCredentials
@@ -78,6 +79,14 @@ extension ClientsService {
                 if error.code == .invalidToken { service.identity.recordAppAuthFailure(request) }
                 return reply(error.response)
             }
+        }
+        if let count = decoded.locationsOverLimit {
+            return reply(
+                APIError(
+                    status: 413, code: .tooManyFixes,
+                    message:
+                        "\(count) locations in one request; batchFixesMax is \(service.limits.batchFixesMax): lower the app's batch size"
+                ).response)
         }
         let report = decoded.batch.clientReport(
             deviceID: deviceID,

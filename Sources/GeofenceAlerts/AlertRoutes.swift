@@ -72,6 +72,16 @@ public struct GeofenceAlertRoutes: Sendable {
         return w.bytes
     }
 
+    /// A delivery's `last_error` as its owner is shown it. Versions before the notifier kept only the
+    /// status wrote "answered 500: " and the start of the receiver's body; rows of theirs still in
+    /// the table are shown as the status alone, since that body may be an internal service's words.
+    public static func shownError(_ stored: String) -> String {
+        let prefix = "answered "
+        guard stored.hasPrefix(prefix) else { return stored }
+        let status = stored.dropFirst(prefix.count).prefix { $0.isASCII && $0.isNumber }
+        return status.isEmpty ? stored : prefix + status
+    }
+
     static let databaseUnavailable = APIError(
         status: 503, code: .databaseUnavailable,
         message: "the database did not answer; retry shortly (the server log has the cause)")
@@ -121,7 +131,7 @@ public struct GeofenceAlertRoutes: Sendable {
                     w.key("last_status")
                     if let status = try rows.int64(i, 10) { w.int64(status) } else { w.null() }
                     w.key("last_error")
-                    if let error = rows.string(i, 11) { w.string(error) } else { w.null() }
+                    if let error = rows.string(i, 11) { w.string(Self.shownError(error)) } else { w.null() }
                     w.key("next_attempt_at")
                     if state == "pending" {
                         w.string(RFC3339.formatMicros(RFC3339.clampedMicros(try rows.int64(i, 12) ?? 0)))

@@ -426,11 +426,9 @@ public final class GeofenceNotifier: Service, StatusSource {
         switch outcome {
         case .success(let response):
             status = Int64(response.status)
-            if !(200..<300).contains(response.status) {
-                error =
-                    "answered \(response.status): "
-                    + String(decoding: response.body.prefix(200), as: UTF8.self)
-            }
+            // The status alone: the receiver's body is a foreign server's words, and a URL a user
+            // chose could make them the answer of a service only this server reaches.
+            if !(200..<300).contains(response.status) { error = "answered \(response.status)" }
         case .failure(let failure):
             error = failure.message
         }

@@ -1,4 +1,5 @@
 import Events
+import HTTPClient
 
 /// Where a geofence's transitions are announced (issue 16, docs/geofences.md "Notifications"): the
 /// settings are event 39, folded here so that the API and the notifier read them without a database,
@@ -61,8 +62,9 @@ extension IdentityService {
     }
 
     /// Checks a URL for a notification channel: `http` or `https`, a host, no spaces or control
-    /// characters, at most `urlBytesMax` bytes. An empty string means "no such channel".
-    public static func checkNotifyURL(_ url: String, field: String) throws(APIError) {
+    /// characters, at most `urlBytesMax` bytes, and a host that is not a literal address (or
+    /// `localhost`) `policy` refuses. An empty string means "no such channel".
+    public static func checkNotifyURL(_ url: String, field: String, policy: AddressPolicy) throws(APIError) {
         guard !url.isEmpty else { return }
         guard url.utf8.count <= GeofenceNotifyLimits.urlBytesMax else {
             throw .badRequest(
@@ -83,6 +85,12 @@ extension IdentityService {
         else {
             throw .badRequest(.invalidField, "\(field) must name a host and hold no spaces, got \"\(url)\"")
         }
+        if let host = AddressPolicy.host(ofURL: url), let kind = policy.refusal(host: host) {
+            throw .badRequest(
+                .invalidField,
+                "\(field) points at a \(kind) address (\(host)); the server sends only to public addresses"
+                    + " unless its operator allows others (--allow-private-targets)")
+        }
     }
 
     /// Sets where fence `fence`'s transitions go (event 39); the fence must be the caller's (checked
@@ -90,8 +98,8 @@ extension IdentityService {
     public func setGeofenceNotifications(
         _ fence: UInt64, owner: UInt64, webhookURL: String, ntfyURL: String
     ) throws(APIError) -> UInt64 {
-        try Self.checkNotifyURL(webhookURL, field: "webhook_url")
-        try Self.checkNotifyURL(ntfyURL, field: "ntfy_url")
+        try Self.checkNotifyURL(webhookURL, field: "webhook_url", policy: limits.outgoingTargets)
+        try Self.checkNotifyURL(ntfyURL, field: "ntfy_url", policy: limits.outgoingTargets)
         return try mutations.withLock { _ throws(APIError) -> UInt64 in
             guard registry.read({ $0.registry.geofences.fences[fence]?.ownerUserID }) == owner else {
                 throw Self.geofenceNotFound

@@ -1,6 +1,7 @@
 import Crypto
 import Events
 import HTTP
+import HTTPClient
 import Identity
 import JSON
 
@@ -216,6 +217,14 @@ extension IngestService {
         }
         guard endpoint.hasPrefix("https://") else {
             throw .badRequest(.invalidField, "a unifiedpush token is the endpoint's https:// URL")
+        }
+        if let host = AddressPolicy.host(ofURL: endpoint),
+            let kind = limits.outgoingTargets.refusal(host: host)
+        {
+            throw .badRequest(
+                .invalidField,
+                "the unifiedpush endpoint points at a \(kind) address (\(host)); the server sends only to public"
+                    + " addresses unless its operator allows others (--allow-private-targets)")
         }
         guard let p256dh, let auth else {
             throw .badRequest(

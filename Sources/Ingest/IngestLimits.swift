@@ -38,6 +38,10 @@ public struct IngestLimits: Sendable {
     /// this: 1,000 km covers the coarsest fix anyone sends (a country-sized cell or IP lookup);
     /// beyond it a fix says nothing about where the device is.
     public static let accuracyMetersMax = 1_000_000.0
+    /// The smallest accuracy a fix may claim: 1 cm, finer than any receiver a phone or a laptop
+    /// carries. A smaller positive number (1e-320, a denormal) is not a measurement but a value
+    /// that would be drawn and judged as certainty.
+    public static let accuracyMetersMin = 0.01
     /// Below the deepest ocean floor (the Challenger Deep is about -10,935 m).
     public static let altitudeMetersMin = -12_000.0
     /// The Kármán line: higher is space, not a device someone lost.

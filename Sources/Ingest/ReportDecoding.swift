@@ -222,10 +222,10 @@ public enum ReportDecoder {
     }
 
     static func checkedAccuracy(_ accuracy: Double) throws(FixRejection) -> Double {
-        guard accuracy > 0, accuracy <= IngestLimits.accuracyMetersMax else {
+        guard accuracy >= IngestLimits.accuracyMetersMin, accuracy <= IngestLimits.accuracyMetersMax else {
             throw FixRejection(
                 .outOfRange,
-                "accuracy_m must be within (0, \(format(IngestLimits.accuracyMetersMax))] metres, got \(accuracy)"
+                "accuracy_m must be within [\(format(IngestLimits.accuracyMetersMin)), \(format(IngestLimits.accuracyMetersMax))] metres, got \(accuracy)"
             )
         }
         return accuracy

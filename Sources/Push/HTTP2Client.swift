@@ -1,4 +1,5 @@
 import CCurl
+import HTTPClient
 import Synchronization
 import Threads
 
@@ -87,8 +88,15 @@ public final class HTTP2Client: Sendable {
         /// machine the client collapsed to 140/s with requests timing out (docs/benchmarks.md,
         /// "Commands through the API"). Each waits for its turn here, cheaply, instead.
         public var transfersInCurlMax = 100
+        /// For URLs a user gave (webhooks, UnifiedPush endpoints): every address a connection is
+        /// opened to must pass it (checked in libcurl's socket callback, after resolution). nil for a
+        /// provider or a server the operator configured.
+        public var addressPolicy: AddressPolicy?
 
-        public init(caFile: String? = nil) { self.caFile = caFile }
+        public init(caFile: String? = nil, addressPolicy: AddressPolicy? = nil) {
+            self.caFile = caFile
+            self.addressPolicy = addressPolicy
+        }
     }
 
     public let name: String
@@ -241,6 +249,9 @@ final class Transfer: @unchecked Sendable {
     var headerLines: [(name: String, value: String)] = []
     var overflowed = false
     var headerList: UnsafeMutablePointer<curl_slist>? = nil
+    var addressPolicy: AddressPolicy?
+    /// Set by the socket callback when the policy refused an address: what the failure says.
+    var refusedAddress: (address: String, kind: String)?
     /// libcurl writes its error text here (CURLOPT_ERRORBUFFER): memory of our own, not an
     /// array's, whose storage may not be pointed at beyond a closure.
     let errorBuffer: UnsafeMutablePointer<CChar> = {
@@ -293,6 +304,11 @@ final class Transfer: @unchecked Sendable {
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMillis)
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
         if let caFile = options.caFile { _ = findmy_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
+        if let policy = options.addressPolicy {
+            addressPolicy = policy
+            _ = findmy_curl_easy_setopt_opensocket(easy, transferOpenSocket)
+            _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, context)
+        }
         _ = findmy_curl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite)
         _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
         _ = findmy_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader)
@@ -304,6 +320,14 @@ final class Transfer: @unchecked Sendable {
     func outcome(easy: UnsafeMutableRawPointer, result: CURLcode) -> Result<
         IncomingResponse, TransportFailure
     > {
+        if let refused = refusedAddress, result != CURLE_OK {
+            return .failure(
+                TransportFailure(
+                    message:
+                        "refused: \(refused.address) is not a public address (\(refused.kind)); the server sends"
+                        + " only to public addresses unless its operator allows others",
+                    permanent: true))
+        }
         guard result == CURLE_OK else {
             let detail = String(cString: errorBuffer)
             let text = String(cString: curl_easy_strerror(result))
@@ -335,6 +359,30 @@ private func transferWrite(
         transfer.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
     }
     return length
+}
+
+/// Opens the socket of a connection only when the address passes the transfer's policy; a refused
+/// one fails that connection attempt (libcurl tries the name's other addresses, if any).
+private func transferOpenSocket(
+    _ context: UnsafeMutableRawPointer?, _ purpose: curlsocktype,
+    _ address: UnsafeMutablePointer<curl_sockaddr>?
+) -> curl_socket_t {
+    let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+    let target = address!.pointee
+    if let policy = transfer.addressPolicy {
+        guard
+            let ip = IPAddress(
+                socketAddress: findmy_curl_sockaddr_address(address!), length: Int(target.addrlen))
+        else {
+            transfer.refusedAddress = ("a socket", "non-IP")
+            return CURL_SOCKET_BAD
+        }
+        if let kind = policy.refusal(ip) {
+            transfer.refusedAddress = (ip.description, kind)
+            return CURL_SOCKET_BAD
+        }
+    }
+    return socket(target.family, target.socktype | Int32(SOCK_CLOEXEC.rawValue), target.protocol)
 }
 
 private func transferHeader(

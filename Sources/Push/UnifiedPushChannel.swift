@@ -1,5 +1,6 @@
 import Commands
 import Crypto
+import HTTPClient
 import JSON
 import Threads
 
@@ -16,6 +17,8 @@ public struct UnifiedPushConfiguration: Sendable {
     /// (`mailto:` or `https:`).
     public var contact: String
     public var caFile: String?
+    /// Which addresses an endpoint (a URL the device gave) may be reached at.
+    public var addressPolicy = AddressPolicy()
 
     public init(contact: String) { self.contact = contact }
 }
@@ -49,7 +52,9 @@ public final class UnifiedPushChannel: CommandChannel {
         self.tokens = tokens
         self.clock = clock
         // Endpoints live on many hosts; libcurl keeps one connection per host on this client.
-        client = HTTP2Client(name: "unifiedpush", options: .init(caFile: configuration.caFile))
+        client = HTTP2Client(
+            name: "unifiedpush",
+            options: .init(caFile: configuration.caFile, addressPolicy: configuration.addressPolicy))
     }
 
     public func close() { client.close() }
@@ -104,6 +109,8 @@ public final class UnifiedPushChannel: CommandChannel {
         let backoff = self.backoff
         client.send(request) { result in
             switch result {
+            case .failure(let failure) where failure.permanent:
+                completion(.failed(reason: "push service not sent to: \(failure.message)"))
             case .failure(let failure):
                 completion(
                     .retry(

@@ -71,7 +71,9 @@ enum GeofenceNotifySetup {
     ) -> GeofenceNotifier {
         GeofenceNotifier(
             client: PostgresClient(conninfo: conninfo), identity: identity,
-            http: HTTP2Client(name: "geofence-notifier", options: .init(caFile: configuration.caFile)),
+            http: HTTP2Client(
+                name: "geofence-notifier",
+                options: .init(caFile: configuration.caFile, addressPolicy: identity.limits.outgoingTargets)),
             signing: signing, options: configuration.options, wake: wake, registryEnd: registryEnd)
     }
 }

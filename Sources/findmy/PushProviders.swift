@@ -1,5 +1,6 @@
 import CLI
 import Commands
+import HTTPClient
 import Identity
 import Push
 import Threads
@@ -75,6 +76,8 @@ enum PushProviders {
         var fcm: FCMOptions?
         var unifiedPushContact: String?
         var caFile: String?
+        /// Where UnifiedPush endpoints may be reached (`--allow-private-targets`).
+        var addressPolicy = AddressPolicy()
 
         var isEmpty: Bool { apns == nil && fcm == nil && unifiedPushContact == nil }
     }
@@ -198,6 +201,7 @@ final class PushChannelsService: Service {
             if let contact = configuration.unifiedPushContact {
                 var settings = UnifiedPushConfiguration(contact: contact)
                 settings.caFile = configuration.caFile
+                settings.addressPolicy = configuration.addressPolicy
                 let channel = UnifiedPushChannel(
                     configuration: settings,
                     vapidKey: try PushSetup.vapidKey(inDirectory: dataDirectory + "/push"),

@@ -6,6 +6,7 @@ import Events
 import GeofenceAlerts
 import Geofences
 import HTTP
+import HTTPClient
 import Identity
 import Ingest
 import Postgres
@@ -141,6 +142,10 @@ enum ServeCommand {
             (
                 "trusted-proxy", "FINDMY_TRUSTED_PROXY",
                 "comma-separated IP addresses of reverse proxies in front of the server; for their requests the client address is the last X-Forwarded-For entry"
+            ),
+            (
+                "allow-private-targets", "FINDMY_ALLOW_PRIVATE_TARGETS",
+                "comma-separated CIDR blocks (192.168.1.0/24,fd00::/8) that webhooks, ntfy topics and UnifiedPush endpoints may reach although they are not public; by default loopback, private, link-local and other non-public addresses are refused"
             ),
             (
                 "cookie-secure", "FINDMY_COOKIE_SECURE",
@@ -318,6 +323,14 @@ enum ServeCommand {
             configuration.limits.trustedProxies = Set(
                 proxies.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
         }
+        if let list = options.value("allow-private-targets", environment: "FINDMY_ALLOW_PRIVATE_TARGETS") {
+            guard let policy = AddressPolicy.parse(list) else {
+                throw UsageError(
+                    "--allow-private-targets (FINDMY_ALLOW_PRIVATE_TARGETS) is a comma-separated list of CIDR blocks"
+                        + " such as 192.168.1.0/24,fd00::/8, got '\(list)'")
+            }
+            configuration.limits.outgoingTargets = policy
+        }
         switch options.value("cookie-secure", environment: "FINDMY_COOKIE_SECURE") ?? "off" {
         case "on": configuration.limits.cookieSecure = true
         case "off": configuration.limits.cookieSecure = false
@@ -344,6 +357,7 @@ enum ServeCommand {
         }
         configuration.mqtt = try OwnTracksMQTTService.configuration { options.value($0, environment: $1) }
         configuration.push = try PushProviders.configuration { options.value($0, environment: $1) }
+        configuration.push?.addressPolicy = configuration.limits.outgoingTargets
         configuration.headscale = try HeadscaleOptions.configuration { options.value($0, environment: $1) }
         configuration.geofenceNotify = try GeofenceNotifySetup.configuration {
             options.value($0, environment: $1)

@@ -555,6 +555,32 @@ def main():
 
         step("save a geofence: listed and drawn", save_fence)
 
+        def fence_name_as_text():
+            # A fence's name is its owner's text: on the map's tooltip it is shown, never run as HTML.
+            name = '<img src=x onerror="window.fenceNameRan=1">Shed'
+            status, body = server.request("POST", "/api/find-my/geofences", server.alice_token, {
+                "name": name, "latitude": 52.41, "longitude": 13.11, "radius_m": 100,
+                "device_ids": [bike["device_id"]]})
+            expect(status == 201, "created: %r" % body)
+            fence_id = body["geofence_id"]
+            driver.refresh()
+            map_ready()
+            wait.until(lambda d: "Shed" in d.find_element(By.ID, "geofence-list").text)
+            shown = driver.execute_script(
+                "var c = window.findmyPanel.fences[arguments[0]], t = c.getTooltip();"
+                "c.openTooltip(); var n = t.getElement();"
+                "return {text: n.textContent, images: n.getElementsByTagName('img').length,"
+                " ran: !!window.fenceNameRan};", fence_id)
+            expect(shown["text"] == name and shown["images"] == 0 and not shown["ran"],
+                   "the tooltip shows the name as text: %r" % shown)
+            status, body = server.request("DELETE", "/api/find-my/geofences/%d" % fence_id, server.alice_token)
+            expect(status in (200, 204), "deleted: %r" % body)
+            driver.refresh()
+            map_ready()
+            wait.until(lambda d: "Shed" not in d.find_element(By.ID, "geofence-list").text)
+
+        step("a geofence's name on the map is text, not HTML", fence_name_as_text)
+
         def edit_fence():
             driver.find_element(By.CSS_SELECTOR, "button[aria-label='Edit Home']").click()
             expect(field("geofence-form").is_displayed(), "the form opens")

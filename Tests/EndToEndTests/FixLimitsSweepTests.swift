@@ -101,7 +101,7 @@ import Testing
             (
                 "minimum",
                 [
-                    ("latitude", "-90"), ("longitude", "-180"), ("accuracy_m", "5e-324"),
+                    ("latitude", "-90"), ("longitude", "-180"), ("accuracy_m", "0.01"),
                     ("altitude_m", "-12000"), ("speed_mps", "0"), ("heading_deg", "0"), ("battery_pct", "0"),
                 ]
             ),
@@ -137,7 +137,8 @@ import Testing
         // Beyond: each fix breaks one limit, and only that fix is rejected, naming the field.
         let beyond: [(String, String)] = [
             ("latitude", "-90.000001"), ("latitude", "90.000001"), ("longitude", "-180.000001"),
-            ("longitude", "180.000001"), ("accuracy_m", "0"), ("accuracy_m", "-1"),
+            ("longitude", "180.000001"), ("accuracy_m", "0"), ("accuracy_m", "-1"), ("accuracy_m", "0.0099"),
+            ("accuracy_m", "1e-320"), ("accuracy_m", "5e-324"),
             ("accuracy_m", "1000000.001"), ("accuracy_m", "1e21"), ("accuracy_m", "1e308"),
             ("altitude_m", "-12000.001"), ("altitude_m", "100000.001"), ("altitude_m", "-1e308"),
             ("speed_mps", "-0.001"), ("speed_mps", "2000.001"), ("speed_mps", "1e308"),

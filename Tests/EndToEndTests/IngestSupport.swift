@@ -6,15 +6,22 @@ import Postgres
 
 /// A started `findmy serve` on a free loopback port; its first stdout line is its URL.
 final class ServerProcess: @unchecked Sendable {
+    static let allowPrivateTargets = "FINDMY_ALLOW_PRIVATE_TARGETS"
     let process: FindmyProcess
     let address: String
     let dataDirectory: String
 
     /// Without `--projector` in `extraArguments` the server runs ingest only (`--projector off`), so
-    /// that tests of the report path neither need nor wait for PostgreSQL.
+    /// that tests of the report path neither need nor wait for PostgreSQL. The tests' receivers
+    /// (webhooks, ntfy, push services) listen on loopback, which the server refuses to send to
+    /// unless allowed: allowed here unless `environment` says otherwise (`""`: nothing allowed).
     init(data: String, extraArguments: [String] = [], environment: [String: String] = [:]) throws {
         dataDirectory = data
         let projector = extraArguments.contains("--projector") ? [] : ["--projector", "off"]
+        var environment = environment
+        if environment[Self.allowPrivateTargets] == nil {
+            environment[Self.allowPrivateTargets] = "127.0.0.0/8,::1/128"
+        }
         process = try FindmyProcess(
             ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + projector + extraArguments,
             environment: environment)

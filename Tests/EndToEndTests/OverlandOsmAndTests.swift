@@ -341,6 +341,31 @@ struct AppRequestFixture: CustomStringConvertible {
         }
     }
 
+    /// Traccar Client's JSON `location` array is capped like every other route's batch: 10,000
+    /// elements at most, and past that the request answers 413 and nothing of it is stored.
+    @Test func anOsmAndJSONArrayOverTheBatchLimitIsRefusedWhole() throws {
+        let setup = try OverlandOsmAndTests.Setup(projector: false)
+        defer { setup.stop() }
+        let device = try setup.device()
+        let location =
+            "{\"timestamp\":\"2026-12-01T08:00:00Z\",\"coords\":{\"latitude\":52.5,\"longitude\":13.4,\"accuracy\":5}}"
+        func postArray(_ count: Int) throws -> HTTPClientResponse {
+            let body =
+                "{\"device_id\":\"\(device.token)\",\"location\":["
+                + Array(repeating: location, count: count).joined(separator: ",") + "]}"
+            return try setup.connection.send(
+                "POST", "/api/find-my/osmand", headers: [("Content-Type", "application/json")],
+                body: Array(body.utf8))
+        }
+        let over = try postArray(10_001)
+        #expect(over.status == 413, "\(over.bodyText.prefix(300))")
+        #expect((try? JSONParser.parse(over.body)["error"]?["code"]) == .string("too_many_fixes"))
+        #expect(try Self.stored(setup.data.path, device: device.id).isEmpty)
+        let full = try postArray(10_000)
+        #expect(full.status == 200, "\(full.bodyText.prefix(300))")
+        #expect(try Self.stored(setup.data.path, device: device.id).first?.latitudes.count == 10_000)
+    }
+
     @Test func unknownTokensInTheBodyCountAgainstTheAddress() throws {
         let setup = try OverlandOsmAndTests.Setup(projector: false)
         defer { setup.stop() }

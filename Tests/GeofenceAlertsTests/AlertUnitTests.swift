@@ -24,6 +24,14 @@ struct AlertUnitTests {
                 != signing.secret(geofenceID: 3))
     }
 
+    @Test func aReceiversBodyIsNeverShownFromAnOlderRow() {
+        #expect(GeofenceAlertRoutes.shownError("answered 500: {\"secret\": \"internal\"}") == "answered 500")
+        #expect(GeofenceAlertRoutes.shownError("answered 404") == "answered 404")
+        #expect(
+            GeofenceAlertRoutes.shownError("refused: 127.0.0.1 is not a public address")
+                == "refused: 127.0.0.1 is not a public address")
+    }
+
     @Test func retriesBackOffExponentiallyUpToTheMaximum() {
         var options = GeofenceNotifier.Options()
         options.retryBaseMicros = 10_000_000

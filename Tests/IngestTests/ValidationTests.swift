@@ -65,7 +65,7 @@ import Testing
     static let ranges: [(key: String, lowest: Double, highest: Double, below: Double?, above: Double)] = [
         ("latitude", -90, 90, (-90.0).nextDown, (90.0).nextUp),
         ("longitude", -180, 180, (-180.0).nextDown, (180.0).nextUp),
-        ("accuracy_m", .leastNonzeroMagnitude, 1_000_000, 0, (1_000_000.0).nextUp),
+        ("accuracy_m", 0.01, 1_000_000, (0.01).nextDown, (1_000_000.0).nextUp),
         ("altitude_m", -12_000, 100_000, (-12_000.0).nextDown, (100_000.0).nextUp),
         ("speed_mps", 0, 2_000, -Double.leastNonzeroMagnitude, (2_000.0).nextUp),
         ("heading_deg", 0, (360.0).nextDown, -Double.leastNonzeroMagnitude, 360),
@@ -119,10 +119,13 @@ import Testing
         }
         #expect(
             try reason("accuracy_m", 1e21)
-                == "out_of_range: accuracy_m must be within (0, 1000000] metres, got 1e+21")
+                == "out_of_range: accuracy_m must be within [0.01, 1000000] metres, got 1e+21")
         #expect(
             try reason("accuracy_m", 0)
-                == "out_of_range: accuracy_m must be within (0, 1000000] metres, got 0.0")
+                == "out_of_range: accuracy_m must be within [0.01, 1000000] metres, got 0.0")
+        #expect(
+            try reason("accuracy_m", Double("1e-320")!)
+                == "out_of_range: accuracy_m must be within [0.01, 1000000] metres, got 1e-320")
         #expect(
             try reason("heading_deg", 360)
                 == "out_of_range: heading_deg must be within [0, 360), got 360.0; send 0")

@@ -1,6 +1,7 @@
 import Commands
 import Crypto
 import Foundation
+import HTTPClient
 import JSON
 import Push
 import PushFakeSupport
@@ -18,7 +19,8 @@ import Testing
         let authSecret: [UInt8]
         let dataDirectory: String
 
-        init() throws {
+        /// The fake listens on loopback, which the channel refuses unless `allowLoopback`.
+        init(allowLoopback: Bool = true) throws {
             fake = try FakeProvider("unifiedpush")
             guard
                 case .object(let keys) = try JSONParser.parse(
@@ -33,6 +35,9 @@ import Testing
             vapidKey = try PushSetup.vapidKey(dataDirectory + "/vapid-key.pem")
             var configuration = UnifiedPushConfiguration(contact: "mailto:admin@findmy.example")
             configuration.caFile = fake.caFile
+            if allowLoopback {
+                configuration.addressPolicy = AddressPolicy(allowed: [AddressRange("127.0.0.0/8")!])
+            }
             channel = UnifiedPushChannel(configuration: configuration, vapidKey: vapidKey, tokens: tokens)
         }
 
@@ -82,6 +87,23 @@ import Testing
             deliverAndWait(
                 setup.channel, command(.locate, device: 5), to: setup.register("/up/busy", device: 5))
                 == .retry(afterSeconds: 5, reason: "push service 429"))
+    }
+
+    /// An endpoint is a URL a device chose: by default a loopback address (here the fake's) is refused
+    /// on the address libcurl is about to connect to, and nothing reaches it.
+    @Test func anEndpointOnANonPublicAddressIsNotConnectedTo() throws {
+        let setup = try Setup(allowLoopback: false)
+        defer { setup.stop() }
+        let outcome = deliverAndWait(
+            setup.channel, command(.locate, device: 3), to: setup.register("/up/device3"))
+        guard case .failed(let reason)? = outcome else {
+            Issue.record("not refused: \(String(describing: outcome))")
+            return
+        }
+        #expect(
+            reason.hasPrefix(
+                "push service not sent to: refused: 127.0.0.1 is not a public address (loopback)"))
+        #expect(setup.fake.requests.isEmpty)
     }
 
     @Test func theVAPIDKeyIsMadeOnceAndKept() throws {

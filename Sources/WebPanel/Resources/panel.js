@@ -440,6 +440,14 @@
     });
   }
 
+  // Leaflet writes a string tooltip in as HTML; a fence's name is its owner's own text, so it goes
+  // in as a text node: "<img onerror=…>" is shown, never run.
+  function textElement(text) {
+    var element = document.createElement("span");
+    element.textContent = text;
+    return element;
+  }
+
   function fenceStatus(text) {
     var status = byId("geofence-status");
     if (status) { status.textContent = text; }
@@ -456,7 +464,7 @@
       fences.layers[fence.geofence_id] = L.circle([fence.latitude, fence.longitude], {
         radius: fence.radius_m, color: fenceStyle.color, weight: fenceStyle.weight,
         dashArray: fenceStyle.dashArray, fillOpacity: fenceStyle.fillOpacity, interactive: false
-      }).bindTooltip(fence.name).addTo(state.map);
+      }).bindTooltip(textElement(fence.name)).addTo(state.map);
     });
   }
 
