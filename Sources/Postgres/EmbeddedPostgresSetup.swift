@@ -295,7 +295,8 @@ func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @S
     return inside
 }
 
-func unreachableClusterError(_ osUser: String, _ closed: [String], _ cluster: String) -> EmbeddedPostgresError {
+func unreachableClusterError(_ osUser: String, _ closed: [String], _ cluster: String) -> EmbeddedPostgresError
+{
     EmbeddedPostgresError(
         "PostgreSQL runs as OS user \(osUser) (findmy runs as root), who cannot pass through "
             + closed.joined(separator: ", ")

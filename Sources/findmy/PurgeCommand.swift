@@ -107,7 +107,8 @@ struct PurgePlan {
         }
         guard let resolved = Self.realPath(given) else {
             throw UsageError(
-                "refuses \(given): it cannot be resolved (\(String(cString: strerror(errno)))); nothing deleted")
+                "refuses \(given): it cannot be resolved (\(String(cString: strerror(errno)))); nothing deleted"
+            )
         }
         try Self.refuseUnlessDataDirectory(resolved, given: given)
         dataDirectory = resolved
@@ -214,7 +215,9 @@ struct PurgePlan {
     /// and checksum hold and it names its log.
     static func holdsFindmyLog(_ directory: String) -> Bool {
         var info = stat()
-        guard lstat(directory + "/log/LOCK", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
+        guard lstat(directory + "/log/LOCK", &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            return false
+        }
         let logID = try? LogReader(directory: directory + "/log").logID()
         return logID != nil
     }
@@ -245,7 +248,9 @@ struct PurgePlan {
         var parent = stat()
         guard stat(path, &own) == 0, stat(path + "/..", &parent) == 0 else { return false }
         if own.st_dev != parent.st_dev || own.st_ino == parent.st_ino { return true }
-        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else {
+            return false
+        }
         return table.split(separator: "\n").contains { line in
             let fields = line.split(separator: " ")
             return fields.count > 4 && unescapeMountPath(fields[4]) == path

@@ -45,7 +45,10 @@ import Testing
         let rootLink = scratch.path + "/root-link"
         try FileManager.default.createSymbolicLink(atPath: rootLink, withDestinationPath: "/")
         let home = ProcessInfo.processInfo.environment["HOME"].map(Self.realPath)
-        var targets = [("/", "the root directory"), (rootLink, "the root directory"), ("/etc", "not a findmy data directory")]
+        var targets = [
+            ("/", "the root directory"), (rootLink, "the root directory"),
+            ("/etc", "not a findmy data directory"),
+        ]
         if let home, home != "/" { targets.append((home, "home directory")) }
         for (target, reason) in targets {
             // Never with --yes: a refusal that broke would otherwise delete the machine's files.
@@ -77,9 +80,10 @@ import Testing
         #expect(purge.status != 0, "\(purge.output)")
         #expect(purge.error.contains("refuses") && purge.error.contains("mount point"), "\(purge.error)")
         #expect(Self.exists(mounted + "/log/LOCK"))
-        #expect(try !FileManager.default.contentsOfDirectory(atPath: mounted + "/log").filter {
-            $0.hasSuffix(".seg")
-        }.isEmpty)
+        #expect(
+            try !FileManager.default.contentsOfDirectory(atPath: mounted + "/log").filter {
+                $0.hasSuffix(".seg")
+            }.isEmpty)
     }
 
     /// `link -> data`, data made by `findmy serve` with its cluster (and, as root, its OS user):
