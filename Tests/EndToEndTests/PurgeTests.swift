@@ -125,4 +125,27 @@ import Testing
         #expect(planned < deleted)
         #expect(lines[planned...deleted].contains { $0.trimmingCharacters(in: .whitespaces) == resolved })
     }
+
+    /// A file that cannot be deleted (immutable, `chattr +i`): purge names what is left and fails,
+    /// and never says the directory was deleted.
+    @Test func whatCannotBeDeletedIsNamedAndPurgeFails() throws {
+        guard getuid() == 0 else { return }  // only root sets the immutable flag
+        let scratch = ScratchDirectory("findmy-purge")
+        let data = scratch.path + "/data"
+        _ = try addUser("anna", data: data)
+        let resolved = Self.realPath(data)
+        let segment = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: data + "/log").first { $0.hasSuffix(".seg") })
+        let pinned = data + "/log/" + segment
+        guard try FindmyProcess.run(["+i", pinned], executable: "/usr/bin/chattr").status == 0 else {
+            return  // a file system without the flag
+        }
+        defer { _ = try? FindmyProcess.run(["-i", pinned], executable: "/usr/bin/chattr") }
+
+        let purge = try FindmyProcess.run(["purge", "--data-dir", data, "--yes"])
+        #expect(purge.status == 1, "\(purge.output)\n\(purge.error)")
+        #expect(!purge.output.contains("deleted \(resolved)"), "\(purge.output)")
+        #expect(purge.error.contains("not deleted: \(resolved)"), "\(purge.error)")
+        #expect(Self.exists(pinned))
+    }
 }
