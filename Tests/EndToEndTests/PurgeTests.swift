@@ -60,30 +60,42 @@ import Testing
         }
     }
 
+    /// A tmpfs (another device than its parent) and a bind mount of a data directory (the same
+    /// device: only the mount table tells) are both refused, even with --yes.
     @Test func aMountPointIsRefusedEvenWhenItHoldsFindmyData() throws {
         guard getuid() == 0 else { return }  // only root mounts
         let scratch = ScratchDirectory("findmy-purge")
-        let mounted = scratch.path + "/volume"
-        try FileManager.default.createDirectory(atPath: mounted, withIntermediateDirectories: false)
-        let mount = try FindmyProcess.run(
-            ["-t", "tmpfs", "-o", "size=16m", "tmpfs", mounted], executable: "/bin/mount")
-        try #require(mount.status == 0, "\(mount.error)")
-        defer {
-            let unmount = try? FindmyProcess.run([scratch.path + "/volume"], executable: "/bin/umount")
-            #expect(unmount?.status == 0, "\(unmount?.error ?? "")")
+        let volume = scratch.path + "/volume"
+        let data = scratch.path + "/data"
+        let bound = scratch.path + "/bound"
+        for directory in [volume, bound] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
         }
-        _ = try addUser("anna", data: mounted)
-        #expect(Self.exists(mounted + "/log/LOCK"))
+        _ = try addUser("anna", data: data)
+        let tmpfs = try FindmyProcess.run(
+            ["-t", "tmpfs", "-o", "size=16m", "tmpfs", volume], executable: "/bin/mount")
+        // Root without the right to mount (a container without CAP_SYS_ADMIN): nothing to test here.
+        guard tmpfs.status == 0 else { return }
+        defer { #expect((try? FindmyProcess.run([volume], executable: "/bin/umount"))?.status == 0) }
+        let bind = try FindmyProcess.run(["--bind", data, bound], executable: "/bin/mount")
+        try #require(bind.status == 0, "\(bind.error)")
+        defer { #expect((try? FindmyProcess.run([bound], executable: "/bin/umount"))?.status == 0) }
+        _ = try addUser("anna", data: volume)
 
-        // --yes on a volume this test mounted itself: refused all the same.
-        let purge = try FindmyProcess.run(["purge", "--data-dir", mounted, "--yes"])
-        #expect(purge.status != 0, "\(purge.output)")
-        #expect(purge.error.contains("refuses") && purge.error.contains("mount point"), "\(purge.error)")
-        #expect(Self.exists(mounted + "/log/LOCK"))
-        #expect(
-            try !FileManager.default.contentsOfDirectory(atPath: mounted + "/log").filter {
-                $0.hasSuffix(".seg")
-            }.isEmpty)
+        // --yes on mounts this test made itself: refused all the same.
+        for mounted in [volume, bound] {
+            #expect(Self.exists(mounted + "/log/LOCK"))
+            let purge = try FindmyProcess.run(["purge", "--data-dir", mounted, "--yes"])
+            #expect(purge.status != 0, "\(purge.output)")
+            #expect(
+                purge.error.contains("refuses") && purge.error.contains("mount point"),
+                "\(mounted): \(purge.error)")
+            #expect(Self.exists(mounted + "/log/LOCK"))
+            #expect(
+                try !FileManager.default.contentsOfDirectory(atPath: mounted + "/log").filter {
+                    $0.hasSuffix(".seg")
+                }.isEmpty)
+        }
     }
 
     /// `link -> data`, data made by `findmy serve` with its cluster (and, as root, its OS user):
