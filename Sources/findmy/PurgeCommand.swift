@@ -147,7 +147,8 @@ struct PurgePlan {
 
     /// One line per thing deleted, in the order of deletion.
     var lines: [String] {
-        [dataDirectory, link].compactMap { $0 } + outside + osUsers.map { "OS user " + $0 }
+        [dataDirectory].compactMap { $0 } + outside + [link].compactMap { $0 }
+            + osUsers.map { "OS user " + $0 }
     }
 
     var listing: String { lines.map { "  " + $0 }.joined(separator: "\n") }
@@ -185,7 +186,7 @@ struct PurgePlan {
 
     /// The lines of `lines` whose thing is still there.
     func remaining() -> [String] {
-        let paths = [dataDirectory, link].compactMap { $0 } + outside
+        let paths = [dataDirectory].compactMap { $0 } + outside + [link].compactMap { $0 }
         return paths.filter(Self.exists) + osUsers.filter { getpwnam($0) != nil }.map { "OS user " + $0 }
     }
 
