@@ -123,7 +123,9 @@ extension IdentityService {
     /// password. In order, each refusal answered before any password check and counted only where
     /// it says: the client address's attempts (`loginAttemptsPerAddressPerMinuteMax`, counted), a
     /// free password-check slot (`passwordChecksConcurrentMax`; "busy" counts against nothing), the
-    /// name's attempts (`loginAttemptsPerMinuteMax`, counted), then one Argon2id check.
+    /// name's failures from several addresses (`loginFailuresPerNamePerMinuteMax`, not counted),
+    /// the name's attempts from this address (`loginAttemptsPerMinuteMax`, counted), then one
+    /// Argon2id check, whose failure counts for the name.
     package func startSession(name: String, password: String, request: HTTPRequest) throws(APIError)
         -> LoginOutcome
     {
@@ -150,28 +152,17 @@ extension IdentityService {
             return .refused(response)
         }
         defer { slot.release() }
-        if case .refused(let retryAfter, let first) = doorLimits.loginsPerName.admit(
-            throttleKey(name), nowMicros: now)
-        {
-            if first {
-                StructuredLog.info(
-                    "login_attempts_limited",
-                    [
-                        "address": .string(address), "by": .string("name"),
-                        "name": .string(StructuredLog.sanitized(name)),
-                    ])
-            }
+        if let refusal = nameRefusal(name, address: address, nowMicros: now) {
             return .refused(
                 Self.throttled(
-                    .tooManyAttempts,
-                    "more than \(limits.loginAttemptsPerMinuteMax) login attempts for this name within a minute; wait \(retryAfter) s",
-                    retryAfterSeconds: retryAfter))
+                    .tooManyAttempts, refusal.message, retryAfterSeconds: refusal.retryAfterSeconds))
         }
         let user = registry.read { $0.registry.user(named: name) }
         // An unknown name, or a user without a password, costs one full Argon2id check too, so the
         // time of the answer does not tell whether the name exists; the answer itself never does.
         let matches = PasswordHash.verify(password, against: user?.passwordHash ?? PasswordHash.decoy)
         guard let user, user.passwordHash != nil, matches else {
+            doorLimits.loginFailuresPerName.record(throttleKey(name), address: address, nowMicros: now)
             StructuredLog.info(
                 "login_failed", ["name": .string(StructuredLog.sanitized(name)), "address": .string(address)])
             throw Self.invalidCredentials
@@ -315,18 +306,56 @@ extension IdentityService {
             throw APIError(
                 status: 503, code: .busy, message: "too many password checks at once; retry in a second")
         }
-        if case .refused(let retryAfter, _) = doorLimits.loginsPerName.admit(
-            throttleKey(user.name), nowMicros: clockMicros())
-        {
+        let now = clockMicros()
+        let address = clientAddress(request)
+        if let refusal = nameRefusal(user.name, address: address, nowMicros: now) {
             slot.release()
-            throw APIError(
-                status: 429, code: .tooManyAttempts,
-                message: "too many password attempts within a minute; wait \(retryAfter) s")
+            throw APIError(status: 429, code: .tooManyAttempts, message: refusal.message)
         }
         let matches = PasswordHash.verify(current, against: user.passwordHash ?? PasswordHash.decoy)
         slot.release()
-        guard user.passwordHash != nil, matches else { throw Self.invalidCredentials }
+        guard user.passwordHash != nil, matches else {
+            doorLimits.loginFailuresPerName.record(throttleKey(user.name), address: address, nowMicros: now)
+            throw Self.invalidCredentials
+        }
         return try setPassword(name: user.name, password: new, keepingSession: sessionCookie(request))
+    }
+
+    /// Why a password check for `name` from `address` is refused now, if it is: the name's recent
+    /// failures from several addresses (checked, not counted), then this address's attempts for
+    /// the name (counted when allowed). Logged once a window.
+    func nameRefusal(_ name: String, address: String, nowMicros: Int64)
+        -> (message: String, retryAfterSeconds: Int)?
+    {
+        let key = throttleKey(name)
+        let by: String
+        let message: String
+        let retryAfter: Int
+        let first: Bool
+        if case .refused(let seconds, let isFirst) = doorLimits.loginFailuresPerName.check(
+            key, nowMicros: nowMicros)
+        {
+            (by, retryAfter, first) = ("name", seconds, isFirst)
+            message =
+                "\(limits.loginFailuresPerNamePerMinuteMax) failed logins for this name from \(limits.loginFailureAddressesPerNameMin) or more addresses within a minute; wait \(seconds) s"
+        } else if case .refused(let seconds, let isFirst) = doorLimits.loginsPerNameAndAddress.admit(
+            address + "\n" + key, nowMicros: nowMicros)
+        {
+            (by, retryAfter, first) = ("name_and_address", seconds, isFirst)
+            message =
+                "more than \(limits.loginAttemptsPerMinuteMax) login attempts for this name from your address within a minute; wait \(seconds) s"
+        } else {
+            return nil
+        }
+        if first {
+            StructuredLog.info(
+                "login_attempts_limited",
+                [
+                    "address": .string(address), "by": .string(by),
+                    "name": .string(StructuredLog.sanitized(name)),
+                ])
+        }
+        return (message, retryAfter)
     }
 
     /// The role of a user, or nil for an unknown id.

@@ -18,9 +18,17 @@ public struct IdentityLimits: Sendable {
     public var sessionAgeSecondsMax = 43_200
     /// Sessions kept in memory at most; a login past it ends the least recently used one.
     public var sessionsMax = 10_000
-    /// Login attempts for one name within a minute (right or wrong); more answer 429. At 5 a
-    /// minute an online guesser gets 7,200 guesses a day per name.
+    /// Login attempts for one name from one client address within a minute (right or wrong); more
+    /// answer 429 to that address only, so one address guessing a name cannot lock its user out
+    /// elsewhere. At 5 a minute one address gets 7,200 guesses a day per name.
     public var loginAttemptsPerMinuteMax = 5
+    /// Failed logins for one name within a minute from all addresses together; once that many came
+    /// from at least `loginFailureAddressesPerNameMin` addresses, every attempt for the name answers
+    /// 429, from anywhere, until the oldest leaves the minute. This bounds guessing spread over
+    /// many addresses; one address alone never trips it.
+    public var loginFailuresPerNamePerMinuteMax = 10
+    /// Distinct client addresses the failures above must come from before they limit the name.
+    public var loginFailureAddressesPerNameMin = 3
     /// Login attempts from one client address within a minute, whatever the names; more answer 429
     /// `too_many_attempts_from_address` before any password check, so one client flooding logins
     /// with random names cannot hold the password-check slots.

@@ -208,18 +208,107 @@ final class SlidingWindowLimit: Sendable {
     }
 }
 
-/// The limits at the door, each on the service's clock: login attempts per name (right or wrong)
-/// and per client address, and failed authentications (an unknown token or an ended session) per
-/// client address. docs/privacy.md, "Logins and sessions", says what each is for.
+/// Failed logins per name, each with the client address it came from: a name is refused once
+/// its last `failuresMax` failures within the window came from at least `addressesMin` distinct
+/// addresses. One address alone never trips it, so it cannot lock the real user out from
+/// elsewhere; that address is held by the limit per name and address instead.
+///
+/// Memory: at most `keysMax` names of at most `failuresMax` failures, kept as `SlidingWindowLimit`
+/// keeps its keys.
+final class NameFailureLimit: Sendable {
+    let failuresMax: Int
+    let addressesMin: Int
+    let windowMicros: Int64
+    let keysMax: Int
+
+    private struct Failure {
+        var atMicros: Int64
+        var address: String
+    }
+
+    private struct Entry {
+        /// Oldest first; at most `failuresMax`.
+        var failures: [Failure] = []
+        var refusalReportedAtMicros: Int64?
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var prunedAtMicros: Int64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    init(failuresMax: Int, addressesMin: Int, windowMicros: Int64 = 60_000_000, keysMax: Int) {
+        precondition(failuresMax > 0 && addressesMin > 0 && windowMicros > 0 && keysMax > 0)
+        self.failuresMax = failuresMax
+        self.addressesMin = addressesMin
+        self.windowMicros = windowMicros
+        self.keysMax = keysMax
+    }
+
+    /// Whether `name` may be tried now, recording nothing.
+    func check(_ name: String, nowMicros: Int64) -> SlidingWindowLimit.Decision {
+        state.withLock { state in
+            sweep(nowMicros, everyMicros: windowMicros, &state)
+            guard var entry = state.entries[name] else { return .allowed }
+            let since = nowMicros - windowMicros
+            entry.failures.removeAll { $0.atMicros <= since }
+            defer { state.entries[name] = entry }
+            guard entry.failures.count >= failuresMax,
+                Set(entry.failures.map(\.address)).count >= addressesMin
+            else { return .allowed }
+            // The refusal ends when the oldest failure leaves the window: then fewer than
+            // `failuresMax` remain. Rounded up, as `SlidingWindowLimit` does.
+            let retryAfterSeconds = Int((entry.failures[0].atMicros - since + 999_999) / 1_000_000)
+            let first = entry.refusalReportedAtMicros.map { $0 <= since } ?? true
+            if first { entry.refusalReportedAtMicros = nowMicros }
+            return .refused(retryAfterSeconds: max(1, retryAfterSeconds), firstInWindow: first)
+        }
+    }
+
+    /// Records a failed login for `name` from `address`.
+    func record(_ name: String, address: String, nowMicros: Int64) {
+        state.withLock { state in
+            if state.entries[name] == nil {
+                if state.entries.count >= keysMax {
+                    sweep(nowMicros, everyMicros: SlidingWindowLimit.pruneIntervalMicros, &state)
+                }
+                guard state.entries.count < keysMax else { return }
+                state.entries[name] = Entry()
+            }
+            state.entries[name]!.failures.append(Failure(atMicros: nowMicros, address: address))
+            if state.entries[name]!.failures.count > failuresMax {
+                state.entries[name]!.failures.removeFirst()
+            }
+        }
+    }
+
+    private func sweep(_ nowMicros: Int64, everyMicros: Int64, _ state: inout State) {
+        guard nowMicros - state.prunedAtMicros >= everyMicros else { return }
+        let since = nowMicros - windowMicros
+        state.entries = state.entries.filter { $0.value.failures.last.map { $0.atMicros > since } ?? false }
+        state.prunedAtMicros = nowMicros
+    }
+}
+
+/// The limits at the door, each on the service's clock: login attempts per name and client
+/// address (right or wrong), failed logins per name from several addresses, login attempts per
+/// client address, and failed authentications (an unknown token or an ended session) per client
+/// address. docs/privacy.md, "Logins and sessions", says what each is for.
 final class DoorLimits: Sendable {
-    let loginsPerName: SlidingWindowLimit
+    let loginsPerNameAndAddress: SlidingWindowLimit
+    let loginFailuresPerName: NameFailureLimit
     let loginsPerAddress: SlidingWindowLimit
     let authFailuresPerAddress: SlidingWindowLimit
 
     init(_ limits: IdentityLimits) {
-        // A name is a key too: as many as addresses, bounded the same way.
-        loginsPerName = SlidingWindowLimit(
+        // A name and address pair is a key too: bounded like addresses.
+        loginsPerNameAndAddress = SlidingWindowLimit(
             eventsMax: limits.loginAttemptsPerMinuteMax, keysMax: limits.addressesTrackedMax)
+        loginFailuresPerName = NameFailureLimit(
+            failuresMax: limits.loginFailuresPerNamePerMinuteMax,
+            addressesMin: limits.loginFailureAddressesPerNameMin, keysMax: limits.addressesTrackedMax)
         loginsPerAddress = SlidingWindowLimit(
             eventsMax: limits.loginAttemptsPerAddressPerMinuteMax, keysMax: limits.addressesTrackedMax)
         authFailuresPerAddress = SlidingWindowLimit(

@@ -8,6 +8,12 @@ extension EmbeddedPostgres {
         try makeDirectory(clusterDirectory, intermediate: true)
         try makeDirectory(socketDirectory, intermediate: socketDirectory.hasPrefix(clusterDirectory))
         guard let osUser else { return }
+        // A new OS user is neither owner nor group of anything: only the "others" bits let it
+        // through. Refused before the user exists, so a refused start leaves none behind.
+        if getpwnam(osUser) == nil {
+            let closed = directoriesClosedToOthers((clusterDirectory as NSString).deletingLastPathComponent)
+            guard closed.isEmpty else { throw unreachableClusterError(osUser, closed, clusterDirectory) }
+        }
         let (uid, gid) = try ensureOSUser(
             osUser, comment: "findmy PostgreSQL of " + (clusterLink as NSString).deletingLastPathComponent)
         try checkOwner(socketDirectory, allowed: [0, uid])
@@ -284,16 +290,21 @@ func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @S
     // directories above belong to the operator.
     let closed = directoriesClosedToOthers((dataDirectory as NSString).deletingLastPathComponent)
     if !FileManager.default.fileExists(atPath: inside + "/data/PG_VERSION"), !closed.isEmpty {
-        throw EmbeddedPostgresError(
-            "PostgreSQL runs as OS user \(osUser) (findmy runs as root), who cannot pass through "
-                + closed.joined(separator: ", ")
-                + " to reach its cluster in \(inside). findmy keeps the cluster "
-                + "inside the data directory, never elsewhere. Either allow passing through (not listing): "
-                + "`chmod o+x " + closed.joined(separator: " ") + "`, or choose a data directory under "
-                + "directories others can pass through (for example /var/lib/findmy/NAME), or run findmy as an "
-                + "unprivileged user, or give findmy an external server with --database-url.")
+        throw unreachableClusterError(osUser, closed, inside)
     }
     return inside
+}
+
+func unreachableClusterError(_ osUser: String, _ closed: [String], _ cluster: String) -> EmbeddedPostgresError
+{
+    EmbeddedPostgresError(
+        "PostgreSQL runs as OS user \(osUser) (findmy runs as root), who cannot pass through "
+            + closed.joined(separator: ", ")
+            + " to reach its cluster in \(cluster). findmy keeps the cluster "
+            + "inside the data directory, never elsewhere. Either allow passing through (not listing): "
+            + "`chmod o+x " + closed.joined(separator: " ") + "`, or choose a data directory under "
+            + "directories others can pass through (for example /var/lib/findmy/NAME), or run findmy as an "
+            + "unprivileged user, or give findmy an external server with --database-url.")
 }
 
 /// The parent process of `pid` (field 4 of /proc/PID/stat), nil when it cannot be read.

@@ -124,7 +124,15 @@ enum ServeCommand {
             ),
             (
                 "login-attempts-per-minute-max", "FINDMY_LOGIN_ATTEMPTS_PER_MINUTE_MAX",
-                "login attempts per user name within a minute; more answer 429 (default 5)"
+                "login attempts for one user name from one client address within a minute; more answer 429 to that address (default 5)"
+            ),
+            (
+                "login-failures-per-name-per-minute-max", "FINDMY_LOGIN_FAILURES_PER_NAME_PER_MINUTE_MAX",
+                "failed logins for one user name within a minute from all addresses; once that many came from several addresses (below), the name answers 429 everywhere (default 10)"
+            ),
+            (
+                "login-failure-addresses-per-name-min", "FINDMY_LOGIN_FAILURE_ADDRESSES_PER_NAME_MIN",
+                "distinct client addresses the failed logins above must come from before they limit the name (default 3)"
             ),
             (
                 "login-attempts-per-address-per-minute-max",
@@ -303,6 +311,12 @@ enum ServeCommand {
             "session-age-seconds-max", configuration.limits.sessionAgeSecondsMax, min: 1)
         configuration.limits.loginAttemptsPerMinuteMax = try integer(
             "login-attempts-per-minute-max", configuration.limits.loginAttemptsPerMinuteMax, min: 1)
+        configuration.limits.loginFailuresPerNamePerMinuteMax = try integer(
+            "login-failures-per-name-per-minute-max", configuration.limits.loginFailuresPerNamePerMinuteMax,
+            min: 1)
+        configuration.limits.loginFailureAddressesPerNameMin = try integer(
+            "login-failure-addresses-per-name-min", configuration.limits.loginFailureAddressesPerNameMin,
+            min: 1)
         configuration.limits.loginAttemptsPerAddressPerMinuteMax = try integer(
             "login-attempts-per-address-per-minute-max",
             configuration.limits.loginAttemptsPerAddressPerMinuteMax,

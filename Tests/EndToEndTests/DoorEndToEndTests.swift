@@ -134,4 +134,38 @@ import Testing
         #expect(limited.count == 1, "once a window, not once a request")
         #expect(limited.first?["address"] == .string("127.0.0.1"))
     }
+
+    /// Behind a trusted proxy (each client its own address): one address guessing bob's password
+    /// is limited, bob from elsewhere logs in; guesses from several addresses limit the name
+    /// everywhere.
+    @Test func oneAddressCannotLockAUserOutButManyAddressesLimitTheName() throws {
+        let data = ScratchDirectory("findmy-door-name")
+        _ = try addUser("bob", data: data.path)
+        try setPassword("bob", "a long passphrase", data: data.path)
+        let server = try ServerProcess(data: data.path, extraArguments: ["--trusted-proxy", "127.0.0.1"])
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        func login(_ password: String, from client: String) throws -> Answer {
+            try send(
+                connection, "POST", "/login",
+                headers: [("Content-Type", "application/json"), ("X-Forwarded-For", client)],
+                body: "{\"name\": \"bob\", \"password\": \"\(password)\"}"
+            ).answer
+        }
+
+        for _ in 0..<5 { #expect(try login("not the password", from: "203.0.113.66").status == 401) }
+        let hammering = try login("not the password", from: "203.0.113.66")
+        #expect(hammering.status == 429 && hammering.errorCode == "too_many_attempts", "\(hammering.body)")
+        let bob = try login("a long passphrase", from: "198.51.100.7")
+        #expect(bob.status == 200, "\(bob.body)")
+
+        // Ten failures within the minute, from four addresses: the name is limited wherever it is tried.
+        var statuses: [Int] = []
+        for client in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+            for _ in 0..<2 { statuses.append(try login("not the password", from: client).status) }
+        }
+        #expect(statuses == [401, 401, 401, 401, 401, 429])
+        let everywhere = try login("a long passphrase", from: "198.51.100.8")
+        #expect(everywhere.status == 429 && everywhere.errorCode == "too_many_attempts", "\(everywhere.body)")
+    }
 }

@@ -163,4 +163,32 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: outsideClusterDirectory(placed)))
         #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/postgres")) == nil)
     }
+
+    /// As root, a data directory whose cluster came from elsewhere (its files owned by a user id
+    /// this machine does not know, as `tar` restores them) under a directory others cannot pass
+    /// through: findmy refuses before it makes an OS user for a cluster it cannot run.
+    @Test func aRefusedDataDirectoryGetsNoOSUser() throws {
+        guard getuid() == 0 else { return }  // only root runs the cluster as another user
+        let scratch = ScratchDirectory()
+        let closed = scratch.path + "/private"
+        try FileManager.default.createDirectory(
+            atPath: closed, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let data = closed + "/data"
+        let pgData = data + "/postgres/data"
+        try FileManager.default.createDirectory(atPath: pgData, withIntermediateDirectories: true)
+        try Data("15\n".utf8).write(to: URL(fileURLWithPath: pgData + "/PG_VERSION"))
+        var unknownID: uid_t = 54_321
+        while getpwuid(unknownID) != nil { unknownID += 1 }
+        #expect(chown(pgData + "/PG_VERSION", unknownID, unknownID) == 0)
+        let user = instanceOSUserName(URL(fileURLWithPath: data).standardizedFileURL.path)
+        #expect(getpwnam(user) == nil)
+        defer { if getpwnam(user) != nil { try? removeOSUser(user) } }
+
+        let refused = try FindmyProcess.run([
+            "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--projector", "on",
+        ])
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("chmod o+x"), "\(refused.error)")
+        #expect(getpwnam(user) == nil, "a refused server left OS user \(user) behind")
+    }
 }

@@ -181,6 +181,44 @@ import Testing
         #expect(nina.status == 200, "\(nina.body)")
     }
 
+    /// Guesses for a name from one address are limited for that address; the real user, from
+    /// another one, still logs in (a lock-out needs several addresses).
+    @Test func oneAddressGuessingANameDoesNotLockTheUserOut() throws {
+        let door = try Door { $0.loginAttemptsPerMinuteMax = 5 }
+        _ = try door.loggedInUser("bob")
+        for attacker in ["203.0.113.66:50000", "203.0.113.67:50000"] {
+            for _ in 0..<5 { #expect(door.jsonLogin("bob", "wrong password", from: attacker).status == 401) }
+            let limited = door.jsonLogin("bob", "wrong password", from: attacker)
+            #expect(limited.status == 429 && limited.errorCode == "too_many_attempts")
+            #expect(limited.header("Retry-After") == "60")
+        }
+        let bob = door.jsonLogin("bob", "a long passphrase", from: "198.51.100.7:41000")
+        #expect(bob.status == 200, "\(bob.body)")
+    }
+
+    @Test func failuresFromSeveralAddressesLimitTheNameEverywhereForAMinute() throws {
+        let door = try Door {
+            $0.loginFailuresPerNamePerMinuteMax = 6
+            $0.loginFailureAddressesPerNameMin = 3
+        }
+        _ = try door.loggedInUser("bob")
+        // Six failures from two addresses: not yet several.
+        for attacker in ["203.0.113.1:1", "203.0.113.2:1"] {
+            for _ in 0..<3 { #expect(door.jsonLogin("bob", "wrong password", from: attacker).status == 401) }
+            door.clock.advance(seconds: 10)
+        }
+        #expect(door.jsonLogin("bob", "a long passphrase", from: "198.51.100.7:41000").status == 200)
+        // One from a third address: the last six failures come from three addresses.
+        #expect(door.jsonLogin("bob", "wrong password", from: "203.0.113.3:1").status == 401)
+        let refused = door.jsonLogin("bob", "a long passphrase", from: "198.51.100.8:41000")
+        #expect(refused.status == 429 && refused.errorCode == "too_many_attempts")
+        // The oldest of those six (the second at 0 s) leaves the window at 60 s, 40 s from now.
+        #expect(refused.header("Retry-After") == "40")
+        #expect(door.jsonLogin("alice-not-bob", "wrong password", from: "198.51.100.8:41000").status == 401)
+        door.clock.advance(seconds: 40)
+        #expect(door.jsonLogin("bob", "a long passphrase", from: "198.51.100.8:41000").status == 200)
+    }
+
     @Test func refusalsForCapacityDoNotCountAgainstTheName() throws {
         let door = try Door { $0.loginAttemptsPerMinuteMax = 4 }
         _ = try door.loggedInUser("nina")
@@ -194,11 +232,12 @@ import Testing
             }
         }
         door.service.passwordChecksInFlight.store(0, ordering: .relaxed)
-        // The slots free again: nina's four attempts a minute (one spent on the first login) are all still hers.
-        #expect(door.jsonLogin("nina", "not it at all", from: "198.51.100.7:41000").status == 401)
-        #expect(door.jsonLogin("nina", "not it either", from: "198.51.100.7:41000").status == 401)
-        #expect(door.jsonLogin("nina", "a long passphrase", from: "198.51.100.7:41000").status == 200)
-        #expect(door.jsonLogin("nina", "a long passphrase", from: "198.51.100.7:41000").status == 429)
+        // The slots free again: nina's four attempts a minute from her address (one spent on the
+        // first login) are all still hers.
+        #expect(door.jsonLogin("nina", "not it at all").status == 401)
+        #expect(door.jsonLogin("nina", "not it either").status == 401)
+        #expect(door.jsonLogin("nina", "a long passphrase").status == 200)
+        #expect(door.jsonLogin("nina", "a long passphrase").status == 429)
     }
 
     @Test func thePerAddressWindowSlidesOnTheClock() throws {
