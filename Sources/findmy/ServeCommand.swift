@@ -546,7 +546,7 @@ enum ServeCommand {
         // The dispatcher starts after its channels and stops before them.
         let commands = CommandService(
             identity: service.identity, channels: CommandChannels.ordered(channels),
-            limits: configuration.commands)
+            limits: configuration.commands, clockMicros: clock)
         try group.start(commands)
         let checkpoint = projectorCheckpoint
         let commandRoutes = CommandRoutes(

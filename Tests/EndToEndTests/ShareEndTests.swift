@@ -142,12 +142,15 @@ import Testing
         }
     }
 
-    func report(_ setup: Setup, latitude: Double, secondsAgo: Int) throws {
+    /// Reports one fix of the phone; returns the commands its answer hands the phone.
+    @discardableResult
+    func report(_ setup: Setup, latitude: Double, secondsAgo: Int) throws -> [JSONValue] {
         let answer = try post(
             setup.connection, "/api/find-my/report", token: setup.phoneToken,
             body: reportBody(
                 batchID: UUID().uuidString, fixes: [fixJSON(latitude: latitude, secondsAgo: secondsAgo)]))
         #expect(answer.status == 200, "\(answer.body)")
+        return (try? answer.body["commands"]?.arrayValue) ?? []
     }
 
     func path(_ request: JSONObject) -> String { (try? request["path"]?.stringValue) ?? "" }
@@ -225,9 +228,16 @@ import Testing
         #expect(setup.receiver.requests(atLeast: 1) { path($0) == "/bob-hook" }.count == 1)
         #expect(setup.receiver.requests(atLeast: 1) { path($0) == "/alice-hook" }.count == 1)
         try checkBobsViews(setup, shared: true)
+        // Bob marks the phone lost: the phone's next report answer carries his message.
+        let lost = try send(
+            setup.connection, "POST", "/api/find-my/devices/\(setup.phoneID)/commands", token: setup.bob,
+            body: #"{"kind": "lost", "message": "call bob", "phone": "+49 30 1234567"}"#)
+        #expect(lost.status == 202 || lost.status == 201, "\(lost.body)")
+        let lostID = try #require(lost.string("command_id"))
 
         try setup.receiver.command("fail 1000")
-        try report(setup, latitude: home, secondsAgo: 30)
+        let handed = try report(setup, latitude: home, secondsAgo: 30)
+        #expect(handed.contains { $0["command_id"] == .string(lostID) }, "\(handed)")
         _ = setup.receiver.requests(atLeast: 1) { path($0) == "/bob-hook" && $0["status"] == .integer(500) }
         try end()
         // The next retry of bob's finds the share ended: deleted unsent. Only then may the receiver
@@ -240,8 +250,18 @@ import Testing
         let bobsAtEnd = hooks(setup, "/bob-hook").count
         try setup.receiver.command("fail 0")
 
-        // Alice's enter (retried) and the next leave reach her; nothing more reaches bob.
-        try report(setup, latitude: away, secondsAgo: 0)
+        // Alice's enter (retried) and the next leave reach her; nothing more reaches bob, and bob's
+        // command is handed to the phone no more: it ends, as alice sees in the phone's commands.
+        #expect(try report(setup, latitude: away, secondsAgo: 0).isEmpty)
+        var commands = Answer(status: 0, body: .null)
+        let ended = try waitUntil {
+            commands = try get(
+                setup.connection, "/api/find-my/devices/\(setup.phoneID)/commands", token: setup.alice)
+            return ((try? commands.body["commands"]?.arrayValue) ?? []).contains {
+                $0["command_id"] == .string(lostID) && $0["state"] == .string("expired")
+            }
+        }
+        #expect(ended, "\(commands.body)")
         let alices = setup.receiver.requests(atLeast: 3) {
             path($0) == "/alice-hook" && $0["status"] == .integer(200)
         }
@@ -253,7 +273,7 @@ import Testing
 
         // A restart replays the log and rebuilds the registry: it decides the same.
         try setup.restart()
-        try report(setup, latitude: home, secondsAgo: 0)
+        #expect(try report(setup, latitude: home, secondsAgo: 0).isEmpty)
         _ = setup.receiver.requests(atLeast: 4) {
             path($0) == "/alice-hook" && $0["status"] == .integer(200)
         }
