@@ -1,9 +1,9 @@
 import CLI
 import Crypto
 import GeofenceAlerts
+import HTTPClient
 import Identity
 import Postgres
-import Push
 import Threads
 
 /// `findmy serve`'s geofence notifier (docs/geofences.md, "Notifications"): its options and its
