@@ -83,18 +83,20 @@ let package = Package(
             swiftSettings: strict),
         // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
         // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
-        // Also the OwnTracks MQTT command channel (Commands' seam), publishing through MQTT.
+        // Also OwnTracks over MQTT (the subscriber service with its settings, and the command channel,
+        // Commands' seam, publishing through MQTT) and the Friends view's reads of the projection.
         .target(
             name: "Clients",
             dependencies: [
-                "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT", "Commands",
+                "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT",
+                "Commands", "Postgres", "ProjectionSchema",
             ],
             swiftSettings: strict),
 
         // Commands to devices (locate, sound, lost, found; docs/commands.md): the API, the lifecycle
         // events, the per-device rate limits and expiry, the dispatcher (CommandService) and the
-        // channel seam the push providers and OwnTracks MQTT implement; GET reads the projection's
-        // commands table.
+        // channel seam the push providers and OwnTracks MQTT implement, their order, and the command
+        // settings of `findmy serve`; GET reads the projection's commands table.
         .target(
             name: "Commands",
             dependencies: [
@@ -105,10 +107,10 @@ let package = Package(
         // The push providers as command channels: APNs (token auth), FCM HTTP v1 and UnifiedPush /
         // Web Push (RFC 8291 encryption, RFC 8292 VAPID), each over one long-lived HTTP/2 connection
         // per endpoint through HTTPClient's HTTP2Client; keys and signatures through Crypto; push
-        // tokens from Identity's registry. docs/commands.md.
+        // tokens from Identity's registry; the providers' settings and their service. docs/commands.md.
         .target(
             name: "Push",
-            dependencies: ["Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
+            dependencies: ["CLI", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
             swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
@@ -135,12 +137,13 @@ let package = Package(
             swiftSettings: strict),
 
         // Announces geofence transitions (webhook, ntfy) from the geofence projection's table, with its
-        // own cursor and delivery log in PostgreSQL; sends through HTTPClient's HTTP2Client.
+        // own cursor and delivery log in PostgreSQL; sends through HTTPClient's HTTP2Client. Its
+        // settings and start for `findmy serve` (GeofenceNotifySetup).
         .target(
             name: "GeofenceAlerts",
             dependencies: [
-                "Events", "Identity", "HTTP", "HTTPClient", "JSON", "Postgres", "ProjectionSchema", "Crypto",
-                "Threads",
+                "CLI", "Events", "Identity", "HTTP", "HTTPClient", "JSON", "Postgres", "ProjectionSchema",
+                "Crypto", "Threads",
             ],
             swiftSettings: strict),
 
@@ -172,10 +175,11 @@ let package = Package(
             swiftSettings: strict),
 
         // Presence from the tailnet (issue 16, docs/presence.md): the headscale poller, the rule of
-        // what is a change, linking devices to nodes. HTTPS through HTTPClient's HTTP2Client.
+        // what is a change, linking devices to nodes, its settings and start for `findmy serve`.
+        // HTTPS through HTTPClient's HTTP2Client.
         .target(
             name: "Presence",
-            dependencies: ["Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
+            dependencies: ["CLI", "Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes, with
@@ -206,7 +210,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector", "Geofences", "GeofenceAlerts",
-                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
                 "Presence", "NATSLog", "JetStreamRetention",
             ],
             swiftSettings: strict),
