@@ -52,6 +52,8 @@ public struct ClusterSupervision: Sendable, Equatable {
     public private(set) var lastExit: String?
     /// Why the last attempt failed; nil once one succeeds.
     public private(set) var lastAttemptError: String?
+    /// When the attempt in progress began; nil between attempts.
+    public private(set) var attemptStartedMicros: Int64?
     private var delayMicros: Int64
 
     public init(backOff: BackOff = BackOff()) {
@@ -77,9 +79,16 @@ public struct ClusterSupervision: Sendable, Equatable {
         failedAttempts = 0
     }
 
+    /// An attempt begins (it ends in `restartSucceeded` or `restartFailed`).
+    public mutating func restartBegan(nowMicros: Int64) {
+        guard case .down = phase else { return }
+        attemptStartedMicros = nowMicros
+    }
+
     public mutating func restartSucceeded() {
         guard case .down = phase else { return }
         phase = .running
+        attemptStartedMicros = nil
         restarts += 1
         failedAttempts = 0
         lastAttemptError = nil
@@ -90,6 +99,7 @@ public struct ClusterSupervision: Sendable, Equatable {
         guard case .down(let since, _) = phase else { return }
         failedAttempts += 1
         lastAttemptError = why
+        attemptStartedMicros = nil
         delayMicros = min(delayMicros * 2, backOff.delayMicrosMax)
         phase = .down(sinceMicros: since, nextAttemptMicros: nowMicros + delayMicros)
     }

@@ -62,6 +62,7 @@ public final class ClusterSupervisor: Sendable {
                     stop.wait(micros: options.watchMicros)
                 }
             case .restart:
+                supervision.withLock { $0.restartBegan(nowMicros: now) }
                 do {
                     try cluster.restart(abandon: { stop.isRequested })
                     let restarts = supervision.withLock { supervision -> Int in

@@ -118,12 +118,17 @@ public final class EmbeddedPostgres: Sendable {
 
     /// `start()` as the supervisor tries it after the server ended: one attempt (the supervisor
     /// keeps its own back-off between attempts), abandoned, and the half-started server stopped,
-    /// as soon as `abandon` says so (findmy is stopping).
+    /// as soon as `abandon` says so (findmy is stopping). No time limit while the server lives: a
+    /// recovery through gigabytes of WAL takes what it takes, and a server that keeps crashing in
+    /// recovery (a checkpoint on a full disk) reinitialises by itself and comes up once there is
+    /// space; cut short, either would start over.
     public func restart(abandon: @escaping () -> Bool) throws(EmbeddedPostgresError) {
-        try start(attemptsMax: 1, abandon: abandon)
+        try start(attemptsMax: 1, timeLimited: false, abandon: abandon)
     }
 
-    private func start(attemptsMax: Int, abandon: () -> Bool) throws(EmbeddedPostgresError) {
+    private func start(attemptsMax: Int, timeLimited: Bool = true, abandon: () -> Bool)
+        throws(EmbeddedPostgresError)
+    {
         try prepareDirectories()
         let secret = try loadOrCreateSecret()
         if !FileManager.default.fileExists(atPath: pgData + "/PG_VERSION") { try initCluster(secret: secret) }
@@ -133,7 +138,7 @@ public final class EmbeddedPostgres: Sendable {
         if try reuseRunningServer() {
             if rulesChanged { try reload() }
         } else {
-            try startServer(attemptsMax: attemptsMax, abandon: abandon)
+            try startServer(attemptsMax: attemptsMax, timeLimited: timeLimited, abandon: abandon)
         }
         try awaitNoTrust()
         try authenticate(secret: secret)
@@ -185,7 +190,7 @@ public final class EmbeddedPostgres: Sendable {
     /// What server.log says went wrong since the server last started: its first PANIC (the cause:
     /// "could not write to file pg_wal/...: No space left on device"), else its last FATAL, else
     /// its last ERROR. Nil for a server killed without a word (`kill -9`).
-    func lastProblem() -> String? {
+    public func lastProblem() -> String? {
         guard let log = FileHandle(forReadingAtPath: clusterDirectory + "/server.log") else { return nil }
         defer { try? log.close() }
         try? log.seek(toOffset: logOffsetAtStart.withLock { $0 })
@@ -269,7 +274,9 @@ public final class EmbeddedPostgres: Sendable {
     /// `setpriv --pdeathsig INT [--reuid --regid --init-groups --inh-caps=-all] -- postgres -D PGDATA`,
     /// then waits until it accepts connections. The signal is applied by setpriv after the
     /// credentials change (which would clear it) and survives the exec of postgres.
-    private func startServer(attemptsMax: Int, abandon: () -> Bool) throws(EmbeddedPostgresError) {
+    private func startServer(attemptsMax: Int, timeLimited: Bool, abandon: () -> Bool)
+        throws(EmbeddedPostgresError)
+    {
         var user: [String] = []
         if osUser != nil {
             guard let (uid, gid) = clusterFileOwner() else {
@@ -286,7 +293,7 @@ public final class EmbeddedPostgres: Sendable {
             logOffsetAtStart.withLock { $0 = (logSize as? NSNumber)?.uint64Value ?? 0 }
             let pid = try spawnChild(argv, outputPath: clusterDirectory + "/server.log", in: clusterDirectory)
             child.withLock { $0 = pid }
-            switch awaitReady(pid, abandon: abandon) {
+            switch awaitReady(pid, timeLimited: timeLimited, abandon: abandon) {
             case .ready: return
             case .ended:
                 child.withLock { $0 = nil }
@@ -314,10 +321,10 @@ public final class EmbeddedPostgres: Sendable {
 
     private enum Readiness { case ready, ended, abandoned, timedOut }
 
-    private func awaitReady(_ pid: pid_t, abandon: () -> Bool) -> Readiness {
+    private func awaitReady(_ pid: pid_t, timeLimited: Bool, abandon: () -> Bool) -> Readiness {
         let deadline = monotonicMillis() + Int64(configuration.startTimeoutSeconds) * 1000
         let target = conninfo(database: "postgres")
-        while monotonicMillis() < deadline {
+        while !timeLimited || monotonicMillis() < deadline {
             if childEnded(pid) { return .ended }
             if abandon() { return .abandoned }
             if serverAnswers(target), postmasterPID() == pid { return .ready }

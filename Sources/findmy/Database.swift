@@ -87,23 +87,32 @@ final class DatabaseService: Service, ServiceHealthDetails {
 
     var state: ServiceState {
         let state = current.withLock { $0 }
-        guard state == .running, let status = supervisor?.status, case .down = status.phase else {
-            return state
+        guard state == .running, let supervisor, case .down = supervisor.status.phase else { return state }
+        let status = supervisor.status
+        if let began = status.attemptStartedMicros {
+            let seconds = max(0, supervisor.options.clockMicros() - began) / 1_000_000
+            let log = supervisor.cluster.lastProblem().map { "; its log: " + $0 } ?? ""
+            return .restarting("starting again for \(seconds) s (recovery)" + log)
         }
         return .restarting(status.lastAttemptError ?? status.lastExit ?? "the server ended")
     }
 
-    /// `restarts`, and once it ended `last_exit`; while it is down, `failed_attempts` and
-    /// `next_attempt_in_s`.
+    /// `restarts`, and once it ended `last_exit`; while it is down, `failed_attempts`, and
+    /// `attempt_running_s` during an attempt or `next_attempt_in_s` between two.
     var healthMembers: [(String, JSONValue)] {
         guard let supervisor else { return [] }
         let status = supervisor.status
         var members: [(String, JSONValue)] = [("restarts", .integer(Int64(status.restarts)))]
         if let lastExit = status.lastExit { members.append(("last_exit", .string(lastExit))) }
         if case .down(_, let nextAttemptMicros) = status.phase {
+            let now = supervisor.options.clockMicros()
             members.append(("failed_attempts", .integer(Int64(status.failedAttempts))))
-            let waitMicros = max(0, nextAttemptMicros - supervisor.options.clockMicros())
-            members.append(("next_attempt_in_s", .double(Double(waitMicros) / 1_000_000)))
+            if let began = status.attemptStartedMicros {
+                members.append(("attempt_running_s", .double(Double(max(0, now - began)) / 1_000_000)))
+            } else {
+                members.append(
+                    ("next_attempt_in_s", .double(Double(max(0, nextAttemptMicros - now)) / 1_000_000)))
+            }
         }
         return members
     }

@@ -18,7 +18,10 @@ import Testing
         #expect(supervision.phase == .down(sinceMicros: 100, nextAttemptMicros: 1_100))
         #expect(supervision.next(nowMicros: 100) == .wait(untilMicros: 1_100))
         #expect(supervision.next(nowMicros: 1_100) == .restart)
+        supervision.restartBegan(nowMicros: 1_100)
+        #expect(supervision.attemptStartedMicros == 1_100)
         supervision.restartSucceeded()
+        #expect(supervision.attemptStartedMicros == nil)
         #expect(supervision.next(nowMicros: 1_101) == .watch)
         #expect(supervision.restarts == 1)
         #expect(supervision.lastExit == "killed by signal 9")
@@ -33,7 +36,9 @@ import Testing
         var waits: [Int64] = []
         for _ in 0..<6 {
             #expect(supervision.next(nowMicros: now) == .restart)
+            supervision.restartBegan(nowMicros: now)
             supervision.restartFailed("No space left on device", nowMicros: now)
+            #expect(supervision.attemptStartedMicros == nil)
             guard case .wait(let until) = supervision.next(nowMicros: now) else {
                 Issue.record("no wait after a failed start")
                 return
