@@ -12,8 +12,8 @@
 /// which a new server started at once could replace before it looks.
 ///
 /// A server that keeps failing to start (recovery on a disk that is still full) is retried for as
-/// long as findmy runs, never given up on: the operator frees the space and the next attempt
-/// brings it back. Until then `/healthz` says `restarting`, why, and when the next attempt is.
+/// long as findmy runs, never given up on: the operator frees the space and the attempt in
+/// progress, or the next one, brings it back. Until then `/healthz` says `restarting` and why.
 public struct ClusterSupervision: Sendable, Equatable {
     public struct BackOff: Sendable, Equatable {
         /// The wait before the first attempt; each failed attempt doubles it.
