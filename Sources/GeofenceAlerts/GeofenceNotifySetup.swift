@@ -65,14 +65,16 @@ public enum GeofenceNotifySetup {
     }
 
     /// The notifier over its own PostgreSQL connection, the server key of `dataDirectory`, and an
-    /// HTTP client of its own (one connection per receiver host).
+    /// HTTP client of its own (one connection per receiver host). One connection attempt per call:
+    /// while PostgreSQL is down a round fails at once and the next comes after `pollMicros`, where
+    /// the client's own back-off would sleep for seconds inside a round that a shutdown waits for.
     public static func notifier(
         _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning,
         wake: Doorbells?, registryEnd: (@Sendable () -> UInt64)? = nil,
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
     ) -> GeofenceNotifier {
         GeofenceNotifier(
-            client: PostgresClient(conninfo: conninfo), identity: identity,
+            client: PostgresClient(conninfo: conninfo, policy: .init(reconnectAttemptsMax: 1)), identity: identity,
             http: HTTP2Client(
                 name: "geofence-notifier",
                 options: .init(caFile: configuration.caFile, addressPolicy: identity.limits.outgoingTargets)),

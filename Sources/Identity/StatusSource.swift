@@ -24,9 +24,16 @@ package final class StatusSources: Sendable {
     package var all: [any StatusSource] { sources.withLock { $0 } }
 }
 
-/// The services of `findmy serve` in `/healthz` (`services`: each one's `state`, and its `error`
-/// once failed) and `/metrics` (`findmy_service_running`). A service that is not running while the
-/// server answers makes the status `degraded`.
+/// A service with more to say in `/healthz` than its state: members added to its object in
+/// `services` (the embedded PostgreSQL's restarts and how it last ended).
+public protocol ServiceHealthDetails: Service {
+    var healthMembers: [(String, JSONValue)] { get }
+}
+
+/// The services of `findmy serve` in `/healthz` (`services`: each one's `state`, its `error` once
+/// failed or while restarting, and what a `ServiceHealthDetails` adds) and `/metrics`
+/// (`findmy_service_running`). A service that is not running while the server answers makes the
+/// status `degraded`.
 public struct ServiceGroupStatus: StatusSource {
     let group: ServiceGroup
     public let name = "services"
@@ -35,9 +42,10 @@ public struct ServiceGroupStatus: StatusSource {
 
     public func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
         var degraded = false
-        let members = group.states.map { service -> (String, JSONValue) in
+        let members = group.services.map { service -> (String, JSONValue) in
             var fields: [JSONObject.Member] = []
-            switch service.state {
+            let state = service.state
+            switch state {
             case .idle: fields = [.init(key: "state", value: .string("idle"))]
             case .running: fields = [.init(key: "state", value: .string("running"))]
             case .stopped: fields = [.init(key: "state", value: .string("stopped"))]
@@ -45,8 +53,16 @@ public struct ServiceGroupStatus: StatusSource {
                 fields = [
                     .init(key: "state", value: .string("failed")), .init(key: "error", value: .string(why)),
                 ]
+            case .restarting(let why):
+                fields = [
+                    .init(key: "state", value: .string("restarting")),
+                    .init(key: "error", value: .string(why)),
+                ]
             }
-            degraded = degraded || service.state != .running
+            if let details = service as? any ServiceHealthDetails {
+                fields += details.healthMembers.map { JSONObject.Member(key: $0.0, value: $0.1) }
+            }
+            degraded = degraded || state != .running
             return (service.name, .object(JSONObject(fields)))
         }
         return (degraded, members)

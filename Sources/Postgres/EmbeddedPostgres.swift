@@ -74,6 +74,8 @@ public final class EmbeddedPostgres: Sendable {
     public static let port = 5432
     /// The postmaster when this process started it (its child), until it is reaped.
     private let child = Mutex<pid_t?>(nil)
+    /// The size of server.log when this process last started the server: what it wrote after.
+    private let logOffsetAtStart = Mutex<UInt64>(0)
 
     /// Resolves paths and the binaries; starts nothing.
     public init(_ configuration: Configuration) throws(EmbeddedPostgresError) {
@@ -111,6 +113,22 @@ public final class EmbeddedPostgres: Sendable {
     /// Creates the cluster on first start, recovers from a crash, starts the server and makes sure
     /// the database exists. Returns once it accepts connections.
     public func start() throws(EmbeddedPostgresError) {
+        try start(attemptsMax: configuration.startAttemptsMax, abandon: { false })
+    }
+
+    /// `start()` as the supervisor tries it after the server ended: one attempt (the supervisor
+    /// keeps its own back-off between attempts), abandoned, and the half-started server stopped,
+    /// as soon as `abandon` says so (findmy is stopping). No time limit while the server lives: a
+    /// recovery through gigabytes of WAL takes what it takes, and a server that keeps crashing in
+    /// recovery (a checkpoint on a full disk) reinitialises by itself and comes up once there is
+    /// space; cut short, either would start over.
+    public func restart(abandon: @escaping () -> Bool) throws(EmbeddedPostgresError) {
+        try start(attemptsMax: 1, timeLimited: false, abandon: abandon)
+    }
+
+    private func start(attemptsMax: Int, timeLimited: Bool = true, abandon: () -> Bool)
+        throws(EmbeddedPostgresError)
+    {
         try prepareDirectories()
         let secret = try loadOrCreateSecret()
         if !FileManager.default.fileExists(atPath: pgData + "/PG_VERSION") { try initCluster(secret: secret) }
@@ -120,7 +138,7 @@ public final class EmbeddedPostgres: Sendable {
         if try reuseRunningServer() {
             if rulesChanged { try reload() }
         } else {
-            try startServer()
+            try startServer(attemptsMax: attemptsMax, timeLimited: timeLimited, abandon: abandon)
         }
         try awaitNoTrust()
         try authenticate(secret: secret)
@@ -147,6 +165,40 @@ public final class EmbeddedPostgres: Sendable {
     public var isChildOfThisProcess: Bool {
         guard let pid = postmasterPID() else { return false }
         return child.withLock { $0 } == pid
+    }
+
+    /// Nil while the server runs; once it has ended on its own (a crash, `kill -9`, a full disk, a
+    /// `pg_ctl stop` from outside), how it ended and the last problem its log names. A child of
+    /// this process is reaped here; another's is watched through `postmaster.pid`.
+    public func serverEnded() -> String? {
+        let how: String
+        if let pid = child.withLock({ $0 }) {
+            guard let status = childExitStatus(pid) else { return nil }
+            child.withLock { if $0 == pid { $0 = nil } }
+            how =
+                status > 128
+                ? "the server (pid \(pid)) was killed by signal \(status - 128)"
+                : status >= 0
+                    ? "the server (pid \(pid)) exited with status \(status)" : "the server (pid \(pid)) ended"
+        } else {
+            guard postmasterPID() == nil else { return nil }
+            how = "the server is gone"
+        }
+        return lastProblem().map { how + "; its log: " + $0 } ?? how
+    }
+
+    /// What server.log says went wrong since the server last started: its first PANIC (the cause:
+    /// "could not write to file pg_wal/...: No space left on device"), else its last FATAL, else
+    /// its last ERROR. Nil for a server killed without a word (`kill -9`).
+    public func lastProblem() -> String? {
+        guard let log = FileHandle(forReadingAtPath: clusterDirectory + "/server.log") else { return nil }
+        defer { try? log.close() }
+        try? log.seek(toOffset: logOffsetAtStart.withLock { $0 })
+        let lines = String(decoding: log.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let problem =
+            lines.first { $0.contains("PANIC:") } ?? lines.last { $0.contains("FATAL:") }
+            ?? lines.last { $0.contains("ERROR:") }
+        return problem.map(String.init)
     }
 
     /// Forgets a child that has ended (killed, crashed), so that it leaves no zombie behind.
@@ -222,7 +274,9 @@ public final class EmbeddedPostgres: Sendable {
     /// `setpriv --pdeathsig INT [--reuid --regid --init-groups --inh-caps=-all] -- postgres -D PGDATA`,
     /// then waits until it accepts connections. The signal is applied by setpriv after the
     /// credentials change (which would clear it) and survives the exec of postgres.
-    private func startServer() throws(EmbeddedPostgresError) {
+    private func startServer(attemptsMax: Int, timeLimited: Bool, abandon: () -> Bool)
+        throws(EmbeddedPostgresError)
+    {
         var user: [String] = []
         if osUser != nil {
             guard let (uid, gid) = clusterFileOwner() else {
@@ -233,14 +287,24 @@ public final class EmbeddedPostgres: Sendable {
         let argv =
             [setprivPath, "--pdeathsig", "INT"] + user + ["--", binDirectory + "/postgres", "-D", pgData]
         var failure = ""
-        for attempt in 1...configuration.startAttemptsMax {
+        for attempt in 1...attemptsMax {
+            let logSize =
+                (try? FileManager.default.attributesOfItem(atPath: clusterDirectory + "/server.log"))?[.size]
+            logOffsetAtStart.withLock { $0 = (logSize as? NSNumber)?.uint64Value ?? 0 }
             let pid = try spawnChild(argv, outputPath: clusterDirectory + "/server.log", in: clusterDirectory)
             child.withLock { $0 = pid }
-            switch awaitReady(pid) {
+            switch awaitReady(pid, timeLimited: timeLimited, abandon: abandon) {
             case .ready: return
             case .ended:
                 child.withLock { $0 = nil }
                 failure = "the server exited while starting"
+            case .abandoned:
+                // SIGINT: a fast shutdown, which a server still in recovery obeys at once.
+                kill(pid, SIGINT)
+                reapChild(pid)
+                child.withLock { $0 = nil }
+                throw EmbeddedPostgresError(
+                    "the start of PostgreSQL in \(pgData) was abandoned: findmy is stopping")
             case .timedOut:
                 kill(pid, SIGQUIT)
                 reapChild(pid)
@@ -248,20 +312,21 @@ public final class EmbeddedPostgres: Sendable {
                 failure =
                     "the server did not accept connections within \(configuration.startTimeoutSeconds) s"
             }
-            if attempt < configuration.startAttemptsMax { usleep(UInt32(attempt) * 500_000) }
+            if attempt < attemptsMax { usleep(UInt32(attempt) * 500_000) }
         }
         throw EmbeddedPostgresError(
             "cannot start PostgreSQL in \(pgData): \(failure)\nlast lines of \(clusterDirectory)/server.log:\n"
                 + logTail())
     }
 
-    private enum Readiness { case ready, ended, timedOut }
+    private enum Readiness { case ready, ended, abandoned, timedOut }
 
-    private func awaitReady(_ pid: pid_t) -> Readiness {
+    private func awaitReady(_ pid: pid_t, timeLimited: Bool, abandon: () -> Bool) -> Readiness {
         let deadline = monotonicMillis() + Int64(configuration.startTimeoutSeconds) * 1000
         let target = conninfo(database: "postgres")
-        while monotonicMillis() < deadline {
+        while !timeLimited || monotonicMillis() < deadline {
             if childEnded(pid) { return .ended }
+            if abandon() { return .abandoned }
             if serverAnswers(target), postmasterPID() == pid { return .ready }
             usleep(20_000)
         }

@@ -11,6 +11,9 @@ public enum ServiceState: Sendable, Equatable {
     case stopped
     /// Stopped by a fatal error of its own, or failed to start; the text says why.
     case failed(String)
+    /// Not working, and being brought back by itself (the embedded PostgreSQL after it ended); the
+    /// text says why it is not working.
+    case restarting(String)
 }
 
 /// A long-running part of the server (the log writer, an HTTP listener, the projector, the
@@ -200,8 +203,11 @@ public final class ServiceGroup: Sendable {
     /// Every service of the group in start order, with its state now (`/healthz`).
     public var states: [(name: String, state: ServiceState)] {
         // The states are read outside the group's lock: a service's own lock is never taken under it.
-        lock.withLock { members }.map { ($0.name, $0.state) }
+        services.map { ($0.name, $0.state) }
     }
+
+    /// Every service of the group in start order.
+    public var services: [any Service] { lock.withLock { members } }
 
     /// A normal shutdown (a signal): wakes `waitForStop`. The first reason given wins.
     public func requestStop(_ why: String) { settle(.requested(why)) }

@@ -56,31 +56,79 @@ struct Database {
 /// `start` starts the private cluster (or does nothing for `--database-url`); `stop` closes the
 /// connections that borrow it, then stops the cluster if this process started it. A start that
 /// fails half-way stops what it started, so no PostgreSQL outlives a server that never served.
-final class DatabaseService: Service {
+/// `supervised` (what `findmy serve` asks for): a private cluster that ends on its own is started
+/// again with a back-off (`ClusterSupervisor`), and its state says `restarting` until it runs.
+final class DatabaseService: Service, ServiceHealthDetails {
     let name = "postgres"
     let client: PostgresClient
     let description: String
     private let cluster: EmbeddedPostgres?
+    private let supervisor: ClusterSupervisor?
     private let startedCluster = Mutex(false)
     private let current = Mutex<ServiceState>(.idle)
     /// Closed before the cluster stops (the read API's pool).
     private let borrowers = Mutex<[@Sendable () -> Void]>([])
 
-    init(dataDirectory: String, url: String?) throws {
+    init(dataDirectory: String, url: String?, supervised: Bool = false) throws {
         if let url, !url.isEmpty {
             cluster = nil
+            supervisor = nil
             client = PostgresClient(conninfo: url, policy: Database.projectorPolicy)
             description = "external PostgreSQL"
         } else {
             Database.allowTraversal(dataDirectory)
             let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
             self.cluster = cluster
+            supervisor = supervised ? ClusterSupervisor(cluster, onEvent: Self.logSupervisorEvent) : nil
             client = PostgresClient(conninfo: cluster.conninfo, policy: Database.projectorPolicy)
             description = "embedded PostgreSQL in \(cluster.clusterDirectory)"
         }
     }
 
-    var state: ServiceState { current.withLock { $0 } }
+    var state: ServiceState {
+        let state = current.withLock { $0 }
+        guard state == .running, let supervisor, case .down = supervisor.status.phase else { return state }
+        let status = supervisor.status
+        if let began = status.attemptStartedMicros {
+            let seconds = max(0, supervisor.options.clockMicros() - began) / 1_000_000
+            let log = supervisor.cluster.lastProblem().map { "; its log: " + $0 } ?? ""
+            return .restarting("starting again for \(seconds) s (recovery)" + log)
+        }
+        return .restarting(status.lastAttemptError ?? status.lastExit ?? "the server ended")
+    }
+
+    /// `restarts`, and once it ended `last_exit`; while it is down, `failed_attempts`, and
+    /// `attempt_running_s` during an attempt or `next_attempt_in_s` between two.
+    var healthMembers: [(String, JSONValue)] {
+        guard let supervisor else { return [] }
+        let status = supervisor.status
+        var members: [(String, JSONValue)] = [("restarts", .integer(Int64(status.restarts)))]
+        if let lastExit = status.lastExit { members.append(("last_exit", .string(lastExit))) }
+        if case .down(_, let nextAttemptMicros) = status.phase {
+            let now = supervisor.options.clockMicros()
+            members.append(("failed_attempts", .integer(Int64(status.failedAttempts))))
+            if let began = status.attemptStartedMicros {
+                members.append(("attempt_running_s", .double(Double(max(0, now - began)) / 1_000_000)))
+            } else {
+                members.append(
+                    ("next_attempt_in_s", .double(Double(max(0, nextAttemptMicros - now)) / 1_000_000)))
+            }
+        }
+        return members
+    }
+
+    private static func logSupervisorEvent(_ event: ClusterSupervisor.Event) {
+        switch event {
+        case .ended(let why):
+            StructuredLog.error("postgres_ended", ["reason": .string(why)])
+        case .restarted(let restarts):
+            StructuredLog.info("postgres_restarted", ["restarts": .int(Int64(restarts))])
+        case .restartFailed(let why, let nextAttemptInMicros):
+            StructuredLog.error(
+                "postgres_restart_failed",
+                ["error": .string(why), "next_attempt_in_ms": .int(nextAttemptInMicros / 1000)])
+        }
+    }
 
     /// `close` runs in `stop`, before the cluster stops.
     func addBorrower(close: @escaping @Sendable () -> Void) { borrowers.withLock { $0.append(close) } }
@@ -99,13 +147,17 @@ final class DatabaseService: Service {
         }
         startedCluster.withLock { $0 = cluster.isChildOfThisProcess }
         current.withLock { $0 = .running }
+        supervisor?.start()
     }
 
     func stop(graceMicros: Int64) {
+        // First, so that nothing starts the cluster again while it stops.
+        supervisor?.stop()
         for close in borrowers.withLock({ $0 }) { close() }
         client.close()
         defer { current.withLock { $0 = .stopped } }
-        guard startedCluster.withLock({ $0 }), let cluster else { return }
+        // A cluster the supervisor started again is this process's child, whoever started it first.
+        guard let cluster, startedCluster.withLock({ $0 }) || cluster.isChildOfThisProcess else { return }
         do {
             try cluster.stop()
         } catch {

@@ -478,7 +478,8 @@ enum ServeCommand {
         var projectorCheckpoint: @Sendable () -> UInt64? = { nil }
         var geofenceProgress: GeofenceProgress?
         if configuration.projector {
-            let database = try DatabaseService(dataDirectory: data, url: configuration.databaseURL)
+            let database = try DatabaseService(
+                dataDirectory: data, url: configuration.databaseURL, supervised: true)
             client = database.client
             try group.start(database)
             let projector = Projector(
