@@ -36,7 +36,7 @@ let package = Package(
 
         .target(name: "Events", dependencies: ["CLZ4", "Threads"], swiftSettings: strict),
 
-        // The event log on a NATS JetStream cluster (issue 17, docs/scale.md): Events' `EventLog`
+        // The event log on a NATS JetStream cluster (docs/scale.md): Events' `EventLog`
         // protocols over one stream of P partitions. The one module that calls libnats.
         .target(name: "NATSLog", dependencies: ["CNATS", "Events", "Threads"], swiftSettings: strict),
 
@@ -129,7 +129,7 @@ let package = Package(
             name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema", "Threads"],
             swiftSettings: strict),
 
-        // The geofence projection (issue 16): a second projector over the same log, through the
+        // The geofence projection: a second projector over the same log, through the
         // Projector's loop, folding fixes and fence definitions into transitions.
         .target(
             name: "Geofences",
@@ -174,7 +174,7 @@ let package = Package(
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
 
-        // Presence from the tailnet (issue 16, docs/presence.md): the headscale poller, the rule of
+        // Presence from the tailnet (docs/presence.md): the headscale poller, the rule of
         // what is a change, linking devices to nodes, its settings and start for `findmy serve`.
         // HTTPS through HTTPClient's HTTP2Client.
         .target(

@@ -347,7 +347,7 @@ public enum EventJSON {
     }
 }
 
-// MARK: commands (issue 14, docs/log-format.md types 27-32)
+// MARK: commands (docs/log-format.md types 27-32)
 
 extension EventJSON {
     static func writeCommand(_ event: Event, to writer: inout JSONWriter) {
@@ -433,7 +433,7 @@ extension EventJSON {
     }
 }
 
-// MARK: presence (issue 16, docs/log-format.md types 34-35)
+// MARK: presence (docs/log-format.md types 34-35)
 
 extension EventJSON {
     static func writePresence(_ event: Event, to writer: inout JSONWriter) {

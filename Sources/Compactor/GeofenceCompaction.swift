@@ -3,7 +3,7 @@ import Postgres
 import ProjectionSchema
 import Projector
 
-/// Retention and erasure reaching the geofence projection (issue 16; docs/retention.md,
+/// Retention and erasure reaching the geofence projection (docs/retention.md,
 /// "Geofences"): its copy of the fixes (`geofence_fixes`) and the transitions they decided
 /// (`geofence_transitions`) go by the same rule as history: past the device's window by the earlier
 /// of the two clocks, inside an erased range, every row of a removed device; so do the transitions

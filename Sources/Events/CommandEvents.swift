@@ -1,5 +1,5 @@
 /// The lifecycle of a command to a device (locate, sound, lost, found), and the permission a share
-/// gives (issue 14; docs/log-format.md, types 27-32; docs/commands.md). Every step is an event, so
+/// gives (docs/log-format.md, types 27-32; docs/commands.md). Every step is an event, so
 /// replay and audit see who asked a device for its position, when, and what became of it.
 ///
 /// Every command event names its device in `deviceKey`, so a scan finds a device's commands

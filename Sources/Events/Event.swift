@@ -51,16 +51,16 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case retentionChanged = 10
     case historyErased = 11
     case deviceRemoved = 12
-    // 20 and up: users, roles and sharing (issue 5). 10-19 are left to the retention events.
+    // 20 and up: users, roles and sharing. 10-19 are left to the retention events.
     case userPasswordSet = 20
     case userRoleChanged = 21
     case shareGranted = 22
     case shareRevoked = 23
     case userTokenRotated = 24
-    // 25 and up: places (issue 13): what apps report about regions.
+    // 25 and up: places: what apps report about regions.
     case regionTransition = 25
     case waypointsReported = 26
-    // 27 and up: commands to devices and what a share permits (issue 14, CommandEvents.swift).
+    // 27 and up: commands to devices and what a share permits (CommandEvents.swift).
     case commandRequested = 27
     case commandSent = 28
     case commandDeliveryFailed = 29
@@ -69,10 +69,10 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case sharePermissionChanged = 32
     // 33: a user's own settings (SettingEvents.swift).
     case userSettingChanged = 33
-    // 34 and 35: presence from the tailnet (issue 16, PresenceEvents.swift).
+    // 34 and 35: presence from the tailnet (PresenceEvents.swift).
     case devicePresenceLinked = 34
     case presenceChanged = 35
-    // 36-38: geofences drawn on the server (issue 16, GeofenceEvents.swift).
+    // 36-38: geofences drawn on the server (GeofenceEvents.swift).
     case geofenceDefined = 36
     case geofenceDeleted = 37
     // 39: where a geofence's transitions are announced (GeofenceNotifyEvents.swift).

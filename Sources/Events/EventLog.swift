@@ -1,6 +1,6 @@
 import Threads
 
-// The log as an interface (issue 17, docs/scale.md): the local segment log of this module and the
+// The log as an interface (docs/scale.md): the local segment log of this module and the
 // NATS JetStream log of `NATSLog` hold the same record bytes (a version-1 record frame per request,
 // docs/log-format.md) and answer the same three questions: append these records and say once they
 // are durable; hand me a partition's records in order from an offset; how far is durable.

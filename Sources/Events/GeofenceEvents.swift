@@ -1,4 +1,4 @@
-/// Geofences drawn on the server (issue 16; docs/log-format.md, types 36-37, docs/geofences.md).
+/// Geofences drawn on the server (docs/log-format.md, types 36-37, docs/geofences.md).
 ///
 /// A geofence is a circle (centre, radius in metres) that its owner asks about for a list of
 /// devices. Defining one is one event (type 36, a create or a full replacement: the last definition

@@ -1,4 +1,4 @@
-/// Where a geofence's transitions are announced (issue 16; docs/log-format.md, type 39,
+/// Where a geofence's transitions are announced (docs/log-format.md, type 39,
 /// docs/geofences.md "Notifications").
 ///
 /// Payload of type 39, version 1: u64 geofence id, u64 owner user id, string webhook URL, string

@@ -26,7 +26,7 @@
 // logs read here with id zero and old binaries read logs with ids. A projection in PostgreSQL is
 // bound to the id of the log it was folded from (docs/postgres.md).
 
-/// Constants of the format. Version 2 (written since issue 15) differs from version 1 only in
+/// Constants of the format. Version 2 differs from version 1 only in
 /// what a segment's records are: group records (one per group commit, `GroupRecord.swift`) instead
 /// of one record per request. A reader reads both; the segment header says which.
 public enum LogFormat {

@@ -1,4 +1,4 @@
-/// Presence from the tailnet (issue 16; docs/presence.md, docs/log-format.md types 34 and 35).
+/// Presence from the tailnet (docs/presence.md, docs/log-format.md types 34 and 35).
 ///
 /// A device's owner links it to a node of the tailnet's control server (headscale); the server then
 /// records when that node comes online and when it goes offline. Only changes are recorded, never

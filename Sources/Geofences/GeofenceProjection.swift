@@ -4,7 +4,7 @@ import ProjectionSchema
 import Projector
 import Synchronization
 
-/// The geofence projection (issue 16, docs/geofences.md): the same log as the main projection,
+/// The geofence projection (docs/geofences.md): the same log as the main projection,
 /// folded by the same loop (`Projector` over a `LogProjection`) into enter and leave transitions,
 /// with its own checkpoint and schema. Each transaction writes its rows and moves its checkpoint
 /// together, so every transition is written exactly once whatever crashes.

@@ -1,7 +1,7 @@
 import Events
 import HTTPClient
 
-/// Where a geofence's transitions are announced (issue 16, docs/geofences.md "Notifications"): the
+/// Where a geofence's transitions are announced (docs/geofences.md "Notifications"): the
 /// settings are event 39, folded here so that the API and the notifier read them without a database,
 /// and kept in the registry snapshot (body version 7). Deleting the fence drops them; a definition
 /// by another owner than the fence's is not trusted, as in `GeofenceBook`.

@@ -20,7 +20,7 @@ final class CredentialLookups: Sendable {
 /// What the gate found out about a request before its handler runs: who sent it, the device of a
 /// route about one device, and the CSRF token of the session that sent it. A handler takes these
 /// and never resolves the request again: no second SHA-256 of its token, no second check of who
-/// may see the device (issue 12). The accessors name what a route's permission guarantees; asking
+/// may see the device. The accessors name what a route's permission guarantees; asking
 /// for what the permission does not resolve is a programming error and traps.
 public struct GateCaller: Sendable {
     /// nil for an open route and the admin socket, which take no credentials.

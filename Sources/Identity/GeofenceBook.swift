@@ -1,6 +1,6 @@
 import Events
 
-/// The geofences defined on the server (issue 16, docs/geofences.md): what the API needs to decide
+/// The geofences defined on the server (docs/geofences.md): what the API needs to decide
 /// who may read or change a fence, without a database. Folded from the log by `Registry.apply`, so
 /// it is in the registry snapshot (body version 6). The transitions themselves are the geofence
 /// projection's (Sources/Geofences).
@@ -41,7 +41,7 @@ public struct GeofenceBook: Equatable, Sendable {
     }
 }
 
-// Snapshot body, version 6 (appended after version 4's part; 5 is the presence part of issue 16):
+// Snapshot body, version 6 (appended after version 4's part; 5 is presence's part):
 // u64 highest id, u32 count, then each fence as the payload of its type 36 event.
 extension Registry {
     func encodeGeofencePart(_ w: inout ByteWriter) {

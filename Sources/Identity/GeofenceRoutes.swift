@@ -17,7 +17,7 @@ public enum GeofenceLimits {
     public static let longitudeDegreesMax = 180.0
 }
 
-/// The geofence definitions (issue 16, docs/geofences.md): `POST /api/find-my/geofences`, `GET` the
+/// The geofence definitions (docs/geofences.md): `POST /api/find-my/geofences`, `GET` the
 /// caller's list, and `GET`, `PUT`, `DELETE` of one. Each change is one event (type 36 or 37)
 /// applied to the registry before the answer, so the next request sees it; the geofence projection
 /// folds the same events into its transitions. A fence is its owner's alone: anyone else gets the

@@ -1,7 +1,7 @@
 import Events
 import JSON
 
-/// Which device is linked to which tailnet node, and the last presence recorded for it (issue 16,
+/// Which device is linked to which tailnet node, and the last presence recorded for it (see
 /// docs/presence.md). Folded from the log by `Registry.apply`, so it is in the registry snapshot
 /// and a restarted server knows the last state it recorded: the poller records only what differs
 /// from it, which is what keeps "one event per change, never one per poll" across restarts.

@@ -139,13 +139,13 @@ public struct Registry: Sendable {
     /// Each user's live token hashes, so that a rotation can end every earlier one at once.
     var userTokenHashes: [UInt64: [[UInt8]]] = [:]
     var recentBatches: [UInt64: RecentBatches] = [:]
-    /// Open commands and the last request time per device and kind (issue 14).
+    /// Open commands and the last request time per device and kind.
     public internal(set) var commands = CommandBook()
-    /// Devices linked to tailnet nodes and their last recorded presence (issue 16).
+    /// Devices linked to tailnet nodes and their last recorded presence.
     public internal(set) var presence = PresenceBook()
-    /// The geofences defined on the server, by id (issue 16, GeofenceBook.swift).
+    /// The geofences defined on the server, by id (GeofenceBook.swift).
     public internal(set) var geofences = GeofenceBook()
-    /// Where each geofence's transitions are announced, by fence id (issue 16, FenceNotifySettings.swift).
+    /// Where each geofence's transitions are announced, by fence id (FenceNotifySettings.swift).
     public internal(set) var geofenceNotifications: [UInt64: GeofenceNotificationsSet] = [:]
     /// The offset after the last event applied.
     public internal(set) var nextOffset: UInt64 = 0

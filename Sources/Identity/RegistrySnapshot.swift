@@ -26,7 +26,7 @@ import Events
 // invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
 // for good and deleted, so that a snapshot never keeps what compaction removed from the log.
 //
-// On a JetStream log (an ingest node, issue 17; docs/snapshots.md "Ingest nodes") the log id is the
+// On a JetStream log (an ingest node; docs/snapshots.md "Ingest nodes") the log id is the
 // stream's (`JetStreamLog.logID`: its name and creation time), there are no segments (the list is
 // empty), and rule 4 reads: (4J) the snapshot has `recordsFolded`, and the stream holds exactly
 // `recordsFolded + (lastOffsetEnd - offset)` messages. Sequences are only ever added at the end,
@@ -37,9 +37,9 @@ import Events
 
 /// Constants and file names of the snapshot format, version 8 (reads 1 to 8).
 public enum RegistrySnapshotFormat {
-    /// 2 appends the Web Push keys of push tokens; 3 (issue 14) appends share permissions and open
-    /// commands; 4 (issue 13) appends the users' OwnTracks Friends setting; 5 (issue 16) presence;
-    /// 6 (issue 16) the geofences; 7 (issue 16) their notification settings; 8 (issue 17) the count
+    /// 2 appends the Web Push keys of push tokens; 3 appends share permissions and open
+    /// commands; 4 appends the users' OwnTracks Friends setting; 5 presence;
+    /// 6 the geofences; 7 their notification settings; 8 the count
     /// of records folded, which a snapshot of a JetStream log needs (rule 4J). Older versions still read.
     public static let version: UInt16 = 8
     public static let versionsRead: ClosedRange<UInt16> = 1...8

@@ -10,9 +10,9 @@ import Events
 //   user ids by name, device ids by (user, uuid), device ids by user, principals by token hash,
 //   token hashes by user, recent batch rings (results, eviction order, head), nextOffset;
 //   version 2 appends: the Web Push keys of the push tokens that have them (provider, token, public
-//   key, auth secret); version 3 appends share permissions and the open commands (issue 14).
+//   key, auth secret); version 3 appends share permissions and the open commands.
 //   Version 4 appends the users whose OwnTracks Friends setting is on (count, user ids).
-//   Version 5 appends presence (issue 16): the links (count, device, node id, node name) and the
+//   Version 5 appends presence: the links (count, device, node id, node name) and the
 //   last states (count, device, online u8, optional lastSeen, changedAt).
 //   Version 6 appends the geofences (GeofenceBook.swift).
 //   Version 7 appends the geofences' notification settings (FenceNotifySettings.swift).
@@ -155,17 +155,17 @@ extension Registry {
             w.byteString(registration.webPushPublicKey)
             w.byteString(registration.webPushAuthSecret)
         }
-        // Version 3 (issue 14): appended after version 2's body, so that older versions read as before.
+        // Version 3: appended after version 2's body, so that older versions read as before.
         encodeCommandPart(&w)
-        // Version 4 (issue 13): the users who turned OwnTracks' Friends view on.
+        // Version 4: the users who turned OwnTracks' Friends view on.
         let friends = users.values.filter(\.owntracksFriends).map(\.id)
         w.u32(UInt32(friends.count))
         for id in friends { w.u64(id) }
-        // Version 5 (issue 16): presence links and states.
+        // Version 5: presence links and states.
         encodePresencePart(&w)
-        // Version 6 (issue 16): the geofences (GeofenceBook.swift).
+        // Version 6: the geofences (GeofenceBook.swift).
         encodeGeofencePart(&w)
-        // Version 7 (issue 16): where each geofence's transitions are announced.
+        // Version 7: where each geofence's transitions are announced.
         encodeGeofenceNotificationPart(&w)
         return w.bytes
     }
@@ -365,7 +365,7 @@ extension ByteReader {
     fileprivate mutating func optionalI64() throws -> Int64? { try u8() == 0 ? nil : try i64() }
 }
 
-// Version 3 of the body appends (issue 14): the shares that permit locating (device, grantee), then
+// Version 3 of the body appends: the shares that permit locating (device, grantee), then
 // the command book: open commands (command id, device, kind u8, message, phone, requested by,
 // requested at, sent channels), each device's open ids in order, and the last request time per
 // (device, kind).
@@ -446,7 +446,7 @@ extension Registry {
     }
 }
 
-// Version 5 of the body appends (issue 16): presence links, then presence states.
+// Version 5 of the body appends: presence links, then presence states.
 extension Registry {
     fileprivate func encodePresencePart(_ w: inout ByteWriter) {
         w.u32(UInt32(presence.links.count))

@@ -2,7 +2,7 @@ import Crypto
 import Events
 import Threads
 
-// An ingest node on a log shared with other nodes (issue 17; docs/scale.md, "Ingest nodes").
+// An ingest node on a log shared with other nodes (docs/scale.md, "Ingest nodes").
 //
 // The registry of such a node is the fold of the WHOLE shared log in the log's order, made by
 // one follower (`deliver`): the records of every node, this node's own included, each applied

@@ -2,7 +2,7 @@ import Events
 import Synchronization
 import Threads
 
-// Registry snapshots of an ingest node, whose log is shared (JetStream; issue 17, docs/snapshots.md
+// Registry snapshots of an ingest node, whose log is shared (JetStream; docs/snapshots.md
 // "Ingest nodes"). The file format and the store are one machine's (RegistrySnapshot.swift); what
 // differs is what ties a snapshot to its log, and where the fold comes from.
 //

@@ -6,7 +6,7 @@ import Threads
     import Glibc
 #endif
 
-// What an ingest node needs of the JetStream log beyond `EventLog` (issue 17, docs/scale.md,
+// What an ingest node needs of the JetStream log beyond `EventLog` (docs/scale.md,
 // "Ingest nodes"):
 //
 //   append one record with a Msg-Id the caller chose, and learn whether JetStream stored it or

@@ -1,4 +1,4 @@
-/// The names of the geofence projection (issue 16, docs/geofences.md), in one place: its schema
+/// The names of the geofence projection (docs/geofences.md), in one place: its schema
 /// and tables. It has a schema of its own, beside the main generation's: it is a second projection
 /// with its own checkpoint and version, rebuilt from the log on its own, and the main projection's
 /// rebuilds and swaps never touch it.

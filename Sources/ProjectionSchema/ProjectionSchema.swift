@@ -21,7 +21,7 @@ public enum ProjectionSchema {
         case deviceLatest = "device_latest"
         case deviceBatches = "device_batches"
         case projectorCheckpoints = "projector_checkpoints"
-        /// One row per command to a device, with its state (issue 14, docs/commands.md).
+        /// One row per command to a device, with its state (docs/commands.md).
         case commands
         /// One row per delivery attempt of a command: sent or failed, through which channel.
         case commandDeliveries = "command_deliveries"

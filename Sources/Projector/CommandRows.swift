@@ -1,7 +1,7 @@
 import Events
 import Postgres
 
-// The `commands` and `command_deliveries` tables (issue 14): one statement per command event, in
+// The `commands` and `command_deliveries` tables: one statement per command event, in
 // log order. A command's state only moves forward: pending → sent or failed; a later send makes a
 // failed command sent; answered and expired are final (docs/commands.md, "States").
 

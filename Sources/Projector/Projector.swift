@@ -41,8 +41,8 @@ public struct ProjectorStatus: Sendable, Equatable {
 }
 
 /// One projection of the log that a `Projector` keeps folded: the main one (`MainProjection`: users,
-/// devices, history) or another built beside it from the same records (the geofences' transitions,
-/// issue 16). The projector's loop (read a run of records from the checkpoint, fold them into a
+/// devices, history) or another built beside it from the same records (the geofences' transitions).
+/// The projector's loop (read a run of records from the checkpoint, fold them into a
 /// batch, write the batch and move the checkpoint in one transaction, retry, wait for new records)
 /// is the same for every projection; what a projection says is its tables, how a record folds into
 /// its batch and how a batch is written.

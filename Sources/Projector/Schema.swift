@@ -22,14 +22,14 @@ public enum Schema {
     /// Bumped whenever the projection tables change; a live generation of an older version is rebuilt.
     /// 2: the history index is `(device_id, recorded_at, log_offset, fix_index)`, the read API's order.
     /// 3: `devices.as_of_offset`, the version the read API's device cards are cached by.
-    /// 4: `accuracy_m` nullable (accuracy unknown), `device_batches.protocol` (issue 13), and the
+    /// 4: `accuracy_m` nullable (accuracy unknown), `device_batches.protocol`, and the
     /// history unique by fix, `(device_id, recorded_at, latitude, longitude)`: the same fix arriving
     /// twice (another batch id, another path) is one row.
-    /// 5: `commands` and `command_deliveries` (issue 14).
+    /// 5: `commands` and `command_deliveries`.
     /// 6: the history has one index, its unique key `(device_id, recorded_at, latitude, longitude)`:
     /// the read order `(recorded_at, log_offset, fix_index)` is its order but for fixes that share
     /// a `recorded_at`, which an incremental sort puts in order. The second index cost a drain a
-    /// third of PostgreSQL's time (docs/benchmarks.md, issue 15).
+    /// third of PostgreSQL's time (docs/benchmarks.md).
     public static let projectionVersion = 6
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
@@ -179,7 +179,7 @@ public enum Schema {
                 protocol text NOT NULL DEFAULT 'native'
             );
             CREATE INDEX ON \(s).device_batches (device_id, received_at);
-            -- Commands (issue 14): state is pending, sent, answered, failed or expired; the answer
+            -- Commands: state is pending, sent, answered, failed or expired; the answer
             -- points at its fix (log offset and index), which retention may have removed since.
             CREATE TABLE \(s).commands (
                 command_id uuid PRIMARY KEY,

@@ -4,7 +4,7 @@ import Events
 import JSON
 import Workload
 
-/// The apps' part of `findmy-bench ingest` (issue 13: each app's path at least 0.8 of native):
+/// The apps' part of `findmy-bench ingest` (each app's path at least 0.8 of native):
 /// each app's protocol against the native report endpoint carrying the same fixes, driven the same
 /// way, one after the other, in the same run, on the same server and devices:
 /// - Overland: 1,000-point batches as Overland posts them (`POST /api/find-my/overland`, GeoJSON

@@ -8,7 +8,7 @@ import Threads
     import Glibc
 #endif
 
-/// `findmy-bench commands`: issue 14's figure through the whole server. `POST
+/// `findmy-bench commands`: commands through the whole server. `POST
 /// /api/find-my/devices/{id}/commands` to a real `findmy serve`, whose APNs channel points at the
 /// fake APNs (ops/tests/fake_push.py, which verifies every JWT, header and payload as in the
 /// tests); per command, the time from sending the POST to the fake receiving the push, both read

@@ -504,7 +504,7 @@ enum ServeCommand {
             // as the projector starts, before the HTTP server does.
             try group.start(ProjectorService(projector: projector))
             StructuredLog.info("projector_started", ["database": .string(database.description)])
-            // The geofence projection (issue 16): the same log folded again, with its own checkpoint.
+            // The geofence projection: the same log folded again, with its own checkpoint.
             // It yields to the main projector while that one drains a backlog: reads wait for the main one.
             var fenceOptions = Projector.Options()
             fenceOptions.yieldsTo = projector
@@ -547,7 +547,7 @@ enum ServeCommand {
             service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
 
-        // Geofence notifications (issue 16): after the projections whose transitions it follows,
+        // Geofence notifications: after the projections whose transitions it follows,
         // stopped before them and before the database.
         let signing = try WebhookSigning.load(dataDirectory: data)
         if let client {
