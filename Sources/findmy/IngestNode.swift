@@ -290,49 +290,29 @@ extension ServeCommand {
             identity: identity, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
         try group.start(snapshotter)
 
-        let channels =
-            try OwnTracksMQTTService.start(
-                configuration.mqtt, ingest: service, dataDirectory: data, group: group)
-            + PushChannelsService.start(
-                configuration.push, tokens: identity, dataDirectory: data, group: group)
-        let commands = try CommandService.start(
-            identity: identity, channels: channels, limits: configuration.commands, clockMicros: clock,
-            group: group)
         var reads: ReadService?
         var geofences: GeofenceProgress?
         var projectedEnd: @Sendable () -> UInt64 = { 0 }
+        var notifier: FeatureComposition.Notifier?
         if let url = configuration.databaseURL {
             let started = try startClusterReads(
                 configuration, url: url, logID: shared.log.logID(), service, group)
             reads = started.reads
             geofences = started.geofences
             projectedEnd = started.reads.projectedEnd
-        }
-        let commandRoutes = CommandRoutes(
-            service: commands, pool: reads?.pool, projectedEnd: projectedEnd,
-            afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
-        let signing = try WebhookSigning.load(dataDirectory: data)
-        if let reads, let geofences {
             // Every node given --database-url runs one; the one whose session holds the notifier's
             // lease sends, the others wait to take over (docs/scale.md, "Geofences in a cluster").
             var notify = configuration.geofenceNotify
             notify.options.leaseClass = PartitionLeases.notifierClass
-            try GeofenceNotifySetup.start(
-                notify, conninfo: reads.pool.conninfo, identity: identity, signing: signing,
-                wake: geofences.bells, registryEnd: { registry.appliedEnd }, clockMicros: clock,
-                group: group)
+            notifier = .init(
+                conninfo: started.reads.pool.conninfo, configuration: notify,
+                registryEnd: { registry.appliedEnd })
         }
-        let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: reads?.pool)
-        let presence = try PresenceService.start(
-            configuration.headscale, identity: identity, clockMicros: clock, group: group)
-        let panel = PanelService(
-            ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,
-            presence: presence)
-        let (router, adminRouter) = try routers(
-            service, reads: reads, panel: panel, compactor: nil, commands: commandRoutes, presence: presence,
-            geofences: geofences, alerts: alerts)
-        let api = try startListeners(
-            configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
+        let api = try startFeatures(
+            configuration, service, clock: clock, group: group,
+            FeatureComposition(
+                reads: reads, geofences: geofences, projectedEnd: projectedEnd, notifier: notifier,
+                compactor: nil))
         return ({ registry.appliedEnd }, api)
     }
 }

@@ -22,6 +22,24 @@ import WebPanel
     import Glibc
 #endif
 
+/// What a process reads and runs beside the features (`ServeCommand.startFeatures`): one machine's
+/// server has its projector, compactor and notifier; an ingest node has reads, projections and the
+/// notifier only with --database-url, and no compactor (retention runs in `findmy projector`).
+struct FeatureComposition {
+    struct Notifier {
+        var conninfo: String
+        var configuration: GeofenceNotifySetup.Configuration
+        /// Where the registry has applied up to, when the notifier must wait for it (a follower).
+        var registryEnd: (@Sendable () -> UInt64)? = nil
+    }
+
+    var reads: ReadService?
+    var geofences: GeofenceProgress?
+    var projectedEnd: @Sendable () -> UInt64
+    var notifier: Notifier?
+    var compactor: Compactor?
+}
+
 /// `findmy serve`: the server. Opens the log (taking its single-writer lock), rebuilds the registry
 /// from it, serves the API on --listen and admin commands on DATA_DIR/admin.sock, and shuts down
 /// gracefully on SIGTERM or SIGINT.
@@ -192,47 +210,67 @@ enum ServeCommand {
             readerCheckpoint: projectorCheckpoint,
             snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction(stop: $0) })
         try group.start(compaction)
+        var notifier: FeatureComposition.Notifier?
+        if let client {
+            notifier = .init(conninfo: client.conninfo, configuration: configuration.geofenceNotify)
+        }
+        let checkpoint = projectorCheckpoint
+        let api = try startFeatures(
+            configuration, service, clock: clock, group: group,
+            FeatureComposition(
+                reads: reads, geofences: geofenceProgress, projectedEnd: { checkpoint() ?? 0 },
+                notifier: notifier, compactor: compaction.compactor))
+        return (log, api)
+    }
+
+    /// What the features share whatever the log: the command channels and dispatcher, the geofence
+    /// notifier and routes, presence, the panel, the routers and the listeners, in that order (so
+    /// stopped in reverse). `projection` says what this process reads and runs beside them.
+    static func startFeatures(
+        _ configuration: Configuration, _ service: IngestService, clock: @escaping @Sendable () -> Int64,
+        group: ServiceGroup, _ projection: FeatureComposition
+    ) throws -> HTTPService {
+        let data = configuration.dataDirectory
+        let identity = service.identity
+        let reads = projection.reads
         // The channels a command can take besides report answers (docs/commands.md): OwnTracks over
         // MQTT and the push providers, each only when configured.
         let channels =
             try OwnTracksMQTTService.start(
                 configuration.mqtt, ingest: service, dataDirectory: data, group: group)
             + PushChannelsService.start(
-                configuration.push, tokens: service.identity, dataDirectory: data, group: group)
-        // Every route passes through the permission table; a route without an entry stops the start.
+                configuration.push, tokens: identity, dataDirectory: data, group: group)
         let commands = try CommandService.start(
-            identity: service.identity, channels: channels, limits: configuration.commands,
-            clockMicros: clock,
+            identity: identity, channels: channels, limits: configuration.commands, clockMicros: clock,
             group: group)
-        let checkpoint = projectorCheckpoint
         let commandRoutes = CommandRoutes(
-            service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
+            service: commands, pool: reads?.pool, projectedEnd: projection.projectedEnd,
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
 
-        // Geofence notifications: after the projections whose transitions it follows,
-        // stopped before them and before the database.
+        // Geofence notifications: after the projections whose transitions it follows, stopped
+        // before them and before the database.
         let signing = try WebhookSigning.load(dataDirectory: data)
-        if let client {
+        if let notifier = projection.notifier {
             try GeofenceNotifySetup.start(
-                configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity,
-                signing: signing, wake: geofenceProgress?.bells, clockMicros: clock,
+                notifier.configuration, conninfo: notifier.conninfo, identity: identity, signing: signing,
+                wake: projection.geofences?.bells, registryEnd: notifier.registryEnd, clockMicros: clock,
                 group: group)
         }
-        let alerts = GeofenceAlertRoutes(identity: service.identity, signing: signing, pool: reads?.pool)
+        let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: reads?.pool)
 
         // Presence from headscale (docs/presence.md).
         let presence = try PresenceService.start(
-            configuration.headscale, identity: service.identity, clockMicros: clock, group: group)
+            configuration.headscale, identity: identity, clockMicros: clock, group: group)
 
         let panel = PanelService(
             ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,
             presence: presence)
+        // Every route passes through the permission table; a route without an entry stops the start.
         let (router, adminRouter) = try routers(
-            service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes,
-            presence: presence, geofences: geofenceProgress, alerts: alerts)
-        let api = try startListeners(
+            service, reads: reads, panel: panel, compactor: projection.compactor, commands: commandRoutes,
+            presence: presence, geofences: projection.geofences, alerts: alerts)
+        return try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
-        return (log, api)
     }
 
     /// One line per snapshot a start passed over, and one if the directory could not be read.
