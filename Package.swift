@@ -129,21 +129,15 @@ let package = Package(
             name: "Projector", dependencies: ["Events", "Postgres", "JSON", "ProjectionSchema", "Threads"],
             swiftSettings: strict),
 
-        // The geofence projection: a second projector over the same log, through the
-        // Projector's loop, folding fixes and fence definitions into transitions.
+        // Geofences, one module: the projection (a second projector over the same log, through the
+        // Projector's loop, folding fixes and fence definitions into transitions), and the alerts
+        // that announce them (webhook, ntfy) from that table, with their own cursor and delivery log,
+        // sent through HTTPClient's HTTP2Client; their settings and start for `findmy serve`.
         .target(
             name: "Geofences",
-            dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
-            swiftSettings: strict),
-
-        // Announces geofence transitions (webhook, ntfy) from the geofence projection's table, with its
-        // own cursor and delivery log in PostgreSQL; sends through HTTPClient's HTTP2Client. Its
-        // settings and start for `findmy serve` (GeofenceNotifySetup).
-        .target(
-            name: "GeofenceAlerts",
             dependencies: [
-                "CLI", "Events", "Identity", "HTTP", "HTTPClient", "JSON", "Postgres", "ProjectionSchema",
-                "Crypto", "Threads",
+                "CLI", "Crypto", "Events", "HTTP", "HTTPClient", "Identity", "JSON", "Postgres", "ProjectionSchema",
+                "Projector", "Threads",
             ],
             swiftSettings: strict),
 
@@ -209,7 +203,7 @@ let package = Package(
             dependencies: [
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
-                "Projector", "Geofences", "GeofenceAlerts",
+                "Projector", "Geofences",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
                 "Presence", "NATSLog", "JetStreamRetention",
             ],
@@ -319,7 +313,7 @@ let package = Package(
             ],
             swiftSettings: strict),
         .testTarget(
-            name: "GeofenceAlertsTests", dependencies: ["GeofenceAlerts", "Clients", "Events", "JSON"],
+            name: "GeofenceAlertsTests", dependencies: ["Geofences", "Clients", "Events", "JSON"],
             swiftSettings: strict),
         .testTarget(
             name: "GeofencesTests",

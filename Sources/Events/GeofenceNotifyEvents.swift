@@ -4,7 +4,7 @@
 /// Payload of type 39, version 1: u64 geofence id, u64 owner user id, string webhook URL, string
 /// ntfy topic URL (an empty string: no such channel). The last event for a fence wins; deleting the
 /// fence (type 37) drops its settings. No secret is in the log: the webhook's signing key is derived
-/// from a key file in the data directory (Sources/GeofenceAlerts).
+/// from a key file in the data directory (Sources/Geofences).
 public struct GeofenceNotificationsSet: Equatable, Sendable {
     public var geofenceID: UInt64
     public var ownerUserID: UInt64

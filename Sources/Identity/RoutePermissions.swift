@@ -116,7 +116,7 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/geofences/{id}"): .user,
         RouteKey("DELETE", "/api/find-my/geofences/{id}"): .user,
         RouteKey("GET", "/api/find-my/geofences/{id}/transitions"): .user,
-        // Notifications (Sources/GeofenceAlerts): the fence's owner alone, as above.
+        // Notifications (Sources/Geofences): the fence's owner alone, as above.
         RouteKey("GET", "/api/find-my/geofences/{id}/notifications"): .user,
         RouteKey("PUT", "/api/find-my/geofences/{id}/notifications"): .user,
         RouteKey("GET", "/api/find-my/geofences/{id}/deliveries"): .user,

@@ -153,7 +153,7 @@ public struct ProjectionBatch: Sendable {
         case .geofenceDefined, .geofenceDeleted:
             break  // the geofence projection's (Sources/Geofences)
         case .geofenceNotificationsSet:
-            break  // the registry's; the notifier reads it there (Sources/GeofenceAlerts)
+            break  // the registry's; the notifier reads it there (Sources/Geofences)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .unknown:

@@ -2,7 +2,6 @@ import CLI
 import Clients
 import Commands
 import Events
-import GeofenceAlerts
 import Geofences
 import HTTP
 import Identity

@@ -3,7 +3,6 @@ import Clients
 import Commands
 import Compactor
 import Events
-import GeofenceAlerts
 import Geofences
 import HTTP
 import HTTPClient

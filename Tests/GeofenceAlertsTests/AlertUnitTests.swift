@@ -1,5 +1,5 @@
 import Events
-import GeofenceAlerts
+import Geofences
 import JSON
 import Testing
 
