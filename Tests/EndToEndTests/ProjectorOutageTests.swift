@@ -10,7 +10,13 @@ import Testing
 @Suite struct ProjectorOutageTests {
     @Test func ingestOutlivesAPostgreSQLRestart() throws {
         let data = ScratchDirectory("findmy-pgoutage")
-        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        // No compaction run during the test: one that met the outage would keep its error, and
+        // /healthz its "degraded", until the next run (docs/postgres.md, "Supervision").
+        let server = try ServerProcess(
+            data: data.path,
+            extraArguments: [
+                "--projector", "on", "--compact-interval-seconds", "86400", "--compact-first-run-seconds", "86400",
+            ])
         defer { server.stop() }
         let cluster = try EmbeddedPostgres(dataDirectory: data.path)
         let connection = HTTPConnection(address: server.address)
@@ -64,8 +70,11 @@ import Testing
         #expect(
             try pg.execute("SELECT count(DISTINCT (log_offset, fix_index)) FROM findmy.device_locations")
                 .int64(0, 0) == Int64(acknowledged))
-        let healthy = try JSONParser.parse(try connection.send("GET", "/healthz").body)
-        #expect(healthy["status"] == .string("ok"))
-        #expect(healthy["projector"]?["lag_offsets"] == .integer(0))
+        var healthy = JSONValue.null
+        let settled = try waitUntil {
+            healthy = try JSONParser.parse(try connection.send("GET", "/healthz").body)
+            return healthy["status"] == .string("ok") && healthy["projector"]?["lag_offsets"] == .integer(0)
+        }
+        #expect(settled, "\(healthy)")
     }
 }
