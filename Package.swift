@@ -222,13 +222,18 @@ let package = Package(
             ],
             swiftSettings: strict),
 
+        // The one poll-until of the tests: deadline-based, a failure that says what was awaited.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(
-            name: "EventsTests", dependencies: ["Events", "Workload", "Threads"], swiftSettings: strict),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
+            name: "EventsTests", dependencies: ["Events", "Workload", "Threads", "TestSupport"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
         // The MQTT client against a real Debian mosquitto started on a free port.
         .testTarget(
-            name: "MQTTTests", dependencies: ["MQTT", "Threads", "MosquittoSupport"], swiftSettings: strict),
+            name: "MQTTTests", dependencies: ["MQTT", "Threads", "MosquittoSupport", "TestSupport"],
+            swiftSettings: strict),
         // The one launcher of a real Debian mosquitto for the tests that need a broker: started so
         // that it never outlives the test process (Threads' spawnChild under setpriv --pdeathsig).
         .target(
@@ -257,7 +262,7 @@ let package = Package(
                 "Projector", "Geofences", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport",
                 "Postgres",
                 "Events",
-                "Threads",
+                "Threads", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
@@ -273,7 +278,7 @@ let package = Package(
             name: "ClientsTests",
             dependencies: [
                 "Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP", "MQTT", "Commands",
-                "MosquittoSupport",
+                "MosquittoSupport", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -284,7 +289,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog",
+                "NATSSupport", "NATSLog", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -304,12 +309,13 @@ let package = Package(
             name: "PresenceTests",
             dependencies: ["Presence", "Identity", "Events", "JSON", "HTTP", "Threads", "PushFakeSupport"],
             swiftSettings: strict),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
+        .testTarget(
+            name: "PostgresTests", dependencies: ["Postgres", "JSON", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",
             dependencies: [
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
-                "Geofences",
+                "Geofences", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(

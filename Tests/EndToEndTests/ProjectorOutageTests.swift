@@ -38,7 +38,7 @@ import Testing
             return try? connection.execute("SELECT count(*) FROM findmy.device_locations").int64(0, 0)
         }
         func waitUntilProjected(_ expected: Int) -> Bool {
-            waitUntil { projectedFixes() == Int64(expected) }
+            waitUntil(timeoutSeconds: 120) { projectedFixes() == Int64(expected) }
         }
 
         try report(20)
@@ -49,7 +49,7 @@ import Testing
         let health = try connection.send("GET", "/healthz")
         #expect(health.status == 200)
         #expect(
-            try waitUntil {
+            try waitUntil(timeoutSeconds: 120) {
                 try JSONParser.parse(try connection.send("GET", "/healthz").body)["status"]
                     == .string("degraded")
             }, "the projector's trouble shows in /healthz")
