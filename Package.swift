@@ -85,7 +85,7 @@ let package = Package(
         .target(
             name: "Clients",
             dependencies: [
-                "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT", "Commands",
+                "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "MQTT", "Commands",
             ],
             swiftSettings: strict),
 
@@ -129,7 +129,7 @@ let package = Package(
         // Projector's loop, folding fixes and fence definitions into transitions.
         .target(
             name: "Geofences",
-            dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector", "Threads"],
+            dependencies: ["Events", "Postgres", "ProjectionSchema", "Projector"],
             swiftSettings: strict),
 
         // Announces geofence transitions (webhook, ntfy) from the geofence projection's table, with its
@@ -224,6 +224,8 @@ let package = Package(
 
         // The one poll-until of the tests: deadline-based, a failure that says what was awaited.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        // Package.swift's dependencies against the imports of every target's files.
+        .testTarget(name: "PackageTests", swiftSettings: strict),
         .testTarget(
             name: "EventsTests", dependencies: ["Events", "Workload", "Threads", "TestSupport"],
             swiftSettings: strict),
@@ -277,12 +279,12 @@ let package = Package(
         .testTarget(
             name: "ClientsTests",
             dependencies: [
-                "Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP", "MQTT", "Commands",
+                "Clients", "Ingest", "Events", "JSON", "Threads", "Identity", "HTTP", "MQTT", "Commands",
                 "MosquittoSupport", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
-            name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
+            name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON"],
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
@@ -294,12 +296,12 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",
-            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP"],
+            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP", "JSON", "Threads"],
             swiftSettings: strict),
         .testTarget(
             name: "WebPanelTests",
             dependencies: [
-                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
+                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode", "HTTP",
             ],
             swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
@@ -307,7 +309,7 @@ let package = Package(
         // ops/tests/fake_headscale.py serving Fixtures/headscale.
         .testTarget(
             name: "PresenceTests",
-            dependencies: ["Presence", "Identity", "Events", "JSON", "HTTP", "Threads", "PushFakeSupport"],
+            dependencies: ["Presence", "Identity", "Events", "JSON", "PushFakeSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "PostgresTests", dependencies: ["Postgres", "JSON", "TestSupport"], swiftSettings: strict),
@@ -321,12 +323,10 @@ let package = Package(
         .testTarget(
             name: "GeofenceAlertsTests", dependencies: ["GeofenceAlerts", "Clients", "Events", "JSON"],
             swiftSettings: strict),
+        .testTarget(name: "GeofencesTests", dependencies: ["Geofences"], swiftSettings: strict),
         .testTarget(
-            name: "GeofencesTests",
-            dependencies: ["Geofences", "Projector", "Postgres", "Events", "Threads"],
+            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity", "Threads"],
             swiftSettings: strict),
-        .testTarget(
-            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity"], swiftSettings: strict),
         // Each push channel against a local fake of its provider (ops/tests/fake_push.py: HTTP/2 over
         // TLS, checking JWTs, headers and payloads; the Web Push fake decrypts with Python's
         // cryptography).
