@@ -307,10 +307,29 @@ public final class CommandService: Service {
         return events
     }
 
+    /// Ends the commands whose time ran out, and those whose requester may no longer command the
+    /// device (`Registry.mayCommand`: the share that let them ended), which the device must not
+    /// act on any more.
     private func expire(now: Int64) {
-        let open = identity.registry.read { $0.registry.commands.open.values.map(\.request) }
+        let open = identity.registry.read { state in
+            state.registry.commands.open.values.map {
+                (
+                    request: $0.request,
+                    allowed: state.registry.mayCommand(
+                        $0.request.deviceID, user: $0.request.requestedByUserID, atMicros: now)
+                )
+            }
+        }
         var ended: [Event] = []
-        for request in open {
+        for (request, allowed) in open {
+            if !allowed {
+                ended.append(
+                    .commandExpired(
+                        CommandExpired(
+                            commandID: request.commandID, deviceID: request.deviceID,
+                            reason: "the requester may no longer command this device (the share ended)")))
+                continue
+            }
             guard let seconds = limits.expirySeconds(request.kind),
                 now >= request.requestedAtMicros + Int64(seconds) * 1_000_000
             else { continue }

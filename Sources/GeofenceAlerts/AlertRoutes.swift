@@ -45,7 +45,7 @@ public struct GeofenceAlertRoutes: Sendable {
         router.add("GET", "/api/find-my/geofences/{id}/deliveries") { [self] request, caller in
             respond { () throws(APIError) in
                 let fence = try identity.ownedGeofence(request, caller)
-                return .json(try deliveries(fence.geofenceID))
+                return .json(try deliveries(fence.geofenceID, devices: identity.visibleDevices(of: fence)))
             }
         }
     }
@@ -86,8 +86,9 @@ public struct GeofenceAlertRoutes: Sendable {
         status: 503, code: .databaseUnavailable,
         message: "the database did not answer; retry shortly (the server log has the cause)")
 
-    /// The fence's newest deliveries, newest first.
-    func deliveries(_ geofenceID: UInt64) throws(APIError) -> [UInt8] {
+    /// The fence's newest deliveries of `devices`, newest first: a device its owner can no longer
+    /// see (a share ended) has none, sent or not, as in the fence's transitions.
+    func deliveries(_ geofenceID: UInt64, devices: [UInt64]) throws(APIError) -> [UInt8] {
         guard let pool else {
             throw APIError(
                 status: 503, code: .readsUnavailable,
@@ -99,8 +100,13 @@ public struct GeofenceAlertRoutes: Sendable {
                     """
                     SELECT id, transition_id, device_id, event, recorded_at_micros, channel, url, idempotency_key,
                         state, attempts, last_status, last_error, next_attempt_micros, created_micros, finished_micros
-                    FROM \(AlertTables.deliveries) WHERE geofence_id = $1 ORDER BY id DESC LIMIT $2
-                    """, [.int64(Int64(bitPattern: geofenceID)), .int64(Int64(Self.deliveriesPerPageMax))])
+                    FROM \(AlertTables.deliveries) WHERE geofence_id = $1 AND device_id = ANY($3::bigint[])
+                    ORDER BY id DESC LIMIT $2
+                    """,
+                    [
+                        .int64(Int64(bitPattern: geofenceID)), .int64(Int64(Self.deliveriesPerPageMax)),
+                        .array(PostgresArray(.bigint, devices.map { .int64(Int64(bitPattern: $0)) })),
+                    ])
                 var w = JSONWriter(capacity: 512)
                 w.beginObject()
                 w.key("deliveries")

@@ -20,6 +20,12 @@ import Threads
 /// `attemptsMax`. A crash after a send and before its row is updated sends it again: delivery is at
 /// least once, and the key is what lets a receiver drop the second copy.
 ///
+/// Who hears of a device: a fence's owner, while the registry's rule lets them see it
+/// (`Registry.visibility`). It is asked when a transition is queued (at its fix's `received_at`,
+/// which the log keeps, and now, so a replay decides the same) and again right before each send:
+/// a delivery queued while a share held and due after it ended is deleted unsent. Both count as
+/// `withheld`; so does a delivery whose fence was deleted.
+///
 /// When: the geofence projector rings `wake` after each commit, so a new transition is queued and
 /// sent at once; `pollMicros` is only the fallback (and a retry's due time wakes it too). Sends do
 /// not wait for each other: each is in flight on its own (bounded by the client's request timeout,
@@ -84,6 +90,9 @@ public final class GeofenceNotifier: Service, StatusSource {
         var delivered = 0
         var failedAttempts = 0
         var givenUp = 0
+        /// Transitions not queued and deliveries deleted unsent: their fence's owner may no longer
+        /// see the device (a share ended, the device was removed) or the fence is gone.
+        var withheld = 0
         var lastError: String?
         /// With `Options.leaseClass`: whether this process holds the lease (runs rounds).
         var holdsLease = false
@@ -230,13 +239,14 @@ public final class GeofenceNotifier: Service, StatusSource {
         let window = options.notifyWindowMicros
         let limit = options.rowsPerRoundMax
         let identity = self.identity
-        let (read, cursor, queued) = try client.transaction { connection -> (Int, Int64, Int) in
+        let (read, cursor, queued, withheld) = try client.transaction {
+            connection -> (Int, Int64, Int, Int) in
             let transitions = GeofenceSchema.Table.transitions.qualified
             // Before the geofence projection made its tables there is nothing to follow.
             guard
                 try connection.execute("SELECT to_regclass($1) IS NOT NULL", [.text(transitions)]).bool(0, 0)
                     == true
-            else { return (0, 0, 0) }
+            else { return (0, 0, 0, 0) }
             let generation =
                 try connection.execute(
                     "SELECT created_at::text FROM findmy_meta.generations WHERE schema_name = $1",
@@ -256,6 +266,7 @@ public final class GeofenceNotifier: Service, StatusSource {
                 FROM \(transitions) WHERE id > $1 ORDER BY id LIMIT $2
                 """, [.int64(cursor), .int64(Int64(limit))])
             var queued = 0
+            var withheld = 0
             let registryEnd = self.registryEnd?()
             var looked = 0
             for index in 0..<rows.rowCount {
@@ -274,14 +285,27 @@ public final class GeofenceNotifier: Service, StatusSource {
                 looked += 1
                 cursor = max(cursor, row.id)
                 guard row.recordedAtMicros >= now - window else { continue }
-                let target = identity.registry.read { state -> (String, String, GeofenceNotificationsSet)? in
+                let target = identity.registry.read { state -> Target in
                     guard let fence = state.registry.geofences.fences[row.geofenceID],
                         let settings = state.registry.geofenceNotifications[row.geofenceID]
-                    else { return nil }
+                    else { return .none }
+                    guard
+                        state.registry.visibility(
+                            of: row.deviceID, to: fence.ownerUserID, atMicros: now,
+                            sinceMicros: row.receivedAtMicros) != nil
+                    else { return .withheld }
                     let device = state.registry.devices[row.deviceID]?.name ?? "device \(row.deviceID)"
-                    return (fence.name, device, settings)
+                    return .send(fenceName: fence.name, deviceName: device, settings: settings)
                 }
-                guard let (fenceName, deviceName, settings) = target else { continue }
+                let (fenceName, deviceName, settings): (String, String, GeofenceNotificationsSet)
+                switch target {
+                case .none: continue
+                case .withheld:
+                    withheld += 1
+                    continue
+                case .send(let fence, let device, let channels):
+                    (fenceName, deviceName, settings) = (fence, device, channels)
+                }
                 if !settings.webhookURL.isEmpty {
                     let body = AlertMessages.webhookBody(row, fenceName: fenceName, deviceName: deviceName)
                     queued += try Self.insert(
@@ -302,13 +326,22 @@ public final class GeofenceNotifier: Service, StatusSource {
                 ON CONFLICT (name) DO UPDATE SET generation = excluded.generation,
                     last_transition_id = excluded.last_transition_id
                 """, [.text(AlertTables.cursorName), .text(generation), .int64(cursor)])
-            return (looked, cursor, queued)
+            return (looked, cursor, queued, withheld)
         }
         counters.withLock {
             $0.cursor = cursor
             $0.queued += queued
+            $0.withheld += withheld
         }
         return read
+    }
+
+    /// What becomes of one transition: nothing (its fence is gone or announces nowhere), nothing
+    /// because its fence's owner may not see the device, or deliveries.
+    enum Target {
+        case none
+        case withheld
+        case send(fenceName: String, deviceName: String, settings: GeofenceNotificationsSet)
     }
 
     static func insert(
@@ -343,6 +376,7 @@ public final class GeofenceNotifier: Service, StatusSource {
         var title: String
         var tags: String
         var attempts: Int
+        var deviceID: UInt64
     }
 
     /// Sends the deliveries that are due and not in flight, without waiting for their answers.
@@ -355,7 +389,7 @@ public final class GeofenceNotifier: Service, StatusSource {
         guard room > 0 else { return (0, nil) }
         let result = try client.execute(
             """
-            SELECT id, geofence_id, channel, url, idempotency_key, body, title, tags, attempts
+            SELECT id, geofence_id, channel, url, idempotency_key, body, title, tags, attempts, device_id
             FROM \(AlertTables.deliveries)
             WHERE state = 'pending' AND next_attempt_micros <= $1 AND id <> ALL($3::bigint[])
             ORDER BY next_attempt_micros, id LIMIT $2
@@ -369,8 +403,10 @@ public final class GeofenceNotifier: Service, StatusSource {
                     channel: result.string(index, 2) ?? "", url: result.string(index, 3) ?? "",
                     key: result.string(index, 4) ?? "", body: try result.bytes(index, 5) ?? [],
                     title: result.string(index, 6) ?? "", tags: result.string(index, 7) ?? "",
-                    attempts: Int(try result.int64(index, 8) ?? 0)))
+                    attempts: Int(try result.int64(index, 8) ?? 0),
+                    deviceID: UInt64(bitPattern: try result.int64(index, 9) ?? 0)))
         }
+        due = try withholdUnseen(due, now: now)
         flight.withLock { flight in
             for delivery in due { flight.ids.insert(delivery.id) }
         }
@@ -382,6 +418,28 @@ public final class GeofenceNotifier: Service, StatusSource {
             WHERE state = 'pending' AND id <> ALL($1::bigint[])
             """, [.array(PostgresArray(.bigint, allInFlight.map { .int64($0) }))])
         return (due.count, try next.int64(0, 0))
+    }
+
+    /// `due` without the deliveries whose fence's owner may no longer see the device (or whose fence
+    /// is gone), which are deleted unsent: asked again right before sending, because a retry may
+    /// fall due long after the share it was queued under ended.
+    func withholdUnseen(_ due: [Due], now: Int64) throws -> [Due] {
+        let seen = identity.registry.read { state in
+            due.map { delivery -> Bool in
+                guard let fence = state.registry.geofences.fences[delivery.geofenceID] else { return false }
+                return state.registry.visibility(of: delivery.deviceID, to: fence.ownerUserID, atMicros: now)
+                    != nil
+            }
+        }
+        let unseen = zip(due, seen).filter { !$1 }.map { $0.0.id }
+        guard !unseen.isEmpty else { return due }
+        let deleted = try client.execute(
+            "DELETE FROM \(AlertTables.deliveries) WHERE id = ANY($1::bigint[]) AND state = 'pending'",
+            [.array(PostgresArray(.bigint, unseen.map { .int64($0) }))]
+        ).affectedRows
+        counters.withLock { $0.withheld += deleted }
+        StructuredLog.info("geofence_notifications_withheld", ["deliveries": .int(Int64(deleted))])
+        return zip(due, seen).filter { $1 }.map { $0.0 }
     }
 
     func request(_ delivery: Due) -> OutgoingRequest {
@@ -477,6 +535,7 @@ public final class GeofenceNotifier: Service, StatusSource {
             ("cursor", .integer(c.cursor)),
             ("queued", .integer(Int64(c.queued))), ("delivered", .integer(Int64(c.delivered))),
             ("failed_attempts", .integer(Int64(c.failedAttempts))), ("given_up", .integer(Int64(c.givenUp))),
+            ("withheld", .integer(Int64(c.withheld))),
         ]
         if options.leaseClass != nil { members.append(("lease", .string(c.holdsLease ? "held" : "waiting"))) }
         if let error = c.lastError { members.append(("last_error", .string(error))) }
@@ -495,6 +554,9 @@ public final class GeofenceNotifier: Service, StatusSource {
             # HELP findmy_geofence_notifications_given_up_total Deliveries that failed every attempt.
             # TYPE findmy_geofence_notifications_given_up_total counter
             findmy_geofence_notifications_given_up_total \(c.givenUp)
+            # HELP findmy_geofence_notifications_withheld_total Transitions not announced and deliveries deleted unsent: the fence's owner may no longer see the device.
+            # TYPE findmy_geofence_notifications_withheld_total counter
+            findmy_geofence_notifications_withheld_total \(c.withheld)
 
             """
     }

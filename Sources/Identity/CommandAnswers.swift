@@ -23,9 +23,13 @@ extension IdentityService {
         kinds: Set<CommandKindCode> = everyCommandKind
     ) -> [CommandBook.Open] {
         // Every report asks; almost always there is nothing open: a read lock, no write.
+        let now = clockMicros()
         let open = registry.read { state in
+            // A command of a user who may no longer command the device (a share ended) is not handed
+            // out, in the second before the command worker expires it.
             state.registry.commands.open(deviceID: deviceID).filter {
                 $0.request.commandID != excluding && kinds.contains($0.request.kind)
+                    && state.registry.mayCommand(deviceID, user: $0.request.requestedByUserID, atMicros: now)
             }
         }
         guard open.contains(where: { !$0.sentChannels.contains(channel) }) else { return open }

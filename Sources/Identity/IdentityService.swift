@@ -435,6 +435,17 @@ public final class IdentityService: Sendable {
         return registry.read { $0.registry.visibleDevices(to: reader, atMicros: now) }
     }
 
+    /// The devices of `fence` whose movements its owner may be shown now: the fence's list, by the
+    /// registry's rule. Every view derived from a fence (its transitions, its delivery log) asks this.
+    public func visibleDevices(of fence: GeofenceDefined) -> [UInt64] {
+        let now = clockMicros()
+        return registry.read { state in
+            fence.deviceIDs.filter {
+                state.registry.visibility(of: $0, to: fence.ownerUserID, atMicros: now) != nil
+            }
+        }
+    }
+
     public func userName(_ userID: UInt64) -> String? { registry.read { $0.registry.users[userID]?.name } }
 
     package func checkText(_ text: String, field: String, allowEmpty: Bool) throws(APIError) {

@@ -204,6 +204,20 @@ public struct Registry: Sendable {
         return VisibleDevice(deviceID: deviceID, sharedByUserID: device.userID)
     }
 
+    /// `visibility(of:to:atMicros:)` over a span: whether `reader` may see `deviceID` both at
+    /// `sinceMicros` (when something derived from it happened: a fix arrived) and at `nowMicros`,
+    /// so that what the device did after a share ended reaches nobody it was shared with, also when
+    /// it is derived later (a replay, a retry). A share keeps no start time, so a share revoked and
+    /// granted again covers the gap between (docs/privacy.md, "When a share ends").
+    public func visibility(
+        of deviceID: UInt64, to reader: UInt64, atMicros nowMicros: Int64, sinceMicros: Int64
+    ) -> VisibleDevice? {
+        guard let visible = visibility(of: deviceID, to: reader, atMicros: nowMicros),
+            visibility(of: deviceID, to: reader, atMicros: sinceMicros) != nil
+        else { return nil }
+        return visible
+    }
+
     /// Whether `user` may send commands to `deviceID` at `nowMicros`: its owner, or a user it is
     /// shared with, while the share is active, with the locate permission. An administrator is no
     /// exception here either (docs/commands.md, "Who may").

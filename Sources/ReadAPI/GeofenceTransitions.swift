@@ -74,7 +74,7 @@ public struct GeofenceTransitionRoutes: Sendable {
             throw APIError(status: 503, code: .projectionBehind, message: "geofence transitions: \(why)")
         }
         try reads.waitForProjection(request, end: progress.checkpoint, bells: progress.bells)
-        let visible = fence.deviceIDs.filter { reads.identity.visibility(of: $0, to: caller.userID) != nil }
+        let visible = reads.identity.visibleDevices(of: fence)
         var sql = """
             SELECT id, device_id, event, recorded_at, received_at, fix_accuracy_m
             FROM \(GeofenceSchema.Table.transitions.qualified)

@@ -1,5 +1,6 @@
 import CLI
 import Crypto
+import Events
 import GeofenceAlerts
 import Identity
 import Postgres
@@ -67,13 +68,15 @@ enum GeofenceNotifySetup {
     /// HTTP client of its own (one connection per receiver host).
     static func notifier(
         _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning,
-        wake: Doorbells?, registryEnd: (@Sendable () -> UInt64)? = nil
+        wake: Doorbells?, registryEnd: (@Sendable () -> UInt64)? = nil,
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
     ) -> GeofenceNotifier {
         GeofenceNotifier(
             client: PostgresClient(conninfo: conninfo), identity: identity,
             http: HTTP2Client(
                 name: "geofence-notifier",
                 options: .init(caFile: configuration.caFile, addressPolicy: identity.limits.outgoingTargets)),
-            signing: signing, options: configuration.options, wake: wake, registryEnd: registryEnd)
+            signing: signing, options: configuration.options, clockMicros: clockMicros, wake: wake,
+            registryEnd: registryEnd)
     }
 }

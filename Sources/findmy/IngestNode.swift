@@ -249,8 +249,10 @@ extension ServeCommand {
         let registry = SharedRegistry(log: shared)
         let snapshots = RegistrySnapshotStore(directory: data + "/snapshots")
         let snapshotLog = JetStreamSnapshotLog(log: shared.log)
+        let clock = ServerClock.fromEnvironment()
         let service = IngestService(
-            shared: registry, limits: configuration.limits, snapshots: snapshots, snapshotLog: snapshotLog)
+            shared: registry, limits: configuration.limits, clockMicros: clock, snapshots: snapshots,
+            snapshotLog: snapshotLog)
         service.addStatusSource(ServiceGroupStatus(group))
         let identity = service.identity
         let start = identity.startReport
@@ -299,7 +301,8 @@ extension ServeCommand {
             channels += push.channels
         }
         let commands = CommandService(
-            identity: identity, channels: CommandChannels.ordered(channels), limits: configuration.commands)
+            identity: identity, channels: CommandChannels.ordered(channels), limits: configuration.commands,
+            clockMicros: clock)
         try group.start(commands)
         var reads: ReadService?
         var geofences: GeofenceProgress?
@@ -322,20 +325,21 @@ extension ServeCommand {
             notify.options.leaseClass = PartitionLeases.notifierClass
             let notifier = GeofenceNotifySetup.notifier(
                 notify, conninfo: reads.pool.conninfo, identity: identity, signing: signing,
-                wake: geofences.bells, registryEnd: { registry.appliedEnd })
+                wake: geofences.bells, registryEnd: { registry.appliedEnd }, clockMicros: clock)
             service.addStatusSource(notifier)
             try group.start(notifier)
         }
         let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: reads?.pool)
         var presence: PresenceService?
         if let headscale = configuration.headscale {
-            let poller = PresenceService(headscale, identity: identity)
+            let poller = PresenceService(headscale, identity: identity, clockMicros: clock)
             service.addStatusSource(poller)
             try group.start(poller)
             presence = poller
         }
         let panel = PanelService(
-            ingest: service, pool: reads?.pool, configuration: configuration.panel, presence: presence)
+            ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,
+            presence: presence)
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: nil, commands: commandRoutes, presence: presence,
             geofences: geofences, alerts: alerts)

@@ -458,6 +458,8 @@ enum ServeCommand {
         let data = configuration.dataDirectory
         try PosixFileIO().makeDirectory(data)
         var logOptions = configuration.log
+        let clock = ServerClock.fromEnvironment()
+        logOptions.clockMicros = clock
         logOptions.onSyncFailure = { error in
             // After a failed fsync the kernel may have dropped the dirty pages: nothing of this
             // group may be acknowledged. This thread keeps the group for good; the others stop.
@@ -469,7 +471,8 @@ enum ServeCommand {
         try group.start(log)
         let started = monotonicMicros()
         let snapshots = RegistrySnapshotStore(directory: data + "/snapshots")
-        let service = try IngestService(log: log, limits: configuration.limits, snapshots: snapshots)
+        let service = try IngestService(
+            log: log, limits: configuration.limits, clockMicros: clock, snapshots: snapshots)
         service.addStatusSource(ServiceGroupStatus(group))
         let registry = service.registrySnapshot
         let start = service.identity.startReport
@@ -571,7 +574,7 @@ enum ServeCommand {
         // The dispatcher starts after its channels and stops before them.
         let commands = CommandService(
             identity: service.identity, channels: CommandChannels.ordered(channels),
-            limits: configuration.commands)
+            limits: configuration.commands, clockMicros: clock)
         try group.start(commands)
         let checkpoint = projectorCheckpoint
         let commandRoutes = CommandRoutes(
@@ -584,7 +587,7 @@ enum ServeCommand {
         if let client {
             let notifier = GeofenceNotifySetup.notifier(
                 configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity,
-                signing: signing, wake: geofenceProgress?.bells)
+                signing: signing, wake: geofenceProgress?.bells, clockMicros: clock)
             service.addStatusSource(notifier)
             try group.start(notifier)
         }
@@ -594,14 +597,15 @@ enum ServeCommand {
         // stopped before them.
         var presence: PresenceService?
         if let headscale = configuration.headscale {
-            let poller = PresenceService(headscale, identity: service.identity)
+            let poller = PresenceService(headscale, identity: service.identity, clockMicros: clock)
             service.addStatusSource(poller)
             try group.start(poller)
             presence = poller
         }
 
         let panel = PanelService(
-            ingest: service, pool: reads?.pool, configuration: configuration.panel, presence: presence)
+            ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,
+            presence: presence)
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: compaction.compactor, commands: commandRoutes,
             presence: presence, geofences: geofenceProgress, alerts: alerts)
@@ -662,7 +666,8 @@ enum ServeCommand {
             pool: PostgresPool(
                 conninfo: conninfo, limits: .init(connectionsMax: configuration.readConnectionsMax),
                 admission: admission),
-            limits: configuration.read, projectedEnd: projectedEnd, projectionBells: bells)
+            limits: configuration.read, projectedEnd: projectedEnd, projectionBells: bells,
+            clockMicros: service.identity.clockMicros)
     }
 
     /// Starts the admin socket's listener, then the network API's (last, so that nothing answers

@@ -229,4 +229,22 @@ import Testing
         #expect(registry.visibleDevices(to: 2, atMicros: 2_000).map(\.deviceID) == [2, 4, 6, 8])
         #expect(registry.visibleDevices(to: 3, atMicros: 2_000).isEmpty)
     }
+
+    /// What the geofence notifier asks of a transition: could the reader see the device both when
+    /// its fix arrived and now? An expired or revoked share answers no, a device's owner always yes.
+    @Test func visibilityOverASpanNeedsTheShareAtBothEnds() {
+        var registry = enrolled()
+        registry.apply(
+            .userCreated(UserCreated(userID: 2, name: "bob", role: .member, tokenHash: [9])), offset: 3)
+        registry.apply(
+            .shareGranted(ShareGranted(deviceID: 1, granteeUserID: 2, untilMicros: 5_000)), offset: 4)
+        #expect(registry.visibility(of: 1, to: 2, atMicros: 4_000, sinceMicros: 1_000)?.sharedByUserID == 1)
+        #expect(registry.visibility(of: 1, to: 2, atMicros: 6_000, sinceMicros: 1_000) == nil)
+        #expect(registry.visibility(of: 1, to: 2, atMicros: 4_000, sinceMicros: 5_000) == nil)
+        #expect(registry.visibility(of: 1, to: 1, atMicros: 6_000, sinceMicros: 1_000)?.sharedByUserID == nil)
+        #expect(registry.visibility(of: 1, to: 1, atMicros: 6_000, sinceMicros: 1_000) != nil)
+        registry.apply(.shareRevoked(ShareRevoked(deviceID: 1, granteeUserID: 2)), offset: 5)
+        #expect(registry.visibility(of: 1, to: 2, atMicros: 4_000, sinceMicros: 1_000) == nil)
+        #expect(registry.visibility(of: 1, to: 1, atMicros: 4_000, sinceMicros: 1_000) != nil)
+    }
 }
