@@ -25,7 +25,7 @@ let package = Package(
         .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
-        // libcurl built with nghttp2 (HTTP/2) and OpenSSL: the push providers' client, in Push only.
+        // libcurl built with nghttp2 (HTTP/2) and OpenSSL: every outgoing request, in HTTPClient only.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // The NATS C client (cnats 3.4): the JetStream event log, in NATSLog only.
         .systemLibrary(name: "CNATS", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
@@ -46,8 +46,10 @@ let package = Package(
         // The HTTP server: requests, responses, routing, limits. The one module that calls libmicrohttpd.
         .target(name: "HTTP", dependencies: ["CMicroHTTPD", "Threads"], swiftSettings: strict),
 
-        // A small blocking HTTP/1.1 client over POSIX sockets, for tests, load and admin commands.
-        .target(name: "HTTPClient", swiftSettings: strict),
+        // The outgoing HTTP clients: `HTTP2Client` over libcurl (push providers, headscale, webhooks;
+        // the one module that calls libcurl), with `AddressPolicy` checked at connect time, and a small
+        // blocking HTTP/1.1 client over POSIX sockets for tests, load and admin commands.
+        .target(name: "HTTPClient", dependencies: ["CCurl", "Threads"], swiftSettings: strict),
 
         // A subscribing MQTT 3.1.1 client over POSIX sockets that sends a QoS 1 PUBACK only when the
         // application says the message is safe (libmosquitto and Paho C acknowledge on receipt; see
@@ -81,18 +83,20 @@ let package = Package(
             swiftSettings: strict),
         // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
         // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
-        // Also the OwnTracks MQTT command channel (Commands' seam), publishing through MQTT.
+        // Also OwnTracks over MQTT (the subscriber service with its settings, and the command channel,
+        // Commands' seam, publishing through MQTT) and the Friends view's reads of the projection.
         .target(
             name: "Clients",
             dependencies: [
-                "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "MQTT", "Commands",
+                "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT",
+                "Commands", "Postgres", "ProjectionSchema",
             ],
             swiftSettings: strict),
 
         // Commands to devices (locate, sound, lost, found; docs/commands.md): the API, the lifecycle
         // events, the per-device rate limits and expiry, the dispatcher (CommandService) and the
-        // channel seam the push providers and OwnTracks MQTT implement; GET reads the projection's
-        // commands table.
+        // channel seam the push providers and OwnTracks MQTT implement, their order, and the command
+        // settings of `findmy serve`; GET reads the projection's commands table.
         .target(
             name: "Commands",
             dependencies: [
@@ -102,11 +106,11 @@ let package = Package(
 
         // The push providers as command channels: APNs (token auth), FCM HTTP v1 and UnifiedPush /
         // Web Push (RFC 8291 encryption, RFC 8292 VAPID), each over one long-lived HTTP/2 connection
-        // per endpoint through libcurl's multi interface. The one module that calls libcurl; keys
-        // and signatures through Crypto; push tokens from Identity's registry. docs/commands.md.
+        // per endpoint through HTTPClient's HTTP2Client; keys and signatures through Crypto; push
+        // tokens from Identity's registry; the providers' settings and their service. docs/commands.md.
         .target(
             name: "Push",
-            dependencies: ["CCurl", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
+            dependencies: ["CLI", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
             swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
@@ -133,12 +137,13 @@ let package = Package(
             swiftSettings: strict),
 
         // Announces geofence transitions (webhook, ntfy) from the geofence projection's table, with its
-        // own cursor and delivery log in PostgreSQL; sends through Push's HTTP2Client (the libcurl user).
+        // own cursor and delivery log in PostgreSQL; sends through HTTPClient's HTTP2Client. Its
+        // settings and start for `findmy serve` (GeofenceNotifySetup).
         .target(
             name: "GeofenceAlerts",
             dependencies: [
-                "Events", "Identity", "HTTP", "JSON", "Postgres", "ProjectionSchema", "Push", "Crypto",
-                "Threads",
+                "CLI", "Events", "Identity", "HTTP", "HTTPClient", "JSON", "Postgres", "ProjectionSchema",
+                "Crypto", "Threads",
             ],
             swiftSettings: strict),
 
@@ -170,11 +175,11 @@ let package = Package(
             swiftSettings: strict),
 
         // Presence from the tailnet (issue 16, docs/presence.md): the headscale poller, the rule of
-        // what is a change, linking devices to nodes. HTTPS through Push's HTTP2Client, so that
-        // libcurl stays touched by one module.
+        // what is a change, linking devices to nodes, its settings and start for `findmy serve`.
+        // HTTPS through HTTPClient's HTTP2Client.
         .target(
             name: "Presence",
-            dependencies: ["Identity", "Events", "HTTP", "JSON", "Push", "Crypto", "Threads"],
+            dependencies: ["CLI", "Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes, with
@@ -205,7 +210,7 @@ let package = Package(
                 "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
                 "Postgres",
                 "Projector", "Geofences", "GeofenceAlerts",
-                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "MQTT", "Commands", "Push",
+                "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
                 "Presence", "NATSLog", "JetStreamRetention",
             ],
             swiftSettings: strict),
@@ -231,7 +236,8 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTPClientTests", dependencies: ["HTTPClient", "PushFakeSupport"], swiftSettings: strict),
         // The MQTT client against a real Debian mosquitto started on a free port.
         .testTarget(
             name: "MQTTTests", dependencies: ["MQTT", "Threads", "MosquittoSupport", "TestSupport"],

@@ -1,4 +1,4 @@
-// libcurl for the Push module (the one module that calls it). curl_easy_setopt, curl_multi_setopt
+// libcurl for the HTTPClient module (the one module that calls it). curl_easy_setopt, curl_multi_setopt
 // and curl_easy_getinfo are variadic, which Swift cannot call: typed wrappers, one per argument type.
 #ifndef FINDMY_CCURL_SHIM_H
 #define FINDMY_CCURL_SHIM_H

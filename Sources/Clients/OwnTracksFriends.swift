@@ -4,8 +4,8 @@ import Ingest
 import JSON
 
 /// Where the Friends view's positions come from: the projection's latest fix per device (what
-/// the panel shows, so erasure and retention apply). The executable implements it over
-/// PostgreSQL; Clients itself reads no database.
+/// the panel shows, so erasure and retention apply): `ProjectionFriends` over PostgreSQL, or a
+/// source of a test's own.
 public protocol FriendsSource: Sendable {
     /// The latest fix of each of `deviceIDs` that has one. Throws when the projection cannot be read.
     func latestFixes(_ deviceIDs: [UInt64]) throws -> [UInt64: Fix]

@@ -1,9 +1,9 @@
 import Events
+import HTTPClient
 import Identity
 import JSON
 import Postgres
 import ProjectionSchema
-import Push
 import Synchronization
 import Threads
 

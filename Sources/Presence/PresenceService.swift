@@ -1,8 +1,8 @@
 import Crypto
 import Events
+import HTTPClient
 import Identity
 import JSON
-import Push
 import Synchronization
 import Threads
 

@@ -1,5 +1,6 @@
 import Commands
 import Crypto
+import HTTPClient
 import JSON
 import Threads
 

@@ -1,4 +1,5 @@
 import CLI
+import Clients
 import Commands
 import Events
 import GeofenceAlerts
@@ -11,6 +12,7 @@ import NATSLog
 import Presence
 import ProjectionSchema
 import Projector
+import Push
 import ReadAPI
 import Threads
 import WebPanel
@@ -288,22 +290,14 @@ extension ServeCommand {
             identity: identity, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
         try group.start(snapshotter)
 
-        var channels: [any CommandChannel] = []
-        if let mqtt = configuration.mqtt {
-            let subscriber = OwnTracksMQTTService(mqtt, ingest: service, dataDirectory: data)
-            service.addStatusSource(subscriber)
-            try group.start(subscriber)
-            channels.append(subscriber.commandChannel)
-        }
-        if let pushConfiguration = configuration.push {
-            let push = PushChannelsService(pushConfiguration, tokens: identity, dataDirectory: data)
-            try group.start(push)
-            channels += push.channels
-        }
-        let commands = CommandService(
-            identity: identity, channels: CommandChannels.ordered(channels), limits: configuration.commands,
-            clockMicros: clock)
-        try group.start(commands)
+        let channels =
+            try OwnTracksMQTTService.start(
+                configuration.mqtt, ingest: service, dataDirectory: data, group: group)
+            + PushChannelsService.start(
+                configuration.push, tokens: identity, dataDirectory: data, group: group)
+        let commands = try CommandService.start(
+            identity: identity, channels: channels, limits: configuration.commands, clockMicros: clock,
+            group: group)
         var reads: ReadService?
         var geofences: GeofenceProgress?
         var projectedEnd: @Sendable () -> UInt64 = { 0 }
@@ -323,20 +317,14 @@ extension ServeCommand {
             // lease sends, the others wait to take over (docs/scale.md, "Geofences in a cluster").
             var notify = configuration.geofenceNotify
             notify.options.leaseClass = PartitionLeases.notifierClass
-            let notifier = GeofenceNotifySetup.notifier(
+            try GeofenceNotifySetup.start(
                 notify, conninfo: reads.pool.conninfo, identity: identity, signing: signing,
-                wake: geofences.bells, registryEnd: { registry.appliedEnd }, clockMicros: clock)
-            service.addStatusSource(notifier)
-            try group.start(notifier)
+                wake: geofences.bells, registryEnd: { registry.appliedEnd }, clockMicros: clock,
+                group: group)
         }
         let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: reads?.pool)
-        var presence: PresenceService?
-        if let headscale = configuration.headscale {
-            let poller = PresenceService(headscale, identity: identity, clockMicros: clock)
-            service.addStatusSource(poller)
-            try group.start(poller)
-            presence = poller
-        }
+        let presence = try PresenceService.start(
+            configuration.headscale, identity: identity, clockMicros: clock, group: group)
         let panel = PanelService(
             ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,
             presence: presence)

@@ -12,6 +12,7 @@ import Ingest
 import Postgres
 import Presence
 import Projector
+import Push
 import ReadAPI
 import Synchronization
 import Threads
@@ -179,23 +180,8 @@ enum ServeCommand {
                 "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
                 "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
             ),
-            (
-                "command-locate-interval-seconds", "FINDMY_COMMAND_LOCATE_INTERVAL_SECONDS",
-                "at most one locate per device within this many seconds; more answer 429 with Retry-After (default 30)"
-            ),
-            (
-                "command-sound-interval-seconds", "FINDMY_COMMAND_SOUND_INTERVAL_SECONDS",
-                "at most one sound per device within this many seconds (default 30)"
-            ),
-            (
-                "command-locate-expiry-seconds", "FINDMY_COMMAND_LOCATE_EXPIRY_SECONDS",
-                "a locate unanswered this long ends as expired (default 300)"
-            ),
-            (
-                "command-sound-expiry-seconds", "FINDMY_COMMAND_SOUND_EXPIRY_SECONDS",
-                "a sound unanswered this long ends as expired (default 3600); a lost lasts until found"
-            ),
-        ] + CompactService.settings + OwnTracksMQTTService.settings + PushProviders.settings
+        ] + CommandLimits.settings + CompactService.settings + OwnTracksMQTTService.settings
+        + PushProviders.settings
         + HeadscaleOptions.settings
         + GeofenceNotifySetup.settings
 
@@ -376,14 +362,7 @@ enum ServeCommand {
         configuration.geofenceNotify = try GeofenceNotifySetup.configuration {
             options.value($0, environment: $1)
         }
-        configuration.commands.locateIntervalSeconds = try integer(
-            "command-locate-interval-seconds", configuration.commands.locateIntervalSeconds)
-        configuration.commands.soundIntervalSeconds = try integer(
-            "command-sound-interval-seconds", configuration.commands.soundIntervalSeconds)
-        configuration.commands.locateExpirySeconds = try integer(
-            "command-locate-expiry-seconds", configuration.commands.locateExpirySeconds, min: 1)
-        configuration.commands.soundExpirySeconds = try integer(
-            "command-sound-expiry-seconds", configuration.commands.soundExpirySeconds, min: 1)
+        configuration.commands = try CommandLimits.configuration { try integer($0, $1, min: $2) }
         configuration.nats = try IngestNodeConfiguration.parse(
             log: options.value("log", environment: "FINDMY_LOG"),
             partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"),
@@ -550,32 +529,18 @@ enum ServeCommand {
             readerCheckpoint: projectorCheckpoint,
             snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction(stop: $0) })
         try group.start(compaction)
-        // OwnTracks over MQTT: after the log it appends to, stopped before it, so that every
-        // acknowledgement it waits for within the grace period can still come.
         // The channels a command can take besides report answers (docs/commands.md): OwnTracks over
         // MQTT and the push providers, each only when configured.
-        var channels: [any CommandChannel] = []
-        if let mqtt = configuration.mqtt {
-            let subscriber = OwnTracksMQTTService(mqtt, ingest: service, dataDirectory: data)
-            service.addStatusSource(subscriber)
-            try group.start(subscriber)
-            channels.append(subscriber.commandChannel)
-        }
-
-        // The push providers configured (none by default): after the log and the registry whose push
-        // tokens they read, stopped before them.
-        if let pushConfiguration = configuration.push {
-            let push = PushChannelsService(pushConfiguration, tokens: service.identity, dataDirectory: data)
-            try group.start(push)
-            channels += push.channels
-        }
-
+        let channels =
+            try OwnTracksMQTTService.start(
+                configuration.mqtt, ingest: service, dataDirectory: data, group: group)
+            + PushChannelsService.start(
+                configuration.push, tokens: service.identity, dataDirectory: data, group: group)
         // Every route passes through the permission table; a route without an entry stops the start.
-        // The dispatcher starts after its channels and stops before them.
-        let commands = CommandService(
-            identity: service.identity, channels: CommandChannels.ordered(channels),
-            limits: configuration.commands, clockMicros: clock)
-        try group.start(commands)
+        let commands = try CommandService.start(
+            identity: service.identity, channels: channels, limits: configuration.commands,
+            clockMicros: clock,
+            group: group)
         let checkpoint = projectorCheckpoint
         let commandRoutes = CommandRoutes(
             service: commands, pool: reads?.pool, projectedEnd: { checkpoint() ?? 0 },
@@ -585,23 +550,16 @@ enum ServeCommand {
         // stopped before them and before the database.
         let signing = try WebhookSigning.load(dataDirectory: data)
         if let client {
-            let notifier = GeofenceNotifySetup.notifier(
+            try GeofenceNotifySetup.start(
                 configuration.geofenceNotify, conninfo: client.conninfo, identity: service.identity,
-                signing: signing, wake: geofenceProgress?.bells, clockMicros: clock)
-            service.addStatusSource(notifier)
-            try group.start(notifier)
+                signing: signing, wake: geofenceProgress?.bells, clockMicros: clock,
+                group: group)
         }
         let alerts = GeofenceAlertRoutes(identity: service.identity, signing: signing, pool: reads?.pool)
 
-        // Presence from headscale (docs/presence.md): after the log and the registry it appends to,
-        // stopped before them.
-        var presence: PresenceService?
-        if let headscale = configuration.headscale {
-            let poller = PresenceService(headscale, identity: service.identity, clockMicros: clock)
-            service.addStatusSource(poller)
-            try group.start(poller)
-            presence = poller
-        }
+        // Presence from headscale (docs/presence.md).
+        let presence = try PresenceService.start(
+            configuration.headscale, identity: service.identity, clockMicros: clock, group: group)
 
         let panel = PanelService(
             ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,

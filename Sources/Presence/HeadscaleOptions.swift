@@ -1,10 +1,12 @@
 import CLI
-import Presence
+import Events
+import Identity
+import Threads
 
 /// The options of presence from headscale (docs/presence.md, "Configuration"): only a server given
 /// `--headscale-url` polls.
-enum HeadscaleOptions {
-    static let settings: [(flag: String, environment: String, help: String)] = [
+public enum HeadscaleOptions {
+    public static let settings: [(flag: String, environment: String, help: String)] = [
         (
             "headscale-url", "FINDMY_HEADSCALE_URL",
             "presence: the headscale server whose node list tells which linked devices are online "
@@ -29,7 +31,7 @@ enum HeadscaleOptions {
         ),
     ]
 
-    static func configuration(_ value: (String, String) -> String?) throws -> HeadscaleConfiguration? {
+    public static func configuration(_ value: (String, String) -> String?) throws -> HeadscaleConfiguration? {
         func option(_ flag: String) -> String? {
             let environment = settings.first { $0.flag == flag }!.environment
             guard let text = value(flag, environment), !text.isEmpty else { return nil }
@@ -69,5 +71,20 @@ enum HeadscaleOptions {
         }
         configuration.caFile = option("headscale-ca-file")
         return configuration
+    }
+}
+
+extension PresenceService {
+    /// Starts the poller when `configuration` is given: after the log and the registry it appends
+    /// to, stopped before them. nil without it (the presence routes then answer that it is off).
+    public static func start(
+        _ configuration: HeadscaleConfiguration?, identity: IdentityService,
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros, group: ServiceGroup
+    ) throws -> PresenceService? {
+        guard let configuration else { return nil }
+        let poller = PresenceService(configuration, identity: identity, clockMicros: clockMicros)
+        identity.addStatusSource(poller)
+        try group.start(poller)
+        return poller
     }
 }

@@ -2,15 +2,14 @@ import CLI
 import Commands
 import HTTPClient
 import Identity
-import Push
 import Threads
 
 /// The push providers of `findmy serve` (docs/commands.md, "Providers"): each is configured by
 /// its options, and only a configured one is constructed. `PushChannelsService` loads their keys
 /// when it starts (refusing key files others can read), exposes the channels for the command
 /// dispatcher, and closes their connections when it stops.
-enum PushProviders {
-    static let settings: [(flag: String, environment: String, help: String)] = [
+public enum PushProviders {
+    public static let settings: [(flag: String, environment: String, help: String)] = [
         (
             "apns-key-file", "FINDMY_APNS_KEY_FILE",
             "APNs: the token-auth key (AuthKey_KEYID.p8 from developer.apple.com, Keys); readable by its owner only. "
@@ -71,30 +70,30 @@ enum PushProviders {
         ),
     ]
 
-    struct Configuration: Sendable {
-        var apns: APNsOptions?
-        var fcm: FCMOptions?
-        var unifiedPushContact: String?
-        var caFile: String?
+    public struct Configuration: Sendable {
+        public var apns: APNsOptions?
+        public var fcm: FCMOptions?
+        public var unifiedPushContact: String?
+        public var caFile: String?
         /// Where UnifiedPush endpoints may be reached (`--allow-private-targets`).
-        var addressPolicy = AddressPolicy()
+        public var addressPolicy = AddressPolicy()
 
         var isEmpty: Bool { apns == nil && fcm == nil && unifiedPushContact == nil }
     }
 
-    struct APNsOptions: Sendable {
-        var keyFile: String
-        var configuration: APNsConfiguration
+    public struct APNsOptions: Sendable {
+        public var keyFile: String
+        public var configuration: APNsConfiguration
     }
 
-    struct FCMOptions: Sendable {
-        var serviceAccountFile: String
-        var project: String?
-        var baseURL: String?
-        var tokenURL: String?
+    public struct FCMOptions: Sendable {
+        public var serviceAccountFile: String
+        public var project: String?
+        public var baseURL: String?
+        public var tokenURL: String?
     }
 
-    static func configuration(_ value: (String, String) -> String?) throws -> Configuration? {
+    public static func configuration(_ value: (String, String) -> String?) throws -> Configuration? {
         func option(_ flag: String) -> String? {
             let environment = settings.first { $0.flag == flag }!.environment
             guard let text = value(flag, environment), !text.isEmpty else { return nil }
@@ -157,8 +156,8 @@ enum PushProviders {
 
 /// The configured push channels as one service: started after the log (the channels read the
 /// registry's push tokens), stopped before it. `channels` is what the command dispatcher takes.
-final class PushChannelsService: Service {
-    let name = "push"
+public final class PushChannelsService: Service {
+    public let name = "push"
     let configuration: PushProviders.Configuration
     let tokens: any PushTokenSource
     let dataDirectory: String
@@ -172,11 +171,24 @@ final class PushChannelsService: Service {
         self.dataDirectory = dataDirectory
     }
 
-    /// The channels, in the order a command tries them: APNs, FCM, UnifiedPush. Empty before start.
-    var channels: [any CommandChannel] { started.withLock { $0 } }
-    var state: ServiceState { current.withLock { $0 } }
+    /// Starts the configured providers (none without `configuration`): after the log and the
+    /// registry whose push tokens they read, stopped before them. Their channels are what it returns,
+    /// for the dispatcher.
+    public static func start(
+        _ configuration: PushProviders.Configuration?, tokens: any PushTokenSource, dataDirectory: String,
+        group: ServiceGroup
+    ) throws -> [any CommandChannel] {
+        guard let configuration else { return [] }
+        let push = PushChannelsService(configuration, tokens: tokens, dataDirectory: dataDirectory)
+        try group.start(push)
+        return push.channels
+    }
 
-    func start() throws {
+    /// The channels, in the order a command tries them: APNs, FCM, UnifiedPush. Empty before start.
+    public var channels: [any CommandChannel] { started.withLock { $0 } }
+    public var state: ServiceState { current.withLock { $0 } }
+
+    public func start() throws {
         var channels: [any CommandChannel] = []
         var closers: [@Sendable () -> Void] = []
         do {
@@ -221,7 +233,7 @@ final class PushChannelsService: Service {
             "push_channels", ["channels": .string(channels.map(\.name).joined(separator: ","))])
     }
 
-    func stop(graceMicros: Int64) {
+    public func stop(graceMicros: Int64) {
         for close in closers.withLock({ $0 }) { close() }
         current.withLock { $0 = .stopped }
     }

@@ -1,16 +1,14 @@
 import CLI
-import Crypto
 import Events
-import GeofenceAlerts
+import HTTPClient
 import Identity
 import Postgres
-import Push
 import Threads
 
 /// `findmy serve`'s geofence notifier (docs/geofences.md, "Notifications"): its options and its
 /// assembly. It runs whenever the projector does; a fence without settings sends nothing.
-enum GeofenceNotifySetup {
-    static let settings: [(flag: String, environment: String, help: String)] = [
+public enum GeofenceNotifySetup {
+    public static let settings: [(flag: String, environment: String, help: String)] = [
         (
             "geofence-retry-base-seconds", "FINDMY_GEOFENCE_RETRY_BASE_SECONDS",
             "a failed geofence notification is retried after this many seconds, then twice as long each time "
@@ -31,12 +29,14 @@ enum GeofenceNotifySetup {
         ),
     ]
 
-    struct Configuration: Sendable {
-        var options = GeofenceNotifier.Options()
-        var caFile: String?
+    public struct Configuration: Sendable {
+        public var options = GeofenceNotifier.Options()
+        public var caFile: String?
+
+        public init() {}
     }
 
-    static func configuration(_ value: (String, String) -> String?) throws -> Configuration {
+    public static func configuration(_ value: (String, String) -> String?) throws -> Configuration {
         var configuration = Configuration()
         func text(_ flag: String) -> (String, String)? {
             let environment = settings.first { $0.flag == flag }!.environment
@@ -66,7 +66,7 @@ enum GeofenceNotifySetup {
 
     /// The notifier over its own PostgreSQL connection, the server key of `dataDirectory`, and an
     /// HTTP client of its own (one connection per receiver host).
-    static func notifier(
+    public static func notifier(
         _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning,
         wake: Doorbells?, registryEnd: (@Sendable () -> UInt64)? = nil,
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
@@ -78,5 +78,19 @@ enum GeofenceNotifySetup {
                 options: .init(caFile: configuration.caFile, addressPolicy: identity.limits.outgoingTargets)),
             signing: signing, options: configuration.options, clockMicros: clockMicros, wake: wake,
             registryEnd: registryEnd)
+    }
+
+    /// Starts the notifier after the projections whose transitions it follows, so that it stops
+    /// before them and before the database; it reports in /healthz and /metrics.
+    public static func start(
+        _ configuration: Configuration, conninfo: String, identity: IdentityService, signing: WebhookSigning,
+        wake: Doorbells?, registryEnd: (@Sendable () -> UInt64)? = nil,
+        clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros, group: ServiceGroup
+    ) throws {
+        let notifier = notifier(
+            configuration, conninfo: conninfo, identity: identity, signing: signing, wake: wake,
+            registryEnd: registryEnd, clockMicros: clockMicros)
+        identity.addStatusSource(notifier)
+        try group.start(notifier)
     }
 }

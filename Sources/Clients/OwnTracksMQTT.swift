@@ -1,5 +1,5 @@
 import CLI
-import Clients
+import Commands
 import Crypto
 import Events
 import Identity
@@ -19,8 +19,8 @@ import Threads
 /// The payload goes through the same OwnTracks decoder as the HTTP endpoint and the same report
 /// path as every app, and a QoS 1 message is acknowledged to the broker only once its report is
 /// durable in the log (docs/clients.md, "OwnTracks (MQTT)").
-final class OwnTracksMQTTService: Service, StatusSource {
-    struct Configuration: Sendable {
+public final class OwnTracksMQTTService: Service, StatusSource {
+    public struct Configuration: Sendable {
         var host: String
         var port: UInt16
         /// `mqtts://`: TLS, the broker's certificate checked against `caFile` or the system's CAs.
@@ -74,7 +74,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
         var removedLoggedMicros: [String: Int64] = [:]
     }
 
-    let name = "mqtt"
+    public let name = "mqtt"
     let configuration: Configuration
     /// The device's topic and its subtopics: OwnTracks publishes locations (and its `lwt`) on the
     /// device's topic, region transitions on `<topic>/event` and waypoints on `<topic>/waypoint`
@@ -104,11 +104,11 @@ final class OwnTracksMQTTService: Service, StatusSource {
             ingest: ingest, topicFilter: configuration.topic, client: { [client] in client.withLock { $0 } })
     }
 
-    var state: ServiceState { serviceState.withLock { $0 } }
+    public var state: ServiceState { serviceState.withLock { $0 } }
 
     /// Reads the password file and the client id, and starts the client, which connects in the
     /// background: a broker that is down delays nothing else (it shows in /healthz and is retried).
-    func start() throws {
+    public func start() throws {
         var password: [UInt8]?
         if let file = configuration.passwordFile {
             password = try Self.readPassword(file)
@@ -152,7 +152,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
 
     /// Waits up to the grace period for the acknowledgements of messages being appended, then
     /// disconnects; what is not acknowledged stays in the broker's session for the next start.
-    func stop(graceMicros: Int64) {
+    public func stop(graceMicros: Int64) {
         client.withLock { $0 }?.stop(graceMicros: graceMicros)
         serviceState.withLock { $0 = .stopped }
     }
@@ -356,7 +356,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
 
     // MARK: status
 
-    func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
+    public func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
         let status = client.withLock { $0 }?.status ?? MQTTClient.Status()
         let counted = counters.withLock { $0 }
         var members: [(String, JSONValue)] = [
@@ -380,7 +380,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
         return (!status.subscribed, members)
     }
 
-    func metricsText() -> String {
+    public func metricsText() -> String {
         let status = client.withLock { $0 }?.status ?? MQTTClient.Status()
         let counted = counters.withLock { $0 }
         var out =
@@ -477,7 +477,7 @@ final class OwnTracksMQTTService: Service, StatusSource {
 
 extension OwnTracksMQTTService {
     /// Every MQTT option of `findmy serve`.
-    static let settings: [(flag: String, environment: String, help: String)] = [
+    public static let settings: [(flag: String, environment: String, help: String)] = [
         (
             "mqtt-url", "FINDMY_MQTT_URL",
             "mqtt://HOST[:PORT] (port 1883 by default) or mqtts://HOST[:PORT] (TLS, port 8883 by default) of the broker OwnTracks phones publish to; findmy subscribes with a persistent session and acknowledges each QoS 1 message once it is durable"
@@ -501,8 +501,21 @@ extension OwnTracksMQTTService {
         ),
     ]
 
+    /// Starts the subscriber when `configuration` is given: after the log it appends to, stopped
+    /// before it, so that every acknowledgement it waits for within the grace period can still come.
+    /// Its command channel is what it returns, for the dispatcher.
+    public static func start(
+        _ configuration: Configuration?, ingest: IngestService, dataDirectory: String, group: ServiceGroup
+    ) throws -> [any CommandChannel] {
+        guard let configuration else { return [] }
+        let subscriber = OwnTracksMQTTService(configuration, ingest: ingest, dataDirectory: dataDirectory)
+        ingest.addStatusSource(subscriber)
+        try group.start(subscriber)
+        return [subscriber.commandChannel]
+    }
+
     /// The MQTT configuration from the options, or nil without --mqtt-url.
-    static func configuration(_ value: (String, String) -> String?) throws -> Configuration? {
+    public static func configuration(_ value: (String, String) -> String?) throws -> Configuration? {
         guard let url = value("mqtt-url", "FINDMY_MQTT_URL"), !url.isEmpty else { return nil }
         let (host, port, tls) = try parseURL(url)
         let caFile = value("mqtt-ca-file", "FINDMY_MQTT_CA_FILE").flatMap { $0.isEmpty ? nil : $0 }

@@ -1,13 +1,11 @@
-import Commands
-
 /// The ways `findmy serve` reaches a device for a command, in the order `CommandService` tries them
 /// (docs/commands.md, "Channels and their order"): APNs, FCM, UnifiedPush, OwnTracks over MQTT.
 /// Only the configured ones are given; without any, commands still reach a device through its
 /// report answers.
-enum CommandChannels {
-    static let order = ["apns", "fcm", "unifiedpush", "owntracks-mqtt"]
+public enum CommandChannels {
+    public static let order = ["apns", "fcm", "unifiedpush", "owntracks-mqtt"]
 
-    static func ordered(_ channels: [any CommandChannel]) -> [any CommandChannel] {
+    public static func ordered(_ channels: [any CommandChannel]) -> [any CommandChannel] {
         channels.sorted {
             (order.firstIndex(of: $0.name) ?? order.count) < (order.firstIndex(of: $1.name) ?? order.count)
         }

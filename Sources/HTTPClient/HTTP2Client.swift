@@ -1,5 +1,4 @@
 import CCurl
-import HTTPClient
 import Synchronization
 import Threads
 
@@ -7,7 +6,8 @@ import Threads
     import Glibc
 #endif
 
-// One HTTP/2 client per provider endpoint: a libcurl multi handle driven by one thread of ours.
+// One HTTP/2 client per endpoint a feature calls (a push provider, headscale, webhook receivers):
+// a libcurl multi handle driven by one thread of ours. This module is the one that calls libcurl.
 // Requests to the same host share ONE TLS connection and travel as concurrent streams on it
 // (CURLMOPT_PIPELINING = CURLPIPE_MULTIPLEX, CURLMOPT_MAX_HOST_CONNECTIONS = 1, CURLOPT_PIPEWAIT = 1:
 // a new transfer waits for the connection being set up rather than opening a second one). Apple asks
@@ -16,7 +16,7 @@ import Threads
 // The thread sleeps in curl_multi_poll; `send` and `close` wake it with curl_multi_wakeup.
 
 /// A request as a provider sends it: a POST with a body, or (`isGet`, the headscale poller of
-/// Presence, which reuses this client rather than link libcurl a second time) a GET.
+/// Presence) a GET.
 public struct OutgoingRequest: Sendable {
     public var url: String
     /// `name: value` lines, as libcurl takes them.

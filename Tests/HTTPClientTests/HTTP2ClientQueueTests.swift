@@ -1,5 +1,5 @@
 import Foundation
-import Push
+import HTTPClient
 import PushFakeSupport
 import Synchronization
 import Testing

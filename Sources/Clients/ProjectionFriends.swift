@@ -1,19 +1,20 @@
-import Clients
 import Events
 import Postgres
 import ProjectionSchema
 
 /// OwnTracks' Friends view reads the projection's latest fix per device: what the panel shows,
 /// with erasure and retention already applied.
-struct ProjectionFriends: FriendsSource {
+public struct ProjectionFriends: FriendsSource {
     let pool: PostgresPool
+
+    public init(pool: PostgresPool) { self.pool = pool }
 
     static let columns: [ProjectionSchema.FixColumn] = [
         .deviceID, .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery, .isCharging,
         .source, .recordedAt, .clockSuspect,
     ]
 
-    func latestFixes(_ deviceIDs: [UInt64]) throws -> [UInt64: Fix] {
+    public func latestFixes(_ deviceIDs: [UInt64]) throws -> [UInt64: Fix] {
         let result = try pool.execute(
             """
             SELECT \(ProjectionSchema.select(Self.columns, from: "l"))
