@@ -221,14 +221,21 @@ let package = Package(
             ],
             swiftSettings: strict),
 
+        // The one poll-until of the tests: deadline-based, a failure that says what was awaited.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        // Package.swift's dependencies against the imports of every target's files.
+        .testTarget(name: "PackageTests", swiftSettings: strict),
         .testTarget(
-            name: "EventsTests", dependencies: ["Events", "Workload", "Threads"], swiftSettings: strict),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPClient"], swiftSettings: strict),
+            name: "EventsTests", dependencies: ["Events", "Workload", "Threads", "TestSupport"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "HTTPClientTests", dependencies: ["HTTPClient", "PushFakeSupport"], swiftSettings: strict),
         // The MQTT client against a real Debian mosquitto started on a free port.
         .testTarget(
-            name: "MQTTTests", dependencies: ["MQTT", "Threads", "MosquittoSupport"], swiftSettings: strict),
+            name: "MQTTTests", dependencies: ["MQTT", "Threads", "MosquittoSupport", "TestSupport"],
+            swiftSettings: strict),
         // The one launcher of a real Debian mosquitto for the tests that need a broker: started so
         // that it never outlives the test process (Threads' spawnChild under setpriv --pdeathsig).
         .target(
@@ -257,7 +264,7 @@ let package = Package(
                 "Projector", "Geofences", "JetStreamRetention", "Compactor", "NATSLog", "NATSSupport",
                 "Postgres",
                 "Events",
-                "Threads",
+                "Threads", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(name: "ThreadsTests", dependencies: ["Threads"], swiftSettings: strict),
@@ -272,29 +279,29 @@ let package = Package(
         .testTarget(
             name: "ClientsTests",
             dependencies: [
-                "Clients", "Ingest", "Events", "JSON", "Crypto", "Identity", "HTTP", "MQTT", "Commands",
-                "MosquittoSupport",
+                "Clients", "Ingest", "Events", "JSON", "Threads", "Identity", "HTTP", "MQTT", "Commands",
+                "MosquittoSupport", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
-            name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON", "HTTP"],
+            name: "IngestTests", dependencies: ["Ingest", "Identity", "Events", "JSON"],
             swiftSettings: strict),
         // Start real findmy processes (the server, the CLI) and check what a user would see.
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog",
+                "NATSSupport", "NATSLog", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",
-            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP"],
+            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP", "JSON", "Threads"],
             swiftSettings: strict),
         .testTarget(
             name: "WebPanelTests",
             dependencies: [
-                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
+                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode", "HTTP",
             ],
             swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
@@ -302,25 +309,24 @@ let package = Package(
         // ops/tests/fake_headscale.py serving Fixtures/headscale.
         .testTarget(
             name: "PresenceTests",
-            dependencies: ["Presence", "Identity", "Events", "JSON", "HTTP", "Threads", "PushFakeSupport"],
+            dependencies: ["Presence", "Identity", "Events", "JSON", "PushFakeSupport"],
             swiftSettings: strict),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "JSON"], swiftSettings: strict),
+        .testTarget(
+            name: "PostgresTests", dependencies: ["Postgres", "JSON", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "ProjectorTests",
             dependencies: [
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
-                "Geofences",
+                "Geofences", "TestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
             name: "GeofenceAlertsTests", dependencies: ["Geofences", "Clients", "Events", "JSON"],
             swiftSettings: strict),
+        .testTarget(name: "GeofencesTests", dependencies: ["Geofences"], swiftSettings: strict),
         .testTarget(
-            name: "GeofencesTests",
-            dependencies: ["Geofences", "Projector", "Postgres", "Events", "Threads"],
+            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity", "Threads"],
             swiftSettings: strict),
-        .testTarget(
-            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity"], swiftSettings: strict),
         // Each push channel against a local fake of its provider (ops/tests/fake_push.py: HTTP/2 over
         // TLS, checking JWTs, headers and payloads; the Web Push fake decrypts with Python's
         // cryptography).

@@ -40,10 +40,14 @@ public final class CommandRoutes: Sendable {
             post(request, caller)
         }
         router.add("GET", "/api/find-my/devices/{id}/commands") { [self] request, caller in
-            respond { () throws(APIError) in try list(request, deviceID: caller.deviceID) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try list(request, deviceID: caller.deviceID)
+            }
         }
         router.add("GET", "/api/find-my/devices/{id}/commands/{command_id}") { [self] request, caller in
-            respond { () throws(APIError) in try one(request, deviceID: caller.deviceID) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try one(request, deviceID: caller.deviceID)
+            }
         }
     }
 
@@ -188,16 +192,6 @@ public final class CommandRoutes: Sendable {
             }
             // As the read API's after_offset (ReadService.waitForProjection): a short poll, bounded.
             usleep(2_000)
-        }
-    }
-
-    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
-        do {
-            return try body()
-        } catch {
-            var response = error.response
-            if error.status == 503 { response.headers.set("Retry-After", "1") }
-            return response
         }
     }
 

@@ -24,13 +24,13 @@ public struct GeofenceAlertRoutes: Sendable {
 
     public func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", "/api/find-my/geofences/{id}/notifications") { [self] request, caller in
-            identity.respond { () throws(APIError) in
+            respond { () throws(APIError) in
                 let fence = try identity.ownedGeofence(request, caller)
                 return .json(settingsAnswer(fence.geofenceID, offset: nil))
             }
         }
         router.add("PUT", "/api/find-my/geofences/{id}/notifications") { [self] request, caller in
-            identity.respond { () throws(APIError) in
+            respond { () throws(APIError) in
                 let fence = try identity.ownedGeofence(request, caller)
                 let object = try parseObject(request.body, allowed: ["webhook_url", "ntfy_url"])
                 let webhook = try field { () throws(JSONAccessError) in
@@ -43,7 +43,7 @@ public struct GeofenceAlertRoutes: Sendable {
             }
         }
         router.add("GET", "/api/find-my/geofences/{id}/deliveries") { [self] request, caller in
-            identity.respond { () throws(APIError) in
+            respond { () throws(APIError) in
                 let fence = try identity.ownedGeofence(request, caller)
                 return .json(try deliveries(fence.geofenceID, devices: identity.visibleDevices(of: fence)))
             }

@@ -82,6 +82,35 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
+/// Which errors of a handler also tell the client to try again in a second (`Retry-After: 1`).
+public enum RetryAfter: Sendable {
+    /// None: the error says what to change, or carries its own Retry-After.
+    case never
+    /// Any 503: a database or a projection that answers again shortly.
+    case whenUnavailable
+    /// `batch_in_progress`: an earlier request is still storing the same batch.
+    case whenBatchInProgress
+}
+
+/// The response of `body`, or its error as JSON: how every API handler answers.
+public func respond(
+    retryAfter: RetryAfter = .never, _ body: () throws(APIError) -> HTTPResponse
+) -> HTTPResponse {
+    do {
+        return try body()
+    } catch {
+        var response = error.response
+        let retryable =
+            switch retryAfter {
+            case .never: false
+            case .whenUnavailable: error.status == 503
+            case .whenBatchInProgress: error.code == .batchInProgress
+            }
+        if retryable { response.headers.set("Retry-After", "1") }
+        return response
+    }
+}
+
 extension HTTPResponse {
     /// The JSON error body (`{"error": {"code", "message"}}`) with one of the API's typed codes.
     public static func error(status: Int, code: APIError.Code, message: String) -> HTTPResponse {

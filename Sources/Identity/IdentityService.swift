@@ -342,15 +342,6 @@ public final class IdentityService: Sendable {
         )
     }
 
-    /// The response of `body`, or its error as JSON.
-    package func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
-        do {
-            return try body()
-        } catch {
-            return error.response
-        }
-    }
-
     // MARK: users (admin)
 
     public struct CreatedUser: Sendable {

@@ -10,13 +10,19 @@ extension IngestService {
     /// trusted network or put a proxy in front (docs/configuration.md).
     public func addRoutes(to router: inout GuardedRouter) {
         router.add("POST", "/api/find-my/devices") { [self] request, caller in
-            respond { () throws(APIError) in try enrol(request, userID: caller.userID) }
+            respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                try enrol(request, userID: caller.userID)
+            }
         }
         router.add("POST", "/api/find-my/push-tokens") { [self] request, caller in
-            respond { () throws(APIError) in try registerPushToken(request, deviceID: caller.tokenDeviceID) }
+            respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                try registerPushToken(request, deviceID: caller.tokenDeviceID)
+            }
         }
         router.add("POST", "/api/find-my/reporting") { [self] request, caller in
-            respond { () throws(APIError) in try changeReporting(request, deviceID: caller.tokenDeviceID) }
+            respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                try changeReporting(request, deviceID: caller.tokenDeviceID)
+            }
         }
         // Deferred: the event-loop thread decodes and queues the append, and the group commit
         // that makes the batch durable sends the answer; no thread waits for the fdatasync.
@@ -293,15 +299,21 @@ extension IngestService {
             case .admitted(let report): admitted = report
             }
         } catch {
-            return reply(respond { () throws(APIError) in throw error })
+            return reply(respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in throw error })
         }
         if identity.shared != nil {
             return identity.appendReportingDuplicates(admitted.encoded) { [self] result in
-                reply(respond { () throws(APIError) in try finishSharedReport(admitted, result.get()) })
+                reply(
+                    respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                        try finishSharedReport(admitted, result.get())
+                    })
             }
         }
         append(admitted.encoded) { [self] result in
-            reply(respond { () throws(APIError) in try finishReport(admitted, offset: result.get()) })
+            reply(
+                respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                    try finishReport(admitted, offset: result.get())
+                })
         }
     }
 

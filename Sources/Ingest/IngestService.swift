@@ -68,17 +68,6 @@ public final class IngestService: Sendable {
     ) {
         identity.append(encoded, messageID: messageID, completion: completion)
     }
-
-    /// The response of `body`, or its error as JSON; a batch in progress says when to retry.
-    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
-        do {
-            return try body()
-        } catch {
-            var response = error.response
-            if error.code == .batchInProgress { response.headers.set("Retry-After", "1") }
-            return response
-        }
-    }
 }
 
 extension GuardedRouter {

@@ -13,19 +13,25 @@ extension IngestService {
     public func addRetentionRoutes(to router: inout GuardedRouter) {
         // `.owner` routes: the gate has checked that the caller owns the device in the path.
         router.add("PUT", "/api/find-my/devices/{id}/retention") { [self] request, caller in
-            respond { () throws(APIError) in try setDeviceRetention(request, deviceID: caller.deviceID) }
+            respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                try setDeviceRetention(request, deviceID: caller.deviceID)
+            }
         }
         router.add("POST", "/api/find-my/devices/{id}/erase") { [self] request, caller in
-            respond { () throws(APIError) in try eraseHistory(request, deviceID: caller.deviceID) }
+            respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                try eraseHistory(request, deviceID: caller.deviceID)
+            }
         }
         router.add("DELETE", "/api/find-my/devices/{id}") { [self] _, caller in
-            respond { () throws(APIError) in try removeDevice(deviceID: caller.deviceID) }
+            respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
+                try removeDevice(deviceID: caller.deviceID)
+            }
         }
     }
 
     public func addRetentionAdminRoutes(to router: inout GuardedRouter) {
         router.add("POST", "/admin/retention") { [self] request, _ in
-            respond { () throws(APIError) in
+            respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
                 let object = try parseObject(request.body, allowed: ["device", "user", "days"])
                 let device = try field { () throws(JSONAccessError) in try object.int64IfPresent("device") }
                 let user = try field { () throws(JSONAccessError) in try object.stringIfPresent("user") }

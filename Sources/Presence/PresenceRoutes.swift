@@ -48,14 +48,6 @@ extension PresenceService {
         router.add("DELETE", "/api/find-my/devices/{id}/presence") { _, _ in error.response }
     }
 
-    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
-        do {
-            return try body()
-        } catch {
-            return error.response
-        }
-    }
-
     /// `{"headscale_user": "alice", "nodes": [{"id", "name", "online", "last_seen"}]}`.
     func nodesAnswer(userID: UInt64) throws(APIError) -> HTTPResponse {
         let nodes = try linkableNodes(userID: userID)

@@ -43,10 +43,12 @@ public struct GeofenceTransitionRoutes: Sendable {
 
     public func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", Self.pattern) { [self] request, caller in
-            reads.respond { () throws(APIError) in try transitions(request, caller) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in try transitions(request, caller) }
         }
         router.add("GET", Self.devicePattern) { [self] request, caller in
-            reads.respond { () throws(APIError) in try deviceTransitions(request, caller) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try deviceTransitions(request, caller)
+            }
         }
     }
 

@@ -12,19 +12,25 @@ import Postgres
 extension ReadService {
     public func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", "/api/find-my/devices") { [self] request, caller in
-            respond { () throws(APIError) in try devices(request, reader: caller.userID) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try devices(request, reader: caller.userID)
+            }
         }
         router.add("GET", "/api/find-my/devices/{id}") { [self] request, caller in
-            respond { () throws(APIError) in try device(request, caller) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in try device(request, caller) }
         }
         router.add("GET", "/api/find-my/devices/{id}/locations") { [self] request, caller in
-            respond { () throws(APIError) in try locations(request, deviceID: caller.deviceID) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try locations(request, deviceID: caller.deviceID)
+            }
         }
         router.add("GET", "/api/find-my/devices/{id}/arrivals") { [self] request, caller in
-            respond { () throws(APIError) in try arrivals(request, deviceID: caller.deviceID) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try arrivals(request, deviceID: caller.deviceID)
+            }
         }
         router.add("GET", "/api/find-my/admin/devices") { [self] request, _ in
-            respond { () throws(APIError) in try adminDevices(request) }
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in try adminDevices(request) }
         }
     }
 

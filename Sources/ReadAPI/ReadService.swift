@@ -175,14 +175,4 @@ public final class ReadService: Sendable {
     static let databaseUnavailable = APIError(
         status: 503, code: .databaseUnavailable,
         message: "the database did not answer this read; retry shortly (the server log has the cause)")
-
-    func respond(_ body: () throws(APIError) -> HTTPResponse) -> HTTPResponse {
-        do {
-            return try body()
-        } catch {
-            var response = error.response
-            if error.status == 503 { response.headers.set("Retry-After", "1") }
-            return response
-        }
-    }
 }

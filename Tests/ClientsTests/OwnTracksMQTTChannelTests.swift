@@ -6,6 +6,7 @@ import Ingest
 import MQTT
 import MosquittoSupport
 import Synchronization
+@_exported import TestSupport
 import Testing
 import Threads
 
@@ -18,15 +19,6 @@ import Threads
         let values = Mutex<[DeliveryOutcome]>([])
         func add(_ outcome: DeliveryOutcome) { values.withLock { $0.append(outcome) } }
         var all: [DeliveryOutcome] { values.withLock { $0 } }
-    }
-
-    static func waitUntil(_ condition: () -> Bool) -> Bool {
-        let deadline = monotonicMicros() + 60_000_000
-        while !condition() {
-            if monotonicMicros() > deadline { return false }
-            usleep(5_000)
-        }
-        return true
     }
 
     @Test func aLocateIsPublishedToTheDevicesCmdTopicAndSentOnceTheBrokerHasIt() throws {
@@ -76,8 +68,8 @@ import Threads
         channel.deliver(locate, to: channel.addresses(forDevice: phone)[0]) { outcomes.add($0) }
         client.start()
         defer { client.stop(graceMicros: 0) }
-        #expect(Self.waitUntil { outcomes.all == [.sent(providerID: nil)] }, "\(outcomes.all)")
-        #expect(Self.waitUntil { phoneSide.messages.count == 1 })
+        #expect(waitUntil { outcomes.all == [.sent(providerID: nil)] }, "\(outcomes.all)")
+        #expect(waitUntil { phoneSide.messages.count == 1 })
         #expect(phoneSide.messages == [topic + "/cmd " + #"{"_type":"cmd","action":"reportLocation"}"#])
         #expect(client.status.publishesAcknowledged == 1)
         #expect(client.status.publishesPending == 0)

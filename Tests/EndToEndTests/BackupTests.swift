@@ -96,13 +96,13 @@ import Testing
         reporter.start()
         defer { shared.stop.store(true, ordering: .relaxed) }
         // Fixes are acknowledged before the backup starts, while it runs and after it ends.
-        #expect(waitUntil { shared.acknowledgedCount >= 20 })
+        #expect(waitUntil(timeoutSeconds: 120) { shared.acknowledgedCount >= 20 })
         let before = shared.acknowledged.withLock { $0 }
         let during = try backup(data.path, to: copies.path + "/during")
         let afterBackup = shared.acknowledgedCount
-        #expect(waitUntil { shared.acknowledgedCount >= afterBackup + 20 })
+        #expect(waitUntil(timeoutSeconds: 120) { shared.acknowledgedCount >= afterBackup + 20 })
         shared.stop.store(true, ordering: .relaxed)
-        #expect(waitUntil { shared.finished.load(ordering: .acquiring) })
+        #expect(waitUntil(timeoutSeconds: 120) { shared.finished.load(ordering: .acquiring) })
         #expect(!before.isEmpty)
         #expect(try during["projection"]!.stringValue.contains("rebuilt"))
         let inBackup = try latitudes(copies.path + "/during/log")

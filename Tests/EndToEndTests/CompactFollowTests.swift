@@ -57,7 +57,7 @@ import Testing
             compact.wait()
         }
         // Followed for 3 s, three admin-call timeouts, while the run waits on the table.
-        let followed = waitUntil {
+        let followed = waitUntil(timeoutSeconds: 120) {
             compact.standardError.split(separator: "\n").contains {
                 (Self.followedSeconds($0, step: "deleting rows from PostgreSQL") ?? 0) >= 3
             } || !compact.process.isRunning

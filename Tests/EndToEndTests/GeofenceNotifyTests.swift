@@ -132,7 +132,7 @@ import Testing
         // The owner sees the delivery log (recorded once both answers of a round are in); anyone else
         // the 404 of a missing fence.
         var deliveries: [JSONValue] = []
-        let settled = try waitUntil {
+        let settled = try waitUntil(timeoutSeconds: 120) {
             let log = try get(
                 setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.anna)
             deliveries = (try? log.body["deliveries"]?.arrayValue) ?? []
@@ -173,7 +173,7 @@ import Testing
         // The log says two attempts, delivered, and the status of the last.
         let channel = path(failed) == "/hook" ? "webhook" : "ntfy"
         var row: JSONValue = .null
-        _ = try waitUntil {
+        _ = try waitUntil(timeoutSeconds: 120) {
             let log = try get(
                 setup.connection, "/api/find-my/geofences/\(setup.fenceID)/deliveries", token: setup.anna)
             row =

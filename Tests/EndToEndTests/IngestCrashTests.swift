@@ -57,7 +57,10 @@ import Testing
         }
         // The last server acknowledges batches too before the clients stop.
         let acknowledgedBeforeLastServer = shared.acks.withLock { $0.count }
-        #expect(waitUntil { shared.acks.withLock { $0.count } > acknowledgedBeforeLastServer })
+        #expect(
+            waitUntil(timeoutSeconds: 120) {
+                shared.acks.withLock { $0.count } > acknowledgedBeforeLastServer
+            })
         shared.stop.store(true, ordering: .relaxed)
         done.wait()
         #expect(server.stop() == 0)

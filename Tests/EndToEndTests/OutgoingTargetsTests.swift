@@ -133,7 +133,7 @@ import Testing
         let connection = HTTPConnection(address: server.address)
         try crossFence(connection, deviceToken: deviceToken)
         var rows: [JSONValue] = []
-        let refused = try waitUntil {
+        let refused = try waitUntil(timeoutSeconds: 120) {
             rows = try deliveries(connection, userToken: anna, fenceID: fenceID)
             return rows.contains {
                 (try? $0["attempts"]?.int64Value) ?? 0 >= 2 || (try? $0["state"]?.stringValue) == "delivered"
@@ -166,7 +166,7 @@ import Testing
         try crossFence(connection, deviceToken: deviceToken)
         #expect(receiver.requests(atLeast: 2) { _ in true }.count >= 2)
         var rows: [JSONValue] = []
-        let answered = try waitUntil {
+        let answered = try waitUntil(timeoutSeconds: 120) {
             rows = try deliveries(connection, userToken: anna, fenceID: fenceID)
             return rows.contains {
                 (try? $0["attempts"]?.int64Value) ?? 0 >= 2 || (try? $0["state"]?.stringValue) == "delivered"

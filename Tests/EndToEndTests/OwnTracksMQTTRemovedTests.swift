@@ -21,7 +21,8 @@ import Testing
         defer { stopIfRunning(server) }
         let topic = "owntracks/alice/phone"
         try broker.publish(topic: topic, OwnTracksMQTTTests.location(latitude: 44.1))
-        #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
         var connection = HTTPConnection(address: server.address)
         let enrolment = try #require(
             try dumpLog(data.path).records.first { $0["type"] == .string("device_enrolled") })
@@ -34,7 +35,8 @@ import Testing
         // Two messages after the removal: acknowledged (not redelivered forever), not stored, one line.
         try broker.publish(topic: topic, OwnTracksMQTTTests.location(latitude: 44.2))
         try broker.publish(topic: topic, OwnTracksMQTTTests.location(latitude: 44.3))
-        #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 3 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 3 })
         #expect(Self.occurrences(server.process.standardError, "\"mqtt_removed_device\"") == 1)
         let metrics = try connection.send("GET", "/metrics", headers: [], body: [])
         #expect(
@@ -48,7 +50,8 @@ import Testing
             server.process.standardError.contains("\"from_snapshot\":true"),
             "the removal came from the snapshot")
         try broker.publish(topic: topic, OwnTracksMQTTTests.location(latitude: 44.4))
-        #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
         let line = try #require(
             server.process.standardError.split(separator: "\n").first {
                 $0.contains("\"mqtt_removed_device\"")
@@ -65,7 +68,8 @@ import Testing
             body: "{\"device_uuid\": \"\(uuid)\", \"name\": \"phone\", \"platform\": \"owntracks\"}")
         #expect(enrolled.status == 201, "\(enrolled.body)")
         try broker.publish(topic: topic, OwnTracksMQTTTests.location(latitude: 44.5))
-        #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 2 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 2 })
         #expect(server.stop() == 0)
         #expect(try OwnTracksMQTTTests.batches(data.path, latitude: 44.5).count == 1)
         let records = try dumpLog(data.path).records
@@ -83,10 +87,12 @@ import Testing
             "{\"_type\":\"transition\",\"event\":\"leave\",\"desc\":\"work\",\"t\":\"c\",\"tst\":\(tst),"
             + "\"wtst\":\(tst - 1000),\"lat\":47.15,\"lon\":13.4,\"acc\":20,\"rid\":\"r2\",\"tid\":\"ph\"}"
         try broker.publish(topic: "owntracks/alice/phone/event", transition)
-        #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
         // The same message again (a resend) while the server runs: not appended a second time.
         try broker.publish(topic: "owntracks/alice/phone/event", transition)
-        #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 2 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 2 })
         #expect(server.stop() == 0)
         let (records, batches) = try dumpLog(data.path)
         #expect(records.filter { $0["type"] == .string("region_transition") }.count == 1)

@@ -69,7 +69,7 @@ import Testing
             extra: ["--mqtt-ca-file", certificates.otherCA])
         defer { stopIfRunning(wrongCA) }
         #expect(
-            waitUntil {
+            waitUntil(timeoutSeconds: 120) {
                 (try? OwnTracksMQTTTests.mqttHealth(wrongCA)["last_error"]?.stringValue)?.contains(
                     "certificate is not trusted for 'localhost': unable to get local issuer certificate")
                     == true
@@ -82,7 +82,7 @@ import Testing
             extra: ["--mqtt-ca-file", certificates.ca])
         defer { stopIfRunning(wrongHost) }
         #expect(
-            waitUntil {
+            waitUntil(timeoutSeconds: 120) {
                 (try? OwnTracksMQTTTests.mqttHealth(wrongHost)["last_error"]?.stringValue)?.contains(
                     "certificate is not trusted for '127.0.0.1': IP address mismatch") == true
             }, "\((try? OwnTracksMQTTTests.mqttHealth(wrongHost)) ?? .null)")
@@ -94,7 +94,8 @@ import Testing
         defer { stopIfRunning(server) }
         #expect(try OwnTracksMQTTTests.mqttHealth(server)["tls"] == .bool(true))
         try broker.publish(topic: "owntracks/alice/phone", OwnTracksMQTTTests.location(latitude: 45.5))
-        #expect(waitUntil { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { OwnTracksMQTTTests.count(server, "acknowledgements_sent") == 1 })
         #expect(server.stop() == 0)
         #expect(try OwnTracksMQTTTests.batches(data.path, latitude: 45.5).count == 1)
     }

@@ -56,14 +56,15 @@ import Testing
         var server = try Self.server(data.path, broker, projector: true, hold: "before-append")
         try broker.publish(topic: "owntracks/alice/phone", Self.location(latitude: 48.1))
         // Received and enrolled, not appended: this is the moment to die.
-        #expect(waitUntil { server.process.standardError.contains("\"mqtt_test_hold\"") })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { server.process.standardError.contains("\"mqtt_test_hold\"") })
         server.kill9()
         #expect(try Self.batches(data.path, latitude: 48.1).isEmpty)
 
         server = try Self.server(data.path, broker, projector: true)
         defer { server.stop() }
         // Acknowledged to the broker only once durable: from here on the fix must be in the log.
-        #expect(waitUntil { Self.count(server, "acknowledgements_sent") == 1 })
+        #expect(waitUntil(timeoutSeconds: 120) { Self.count(server, "acknowledgements_sent") == 1 })
         #expect(try Self.batches(data.path, latitude: 48.1).count == 1)
         try waitForProjector(data.path)
         let connection = HTTPConnection(address: server.address)
@@ -84,13 +85,14 @@ import Testing
         _ = try addUser("alice", data: data.path)
         var server = try Self.server(data.path, broker, hold: "before-ack")
         try broker.publish(topic: "owntracks/alice/phone", Self.location(latitude: 48.2))
-        #expect(waitUntil { server.process.standardError.contains("\"mqtt_test_hold\"") })
+        #expect(
+            waitUntil(timeoutSeconds: 120) { server.process.standardError.contains("\"mqtt_test_hold\"") })
         // Durable, and the PUBACK never sent: the broker must deliver it again.
         #expect(try Self.batches(data.path, latitude: 48.2).count == 1)
         server.kill9()
 
         server = try Self.server(data.path, broker)
-        #expect(waitUntil { Self.count(server, "acknowledgements_sent") == 1 })
+        #expect(waitUntil(timeoutSeconds: 120) { Self.count(server, "acknowledgements_sent") == 1 })
         #expect(Self.count(server, "messages_received") == 1)
         #expect(server.stop() == 0)
         #expect(try Self.batches(data.path, latitude: 48.2).count == 1, "the redelivery is a duplicate")
@@ -121,7 +123,7 @@ import Testing
         )
 
         let second = try Self.server(data.path, broker)
-        #expect(waitUntil { Self.count(second, "acknowledgements_sent") == 6 })
+        #expect(waitUntil(timeoutSeconds: 120) { Self.count(second, "acknowledgements_sent") == 6 })
         #expect(Self.count(second, "unknown_user_messages") == 1)
         let metrics = try HTTPConnection(address: second.address).send(
             "GET", "/metrics", headers: [], body: [])
@@ -167,7 +169,7 @@ import Testing
         let login = ["--mqtt-username", "findmy", "--mqtt-password-file", passwordFile]
         let refused = try Self.server(data.path, broker, login: login, subscribed: false)
         #expect(
-            waitUntil {
+            waitUntil(timeoutSeconds: 120) {
                 (try? Self.mqttHealth(refused)["last_error"]?.stringValue)?.contains(
                     "check the login and password") == true
             }, "\((try? Self.mqttHealth(refused)) ?? .null)")
@@ -181,7 +183,7 @@ import Testing
             topic: "owntracks/bob/phone", Self.location(latitude: 46.2), login: ("alice", "alice-secret"))
         try broker.publish(
             topic: "owntracks/alice/phone", Self.location(latitude: 46.1), login: ("alice", "alice-secret"))
-        #expect(waitUntil { Self.count(server, "acknowledgements_sent") == 1 })
+        #expect(waitUntil(timeoutSeconds: 120) { Self.count(server, "acknowledgements_sent") == 1 })
         #expect(server.stop() == 0)
 
         let (records, batches) = try dumpLog(data.path)

@@ -144,7 +144,7 @@ import Testing
             form: "scope=all&from=&to=")
         #expect(erased.header("Location") == settingsPath + "?done=erased")
         // The erase's offset is not in a redirect: wait for the projection to apply it.
-        _ = try waitUntil {
+        _ = try waitUntil(timeoutSeconds: 120) {
             history = try get(connection, "/api/find-my/devices/\(phoneID)/locations", token: alice)
             return (try? history.body["locations"]?.arrayValue)?.count == 0
         }

@@ -28,12 +28,13 @@ import Testing
 
     /// Waits (generous deadline) until `body` returns a value.
     func eventually<T>(_ what: String, _ body: () throws -> T?) throws -> T {
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            if let value = try body() { return value }
-            usleep(50_000)
+        var value: T?
+        try waitUntil(what, timeoutSeconds: 60, intervalMillis: 50) {
+            value = try body()
+            return value != nil
         }
-        throw TestFailure("timed out waiting for \(what)")
+        guard let value else { throw WaitTimedOut(what: what) }
+        return value
     }
 
     func presenceEvents(_ data: String) throws -> [String] {

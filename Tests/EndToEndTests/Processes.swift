@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Synchronization
+@_exported import TestSupport
 
 /// The `findmy` executable the end-to-end tests start as a real process: `FINDMY_BIN` (set by
 /// `make test`), else the one beside this test bundle in the build directory.
@@ -121,16 +122,4 @@ final class ScratchDirectory: @unchecked Sendable {
         }
         try? FileManager.default.removeItem(atPath: path)
     }
-}
-
-/// Waits until `condition` holds, checking it every few milliseconds; false if it still does not
-/// after `timeoutSeconds`. The deadline only bounds a failing test, so it is generous: a passing
-/// test goes on as soon as the condition holds, whatever the machine's speed.
-func waitUntil(timeoutSeconds: Double = 120, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(timeoutSeconds * 1000))
-    while try !condition() {
-        if ContinuousClock.now > deadline { return false }
-        usleep(5_000)
-    }
-    return true
 }

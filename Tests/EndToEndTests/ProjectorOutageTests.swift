@@ -45,7 +45,7 @@ import Testing
             return try? connection.execute("SELECT count(*) FROM findmy.device_locations").int64(0, 0)
         }
         func waitUntilProjected(_ expected: Int) -> Bool {
-            waitUntil { projectedFixes() == Int64(expected) }
+            waitUntil(timeoutSeconds: 120) { projectedFixes() == Int64(expected) }
         }
 
         try report(20)

@@ -372,7 +372,10 @@ struct ReadServer {
         let seenBefore = try list(offset)[phoneID]?["last_seen_at"]
         // The next report's received_at must fall in a later millisecond than the last one's.
         let seenMicros = try RFC3339.parseMicros(try #require(try? seenBefore?.stringValue))
-        #expect(waitUntil { Int64(Date().timeIntervalSince1970 * 1_000_000) > seenMicros + 1_000 })
+        #expect(
+            waitUntil(timeoutSeconds: 120) {
+                Int64(Date().timeIntervalSince1970 * 1_000_000) > seenMicros + 1_000
+            })
         offset = try report(3, secondsAgo: 900)
         var devices = try list(offset)
         #expect(latitude(devices[phoneID]) == 2 && devices[phoneID]?["last_seen_at"] != seenBefore)

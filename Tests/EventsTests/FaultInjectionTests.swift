@@ -107,10 +107,10 @@ import Workload
             writer.close()
             closed.withLock { $0 = true }
         }
-        #expect(pollUntil { writer.isClosed })
+        #expect(waitUntil { writer.isClosed })
         release.request()
         reported.wait()
-        let closedInTime = pollUntil { closed.withLock { $0 } && queued.withLock { $0 } != nil }
+        let closedInTime = waitUntil { closed.withLock { $0 } && queued.withLock { $0 } != nil }
         #expect(closedInTime, "close, or an append queued behind the failed group, is still waiting")
         guard closedInTime else {
             pthread_detach(closer)

@@ -1,6 +1,7 @@
 import Events
 import Foundation
 import Synchronization
+@_exported import TestSupport
 import Threads
 import Workload
 
@@ -334,15 +335,4 @@ final class Locked<Value: Sendable>: Sendable {
     init(_ value: Value) { mutex = Mutex(value) }
 
     func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
-}
-
-/// Checks `condition` until it holds or the generous deadline passes (it only bounds a failing
-/// test); the pause between looks is not what is tested.
-func pollUntil(timeoutSeconds: Double = 60, _ condition: () -> Bool) -> Bool {
-    let deadline = monotonicMicros() + Int64(timeoutSeconds * 1_000_000)
-    while !condition() {
-        if monotonicMicros() > deadline { return false }
-        usleep(2_000)
-    }
-    return true
 }

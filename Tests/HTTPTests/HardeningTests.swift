@@ -180,7 +180,7 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
         held.withLock { $0 = status ?? -1 }
     }
     holder.start()
-    #expect(waitUntil { test.heldReplies.withLock { $0.count } == 1 })
+    #expect(waitUntil(timeoutSeconds: 30) { test.heldReplies.withLock { $0.count } == 1 })
 
     let slow = try RawClient(port: test.server.port, sourceAddress: "127.0.0.3")
     slow.write("GET /whoami HTTP/1.1\r\nHost: x\r\nX-Slow: ")
@@ -196,10 +196,10 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
     let logged = LogLine.message(
         "request head from 127.0.0.3:\(slow.localPort) not complete within 5 s (requestHeadSecondsMax); "
             + "connection closed")
-    #expect(waitUntil { test.logLines.withLock { $0.contains(logged) } })
+    #expect(waitUntil(timeoutSeconds: 30) { test.logLines.withLock { $0.contains(logged) } })
 
     test.heldReplies.withLock { $0 }.first?(.text("answered"))
-    #expect(waitUntil { held.withLock { $0 } != nil })
+    #expect(waitUntil(timeoutSeconds: 30) { held.withLock { $0 } != nil })
     #expect(held.withLock { $0 } == 200)
     // A keep-alive connection that sends its next request in time is served again.
     let connection = test.connection(reconnect: false)

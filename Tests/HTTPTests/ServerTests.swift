@@ -161,14 +161,17 @@ func stopWaitsForTheRequestInFlight(listen: String) throws {
         result.withLock { $0 = text }
     }
     client.start()
-    #expect(waitUntil { test.handlersRunning.withLock { $0.now } == 1 })
+    #expect(waitUntil(timeoutSeconds: 30) { test.handlersRunning.withLock { $0.now } == 1 })
     // The handler is held until the stop has begun (new connections are refused), so the stop
     // cannot have ended before it.
     let stop = Background { test.server.stop() }
-    #expect(waitUntil { (try? test.connection(reconnect: false).send("GET", "/whoami")) == nil })
+    #expect(
+        waitUntil(timeoutSeconds: 30) {
+            (try? test.connection(reconnect: false).send("GET", "/whoami")) == nil
+        })
     #expect(!stop.isFinished)
     test.blockedRelease.open()
-    #expect(waitUntil { stop.isFinished && result.withLock { $0 } != nil })
+    #expect(waitUntil(timeoutSeconds: 30) { stop.isFinished && result.withLock { $0 } != nil })
     #expect(result.withLock { $0 } == "released")
     #expect(throws: HTTPClientError.self) { try test.connection(reconnect: false).send("GET", "/whoami") }
 }
@@ -213,7 +216,7 @@ func deferredHandlersAnswerFromAnotherThreadOnAKeptAliveConnection(listen: Strin
         slowAnswer.withLock { $0 = text }
     }
     slow.start()
-    #expect(waitUntil { test.handlersRunning.withLock { $0.now } == 1 })
+    #expect(waitUntil(timeoutSeconds: 30) { test.handlersRunning.withLock { $0.now } == 1 })
     // Every other request is answered while the slow handler is still held: it is released
     // only afterwards.
     let connection = test.connection()
@@ -224,7 +227,7 @@ func deferredHandlersAnswerFromAnotherThreadOnAKeptAliveConnection(listen: Strin
     #expect(test.handlersRunning.withLock { $0.now } == 1)
     #expect(slowAnswer.withLock { $0 } == nil, "the slow handler was still held")
     test.blockedRelease.open()
-    #expect(waitUntil { slowAnswer.withLock { $0 } != nil })
+    #expect(waitUntil(timeoutSeconds: 30) { slowAnswer.withLock { $0 } != nil })
     #expect(slowAnswer.withLock { $0 } == "released")
 }
 
@@ -257,11 +260,13 @@ func deferredHandlersAnswerFromAnotherThreadOnAKeptAliveConnection(listen: Strin
         result.withLock { $0 = status }
     }
     client.start()
-    #expect(waitUntil { test.heldReplies.withLock { $0.count } == 1 })
+    #expect(waitUntil(timeoutSeconds: 30) { test.heldReplies.withLock { $0.count } == 1 })
     // The handler never answers: the stop must still end once its grace period is over.
     let stop = Background { test.server.stop(gracePeriodSeconds: 0.3) }
-    #expect(waitUntil { stop.isFinished }, "the stop waited past its grace period for an answer")
-    #expect(waitUntil { result.withLock { $0 } != nil })
+    #expect(
+        waitUntil(timeoutSeconds: 30) { stop.isFinished },
+        "the stop waited past its grace period for an answer")
+    #expect(waitUntil(timeoutSeconds: 30) { result.withLock { $0 } != nil })
     // Either the 503 went out before the connection closed, or the close came first.
     #expect([503, -1].contains(result.withLock { $0 }))
     // The handler's answer after the stop must touch nothing (the connection is gone).
@@ -276,12 +281,15 @@ func deferredHandlersAnswerFromAnotherThreadOnAKeptAliveConnection(listen: Strin
         result.withLock { $0 = text }
     }
     client.start()
-    #expect(waitUntil { test.heldReplies.withLock { $0.count } == 1 })
+    #expect(waitUntil(timeoutSeconds: 30) { test.heldReplies.withLock { $0.count } == 1 })
     // Answered only once the stop has begun (new connections are refused).
     let stop = Background { test.server.stop() }
-    #expect(waitUntil { (try? test.connection(reconnect: false).send("GET", "/whoami")) == nil })
+    #expect(
+        waitUntil(timeoutSeconds: 30) {
+            (try? test.connection(reconnect: false).send("GET", "/whoami")) == nil
+        })
     #expect(!stop.isFinished)
     test.heldReplies.withLock { $0 }.first?(.text("kept"))
-    #expect(waitUntil { stop.isFinished && result.withLock { $0 } != nil })
+    #expect(waitUntil(timeoutSeconds: 30) { stop.isFinished && result.withLock { $0 } != nil })
     #expect(result.withLock { $0 } == "kept")
 }

@@ -2,6 +2,7 @@ import Foundation
 import HTTP
 import HTTPClient
 import Synchronization
+@_exported import TestSupport
 
 /// A server with the routes the tests exercise, and counters the handlers keep.
 final class TestServer: Sendable {
@@ -79,7 +80,7 @@ private final class RoutesBox: Sendable {
                 $0.max = max($0.max, $0.now)
             }
             defer { owner.handlersRunning.withLock { $0.now -= 1 } }
-            let met = waitUntil {
+            let met = waitUntil(timeoutSeconds: 30) {
                 owner.handlersRunning.withLock { $0.max >= wanted } || owner.gaveUp.withLock { $0 }
             }
             if !met { owner.gaveUp.withLock { $0 = true } }
@@ -133,18 +134,6 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         }.start()
     }
     group.wait()
-}
-
-/// Waits until `condition` holds, checking it every few milliseconds; false if it still does not
-/// after `timeoutSeconds`. The deadline is generous on purpose: it only bounds a failing test, and a
-/// passing one returns as soon as the condition holds, whatever the machine's speed.
-func waitUntil(timeoutSeconds: Double = 30, _ condition: () -> Bool) -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(timeoutSeconds * 1000))
-    while !condition() {
-        if ContinuousClock.now > deadline { return false }
-        usleep(2_000)
-    }
-    return true
 }
 
 /// A gate that blocked threads pass once the test opens it, and for good.

@@ -2,6 +2,7 @@ import Foundation
 import MQTT
 import MosquittoSupport
 import Synchronization
+@_exported import TestSupport
 import Testing
 import Threads
 
@@ -142,15 +143,6 @@ private func client(_ broker: Mosquitto, id: String, _ inbox: Inbox) -> MQTTClie
     let started = MQTTClient(configuration) { delivery in inbox.deliveries.withLock { $0.append(delivery) } }
     started.start()
     return started
-}
-
-private func waitUntil(_ condition: () -> Bool) -> Bool {
-    let deadline = monotonicMicros() + 60_000_000
-    while !condition() {
-        if monotonicMicros() > deadline { return false }
-        usleep(5_000)
-    }
-    return true
 }
 
 @Test func aMessageComesBackUntilTheClientAcknowledgesIt() throws {

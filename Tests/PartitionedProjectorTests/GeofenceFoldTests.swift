@@ -77,7 +77,10 @@ private let now: Int64 = 1_790_000_000_000_000
             stop.request()
             pthread_join(thread, nil)
         }
-        try waitUntil("the geofence projection reaches \(end): \(folder.status)") {
+        try waitUntil(
+            "the geofence projection reaches \(end): \(folder.status)", timeoutSeconds: 120,
+            intervalMillis: 50
+        ) {
             (folder.status.checkpoint ?? 0) >= end
         }
         let database = try PostgresConnection(postgres.conninfo)

@@ -27,9 +27,12 @@ private final class LaggingLog: EventLogReading, @unchecked Sendable {
         records = events.enumerated().map { offset, event in
             var header = event.header
             header.offset = UInt64(offset)
-            return LogRecord(header: header, storedPayload: event.payload, segmentPath: "memory", position: offset)
+            return LogRecord(
+                header: header, storedPayload: event.payload, segmentPath: "memory", position: offset)
         }
-        partitions = records.map { LogPartitioning.partition(ofDevice: $0.header.deviceKey, partitionCount: 2) }
+        partitions = records.map {
+            LogPartitioning.partition(ofDevice: $0.header.deviceKey, partitionCount: 2)
+        }
         visibleEnd = Locked(visible)
     }
 
@@ -81,7 +84,8 @@ private final class LaggingLog: EventLogReading, @unchecked Sendable {
             let device = UInt64(index % 8 + 1)
             events.append(
                 fixBatch(
-                    device: device, recordedAtMicros: [now - Int64(index) * 1_000_000], receivedAtMicros: now))
+                    device: device, recordedAtMicros: [now - Int64(index) * 1_000_000], receivedAtMicros: now)
+            )
         }
         let visible = UInt64(registryCount + 50)
         let log = LaggingLog(events, visible: visible)
@@ -108,7 +112,9 @@ private final class LaggingLog: EventLogReading, @unchecked Sendable {
             return try (0..<rows.rowCount).map { UInt64(try rows.int64($0, 0) ?? -1) }
         }
 
-        try waitUntil("both partition checkpoints reach the reader's view") {
+        try waitUntil(
+            "both partition checkpoints reach the reader's view", timeoutSeconds: 120, intervalMillis: 50
+        ) {
             let found = try checkpoints()
             return found.count == 2 && found.allSatisfy { $0 >= visible }
         }
@@ -116,8 +122,12 @@ private final class LaggingLog: EventLogReading, @unchecked Sendable {
         #expect(try folded(admin) == Int(visible) - registryCount)
 
         log.visible = UInt64(events.count)
-        try waitUntil("every batch is folded") { try folded(admin) == events.count - registryCount }
-        try waitUntil("both checkpoints reach the end") { try checkpoints() == [UInt64(events.count), UInt64(events.count)] }
+        try waitUntil("every batch is folded", timeoutSeconds: 120, intervalMillis: 50) {
+            try folded(admin) == events.count - registryCount
+        }
+        try waitUntil("both checkpoints reach the end", timeoutSeconds: 120, intervalMillis: 50) {
+            try checkpoints() == [UInt64(events.count), UInt64(events.count)]
+        }
         #expect(
             try count(admin, "SELECT count(*) FROM findmy.device_locations") == events.count - registryCount,
             "every fix exactly once")

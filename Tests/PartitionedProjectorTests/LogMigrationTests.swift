@@ -39,7 +39,8 @@ import Threads
         registryEvents.append(
             EventCodec.encode(
                 .userCreated(
-                    UserCreated(userID: 2, name: "bob", role: .member, tokenHash: Array(repeating: 9, count: 32))),
+                    UserCreated(
+                        userID: 2, name: "bob", role: .member, tokenHash: Array(repeating: 9, count: 32))),
                 receivedAtMicros: now - 3_600_000_000))
         local.records += try writer.append(batch: registryEvents).count
         for round in 0..<10 {
@@ -48,14 +49,17 @@ import Threads
                 let fixes = device % 2 == 1 ? 1 : 5
                 let recorded = (0..<fixes).map { now - Int64(round * 100 + fixes - $0) * 1_000_000 }
                 group.append(
-                    fixBatch(device: device, recordedAtMicros: recorded, receivedAtMicros: now - 1_000_000, salt: round))
+                    fixBatch(
+                        device: device, recordedAtMicros: recorded, receivedAtMicros: now - 1_000_000,
+                        salt: round))
                 local.fixesPerDevice[device, default: 0] += fixes
             }
             local.records += try writer.append(batch: group).count
             local.batches += group.count
         }
         let answering = fixBatch(
-            device: 2, recordedAtMicros: [now - 400_000, now - 300_000], receivedAtMicros: now - 200_000, salt: 99)
+            device: 2, recordedAtMicros: [now - 400_000, now - 300_000], receivedAtMicros: now - 200_000,
+            salt: 99)
         local.fixesPerDevice[2, default: 0] += 2
         local.records += 1
         local.batches += 1
@@ -106,7 +110,8 @@ import Threads
                 EventCodec.encode(
                     .deviceEnrolled(
                         DeviceEnrolled(
-                            deviceID: device, userID: 1, deviceUUID: UUID128.random(), name: "device \(device)",
+                            deviceID: device, userID: 1, deviceUUID: UUID128.random(),
+                            name: "device \(device)",
                             platform: "ios", model: "test")),
                     receivedAtMicros: now - 3_000_000_000)
             ]
@@ -129,7 +134,8 @@ import Threads
         let imported = try ProjectorProcess.run(
             ["log", "import"],
             [
-                "--log", cluster.logArgument, "--log-partitions", "1", "--publishers-per-partition", "8", "--verify",
+                "--log", cluster.logArgument, "--log-partitions", "1", "--publishers-per-partition", "8",
+                "--verify",
                 exportPath,
             ], outputPath: scratch + "/import.out")
         #expect(imported.status == 0, "\(imported.output)")
@@ -176,7 +182,9 @@ import Threads
         }
         var configuration = cluster.patientLogConfiguration(partitions: 4)
         configuration.createsStream = false
-        #expect(throws: JetStreamLogError.streamMissing(stream: "FINDMY_LOG")) { try JetStreamLog(configuration) }
+        #expect(throws: JetStreamLogError.streamMissing(stream: "FINDMY_LOG")) {
+            try JetStreamLog(configuration)
+        }
 
         let imported = try findmy(["log", "import"], importArguments + [exportPath])
         #expect(imported.status == 0, "\(imported.output)")
@@ -190,12 +198,14 @@ import Threads
         // after a crash halfway does: the stream holds part of this log's records. The answer names
         // a batch the first run stored, whose new offset comes from the stream.
         try Self.writeSecondPart(scratch + "/data/log", now: now, batchOffset: answeringBatch, &local)
-        let reexported = try findmy(["log", "export"], ["--data-dir", scratch + "/data", "--out", exportPath])
+        let reexported = try findmy(
+            ["log", "export"], ["--data-dir", scratch + "/data", "--out", exportPath])
         #expect(reexported.status == 0, "\(reexported.output)")
         let resumed = try findmy(["log", "import"], importArguments + [exportPath])
         #expect(resumed.status == 0, "\(resumed.output)")
         #expect(
-            resumed.output.contains("\(local.records - firstPart) records stored, \(firstPart) were there already"),
+            resumed.output.contains(
+                "\(local.records - firstPart) records stored, \(firstPart) were there already"),
             "\(resumed.output)")
         #expect(resumed.output.contains("1 command answers pointed at"), "\(resumed.output)")
         #expect(resumed.output.contains("verify: ok"), "\(resumed.output)")
@@ -207,7 +217,8 @@ import Threads
         // Again: nothing new is stored, and the stream still verifies.
         let again = try findmy(["log", "import"], importArguments + [exportPath])
         #expect(again.status == 0, "\(again.output)")
-        #expect(again.output.contains("0 records stored, \(local.records) were there already"), "\(again.output)")
+        #expect(
+            again.output.contains("0 records stored, \(local.records) were there already"), "\(again.output)")
         #expect(again.output.contains("verify: ok"), "\(again.output)")
         #expect(try log.durableEndOffset() == UInt64(local.records))
 
@@ -221,18 +232,25 @@ import Threads
         let fromStream = try PostgresConnection(postgres.cluster.conninfo(database: "from_stream"))
         defer { fromStream.close() }
         let project = try ProjectorProcess(
-            ["--data-dir", scratch + "/data", "--database-url", postgres.cluster.conninfo(database: "from_local")],
+            [
+                "--data-dir", scratch + "/data", "--database-url",
+                postgres.cluster.conninfo(database: "from_local"),
+            ],
             outputPath: scratch + "/project.out", command: ["project"])
         let projector = try ProjectorProcess(
             [
-                "--log", cluster.logArgument, "--database-url", postgres.cluster.conninfo(database: "from_stream"),
+                "--log", cluster.logArgument, "--database-url",
+                postgres.cluster.conninfo(database: "from_stream"),
                 "--compact-interval-seconds", "0",
             ], outputPath: scratch + "/projector.out")
         for (name, connection) in [("findmy project", fromLocal), ("findmy projector", fromStream)] {
             do {
-                try waitUntil("\(name) folded every batch and the answer") {
+                try waitUntil(
+                    "\(name) folded every batch and the answer", timeoutSeconds: 120, intervalMillis: 50
+                ) {
                     try folded(connection) == local.batches
-                        && count(connection, "SELECT count(*) FROM findmy.commands WHERE state = 'answered'") == 1
+                        && count(connection, "SELECT count(*) FROM findmy.commands WHERE state = 'answered'")
+                            == 1
                 }
             } catch {
                 Issue.record("project:\n\(project.output)\nprojector:\n\(projector.output)")
@@ -250,7 +268,9 @@ import Threads
         #expect(localFixes.count == local.fixesPerDevice.values.reduce(0, +))
         #expect(try rows(fromStream, fixes) == localFixes)
         let perDevice = "SELECT device_id, count(*) FROM findmy.device_locations GROUP BY 1 ORDER BY 1"
-        #expect(try rows(fromStream, perDevice) == local.fixesPerDevice.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" })
+        #expect(
+            try rows(fromStream, perDevice)
+                == local.fixesPerDevice.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" })
         #expect(try rows(fromStream, perDevice) == rows(fromLocal, perDevice))
         let devices = "SELECT id, user_id, device_uuid, name FROM findmy.devices ORDER BY id"
         #expect(try rows(fromStream, devices) == rows(fromLocal, devices))

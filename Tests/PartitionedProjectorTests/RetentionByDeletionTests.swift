@@ -168,7 +168,9 @@ private struct Arrival: Hashable {
         )
         #expect(
             residue.allSatisfy { $0.contains("/_js_/") }, "the stream's own blocks hold no erased message")
-        try waitUntil("no file of the three nodes holds an erased message", seconds: 400) {
+        try waitUntil(
+            "no file of the three nodes holds an erased message", timeoutSeconds: 400, intervalMillis: 50
+        ) {
             try storeFilesHolding(erasedMessages, under: cluster.directory).isEmpty
         }
         print(
@@ -181,8 +183,7 @@ private struct Arrival: Hashable {
 /// has reached the log's end, then stops it (releasing its leases).
 func project(
     _ log: JetStreamLog, _ postgres: ScratchPostgres, logID: UUID128, schema: String, now: Int64 = now
-) throws
-{
+) throws {
     var options = PartitionedProjector.Options()
     options.log = { _ in }
     let projector = PartitionedProjector(
@@ -195,7 +196,10 @@ func project(
         stop.request()
         pthread_join(thread, nil)
     }
-    try waitUntil("the projector in \(schema) reaches offset \(end): \(projector.status)") {
+    try waitUntil(
+        "the projector in \(schema) reaches offset \(end): \(projector.status)", timeoutSeconds: 120,
+        intervalMillis: 50
+    ) {
         let status = projector.status
         return status.checkpoints.count == log.partitionCount
             && status.checkpoints.values.allSatisfy { $0 >= end }

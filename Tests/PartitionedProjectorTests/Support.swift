@@ -3,25 +3,9 @@ import Foundation
 import NATSLog
 import NATSSupport
 import Postgres
+@_exported import TestSupport
 import Testing
 import Threads
-
-/// Polls `condition` until it holds or `seconds` pass; the failure says what was awaited.
-func waitUntil(
-    _ what: String, seconds: Double = 120, sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () throws -> Bool
-) throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while try !condition() {
-        guard Date() < deadline else {
-            Issue.record("waited \(Int(seconds)) s for: \(what)", sourceLocation: sourceLocation)
-            throw WaitTimedOut(what: what)
-        }
-        usleep(50_000)
-    }
-}
-
-struct WaitTimedOut: Error { var what: String }
 
 /// User 1 and devices 1...devices, received at `atMicros`.
 func registry(devices: Int, atMicros: Int64) -> [EncodedEvent] {

@@ -47,13 +47,17 @@ import Threads
 
         // Spread: two processes, four partitions, two each (the one that started first gives two up).
         do {
-            try waitUntil("each process holds two of the four partitions") {
+            try waitUntil(
+                "each process holds two of the four partitions", timeoutSeconds: 120, intervalMillis: 50
+            ) {
                 let holders = try PartitionLeases.holders(admin)
                 return holders.count == 4
                     && holders.values.filter { $0 == first.sessionName }.count == 2
                     && holders.values.filter { $0 == second.sessionName }.count == 2
             }
-            try waitUntil("the 200 batches are folded") { try folded(admin) == fixesAt.count }
+            try waitUntil("the 200 batches are folded", timeoutSeconds: 120, intervalMillis: 50) {
+                try folded(admin) == fixesAt.count
+            }
         } catch {
             Issue.record("\(context())")
             throw error
@@ -80,7 +84,10 @@ import Threads
             firstPartitions.contains(LogPartitioning.partition(ofDevice: UInt64($0), partitionCount: 4))
         }.map { String($0) }.joined(separator: ",")
         let burstStart = fixesAt.keys.max()! + 1
-        try waitUntil("part of the burst is appended, and folded by the first projector too") {
+        try waitUntil(
+            "part of the burst is appended, and folded by the first projector too", timeoutSeconds: 120,
+            intervalMillis: 50
+        ) {
             try burst.withLock { $0.count } >= 100
                 && count(
                     admin,
@@ -94,12 +101,14 @@ import Threads
         #expect(fixesAt.count == 600, "every append of the burst acknowledged")
 
         do {
-            try waitUntil("the survivor holds every partition") {
+            try waitUntil("the survivor holds every partition", timeoutSeconds: 120, intervalMillis: 50) {
                 let holders = try PartitionLeases.holders(admin)
                 return holders.count == 4 && holders.values.allSatisfy { $0 == second.sessionName }
             }
             let takenOver = Date().timeIntervalSince(killedAt)
-            try waitUntil("all 600 batches are folded") { try folded(admin) == fixesAt.count }
+            try waitUntil("all 600 batches are folded", timeoutSeconds: 120, intervalMillis: 50) {
+                try folded(admin) == fixesAt.count
+            }
             print(
                 "take-over: \(fixesAt.count) batches acknowledged, \(try folded(admin)) in PostgreSQL; "
                     + "every partition held by the survivor \(String(format: "%.2f", takenOver)) s after the kill, "
@@ -119,7 +128,9 @@ import Threads
         #expect(try count(admin, "SELECT count(*) FROM findmy.devices") == devices)
         // The whole projection's checkpoint moves past everything (the lowest partition's), in a
         // statement after the pass's last fold: awaited, not read at once.
-        try waitUntil("the whole projection's checkpoint passes the last batch") {
+        try waitUntil(
+            "the whole projection's checkpoint passes the last batch", timeoutSeconds: 120, intervalMillis: 50
+        ) {
             try count(admin, "SELECT next_offset FROM findmy.projector_checkpoints WHERE projection = 'main'")
                 >= Int(fixesAt.keys.max()! + 1)
         }
@@ -160,10 +171,13 @@ import Threads
         let admin = try PostgresConnection(postgres.conninfo)
         defer { admin.close() }
         do {
-            try waitUntil("a retention run erased the expired message") {
+            try waitUntil(
+                "a retention run erased the expired message", timeoutSeconds: 120, intervalMillis: 50
+            ) {
                 process.output.contains("1 erased, 1 replaced, 1 fixes removed")
             }
-            try waitUntil("the projection holds the fresh fix only") {
+            try waitUntil("the projection holds the fresh fix only", timeoutSeconds: 120, intervalMillis: 50)
+            {
                 try count(admin, "SELECT count(*) FROM findmy.device_locations WHERE device_id = 1") == 1
             }
         } catch {

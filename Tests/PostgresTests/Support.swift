@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+@_exported import TestSupport
 import Testing
 
 /// One embedded cluster for the whole suite (initdb takes seconds), in a fresh temporary directory,
@@ -60,15 +61,4 @@ func expectPostgresError(
         Issue.record("expected a PostgresError, got \(error)", sourceLocation: sourceLocation)
     }
     return nil
-}
-
-/// Waits until `condition` holds, checking it every few milliseconds; false if it still does not
-/// after `timeoutSeconds`. The deadline only bounds a failing test: it is generous on purpose.
-func waitUntil(timeoutSeconds: Double = 60, _ condition: () -> Bool) -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(timeoutSeconds * 1000))
-    while !condition() {
-        if ContinuousClock.now > deadline { return false }
-        usleep(2_000)
-    }
-    return true
 }

@@ -2,6 +2,7 @@ import Events
 import Foundation
 import Postgres
 import Projector
+@_exported import TestSupport
 import Testing
 import Threads
 
@@ -33,13 +34,13 @@ import Threads
         let service = ProjectorService(projector: projector)
         try service.start()
         defer { service.stop(graceMicros: 0) }
-        #expect(pollUntil { isIdle(projector, writer.durableEnd) })
+        #expect(waitUntil { isIdle(projector, writer.durableEnd) })
 
         let fix = Fix(
             latitude: 48.8566, longitude: 2.3522, accuracyMeters: 5, source: "manual",
             recordedAtMicros: wallClockMicros())
         let offset = try writer.append(.fixBatch(FixBatch(deviceID: 1, batchID: .random(), fixes: [fix])))
-        #expect(pollUntil { projector.status.checkpoint > offset })
+        #expect(waitUntil { projector.status.checkpoint > offset })
         let connection = try PostgresConnection(projector.client.conninfo)
         defer { connection.close() }
         let latest = try connection.execute(
@@ -58,27 +59,16 @@ import Threads
         let projector = idleProjector(reader, try TestCluster.freshDatabase())
         let service = ProjectorService(projector: projector)
         try service.start()
-        #expect(pollUntil { isIdle(projector, writer.durableEnd) })
+        #expect(waitUntil { isIdle(projector, writer.durableEnd) })
 
         let stopped = Locked(false)
         let stopper = spawnThread {
             service.stop(graceMicros: 0)
             stopped.withLock { $0 = true }
         }
-        let stoppedInTime = pollUntil { stopped.withLock { $0 } }
+        let stoppedInTime = waitUntil { stopped.withLock { $0 } }
         #expect(stoppedInTime, "the projector's stop waited for its idle timer")
         if stoppedInTime { pthread_join(stopper, nil) } else { pthread_detach(stopper) }
         #expect(service.state == .stopped)
     }
-}
-
-/// Checks `condition` until it holds or the generous deadline passes (it only bounds a failing
-/// test); the pause between looks is not what is tested.
-func pollUntil(timeoutSeconds: Double = 60, _ condition: () -> Bool) -> Bool {
-    let deadline = monotonicMicros() + Int64(timeoutSeconds * 1_000_000)
-    while !condition() {
-        if monotonicMicros() > deadline { return false }
-        usleep(2_000)
-    }
-    return true
 }

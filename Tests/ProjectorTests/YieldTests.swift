@@ -38,7 +38,7 @@ import Testing
         let service = ProjectorService(projector: fences, name: "geofences")
         try service.start()
         defer { service.stop(graceMicros: 0) }
-        #expect(pollUntil { fences.status.yielding })
+        #expect(waitUntil { fences.status.yielding })
         let connection = try PostgresConnection(conninfo)
         defer { connection.close() }
         func geofenceCheckpoint() throws -> Int64? {
@@ -52,7 +52,7 @@ import Testing
 
         while try main.step(logEnd: end) > 0 {}
         #expect(!main.status.draining)
-        #expect(pollUntil { fences.status.checkpoint == end })
+        #expect(waitUntil { fences.status.checkpoint == end })
         #expect(try geofenceCheckpoint() == Int64(end))
         #expect(
             try connection.execute("SELECT count(*) FROM findmy_geofences.geofence_fixes").int64(0, 0) ?? 0
