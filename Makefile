@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: deps test-deps build test run clean format
+.PHONY: deps test-deps build test run clean format lint
 
 deps:
 	@ops/install-deps.sh
@@ -16,10 +16,10 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
-# Builds everything (the findmy executable included, which the end-to-end tests start as a real
-# process), then runs every test: the Swift tests, the web panel in headless Chromium
+# Checks the format (lint), builds everything (the findmy executable included, which the end-to-end
+# tests start as a real process), then runs every test: the Swift tests, the web panel in headless Chromium
 # (ops/tests/browser.sh, screenshots in .build/artifacts/browser) and `make run` from a fresh clone.
-test: test-deps
+test: test-deps lint
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" $(SWIFT) test $(SWIFT_BUILD_FLAGS)
 	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" ops/tests/browser.sh
@@ -27,6 +27,10 @@ test: test-deps
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+
+# The style every commit keeps (`make format` fixes most of what this finds); part of `make test`.
+lint:
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
 
 # Builds a release binary and runs the server on ./data (or $FINDMY_DATA_DIR) at 127.0.0.1:8080
 # (or $FINDMY_LISTEN), after printing how to create a user and enrol a device. As root in a

@@ -136,7 +136,8 @@ let package = Package(
         .target(
             name: "Geofences",
             dependencies: [
-                "CLI", "Crypto", "Events", "HTTP", "HTTPClient", "Identity", "JSON", "Postgres", "ProjectionSchema",
+                "CLI", "Crypto", "Events", "HTTP", "HTTPClient", "Identity", "JSON", "Postgres",
+                "ProjectionSchema",
                 "Projector", "Threads",
             ],
             swiftSettings: strict),

@@ -371,7 +371,8 @@ public final class CommandService: Service {
             let done = ConditionLock()
             for (index, event) in kept.enumerated() {
                 identity.append(
-                    EventCodec.encode(event, receivedAtMicros: now), messageID: SharedRegistry.endMessageID(event)
+                    EventCodec.encode(event, receivedAtMicros: now),
+                    messageID: SharedRegistry.endMessageID(event)
                 ) { result in
                     done.withLock {
                         results.withLock { $0[index] = result }

@@ -54,8 +54,9 @@ public struct LogExportHeader: Equatable, Sendable {
     public var endOffset: UInt64
     public var exportedAtMicros: Int64
 
-    public init(flags: UInt16 = 0, logID: UUID128, firstOffset: UInt64, endOffset: UInt64, exportedAtMicros: Int64)
-    {
+    public init(
+        flags: UInt16 = 0, logID: UUID128, firstOffset: UInt64, endOffset: UInt64, exportedAtMicros: Int64
+    ) {
         self.flags = flags
         self.logID = logID
         self.firstOffset = firstOffset
@@ -149,7 +150,8 @@ public enum LogExportDamage: Error, Equatable, Sendable, CustomStringConvertible
         case .version(let version):
             "export format version \(version); this findmy reads version \(LogExportHeader.version) (rule 1)"
         case .headerChecksum: "the header's checksum does not match (rule 1)"
-        case .badTag(let tag): "an entry starts with byte 0x\(String(tag, radix: 16)), not 'R' or 'T' (rules 2, 5)"
+        case .badTag(let tag):
+            "an entry starts with byte 0x\(String(tag, radix: 16)), not 'R' or 'T' (rules 2, 5)"
         case .badLength(let length): "an entry of \(length) bytes, out of range (rule 2)"
         case .entryChecksum: "an entry's checksum does not match (rule 2)"
         case .badMessage(let why): "an entry's message is not one findmy record: \(why) (rule 3)"
@@ -186,13 +188,17 @@ public struct LogExportWriter {
 
     /// The entry for a record as `LogReader` hands it out (a group's member or a version-1 record).
     public mutating func entry(_ record: LogRecord) -> [UInt8] {
-        entry(sourceOffset: record.offset, EventCodec.standalone(header: record.header, stored: record.storedPayload))
+        entry(
+            sourceOffset: record.offset,
+            EventCodec.standalone(header: record.header, stored: record.storedPayload))
     }
 
     public mutating func entry(sourceOffset: UInt64, _ record: EncodedEvent) -> [UInt8] {
-        precondition(lastOffset.map { sourceOffset > $0 } ?? true, "export entries in increasing offset order")
         precondition(
-            sourceOffset >= header.firstOffset && sourceOffset < header.endOffset, "entry outside the header's range")
+            lastOffset.map { sourceOffset > $0 } ?? true, "export entries in increasing offset order")
+        precondition(
+            sourceOffset >= header.firstOffset && sourceOffset < header.endOffset,
+            "entry outside the header's range")
         lastOffset = sourceOffset
         let message = Frame.message(record)
         var writer = ByteWriter(capacity: message.count + 17)
@@ -280,7 +286,9 @@ public struct LogExportDecoder {
             guard available >= LogExportHeader.bytes else {
                 // A file that does not even input.start like one is said so at once.
                 let seen = min(available, 8)
-                if !input.bytes[input.start..<(input.start + seen)].elementsEqual(LogExportHeader.magic.prefix(seen)) {
+                if !input.bytes[input.start..<(input.start + seen)].elementsEqual(
+                    LogExportHeader.magic.prefix(seen))
+                {
                     return .damaged(.notAnExport, position: position)
                 }
                 return .needMore
@@ -314,9 +322,10 @@ public struct LogExportDecoder {
         let entryBytes = Int(length) + LogExport.entryOverheadBytes
         guard available >= entryBytes else { return .needMore }
         let body = input.bytes[input.start..<(input.start + entryBytes - 4)]
-        let storedCRC = UInt32(littleEndian: input.bytes.withUnsafeBytes {
-            $0.loadUnaligned(fromByteOffset: input.start + entryBytes - 4, as: UInt32.self)
-        })
+        let storedCRC = UInt32(
+            littleEndian: input.bytes.withUnsafeBytes {
+                $0.loadUnaligned(fromByteOffset: input.start + entryBytes - 4, as: UInt32.self)
+            })
         guard body.withUnsafeBytes({ CRC32C.checksum($0) }) == storedCRC else {
             return .damaged(.entryChecksum, position: position)
         }
@@ -340,7 +349,8 @@ public struct LogExportDecoder {
         lastOffset = sourceOffset
         records += 1
         fixes += UInt64(frame.header.fixCount)
-        return .record(LogExportRecord(sourceOffset: sourceOffset, header: frame.header, payload: frame.payload))
+        return .record(
+            LogExportRecord(sourceOffset: sourceOffset, header: frame.header, payload: frame.payload))
     }
 
     private mutating func decodeTrailer(available: Int) -> Item {
@@ -355,7 +365,9 @@ public struct LogExportDecoder {
         }
         guard trailer.records == records, trailer.fixes == fixes else {
             return .damaged(
-                .counts("\(trailer.records) records and \(trailer.fixes) fixes, the entries hold \(records) and \(fixes)"),
+                .counts(
+                    "\(trailer.records) records and \(trailer.fixes) fixes, the entries hold \(records) and \(fixes)"
+                ),
                 position: position)
         }
         guard storedFileCRC == fileCRC else { return .damaged(.fileChecksum, position: position) }

@@ -74,7 +74,8 @@ public enum GeofenceNotifySetup {
         clockMicros: @escaping @Sendable () -> Int64 = wallClockMicros
     ) -> GeofenceNotifier {
         GeofenceNotifier(
-            client: PostgresClient(conninfo: conninfo, policy: .init(reconnectAttemptsMax: 1)), identity: identity,
+            client: PostgresClient(conninfo: conninfo, policy: .init(reconnectAttemptsMax: 1)),
+            identity: identity,
             http: HTTP2Client(
                 name: "geofence-notifier",
                 options: .init(caFile: configuration.caFile, addressPolicy: identity.limits.outgoingTargets)),

@@ -81,7 +81,8 @@ extension IdentityService {
         // Two nodes given the same message (OwnTracks over MQTT reaches every subscribed node) answer
         // the same command: one Msg-Id, one record.
         append(
-            EventCodec.encode(event, receivedAtMicros: clockMicros()), messageID: SharedRegistry.endMessageID(event)
+            EventCodec.encode(event, receivedAtMicros: clockMicros()),
+            messageID: SharedRegistry.endMessageID(event)
         ) { [self] result in
             if case .success(let offset) = result {
                 registry.write { $0.registry.apply(event, offset: offset) }

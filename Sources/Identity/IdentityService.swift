@@ -99,7 +99,8 @@ public final class IdentityService: Sendable {
         var report = RegistryStartReport(snapshotOffset: nil, recordsReplayed: 0, skipped: [])
         if let snapshots, let snapshotLog {
             (start, report) = Registry.sharedStart(
-                log: snapshotLog, store: snapshots, recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
+                log: snapshotLog, store: snapshots,
+                recentBatchesPerDeviceMax: limits.recentBatchesPerDeviceMax)
             shared.startApplied(at: start.offset)
         }
         let registry = ReadWriteLocked(RegistryState(registry: start.registry))

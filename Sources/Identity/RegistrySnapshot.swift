@@ -91,7 +91,9 @@ public struct RegistrySnapshot: Sendable {
     public func encoded() -> [UInt8] {
         var body = registry.encodeBody()
         body.append(recordsFolded == nil ? 0 : 1)
-        if let recordsFolded { withUnsafeBytes(of: recordsFolded.littleEndian) { body.append(contentsOf: $0) } }
+        if let recordsFolded {
+            withUnsafeBytes(of: recordsFolded.littleEndian) { body.append(contentsOf: $0) }
+        }
         var writer = ByteWriter(
             capacity: RegistrySnapshotFormat.headerBytes + segments.count
                 * RegistrySnapshotFormat.segmentEntryBytes
@@ -159,7 +161,8 @@ public struct RegistrySnapshot: Sendable {
             }
             guard reader.remaining == 0 else { throw SnapshotDamage.invalid("bytes after the registry") }
             return RegistrySnapshot(
-                offset: offset, logID: logID, segments: segments, registry: registry, recordsFolded: recordsFolded)
+                offset: offset, logID: logID, segments: segments, registry: registry,
+                recordsFolded: recordsFolded)
         } catch let damage as SnapshotDamage {
             throw damage
         } catch {
@@ -347,7 +350,8 @@ public struct RegistrySnapshotStore: Sendable {
         var removed: [String] = []
         for (name, _) in try snapshotFiles() {
             let path = directory + "/" + name
-            guard let snapshot = try? RegistrySnapshot.decode(try readFile(path)), try staleness(snapshot) != nil
+            guard let snapshot = try? RegistrySnapshot.decode(try readFile(path)),
+                try staleness(snapshot) != nil
             else { continue }
             try io.unlink(path)
             removed.append(name)

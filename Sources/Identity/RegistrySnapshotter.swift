@@ -112,7 +112,8 @@ public final class RegistrySnapshotter: Service {
 
     struct Progress {
         /// Writes `snapshot` (of this fold) to `store` and starts the next interval from it.
-        mutating func write(_ snapshot: RegistrySnapshot, to store: RegistrySnapshotStore, nowMicros: Int64) throws
+        mutating func write(_ snapshot: RegistrySnapshot, to store: RegistrySnapshotStore, nowMicros: Int64)
+            throws
             -> Outcome
         {
             let started = monotonicMicros()
@@ -121,7 +122,8 @@ public final class RegistrySnapshotter: Service {
             lastMicros = nowMicros
             fixesSinceSnapshot = 0
             return .written(
-                path: path, offset: snapshot.offset, bytes: bytes, millis: (monotonicMicros() - started) / 1000)
+                path: path, offset: snapshot.offset, bytes: bytes,
+                millis: (monotonicMicros() - started) / 1000)
         }
 
         var fold: RegistryFold

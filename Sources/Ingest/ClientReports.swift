@@ -164,8 +164,11 @@ extension IngestService {
             let isBatch = position == records.count - 1
             let messageID =
                 isBatch && appendsBatch
-                ? nil : IdentityService.placeMessageID(deviceID: key.deviceID, batchID: key.batchID, index: position)
-            append(EventCodec.encode(event, receivedAtMicros: received), messageID: messageID) { [self] result in
+                ? nil
+                : IdentityService.placeMessageID(
+                    deviceID: key.deviceID, batchID: key.batchID, index: position)
+            append(EventCodec.encode(event, receivedAtMicros: received), messageID: messageID) {
+                [self] result in
                 let done = pending.withLock { state -> Bool in
                     switch result {
                     case .success(let offset): if isBatch { state.batchOffset = offset }

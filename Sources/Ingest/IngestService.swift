@@ -42,7 +42,8 @@ public final class IngestService: Sendable {
         self.limits = limits
         identity = IdentityService(
             shared: shared, limits: limits.identity, clockMicros: clockMicros,
-            appendObserver: { metrics.recordAppend(micros: $0) }, snapshots: snapshots, snapshotLog: snapshotLog)
+            appendObserver: { metrics.recordAppend(micros: $0) }, snapshots: snapshots,
+            snapshotLog: snapshotLog)
     }
 
     public var log: LogWriter { identity.log }

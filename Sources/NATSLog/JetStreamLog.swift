@@ -127,7 +127,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
                 guard !headers.isEmpty else {
                     return bytes.withUnsafeBytes { raw in
                         js_Publish(
-                            &ack, jetStream, subject.constant, raw.baseAddress, Int32(raw.count), &options, &code)
+                            &ack, jetStream, subject.constant, raw.baseAddress, Int32(raw.count), &options,
+                            &code)
                     }
                 }
                 return publishWithHeaders(bytes, subject: subject, headers: headers, &ack, &options, &code)
@@ -159,7 +160,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     }
 
     private func publishWithHeaders(
-        _ bytes: [UInt8], subject: CString, headers: [(String, String)], _ ack: inout UnsafeMutablePointer<jsPubAck>?,
+        _ bytes: [UInt8], subject: CString, headers: [(String, String)],
+        _ ack: inout UnsafeMutablePointer<jsPubAck>?,
         _ options: inout jsPubOptions, _ code: inout jsErrCode
     ) -> natsStatus {
         var message: OpaquePointer?
@@ -170,7 +172,9 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         }
         guard status == NATS_OK, let message else { return status }
         defer { natsMsg_Destroy(message) }
-        for (key, value) in headers where status == NATS_OK { status = natsMsgHeader_Set(message, key, value) }
+        for (key, value) in headers where status == NATS_OK {
+            status = natsMsgHeader_Set(message, key, value)
+        }
         guard status == NATS_OK else { return status }
         return js_PublishMsg(&ack, jetStream, message, &options, &code)
     }
@@ -252,7 +256,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             guard deliveredSubject == subject.text else {
                 throw JetStreamLogError.readFailed(
                     subject: subject.text,
-                    "the ordered consumer delivered sequence \(sequence) of '\(deliveredSubject)', another subject")
+                    "the ordered consumer delivered sequence \(sequence) of '\(deliveredSubject)', another subject"
+                )
             }
             let record = try Self.record(delivered.message, subject: subject.text, sequence: sequence)
             var value: String?
@@ -347,7 +352,9 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
     /// says is still pending, or nil when the consumer has nothing: no message came within a
     /// short wait and its info says none is pending. A message that does not come although the
     /// consumer says some are pending is waited for up to `readWaitMillis`, then a failure.
-    private func nextMessage(_ subscription: OpaquePointer, _ subject: CString, waitingFor stopSequence: UInt64)
+    private func nextMessage(
+        _ subscription: OpaquePointer, _ subject: CString, waitingFor stopSequence: UInt64
+    )
         throws -> (message: OpaquePointer, sequence: UInt64, pending: UInt64)?
     {
         let deadline = monotonicMicros() + configuration.readWaitMillis * 1000

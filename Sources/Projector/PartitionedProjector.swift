@@ -225,7 +225,8 @@ public final class PartitionedProjector: Sendable {
             batch.nextOffset = max(batch.nextOffset, read.verifiedEnd)
             guard !batch.isEmpty else { continue }
             do {
-                try commit(partition: partition, batch, records: read.records[partition] ?? 0, session.connection)
+                try commit(
+                    partition: partition, batch, records: read.records[partition] ?? 0, session.connection)
                 folded += read.records[partition] ?? 0
                 moved = true
             } catch {
@@ -271,7 +272,9 @@ public final class PartitionedProjector: Sendable {
             partition, record in
             guard var batch = read.batches[partition], record.offset >= batch.firstOffset else { return true }
             let records = read.records[partition] ?? 0
-            if records > 0 && (records >= recordsMax || batch.fixCount + Int(record.header.fixCount) > fixesMax) {
+            if records > 0
+                && (records >= recordsMax || batch.fixCount + Int(record.header.fixCount) > fixesMax)
+            {
                 return false
             }
             try batch.add(record)
@@ -303,7 +306,9 @@ public final class PartitionedProjector: Sendable {
     }
 
     /// Folds one partition's batch and moves its checkpoint, in one transaction.
-    private func commit(partition: Int, _ batch: ProjectionBatch, records: Int, _ connection: PostgresConnection)
+    private func commit(
+        partition: Int, _ batch: ProjectionBatch, records: Int, _ connection: PostgresConnection
+    )
         throws
     {
         var batch = batch

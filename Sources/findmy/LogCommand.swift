@@ -63,7 +63,10 @@ enum LogCommand {
         }
         let options = try Options(
             Array(arguments.dropFirst()),
-            valued: ["data-dir", "from", "limit", "out", "log", "log-partitions", "map", "publishers-per-partition"],
+            valued: [
+                "data-dir", "from", "limit", "out", "log", "log-partitions", "map",
+                "publishers-per-partition",
+            ],
             flags: ["json", "verify"])
         if options.flag("help") {
             print(help)
@@ -72,9 +75,13 @@ enum LogCommand {
         if sub == "import" { return try runImport(options) }
         for name in ["out", "log", "log-partitions", "map", "verify", "publishers-per-partition"]
         where options.value(name) != nil || options.flag(name) {
-            guard sub == "export" && name == "out" else { throw UsageError("--\(name) is not an option of '\(sub)'") }
+            guard sub == "export" && name == "out" else {
+                throw UsageError("--\(name) is not an option of '\(sub)'")
+            }
         }
-        guard options.positional.isEmpty else { throw UsageError("unexpected argument '\(options.positional[0])'") }
+        guard options.positional.isEmpty else {
+            throw UsageError("unexpected argument '\(options.positional[0])'")
+        }
         let logDirectory = try options.required("data-dir", environment: "FINDMY_DATA_DIR") + "/log"
         switch sub {
         case "stats": return try stats(logDirectory, json: options.flag("json"))
@@ -100,15 +107,20 @@ enum LogCommand {
         guard
             let node = try IngestNodeConfiguration.parse(
                 log: try options.required("log", environment: "FINDMY_LOG"),
-                partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"), projector: nil)
-        else { throw UsageError("--log must name the NATS cluster (nats://HOST:PORT,...), not the local log") }
+                partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"),
+                projector: nil)
+        else {
+            throw UsageError("--log must name the NATS cluster (nats://HOST:PORT,...), not the local log")
+        }
         let publishers = try options.integer(
             "publishers-per-partition", default: LogTransfer.publishersPerPartitionDefault)
         guard (1...64).contains(publishers) else {
-            throw UsageError("--publishers-per-partition must be a whole number from 1 to 64, got \(publishers)")
+            throw UsageError(
+                "--publishers-per-partition must be a whole number from 1 to 64, got \(publishers)")
         }
         return try LogTransfer.runImport(
-            file: file, node: node, mapPath: options.value("map") ?? file + ".offsets", verify: options.flag("verify"),
+            file: file, node: node, mapPath: options.value("map") ?? file + ".offsets",
+            verify: options.flag("verify"),
             publishersPerPartition: publishers)
     }
 

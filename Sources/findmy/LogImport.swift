@@ -16,7 +16,9 @@ struct DamagedExport: Error, CustomStringConvertible {
     /// What it means for the command that found it.
     var consequence = ""
 
-    var description: String { "the export file \(path) is damaged at byte \(position): \(damage)\(consequence)" }
+    var description: String {
+        "the export file \(path) is damaged at byte \(position): \(damage)\(consequence)"
+    }
 }
 
 /// One imported record as the stream holds it.
@@ -98,7 +100,8 @@ extension LogTransfer {
             decoding: while true {
                 switch decoder.next() {
                 case .needMore: break decoding
-                case .damaged(let damage, let at): throw DamagedExport(path: path, position: at, damage: damage)
+                case .damaged(let damage, let at):
+                    throw DamagedExport(path: path, position: at, damage: damage)
                 case .header(let value): header = value
                 case .record(let record): try visit(record)
                 case .trailer(let value): trailer = value
@@ -106,7 +109,9 @@ extension LogTransfer {
             }
             if chunk.isEmpty { break }
         }
-        if let (damage, at) = decoder.finish() { throw DamagedExport(path: path, position: at, damage: damage) }
+        if let (damage, at) = decoder.finish() {
+            throw DamagedExport(path: path, position: at, damage: damage)
+        }
         return (header!, trailer!)
     }
 
@@ -119,10 +124,13 @@ extension LogTransfer {
     /// record names another record's offset (docs/scale.md says what was checked).
     static func rewritten(_ record: LogExportRecord, newOffset: (UInt64) -> UInt64?) throws -> EncodedEvent {
         guard record.header.type == EventType.commandAnswered.rawValue else { return record.encodedEvent }
-        guard case .commandAnswered(var answer) = try EventCodec.decode(header: record.header, stored: record.payload)
+        guard
+            case .commandAnswered(var answer) = try EventCodec.decode(
+                header: record.header, stored: record.payload)
         else { return record.encodedEvent }
         answer.batchOffset = newOffset(answer.batchOffset) ?? goneBatchOffset
-        let encoded = EventCodec.encode(.commandAnswered(answer), receivedAtMicros: record.header.receivedAtMicros)
+        let encoded = EventCodec.encode(
+            .commandAnswered(answer), receivedAtMicros: record.header.receivedAtMicros)
         var header = record.header
         header.codec = encoded.header.codec
         header.uncompressedBytes = encoded.header.uncompressedBytes
@@ -148,9 +156,11 @@ extension LogTransfer {
             var next = UInt64(0)
             for attempt in 1...readAttemptsMax {
                 do {
-                    try log.read(partition: partition, from: next, upTo: end, header: importHeader) { record, value in
+                    try log.read(partition: partition, from: next, upTo: end, header: importHeader) {
+                        record, value in
                         next = record.offset + 1
-                        guard let value, value.hasPrefix(prefix), let source = UInt64(value.dropFirst(prefix.count))
+                        guard let value, value.hasPrefix(prefix),
+                            let source = UInt64(value.dropFirst(prefix.count))
                         else {
                             found.foreign += 1
                             return true
@@ -162,13 +172,15 @@ extension LogTransfer {
                         found.stored.append(
                             StoredImport(
                                 sourceOffset: source, offset: record.offset, partition: partition,
-                                digest: digest(EncodedEvent(header: record.header, payload: record.storedPayload))))
+                                digest: digest(
+                                    EncodedEvent(header: record.header, payload: record.storedPayload))))
                         return true
                     }
                     break
                 } catch let error as JetStreamLogError where attempt < readAttemptsMax {
                     guard case .readFailed = error else { throw error }
-                    writeStandardError("import: reading partition \(partition) again from offset \(next): \(error)")
+                    writeStandardError(
+                        "import: reading partition \(partition) again from offset \(next): \(error)")
                 }
             }
         }
@@ -209,11 +221,15 @@ extension LogTransfer {
                     + "would clash); import into a new stream (nothing was imported)")
         }
         let map = Locked([UInt64: UInt64](minimumCapacity: Int(trailer.records)))
-        map.withLock { map in for stored in before.stored where map[stored.sourceOffset] == nil {
-            map[stored.sourceOffset] = stored.offset
-        } }
+        map.withLock { map in
+            for stored in before.stored where map[stored.sourceOffset] == nil {
+                map[stored.sourceOffset] = stored.offset
+            }
+        }
         let already = map.withLock { $0.count }
-        if already > 0 { printLine("import: \(already) records already in the stream (an earlier run): skipped") }
+        if already > 0 {
+            printLine("import: \(already) records already in the stream (an earlier run): skipped")
+        }
         let publishers = ImportPublishers(
             log: log, header: header, map: map, lanesPerPartition: publishersPerPartition)
         let started = monotonicMicros()
@@ -252,7 +268,8 @@ extension LogTransfer {
         printLine(
             "import: done: \(stored) records stored, \(already) were there already, \(final.count) of "
                 + "\(trailer.records) in the stream; \(publishers.answersRewritten) command answers pointed at "
-                + "their batch's new offset (\(publishers.answersOfGoneBatches) at a batch no longer in the log)")
+                + "their batch's new offset (\(publishers.answersOfGoneBatches) at a batch no longer in the log)"
+        )
         printLine(
             "import: offsets \(final.keys.min().map { "\($0)" } ?? "-")...\(final.keys.max().map { "\($0)" } ?? "-")"
                 + " -> \(newOffsets.min().map { "\($0)" } ?? "-")...\(newOffsets.max().map { "\($0)" } ?? "-")"

@@ -112,10 +112,13 @@ enum LogTransfer {
                 // A pipe has no positions: plain writes, continuing after short ones.
                 var done = 0
                 while done < pending.count {
-                    let written = pending[done...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+                    let written = pending[done...].withUnsafeBytes {
+                        Glibc.write(fd, $0.baseAddress, $0.count)
+                    }
                     if written < 0 && errno == EINTR { continue }
                     guard written > 0 else {
-                        throw UsageError("cannot write to standard output: \(String(cString: strerror(errno)))")
+                        throw UsageError(
+                            "cannot write to standard output: \(String(cString: strerror(errno)))")
                     }
                     done += written
                 }

@@ -71,7 +71,8 @@ import Testing
             ], timeoutSeconds: 300, executable: benchExecutable())
         #expect(run.status == 0, "\(run.error)")
         let row = try #require(
-            run.output.split(separator: "\n").last { $0.hasPrefix("P=2 F=1: ") }, "no result row:\n\(run.output)")
+            run.output.split(separator: "\n").last { $0.hasPrefix("P=2 F=1: ") },
+            "no result row:\n\(run.output)")
         // "P=2 F=1: local N reports/s, ..., 0 failed; nodes N reports/s, ..., 0 failed; nodes/local R; ..."
         let parts = row.split(separator: ";").map(String.init)
         for (index, target) in ["local", "nodes"].enumerated() {
@@ -80,7 +81,9 @@ import Testing
             let rate = words.firstIndex(of: Substring(target)).flatMap { Double(words[$0 + 1]) } ?? 0
             #expect(rate > 0 && part.hasSuffix(" 0 failed"), "\(target): \(row)")
         }
-        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/bench"), "the driver removes its directory")
+        #expect(
+            !FileManager.default.fileExists(atPath: scratch.path + "/bench"),
+            "the driver removes its directory")
     }
 
     /// An app driven by wrk and ops/bench/report.lua (path, Basic credentials, headers, a unique id

@@ -83,7 +83,9 @@ import Testing
                 let from = ledger.acknowledgedCount
                 let started = Date()
                 let reached = waitUntil(timeoutSeconds: 180) { ledger.acknowledgedCount >= from + batches }
-                try #require(reached, "no progress \(what): \(ledger.acknowledgedCount - from) acknowledged\n\(context())")
+                try #require(
+                    reached,
+                    "no progress \(what): \(ledger.acknowledgedCount - from) acknowledged\n\(context())")
                 return Date().timeIntervalSince(started)
             }
             var figures: [String] = []
@@ -106,7 +108,8 @@ import Testing
             _ = try awaitProgress("after NATS node \(leader + 1) was restarted")
             figures.append(
                 "NATS node \(ingest.cluster.nodes[leader].name) (stream leader) killed: "
-                    + "\(Self.progressBatches) more acknowledged within \(seconds(natsGoesOn)); \(failedSince())")
+                    + "\(Self.progressBatches) more acknowledged within \(seconds(natsGoesOn)); \(failedSince())"
+            )
 
             // 2. Ingest node 1 killed; the devices retry through node 2; node 1 started again.
             ingest.kill9(0)
@@ -122,7 +125,8 @@ import Testing
             figures.append(
                 "ingest node 1 killed: \(Self.progressBatches) acknowledged through node 2 within "
                     + "\(seconds(nodeTwoAlone)); restarted node listening after \(seconds(listening)), "
-                    + "acknowledging again \(seconds(Date().timeIntervalSince(killedAt))) after the kill; \(failedSince())")
+                    + "acknowledging again \(seconds(Date().timeIntervalSince(killedAt))) after the kill; \(failedSince())"
+            )
 
             // 3. The projector killed in the middle of folding, then started again: it goes on
             // from its committed checkpoints.
@@ -157,10 +161,13 @@ import Testing
             try #require(
                 waitUntil(timeoutSeconds: 300) { (try? mainCheckpoint(admin)) ?? 0 >= Int64(streamEnd) },
                 "the projection did not reach the stream's end \(streamEnd)\n\(context())")
-            figures.append("projection at the stream's end \(seconds(Date().timeIntervalSince(drainStarted))) after the load stopped")
+            figures.append(
+                "projection at the stream's end \(seconds(Date().timeIntervalSince(drainStarted))) after the load stopped"
+            )
 
             let verdict = try ChaosVerdict(
-                ledger: ledger, deviceIDs: deviceIDs, admin: admin, stream: try IngestNodesTests.streamRecords(ingest.cluster))
+                ledger: ledger, deviceIDs: deviceIDs, admin: admin,
+                stream: try IngestNodesTests.streamRecords(ingest.cluster))
             print("combined failure test: " + verdict.summary)
             for figure in figures { print("combined failure test: " + figure) }
             #expect(verdict.problems.isEmpty, "\(verdict.problems.prefix(20))")
@@ -168,9 +175,13 @@ import Testing
             #expect(verdict.acknowledgedFixes > 0 && verdict.presentFixes >= verdict.acknowledgedFixes)
 
             #expect(projectors[1].stop(), "the projector stops on SIGTERM")
-            let stopped = projectors[1].output.split(separator: "\n").first { $0.contains("projector: stopped") }
+            let stopped = projectors[1].output.split(separator: "\n").first {
+                $0.contains("projector: stopped")
+            }
             print("combined failure test: the restarted projector says \(stopped ?? "nothing")")
-            for node in ingest.nodes { #expect(node.stop() == 0, "\(node.process.standardError.suffix(2000))") }
+            for node in ingest.nodes {
+                #expect(node.stop() == 0, "\(node.process.standardError.suffix(2000))")
+            }
         }
     }
 }
@@ -292,7 +303,8 @@ struct ChaosVerdict {
         // Arrivals: every acknowledged batch once, at the offset its answer named; none unsent;
         // a device's batches in the order it sent them.
         let arrivals = try admin.execute(
-            "SELECT device_id, batch_id::text, log_offset FROM findmy.device_batches ORDER BY device_id, log_offset")
+            "SELECT device_id, batch_id::text, log_offset FROM findmy.device_batches ORDER BY device_id, log_offset"
+        )
         var arrivalsOf: [String: [Int64]] = [:]
         var lastSequence: [Int64: Int] = [:]
         for row in 0..<arrivals.rowCount {
@@ -310,7 +322,9 @@ struct ChaosVerdict {
         }
         for (batchID, offset) in acknowledged {
             let folded = arrivalsOf[batchID] ?? []
-            if folded != [offset] { problems.append("batch \(batchID) acknowledged at \(offset), folded at \(folded)") }
+            if folded != [offset] {
+                problems.append("batch \(batchID) acknowledged at \(offset), folded at \(folded)")
+            }
         }
 
         // History: every acknowledged fix once; none unsent; a device's fixes in the order of
@@ -338,7 +352,8 @@ struct ChaosVerdict {
             let recorded = try history.int64(row, 1) ?? -1
             let latitude = try history.double(row, 2) ?? .nan
             if sentFixes[deviceID]?[recorded].map({ abs($0 - latitude) < 1e-9 }) != true {
-                problems.append("fix of device \(deviceID) recorded at \(recorded) (\(latitude)) was never sent")
+                problems.append(
+                    "fix of device \(deviceID) recorded at \(recorded) (\(latitude)) was never sent")
             }
             if !seen[deviceID, default: []].insert(recorded).inserted {
                 problems.append("fix of device \(deviceID) recorded at \(recorded) is in the history twice")

@@ -37,7 +37,8 @@ import Testing
                     let body =
                         "{\"name\": \"\(name)\", \"latitude\": 52.5, \"longitude\": 13.4, "
                         + "\"radius_m\": \(100 + worker * 10 + index), \"device_ids\": [\(deviceID)]}"
-                    guard let created = try? post(api, "/api/find-my/geofences", token: userToken, body: body),
+                    guard
+                        let created = try? post(api, "/api/find-my/geofences", token: userToken, body: body),
                         created.status == 201, let id = created.int("geofence_id")
                     else {
                         answers.fail("fence \(name) not created")
@@ -69,7 +70,8 @@ import Testing
         let end = Int64(records.last?.record.offset ?? 0) + 1
         for node in nodes {
             #expect(waitUntil(timeoutSeconds: 60) { ((try? Self.appliedEnd(node)) ?? 0) >= end })
-            let listed = try get(HTTPConnection(address: node.address), "/api/find-my/geofences", token: userToken)
+            let listed = try get(
+                HTTPConnection(address: node.address), "/api/find-my/geofences", token: userToken)
             let pairs = try listed.body["geofences"]?.arrayValue.map {
                 (try $0["name"]!.stringValue, try $0["geofence_id"]!.int64Value)
             }
@@ -93,7 +95,8 @@ import Testing
         let nodes = try IngestNodesTests.startNodes(
             cluster, scratch,
             extraArguments: [
-                "--command-locate-expiry-seconds", "\(expirySeconds)", "--command-locate-interval-seconds", "1",
+                "--command-locate-expiry-seconds", "\(expirySeconds)", "--command-locate-interval-seconds",
+                "1",
             ])
         defer {
             for node in nodes {
@@ -115,7 +118,8 @@ import Testing
             for device in devices {
                 // Rounds are 1 s apart at least: the locate interval.
                 let answer = try post(
-                    one, "/api/find-my/devices/\(device)/commands", token: userToken, body: "{\"kind\": \"locate\"}")
+                    one, "/api/find-my/devices/\(device)/commands", token: userToken,
+                    body: "{\"kind\": \"locate\"}")
                 #expect(answer.status == 202, "round \(round): \(answer.body)")
                 if let id = answer.string("command_id") { commands.append(id.lowercased()) }
                 requestedAt = Date()
@@ -230,7 +234,9 @@ import Testing
         // Both nodes acknowledged everything: stored by one, a duplicate (or folded) on the other.
         for node in nodes {
             #expect(
-                waitUntil(timeoutSeconds: 60) { OwnTracksMQTTTests.count(node, "acknowledgements_sent") == Int64(published) },
+                waitUntil(timeoutSeconds: 60) {
+                    OwnTracksMQTTTests.count(node, "acknowledgements_sent") == Int64(published)
+                },
                 "\(node.process.standardError)")
         }
 
@@ -248,7 +254,8 @@ import Testing
         let answerTst = Int(Date().timeIntervalSince1970) - 5
         try broker.publish(
             topic: topic,
-            "{\"_type\":\"location\",\"lat\":46.9,\"lon\":13.405,\"tst\":\(answerTst),\"acc\":12,\"t\":\"r\",\"tid\":\"ph\"}")
+            "{\"_type\":\"location\",\"lat\":46.9,\"lon\":13.405,\"tst\":\(answerTst),\"acc\":12,\"t\":\"r\",\"tid\":\"ph\"}"
+        )
         published += 1
         // The answer's append is handed to the acknowledgement threads before the message is
         // acknowledged: once nothing is in flight on either node, every answer decided is stored.
@@ -273,12 +280,14 @@ import Testing
             case .deviceEnrolled: enrolments += 1
             case .regionTransition: transitions += 1
             case .waypointsReported: waypoints += 1
-            case .commandAnswered(let answered) where answered.commandID.description == commandID: answers += 1
+            case .commandAnswered(let answered) where answered.commandID.description == commandID:
+                answers += 1
             default: break
             }
         }
         #expect(enrolments == 1)
-        #expect(batches == Dictionary(uniqueKeysWithValues: (latitudes + [46.9]).map { ($0, 1) }), "\(batches)")
+        #expect(
+            batches == Dictionary(uniqueKeysWithValues: (latitudes + [46.9]).map { ($0, 1) }), "\(batches)")
         #expect(
             transitions == crossings.count && waypoints == places.count,
             "transitions \(transitions), waypoints \(waypoints)")
@@ -287,7 +296,8 @@ import Testing
         print(
             "one broker, two nodes: \(published) messages published, received per node \(received); "
                 + "in the stream: \(enrolments) device, \(batches.values.reduce(0, +)) fixes for "
-                + "\(batches.count) locations, \(transitions) transitions, \(waypoints) waypoints, \(answers) answer")
+                + "\(batches.count) locations, \(transitions) transitions, \(waypoints) waypoints, \(answers) answer"
+        )
     }
 
     static func registryFollower(_ node: ServerProcess) throws -> JSONValue {

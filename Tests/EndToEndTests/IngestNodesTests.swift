@@ -132,7 +132,8 @@ import Testing
             }
             #expect(deviceBatches.count == 3, "the native batch, the one with the new token, Overland's")
             #expect(users.count == 1 && devices.count == 1, "\(records.map(\.record.header.type))")
-            #expect(batches.count == 1 && batches.first.map { Int64($0.record.offset) } == first.int("offset"))
+            #expect(
+                batches.count == 1 && batches.first.map { Int64($0.record.offset) } == first.int("offset"))
             if case .fixBatch(let stored)? = batches.first?.event {
                 #expect(stored.fixes.map(\.latitude) == [1, 2])
             }
@@ -153,7 +154,8 @@ import Testing
             var answers: [Int] = []
             for round in 0..<3 {
                 nodes[1].process.kill(SIGSTOP)
-                let enrolled = try enrol(one, userToken: userToken, uuid: UUID().uuidString, name: "r\(round)")
+                let enrolled = try enrol(
+                    one, userToken: userToken, uuid: UUID().uuidString, name: "r\(round)")
                 let deviceToken = try #require(enrolled.string("device_token"))
                 let status = StatusSlot()
                 let sender = Thread {
@@ -169,7 +171,8 @@ import Testing
                 #expect(waitUntil(timeoutSeconds: 60) { status.value != nil })
                 answers.append(status.value ?? 0)
             }
-            #expect(answers == [200, 200, 200], "node 2 answered \(answers): \(nodes[1].process.standardError)")
+            #expect(
+                answers == [200, 200, 200], "node 2 answered \(answers): \(nodes[1].process.standardError)")
         }
     }
 
@@ -265,7 +268,8 @@ import Testing
             }
             #expect(userIDs.count == workers * usersPerWorker && userIDs.values.allSatisfy { $0.count == 1 })
             #expect(
-                deviceIDs.count == workers * usersPerWorker * 2 && deviceIDs.values.allSatisfy { $0.count == 1 })
+                deviceIDs.count == workers * usersPerWorker * 2
+                    && deviceIDs.values.allSatisfy { $0.count == 1 })
             for (name, userID) in answers.byName {
                 #expect(userIDs[UInt64(userID)] == [name], "the answer for \(name) names user \(userID)")
             }
@@ -324,7 +328,8 @@ import Testing
             let devicesCount = 6
             var tokens: [String] = []
             for index in 0..<devicesCount {
-                let enrolled = try enrol(setup, userToken: userToken, uuid: UUID().uuidString, name: "d\(index)")
+                let enrolled = try enrol(
+                    setup, userToken: userToken, uuid: UUID().uuidString, name: "d\(index)")
                 tokens.append(try #require(enrolled.string("device_token")))
             }
 
@@ -355,7 +360,8 @@ import Testing
             #expect(waitUntil(timeoutSeconds: 120) { tally.acknowledged.count >= 50 })
 
             // The stream's leader: the node whose acknowledgement every append waits for.
-            var configuration = JetStreamLogConfiguration(servers: cluster.urls, partitionCount: Self.partitions)
+            var configuration = JetStreamLogConfiguration(
+                servers: cluster.urls, partitionCount: Self.partitions)
             configuration.createsStream = false
             let probe = try JetStreamLog(configuration)
             let leaderName = try probe.streamLeader()

@@ -24,7 +24,8 @@ import Testing
         // A name of white space, or padded with it, reads as no name or as another one.
         for padded in [" ", "alice ", " alice", "\u{3000}"] {
             let refused = try FindmyProcess.run(["user", "add", padded, "--data-dir", data.path])
-            #expect(refused.status != 0 && refused.error.contains("white space"), "\(padded): \(refused.error)")
+            #expect(
+                refused.status != 0 && refused.error.contains("white space"), "\(padded): \(refused.error)")
         }
 
         var phoneID: Int64 = 0

@@ -15,7 +15,8 @@ import Testing
         let server = try ServerProcess(
             data: data.path,
             extraArguments: [
-                "--projector", "on", "--compact-interval-seconds", "86400", "--compact-first-run-seconds", "86400",
+                "--projector", "on", "--compact-interval-seconds", "86400", "--compact-first-run-seconds",
+                "86400",
             ])
         defer { server.stop() }
         let cluster = try EmbeddedPostgres(dataDirectory: data.path)

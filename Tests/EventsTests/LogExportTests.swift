@@ -9,18 +9,21 @@ struct LogExportTests {
 
     static func events() -> [EncodedEvent] {
         let user = EventCodec.encode(
-            .userCreated(UserCreated(userID: 1, name: "ada", role: .member, tokenHash: Array(repeating: 7, count: 32))),
+            .userCreated(
+                UserCreated(userID: 1, name: "ada", role: .member, tokenHash: Array(repeating: 7, count: 32))),
             receivedAtMicros: 1_000)
         let fixes = (0..<5).map { index in
             Fix(
-                latitude: 52.5 + Double(index) * 0.001, longitude: 13.4, accuracyMeters: 10, batteryPercent: 80,
+                latitude: 52.5 + Double(index) * 0.001, longitude: 13.4, accuracyMeters: 10,
+                batteryPercent: 80,
                 source: "significant", recordedAtMicros: 1_700_000_000_000_000 + Int64(index) * 1_000_000)
         }
         let one = EventCodec.encode(
             .fixBatch(FixBatch(deviceID: 3, batchID: UUID128(high: 1, low: 2), fixes: [fixes[0]])),
             receivedAtMicros: 2_000)
         let many = EventCodec.encode(
-            .fixBatch(FixBatch(deviceID: 3, batchID: UUID128(high: 1, low: 3), fixes: fixes)), receivedAtMicros: 3_000)
+            .fixBatch(FixBatch(deviceID: 3, batchID: UUID128(high: 1, low: 3), fixes: fixes)),
+            receivedAtMicros: 3_000)
         return [user, one, many]
     }
 
@@ -122,9 +125,12 @@ struct LogExportTests {
             // Multi-fix batches: payloads large enough that the group keeps them compressed.
             var track = TrackGenerator(seed: UInt64(device), startMicros: 1_764_684_000_000_000)
             events.append(
-                .fixBatch(FixBatch(deviceID: UInt64(device), batchID: UUID128.random(), fixes: Array(track.next(30)))))
+                .fixBatch(
+                    FixBatch(
+                        deviceID: UInt64(device), batchID: UUID128.random(), fixes: Array(track.next(30)))))
         }
-        let offsets = try GroupRecordTests.appendAsOneGroup(writer, events, receivedAt: GroupRecordTests.receivedAt)
+        let offsets = try GroupRecordTests.appendAsOneGroup(
+            writer, events, receivedAt: GroupRecordTests.receivedAt)
         writer.close()
         let frames = try GroupRecordTests.frames(try segmentFiles(directory.log)[0])
         #expect(frames.contains { ($0.group?.memberCount ?? 0) > 1 }, "the requests share a group record")
@@ -137,7 +143,8 @@ struct LogExportTests {
         let decoded = Self.decode(bytes, step: 4096)
         #expect(decoded.damage == nil)
         let expected = zip(offsets, events.enumerated()).map { offset, indexed in
-            let encoded = EventCodec.encode(indexed.element, receivedAtMicros: GroupRecordTests.receivedAt(indexed.offset))
+            let encoded = EventCodec.encode(
+                indexed.element, receivedAtMicros: GroupRecordTests.receivedAt(indexed.offset))
             return "record \(offset) \(Frame.message(encoded))"
         }
         #expect(Array(decoded.items.dropFirst().dropLast()) == expected)

@@ -526,7 +526,8 @@ extension RegistrySnapshotTests {
             let event = source.next()
             switch event {
             case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered,
-                .userSettingChanged, .devicePresenceLinked, .presenceChanged, .geofenceDefined, .geofenceDeleted,
+                .userSettingChanged, .devicePresenceLinked, .presenceChanged, .geofenceDefined,
+                .geofenceDeleted,
                 .geofenceNotificationsSet:
                 continue
             case .pushTokenRegistered(let registered) where !registered.webPushPublicKey.isEmpty:
@@ -543,7 +544,8 @@ extension RegistrySnapshotTests {
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         #expect(current[8] == 8 && current[9] == 0)
         let appended = [
-            7: 1, 6: 1 + 4, 5: 1 + 4 + 12, 4: 1 + 4 + 12 + 8, 3: 1 + 4 + 12 + 8 + 4, 2: 1 + 4 + 12 + 8 + 4 + 16,
+            7: 1, 6: 1 + 4, 5: 1 + 4 + 12, 4: 1 + 4 + 12 + 8, 3: 1 + 4 + 12 + 8 + 4,
+            2: 1 + 4 + 12 + 8 + 4 + 16,
             1: 1 + 4 + 12 + 8 + 4 + 16 + 4,
         ][version]!
         #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })

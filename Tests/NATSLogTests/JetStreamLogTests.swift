@@ -138,7 +138,9 @@ private func readPartition(_ log: JetStreamLog, _ partition: Int, from start: UI
         {
             var visited: [UInt64] = []
             let returned = try log.read(partitions: wanted, from: start, upTo: limit) { partition, record in
-                #expect(partition == log.partition(ofDevice: record.header.deviceKey), "each record with its partition")
+                #expect(
+                    partition == log.partition(ofDevice: record.header.deviceKey),
+                    "each record with its partition")
                 if record.offset == stop { return false }
                 visited.append(record.offset)
                 return true

@@ -41,7 +41,8 @@ public final class ProjectorProcess: @unchecked Sendable {
 
     /// `executable` nil: `FINDMY_BIN`; `command`: the findmy command it runs.
     public init(
-        _ arguments: [String], outputPath: String, executable: String? = nil, command: [String] = ["projector"]
+        _ arguments: [String], outputPath: String, executable: String? = nil,
+        command: [String] = ["projector"]
     ) throws {
         guard let binary = executable ?? ProcessInfo.processInfo.environment["FINDMY_BIN"] else {
             throw NATSClusterError("set FINDMY_BIN to the built findmy (swift build --show-bin-path)/findmy")
@@ -53,7 +54,9 @@ public final class ProjectorProcess: @unchecked Sendable {
 
     /// Runs `findmy COMMAND ARGUMENTS` to its end: its exit status (nil when it still ran after
     /// `seconds`, then it is killed) and its output (standard output and error).
-    public static func run(_ command: [String], _ arguments: [String], outputPath: String, seconds: Double = 600)
+    public static func run(
+        _ command: [String], _ arguments: [String], outputPath: String, seconds: Double = 600
+    )
         throws -> (status: Int32?, output: String)
     {
         let child = try ProjectorProcess(arguments, outputPath: outputPath, command: command)

@@ -81,7 +81,9 @@ public final class NATSCluster: @unchecked Sendable {
     /// took more than two minutes to form: nodes gave up with "no suitable peers for placement".
     /// A test must not hold two clusters at once while another waits for its second.
     public static let clustersAtOnceMax =
-        ProcessInfo.processInfo.environment["FINDMY_TEST_NATS_CLUSTERS_MAX"].flatMap { Int($0) }.map { max(1, $0) }
+        ProcessInfo.processInfo.environment["FINDMY_TEST_NATS_CLUSTERS_MAX"].flatMap { Int($0) }.map {
+            max(1, $0)
+        }
         ?? 2
     private static let slots = DispatchSemaphore(value: clustersAtOnceMax)
     /// Its own name, so that a node can never join another test's cluster (a route port given again).
@@ -193,7 +195,8 @@ public final class NATSCluster: @unchecked Sendable {
         var leaders: Set<String> = []
         var replicasSeen: [String: [[String: Any]]] = [:]
         for node in nodes {
-            guard let health = Self.get(port: node.monitorPort, path: "/healthz"), health["status"] as? String == "ok"
+            guard let health = Self.get(port: node.monitorPort, path: "/healthz"),
+                health["status"] as? String == "ok"
             else { return .notYet("\(node.name) is not healthy yet") }
             guard let jsz = Self.get(port: node.monitorPort, path: "/jsz"),
                 let meta = jsz["meta_cluster"] as? [String: Any],
@@ -246,7 +249,9 @@ public final class NATSCluster: @unchecked Sendable {
             answer.append(contentsOf: buffer[0..<count])
         }
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
-        guard let start = answer.indices.first(where: { answer[$0...].starts(with: separator) }) else { return nil }
+        guard let start = answer.indices.first(where: { answer[$0...].starts(with: separator) }) else {
+            return nil
+        }
         let body = Data(answer[(start + separator.count)...])
         return (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
     }

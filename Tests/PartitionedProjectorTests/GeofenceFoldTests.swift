@@ -69,8 +69,8 @@ private let now: Int64 = 1_790_000_000_000_000
         var options = SharedLogProjector<GeofenceProjection>.Options()
         options.log = { _ in }
         let folder = SharedLogProjector(
-            conninfo: postgres.conninfo, reader: log, logID: logID, options: options, clock: { now }
-        ) { GeofenceProjection() }
+            conninfo: postgres.conninfo, reader: log, logID: logID, options: options, clock: { now },
+            makeProjection: { GeofenceProjection() })
         let stop = StopSignal()
         let thread = spawnThread { folder.run(until: stop) }
         defer {
