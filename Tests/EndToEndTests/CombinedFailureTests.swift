@@ -154,7 +154,7 @@ import Testing
             // catches up with the stream's end.
             ledger.stop()
             try #require(
-                waitUntil(timeoutSeconds: 180) { threads.allSatisfy(\.isFinished) },
+                waitUntil(timeoutSeconds: 300) { threads.allSatisfy(\.isFinished) },
                 "device threads still retrying\n\(context())")
             let streamEnd = try probe.durableEndOffset()
             let drainStarted = Date()
