@@ -1,3 +1,8 @@
+// libcurl's headers include <sys/socket.h>, so in this module the socket constants (SOCK_STREAM,
+// SOCK_CLOEXEC) are declared through CCurl's clang module: a release build (whole module) finds
+// them only where CCurl is imported.
+import CCurl
+
 #if canImport(Glibc)
     import Glibc
 #endif
