@@ -159,7 +159,7 @@ enum IngestBench {
             }
         }
         writer.endArray()
-        // Issue 13: each app's protocol against native, with the same fixes in the same run.
+        // Each app's protocol against native, with the same fixes in the same run.
         AppBench.write(
             try AppBench.measure(
                 apps: phases, user: "bench", tokens: deviceTokens,

@@ -6,7 +6,7 @@ import NATSSupport
 import Postgres
 import Testing
 
-/// Issue 17's combined failure test (docs/scale.md, "Tests"): three nats-server processes, two
+/// The JetStream log's combined failure test (docs/scale.md, "Tests"): three nats-server processes, two
 /// `findmy serve --log nats://` ingest nodes, one `findmy projector` and a private PostgreSQL, all
 /// real processes on loopback. Devices report through both nodes while the stream's leader, then
 /// ingest node 1, then the projector are killed with SIGKILL and started again; afterwards

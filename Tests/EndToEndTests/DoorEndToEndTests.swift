@@ -3,7 +3,7 @@ import HTTPClient
 import JSON
 import Testing
 
-/// The door over real HTTP against `findmy serve` (issue 11, items 3 and 12): what another page
+/// The door over real HTTP against `findmy serve`: what another page
 /// can send with the victim's session cookie, and what the log says about failed logins and
 /// guessed tokens.
 @Suite(.serialized) struct DoorEndToEndTests {

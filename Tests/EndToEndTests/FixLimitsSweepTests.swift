@@ -4,7 +4,7 @@ import HTTPClient
 import JSON
 import Testing
 
-/// One report must never take the server down (issue 11, item 1; docs/architecture.md, "Failure
+/// One report must never take the server down (docs/architecture.md, "Failure
 /// containment"). Fixes at every field's limits, fixes beyond them, and outsized values that an
 /// older version let into the log are reported or replayed, and then every read API answer and
 /// every panel page that shows a fix is asked for: each answers 200, and a report is still

@@ -2,8 +2,8 @@ import Foundation
 import HTTPClient
 import Testing
 
-/// One client trickling many connections must not keep /healthz or the report from anyone else
-/// (issue 11, item 4a), nor fill standard error with unstructured lines (item 13).
+/// One client trickling many connections must not keep /healthz or the report from anyone else,
+/// nor fill standard error with unstructured lines.
 @Suite struct HTTPAbuseTests {
     @Test func healthAndReportsAreAnsweredWhileOneAddressTricklesManyConnections() throws {
         let data = ScratchDirectory("findmy-abuse")

@@ -4,7 +4,7 @@ import HTTPClient
 import JSON
 import Testing
 
-/// Names with control, invisible or text-direction characters (issue 11, item 10; docs/api.md,
+/// Names with control, invisible or text-direction characters (docs/api.md,
 /// "Names"): refused with 400 where a name is given (enrolment, `findmy user add` offline and through
 /// the admin socket, the admin page's form), and shown without those characters when an older log
 /// holds them.

@@ -5,7 +5,7 @@ import JSON
 import Postgres
 import Testing
 
-/// Issue 11, item 2: a new installation at the same data directory, with the PostgreSQL cluster of
+/// A new installation at the same data directory, with the PostgreSQL cluster of
 /// the previous one left behind (as it is when the cluster lives in /var/lib/findmy/postgres-<hash>),
 /// must not show the previous installation's devices and positions to its users.
 @Suite(.serialized) struct ProjectionBindingTests {

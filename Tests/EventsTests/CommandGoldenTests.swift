@@ -2,7 +2,7 @@ import Events
 import Foundation
 import Testing
 
-/// The command events (types 27-32, issue 14) as first written, committed in
+/// The command events (types 27-32) as first written, committed in
 /// Fixtures/log-commands-v1/: every later findmy must read them back exactly. Regenerate only for a
 /// new payload version, in a new folder: FINDMY_WRITE_GOLDEN=1 swift test --filter CommandGoldenTests
 @Suite(.serialized) struct CommandGoldenTests {

@@ -4,8 +4,8 @@ import HTTPClient
 import Synchronization
 import Testing
 
-// What one hostile or careless client must not be able to do to the server (issue 11: items 4a, 8,
-// 9, 13).
+// What one hostile or careless client must not be able to do to the server:
+// hold its connections, slots or memory, or fill its log.
 
 // MARK: Response headers
 

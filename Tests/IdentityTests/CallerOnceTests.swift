@@ -6,7 +6,7 @@ import Testing
 @testable import Identity
 @testable import Ingest
 
-/// The gate resolves a request's caller once (issue 12): the credential is looked up by its SHA-256
+/// The gate resolves a request's caller once: the credential is looked up by its SHA-256
 /// once per request, whatever the route, whether a bearer token or the session cookie (whose CSRF
 /// token comes with it) sent it, and the handler works with the caller and the device the gate
 /// found instead of resolving them again. Counted by the service's `CredentialLookups`.

@@ -5,7 +5,7 @@ import Testing
 @testable import Identity
 @testable import Ingest
 
-/// The session cookie on the JSON API (issue 11, item 3): a state-changing `/api/` request that the
+/// The session cookie on the JSON API: a state-changing `/api/` request that the
 /// `findmy_session` cookie authenticates needs the session's CSRF token in `X-CSRF-Token`, and an
 /// `Origin`, when sent, of this server. Bearer tokens and reads are unaffected.
 @Suite struct CookieCSRFTests {

@@ -5,7 +5,7 @@ import Testing
 @testable import Identity
 @testable import Ingest
 
-/// Logins (issue 11, items 7 and 4b) and failed authentications (item 12): what a login must carry,
+/// Logins and failed authentications: what a login must carry,
 /// the per-name and per-address limits, the bound on password checks, and the 401 limit. Every
 /// window runs on the door's manual clock.
 @Suite struct LoginDoorTests {

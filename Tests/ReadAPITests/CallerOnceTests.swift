@@ -5,7 +5,7 @@ import Testing
 @testable import Identity
 @testable import ReadAPI
 
-/// The read routes take the reader and the device from the gate (issue 12): one lookup of the
+/// The read routes take the reader and the device from the gate: one lookup of the
 /// credential per request, and no second visibility check in the handler. The database here is
 /// one that cannot be reached, as when PostgreSQL is down: every read then answers 503, after the
 /// caller was resolved, and resolved once.

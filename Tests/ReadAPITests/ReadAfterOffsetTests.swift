@@ -8,7 +8,7 @@ import Threads
 
 @testable import ReadAPI
 
-/// A read with `after_offset` waits for the projector's checkpoint bell (issue 12: no sleep as
+/// A read with `after_offset` waits for the projector's checkpoint bell (no sleep as
 /// synchronisation): it goes on when the projection holds the offset, and answers 503
 /// `projection_behind` at its deadline when it never does. No database is reached: the wait comes
 /// before the query.

@@ -8,7 +8,7 @@ import Testing
 @testable import Ingest
 @testable import WebPanel
 
-/// The panel's pages take the caller, and its session's CSRF token, from the gate (issue 12): one
+/// The panel's pages take the caller, and its session's CSRF token, from the gate: one
 /// lookup of the session cookie per request, where a page used to look it up again for the user,
 /// again for the CSRF token it prints and again for the one a form sent. The database is one that
 /// cannot be reached; the pages that read it answer their 503 page, after the one lookup.

@@ -3,7 +3,7 @@ import Testing
 
 @testable import WebPanel
 
-/// The page's parts for issue 16 as the server renders them: presence in the device list rows, the
+/// The page's geofence and presence parts as the server renders them: presence in the device list rows, the
 /// geofence section (the script fills the list and draws), and the device's transitions section.
 /// The script's side is the browser test's (Tests/Browser/panel_test.py).
 @Suite struct GeofencePresencePanelTests {
