@@ -27,16 +27,6 @@ import Testing
         }
     }
 
-    func send(_ connection: HTTPConnection, _ method: String, _ target: String, token: String, body: String)
-        throws -> Answer
-    {
-        let response = try connection.send(
-            method, target,
-            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
-            body: Array(body.utf8))
-        return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
-    }
-
     /// A server (retries after 1 s, then 2 s, ...), a receiver, user anna with a phone and a 100 m fence
     /// around home whose webhook and ntfy topic are the receiver's, and the receiver told the secret.
     func setUp(_ label: String) throws -> Setup {

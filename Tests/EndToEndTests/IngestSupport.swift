@@ -64,11 +64,19 @@ struct Answer {
     func string(_ key: String) -> String? { try? body[key]?.stringValue }
 }
 
-func post(_ connection: HTTPConnection, _ path: String, token: String?, body: String) throws -> Answer {
+/// A JSON request with the bearer token, when there is one; the answer's body parsed (null when it
+/// is not JSON).
+func send(_ connection: HTTPConnection, _ method: String, _ path: String, token: String?, body: String = "")
+    throws -> Answer
+{
     var headers: [(name: String, value: String)] = [("Content-Type", "application/json")]
     if let token { headers.append(("Authorization", "Bearer \(token)")) }
-    let response = try connection.send("POST", path, headers: headers, body: Array(body.utf8))
+    let response = try connection.send(method, path, headers: headers, body: Array(body.utf8))
     return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
+}
+
+func post(_ connection: HTTPConnection, _ path: String, token: String?, body: String) throws -> Answer {
+    try send(connection, "POST", path, token: token, body: body)
 }
 
 /// `findmy user add NAME --json`; returns the token.

@@ -105,8 +105,9 @@ import Testing
     }
 }
 
-/// One user with one device on a running server, its acknowledged fixes counted.
-private final class Site {
+/// One user with one device on a running server, its acknowledged fixes counted (also
+/// ProjectorOutageTests').
+final class Site {
     let server: ServerProcess
     let connection: HTTPConnection
     let cluster: EmbeddedPostgres

@@ -10,16 +10,6 @@ import Testing
 @Suite struct RetentionTests {
     static let day: Int64 = 86_400_000_000
 
-    func send(_ connection: HTTPConnection, _ method: String, _ path: String, token: String, body: String)
-        throws -> Answer
-    {
-        let response = try connection.send(
-            method, path,
-            headers: [("Content-Type", "application/json"), ("Authorization", "Bearer \(token)")],
-            body: Array(body.utf8))
-        return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
-    }
-
     /// Every coordinate (latitude) held in a decoded log record, per device.
     func logLatitudes(_ data: String) throws -> [Int64: Set<Double>] {
         var found: [Int64: Set<Double>] = [:]

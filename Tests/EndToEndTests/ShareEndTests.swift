@@ -66,18 +66,6 @@ import Testing
         }
     }
 
-    func send(
-        _ connection: HTTPConnection, _ method: String, _ target: String, token: String, body: String = ""
-    )
-        throws -> Answer
-    {
-        let response = try connection.send(
-            method, target,
-            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
-            body: Array(body.utf8))
-        return Answer(status: response.status, body: (try? JSONParser.parse(response.body)) ?? .null)
-    }
-
     /// A fence of `token`'s user around home on alice's phone, announcing to the receiver's `path`.
     func fence(_ setup: Setup, token: String, name: String, path: String) throws -> Int64 {
         let created = try send(
