@@ -113,6 +113,11 @@ let package = Package(
             dependencies: ["CLI", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
             swiftSettings: strict),
 
+        // Import of location history from other trackers' files (Google Timeline, GPX, KML, GeoJSON,
+        // CSV, OwnTracks Recorder): one streaming reader per format, in bounded memory.
+        // docs/import-export.md.
+        .target(name: "Import", dependencies: ["Events"], swiftSettings: strict),
+
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
@@ -305,6 +310,7 @@ let package = Package(
                 "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode", "HTTP",
             ],
             swiftSettings: strict),
+        .testTarget(name: "ImportTests", dependencies: ["Import", "Events"], swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         // The headscale shapes per version, the change rule, and the poller against
         // ops/tests/fake_headscale.py serving Fixtures/headscale.
