@@ -82,22 +82,9 @@ public enum GeofenceTables {
                     log_offset bigint NOT NULL
                 );
                 CREATE INDEX ON \(s).device_transitions (device_id, recorded_at);
-                CREATE TABLE \(s).projector_checkpoints (
-                    projection text PRIMARY KEY,
-                    next_offset bigint NOT NULL,
-                    last_received_at timestamptz,
-                    updated_at timestamptz NOT NULL DEFAULT now()
-                );
                 """)
-            _ = try connection.execute(
-                "INSERT INTO \(s).projector_checkpoints (projection, next_offset) VALUES ($1, 0)",
-                [.text(projectionName)])
-            _ = try connection.execute(
-                """
-                INSERT INTO findmy_meta.generations (schema_name, projection_version, log_id) VALUES ($1, $2, $3::uuid)
-                ON CONFLICT (schema_name) DO UPDATE SET projection_version = excluded.projection_version,
-                    log_id = excluded.log_id, created_at = now()
-                """, [.text(schema), .int64(Int64(version)), logID.map { .text($0.description) }])
+            try Schema.createCheckpoint(
+                schema, projection: projectionName, version: version, logID: logID, connection)
         }
     }
 }

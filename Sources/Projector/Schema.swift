@@ -211,6 +211,21 @@ public enum Schema {
                 address_dead boolean NOT NULL DEFAULT false
             );
             CREATE INDEX ON \(s).command_deliveries (command_id, log_offset);
+            """)
+        try createCheckpoint(
+            schema, projection: projectionName, version: projectionVersion, logID: logID, connection)
+    }
+
+    /// The last step of creating a projection's tables, the same for every projection: its
+    /// `projector_checkpoints` at offset 0, and the schema's row in `findmy_meta.generations` (the
+    /// version and the log it is folded from, which decide at start whether it is folded again).
+    /// Runs inside the caller's transaction.
+    public static func createCheckpoint(
+        _ schema: String, projection: String, version: Int, logID: UUID128?, _ connection: PostgresConnection
+    ) throws {
+        let s = PostgresConnection.quoteIdentifier(schema)
+        try connection.executeScript(
+            """
             CREATE TABLE \(s).projector_checkpoints (
                 projection text PRIMARY KEY,
                 next_offset bigint NOT NULL,
@@ -220,13 +235,13 @@ public enum Schema {
             """)
         _ = try connection.execute(
             "INSERT INTO \(s).projector_checkpoints (projection, next_offset) VALUES ($1, 0)",
-            [.text(projectionName)])
+            [.text(projection)])
         _ = try connection.execute(
             """
             INSERT INTO findmy_meta.generations (schema_name, projection_version, log_id) VALUES ($1, $2, $3::uuid)
             ON CONFLICT (schema_name) DO UPDATE SET projection_version = excluded.projection_version,
                 log_id = excluded.log_id, created_at = now()
-            """, [.text(schema), .int64(Int64(projectionVersion)), logID.map { .text($0.description) }])
+            """, [.text(schema), .int64(Int64(version)), logID.map { .text($0.description) }])
     }
 
     /// Makes the generation in `building` the live one, in one transaction: readers see either the
