@@ -17,7 +17,7 @@ import Events
 public final class KMLReader<Source: ByteSource>: FixReader {
     public static var defaultSource: String { kmlDefaultSource }
     /// The `<when>`s (or coordinates) of one track held while waiting for their partners: at most
-    /// 1 M, about 16 MB.
+    /// 1 M, 16 MB of times or 32 MB of coordinates.
     public static var trackPendingMax: Int { kmlTrackPendingMax }
 
     private var source: Source?

@@ -115,6 +115,18 @@ import Testing
         #expect(error?.line == 4)
     }
 
+    @Test func aValueOfFindmysExtensionOutOfItsRangeIsAnErrorNamingItsLine() {
+        let document = """
+            <gpx xmlns="http://www.topografix.com/GPX/1/1" xmlns:findmy="https://findmy.invalid/gpx/1">
+            <wpt lat="1" lon="2"><time>2024-01-01T00:00:00Z</time>
+            <extensions><findmy:battery>120</findmy:battery></extensions></wpt></gpx>
+            """
+        var reader = GPXReader(MemoryByteSource(Array(document.utf8)))
+        #expect(
+            ImportFixtures.readAll(&reader).error
+                == ImportError("<findmy:battery> is not a percentage 0 to 100", line: 3))
+    }
+
     @Test func aFileThatIsNotGPXSaysSo() {
         let reader = GPXReader(MemoryByteSource(Array("<kml><Placemark/></kml>".utf8)))
         #expect(throws: ImportError("not GPX: the root element is <kml>, not <gpx>", line: 1)) {
