@@ -29,6 +29,7 @@ final class XMLPullReader {
     private var endOfEmptyElementPending = false
 
     init(_ input: CallbackInput) throws(ImportError) {
+        _ = xmlLibraryInitialised
         self.input = input
         let context = Unmanaged.passUnretained(input).toOpaque()
         guard let reader = xmlReaderForIO(xmlReadFromInput, xmlCloseInput, context, nil, nil, Self.options)
@@ -128,12 +129,18 @@ final class XMLPullReader {
 
     private func failure() -> ImportError {
         if let sourceError = input.sourceError { return sourceError }
+        // libxml2 says "Extra content at the end of the document" of an empty file.
+        if input.bytesRead == 0 { return ImportError("the file is empty") }
         let message = errors.message ?? "the XML cannot be read"
         return ImportError(
             "malformed XML: \(message)", byteOffset: parsedBytes,
             line: errors.line ?? Int(xmlTextReaderGetParserLineNumber(reader)))
     }
 }
+
+/// libxml2 asks to be initialised once, before readers run on several threads (imports from the
+/// API and the CLI at once); a global is initialised once, on first use, whatever the thread.
+private let xmlLibraryInitialised: Void = xmlInitParser()
 
 /// libxml2's first error for this reader (later ones are usually its consequences).
 final class XMLErrorCapture {

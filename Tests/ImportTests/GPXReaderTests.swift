@@ -136,7 +136,7 @@ import Testing
 
     @Test func anEmptyFileIsAnError() {
         let reader = GPXReader(MemoryByteSource([]))
-        #expect(throws: ImportError.self) { _ = try reader.next() }
+        #expect(throws: ImportError("the file is empty")) { _ = try reader.next() }
     }
 
     @Test func anErrorOfTheSourceIsTheErrorOfTheReader() {
