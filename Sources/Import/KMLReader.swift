@@ -13,18 +13,27 @@ import Events
 /// and a place's `<name>` and `<address>` (`place_name`, `address`). KML has no accuracy: nil.
 ///
 /// A track's `<when>`s may all come before its `<gx:coord>`s (as Google Earth writes them): those
-/// waiting for their coordinate are held, up to `trackPendingMax`.
+/// waiting for their coordinate are held, up to `trackPendingMaxDefault` (or the `trackPendingMax`
+/// given).
 public final class KMLReader<Source: ByteSource>: FixReader {
     public static var defaultSource: String { kmlDefaultSource }
     /// The `<when>`s (or coordinates) of one track held while waiting for their partners: at most
     /// 1 M, 16 MB of times or 32 MB of coordinates.
-    public static var trackPendingMax: Int { kmlTrackPendingMax }
+    public static var trackPendingMaxDefault: Int { 1_000_000 }
 
     private var source: Source?
     private var xml: XMLPullReader?
-    private var state = KMLState()
+    private var state: KMLState
 
-    public init(_ source: Source) { self.source = source }
+    public init(_ source: Source) {
+        self.source = source
+        state = KMLState(trackPendingMax: Self.trackPendingMaxDefault)
+    }
+
+    public init(_ source: Source, trackPendingMax: Int) {
+        self.source = source
+        state = KMLState(trackPendingMax: trackPendingMax)
+    }
 
     public func next() throws(ImportError) -> ImportItem? {
         let xml = try opened()
@@ -53,7 +62,6 @@ public final class KMLReader<Source: ByteSource>: FixReader {
 }
 
 let kmlDefaultSource = "kml"
-let kmlTrackPendingMax = 1_000_000
 
 struct KMLCoordinate {
     var longitude: Double

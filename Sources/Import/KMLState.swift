@@ -5,6 +5,7 @@ struct KMLState {
         case trackWhen, trackCoordinate, stampWhen, spanBegin, pointCoordinates, altitudeMode
     }
 
+    let trackPendingMax: Int
     private var depth = 0
     private var track: KMLTrack?
     private var placemark: KMLPlacemark?
@@ -12,6 +13,8 @@ struct KMLState {
     private var fieldDepth = 0
     private var text = XMLFieldText()
     private var pending = KMLQueue<ImportItem>()
+
+    init(trackPendingMax: Int) { self.trackPendingMax = trackPendingMax }
 
     mutating func takePending() -> ImportItem? { pending.removeFirst() }
 
@@ -115,9 +118,9 @@ struct KMLState {
                 throw xml.error("<\(xml.name)> is not a date and time: '\(shown)'")
             }
             if field == .trackWhen {
-                guard track!.times.count < kmlTrackPendingMax else {
+                guard track!.times.count < trackPendingMax else {
                     throw xml.error(
-                        "a track with more than \(kmlTrackPendingMax) <when> before their <gx:coord>")
+                        "a track with more than \(trackPendingMax) <when> before their <gx:coord>")
                 }
                 track!.times.append(time)
                 return track!.pair()
@@ -129,9 +132,9 @@ struct KMLState {
                 throw xml.error("<\(xml.name)> is not a longitude and latitude: '\(shown)'")
             }
             if field == .trackCoordinate {
-                guard track!.coordinates.count < kmlTrackPendingMax else {
+                guard track!.coordinates.count < trackPendingMax else {
                     throw xml.error(
-                        "a track with more than \(kmlTrackPendingMax) <gx:coord> before their <when>")
+                        "a track with more than \(trackPendingMax) <gx:coord> before their <when>")
                 }
                 track!.coordinates.append(coordinate)
                 return track!.pair()

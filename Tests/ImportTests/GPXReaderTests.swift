@@ -84,6 +84,33 @@ import Testing
         }
     }
 
+    /// Every prefix of a file: either an error, or (only once the root element has closed) every
+    /// item; the items before an error are always the first items of the whole file.
+    @Test func everyTruncationIsAnErrorOrTheWholeFile() throws {
+        for name in ["track-1.1.gpx", "findmy-extension.gpx"] {
+            let bytes = try ImportFixtures.bytes("gpx/" + name)
+            var whole = GPXReader(MemoryByteSource(bytes))
+            let expected = ImportFixtures.readAll(&whole).items
+            let rootEnd = Array("</gpx>".utf8)
+            let complete =
+                try #require(
+                    (0...(bytes.count - rootEnd.count)).first {
+                        Array(bytes[$0..<$0 + rootEnd.count]) == rootEnd
+                    })
+                + rootEnd.count
+            for length in 0..<bytes.count {
+                var reader = GPXReader(MemoryByteSource(Array(bytes[..<length])))
+                let (items, error) = ImportFixtures.readAll(&reader)
+                #expect(Array(expected.prefix(items.count)) == items, "\(name) cut at \(length)")
+                if length < complete {
+                    #expect(error != nil, "\(name) cut at \(length)")
+                } else {
+                    #expect(error == nil && items == expected, "\(name) cut at \(length)")
+                }
+            }
+        }
+    }
+
     @Test func aTruncatedFileIsAnErrorAfterThePointsBeforeIt() throws {
         let (items, error) = try Self.read("truncated.gpx")
         #expect(ImportFixtures.fixes(items).count == 2)

@@ -61,6 +61,23 @@ import Testing
         #expect(found == ImportError("a track with 1 <when> more than its <gx:coord>", line: 4))
     }
 
+    @Test func aTrackHoldsWhensWaitingForTheirCoordsUpToItsLimit() throws {
+        let whens = (0..<3).map { "<when>2024-05-01T10:00:0\($0)Z</when>\n" }.joined()
+        let coords = (0..<3).map { "<gx:coord>13.40\($0) 52.52 0</gx:coord>\n" }.joined()
+        let document = """
+            <kml xmlns="http://www.opengis.net/kml/2.2" xmlns:gx="http://www.google.com/kml/ext/2.2">
+            <gx:Track>
+            \(whens)\(coords)</gx:Track></kml>
+            """
+        var held = KMLReader(MemoryByteSource(Array(document.utf8)), trackPendingMax: 3)
+        #expect(ImportFixtures.fixes(ImportFixtures.readAll(&held).items).count == 3)
+        var refused = KMLReader(MemoryByteSource(Array(document.utf8)), trackPendingMax: 2)
+        let (items, error) = ImportFixtures.readAll(&refused)
+        #expect(items.isEmpty)
+        #expect(error == ImportError("a track with more than 2 <when> before their <gx:coord>", line: 5))
+        #expect(KMLReader<MemoryByteSource>.trackPendingMaxDefault == 1_000_000)
+    }
+
     @Test func aCoordinateThatIsNoNumberIsAnErrorNamingItsLine() throws {
         let (items, error) = try Self.read("bad-coordinate.kml")
         #expect(items.isEmpty)
