@@ -29,6 +29,10 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // The NATS C client (cnats 3.4): the JetStream event log, in NATSLog only.
         .systemLibrary(name: "CNATS", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
+        // libxml2's streaming reader: GPX and KML, in Import only.
+        .systemLibrary(name: "CXML2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
+        // libarchive: the entries of a .zip (KMZ, Google Takeout) as streams, in Import only.
+        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
 
         // The event log: event types, the binary codec, segments, framing, recovery, reading.
         // Locks with condition variables and POSIX threads, shared by the modules that block.
@@ -116,7 +120,10 @@ let package = Package(
         // Import of location history from other trackers' files (Google Timeline, GPX, KML, GeoJSON,
         // CSV, OwnTracks Recorder): one streaming reader per format, in bounded memory.
         // docs/import-export.md.
-        .target(name: "Import", dependencies: ["Events"], swiftSettings: strict),
+        // GPX and KML through libxml2's streaming reader (CXML2), KMZ and .zip archives through
+        // libarchive (CArchive): the one module that calls either.
+        .target(
+            name: "Import", dependencies: ["CArchive", "CXML2", "Events", "JSON"], swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),

@@ -9,7 +9,9 @@ set -euo pipefail
 # libcurl4-openssl-dev: the push providers' HTTP/2 client (the Push module; Debian's libcurl is built
 # with nghttp2).
 # libnats-dev: the NATS C client (cnats 3.4), the JetStream event log (the NATSLog module, docs/scale.md).
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev libnats-dev postgresql-15 libjs-leaflet)
+# libxml2-dev, libarchive-dev: GPX and KML read with libxml2's streaming reader, KMZ and .zip archives
+# (a Google Takeout export) read with libarchive (the Import module, docs/import-export.md).
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev libnats-dev libxml2-dev libarchive-dev postgresql-15 libjs-leaflet)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
 # zbar-tools: zbarimg scans the QR codes the panel draws back to their links (WebPanelTests).
 # mosquitto: the real MQTT broker the OwnTracks MQTT tests start on a free port (its config in a
