@@ -116,7 +116,7 @@ let package = Package(
         // Import of location history from other trackers' files (Google Timeline, GPX, KML, GeoJSON,
         // CSV, OwnTracks Recorder): one streaming reader per format, in bounded memory.
         // docs/import-export.md.
-        .target(name: "Import", dependencies: ["Events"], swiftSettings: strict),
+        .target(name: "Import", dependencies: ["Events", "JSON"], swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
         .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
