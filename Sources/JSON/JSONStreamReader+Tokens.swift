@@ -1,9 +1,9 @@
-/// Strings and numbers of `JSONStreamReader`, by the rules of `JSONParser`'s. A token that runs
+/// Strings and numbers of `JSONStreamReader` (its core), by the rules of `JSONParser`'s. A token that runs
 /// past the buffered bytes is read again from its start once more input is in (tokens are short;
 /// a long one makes the buffer grow, within `tokenBytesMax`).
-extension JSONStreamReader {
+extension JSONStreamCore {
     /// Reads the string whose opening quote is at `index`.
-    func readString() throws(JSONStreamError) {
+    mutating func readString() throws(JSONStreamError) {
         while true {
             let quote = index
             if try scanString(quote: quote) { return }
@@ -20,7 +20,7 @@ extension JSONStreamReader {
 
     /// True when the whole string was in the buffer (then `index` is past it); false when more
     /// input is needed.
-    private func scanString(quote: Int) throws(JSONStreamError) -> Bool {
+    private mutating func scanString(quote: Int) throws(JSONStreamError) -> Bool {
         var position = quote + 1
         while position < filled {
             let byte = buffer[position]
@@ -46,7 +46,7 @@ extension JSONStreamReader {
     }
 
     /// The rest of a string that holds an escape, decoded into `scratch`.
-    private func scanEscapedString(quote: Int, from escape: Int) throws(JSONStreamError) -> Bool {
+    private mutating func scanEscapedString(quote: Int, from escape: Int) throws(JSONStreamError) -> Bool {
         scratchCount = 0
         appendToScratch(UnsafeBufferPointer(start: buffer + quote + 1, count: escape - quote - 1))
         var position = escape
@@ -76,7 +76,7 @@ extension JSONStreamReader {
 
     /// Decodes the escape at `position` into `scratch` and answers the offset past it; nil when
     /// the escape runs past the buffered bytes.
-    private func appendEscape(at position: Int) throws(JSONStreamError) -> Int? {
+    private mutating func appendEscape(at position: Int) throws(JSONStreamError) -> Int? {
         guard position + 1 < filled else {
             if atInputEnd {
                 throw fail(.unexpectedEnd, "unexpected end of input in an escape", at: offset(position))
@@ -104,7 +104,7 @@ extension JSONStreamReader {
         return position + 2
     }
 
-    private func appendUnicodeEscape(at position: Int) throws(JSONStreamError) -> Int? {
+    private mutating func appendUnicodeEscape(at position: Int) throws(JSONStreamError) -> Int? {
         guard let first = try hexQuad(at: position + 2) else { return nil }
         var scalar = first
         var end = position + 6
@@ -188,21 +188,21 @@ extension JSONStreamReader {
         return position + length
     }
 
-    private func appendToScratch(_ bytes: UnsafeBufferPointer<UInt8>) {
+    private mutating func appendToScratch(_ bytes: UnsafeBufferPointer<UInt8>) {
         reserveScratch(bytes.count)
         if let base = bytes.baseAddress { (scratch + scratchCount).update(from: base, count: bytes.count) }
         scratchCount += bytes.count
     }
 
     @inline(__always)
-    private func appendToScratch(_ byte: UInt8) {
+    private mutating func appendToScratch(_ byte: UInt8) {
         reserveScratch(1)
         scratch[scratchCount] = byte
         scratchCount += 1
     }
 
     /// A decoded string is never longer than its token, which `tokenBytesMax` bounds.
-    private func reserveScratch(_ more: Int) {
+    private mutating func reserveScratch(_ more: Int) {
         guard scratchCount + more > scratchCapacity else { return }
         let grown = max(scratchCapacity * 2, scratchCount + more)
         let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
@@ -215,7 +215,7 @@ extension JSONStreamReader {
     // MARK: Numbers
 
     /// Reads `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?` at `index` into `number`.
-    func readNumber() throws(JSONStreamError) {
+    mutating func readNumber() throws(JSONStreamError) {
         var end = index
         while true {
             while end < filled, isNumberByte(buffer[end]) { end += 1 }

@@ -37,6 +37,71 @@ public final class JSONStreamReader {
     /// A string or number longer than this is refused rather than buffered: 16 MiB.
     public static let tokenBytesMaxDefault = 16 * 1024 * 1024
 
+    /// Every field lives in one struct: each stored property of a class is checked for exclusive
+    /// access at run time on every read and write, which was nearly half of the tokenizer's time;
+    /// the struct costs one check a call.
+    var core: JSONStreamCore
+
+    public init(
+        bufferBytes: Int = bufferBytesDefault, tokenBytesMax: Int = tokenBytesMaxDefault,
+        depthMax: Int = JSONParser.depthMaxDefault, refill: @escaping Refill
+    ) {
+        core = JSONStreamCore(
+            bufferBytes: bufferBytes, tokenBytesMax: tokenBytesMax, depthMax: depthMax, refill: refill)
+    }
+
+    deinit {
+        core.buffer.deallocate()
+        core.scratch.deallocate()
+    }
+
+    public var depthMax: Int { core.depthMax }
+
+    /// How many containers are open around the next token.
+    public var depth: Int { core.containers.count }
+
+    /// The input's bytes consumed so far.
+    public var bytesRead: Int64 { core.bytesRead }
+
+    /// Where the last token started in the input.
+    public var tokenOffset: Int64 { core.tokenOffset }
+
+    /// The last key's or string's bytes (escapes decoded). Valid until the next call.
+    public var stringBytes: UnsafeBufferPointer<UInt8> { core.stringBytes }
+
+    public var string: String { core.string }
+
+    /// The last `number` token's value (correctly rounded, always finite).
+    public var number: Double { core.number }
+
+    /// Whether the last number's literal had no fraction and no exponent.
+    public var numberIsInteger: Bool { core.numberIsInteger }
+
+    /// The last `bool` token's value.
+    public var bool: Bool { core.bool }
+
+    /// Whether the last key or string is exactly `literal`, without making a String.
+    public func stringEquals(_ literal: StaticString) -> Bool { core.stringEquals(literal) }
+
+    public func next() throws(JSONStreamError) -> Token { try core.next() }
+
+    /// Reads past the next value whole (an object or array with everything inside it), validating
+    /// it as strictly as `next` and keeping nothing. Call it where a value comes next: after a
+    /// `key`, or inside an array.
+    public func skipValue() throws(JSONStreamError) { try core.skipValue() }
+
+    /// The next value as a tree, for a caller that maps a small element of a large file (one
+    /// timeline segment, one feature). `bytesMax` bounds the element's size in the input.
+    public func readValue(bytesMax: Int) throws(JSONStreamError) -> JSONValue {
+        try core.readValue(bytesMax: bytesMax)
+    }
+}
+
+/// The tokenizer's state and work (`JSONStreamReader` is its handle).
+struct JSONStreamCore {
+    typealias Token = JSONStreamReader.Token
+    typealias Refill = JSONStreamReader.Refill
+
     enum State {
         case documentStart, objectFirst, objectKey, colon, arrayFirst, value, afterValue, done
     }
@@ -51,7 +116,7 @@ public final class JSONStreamReader {
     var atInputEnd = false
     let refill: Refill
     let tokenBytesMax: Int
-    public let depthMax: Int
+    let depthMax: Int
 
     /// 1: object, 2: array.
     var containers: [UInt8] = []
@@ -63,7 +128,7 @@ public final class JSONStreamReader {
     var keyLevels: [Int] = []
 
     /// Where the last token started in the input.
-    public private(set) var tokenOffset: Int64 = 0
+    var tokenOffset: Int64 = 0
     var stringStart = 0
     var stringCount = 0
     var stringInScratch = false
@@ -72,15 +137,14 @@ public final class JSONStreamReader {
     var scratchCapacity = 256
     var scratchCount = 0
     /// The last `number` token's value (correctly rounded, always finite).
-    public internal(set) var number: Double = 0
+    var number: Double = 0
     /// Whether the last number's literal had no fraction and no exponent.
-    public internal(set) var numberIsInteger = false
+    var numberIsInteger = false
     /// The last `bool` token's value.
-    public private(set) var bool = false
+    var bool = false
 
-    public init(
-        bufferBytes: Int = bufferBytesDefault, tokenBytesMax: Int = tokenBytesMaxDefault,
-        depthMax: Int = JSONParser.depthMaxDefault, refill: @escaping Refill
+    init(
+        bufferBytes: Int, tokenBytesMax: Int, depthMax: Int, refill: @escaping Refill
     ) {
         precondition(bufferBytes >= 16 && tokenBytesMax >= bufferBytes, "buffer limits out of order")
         capacity = bufferBytes
@@ -90,29 +154,24 @@ public final class JSONStreamReader {
         self.refill = refill
     }
 
-    deinit {
-        buffer.deallocate()
-        scratch.deallocate()
-    }
-
     /// How many containers are open around the next token.
-    public var depth: Int { containers.count }
+    var depth: Int { containers.count }
 
     /// The input's bytes consumed so far.
-    public var bytesRead: Int64 { bufferOffset + Int64(index) }
+    var bytesRead: Int64 { bufferOffset + Int64(index) }
 
     /// The last key's or string's bytes (escapes decoded). Valid until the next call.
-    public var stringBytes: UnsafeBufferPointer<UInt8> {
+    var stringBytes: UnsafeBufferPointer<UInt8> {
         if stringInScratch {
             return UnsafeBufferPointer(start: scratch, count: scratchCount)
         }
         return UnsafeBufferPointer(start: buffer + stringStart, count: stringCount)
     }
 
-    public var string: String { String(decoding: stringBytes, as: UTF8.self) }
+    var string: String { String(decoding: stringBytes, as: UTF8.self) }
 
     /// Whether the last key or string is exactly `literal`, without making a String.
-    public func stringEquals(_ literal: StaticString) -> Bool {
+    func stringEquals(_ literal: StaticString) -> Bool {
         let bytes = stringBytes
         guard bytes.count == literal.utf8CodeUnitCount else { return false }
         let expected = literal.utf8Start
@@ -120,7 +179,7 @@ public final class JSONStreamReader {
         return true
     }
 
-    public func next() throws(JSONStreamError) -> Token {
+    mutating func next() throws(JSONStreamError) -> Token {
         while true {
             try skipWhitespace()
             tokenOffset = bytesRead
@@ -159,7 +218,7 @@ public final class JSONStreamReader {
     /// Reads past the next value whole (an object or array with everything inside it), validating
     /// it as strictly as `next` and keeping nothing. Call it where a value comes next: after a
     /// `key`, or inside an array.
-    public func skipValue() throws(JSONStreamError) {
+    mutating func skipValue() throws(JSONStreamError) {
         let token = try next()
         switch token {
         case .objectStart, .arrayStart:
@@ -176,13 +235,14 @@ public final class JSONStreamReader {
 
     /// The next value as a tree, for a caller that maps a small element of a large file (one
     /// timeline segment, one feature). `bytesMax` bounds the element's size in the input.
-    public func readValue(bytesMax: Int) throws(JSONStreamError) -> JSONValue {
+    mutating func readValue(bytesMax: Int) throws(JSONStreamError) -> JSONValue {
         let start = bytesRead
         let token = try next()
         return try treeValue(token, start: start, bytesMax: Int64(bytesMax))
     }
 
-    private func treeValue(_ token: Token, start: Int64, bytesMax: Int64) throws(JSONStreamError) -> JSONValue
+    private mutating func treeValue(_ token: Token, start: Int64, bytesMax: Int64) throws(JSONStreamError)
+        -> JSONValue
     {
         if bytesRead - start > bytesMax {
             throw JSONStreamError(
@@ -220,7 +280,7 @@ public final class JSONStreamReader {
 
     // MARK: Structure
 
-    private func afterValue(_ byte: UInt8?) throws(JSONStreamError) -> Token? {
+    private mutating func afterValue(_ byte: UInt8?) throws(JSONStreamError) -> Token? {
         let inObject = containers.last == 1
         switch byte {
         case UInt8(ascii: ",")?:
@@ -235,7 +295,7 @@ public final class JSONStreamReader {
         }
     }
 
-    private func closeContainer() -> Token {
+    private mutating func closeContainer() -> Token {
         index += 1
         let wasObject = containers.removeLast() == 1
         if wasObject {
@@ -249,7 +309,7 @@ public final class JSONStreamReader {
         return wasObject ? .objectEnd : .arrayEnd
     }
 
-    private func value(startingWith byte: UInt8) throws(JSONStreamError) -> Token {
+    private mutating func value(startingWith byte: UInt8) throws(JSONStreamError) -> Token {
         switch byte {
         case UInt8(ascii: "{"), UInt8(ascii: "["):
             guard containers.count < depthMax else {
@@ -295,12 +355,12 @@ public final class JSONStreamReader {
     }
 
     @inline(__always)
-    private func finishValue() {
+    private mutating func finishValue() {
         state = containers.isEmpty ? .done : .afterValue
     }
 
     /// Refuses a key the innermost open object already has.
-    private func rememberKey() throws(JSONStreamError) {
+    private mutating func rememberKey() throws(JSONStreamError) {
         let bytes = stringBytes
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
@@ -322,7 +382,7 @@ public final class JSONStreamReader {
         keyArena.append(contentsOf: bytes)
     }
 
-    private func expectLiteral(_ literal: StaticString) throws(JSONStreamError) {
+    private mutating func expectLiteral(_ literal: StaticString) throws(JSONStreamError) {
         let length = literal.utf8CodeUnitCount
         try require(length, from: index)
         let bytes = literal.utf8Start
@@ -335,7 +395,7 @@ public final class JSONStreamReader {
     // MARK: Input
 
     @inline(__always)
-    private func skipWhitespace() throws(JSONStreamError) {
+    private mutating func skipWhitespace() throws(JSONStreamError) {
         while true {
             while index < filled {
                 switch buffer[index] {
@@ -349,7 +409,7 @@ public final class JSONStreamReader {
     }
 
     /// Makes `count` bytes from `start` available when the input has them (fewer only at its end).
-    func require(_ count: Int, from start: Int) throws(JSONStreamError) {
+    mutating func require(_ count: Int, from start: Int) throws(JSONStreamError) {
         var start = start
         while filled - start < count && !atInputEnd {
             try fill(keepingFrom: start)
@@ -359,7 +419,7 @@ public final class JSONStreamReader {
 
     /// Reads more input, keeping the bytes from `start` on (a token being read) at the buffer's
     /// start; `index` and `stringStart` move with them. Grows the buffer when the kept bytes fill it.
-    func fill(keepingFrom start: Int) throws(JSONStreamError) {
+    mutating func fill(keepingFrom start: Int) throws(JSONStreamError) {
         if start > 0 {
             let kept = filled - start
             if kept > 0 { buffer.update(from: buffer + start, count: kept) }
