@@ -60,6 +60,11 @@ func runRecordsBenchmark(megabytes: Int, runs: Int) {
     writer.double((Double(totalBytes) / tokenizerCPU / 1e6).rounded())
     writer.key("records_reader_fixes_per_cpu_s")
     writer.int64(Int64(fixCount / readerCPU))
+    // The file is never held: the peak resident size stays that of a small program.
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    writer.key("max_rss_mb")
+    writer.int64(Int64(usage.ru_maxrss / 1024))
     writer.key("load_average")
     writer.string(
         (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3)
