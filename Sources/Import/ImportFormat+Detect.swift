@@ -66,7 +66,7 @@ extension ImportFormat {
         return String(decoding: prefix[30..<30 + nameLength], as: UTF8.self)
     }
 
-    /// Reads the member names of the first few hundred tokens (the prefix may end mid-document).
+    /// Reads the member names of the first few thousand tokens (the prefix may end mid-document).
     private static func jsonFormat(_ body: [UInt8]) -> ImportFormat? {
         var position = 0
         let reader = JSONStreamReader { (buffer) throws(JSONStreamError) -> Int in
@@ -83,7 +83,8 @@ extension ImportFormat {
         var topKeys: Set<String> = []
         var elementKeys: Set<String> = []
         var elementsSeen = 0
-        for _ in 0..<400 {
+        // Enough tokens to get past a first element's long activity list to its coordinates.
+        for _ in 0..<4000 {
             guard let token = try? reader.next(), token != .end else { break }
             if topIsArray == nil { topIsArray = token == .arrayStart }
             let elementDepth = topIsArray == true ? 2 : 3
