@@ -125,8 +125,9 @@ let package = Package(
         .target(
             name: "Import", dependencies: ["CArchive", "CXML2", "Events", "JSON"], swiftSettings: strict),
 
-        // Prints JSON parsing throughput against Foundation's JSONSerialization. Build with -c release.
-        .executableTarget(name: "json-bench", dependencies: ["JSON"], swiftSettings: strict),
+        // Prints JSON parsing throughput against Foundation's JSONSerialization, and the streaming
+        // tokenizer's and the Records.json reader's (`json-bench records`). Build with -c release.
+        .executableTarget(name: "json-bench", dependencies: ["JSON", "Import"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
         // timestamps count days with JSON's CivilCalendar, the one calendar; bytea's hex is Crypto's Hex.
         // The one module that calls libpq.

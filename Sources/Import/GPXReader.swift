@@ -142,7 +142,7 @@ private enum GPXField {
     }
 }
 
-private let gpxDefaultSource = "gpx"
+private let gpxDefaultSource = "track"
 
 /// One `trkpt`, `rtept` or `wpt` being read.
 private struct GPXPoint {

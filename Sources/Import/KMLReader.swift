@@ -61,7 +61,7 @@ public final class KMLReader<Source: ByteSource>: FixReader {
     }
 }
 
-let kmlDefaultSource = "kml"
+let kmlDefaultSource = "track"
 
 struct KMLCoordinate {
     var longitude: Double

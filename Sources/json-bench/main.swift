@@ -1,8 +1,15 @@
 // Prints one JSON object: our parser's and Foundation's JSONSerialization throughput on the same
 // realistic 100-fix report batch, measured in the same run, and their ratio.
 // Build and run: swift run -c release json-bench
+// `json-bench records [megabytes]`: the streaming tokenizer and the Records.json reader instead.
 import Foundation
 import JSON
+
+if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "records" {
+    let megabytes = CommandLine.arguments.count > 2 ? Int(CommandLine.arguments[2]) ?? 256 : 256
+    runRecordsBenchmark(megabytes: megabytes, runs: 3)
+    exit(0)
+}
 
 let fixesPerBatch = 100
 let runCount = 7

@@ -16,7 +16,8 @@ import Testing
         .fix(
             Fix(
                 latitude: latitude, longitude: longitude, accuracyMeters: nil, altitudeMeters: altitude,
-                speedMetersPerSecond: speed, headingDegrees: heading, source: "gpx", recordedAtMicros: micros)
+                speedMetersPerSecond: speed, headingDegrees: heading, source: "track",
+                recordedAtMicros: micros)
         )
     }
 

@@ -10,7 +10,7 @@ import Testing
 
     static func kmlFix(
         _ latitude: Double, _ longitude: Double, at micros: Int64, altitude: Double? = nil,
-        source: String = "kml"
+        source: String = "track"
     ) -> ImportItem {
         .fix(
             Fix(
