@@ -1,4 +1,5 @@
 import Commands
+import Core
 import Crypto
 import Identity
 import JSON

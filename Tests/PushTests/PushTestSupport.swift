@@ -1,4 +1,5 @@
 import Commands
+import Core
 import Events
 import Foundation
 import Identity
