@@ -83,7 +83,7 @@ let package = Package(
             swiftSettings: strict),
 
         // Enrolment, push tokens, pause, a device's retention and erasure, and the report endpoint:
-        // validation, decoding and the HTTP handlers, over the registry `Identity` keeps.
+        // validation, decoding and the HTTP handlers, over Core's registry store (Identity's `store`).
         // See docs/api.md.
         .target(
             name: "Ingest",
@@ -95,8 +95,8 @@ let package = Package(
         // Commands' seam, publishing through MQTT) and the Friends view's reads of the projection.
         .target(
             name: "Clients",
-            dependencies: ["Core", 
-                "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT",
+            dependencies: [
+                "Core", "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT",
                 "Commands", "Postgres", "ProjectionSchema",
             ],
             swiftSettings: strict),
@@ -107,15 +107,16 @@ let package = Package(
         // settings of `findmy serve`; GET reads the projection's commands table.
         .target(
             name: "Commands",
-            dependencies: ["Core", 
-                "Identity", "Events", "HTTP", "JSON", "Threads", "Postgres", "ProjectionSchema", "Crypto",
+            dependencies: [
+                "Core", "Identity", "Events", "HTTP", "JSON", "Threads", "Postgres", "ProjectionSchema",
+                "Crypto",
             ],
             swiftSettings: strict),
 
         // The push providers as command channels: APNs (token auth), FCM HTTP v1 and UnifiedPush /
         // Web Push (RFC 8291 encryption, RFC 8292 VAPID), each over one long-lived HTTP/2 connection
         // per endpoint through HTTPClient's HTTP2Client; keys and signatures through Crypto; push
-        // tokens from Identity's registry; the providers' settings and their service. docs/commands.md.
+        // tokens from Core's registry; the providers' settings and their service. docs/commands.md.
         .target(
             name: "Push",
             dependencies: ["Core", "CLI", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
@@ -148,8 +149,8 @@ let package = Package(
         // sent through HTTPClient's HTTP2Client; their settings and start for `findmy serve`.
         .target(
             name: "Geofences",
-            dependencies: ["Core", 
-                "CLI", "Crypto", "Events", "HTTP", "HTTPClient", "Identity", "JSON", "Postgres",
+            dependencies: [
+                "Core", "CLI", "Crypto", "Events", "HTTP", "HTTPClient", "Identity", "JSON", "Postgres",
                 "ProjectionSchema",
                 "Projector", "Threads",
             ],
@@ -160,8 +161,9 @@ let package = Package(
         // they may see come from Identity's gate.
         .target(
             name: "ReadAPI",
-            dependencies: ["Core", 
-                "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
+            dependencies: [
+                "Core", "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
+                "Threads",
             ],
             swiftSettings: strict),
 
@@ -175,8 +177,9 @@ let package = Package(
         // for the retention and erasure forms and the enrolment of "Add a device".
         .target(
             name: "WebPanel",
-            dependencies: ["Core", 
-                "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
+            dependencies: [
+                "Core", "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
+                "Crypto",
                 "QRCode",
             ],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
@@ -187,7 +190,9 @@ let package = Package(
         // HTTPS through HTTPClient's HTTP2Client.
         .target(
             name: "Presence",
-            dependencies: ["Core", "CLI", "Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
+            dependencies: [
+                "Core", "CLI", "Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads",
+            ],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes, with
@@ -214,8 +219,9 @@ let package = Package(
         // (commands only; the benchmark and load drivers are findmy-bench).
         .executableTarget(
             name: "findmy",
-            dependencies: ["Core", 
-                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
+            dependencies: [
+                "Core", "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient",
+                "Crypto",
                 "Postgres",
                 "Projector", "Geofences",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
@@ -227,8 +233,8 @@ let package = Package(
         // findmy found beside them in the build's bin path.
         .executableTarget(
             name: "findmy-bench",
-            dependencies: ["Core", 
-                "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
+            dependencies: [
+                "Core", "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
                 "ReadAPI", "Identity", "Ingest", "Compactor", "Crypto", "Commands", "Push", "Geofences",
                 "NATSLog",
                 "NATSSupport",
@@ -312,12 +318,15 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",
-            dependencies: ["Core", "ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP", "JSON", "Threads"],
+            dependencies: [
+                "Core", "ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP", "JSON", "Threads",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "WebPanelTests",
-            dependencies: ["Core", 
-                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode", "HTTP",
+            dependencies: [
+                "Core", "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
+                "HTTP",
             ],
             swiftSettings: strict),
         .testTarget(name: "ImportTests", dependencies: ["Import", "Events"], swiftSettings: strict),
@@ -349,13 +358,14 @@ let package = Package(
         // cryptography).
         .testTarget(
             name: "PushTests",
-            dependencies: ["Core", 
-                "Push", "Commands", "Crypto", "HTTPClient", "JSON", "Identity", "Events", "Threads",
+            dependencies: [
+                "Core", "Push", "Commands", "Crypto", "HTTPClient", "JSON", "Identity", "Events", "Threads",
                 "PushFakeSupport",
             ],
             swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
         .testTarget(
-            name: "CommandsTests", dependencies: ["Core", "Commands", "Identity", "Events"], swiftSettings: strict),
+            name: "CommandsTests", dependencies: ["Core", "Commands", "Identity", "Events"],
+            swiftSettings: strict),
     ]
 )

@@ -222,7 +222,7 @@ public final class CommandService: Service {
         }
         for attempt in due where isOpen(attempt.delivery) { send(attempt) }
         // One group commit for every outcome of the round: appended one at a time, each waited its
-        // turn on the identity lock behind the API's requests, and the round with it.
+        // turn on the registry store's mutation lock behind the API's requests, and the round with it.
         append(outcomes.flatMap { store($0.1, of: $0.0, now: now) }, now: now)
         expire(now: now)
     }
@@ -344,7 +344,7 @@ public final class CommandService: Service {
     }
 
     /// Appends `events` in order, queued together so that they share a group commit, and applies
-    /// them once durable, all under the identity lock (applied in log order).
+    /// them once durable, all under the store's mutation lock (applied in log order).
     private func append(_ events: [Event], now: Int64) {
         guard !events.isEmpty else { return }
         identity.store.mutations.withLock { _ in
@@ -360,7 +360,9 @@ public final class CommandService: Service {
                 switch event {
                 case .commandExpired(let expired):
                     return seesWholeLog
-                        && identity.store.registry.read { $0.registry.commands.open[expired.commandID] != nil }
+                        && identity.store.registry.read {
+                            $0.registry.commands.open[expired.commandID] != nil
+                        }
                 case .pushTokenInvalidated(let ended):
                     return invalidated.insert(Registry.PushKey(provider: ended.provider, token: ended.token))
                         .inserted
@@ -392,7 +394,8 @@ public final class CommandService: Service {
             }
             for case .failure(let error)? in outcomes {
                 // The log refused (disk full, I/O): /healthz says so; the step is lost, not invented.
-                StructuredLog.error("command_event_not_stored", ["error": .string(APIError(error).description)])
+                StructuredLog.error(
+                    "command_event_not_stored", ["error": .string(APIError(error).description)])
             }
         }
     }

@@ -191,7 +191,9 @@ extension SharedRegistry: RegistryLog {
         if !waitApplied(appended.offset + 1, waitMillisMax: limits.ownChangeWaitMillisMax) {
             store.notes(.followerBehind(offset: appended.offset, appliedEnd: appliedEnd))
         }
-        if let claim = newID(event), appended.duplicate, !store.registry.read({ Self.holds(event, $0.registry) }) {
+        if let claim = newID(event), appended.duplicate,
+            !store.registry.read({ Self.holds(event, $0.registry) })
+        {
             store.notes(.registryConflict(id: claim, offset: appended.offset))
             throw .registryConflict
         }

@@ -301,7 +301,9 @@ extension IdentityService {
         throws(APIError) -> UInt64
     {
         let userID = caller.userID
-        guard let user = store.registry.read({ $0.registry.users[userID] }) else { throw Self.invalidCredentials }
+        guard let user = store.registry.read({ $0.registry.users[userID] }) else {
+            throw Self.invalidCredentials
+        }
         // A slot first: "busy" must not count against the name (see startSession).
         guard let slot = PasswordCheckSlot(self) else {
             throw APIError(

@@ -196,7 +196,9 @@ public final class IdentityService: Sendable {
         }
     }
 
-    public func userName(_ userID: UInt64) -> String? { store.registry.read { $0.registry.users[userID]?.name } }
+    public func userName(_ userID: UInt64) -> String? {
+        store.registry.read { $0.registry.users[userID]?.name }
+    }
 
     package func checkText(_ text: String, field: String, allowEmpty: Bool) throws(APIError) {
         guard allowEmpty || !text.isEmpty else {

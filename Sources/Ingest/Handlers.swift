@@ -426,7 +426,8 @@ extension IngestService {
         writer.key("offset")
         writer.int64(Int64(result.offset))
         IdentityService.writeCommands(
-            identity.store.commandsForAnswer(deviceID: deviceID, channel: "report-answer", excluding: answered),
+            identity.store.commandsForAnswer(
+                deviceID: deviceID, channel: "report-answer", excluding: answered),
             to: &writer)
         writer.endObject()
         return .json(writer.bytes)

@@ -287,7 +287,8 @@ extension ServeCommand {
             ])
         // Started before the listeners, so stopped after them: its last snapshot is written once
         // nothing is accepted any more. It reads the stream on its own (SharedRegistrySnapshots.swift).
-        let snapshotter = SharedRegistrySnapshotter(registry: identity.store, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
+        let snapshotter = SharedRegistrySnapshotter(
+            registry: identity.store, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
         try group.start(snapshotter)
 
         var reads: ReadService?

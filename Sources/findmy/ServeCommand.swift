@@ -147,7 +147,8 @@ enum ServeCommand {
             ])
         logSnapshotsPassedOver(start)
         // Started before the listeners, so stopped after them: its last snapshot holds every record.
-        let snapshotter = RegistrySnapshotter(registry: service.identity.store, store: snapshots, report: logSnapshotOutcome)
+        let snapshotter = RegistrySnapshotter(
+            registry: service.identity.store, store: snapshots, report: logSnapshotOutcome)
         try group.start(snapshotter)
 
         // The projector and its database: started after the log (whose lock keeps a second server off

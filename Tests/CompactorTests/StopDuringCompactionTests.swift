@@ -31,7 +31,8 @@ import Threads
             let identity = try IdentityService(log: log, limits: data.limits, snapshots: data.store)
             // Set once the compactor exists; the hook below waits for its stop signal.
             let compactorBox = Mutex<Compactor?>(nil)
-            let snapshotter = RegistrySnapshotter(registry: identity.store, store: data.store,
+            let snapshotter = RegistrySnapshotter(
+                registry: identity.store, store: data.store,
                 report: { event in
                     guard case .refolding = event, let compactor = compactorBox.withLock({ $0 }) else {
                         return

@@ -1,9 +1,9 @@
-@testable import Core
 import Events
 import Foundation
 import Synchronization
 import Testing
 
+@testable import Core
 @testable import Identity
 
 /// Registry snapshots (docs/snapshots.md): a start from the newest valid snapshot and the log after
@@ -309,7 +309,9 @@ import Testing
         #expect(restarted.store.startReport.snapshotOffset == 300)
         #expect(restarted.store.startReport.recordsReplayed == 150)
         #expect(
-            restarted.store.startReport.skipped.map(\.fileName) == [RegistrySnapshotFormat.fileName(offset: 400)])
+            restarted.store.startReport.skipped.map(\.fileName) == [
+                RegistrySnapshotFormat.fileName(offset: 400)
+            ])
         #expect(restarted.store.startReport.skipped.first?.reason.contains("checksum") == true)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
@@ -537,9 +539,13 @@ extension RegistrySnapshotTests {
             }
         }
         try Self.withServer(data) { identity, snapshotter in
-            for event in events.prefix(120) { _ = try identity.store.writer.append(event, receivedAtMicros: 1) }
+            for event in events.prefix(120) {
+                _ = try identity.store.writer.append(event, receivedAtMicros: 1)
+            }
             snapshotter.snapshotNow()
-            for event in events.dropFirst(120) { _ = try identity.store.writer.append(event, receivedAtMicros: 1) }
+            for event in events.dropFirst(120) {
+                _ = try identity.store.writer.append(event, receivedAtMicros: 1)
+            }
         }
         let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -563,7 +569,8 @@ extension RegistrySnapshotTests {
 
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         let restarted = try Self.withServer(data) { identity, _ in identity }
-        #expect(restarted.store.startReport.snapshotOffset == 120 && restarted.store.startReport.skipped.isEmpty)
+        #expect(
+            restarted.store.startReport.snapshotOffset == 120 && restarted.store.startReport.skipped.isEmpty)
         #expect(restarted.store.startReport.recordsReplayed == 30)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }

@@ -1,10 +1,10 @@
-@testable import Core
 import Crypto
 import Events
 import Foundation
 import Synchronization
 import Testing
 
+@testable import Core
 @testable import Identity
 
 /// Registry snapshots of an ingest node (docs/snapshots.md, "Ingest nodes") against an in-memory
@@ -132,7 +132,8 @@ import Testing
 
         let (restarted, _) = try Self.startNode(stream, data)
         #expect(restarted.store.startReport.snapshotOffset == snapshotAt, "seed \(seed)")
-        #expect(restarted.sharedLog?.recordsDelivered == UInt64(tail), "seed \(seed): only the tail is folded")
+        #expect(
+            restarted.sharedLog?.recordsDelivered == UInt64(tail), "seed \(seed): only the tail is folded")
         #expect(restarted.registrySnapshot.differences(from: try stream.fullFold()) == [], "seed \(seed)")
     }
 
@@ -175,7 +176,10 @@ import Testing
 
         let (started, _) = try Self.startNode(stream, data)
         #expect(started.store.startReport.snapshotOffset == 60)
-        #expect(started.store.startReport.skipped.map(\.fileName) == [RegistrySnapshotFormat.fileName(offset: 120)])
+        #expect(
+            started.store.startReport.skipped.map(\.fileName) == [
+                RegistrySnapshotFormat.fileName(offset: 120)
+            ])
         #expect(started.sharedLog?.recordsDelivered == 70)
         #expect(started.registrySnapshot.differences(from: try stream.fullFold()) == [])
     }
