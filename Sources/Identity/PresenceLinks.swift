@@ -31,7 +31,7 @@ public protocol PresenceLinking: Sendable {
     func link(deviceID: UInt64, userID: UInt64, node: String?) throws(APIError) -> UInt64?
 }
 
-// Presence's appends. Both hold `mutations` across the check and the append, so a link
+// Presence's appends. Both hold the store's `mutations` across the check and the append, so a link
 // and a poll's change are applied in log order and a change is decided against the state the log
 // holds, never against a state another thread is about to change.
 extension IdentityService {

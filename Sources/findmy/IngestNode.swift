@@ -90,7 +90,7 @@ struct IngestNodeConfiguration {
     }
 }
 
-/// The JetStream log as the identity service appends to it, and the threads that wait for
+/// The JetStream log as the registry store appends to it, and the threads that wait for
 /// acknowledgements on behalf of the report path's event-loop threads.
 final class JetStreamSharedLog: SharedEventLog, Service, @unchecked Sendable {
     let name = "log"
