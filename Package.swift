@@ -67,23 +67,31 @@ let package = Package(
         // (Argon2id password hashes).
         .target(name: "Crypto", dependencies: ["CCrypto", "CSodium"], swiftSettings: strict),
 
-        // Who may do what: the registry of users, devices, tokens and shares folded from the log;
-        // sessions, passwords (Argon2id through Crypto) and roles; name rules; the route permission
-        // table, the gate and `GuardedRouter`; `APIError`, the status-source hook and the structured
-        // log; the login and logout routes for programs (a form post goes to WebPanel's LoginForms),
-        // the token, share and user routes, and their limits (IdentityLimits). It appends identity
-        // events through the log writer it holds (`IdentityService`). Every module that
-        // authenticates a caller or reads the registry imports this, never `Ingest`.
+        // The pure core (docs/architecture.md): the registry of users, devices, tokens and shares
+        // folded from the log, the command, geofence and presence books, registry snapshots, and
+        // `RegistryStore`: the registry's locks and the one append path, written against
+        // `RegistryLog`, whose two implementations are this machine's log and a shared one
+        // (`SharedRegistry`). Events and locks only: no HTTP, JSON or hashing.
+        .target(name: "Core", dependencies: ["Events", "Threads"], swiftSettings: strict),
+
+        // Who may do what: sessions, passwords (Argon2id through Crypto) and roles; name rules; the
+        // route permission table, the gate and `GuardedRouter`; `APIError` (with the 503s of Core's
+        // `AppendFailure`), the status-source hook and the structured log; the login and logout
+        // routes for programs (a form post goes to WebPanel's LoginForms), the token, share and user
+        // routes, and their limits (IdentityLimits), over the `RegistryStore` it holds
+        // (`IdentityService.store`). Every module that authenticates a caller imports this, never
+        // `Ingest`.
         .target(
-            name: "Identity", dependencies: ["Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
+            name: "Identity",
+            dependencies: ["Core", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // Enrolment, push tokens, pause, a device's retention and erasure, and the report endpoint:
-        // validation, decoding and the HTTP handlers, over the registry `Identity` keeps.
+        // validation, decoding and the HTTP handlers, over Core's registry store (Identity's `store`).
         // See docs/api.md.
         .target(
             name: "Ingest",
-            dependencies: ["Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
+            dependencies: ["Core", "Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
         // The apps people already run (OwnTracks, Overland, the OsmAnd protocol): each wire format
         // decoded into the report path's one entry point, IngestService.submit. docs/clients.md.
@@ -92,7 +100,7 @@ let package = Package(
         .target(
             name: "Clients",
             dependencies: [
-                "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT",
+                "Core", "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT",
                 "Commands", "Postgres", "ProjectionSchema",
             ],
             swiftSettings: strict),
@@ -104,17 +112,18 @@ let package = Package(
         .target(
             name: "Commands",
             dependencies: [
-                "Identity", "Events", "HTTP", "JSON", "Threads", "Postgres", "ProjectionSchema", "Crypto",
+                "Core", "Identity", "Events", "HTTP", "JSON", "Threads", "Postgres", "ProjectionSchema",
+                "Crypto",
             ],
             swiftSettings: strict),
 
         // The push providers as command channels: APNs (token auth), FCM HTTP v1 and UnifiedPush /
         // Web Push (RFC 8291 encryption, RFC 8292 VAPID), each over one long-lived HTTP/2 connection
         // per endpoint through HTTPClient's HTTP2Client; keys and signatures through Crypto; push
-        // tokens from Identity's registry; the providers' settings and their service. docs/commands.md.
+        // tokens from Core's registry; the providers' settings and their service. docs/commands.md.
         .target(
             name: "Push",
-            dependencies: ["CLI", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
+            dependencies: ["Core", "CLI", "Commands", "Crypto", "JSON", "HTTPClient", "Identity", "Threads"],
             swiftSettings: strict),
 
         // Import of location history from other trackers' files (Google Timeline, GPX, KML, GeoJSON,
@@ -149,7 +158,7 @@ let package = Package(
         .target(
             name: "Geofences",
             dependencies: [
-                "CLI", "Crypto", "Events", "HTTP", "HTTPClient", "Identity", "JSON", "Postgres",
+                "Core", "CLI", "Crypto", "Events", "HTTP", "HTTPClient", "Identity", "JSON", "Postgres",
                 "ProjectionSchema",
                 "Projector", "Threads",
             ],
@@ -161,7 +170,8 @@ let package = Package(
         .target(
             name: "ReadAPI",
             dependencies: [
-                "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto", "Threads",
+                "Core", "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
+                "Threads",
             ],
             swiftSettings: strict),
 
@@ -176,7 +186,8 @@ let package = Package(
         .target(
             name: "WebPanel",
             dependencies: [
-                "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
+                "Core", "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
+                "Crypto",
                 "QRCode",
             ],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
@@ -187,7 +198,9 @@ let package = Package(
         // HTTPS through HTTPClient's HTTP2Client.
         .target(
             name: "Presence",
-            dependencies: ["CLI", "Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
+            dependencies: [
+                "Core", "CLI", "Identity", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads",
+            ],
             swiftSettings: strict),
 
         // The retention job: which fixes are live, the log rewrite and the database deletes, with
@@ -215,7 +228,8 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient", "Crypto",
+                "Core", "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient",
+                "Crypto",
                 "Postgres",
                 "Projector", "Geofences",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
@@ -228,7 +242,7 @@ let package = Package(
         .executableTarget(
             name: "findmy-bench",
             dependencies: [
-                "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
+                "Core", "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
                 "ReadAPI", "Identity", "Ingest", "Compactor", "Crypto", "Commands", "Push", "Geofences",
                 "NATSLog",
                 "NATSSupport",
@@ -285,9 +299,11 @@ let package = Package(
         .testTarget(name: "WorkloadTests", dependencies: ["Workload", "Events"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
+        // The registry's fold, its books and their snapshot encoding, without a server.
+        .testTarget(name: "CoreTests", dependencies: ["Core", "Events"], swiftSettings: strict),
         .testTarget(
             name: "IdentityTests",
-            dependencies: ["Identity", "Ingest", "WebPanel", "Events", "JSON", "HTTP"],
+            dependencies: ["Identity", "Core", "Ingest", "WebPanel", "Events", "JSON", "HTTP", "Crypto"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -310,12 +326,15 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "ReadAPITests",
-            dependencies: ["ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP", "JSON", "Threads"],
+            dependencies: [
+                "Core", "ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP", "JSON", "Threads",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "WebPanelTests",
             dependencies: [
-                "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode", "HTTP",
+                "Core", "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
+                "HTTP",
             ],
             swiftSettings: strict),
         .testTarget(name: "ImportTests", dependencies: ["Import", "Events"], swiftSettings: strict),
@@ -324,7 +343,7 @@ let package = Package(
         // ops/tests/fake_headscale.py serving Fixtures/headscale.
         .testTarget(
             name: "PresenceTests",
-            dependencies: ["Presence", "Identity", "Events", "JSON", "PushFakeSupport"],
+            dependencies: ["Core", "Presence", "Identity", "Events", "JSON", "PushFakeSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "PostgresTests", dependencies: ["Postgres", "JSON", "TestSupport"], swiftSettings: strict),
@@ -340,7 +359,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "GeofencesTests", dependencies: ["Geofences"], swiftSettings: strict),
         .testTarget(
-            name: "CompactorTests", dependencies: ["Compactor", "Events", "Identity", "Threads"],
+            name: "CompactorTests", dependencies: ["Core", "Compactor", "Events", "Identity", "Threads"],
             swiftSettings: strict),
         // Each push channel against a local fake of its provider (ops/tests/fake_push.py: HTTP/2 over
         // TLS, checking JWTs, headers and payloads; the Web Push fake decrypts with Python's
@@ -348,12 +367,13 @@ let package = Package(
         .testTarget(
             name: "PushTests",
             dependencies: [
-                "Push", "Commands", "Crypto", "HTTPClient", "JSON", "Identity", "Events", "Threads",
+                "Core", "Push", "Commands", "Crypto", "HTTPClient", "JSON", "Identity", "Events", "Threads",
                 "PushFakeSupport",
             ],
             swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
         .testTarget(
-            name: "CommandsTests", dependencies: ["Commands", "Identity", "Events"], swiftSettings: strict),
+            name: "CommandsTests", dependencies: ["Core", "Commands", "Identity", "Events"],
+            swiftSettings: strict),
     ]
 )

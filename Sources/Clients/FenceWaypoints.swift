@@ -1,3 +1,4 @@
+import Core
 import Events
 import Identity
 import JSON
@@ -25,7 +26,7 @@ public final class FenceWaypoints: Sendable {
     /// The command to send device `deviceID` now, or nil when it already has its fences (or has none
     /// and never had). Marks it handed out; `forget` undoes that when it could not be sent.
     public func take(for deviceID: UInt64, identity: IdentityService) -> [UInt8]? {
-        let fences = identity.registry.read { state -> [GeofenceDefined] in
+        let fences = identity.store.registry.read { state -> [GeofenceDefined] in
             guard let owner = state.registry.devices[deviceID]?.userID else { return [] }
             return state.registry.geofences.fences(ownedBy: owner).filter { $0.deviceIDs.contains(deviceID) }
         }

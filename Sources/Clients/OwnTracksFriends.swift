@@ -1,3 +1,4 @@
+import Core
 import Events
 import Identity
 import Ingest
@@ -23,7 +24,7 @@ extension ClientsService {
         guard let friends, let owner = ingest.identity.deviceOwner(deviceID) else { return [] }
         let visible = ingest.identity.visibleDevices(to: owner).filter { $0.deviceID != deviceID }
         guard !visible.isEmpty else { return [] }
-        let names = ingest.identity.registry.read { state in
+        let names = ingest.identity.store.registry.read { state in
             visible.map { device -> (device: String, owner: String) in
                 let entry = state.registry.liveDevice(device.deviceID)
                 let ownerName = entry.flatMap { state.registry.users[$0.userID]?.name } ?? ""

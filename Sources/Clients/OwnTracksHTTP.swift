@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import Events
 import HTTP
@@ -77,7 +78,7 @@ extension ClientsService {
     /// A pending locate as OwnTracks' own command (docs/commands.md): the app answers it with a
     /// location whose `t` is `r`. OwnTracks has no command for sound or lost.
     func commandMessages(for deviceID: UInt64) -> [JSONValue] {
-        let locates = ingest.identity.commandsForAnswer(
+        let locates = ingest.identity.store.commandsForAnswer(
             deviceID: deviceID, channel: "owntracks-http", kinds: [.locate])
         guard !locates.isEmpty else { return [] }
         return [.object(["_type": .string("cmd"), "action": .string("reportLocation")])]

@@ -1,3 +1,4 @@
+import Core
 import Identity
 
 // The seam between what a command is (this module: the API, the events, the dispatcher) and the ways

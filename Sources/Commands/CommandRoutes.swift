@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import Events
 import HTTP
@@ -175,7 +176,7 @@ public final class CommandRoutes: Sendable {
                     "after_offset must be the offset a write answered, a whole number; got '\(text.prefix(24))'"
             )
         }
-        let durableEnd = service.identity.durableEnd
+        let durableEnd = service.identity.store.durableEnd
         guard offset < durableEnd else {
             throw APIError(
                 status: 400, code: .invalidAfterOffset,

@@ -1,3 +1,4 @@
+import Core
 import Events
 import HTTP
 import Identity
@@ -90,8 +91,8 @@ public final class CommandService: Service {
         let interval = Int64(limits.intervalSeconds(code)) * 1_000_000
         let requested: Requested
         do {
-            requested = try identity.mutations.withLock { _ throws(CommandRefusal) -> Requested in
-                let (last, ending) = identity.registry.read { state -> (Int64?, [CommandBook.Open]) in
+            requested = try identity.store.mutations.withLock { _ throws(CommandRefusal) -> Requested in
+                let (last, ending) = identity.store.registry.read { state -> (Int64?, [CommandBook.Open]) in
                     let book = state.registry.commands
                     let open = book.open(deviceID: deviceID)
                     let ending =
@@ -164,7 +165,7 @@ public final class CommandService: Service {
     /// at once rather than at its time).
     public func start() throws {
         let names = Set(channels.map(\.name))
-        let open = identity.registry.read { state in
+        let open = identity.store.registry.read { state in
             state.registry.commands.open.values.filter { !names.isSubset(of: $0.sentChannels) }
         }
         work.withLock {
@@ -221,7 +222,7 @@ public final class CommandService: Service {
         }
         for attempt in due where isOpen(attempt.delivery) { send(attempt) }
         // One group commit for every outcome of the round: appended one at a time, each waited its
-        // turn on the identity lock behind the API's requests, and the round with it.
+        // turn on the registry store's mutation lock behind the API's requests, and the round with it.
         append(outcomes.flatMap { store($0.1, of: $0.0, now: now) }, now: now)
         expire(now: now)
     }
@@ -235,7 +236,7 @@ public final class CommandService: Service {
 
     private func isOpen(_ delivery: CommandDelivery) -> Bool {
         guard let id = UUID128(delivery.commandID) else { return false }
-        return identity.registry.read { $0.registry.commands.open[id] != nil }
+        return identity.store.registry.read { $0.registry.commands.open[id] != nil }
     }
 
     private func send(_ attempt: Attempt) {
@@ -285,7 +286,7 @@ public final class CommandService: Service {
             events.append(failed(reason, retryAt: nil, dead: true))
             let key = Registry.PushKey(provider: attempt.address.provider, token: attempt.address.token)
             // Only a registered push token is invalidated; an MQTT topic is no push token.
-            if identity.registry.read({ $0.registry.pushTokens[key] != nil }) {
+            if identity.store.registry.read({ $0.registry.pushTokens[key] != nil }) {
                 events.append(
                     .pushTokenInvalidated(
                         PushTokenInvalidated(provider: key.provider, token: key.token, reason: reason)))
@@ -311,7 +312,7 @@ public final class CommandService: Service {
     /// device (`Registry.mayCommand`: the share that let them ended), which the device must not
     /// act on any more.
     private func expire(now: Int64) {
-        let open = identity.registry.read { state in
+        let open = identity.store.registry.read { state in
             state.registry.commands.open.values.map {
                 (
                     request: $0.request,
@@ -343,23 +344,25 @@ public final class CommandService: Service {
     }
 
     /// Appends `events` in order, queued together so that they share a group commit, and applies
-    /// them once durable, all under the identity lock (applied in log order).
+    /// them once durable, all under the store's mutation lock (applied in log order).
     private func append(_ events: [Event], now: Int64) {
         guard !events.isEmpty else { return }
-        identity.mutations.withLock { _ in
+        identity.store.mutations.withLock { _ in
             // An answer may have closed the command meanwhile: an expiry then says nothing true. Two
             // outcomes of one round may end the same push token: it is invalidated once. On a
             // shared log every node's dispatcher expires the same commands: an expiry is decided
             // only on a registry that has folded the whole log, so one another node stored is seen
             // here, and one in flight has the same Msg-Id (SharedRegistry.endMessageID), so
             // JetStream stores one; a node that could not catch up expires nothing this round.
-            let seesWholeLog = identity.decisionSeesWholeLog
+            let seesWholeLog = identity.store.decisionSeesWholeLog
             var invalidated = Set<Registry.PushKey>()
             let kept = events.filter { event in
                 switch event {
                 case .commandExpired(let expired):
                     return seesWholeLog
-                        && identity.registry.read { $0.registry.commands.open[expired.commandID] != nil }
+                        && identity.store.registry.read {
+                            $0.registry.commands.open[expired.commandID] != nil
+                        }
                 case .pushTokenInvalidated(let ended):
                     return invalidated.insert(Registry.PushKey(provider: ended.provider, token: ended.token))
                         .inserted
@@ -367,10 +370,10 @@ public final class CommandService: Service {
                     return true
                 }
             }
-            let results = Locked([Result<UInt64, APIError>?](repeating: nil, count: kept.count))
+            let results = Locked([Result<UInt64, AppendFailure>?](repeating: nil, count: kept.count))
             let done = ConditionLock()
             for (index, event) in kept.enumerated() {
-                identity.append(
+                identity.store.append(
                     EventCodec.encode(event, receivedAtMicros: now),
                     messageID: SharedRegistry.endMessageID(event)
                 ) { result in
@@ -384,14 +387,15 @@ public final class CommandService: Service {
                 while results.withLock({ $0.contains { $0 == nil } }) { done.wait() }
                 return results.withLock { $0 }
             }
-            identity.registry.write { state in
+            identity.store.registry.write { state in
                 for (event, outcome) in zip(kept, outcomes) {
                     if case .success(let offset)? = outcome { state.registry.apply(event, offset: offset) }
                 }
             }
             for case .failure(let error)? in outcomes {
                 // The log refused (disk full, I/O): /healthz says so; the step is lost, not invented.
-                StructuredLog.error("command_event_not_stored", ["error": .string(error.description)])
+                StructuredLog.error(
+                    "command_event_not_stored", ["error": .string(APIError(error).description)])
             }
         }
     }

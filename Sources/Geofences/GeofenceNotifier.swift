@@ -1,3 +1,4 @@
+import Core
 import Events
 import HTTPClient
 import Identity
@@ -285,7 +286,7 @@ public final class GeofenceNotifier: Service, StatusSource {
                 looked += 1
                 cursor = max(cursor, row.id)
                 guard row.recordedAtMicros >= now - window else { continue }
-                let target = identity.registry.read { state -> Target in
+                let target = identity.store.registry.read { state -> Target in
                     guard let fence = state.registry.geofences.fences[row.geofenceID],
                         let settings = state.registry.geofenceNotifications[row.geofenceID]
                     else { return .none }
@@ -424,7 +425,7 @@ public final class GeofenceNotifier: Service, StatusSource {
     /// is gone), which are deleted unsent: asked again right before sending, because a retry may
     /// fall due long after the share it was queued under ended.
     func withholdUnseen(_ due: [Due], now: Int64) throws -> [Due] {
-        let seen = identity.registry.read { state in
+        let seen = identity.store.registry.read { state in
             due.map { delivery -> Bool in
                 guard let fence = state.registry.geofences.fences[delivery.geofenceID] else { return false }
                 return state.registry.visibility(of: delivery.deviceID, to: fence.ownerUserID, atMicros: now)

@@ -1,3 +1,4 @@
+import Core
 import HTTP
 
 /// A request the server refuses as a whole: the HTTP status, a stable `code` for programs, and a
@@ -116,4 +117,28 @@ extension HTTPResponse {
     public static func error(status: Int, code: APIError.Code, message: String) -> HTTPResponse {
         .error(status: status, code: code.rawValue, message: message)
     }
+}
+
+extension APIError: RegistryConflictReporting {
+    /// The 503 a failed append answers: the log could not store the request, or other servers
+    /// kept taking the id a change claimed. Nothing was stored either way.
+    package init(_ failure: AppendFailure) {
+        switch failure {
+        case .logUnavailable(let reason):
+            self.init(
+                status: 503, code: .logUnavailable,
+                message:
+                    "the server could not store the request durably (\(reason)); nothing was stored, send it again later"
+            )
+        case .registryConflict:
+            self.init(
+                status: 503, code: .registryConflict,
+                message:
+                    "other servers took the new id at the same moment, again and again; nothing was stored, send the request again"
+            )
+        }
+    }
+
+    /// `MutationLock` decides again after a conflict, which reaches it as this error.
+    package var isRegistryConflict: Bool { code == .registryConflict }
 }

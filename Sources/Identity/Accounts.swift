@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import Events
 import HTTP
@@ -157,7 +158,7 @@ extension IdentityService {
                 Self.throttled(
                     .tooManyAttempts, refusal.message, retryAfterSeconds: refusal.retryAfterSeconds))
         }
-        let user = registry.read { $0.registry.user(named: name) }
+        let user = store.registry.read { $0.registry.user(named: name) }
         // An unknown name, or a user without a password, costs one full Argon2id check too, so the
         // time of the answer does not tell whether the name exists; the answer itself never does.
         let matches = PasswordHash.verify(password, against: user?.passwordHash ?? PasswordHash.decoy)
@@ -278,7 +279,7 @@ extension IdentityService {
                 "the password must be \(limits.passwordBytesMin) to \(PasswordHash.passwordBytesMax) bytes")
         }
         let hash = PasswordHash.hash(password)
-        let (userID, offset) = try mutations.withLock { _ throws(APIError) -> (UInt64, UInt64) in
+        let (userID, offset) = try store.mutations.withLock { _ throws(APIError) -> (UInt64, UInt64) in
             let user = try existingUser(name)
             return (
                 user.id,
@@ -300,7 +301,9 @@ extension IdentityService {
         throws(APIError) -> UInt64
     {
         let userID = caller.userID
-        guard let user = registry.read({ $0.registry.users[userID] }) else { throw Self.invalidCredentials }
+        guard let user = store.registry.read({ $0.registry.users[userID] }) else {
+            throw Self.invalidCredentials
+        }
         // A slot first: "busy" must not count against the name (see startSession).
         guard let slot = PasswordCheckSlot(self) else {
             throw APIError(
@@ -359,7 +362,7 @@ extension IdentityService {
     }
 
     /// The role of a user, or nil for an unknown id.
-    public func role(of userID: UInt64) -> Role? { registry.read { $0.registry.users[userID]?.role } }
+    public func role(of userID: UInt64) -> Role? { store.registry.read { $0.registry.users[userID]?.role } }
 
     /// Whether a panel form post carries its session's CSRF token in field `csrf` and comes from no
     /// other site's page (`Origin`, which the panel's `Referrer-Policy: same-origin` lets browsers
@@ -371,7 +374,7 @@ extension IdentityService {
     }
 
     public func changeRole(name: String, role: Role) throws(APIError) -> UInt64 {
-        try mutations.withLock { _ throws(APIError) -> UInt64 in
+        try store.mutations.withLock { _ throws(APIError) -> UInt64 in
             let user = try existingUser(name)
             let offset = try appendAndApply(
                 .userRoleChanged(UserRoleChanged(userID: user.id, role: role)),
@@ -383,7 +386,7 @@ extension IdentityService {
     }
 
     func existingUser(_ name: String) throws(APIError) -> Registry.User {
-        guard let user = registry.read({ $0.registry.user(named: name) }) else {
+        guard let user = store.registry.read({ $0.registry.user(named: name) }) else {
             throw APIError(status: 404, code: .userNotFound, message: "no user named '\(name.prefix(64))'")
         }
         return user
@@ -448,7 +451,7 @@ extension IdentityService {
         }
         let (grantee, offset) = try shareDevice(
             deviceID, owner: owner, withUser: name, untilMicros: until, permission: permission)
-        let granted = registry.read { $0.registry.shares[deviceID]?[grantee.id]?.mayLocate ?? false }
+        let granted = store.registry.read { $0.registry.shares[deviceID]?[grantee.id]?.mayLocate ?? false }
         var writer = JSONWriter(capacity: 128)
         writer.beginObject()
         writer.key("user")
@@ -480,7 +483,7 @@ extension IdentityService {
         guard grantee.id != owner else {
             throw .badRequest(.invalidField, "you see your own devices already; share with another user")
         }
-        let offset = try mutations.withLock { _ throws(APIError) in
+        let offset = try store.mutations.withLock { _ throws(APIError) in
             // The gate saw the owner; the device may have been removed since. Checked again under
             // the mutations lock, where no removal can interleave, and answered as any unknown device.
             guard deviceOwner(deviceID) == owner else { throw APIError.deviceNotFound }
@@ -488,7 +491,7 @@ extension IdentityService {
                 .shareGranted(
                     ShareGranted(deviceID: deviceID, granteeUserID: grantee.id, untilMicros: until)),
                 receivedAtMicros: now)
-            let had = registry.read { $0.registry.shares[deviceID]?[grantee.id]?.mayLocate ?? false }
+            let had = store.registry.read { $0.registry.shares[deviceID]?[grantee.id]?.mayLocate ?? false }
             if let permission, (permission == .locate) != had {
                 offset = try appendAndApply(
                     .sharePermissionChanged(
@@ -516,12 +519,12 @@ extension IdentityService {
     /// 404 `share_not_found` when there is none.
     public func unshareDevice(_ deviceID: UInt64, fromUser name: String) throws(APIError) -> UInt64 {
         let grantee = try existingUser(name)
-        guard registry.read({ $0.registry.shares[deviceID]?[grantee.id] }) != nil else {
+        guard store.registry.read({ $0.registry.shares[deviceID]?[grantee.id] }) != nil else {
             throw APIError(
                 status: 404, code: .shareNotFound,
                 message: "this device is not shared with '\(grantee.name)'")
         }
-        let offset = try mutations.withLock { _ throws(APIError) in
+        let offset = try store.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .shareRevoked(ShareRevoked(deviceID: deviceID, granteeUserID: grantee.id)),
                 receivedAtMicros: clockMicros())

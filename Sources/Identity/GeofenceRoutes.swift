@@ -42,7 +42,7 @@ extension IdentityService {
             }
         }
         router.add("GET", "/api/find-my/geofences") { [self] _, caller in
-            let fences = registry.read { $0.registry.geofences.fences(ownedBy: caller.userID) }
+            let fences = store.registry.read { $0.registry.geofences.fences(ownedBy: caller.userID) }
             var writer = JSONWriter(capacity: 256)
             writer.beginObject()
             writer.key("geofences")
@@ -71,7 +71,7 @@ extension IdentityService {
         }
         router.add("DELETE", "/api/find-my/geofences/{id}") { [self] request, caller in
             respond { () throws(APIError) in
-                let offset = try mutations.withLock { _ throws(APIError) -> UInt64 in
+                let offset = try store.mutations.withLock { _ throws(APIError) -> UInt64 in
                     let fence = try ownedGeofence(request, caller)
                     return try appendAndApply(
                         .geofenceDeleted(
@@ -93,7 +93,7 @@ extension IdentityService {
         -> GeofenceDefined
     {
         guard let id = request.pathParameters["id"].flatMap({ UInt64($0) }),
-            let fence = registry.read({ $0.registry.geofences.fences[id] }),
+            let fence = store.registry.read({ $0.registry.geofences.fences[id] }),
             fence.ownerUserID == caller.userID
         else { throw Self.geofenceNotFound }
         return fence
@@ -139,8 +139,8 @@ extension IdentityService {
                 message: "device_ids names \(Int64(bitPattern: device)), which is not among the devices you "
                     + "can see; list yours with GET /api/find-my/devices")
         }
-        return try mutations.withLock { _ throws(APIError) -> (UInt64, UInt64) in
-            let (book, owned) = registry.read {
+        return try store.mutations.withLock { _ throws(APIError) -> (UInt64, UInt64) in
+            let (book, owned) = store.registry.read {
                 ($0.registry.geofences, $0.registry.geofences.fences(ownedBy: owner).count)
             }
             if let id {

@@ -1,4 +1,6 @@
+import Core
 import Events
+import JSON
 
 /// A node of the tailnet that a user may link a device to (docs/presence.md).
 public struct LinkableNode: Equatable, Sendable {
@@ -29,7 +31,7 @@ public protocol PresenceLinking: Sendable {
     func link(deviceID: UInt64, userID: UInt64, node: String?) throws(APIError) -> UInt64?
 }
 
-// Presence's appends. Both hold `mutations` across the check and the append, so a link
+// Presence's appends. Both hold the store's `mutations` across the check and the append, so a link
 // and a poll's change are applied in log order and a change is decided against the state the log
 // holds, never against a state another thread is about to change.
 extension IdentityService {
@@ -37,7 +39,7 @@ extension IdentityService {
     /// rather than from a copy of the registry: a copy held while a list is written would make the
     /// next append copy the registry's tables.
     public func presence(of deviceIDs: [UInt64], nowMicros: Int64) -> [UInt64: PresenceView] {
-        registry.read { state in
+        store.registry.read { state in
             guard !state.registry.presence.links.isEmpty else { return [:] }
             var views: [UInt64: PresenceView] = [:]
             for id in deviceIDs {
@@ -51,7 +53,7 @@ extension IdentityService {
     public func presenceLinks() -> [(
         deviceID: UInt64, userID: UInt64, link: PresenceBook.Link, state: PresenceBook.State?
     )] {
-        registry.read { state in
+        store.registry.read { state in
             let registry = state.registry
             return registry.presence.links.compactMap { device, link in
                 guard let owner = registry.liveDevice(device)?.userID else { return nil }
@@ -65,8 +67,8 @@ extension IdentityService {
     public func setPresenceLink(deviceID: UInt64, userID: UInt64, node: LinkableNode?) throws(APIError)
         -> UInt64?
     {
-        let offset = try mutations.withLock { _ throws(APIError) -> UInt64? in
-            let (owner, current) = registry.read {
+        let offset = try store.mutations.withLock { _ throws(APIError) -> UInt64? in
+            let (owner, current) = store.registry.read {
                 ($0.registry.liveDevice(deviceID)?.userID, $0.registry.presence.links[deviceID])
             }
             guard owner == userID else { throw APIError.deviceNotFound }
@@ -96,8 +98,8 @@ extension IdentityService {
         deviceID: UInt64,
         decide: (PresenceBook.Link, PresenceBook.State?) -> PresenceChanged?
     ) throws(APIError) -> PresenceChanged? {
-        try mutations.withLock { _ throws(APIError) -> PresenceChanged? in
-            let found = registry.read { state -> (PresenceBook.Link, PresenceBook.State?)? in
+        try store.mutations.withLock { _ throws(APIError) -> PresenceChanged? in
+            let found = store.registry.read { state -> (PresenceBook.Link, PresenceBook.State?)? in
                 guard state.registry.liveDevice(deviceID) != nil,
                     let link = state.registry.presence.links[deviceID]
                 else { return nil }
@@ -108,5 +110,25 @@ extension IdentityService {
             _ = try appendAndApply(.presenceChanged(changed), receivedAtMicros: clockMicros())
             return changed
         }
+    }
+}
+
+extension PresenceView {
+    /// `{"source": "headscale", "online", "last_seen"}`, or null for `view` nil: the device JSON's
+    /// `presence` member (the read API's and the presence API's).
+    public static func write(_ writer: inout JSONWriter, _ view: PresenceView?) {
+        guard let view else { return writer.null() }
+        writer.beginObject()
+        writer.key("source")
+        writer.string("headscale")
+        writer.key("online")
+        writer.bool(view.online)
+        writer.key("last_seen")
+        if let at = view.atMicros {
+            writer.timestamp(micros: RFC3339.clampedMicros(at))
+        } else {
+            writer.null()
+        }
+        writer.endObject()
     }
 }

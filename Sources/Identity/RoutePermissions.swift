@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import HTTP
 
@@ -418,7 +419,7 @@ extension IdentityService {
             var caller = try userCaller(request)
             let now = clockMicros()
             guard let deviceID = request.pathParameters["id"].flatMap({ UInt64($0) }),
-                let found = registry.read({ state -> Registry.VisibleDevice? in
+                let found = store.registry.read({ state -> Registry.VisibleDevice? in
                     guard state.registry.mayCommand(deviceID, user: caller.userID, atMicros: now) else {
                         return nil
                     }
@@ -429,7 +430,7 @@ extension IdentityService {
             return caller
         case .admin:
             let caller = try userCaller(request)
-            guard registry.read({ $0.registry.users[caller.userID]?.role }) == .admin else {
+            guard store.registry.read({ $0.registry.users[caller.userID]?.role }) == .admin else {
                 throw APIError(
                     status: 403, code: .adminOnly,
                     message: "this endpoint is for administrators (findmy user role NAME admin)")
@@ -527,7 +528,7 @@ extension IdentityService {
     /// request body, call this from the handler and count a failure with `recordAppAuthFailure`.
     public func appDevice(token: String, userName: String?) throws(APIError) -> UInt64 {
         let hash = sessions.lookups.hash(token[...].trimmingSpaces)
-        let found = lookUpAfterCatchUp { state -> UInt64? in
+        let found = store.lookUpAfterCatchUp { state -> UInt64? in
             guard case .device(let deviceID)? = state.registry.principal(tokenHash: hash) else { return nil }
             if let userName {
                 guard let owner = state.registry.liveDevice(deviceID)?.userID,

@@ -40,8 +40,8 @@ extension IdentityService {
     /// path in the server log (`api`, `panel`, `admin_socket`, `cli`).
     public func rotateUserToken(userID: UInt64, via: String) throws(APIError) -> RotatedToken {
         let token = Token.generate()
-        let offset = try mutations.withLock { _ throws(APIError) -> UInt64 in
-            guard registry.read({ $0.registry.users[userID] }) != nil else {
+        let offset = try store.mutations.withLock { _ throws(APIError) -> UInt64 in
+            guard store.registry.read({ $0.registry.users[userID] }) != nil else {
                 throw APIError(status: 404, code: .userNotFound, message: "no user with id \(userID)")
             }
             return try appendAndApply(

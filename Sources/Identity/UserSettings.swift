@@ -26,14 +26,14 @@ extension IdentityService {
 
     /// Whether OwnTracks' answers to user `userID`'s devices carry the devices shared with them.
     public func owntracksFriends(userID: UInt64) -> Bool {
-        registry.read { $0.registry.users[userID]?.owntracksFriends ?? false }
+        store.registry.read { $0.registry.users[userID]?.owntracksFriends ?? false }
     }
 
     /// Turns user `userID`'s OwnTracks Friends setting on or off. Setting it to what it is already
     /// appends nothing. `via` names the caller's path in the server log (`api`, `panel`).
     public func setOwnTracksFriends(userID: UInt64, _ on: Bool, via: String) throws(APIError) {
-        let changed = try mutations.withLock { _ throws(APIError) -> Bool in
-            guard let user = registry.read({ $0.registry.users[userID] }) else {
+        let changed = try store.mutations.withLock { _ throws(APIError) -> Bool in
+            guard let user = store.registry.read({ $0.registry.users[userID] }) else {
                 throw APIError(status: 404, code: .userNotFound, message: "no user with id \(userID)")
             }
             guard user.owntracksFriends != on else { return false }

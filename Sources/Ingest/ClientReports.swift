@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import Events
 import Identity
@@ -122,7 +123,7 @@ extension IngestService {
         if fixes.isEmpty && rejections.isEmpty && report.places.isEmpty { return completion(.empty) }
         var rejectionCounts: [FixRejection.Code: Int] = [:]
         for (_, rejection) in rejections { rejectionCounts[rejection.code, default: 0] += 1 }
-        let key = IdentityService.BatchKey(deviceID: report.deviceID, batchID: report.batchID)
+        let key = RegistryStore.BatchKey(deviceID: report.deviceID, batchID: report.batchID)
         enum Admission {
             case duplicate(Registry.BatchResult)
             case paused, inProgress, append
@@ -159,13 +160,14 @@ extension IngestService {
         let (acceptedCount, rejectedCount, counts) = (fixes.count, rejections.count, rejectionCounts)
         let pending = Locked((remaining: records.count, failure: APIError?.none, batchOffset: UInt64(0)))
         let clientProtocol = report.clientProtocol
+        let appenderFolds = identity.store.appenderFolds
         let answers = report.answers
         for (position, event) in records.enumerated() {
             let isBatch = position == records.count - 1
             let messageID =
                 isBatch && appendsBatch
                 ? nil
-                : IdentityService.placeMessageID(
+                : SharedRegistry.placeMessageID(
                     deviceID: key.deviceID, batchID: key.batchID, index: position)
             append(EventCodec.encode(event, receivedAtMicros: received), messageID: messageID) {
                 [self] result in
@@ -185,8 +187,8 @@ extension IngestService {
                 }
                 registry.write { state in
                     state.batchesInFlight.remove(key)
-                    // On a shared log the node's follower folds it, in the log's order.
-                    if identity.shared == nil { state.registry.apply(.fixBatch(batch), offset: offset) }
+                    // Otherwise the node's follower folds it, in the log's order.
+                    if appenderFolds { state.registry.apply(.fixBatch(batch), offset: offset) }
                 }
                 if appendsBatch {
                     metrics.recordReport(
@@ -194,7 +196,7 @@ extension IngestService {
                 }
                 // Only a batch with fixes can answer (answerCommand checks): the newest fix is the answer.
                 if let answers, appendsBatch {
-                    identity.answerCommand(
+                    identity.store.answerCommand(
                         answers, deviceID: batch.deviceID, batchOffset: offset, fixes: batch.fixes,
                         clientProtocol: clientProtocol)
                 }

@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import Events
 import HTTP
@@ -32,7 +33,7 @@ extension IngestService {
         addRetentionRoutes(to: &router)
         router.add("GET", "/healthz") { [self] _, _ in healthz() }
         router.add("GET", "/metrics") { [self] _, _ in
-            var text = metrics.render(log: identity.localLog?.statistics)
+            var text = metrics.render(log: identity.store.log.localWriter?.statistics)
             for source in statusSources.all { text += source.metricsText() }
             var response = HTTPResponse.text(text)
             response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -46,7 +47,7 @@ extension IngestService {
     }
 
     func healthz() -> HTTPResponse {
-        if identity.logFailing.load(ordering: .relaxed) {
+        if identity.store.logFailing.load(ordering: .relaxed) {
             return .error(
                 status: 503, code: .logUnavailable,
                 message:
@@ -56,9 +57,9 @@ extension IngestService {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("log")
-        writer.string(identity.shared == nil ? "writable" : "shared")
+        writer.string(identity.store.log.healthName)
         writer.key("durable_end")
-        writer.int64(Int64(identity.durableEnd))
+        writer.int64(Int64(identity.store.durableEnd))
         for source in statusSources.all {
             let (sourceDegraded, members) = source.health()
             degraded = degraded || sourceDegraded
@@ -132,7 +133,7 @@ extension IngestService {
             )
         }
         let token = Token.generate()
-        let (deviceID, offset, created) = try identity.mutations.withLock {
+        let (deviceID, offset, created) = try identity.store.mutations.withLock {
             _ throws(APIError) -> (UInt64, UInt64, Bool) in
             let (existing, nextID) = registry.read {
                 ($0.registry.device(userID: userID, uuid: uuid), $0.registry.nextDeviceID)
@@ -198,7 +199,7 @@ extension IngestService {
             PushTokenRegistered(
                 deviceID: deviceID, provider: provider, token: token, topic: topic, environment: environment,
                 webPushPublicKey: publicKey, webPushAuthSecret: authSecret))
-        let offset = try identity.mutations.withLock { _ throws(APIError) in
+        let offset = try identity.store.mutations.withLock { _ throws(APIError) in
             try appendAndApply(event, receivedAtMicros: clockMicros())
         }
         StructuredLog.info(
@@ -255,7 +256,7 @@ extension IngestService {
     func changeReporting(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {
         let object = try parseObject(request.body, allowed: ["paused"])
         let paused = try field { () throws(JSONAccessError) in try object.bool("paused") }
-        let offset = try identity.mutations.withLock { _ throws(APIError) in
+        let offset = try identity.store.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused)),
                 receivedAtMicros: clockMicros())
@@ -274,7 +275,7 @@ extension IngestService {
 
     /// A report ready to append: decoded, admitted (its batch id marked in flight), encoded.
     struct AdmittedReport: Sendable {
-        var key: IdentityService.BatchKey
+        var key: RegistryStore.BatchKey
         var event: Event
         var inReplyTo: UUID128?
         var encoded: EncodedEvent
@@ -301,45 +302,23 @@ extension IngestService {
         } catch {
             return reply(respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in throw error })
         }
-        if identity.shared != nil {
-            return identity.appendReportingDuplicates(admitted.encoded) { [self] result in
-                reply(
-                    respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
-                        try finishSharedReport(admitted, result.get())
-                    })
-            }
-        }
-        append(admitted.encoded) { [self] result in
+        identity.store.appendReportingDuplicates(admitted.encoded) { [self] result in
             reply(
                 respond(retryAfter: .whenBatchInProgress) { () throws(APIError) in
-                    try finishReport(admitted, offset: result.get())
+                    if case .success(let appended) = result, appended.duplicate {
+                        return finishDuplicateReport(admitted, appended)
+                    }
+                    return try finishReport(admitted, offset: try result.mapError(APIError.init).get().offset)
                 })
         }
     }
 
-    /// `finishReport` on a shared log (docs/scale.md, "Ingest nodes"). The batch is not applied
-    /// here: the node's follower folds it in the log's order like every other record. A batch
-    /// JetStream already held (stored through another node, or by this one's earlier attempt) is
-    /// answered as a duplicate with its first result, once this node has folded it.
-    func finishSharedReport(_ admitted: AdmittedReport, _ appended: SharedAppend) throws(APIError)
-        -> HTTPResponse
-    {
+    /// A batch the log held already (on a shared log: stored through another node, or by this
+    /// one's earlier attempt, within JetStream's duplicate window): answered as a duplicate with
+    /// its first result, once this node has folded it (docs/scale.md, "Ingest nodes").
+    func finishDuplicateReport(_ admitted: AdmittedReport, _ appended: SharedAppend) -> HTTPResponse {
         let key = admitted.key
-        guard appended.duplicate, let shared = identity.shared else {
-            registry.write { _ = $0.batchesInFlight.remove(key) }
-            metrics.recordReport(accepted: admitted.acceptedCount, rejected: admitted.rejectionCounts)
-            if let answered = admitted.inReplyTo, case .fixBatch(let batch) = admitted.event {
-                identity.answerCommand(
-                    .command(answered), deviceID: key.deviceID, batchOffset: appended.offset,
-                    fixes: batch.fixes, clientProtocol: .native)
-            }
-            return reportAnswer(
-                Registry.BatchResult(
-                    offset: appended.offset, accepted: admitted.acceptedCount, rejections: admitted.rejections
-                ),
-                duplicate: false, deviceID: key.deviceID, answered: admitted.inReplyTo)
-        }
-        _ = shared.waitApplied(appended.offset + 1, waitMillisMax: shared.limits.catchUpWaitMillisMax)
+        identity.store.log.awaitFolded(appended.offset)
         let first = registry.write { state in
             state.batchesInFlight.remove(key)
             return state.registry.batchResult(deviceID: key.deviceID, batchID: key.batchID)
@@ -358,7 +337,7 @@ extension IngestService {
         let received = clockMicros()
         let decoded = try ReportDecoder.decode(
             request.body, receivedAtMicros: received, limits: arrivalLimits(deviceID))
-        let key = IdentityService.BatchKey(deviceID: deviceID, batchID: decoded.batchID)
+        let key = RegistryStore.BatchKey(deviceID: deviceID, batchID: decoded.batchID)
         let admission = try registry.write { state throws(APIError) -> Admission in
             if let result = state.registry.batchResult(deviceID: deviceID, batchID: decoded.batchID) {
                 return .duplicate(result)
@@ -409,14 +388,18 @@ extension IngestService {
             registry.write { _ = $0.batchesInFlight.remove(key) }
             throw error
         }
-        let result = registry.write { state in
+        let appenderFolds = identity.store.appenderFolds
+        let result = registry.write { state -> Registry.BatchResult? in
             state.batchesInFlight.remove(key)
+            // Otherwise the node's follower folds it, in the log's order, and the answer is made of
+            // what was appended.
+            guard appenderFolds else { return nil }
             state.registry.apply(admitted.event, offset: durableOffset)
             return state.registry.batchResult(deviceID: key.deviceID, batchID: key.batchID)
         }
         metrics.recordReport(accepted: admitted.acceptedCount, rejected: admitted.rejectionCounts)
         if let answered = admitted.inReplyTo, case .fixBatch(let batch) = admitted.event {
-            identity.answerCommand(
+            identity.store.answerCommand(
                 .command(answered), deviceID: key.deviceID, batchOffset: durableOffset, fixes: batch.fixes,
                 clientProtocol: .native)
         }
@@ -443,7 +426,8 @@ extension IngestService {
         writer.key("offset")
         writer.int64(Int64(result.offset))
         IdentityService.writeCommands(
-            identity.commandsForAnswer(deviceID: deviceID, channel: "report-answer", excluding: answered),
+            identity.store.commandsForAnswer(
+                deviceID: deviceID, channel: "report-answer", excluding: answered),
             to: &writer)
         writer.endObject()
         return .json(writer.bytes)

@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import Events
 import HTTP
@@ -46,8 +47,8 @@ public final class IngestService: Sendable {
             snapshotLog: snapshotLog)
     }
 
-    public var log: LogWriter { identity.log }
-    var registry: ReadWriteLocked<IdentityService.RegistryState> { identity.registry }
+    public var log: LogWriter { identity.store.writer }
+    var registry: ReadWriteLocked<RegistryStore.RegistryState> { identity.store.registry }
     var clockMicros: @Sendable () -> Int64 { identity.clockMicros }
     var statusSources: StatusSources { identity.statusSources }
 
@@ -61,13 +62,11 @@ public final class IngestService: Sendable {
         try identity.appendAndApply(event, receivedAtMicros: receivedAtMicros)
     }
 
-    func append(_ encoded: EncodedEvent) throws(APIError) -> UInt64 { try identity.append(encoded) }
-
     func append(
         _ encoded: EncodedEvent, messageID: String? = nil,
         completion: @escaping @Sendable (Result<UInt64, APIError>) -> Void
     ) {
-        identity.append(encoded, messageID: messageID, completion: completion)
+        identity.store.append(encoded, messageID: messageID) { completion($0.mapError(APIError.init)) }
     }
 }
 

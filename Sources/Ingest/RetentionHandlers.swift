@@ -1,3 +1,4 @@
+import Core
 import Events
 import HTTP
 import Identity
@@ -52,7 +53,7 @@ extension IngestService {
                 default:
                     throw .badRequest(.invalidField, "give exactly one of device (an id) and user (a name)")
                 }
-                let offset = try identity.mutations.withLock { _ throws(APIError) in
+                let offset = try identity.store.mutations.withLock { _ throws(APIError) in
                     try appendAndApply(
                         .retentionChanged(RetentionChanged(scope: scope, days: days)),
                         receivedAtMicros: clockMicros())
@@ -103,7 +104,7 @@ extension IngestService {
             throw .badRequest(
                 .invalidField, "days must be a whole number from 1 to \(Self.retentionDaysMax)")
         }
-        let offset = try identity.mutations.withLock { _ throws(APIError) in
+        let offset = try identity.store.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .retentionChanged(RetentionChanged(scope: .device(deviceID), days: days)),
                 receivedAtMicros: clockMicros())
@@ -151,7 +152,7 @@ extension IngestService {
         if let from, let to, from >= to {
             throw .badRequest(.invalidField, "from must be before to")
         }
-        let offset = try identity.mutations.withLock { _ throws(APIError) in
+        let offset = try identity.store.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .historyErased(HistoryErased(deviceID: deviceID, fromMicros: from, toMicros: to)),
                 receivedAtMicros: clockMicros())
@@ -161,7 +162,7 @@ extension IngestService {
     }
 
     func removeDevice(deviceID: UInt64) throws(APIError) -> HTTPResponse {
-        let offset = try identity.mutations.withLock { _ throws(APIError) in
+        let offset = try identity.store.mutations.withLock { _ throws(APIError) in
             try appendAndApply(
                 .deviceRemoved(DeviceRemoved(deviceID: deviceID)), receivedAtMicros: clockMicros())
         }

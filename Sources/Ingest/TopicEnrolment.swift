@@ -1,3 +1,4 @@
+import Core
 import Events
 import Identity
 
@@ -42,7 +43,7 @@ extension IngestService {
         } catch {
             return .invalidDeviceName(error.message)
         }
-        let enrolment = try identity.mutations.withLock { _ throws(APIError) -> TopicDevice in
+        let enrolment = try identity.store.mutations.withLock { _ throws(APIError) -> TopicDevice in
             let (existing, removed, nextID) = registry.read {
                 (
                     $0.registry.device(userID: userID, uuid: uuid)?.id,

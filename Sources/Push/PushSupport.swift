@@ -1,4 +1,5 @@
 import Commands
+import Core
 import Crypto
 import Identity
 import JSON
@@ -8,7 +9,7 @@ import Threads
     import Glibc
 #endif
 
-/// Where the channels find a device's push tokens: Identity's registry, read under its lock
+/// Where the channels find a device's push tokens: Core's registry, read under its lock
 /// (`IdentityService` conforms), or in tests a registry of their own.
 public protocol PushTokenSource: Sendable {
     func pushRegistrations(deviceID: UInt64) -> [(

@@ -1,3 +1,4 @@
+import Core
 import Identity
 
 /// Who may read which device, by the registry's one rule (`Registry.visibility`): a reader sees its

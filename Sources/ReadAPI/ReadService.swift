@@ -1,3 +1,4 @@
+import Core
 import Events
 import HTTP
 import Identity
@@ -107,7 +108,7 @@ public final class ReadService: Sendable {
         let projectedEnd = end ?? self.projectedEnd
         let projectionBells = bells ?? self.projectionBells
         guard let offset = try afterOffset(request.queryItems) else { return }
-        let durableEnd = identity.durableEnd
+        let durableEnd = identity.store.durableEnd
         guard offset < durableEnd else {
             throw APIError(
                 status: 400, code: .invalidAfterOffset,

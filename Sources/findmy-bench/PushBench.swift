@@ -1,5 +1,6 @@
 import CLI
 import Commands
+import Core
 import Identity
 import JSON
 import Push

@@ -1,4 +1,5 @@
 import CLI
+import Core
 import Events
 import Identity
 import Ingest
@@ -65,7 +66,7 @@ enum SnapshotIngestBench {
         defer { log.close() }
         let store = RegistrySnapshotStore(directory: directory + "/snapshots")
         let service = try IngestService(log: log, snapshots: store)
-        let snapshotter = RegistrySnapshotter(identity: service.identity, store: store)
+        let snapshotter = RegistrySnapshotter(registry: service.identity.store, store: store)
         // One snapshot first, so that every `snapshot` window's writes fold only that window's records.
         _ = snapshotter.snapshotNow()
 

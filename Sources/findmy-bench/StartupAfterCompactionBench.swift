@@ -1,5 +1,6 @@
 import CLI
 import Compactor
+import Core
 import Events
 import Identity
 import Synchronization
@@ -67,7 +68,7 @@ enum StartupAfterCompactionBench {
             let writer = try LogWriter(directory: log)
             defer { writer.close() }
             let identity = try IdentityService(log: writer, snapshots: current)
-            let snapshotter = RegistrySnapshotter(identity: identity, store: current)
+            let snapshotter = RegistrySnapshotter(registry: identity.store, store: current)
             guard case .written(let path, let offset, _, _)? = snapshotter.snapshotNow() else {
                 throw UsageError("no snapshot was written")
             }
@@ -106,8 +107,8 @@ enum StartupAfterCompactionBench {
                 printLine(
                     "{\"round\":\(round),\"variant\":\"\(variant)\",\"fixes\":\(fixesTotal),"
                         + "\"fixes_per_record\":\(fixesPerRecord),"
-                        + "\"snapshot_offset\":\(identity.startReport.snapshotOffset.map { "\($0)" } ?? "null"),"
-                        + "\"replayed\":\(identity.startReport.recordsReplayed),\"millis\":\(millis)}")
+                        + "\"snapshot_offset\":\(identity.store.startReport.snapshotOffset.map { "\($0)" } ?? "null"),"
+                        + "\"replayed\":\(identity.store.startReport.recordsReplayed),\"millis\":\(millis)}")
             }
         }
         return 0

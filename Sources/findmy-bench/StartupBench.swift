@@ -1,4 +1,5 @@
 import CLI
+import Core
 import Events
 import Identity
 import Synchronization
@@ -97,7 +98,7 @@ enum StartupBench {
                 printLine(
                     "{\"round\":\(round),\"variant\":\"\(variant)\",\"records\":\(records),\"fixes\":\(fixesTotal),"
                         + "\"fixes_per_record\":\(fixesPerRecord),\"snapshot_bytes\":\(store == nil ? 0 : bytes),"
-                        + "\"replayed\":\(identity.startReport.recordsReplayed),\"millis\":\(millis)}")
+                        + "\"replayed\":\(identity.store.startReport.recordsReplayed),\"millis\":\(millis)}")
             }
         }
         return 0

@@ -1,5 +1,6 @@
 import CLI
 import Compactor
+import Core
 import Events
 import HTTP
 import HTTPClient
@@ -119,7 +120,7 @@ enum CompactCommand {
             // the compacted log before the run reports done (docs/snapshots.md).
             let snapshots = RegistrySnapshotStore(directory: data + "/snapshots")
             let service = try IngestService(log: log, snapshots: snapshots)
-            let snapshotter = RegistrySnapshotter(identity: service.identity, store: snapshots)
+            let snapshotter = RegistrySnapshotter(registry: service.identity.store, store: snapshots)
             let compactor = Compactor(
                 writer: log, client: database.client, options: compactorOptions,
                 snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction(stop: $0) })

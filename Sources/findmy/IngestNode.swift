@@ -1,6 +1,8 @@
 import CLI
 import Clients
 import Commands
+import Core
+import Crypto
 import Events
 import Geofences
 import HTTP
@@ -88,7 +90,7 @@ struct IngestNodeConfiguration {
     }
 }
 
-/// The JetStream log as the identity service appends to it, and the threads that wait for
+/// The JetStream log as the registry store appends to it, and the threads that wait for
 /// acknowledgements on behalf of the report path's event-loop threads.
 final class JetStreamSharedLog: SharedEventLog, Service, @unchecked Sendable {
     let name = "log"
@@ -247,7 +249,7 @@ extension ServeCommand {
         let shared = JetStreamSharedLog(try nats.open())
         try group.start(shared)
         let started = monotonicMicros()
-        let registry = SharedRegistry(log: shared)
+        let registry = SharedRegistry(log: shared, digest: { SHA256.hash($0) })
         let snapshots = RegistrySnapshotStore(directory: data + "/snapshots")
         let snapshotLog = JetStreamSnapshotLog(log: shared.log)
         let clock = ServerClock.fromEnvironment()
@@ -256,10 +258,10 @@ extension ServeCommand {
             snapshotLog: snapshotLog)
         service.addStatusSource(ServiceGroupStatus(group))
         let identity = service.identity
-        let start = identity.startReport
+        let start = identity.store.startReport
         logSnapshotsPassedOver(start)
         let follower = JetStreamFollower(log: shared.log, from: registry.appliedEnd) { record, _ in
-            try registry.deliver(record, into: identity)
+            try registry.deliver(record, into: identity.store)
         }
         follower.onFatal = { group.fail("registry-follower", $0) }
         service.addStatusSource(
@@ -286,7 +288,7 @@ extension ServeCommand {
         // Started before the listeners, so stopped after them: its last snapshot is written once
         // nothing is accepted any more. It reads the stream on its own (SharedRegistrySnapshots.swift).
         let snapshotter = SharedRegistrySnapshotter(
-            identity: identity, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
+            registry: identity.store, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
         try group.start(snapshotter)
 
         var reads: ReadService?

@@ -2,6 +2,7 @@ import CLI
 import Clients
 import Commands
 import Compactor
+import Core
 import Events
 import Geofences
 import HTTP
@@ -133,7 +134,7 @@ enum ServeCommand {
             log: log, limits: configuration.limits, clockMicros: clock, snapshots: snapshots)
         service.addStatusSource(ServiceGroupStatus(group))
         let registry = service.registrySnapshot
-        let start = service.identity.startReport
+        let start = service.identity.store.startReport
         StructuredLog.info(
             "registry_rebuilt",
             [
@@ -147,7 +148,7 @@ enum ServeCommand {
         logSnapshotsPassedOver(start)
         // Started before the listeners, so stopped after them: its last snapshot holds every record.
         let snapshotter = RegistrySnapshotter(
-            identity: service.identity, store: snapshots, report: logSnapshotOutcome)
+            registry: service.identity.store, store: snapshots, report: logSnapshotOutcome)
         try group.start(snapshotter)
 
         // The projector and its database: started after the log (whose lock keeps a second server off

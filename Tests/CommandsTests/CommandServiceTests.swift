@@ -1,4 +1,5 @@
 import Commands
+import Core
 import Events
 import Foundation
 import Identity
@@ -74,7 +75,7 @@ final class Scratch {
     /// Every event of the log, in order.
     func events() throws -> [Event] {
         var events: [Event] = []
-        try LogReader(directory: directory + "/log", writer: identity.log).read(from: 0) { record in
+        try LogReader(directory: directory + "/log", writer: identity.store.writer).read(from: 0) { record in
             events.append(try record.event())
             return true
         }
@@ -93,7 +94,7 @@ final class Scratch {
     }
 
     func close() {
-        identity.log.close()
+        identity.store.writer.close()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -397,9 +398,9 @@ extension CommandServiceTests {
         service.runDue()  // hands it to 20 addresses; their 20 outcomes wait for the next round
         #expect(provider.asked.count == outcomesCount)
         let second = try service.request(deviceID: 1, userID: 1, kind: .lost, message: nil, phone: nil)
-        let commitsBefore = scratch.identity.log.statistics.groupCommits
+        let commitsBefore = scratch.identity.store.writer.statistics.groupCommits
         service.runDue()
-        let commits = scratch.identity.log.statistics.groupCommits - commitsBefore
+        let commits = scratch.identity.store.writer.statistics.groupCommits - commitsBefore
         #expect(commits <= 3, "\(commits) group commits for \(outcomesCount) outcomes")
         let sent = try scratch.commandEvents().compactMap { event -> String? in
             if case .commandSent(let sent) = event { return sent.commandID.description }

@@ -1,4 +1,5 @@
 import Compactor
+import Core
 import Events
 import Foundation
 import Identity

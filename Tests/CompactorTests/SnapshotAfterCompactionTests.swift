@@ -1,4 +1,5 @@
 import Compactor
+import Core
 import Events
 import Foundation
 import Identity
@@ -147,7 +148,7 @@ import Testing
             let log = try data.openLog()
             defer { log.close() }
             let identity = try IdentityService(log: log, limits: data.limits, snapshots: data.store)
-            let snapshotter = RegistrySnapshotter(identity: identity, store: data.store)
+            let snapshotter = RegistrySnapshotter(registry: identity.store, store: data.store)
             try Self.appendRegistry(to: log)
             try Self.appendHistory(to: log, serial: &serial)
             _ = try log.append(.historyErased(HistoryErased(deviceID: 2)), receivedAtMicros: Self.now)
@@ -169,9 +170,9 @@ import Testing
 
         let reference = try data.fullScan()
         let restarted = try data.start()
-        #expect(restarted.startReport.snapshotOffset == report.registrySnapshotOffset)
-        #expect(restarted.startReport.recordsReplayed == UInt64(tail))
-        #expect(restarted.startReport.skipped.isEmpty)
+        #expect(restarted.store.startReport.snapshotOffset == report.registrySnapshotOffset)
+        #expect(restarted.store.startReport.recordsReplayed == UInt64(tail))
+        #expect(restarted.store.startReport.skipped.isEmpty)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
         // What the compaction took from the log is in no snapshot file either: the rejections of
         // batch 12 (device 1, 40 days old: an envelope now) and 22 (device 2, erased), which the
@@ -193,7 +194,7 @@ import Testing
             let log = try data.openLog()
             defer { log.close() }
             let identity = try IdentityService(log: log, limits: data.limits, snapshots: data.store)
-            let snapshotter = RegistrySnapshotter(identity: identity, store: data.store)
+            let snapshotter = RegistrySnapshotter(registry: identity.store, store: data.store)
             try Self.appendRegistry(to: log)
             try Self.appendHistory(to: log, serial: &serial)
             #expect(snapshotter.snapshotNow() != nil)
@@ -211,8 +212,8 @@ import Testing
         }
         let reference = try data.fullScan()
         let restarted = try data.start()
-        #expect(restarted.startReport.snapshotOffset == nil)
-        #expect(restarted.startReport.skipped.first?.deleted == true)
+        #expect(restarted.store.startReport.snapshotOffset == nil)
+        #expect(restarted.store.startReport.skipped.first?.deleted == true)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
 }

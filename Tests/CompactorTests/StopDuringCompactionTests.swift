@@ -1,4 +1,5 @@
 import Compactor
+import Core
 import Events
 import Foundation
 import Identity
@@ -31,7 +32,7 @@ import Threads
             // Set once the compactor exists; the hook below waits for its stop signal.
             let compactorBox = Mutex<Compactor?>(nil)
             let snapshotter = RegistrySnapshotter(
-                identity: identity, store: data.store,
+                registry: identity.store, store: data.store,
                 report: { event in
                     guard case .refolding = event, let compactor = compactorBox.withLock({ $0 }) else {
                         return
@@ -75,10 +76,10 @@ import Threads
         let reference = try data.fullScan()
         let restarted = try data.start()
         // The start loads the snapshot written at stop, short of the end, and folds the rest.
-        let loaded = try #require(restarted.startReport.snapshotOffset)
+        let loaded = try #require(restarted.store.startReport.snapshotOffset)
         #expect(loaded < end)
-        #expect(restarted.startReport.recordsReplayed > 0)
-        #expect(restarted.startReport.skipped.allSatisfy { $0.deleted })
+        #expect(restarted.store.startReport.recordsReplayed > 0)
+        #expect(restarted.store.startReport.skipped.allSatisfy { $0.deleted })
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
         // The snapshots from before the compaction held what it removed: none is left.
         #expect(data.snapshotFiles() == [RegistrySnapshotFormat.fileName(offset: loaded)])

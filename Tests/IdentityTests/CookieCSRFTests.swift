@@ -113,7 +113,7 @@ import Testing
             let permission = RoutePermissions.table[key]!
             let takesDeviceToken = permission == .device || permission == .appDevice
             for (label, headers, type, code) in refused {
-                let end = door.service.log.durableEnd
+                let end = door.service.store.writer.durableEnd
                 let shares = door.service.shares(of: device.id).map(\.user)
                 let answer = send(headers, contentType: type)
                 let (status, expectedCode) =
@@ -121,7 +121,7 @@ import Testing
                     ? (401, "invalid_token") : permission == .appDevice ? (401, "missing_token") : (403, code)
                 #expect(answer.status == status, "\(key), \(label): \(answer.status) \(answer.body)")
                 #expect(answer.errorCode == expectedCode, "\(key), \(label)")
-                #expect(door.service.log.durableEnd == end, "\(key), \(label): an event was written")
+                #expect(door.service.store.writer.durableEnd == end, "\(key), \(label): an event was written")
                 #expect(door.service.shares(of: device.id).map(\.user) == shares, "\(key), \(label)")
             }
             // Bearer tokens are unaffected: no CSRF header, any Origin. (First: a route may end
@@ -147,7 +147,7 @@ import Testing
         _ = try door.service.createUser(name: "mallory", role: .member)
         let device = try door.enrol(victim.token)
         let cookie = ("Cookie", "findmy_session=\(victim.cookie)")
-        let end = door.service.log.durableEnd
+        let end = door.service.store.writer.durableEnd
 
         // What a page on another port of the same host can send without a preflight.
         let share = door.send(
@@ -160,7 +160,7 @@ import Testing
             headers: [cookie, ("Content-Type", "text/plain")],
             body: "{}")
         #expect(erase.status == 403 && erase.errorCode == "csrf_token_missing", "\(erase.body)")
-        #expect(door.service.log.durableEnd == end)
+        #expect(door.service.store.writer.durableEnd == end)
         #expect(door.service.shares(of: device.id).isEmpty)
         let message = (try? erase.body["error"]?["message"]?.stringValue) ?? ""
         #expect(message.contains("X-CSRF-Token"), "the refusal says what is missing: \(message)")

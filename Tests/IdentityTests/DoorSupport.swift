@@ -46,7 +46,7 @@ final class Door: @unchecked Sendable {
         router = try builder.build()
     }
 
-    deinit { service.log.close() }
+    deinit { service.store.writer.close() }
 
     struct Answer {
         var response: HTTPResponse

@@ -3,6 +3,7 @@ import Foundation
 import JSON
 import Testing
 
+@testable import Core
 @testable import Identity
 
 /// A removed device leaves every fence that named it (docs/geofences.md, "Retention and erasure"):

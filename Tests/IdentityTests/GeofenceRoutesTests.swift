@@ -81,7 +81,7 @@ import Testing
             "POST", "/api/find-my/geofences", headers: auth(anna.token),
             body: fenceBody([annasPhone.id, bensPhone.id]))
         #expect(refused.status == 400 && refused.errorCode == "device_not_found")
-        #expect(door.service.registry.read { $0.registry.geofences.fences.isEmpty })
+        #expect(door.service.store.registry.read { $0.registry.geofences.fences.isEmpty })
         // Shared with her: now she may name it.
         let share = door.send(
             "POST", "/api/find-my/devices/\(bensPhone.id)/shares", headers: auth(ben.token),
@@ -123,7 +123,7 @@ import Testing
             #expect(answer.errorCode == code, "\(body)")
             #expect((try? answer.body["error"]?["message"]?.stringValue)?.isEmpty == false)
         }
-        #expect(door.service.registry.read { $0.registry.geofences.fences.isEmpty })
+        #expect(door.service.store.registry.read { $0.registry.geofences.fences.isEmpty })
     }
 
     @Test func aUserHasAtMostTheFencesOfTheLimit() throws {

@@ -1,3 +1,4 @@
+import Core
 import Events
 import Foundation
 import HTTP

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 
+@testable import Core
 @testable import Identity
 
 /// Registry snapshots (docs/snapshots.md): a start from the newest valid snapshot and the log after
@@ -226,7 +227,7 @@ import Testing
         let log = try data.openLog()
         defer { log.close() }
         let identity = try IdentityService(log: log, limits: data.limits(smallRing), snapshots: data.store)
-        let snapshotter = RegistrySnapshotter(identity: identity, store: data.store)
+        let snapshotter = RegistrySnapshotter(registry: identity.store, store: data.store)
         return try body(identity, snapshotter)
     }
 
@@ -239,10 +240,10 @@ import Testing
         var source = EventSource(random: SeededGenerator(state: seed))
         try withServer(data) { identity, snapshotter in
             for (index, count) in counts.enumerated() {
-                try append(count, from: &source, to: identity.log)
+                try append(count, from: &source, to: identity.store.writer)
                 if index < counts.count - 1 { snapshotter.snapshotNow() }
             }
-            try then(identity.log)
+            try then(identity.store.writer)
         }
     }
 
@@ -276,25 +277,25 @@ import Testing
         )
         var offsets: [UInt64] = []
         try Self.withServer(data) { identity, snapshotter in
-            try Self.append(counts.first, from: &source, to: identity.log)
+            try Self.append(counts.first, from: &source, to: identity.store.writer)
             guard case .written(_, let first, _, _)? = snapshotter.snapshotNow() else {
                 Issue.record("seed \(seed): no first snapshot")
                 return
             }
-            try Self.append(counts.second, from: &source, to: identity.log)
+            try Self.append(counts.second, from: &source, to: identity.store.writer)
             guard case .written(_, let second, _, _)? = snapshotter.snapshotNow() else {
                 Issue.record("seed \(seed): no second snapshot")
                 return
             }
             offsets = [first, second]
-            try Self.append(counts.tail, from: &source, to: identity.log)
+            try Self.append(counts.tail, from: &source, to: identity.store.writer)
         }
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         #expect(offsets == [UInt64(counts.first), UInt64(counts.first + counts.second)], "seed \(seed)")
 
         let restarted = try Self.withServer(data) { identity, _ in identity }
-        #expect(restarted.startReport.snapshotOffset == offsets.last, "seed \(seed)")
-        #expect(restarted.startReport.recordsReplayed == UInt64(counts.tail), "seed \(seed)")
+        #expect(restarted.store.startReport.snapshotOffset == offsets.last, "seed \(seed)")
+        #expect(restarted.store.startReport.recordsReplayed == UInt64(counts.tail), "seed \(seed)")
         #expect(restarted.registrySnapshot.differences(from: reference) == [], "seed \(seed)")
     }
 
@@ -305,11 +306,13 @@ import Testing
 
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         let restarted = try Self.withServer(data) { identity, _ in identity }
-        #expect(restarted.startReport.snapshotOffset == 300)
-        #expect(restarted.startReport.recordsReplayed == 150)
+        #expect(restarted.store.startReport.snapshotOffset == 300)
+        #expect(restarted.store.startReport.recordsReplayed == 150)
         #expect(
-            restarted.startReport.skipped.map(\.fileName) == [RegistrySnapshotFormat.fileName(offset: 400)])
-        #expect(restarted.startReport.skipped.first?.reason.contains("checksum") == true)
+            restarted.store.startReport.skipped.map(\.fileName) == [
+                RegistrySnapshotFormat.fileName(offset: 400)
+            ])
+        #expect(restarted.store.startReport.skipped.first?.reason.contains("checksum") == true)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
 
@@ -323,8 +326,8 @@ import Testing
         for cut in [0, 7, 51, bytes.count / 2, bytes.count - 5, bytes.count - 1] {
             try Self.damageSnapshot(data, offset: 200) { $0 = Array(bytes.prefix(cut)) }
             let restarted = try Self.withServer(data) { identity, _ in identity }
-            #expect(restarted.startReport.snapshotOffset == nil, "cut at \(cut)")
-            #expect(restarted.startReport.recordsReplayed == 220, "cut at \(cut)")
+            #expect(restarted.store.startReport.snapshotOffset == nil, "cut at \(cut)")
+            #expect(restarted.store.startReport.recordsReplayed == 220, "cut at \(cut)")
             #expect(restarted.registrySnapshot.differences(from: reference) == [], "cut at \(cut)")
         }
         // Garbage under a snapshot's name, newer than a valid one, is passed over for the valid one.
@@ -336,8 +339,8 @@ import Testing
         try Data(RegistrySnapshotFormat.magic + [1, 0, 52, 0]).write(
             to: URL(fileURLWithPath: data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 215)))
         let restarted = try Self.withServer(data) { identity, _ in identity }
-        #expect(restarted.startReport.snapshotOffset == 200)
-        #expect(restarted.startReport.skipped.count == 2)
+        #expect(restarted.store.startReport.snapshotOffset == 200)
+        #expect(restarted.store.startReport.skipped.count == 2)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
 
@@ -349,12 +352,12 @@ import Testing
         var other = EventSource(random: SeededGenerator(state: 12))
         // Its log id differs, even before the new log reaches the snapshot's offset.
         let restarted = try Self.withServer(data) { identity, _ in
-            try Self.append(150, from: &other, to: identity.log)
+            try Self.append(150, from: &other, to: identity.store.writer)
             return identity
         }
-        #expect(restarted.startReport.snapshotOffset == nil)
-        #expect(restarted.startReport.skipped.first?.deleted == true)
-        #expect(restarted.startReport.skipped.first?.reason.contains("belongs to log") == true)
+        #expect(restarted.store.startReport.snapshotOffset == nil)
+        #expect(restarted.store.startReport.skipped.first?.deleted == true)
+        #expect(restarted.store.startReport.skipped.first?.reason.contains("belongs to log") == true)
         #expect(try data.snapshotFiles() == [])
         // The new log was empty at that start: nothing of the other log's users came back.
         #expect(restarted.registrySnapshot.users.isEmpty && restarted.registrySnapshot.devices.isEmpty)
@@ -381,13 +384,13 @@ import Testing
             #expect(snapshotter.snapshotNow() != nil)
             return identity
         }
-        #expect(restarted.startReport.snapshotOffset == nil)
-        #expect(restarted.startReport.skipped.first?.deleted == true)
+        #expect(restarted.store.startReport.snapshotOffset == nil)
+        #expect(restarted.store.startReport.skipped.first?.deleted == true)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
         // The snapshot loaded next is the compacted log's, and no snapshot on disk keeps what the
         // compaction removed from the log.
         let again = try Self.withServer(data) { identity, _ in identity }
-        #expect(again.startReport.snapshotOffset == 410)
+        #expect(again.store.startReport.snapshotOffset == 410)
         #expect(again.registrySnapshot.differences(from: reference) == [])
         for name in try data.snapshotFiles() {
             let bytes = try Data(contentsOf: URL(fileURLWithPath: data.snapshots + "/" + name))
@@ -407,7 +410,7 @@ import Testing
         let identity = try IdentityService(
             log: log, limits: data.limits(Self.smallRing), snapshots: data.store)
         let snapshotter = RegistrySnapshotter(
-            identity: identity, store: data.store,
+            registry: identity.store, store: data.store,
             report: { outcome in outcomes.withLock { $0.append(outcome) } })
         try Self.append(400, from: &source, to: log)
         snapshotter.snapshotNow()
@@ -422,8 +425,8 @@ import Testing
         }
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         let restarted = try Self.withServer(data) { identity, _ in identity }
-        #expect(restarted.startReport.snapshotOffset == 430)
-        #expect(restarted.startReport.recordsReplayed == 0)
+        #expect(restarted.store.startReport.snapshotOffset == 430)
+        #expect(restarted.store.startReport.recordsReplayed == 0)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
 }
@@ -446,7 +449,7 @@ extension RegistrySnapshotTests {
         schedule.snapshotIntervalMicros = 60_000_000
         let clock = ManualMonotonicClock()
         let snapshotter = RegistrySnapshotter(
-            identity: identity, store: data.store, schedule: schedule,
+            registry: identity.store, store: data.store, schedule: schedule,
             monotonicClock: { clock.micros.load(ordering: .relaxed) })
         try Self.append(49, from: &source, to: log)
         #expect(snapshotter.round(force: false) == nil)
@@ -484,7 +487,7 @@ extension RegistrySnapshotTests {
         schedule.recordsBetweenSnapshotsMax = 1_000
         schedule.fixesBetweenSnapshotsMax = 300
         let snapshotter = RegistrySnapshotter(
-            identity: identity, store: data.store, schedule: schedule, monotonicClock: { 0 })
+            registry: identity.store, store: data.store, schedule: schedule, monotonicClock: { 0 })
         let fix = Fix(
             latitude: 52.5, longitude: 13.4, accuracyMeters: 10, source: "significant",
             recordedAtMicros: 1_700_000_000_000_000)
@@ -536,9 +539,13 @@ extension RegistrySnapshotTests {
             }
         }
         try Self.withServer(data) { identity, snapshotter in
-            for event in events.prefix(120) { _ = try identity.log.append(event, receivedAtMicros: 1) }
+            for event in events.prefix(120) {
+                _ = try identity.store.writer.append(event, receivedAtMicros: 1)
+            }
             snapshotter.snapshotNow()
-            for event in events.dropFirst(120) { _ = try identity.log.append(event, receivedAtMicros: 1) }
+            for event in events.dropFirst(120) {
+                _ = try identity.store.writer.append(event, receivedAtMicros: 1)
+            }
         }
         let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -562,8 +569,9 @@ extension RegistrySnapshotTests {
 
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         let restarted = try Self.withServer(data) { identity, _ in identity }
-        #expect(restarted.startReport.snapshotOffset == 120 && restarted.startReport.skipped.isEmpty)
-        #expect(restarted.startReport.recordsReplayed == 30)
+        #expect(
+            restarted.store.startReport.snapshotOffset == 120 && restarted.store.startReport.skipped.isEmpty)
+        #expect(restarted.store.startReport.recordsReplayed == 30)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
     }
 }

@@ -1,8 +1,10 @@
+import Crypto
 import Events
 import Foundation
 import Synchronization
 import Testing
 
+@testable import Core
 @testable import Identity
 
 /// Registry snapshots of an ingest node (docs/snapshots.md, "Ingest nodes") against an in-memory
@@ -83,13 +85,13 @@ import Testing
     static func startNode(_ stream: MemoryStream, _ data: RegistrySnapshotTests.DataDirectory) throws -> (
         IdentityService, SharedRegistrySnapshotter
     ) {
-        let shared = SharedRegistry(log: stream)
+        let shared = SharedRegistry(log: stream, digest: { SHA256.hash($0) })
         let identity = IdentityService(
             shared: shared, limits: data.limits(ring), snapshots: data.store, snapshotLog: stream)
         for record in stream.present where record.offset >= shared.appliedEnd {
-            try shared.deliver(record, into: identity)
+            try shared.deliver(record, into: identity.store)
         }
-        return (identity, SharedRegistrySnapshotter(identity: identity, log: stream, store: data.store))
+        return (identity, SharedRegistrySnapshotter(registry: identity.store, log: stream, store: data.store))
     }
 
     /// A batch of one fix with a rejection (what a snapshot must not bring back once erased) for a
@@ -129,8 +131,9 @@ import Testing
         for index in 0..<tail { stream.append(index % 4 == 3 ? Self.batch(&source) : source.next()) }
 
         let (restarted, _) = try Self.startNode(stream, data)
-        #expect(restarted.startReport.snapshotOffset == snapshotAt, "seed \(seed)")
-        #expect(restarted.shared?.recordsDelivered == UInt64(tail), "seed \(seed): only the tail is folded")
+        #expect(restarted.store.startReport.snapshotOffset == snapshotAt, "seed \(seed)")
+        #expect(
+            restarted.sharedLog?.recordsDelivered == UInt64(tail), "seed \(seed): only the tail is folded")
         #expect(restarted.registrySnapshot.differences(from: try stream.fullFold()) == [], "seed \(seed)")
     }
 
@@ -150,12 +153,12 @@ import Testing
                 registry: Registry(recentBatchesPerDeviceMax: Self.ring)))
 
         let (started, _) = try Self.startNode(stream, data)
-        #expect(started.startReport.snapshotOffset == nil)
-        #expect(started.startReport.skipped.map(\.deleted) == [true, true])
-        #expect(started.startReport.skipped.first?.reason.contains("not this stream") == true)
-        #expect(started.startReport.skipped.last?.reason.contains("local log") == true)
+        #expect(started.store.startReport.snapshotOffset == nil)
+        #expect(started.store.startReport.skipped.map(\.deleted) == [true, true])
+        #expect(started.store.startReport.skipped.first?.reason.contains("not this stream") == true)
+        #expect(started.store.startReport.skipped.last?.reason.contains("local log") == true)
         #expect(try data.snapshotFiles().isEmpty)
-        #expect(started.shared?.recordsDelivered == 100)
+        #expect(started.sharedLog?.recordsDelivered == 100)
         #expect(started.registrySnapshot.differences(from: try stream.fullFold()) == [])
     }
 
@@ -172,9 +175,12 @@ import Testing
         try RegistrySnapshotTests.damageSnapshot(data, offset: 120) { $0[$0.count / 2] ^= 0x40 }
 
         let (started, _) = try Self.startNode(stream, data)
-        #expect(started.startReport.snapshotOffset == 60)
-        #expect(started.startReport.skipped.map(\.fileName) == [RegistrySnapshotFormat.fileName(offset: 120)])
-        #expect(started.shared?.recordsDelivered == 70)
+        #expect(started.store.startReport.snapshotOffset == 60)
+        #expect(
+            started.store.startReport.skipped.map(\.fileName) == [
+                RegistrySnapshotFormat.fileName(offset: 120)
+            ])
+        #expect(started.sharedLog?.recordsDelivered == 70)
         #expect(started.registrySnapshot.differences(from: try stream.fullFold()) == [])
     }
 
@@ -197,16 +203,16 @@ import Testing
         stream.erase(batches[1].offset)
 
         let (started, _) = try Self.startNode(stream, data)
-        #expect(started.startReport.snapshotOffset == nil)
-        #expect(started.startReport.skipped.first?.deleted == true)
-        #expect(started.startReport.skipped.first?.reason.contains("retention") == true)
+        #expect(started.store.startReport.snapshotOffset == nil)
+        #expect(started.store.startReport.skipped.first?.deleted == true)
+        #expect(started.store.startReport.skipped.first?.reason.contains("retention") == true)
         #expect(started.registrySnapshot.differences(from: try stream.fullFold()) == [])
 
         // The snapshotter that was running through the erasure: it must not continue its fold.
         let end = try stream.storedCounts().end
         #expect(Self.written(snapshotter.snapshotNow()) == end)
         let (again, _) = try Self.startNode(stream, data)
-        #expect(again.startReport.snapshotOffset == end && again.shared?.recordsDelivered == 0)
+        #expect(again.store.startReport.snapshotOffset == end && again.sharedLog?.recordsDelivered == 0)
         #expect(again.registrySnapshot.differences(from: try stream.fullFold()) == [])
     }
 
@@ -223,7 +229,7 @@ import Testing
         #expect(Self.written(snapshotter.snapshotNow()) == 101)
         for _ in 0..<5 { stream.append(source.next()) }
         let (started, _) = try Self.startNode(stream, data)
-        #expect(started.startReport.snapshotOffset == 101 && started.shared?.recordsDelivered == 5)
+        #expect(started.store.startReport.snapshotOffset == 101 && started.sharedLog?.recordsDelivered == 5)
         #expect(started.registrySnapshot.differences(from: try stream.fullFold()) == [])
     }
 
@@ -246,4 +252,9 @@ import Testing
             offset: 7, logID: UUID128(high: 1, low: 2), segments: [], registry: registry)
         #expect(try RegistrySnapshot.decode(local.encoded()).recordsFolded == nil)
     }
+}
+
+extension IdentityService {
+    /// The node's position in the shared log, for the follower's counts.
+    fileprivate var sharedLog: SharedRegistry? { store.log as? SharedRegistry }
 }

@@ -1,3 +1,4 @@
+import Core
 import Events
 import Foundation
 import Identity
@@ -61,13 +62,13 @@ final class PresenceScratch {
 
     /// Closes the log and opens it again: a restart, as far as the registry goes.
     func restart() throws {
-        identity.log.close()
+        identity.store.writer.close()
         identity = try Self.openIdentity(directory, clock)
     }
 
     func presenceEvents() throws -> [Event] {
         var events: [Event] = []
-        try LogReader(directory: directory + "/log", writer: identity.log).read(from: 0) { record in
+        try LogReader(directory: directory + "/log", writer: identity.store.writer).read(from: 0) { record in
             let event = try record.event()
             if case .presenceChanged = event { events.append(event) }
             if case .devicePresenceLinked = event { events.append(event) }
@@ -78,7 +79,7 @@ final class PresenceScratch {
 
     func close() {
         fake.stop()
-        identity.log.close()
+        identity.store.writer.close()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

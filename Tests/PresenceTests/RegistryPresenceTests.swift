@@ -1,8 +1,9 @@
+import Core
 import Events
 import Identity
 import Testing
 
-/// The registry's fold of presence (Identity/PresenceBook.swift), event in, state out: what the
+/// The registry's fold of presence (Core/PresenceBook.swift), event in, state out: what the
 /// poller judges against and what the device JSON shows.
 @Suite struct RegistryPresenceTests {
     func registry(_ events: [Event]) -> Registry {

@@ -1,4 +1,5 @@
 import Commands
+import Core
 import Events
 import Foundation
 import Identity
@@ -8,7 +9,7 @@ import PushFakeSupport
 import Synchronization
 import Threads
 
-/// Push tokens from a registry the test folds itself, as Identity's registry would.
+/// Push tokens from a registry the test folds itself, as Core's registry would.
 final class TestTokens: PushTokenSource, @unchecked Sendable {
     private let registry = Locked(Registry(recentBatchesPerDeviceMax: 4))
     private let offset = Atomic<UInt64>(0)

@@ -1,3 +1,4 @@
+import Core
 import Identity
 import JSON
 import Testing

@@ -1,3 +1,4 @@
+import Core
 import Events
 import Foundation
 import Identity
@@ -28,7 +29,7 @@ final class ScratchIdentity {
     }
 
     func close() {
-        identity.log.close()
+        identity.store.writer.close()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

@@ -1,3 +1,4 @@
+import Core
 import Events
 import Foundation
 import HTTP
@@ -21,7 +22,7 @@ import Testing
         options.diagnostics = { _ in }
         let ingest = try IngestService(log: try LogWriter(directory: directory + "/log", options: options))
         let identity = ingest.identity
-        defer { identity.log.close() }
+        defer { identity.store.writer.close() }
         let olga = try identity.createUser(name: "olga", role: .admin)
         _ = try identity.appendAndApply(
             .deviceEnrolled(

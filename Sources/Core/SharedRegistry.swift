@@ -1,4 +1,3 @@
-import Crypto
 import Events
 import Threads
 
@@ -31,7 +30,7 @@ import Threads
 //   And a request whose token this node does not know waits, bounded, for the follower to reach
 //   the log's end before it is refused (a token made through another node a moment ago).
 
-/// The shared log as the identity service needs it; `findmy serve --log nats://` gives JetStream.
+/// The shared log as the registry store needs it; `findmy serve --log nats://` gives JetStream.
 public protocol SharedEventLog: Sendable {
     var partitionCount: Int { get }
     /// Appends one record with `messageID` as its idempotency key and returns once the log holds
@@ -54,10 +53,14 @@ public struct SharedAppend: Sendable, Equatable {
     }
 }
 
-/// The node's position in the shared log and the waits on it.
+/// The node's position in the shared log and the waits on it: the store's `RegistryLog` on a
+/// shared log.
 public final class SharedRegistry: Sendable {
     public let log: any SharedEventLog
     public let limits: Limits
+    /// SHA-256 (Crypto's, passed in: this module hashes nothing itself): the digest in a change's
+    /// Msg-Id (rule 4), the same on every node.
+    let digest: @Sendable ([UInt8]) -> [UInt8]
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private nonisolated(unsafe) var applied: UInt64 = 0
@@ -81,9 +84,12 @@ public final class SharedRegistry: Sendable {
         public init() {}
     }
 
-    public init(log: any SharedEventLog, limits: Limits = Limits()) {
+    public init(
+        log: any SharedEventLog, limits: Limits = Limits(), digest: @escaping @Sendable ([UInt8]) -> [UInt8]
+    ) {
         self.log = log
         self.limits = limits
+        self.digest = digest
     }
 
     /// The offset after the last record folded.
@@ -94,17 +100,17 @@ public final class SharedRegistry: Sendable {
 
     /// Before the follower starts: the registry starts from a snapshot at `offset`, which holds the
     /// fold of every record below it.
-    func startApplied(at offset: UInt64) {
+    package func startApplied(at offset: UInt64) {
         lock.withLock {
             precondition(applied == 0 && delivered == 0, "the start position is set before any delivery")
             applied = offset
         }
     }
 
-    /// The follower's step: folds `record` into `identity`'s registry, then moves the position
-    /// and wakes the waiters. Records arrive once each, in offset order.
-    public func deliver(_ record: LogRecord, into identity: IdentityService) throws {
-        try identity.registry.write { state in try state.registry.apply(record) }
+    /// The follower's step: folds `record` into `store`'s registry, then moves the position and
+    /// wakes the waiters. Records arrive once each, in offset order.
+    public func deliver(_ record: LogRecord, into store: RegistryStore) throws {
+        try store.registry.write { state in try state.registry.apply(record) }
         lock.withLock {
             applied = record.offset + 1
             delivered += 1
@@ -141,56 +147,117 @@ public final class SharedRegistry: Sendable {
     }
 
     /// The Msg-Id of a registry change: what it is (type and payload) and where it was decided.
-    static func messageID(_ record: EncodedEvent, decidedAt position: UInt64) -> String {
+    func messageID(_ record: EncodedEvent, decidedAt position: UInt64) -> String {
         var bytes: [UInt8] = [record.header.type]
         bytes += record.payload
-        let digest = SHA256.hash(bytes).prefix(16).map { byte in
+        let hex = digest(bytes).prefix(16).map { byte in
             let digits = Array("0123456789abcdef".utf8)
             return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
         }
-        return "r\(position)-" + digest.joined()
+        return "r\(position)-" + hex.joined()
     }
 }
 
-/// The first ids free in a registry: those a new user, device or geofence takes.
-struct FreeIDs: Sendable {
-    var user: UInt64
-    var device: UInt64
-    var geofence: UInt64
-}
+extension SharedRegistry: RegistryLog {
+    package var healthName: String { "shared" }
 
-/// `IdentityService.mutations`: registry changes one at a time on this node and, on a shared
-/// log, each decided on a registry caught up with the log (SharedRegistry's rule 1) and decided
-/// again after a conflict (rule 2). The same `withLock` shape as the `Mutex` it replaces.
-package final class MutationLock: Sendable {
-    private let lock = ConditionLock()
-    let shared: SharedRegistry?
+    /// The shared log's durable end, or the end this node last folded when the log cannot be asked.
+    package var durableEnd: UInt64 { (try? log.durableEndOffset()) ?? appliedEnd }
+    package var localWriter: LogWriter? { nil }
+    package var appenderFolds: Bool { false }
 
-    /// The first free ids of the registry now.
-    let freeIDs: @Sendable () -> FreeIDs
-
-    init(shared: SharedRegistry?, freeIDs: @escaping @Sendable () -> FreeIDs) {
-        self.shared = shared
-        self.freeIDs = freeIDs
+    package func beginDecision(freeIDs: () -> FreeIDs) {
+        decisionCaughtUp = catchUp()
+        decisionFreeIDs = freeIDs()
     }
 
-    package func withLock<R, E: Error>(_ body: (inout ()) throws(E) -> R) throws(E) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        var unit: Void = ()
-        guard let shared else { return try body(&unit) }
-        var attempt = 0
-        while true {
-            shared.decisionCaughtUp = shared.catchUp()
-            shared.decisionFreeIDs = freeIDs()
-            do {
-                return try body(&unit)
-            } catch {
-                attempt += 1
-                guard let refused = error as? APIError, refused.code == .registryConflict,
-                    attempt <= shared.limits.conflictRetriesMax
-                else { throw error }
-            }
+    package var decisionSeesWholeLog: Bool { decisionCaughtUp }
+    package var decisionRetriesMax: Int { limits.conflictRetriesMax }
+
+    /// A registry change with its Msg-Id: the id it takes (rule 2), the end it makes (rule 3), or
+    /// what it is and where it was decided (rule 4).
+    package func appendChange(_ event: Event, _ encoded: EncodedEvent) throws -> SharedAppend {
+        try log.appendShared(
+            encoded,
+            messageID: newID(event) ?? Self.endMessageID(event) ?? messageID(encoded, decidedAt: appliedEnd))
+    }
+
+    /// The change is folded by the follower, which this waits for so that the caller's next
+    /// request here sees it. A new id another node took first is a `registryConflict`, which
+    /// `mutations` answers by deciding again.
+    package func settleChange(_ event: Event, _ appended: SharedAppend, in store: RegistryStore)
+        throws(AppendFailure)
+    {
+        if !waitApplied(appended.offset + 1, waitMillisMax: limits.ownChangeWaitMillisMax) {
+            store.notes(.followerBehind(offset: appended.offset, appliedEnd: appliedEnd))
         }
+        if let claim = newID(event), appended.duplicate,
+            !store.registry.read({ Self.holds(event, $0.registry) })
+        {
+            store.notes(.registryConflict(id: claim, offset: appended.offset))
+            throw .registryConflict
+        }
+    }
+
+    /// A record with a batch id takes the Msg-Id JetStream's `append(batch:)` gives it too.
+    package func append(
+        _ encoded: EncodedEvent, messageID: String?,
+        completion: @escaping @Sendable (Result<SharedAppend, any Error>) -> Void
+    ) {
+        let messageID =
+            Self.batchMessageID(encoded.header) ?? messageID
+            ?? self.messageID(encoded, decidedAt: appliedEnd)
+        log.appendSharedLater(encoded, messageID: messageID, completion: completion)
+    }
+
+    package func awaitFolded(_ offset: UInt64) {
+        _ = waitApplied(offset + 1, waitMillisMax: limits.catchUpWaitMillisMax)
+    }
+
+    /// The Msg-Id of a change that takes a new id (rule 2), nil for others. "New" by the ids free
+    /// when the decision began, never by the live registry: the follower may already hold another
+    /// node's record with the same id.
+    private func newID(_ event: Event) -> String? {
+        switch event {
+        case .userCreated(let created) where created.userID >= decisionFreeIDs.user:
+            "id-user-\(created.userID)"
+        case .deviceEnrolled(let enrolled) where enrolled.deviceID >= decisionFreeIDs.device:
+            "id-device-\(enrolled.deviceID)"
+        case .geofenceDefined(let defined) where defined.geofenceID >= decisionFreeIDs.geofence:
+            "id-geofence-\(defined.geofenceID)"
+        default: nil
+        }
+    }
+
+    /// Whether `registry` holds `event`'s user, device or geofence as this change made it: after a
+    /// duplicate, whether the record with its id is this change (a retry of this node's own
+    /// append) or another node's. Two identical definitions of one owner's fence, decided at the
+    /// same moment through two nodes, are one fence: nothing tells them apart, as for a retry.
+    private static func holds(_ event: Event, _ registry: Registry) -> Bool {
+        switch event {
+        case .userCreated(let created):
+            registry.users[created.userID]?.name == created.name
+                && registry.principal(tokenHash: created.tokenHash) == .user(created.userID)
+        case .deviceEnrolled(let enrolled):
+            registry.devices[enrolled.deviceID].map {
+                $0.userID == enrolled.userID && $0.uuid == enrolled.deviceUUID
+            } ?? false
+        case .geofenceDefined(let defined):
+            registry.geofences.fences[defined.geofenceID] == defined
+        default: true
+        }
+    }
+
+    /// The Msg-Id of a record with a batch id: the one JetStream's `append(batch:)` gives it too.
+    static func batchMessageID(_ header: RecordHeader) -> String? {
+        header.idempotencyKey == .zero ? nil : "d\(header.deviceKey)-\(header.idempotencyKey)"
+    }
+
+    /// The Msg-Id of the `index`th place (region transition, waypoints) of a request whose fix
+    /// batch is `batchID`: derived from the request as the batch id is, so the same request
+    /// appended through two nodes (an OwnTracks MQTT message every subscribed node receives, a
+    /// retry through another node) stores its places once, as its batch.
+    package static func placeMessageID(deviceID: UInt64, batchID: UUID128, index: Int) -> String {
+        "d\(deviceID)-\(batchID)-p\(index)"
     }
 }

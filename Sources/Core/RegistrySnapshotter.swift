@@ -139,9 +139,9 @@ public final class RegistrySnapshotter: Service {
     }
     private let worker = StoppableThread()
 
-    /// Continues from the fold `identity` rebuilt its registry with; call once per service.
+    /// Continues from the fold `registry` was rebuilt with; call once per service.
     public init(
-        identity: IdentityService, store: RegistrySnapshotStore, schedule: Schedule = Schedule(),
+        registry: RegistryStore, store: RegistrySnapshotStore, schedule: Schedule = Schedule(),
         monotonicClock: @escaping @Sendable () -> Int64 = monotonicMicros,
         report: @escaping @Sendable (Outcome) -> Void = { _ in }
     ) {
@@ -149,15 +149,15 @@ public final class RegistrySnapshotter: Service {
             schedule.recordsBetweenSnapshotsMax > 0 && schedule.fixesBetweenSnapshotsMax > 0
                 && schedule.snapshotIntervalMicros > 0
                 && schedule.checkIntervalMicros > 0)
-        guard let fold = identity.takeStartFold() else {
-            preconditionFailure("one RegistrySnapshotter per IdentityService")
+        guard let fold = registry.takeStartFold() else {
+            preconditionFailure("one RegistrySnapshotter per RegistryStore")
         }
-        reader = LogReader(directory: identity.log.directory, writer: identity.log)
+        reader = LogReader(directory: registry.writer.directory, writer: registry.writer)
         self.store = store
         self.schedule = schedule
         self.monotonicClock = monotonicClock
         self.report = report
-        let lastOffset = identity.startReport.snapshotOffset ?? 0
+        let lastOffset = registry.startReport.snapshotOffset ?? 0
         progress = Mutex(Progress(fold: fold, lastOffset: lastOffset, lastMicros: monotonicClock()))
     }
 

@@ -5,7 +5,7 @@ import Events
 ///
 /// It is a pure value folded from the log: `apply(_:offset:)` is the one code path, used both
 /// while replaying the log at start and after each append the server makes, so the registry a
-/// restarted server rebuilds is the one it had. Callers serialise access (see `IdentityService`).
+/// restarted server rebuilds is the one it had. Callers serialise access (see `RegistryStore`).
 public struct Registry: Sendable {
     /// The retention overrides, folded by the compactor's own rule (`RetentionPolicy`), so that the
     /// arrival check and the compactor agree on every device's window. Its default window is set

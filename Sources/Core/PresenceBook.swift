@@ -1,5 +1,4 @@
 import Events
-import JSON
 
 /// Which device is linked to which tailnet node, and the last presence recorded for it (see
 /// docs/presence.md). Folded from the log by `Registry.apply`, so it is in the registry snapshot
@@ -73,24 +72,6 @@ public struct PresenceView: Equatable, Sendable {
         self.online = online
         self.atMicros = atMicros
         self.nodeName = nodeName
-    }
-
-    /// `{"source": "headscale", "online", "last_seen"}`, or null for `view` nil: the device JSON's
-    /// `presence` member (the read API's and the presence API's).
-    public static func write(_ writer: inout JSONWriter, _ view: PresenceView?) {
-        guard let view else { return writer.null() }
-        writer.beginObject()
-        writer.key("source")
-        writer.string("headscale")
-        writer.key("online")
-        writer.bool(view.online)
-        writer.key("last_seen")
-        if let at = view.atMicros {
-            writer.timestamp(micros: RFC3339.clampedMicros(at))
-        } else {
-            writer.null()
-        }
-        writer.endObject()
     }
 }
 

@@ -1,5 +1,5 @@
+import Core
 import Events
-import Identity
 import Testing
 
 /// Who may send commands, and the open commands, as folds of the log (docs/commands.md).

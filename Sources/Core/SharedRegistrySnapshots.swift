@@ -129,15 +129,15 @@ public final class SharedRegistrySnapshotter: Service {
     /// One machine's; `staleOnDisk` here: the snapshots on disk hold what retention erased.
     typealias Progress = RegistrySnapshotter.Progress
 
-    /// Continues from the fold `identity` started with (a loaded snapshot, or offset 0).
+    /// Continues from the fold `registry` started with (a loaded snapshot, or offset 0).
     public init(
-        identity: IdentityService, log: any SnapshotSharedLog, store: RegistrySnapshotStore,
+        registry: RegistryStore, log: any SnapshotSharedLog, store: RegistrySnapshotStore,
         schedule: RegistrySnapshotter.Schedule = .init(),
         monotonicClock: @escaping @Sendable () -> Int64 = monotonicMicros,
         report: @escaping @Sendable (RegistrySnapshotter.Outcome) -> Void = { _ in }
     ) {
-        guard let fold = identity.takeStartFold() else {
-            preconditionFailure("one snapshotter per IdentityService, which must start from a snapshot store")
+        guard let fold = registry.takeStartFold() else {
+            preconditionFailure("one snapshotter per RegistryStore, which must start from a snapshot store")
         }
         self.log = log
         self.store = store

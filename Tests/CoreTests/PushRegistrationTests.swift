@@ -1,5 +1,5 @@
+import Core
 import Events
-import Identity
 import Testing
 
 /// The registry keeps the Web Push keys a UnifiedPush registration carries, one token per provider

@@ -1,7 +1,7 @@
 import Events
 import Testing
 
-@testable import Identity
+@testable import Core
 
 /// Event 39 in the registry: the last setting wins, another owner's is ignored, deleting the fence
 /// drops it, and the snapshot body (version 7) carries it.

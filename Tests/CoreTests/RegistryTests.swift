@@ -1,6 +1,6 @@
+import Core
 import Events
 import Foundation
-import Identity
 import Testing
 
 /// The registry is a fold of events: the same events give the same registry, whether applied as
