@@ -8,6 +8,7 @@ import Identity
 import Ingest
 import JSON
 import NATSLog
+import Postgres
 import Presence
 import ProjectionSchema
 import Projector
