@@ -15,7 +15,7 @@ public final class ThreadService: Service {
 
     public init(
         name: String, onEnd: @escaping @Sendable () -> Void = {},
-        _ body: @escaping @Sendable (StopSignal) -> Void
+        run body: @escaping @Sendable (StopSignal) -> Void
     ) {
         self.name = name
         self.body = body

@@ -8,9 +8,11 @@ import Threads
     @Test func runsUntilTheGroupStopsItAndDoesNotCallOnEnd() throws {
         let endings = Atomic<Int>(0)
         let rounds = Atomic<Int>(0)
-        let service = ThreadService(name: "loop", onEnd: { endings.add(1, ordering: .relaxed) }) { stop in
-            while !stop.wait(micros: 1_000) { rounds.add(1, ordering: .relaxed) }
-        }
+        let service = ThreadService(
+            name: "loop", onEnd: { endings.add(1, ordering: .relaxed) },
+            run: { stop in
+                while !stop.wait(micros: 1_000) { rounds.add(1, ordering: .relaxed) }
+            })
         #expect(service.state == .idle)
         let group = ServiceGroup([service], graceMicros: 0)
         try group.start()
@@ -24,7 +26,8 @@ import Threads
 
     @Test func aLoopThatEndsByItselfCallsOnEndOnceAndReadsAsStopped() throws {
         let group = ServiceGroup(graceMicros: 0)
-        let service = ThreadService(name: "gives-up", onEnd: { group.requestStop("loop ended") }) { _ in }
+        let service = ThreadService(
+            name: "gives-up", onEnd: { group.requestStop("loop ended") }, run: { _ in })
         try group.start(service)
         // onEnd wakes the group: the body returned without anyone asking it to stop.
         #expect(group.waitForStop() == .requested("loop ended"))
