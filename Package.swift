@@ -223,8 +223,22 @@ let package = Package(
         // the JSON and text form of log records (`findmy log dump`, the report body a bench weighs).
         .target(name: "CLI", dependencies: ["Events", "JSON"], swiftSettings: strict),
 
-        // The command-line entry point: serve, log, project, replay, user, compact, backup, ...
-        // (commands only; the benchmark and load drivers are findmy-bench).
+        // The work of the offline commands on a data directory, once their arguments are parsed:
+        // `findmy log` (inspection, repair, export and import into JetStream), `backup` and `restore`,
+        // `purge` and its refusals, `user` and `retention` (through the admin socket or on the log
+        // opened here, `AdminCall`), `compact` run and followed, `replay`.
+        .target(
+            name: "Maintenance",
+            dependencies: [
+                "CLI", "Compactor", "Core", "Crypto", "Events", "Geofences", "HTTP", "HTTPClient", "Identity",
+                "Ingest",
+                "JSON", "NATSLog", "Postgres", "Projector", "Threads",
+            ],
+            swiftSettings: strict),
+
+        // The command-line entry point: each command's arguments and help, and the composition of
+        // the features into `findmy serve`, `project` and `projector` (commands only; the work of
+        // the offline commands is Maintenance, the benchmark and load drivers are findmy-bench).
         .executableTarget(
             name: "findmy",
             dependencies: [
@@ -233,7 +247,7 @@ let package = Package(
                 "Postgres",
                 "Projector", "Geofences",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
-                "Presence", "NATSLog", "JetStreamRetention",
+                "Presence", "NATSLog", "JetStreamRetention", "Maintenance",
             ],
             swiftSettings: strict),
 

@@ -31,8 +31,7 @@ final class HeadDeadline: @unchecked Sendable {
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private var watched: [UInt64: Watched] = [:]
-    private var stopping = false
-    private var thread: pthread_t?
+    private let worker = StoppableThread()
 
     /// - Parameter cutOff: told the peer address of each connection closed, outside the lock.
     init(
@@ -45,19 +44,11 @@ final class HeadDeadline: @unchecked Sendable {
     }
 
     func start() {
-        lock.withLock { thread = spawnThread { self.run() } }
+        worker.start { [self] stop in run(until: stop) }
     }
 
     /// Ends the thread; after MHD_stop_daemon, which has closed every connection.
-    func stop() {
-        let running: pthread_t? = lock.withLock {
-            stopping = true
-            lock.signal()
-            defer { thread = nil }
-            return thread
-        }
-        if let running { pthread_join(running, nil) }
-    }
+    func stop() { worker.stop() }
 
     func opened(_ connectionID: UInt64, socket: Int32, address: String) {
         guard socket >= 0 else { return }
@@ -81,13 +72,10 @@ final class HeadDeadline: @unchecked Sendable {
         _ = lock.withLock { watched.removeValue(forKey: connectionID) }
     }
 
-    private func run() {
-        while true {
+    private func run(until stop: StopSignal) {
+        while !stop.wait(micros: Self.checkIntervalMicros) {
             var cut: [String] = []
-            let keepGoing: Bool = lock.withLock {
-                let wakeAt = HTTPServer.systemMonotonicMicros() + Self.checkIntervalMicros
-                while !stopping && lock.wait(0, untilMonotonicMicros: wakeAt) {}
-                guard !stopping else { return false }
+            lock.withLock {
                 let now = nowMicros()
                 for (connectionID, connection) in watched {
                     guard let since = connection.awaitingHeadSinceMicros, now - since > headMicrosMax else {
@@ -97,10 +85,8 @@ final class HeadDeadline: @unchecked Sendable {
                     watched[connectionID]?.awaitingHeadSinceMicros = nil
                     cut.append(connection.address)
                 }
-                return true
             }
             for address in cut { cutOff(address) }
-            if !keepGoing { return }
         }
     }
 }

@@ -67,12 +67,12 @@ public final class JetStreamFollower: Service, @unchecked Sendable {
     public let name: String
     private let log: JetStreamLog
     private let deliver: Deliver
-    private let stopSignal = StopSignal()
+    private let worker = StoppableThread()
+    private var stopSignal: StopSignal { worker.stopSignal }
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private var next: UInt64
     private var failure: String?
-    private var thread: pthread_t?
     /// A record that cannot be folded stops the follower: a node serving from a registry with a
     /// hole would answer wrongly, so the stop is fatal (the service group stops the node).
     public var onFatal: @Sendable (String) -> Void = { _ in }
@@ -94,21 +94,16 @@ public final class JetStreamFollower: Service, @unchecked Sendable {
     public var nextOffset: UInt64 { lock.withLock { next } }
 
     public var state: ServiceState {
-        lock.withLock {
-            if let failure { return .failed(failure) }
-            return thread == nil ? .idle : (stopSignal.isRequested ? .stopped : .running)
-        }
+        if let failure = lock.withLock({ failure }) { return .failed(failure) }
+        if stopSignal.isRequested { return .stopped }
+        return worker.isRunning ? .running : .idle
     }
 
     public func start() throws {
-        let started = spawnThread { [self] in run() }
-        lock.withLock { thread = started }
+        worker.start { [self] _ in run() }
     }
 
-    public func stop(graceMicros: Int64) {
-        stopSignal.request()
-        if let running = lock.withLock({ thread }) { pthread_join(running, nil) }
-    }
+    public func stop(graceMicros: Int64) { worker.stop() }
 
     private func run() {
         while !stopSignal.isRequested {

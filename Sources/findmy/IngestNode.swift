@@ -10,6 +10,7 @@ import Identity
 import Ingest
 import JSON
 import NATSLog
+import Postgres
 import Presence
 import ProjectionSchema
 import Projector

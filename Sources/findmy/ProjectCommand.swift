@@ -1,15 +1,10 @@
 import CLI
 import Events
 import Geofences
-import JSON
+import Maintenance
 import Postgres
 import Projector
-import Synchronization
 import Threads
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// `findmy project` (the projector as its own process) and `findmy replay` (rebuild).
 enum ProjectCommand {
@@ -65,34 +60,31 @@ enum ProjectCommand {
             throw UsageError("unexpected argument '\(options.positional[0])'")
         }
         let data = try options.required("data-dir", environment: "FINDMY_DATA_DIR")
-        try LogCommand.requireLog(data + "/log")
+        try LogInspection.requireLog(data + "/log")
         return (data, options.value(Database.setting.flag, environment: Database.setting.environment))
     }
 
     static func runProject(_ arguments: [String]) throws -> Int32 {
         guard let (data, url) = try parse(arguments, help: projectHelp) else { return 0 }
         let signals = blockShutdownSignals()
-        let database = try Database.open(dataDirectory: data, url: url)
-        defer { database.close() }
+        let database = try DatabaseService(dataDirectory: data, url: url)
         let projector = Projector(client: database.client, reader: LogReader(directory: data + "/log"))
         let fences = Projector(
             client: database.client, reader: LogReader(directory: data + "/log"),
             projection: GeofenceProjection())
-        let stop = StopSignal()
-        let thread = spawnThread { projector.run(until: stop) }
-        let fenceThread = spawnThread { fences.run(until: stop) }
+        // The process lives as long as the main projector: when it stops by itself, everything stops.
+        let group = ServiceGroup(graceMicros: 0)
+        try startGroup(
+            group,
+            [
+                database,
+                ProjectorService(projector: projector) { group.requestStop("the main projector stopped") },
+                ProjectorService(projector: fences, name: "geofences"),
+            ])
         printLine("projecting \(data)/log into \(database.description) (main and geofences)")
-        let waiter = spawnThread {
-            var received: Int32 = 0
-            var waitFor = signals
-            sigwait(&waitFor, &received)
-            stop.request()
-        }
-        pthread_join(thread, nil)
-        stop.request()
-        pthread_join(fenceThread, nil)
-        pthread_kill(waiter, SIGTERM)
-        pthread_join(waiter, nil)
+        requestStopOnSignal(group, signals)
+        _ = group.waitForStop()
+        group.stop()
         var failed = false
         for (name, each) in [("main", projector), ("geofences", fences)] {
             let status = each.status
@@ -109,75 +101,6 @@ enum ProjectCommand {
 
     static func runReplay(_ arguments: [String]) throws -> Int32 {
         guard let (data, url) = try parse(arguments, help: replayHelp) else { return 0 }
-        let database = try Database.open(dataDirectory: data, url: url)
-        defer { database.close() }
-        let terminal = isatty(1) != 0
-        var lastLine = monotonicMicros()
-        let result = try Rebuild.run(client: database.client, reader: LogReader(directory: data + "/log")) {
-            progress in
-            let now = monotonicMicros()
-            guard terminal || now - lastLine >= 2_000_000 else { return }
-            lastLine = now
-            let line = describe(progress)
-            if terminal {
-                print("\r" + line + "   ", terminator: "")
-                fflush(nil)
-            } else {
-                printLine(line)
-            }
-        }
-        if terminal { print("") }
-        printLine(
-            "rebuilt: \(result.recordsFolded) records, \(result.fixesFolded) fixes up to offset \(result.checkpoint) "
-                + "in \(String(format1: result.elapsedSeconds)) s; the new tables are live")
-        let fences = try replayGeofences(database.client, reader: LogReader(directory: data + "/log"))
-        printLine(
-            "geofences: rebuilt, \(fences.recordsFolded) records, \(fences.fixesFolded) fixes up to offset \(fences.checkpoint)"
-        )
-        return 0
+        return try Replay.run(dataDirectory: data, url: url)
     }
-
-    /// The geofence projection dropped and folded again from offset 0 up to the log's durable end
-    /// as it is now (records appended meanwhile are the running server's projector's to fold).
-    static func replayGeofences(_ client: PostgresClient, reader: LogReader) throws -> ProjectorStatus {
-        guard let logID = try reader.logID() else {
-            throw ProjectorError.logWithoutID(directory: reader.directory)
-        }
-        let projection = GeofenceProjection()
-        try client.withConnection { try projection.dropAndRecreate(logID: logID, $0) }
-        let projector = Projector(client: client, reader: reader, projection: projection)
-        try projector.prepare()
-        let target = reader.durableEnd()
-        var lastLine = monotonicMicros()
-        while projector.status.checkpoint < target, try projector.step(logEnd: target) > 0 {
-            let now = monotonicMicros()
-            guard now - lastLine >= 2_000_000 else { continue }
-            lastLine = now
-            printLine("geofences: offset \(projector.status.checkpoint)/\(target)")
-        }
-        return projector.status
-    }
-
-    static func describe(_ progress: RebuildProgress) -> String {
-        let percent = progress.target > 0 ? Double(progress.checkpoint) * 100 / Double(progress.target) : 100
-        var line =
-            "replay: offset \(progress.checkpoint)/\(progress.target) (\(String(format1: percent))%), "
-            + "\(progress.recordsFolded) records, \(Int64(saturating: progress.fixesPerSecond) ?? 0) fixes/s"
-        if let eta = progress.etaSeconds.flatMap({ Int64(saturating: $0.rounded()) }) {
-            line += ", ETA \(eta) s"
-        }
-        return line
-    }
-}
-
-/// Blocks SIGTERM and SIGINT in this thread (and every thread started after), so that they can
-/// be taken with sigwait instead of a C handler that would have to touch Swift state.
-func blockShutdownSignals() -> sigset_t {
-    var signals = sigset_t()
-    sigemptyset(&signals)
-    sigaddset(&signals, SIGTERM)
-    sigaddset(&signals, SIGINT)
-    pthread_sigmask(SIG_BLOCK, &signals, nil)
-    signal(SIGPIPE, SIG_IGN)
-    return signals
 }

@@ -8,10 +8,6 @@ import Postgres
 import Projector
 import Threads
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// `findmy projector`: one of several processes folding a JetStream log's partitions into
 /// PostgreSQL, each partition held by one process at a time (docs/scale.md, "Projectors").
 enum ProjectorCommand {
@@ -98,12 +94,10 @@ enum ProjectorCommand {
         projectorOptions.log = { printLine($0) }
         let projector = PartitionedProjector(
             conninfo: conninfo, reader: log, logID: logID, options: projectorOptions)
-        let stop = StopSignal()
         printLine(
             "projector: stream \(log.configuration.streamName) (\(log.partitionCount) partitions, log \(logID)), "
                 + "partitions \(selection)")
-        let worker = spawnThread { projector.run(until: stop) }
-        var fenceWorker: pthread_t?
+        var services: [any Service] = [ThreadService(name: "projector") { projector.run(until: $0) }]
         var fences: SharedLogProjector<GeofenceProjection>?
         if geofencesText == "on" {
             var fenceOptions = SharedLogProjector<GeofenceProjection>.Options()
@@ -112,28 +106,21 @@ enum ProjectorCommand {
                 conninfo: conninfo, reader: log, logID: logID, options: fenceOptions
             ) { GeofenceProjection() }
             fences = folder
-            fenceWorker = spawnThread { folder.run(until: stop) }
+            services.append(ThreadService(name: "geofences") { folder.run(until: $0) })
         }
-        var retention: pthread_t?
         if intervalSeconds > 0 {
             let schedule = RetentionSchedule(
-                log: log, settings: settings, conninfo: conninfo, projector: projector,
+                log: log, settings: settings, conninfo: conninfo,
+                heldPartitions: { projector.status.checkpoints.keys.sorted() },
                 firstRunMicros: Int64(firstRunSeconds) * 1_000_000,
-                intervalMicros: Int64(intervalSeconds) * 1_000_000)
-            retention = spawnThread { schedule.run(until: stop) }
+                intervalMicros: Int64(intervalSeconds) * 1_000_000, report: { printLine($0) })
+            services.append(ThreadService(name: "retention") { schedule.run(until: $0) })
         }
-        let waiter = spawnThread {
-            var received: Int32 = 0
-            var waitFor = signals
-            sigwait(&waitFor, &received)
-            stop.request()
-        }
-        pthread_join(worker, nil)
-        stop.request()
-        if let fenceWorker { pthread_join(fenceWorker, nil) }
-        if let retention { pthread_join(retention, nil) }
-        pthread_kill(waiter, SIGTERM)
-        pthread_join(waiter, nil)
+        let group = ServiceGroup(graceMicros: 0)
+        try startGroup(group, services)
+        requestStopOnSignal(group, signals)
+        _ = group.waitForStop()
+        group.stop()
         let status = projector.status
         printLine(
             "projector: stopped (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded, "
@@ -156,39 +143,5 @@ enum ProjectorCommand {
             throw UsageError("--\(flag) must be a whole number of at least 1, got '\(text)'")
         }
         return number
-    }
-}
-
-/// Retention by deletion on the partitions this process holds, on a schedule; the database half
-/// by the holder of partition 0 only (one process, so the projection is compacted once per round).
-private struct RetentionSchedule: Sendable {
-    let log: JetStreamLog
-    let settings: RetentionSettings
-    let conninfo: String
-    let projector: PartitionedProjector
-    let firstRunMicros: Int64
-    let intervalMicros: Int64
-
-    func run(until stop: StopSignal) {
-        var delay = min(firstRunMicros, intervalMicros)
-        while !stop.wait(micros: delay) {
-            delay = intervalMicros
-            let held = projector.status.checkpoints.keys.sorted()
-            guard !held.isEmpty else { continue }
-            do {
-                var database: PostgresConnection?
-                if held.contains(0) { database = try PostgresConnection(conninfo) }
-                defer { database?.close() }
-                let report = try JetStreamRetention(log: log, settings: settings).run(
-                    partitions: held, nowMicros: wallClockMicros(), database: database)
-                printLine(
-                    "retention: partitions \(held.map(String.init).joined(separator: ",")): "
-                        + "\(report.messagesScanned) messages scanned, \(report.messagesErased) erased, "
-                        + "\(report.replacementsPublished) replaced, \(report.fixesRemoved) fixes removed"
-                        + (report.database.map { ", \($0.locationRowsDeleted) rows deleted" } ?? ""))
-            } catch {
-                printLine("retention: \(error); the next run tries again")
-            }
-        }
     }
 }

@@ -1,18 +1,6 @@
 import CLI
-import Compactor
-import Events
-import HTTP
-import HTTPClient
-import Identity
-import Ingest
 import JSON
-import Postgres
-import Synchronization
-import Threads
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Maintenance
 
 /// `findmy retention set --device ID | --user NAME --days N | --clear`: an admin's override.
 enum RetentionCommand {
@@ -61,20 +49,6 @@ enum RetentionCommand {
         default: throw UsageError("give exactly one of --days N and --clear")
         }
         writer.endObject()
-        let answer = try AdminCall.send(data: data, "POST", "/admin/retention", body: writer.bytes) { log in
-            let service = try IngestService(log: log)
-            var router = GuardedRouter(service: service, listener: .adminSocket)
-            service.addAdminRoutes(to: &router)
-            return (try router.build(), {})
-        }
-        let document = try AdminCall.check(answer)
-        if options.flag("json") {
-            printLine(String(decoding: answer.body, as: UTF8.self))
-        } else {
-            let days =
-                (try? document["days"]?.int64Value).map { "\($0) days" } ?? "cleared (back to the default)"
-            printLine("retention \(days), offset \((try? document["offset"]?.int64Value) ?? 0)")
-        }
-        return 0
+        return try RetentionOverride.set(data: data, request: writer.bytes, json: options.flag("json"))
     }
 }

@@ -56,13 +56,8 @@ enum ServeCommand {
             return 0
         }
         // Block the shutdown signals in this thread before any other starts: every thread inherits
-        // the mask, and this thread takes them with sigwait. No C signal handler touches Swift state.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        signal(SIGPIPE, SIG_IGN)
+        // the mask, and one thread takes them with sigwait. No C signal handler touches Swift state.
+        let signals = blockShutdownSignals()
 
         // Every service in start order; they stop in reverse on every path out of here: a signal,
         // a service that cannot start, a fatal error (docs/configuration.md, "Start and shutdown").
@@ -84,14 +79,7 @@ enum ServeCommand {
         printLine(url(configuration.listen, port: port))
         StructuredLog.info("serving", ["listen": .string(configuration.listen), "port": .int(Int64(port))])
 
-        let shutdownSignals = signals
-        let waiter = spawnThread {
-            var received: Int32 = 0
-            var waitFor = shutdownSignals
-            sigwait(&waitFor, &received)
-            group.requestStop(received == SIGTERM ? "SIGTERM" : "SIGINT")
-        }
-        pthread_detach(waiter)
+        requestStopOnSignal(group, signals)
         let reason = group.waitForStop()
         switch reason {
         case .requested(let signal):
@@ -159,7 +147,8 @@ enum ServeCommand {
         var geofenceProgress: GeofenceProgress?
         if configuration.projector {
             let database = try DatabaseService(
-                dataDirectory: data, url: configuration.databaseURL, supervised: true)
+                dataDirectory: data, url: configuration.databaseURL, supervised: true,
+                onSupervisorEvent: logSupervisorEvent)
             client = database.client
             try group.start(database)
             let projector = Projector(
@@ -206,7 +195,7 @@ enum ServeCommand {
             try group.start(ProjectorService(projector: fences, name: "geofences"))
         }
         let compaction = CompactService.service(
-            configuration.compactor, log: log, service: service, client: client,
+            configuration.compactor, log: log, client: client, addStatusSource: service.addStatusSource,
             readerCheckpoint: projectorCheckpoint,
             snapshotAfterRewrite: { snapshotter.snapshotAfterCompaction(stop: $0) })
         try group.start(compaction)

@@ -189,8 +189,8 @@ extension LogTransfer {
 
     // MARK: - import
 
-    static func runImport(
-        file: String, node: IngestNodeConfiguration, mapPath: String, verify: Bool,
+    package static func runImport(
+        file: String, openLog: () throws -> JetStreamLog, mapPath: String, verify: Bool,
         publishersPerPartition: Int = LogTransfer.publishersPerPartitionDefault
     ) throws -> Int32 {
         // The whole file is checked before anything is stored: a damaged export stores nothing.
@@ -210,7 +210,7 @@ extension LogTransfer {
                 "import: warning: the export was taken while a server held the log; records after offset "
                     + "\(header.endOffset) are not in it")
         }
-        let log = try node.open()
+        let log = try openLog()
         defer { log.close() }
         printLine("import: stream \(log.configuration.streamName), \(log.partitionCount) partitions")
         let before = try scanStream(log, logID: header.logID)

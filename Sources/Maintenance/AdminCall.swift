@@ -13,7 +13,7 @@ import JSON
 /// writer. `user`, `retention` and `compact` all go through it.
 enum AdminCall {
     /// How long one call on the admin socket waits for its answer. A step that may take longer
-    /// (a compaction) is started by one call and followed by others (`CompactCommand.follow`).
+    /// (a compaction) is started by one call and followed by others (`CompactRun.follow`).
     /// FINDMY_ADMIN_CALL_TIMEOUT_SECONDS changes it, for tests and very slow machines.
     static let timeoutSeconds: Int = {
         let text = getenv("FINDMY_ADMIN_CALL_TIMEOUT_SECONDS").map { String(cString: $0) }
@@ -56,7 +56,7 @@ enum AdminCall {
         if creating {
             try PosixFileIO().makeDirectory(data)
         } else {
-            try LogCommand.requireLog(data + "/log")
+            try LogInspection.requireLog(data + "/log")
         }
         do {
             return try LogWriter(directory: data + "/log")

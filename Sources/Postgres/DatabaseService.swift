@@ -1,9 +1,4 @@
-import Events
-import Identity
-import Ingest
 import JSON
-import Postgres
-import Projector
 import Synchronization
 import Threads
 
@@ -16,12 +11,12 @@ import Threads
 /// restarted as our child when no running findmy owns it) and stopped again only by the process
 /// whose child it is (so `findmy replay` next to a running server leaves the server's cluster alone).
 /// The commands' form of `DatabaseService`: opened and closed in one call each.
-struct Database {
-    let service: DatabaseService
-    var client: PostgresClient { service.client }
-    var description: String { service.description }
+package struct Database {
+    package let service: DatabaseService
+    package var client: PostgresClient { service.client }
+    package var description: String { service.description }
 
-    static let setting = (
+    package static let setting = (
         flag: "database-url", environment: "FINDMY_DATABASE_URL",
         help:
             "PostgreSQL conninfo or postgresql:// URL; default: a private cluster in DIR/postgres (no TCP port)"
@@ -29,9 +24,9 @@ struct Database {
 
     /// One connection attempt per call: the projector retries with its own growing back-off, and
     /// reports each failure at once in /healthz instead of blocking inside the client.
-    static let projectorPolicy = PostgresClient.ReconnectPolicy(reconnectAttemptsMax: 1)
+    package static let projectorPolicy = PostgresClient.ReconnectPolicy(reconnectAttemptsMax: 1)
 
-    static func open(dataDirectory: String, url: String?) throws -> Database {
+    package static func open(dataDirectory: String, url: String?) throws -> Database {
         let service = try DatabaseService(dataDirectory: dataDirectory, url: url)
         try service.start()
         return Database(service: service)
@@ -40,7 +35,7 @@ struct Database {
     /// When findmy runs as root the cluster runs as an unprivileged user, who must be able to pass
     /// through the data directory to reach DIR/postgres: add search permission for others (not
     /// read: the directory cannot be listed, and DIR/log stays 0700).
-    static func allowTraversal(_ directory: String) {
+    package static func allowTraversal(_ directory: String) {
         guard getuid() == 0 else { return }
         var info = stat()
         guard stat(directory, &info) == 0 else { return }
@@ -48,7 +43,7 @@ struct Database {
     }
 
     /// Closes the connection, and stops the embedded cluster if this process started it.
-    func close() { service.stop(graceMicros: 0) }
+    package func close() { service.stop(graceMicros: 0) }
 }
 
 /// The projector's PostgreSQL as a service of `findmy serve`: resolved (not started) by its
@@ -57,11 +52,12 @@ struct Database {
 /// connections that borrow it, then stops the cluster if this process started it. A start that
 /// fails half-way stops what it started, so no PostgreSQL outlives a server that never served.
 /// `supervised` (what `findmy serve` asks for): a private cluster that ends on its own is started
-/// again with a back-off (`ClusterSupervisor`), and its state says `restarting` until it runs.
-final class DatabaseService: Service, ServiceHealthDetails {
-    let name = "postgres"
-    let client: PostgresClient
-    let description: String
+/// again with a back-off (`ClusterSupervisor`), and its state says `restarting` until it runs;
+/// `onSupervisorEvent` hears each end, restart and failed attempt (the server's structured log).
+package final class DatabaseService: Service {
+    package let name = "postgres"
+    package let client: PostgresClient
+    package let description: String
     private let cluster: EmbeddedPostgres?
     private let supervisor: ClusterSupervisor?
     private let startedCluster = Mutex(false)
@@ -69,7 +65,10 @@ final class DatabaseService: Service, ServiceHealthDetails {
     /// Closed before the cluster stops (the read API's pool).
     private let borrowers = Mutex<[@Sendable () -> Void]>([])
 
-    init(dataDirectory: String, url: String?, supervised: Bool = false) throws {
+    package init(
+        dataDirectory: String, url: String?, supervised: Bool = false,
+        onSupervisorEvent: @escaping @Sendable (ClusterSupervisor.Event) -> Void = { _ in }
+    ) throws {
         if let url, !url.isEmpty {
             cluster = nil
             supervisor = nil
@@ -79,13 +78,13 @@ final class DatabaseService: Service, ServiceHealthDetails {
             Database.allowTraversal(dataDirectory)
             let cluster = try EmbeddedPostgres(dataDirectory: dataDirectory)
             self.cluster = cluster
-            supervisor = supervised ? ClusterSupervisor(cluster, onEvent: Self.logSupervisorEvent) : nil
+            supervisor = supervised ? ClusterSupervisor(cluster, onEvent: onSupervisorEvent) : nil
             client = PostgresClient(conninfo: cluster.conninfo, policy: Database.projectorPolicy)
             description = "embedded PostgreSQL in \(cluster.clusterDirectory)"
         }
     }
 
-    var state: ServiceState {
+    package var state: ServiceState {
         let state = current.withLock { $0 }
         guard state == .running, let supervisor, case .down = supervisor.status.phase else { return state }
         let status = supervisor.status
@@ -99,7 +98,7 @@ final class DatabaseService: Service, ServiceHealthDetails {
 
     /// `restarts`, and once it ended `last_exit`; while it is down, `failed_attempts`, and
     /// `attempt_running_s` during an attempt or `next_attempt_in_s` between two.
-    var healthMembers: [(String, JSONValue)] {
+    package var healthMembers: [(String, JSONValue)] {
         guard let supervisor else { return [] }
         let status = supervisor.status
         var members: [(String, JSONValue)] = [("restarts", .integer(Int64(status.restarts)))]
@@ -117,23 +116,12 @@ final class DatabaseService: Service, ServiceHealthDetails {
         return members
     }
 
-    private static func logSupervisorEvent(_ event: ClusterSupervisor.Event) {
-        switch event {
-        case .ended(let why):
-            StructuredLog.error("postgres_ended", ["reason": .string(why)])
-        case .restarted(let restarts):
-            StructuredLog.info("postgres_restarted", ["restarts": .int(Int64(restarts))])
-        case .restartFailed(let why, let nextAttemptInMicros):
-            StructuredLog.error(
-                "postgres_restart_failed",
-                ["error": .string(why), "next_attempt_in_ms": .int(nextAttemptInMicros / 1000)])
-        }
+    /// `close` runs in `stop`, before the cluster stops.
+    package func addBorrower(close: @escaping @Sendable () -> Void) {
+        borrowers.withLock { $0.append(close) }
     }
 
-    /// `close` runs in `stop`, before the cluster stops.
-    func addBorrower(close: @escaping @Sendable () -> Void) { borrowers.withLock { $0.append(close) } }
-
-    func start() throws {
+    package func start() throws {
         guard let cluster else {
             current.withLock { $0 = .running }
             return
@@ -150,7 +138,7 @@ final class DatabaseService: Service, ServiceHealthDetails {
         supervisor?.start()
     }
 
-    func stop(graceMicros: Int64) {
+    package func stop(graceMicros: Int64) {
         // First, so that nothing starts the cluster again while it stops.
         supervisor?.stop()
         for close in borrowers.withLock({ $0 }) { close() }
@@ -161,52 +149,7 @@ final class DatabaseService: Service, ServiceHealthDetails {
         do {
             try cluster.stop()
         } catch {
-            writeStandardError("findmy: \(error)")
+            cluster.configuration.log("\(error)")
         }
-    }
-}
-
-/// A projector as `/healthz` and `/metrics` show it: the main one (`projector`,
-/// `findmy_projector_*`), or another projection's (`geofences`, `findmy_geofences_projector_*`).
-struct ProjectorStatusSource: StatusSource {
-    let projector: Projector
-    var name = "projector"
-    var metricPrefix = "findmy_projector"
-
-    func health() -> (degraded: Bool, members: [(String, JSONValue)]) {
-        let status = projector.status
-        var members: [(String, JSONValue)] = [
-            ("checkpoint", .integer(Int64(status.checkpoint))),
-            ("lag_offsets", .integer(Int64(status.lagOffsets))),
-            ("lag_seconds", .double(status.lagSeconds)),
-            ("running", .bool(!status.stopped)),
-        ]
-        if let error = status.lastError { members.append(("error", .string(error))) }
-        return (status.lastError != nil || status.stopped, members)
-    }
-
-    func metricsText() -> String {
-        let status = projector.status
-        return """
-            # HELP \(metricPrefix)_checkpoint The next log offset the projector will fold.
-            # TYPE \(metricPrefix)_checkpoint gauge
-            \(metricPrefix)_checkpoint \(status.checkpoint)
-            # HELP \(metricPrefix)_lag_offsets Durable records not yet folded into PostgreSQL.
-            # TYPE \(metricPrefix)_lag_offsets gauge
-            \(metricPrefix)_lag_offsets \(status.lagOffsets)
-            # HELP \(metricPrefix)_lag_seconds Age of the oldest record not yet folded (0 when caught up).
-            # TYPE \(metricPrefix)_lag_seconds gauge
-            \(metricPrefix)_lag_seconds \(status.lagSeconds)
-            # HELP \(metricPrefix)_records_total Records folded by this process.
-            # TYPE \(metricPrefix)_records_total counter
-            \(metricPrefix)_records_total \(status.recordsFolded)
-            # HELP \(metricPrefix)_fixes_total Fixes written to device_locations by this process.
-            # TYPE \(metricPrefix)_fixes_total counter
-            \(metricPrefix)_fixes_total \(status.fixesFolded)
-            # HELP \(metricPrefix)_failures_total Failed projector transactions (retried from the checkpoint).
-            # TYPE \(metricPrefix)_failures_total counter
-            \(metricPrefix)_failures_total \(status.reconnects)
-
-            """
     }
 }

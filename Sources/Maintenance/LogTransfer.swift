@@ -18,7 +18,7 @@ import Threads
 /// window); a publish that was in flight when an earlier run died is found by its Msg-Id within the
 /// window, or by the header after it. A stream holding any other message is refused: its registry
 /// (user and device ids) would clash with the imported one.
-enum LogTransfer {
+package enum LogTransfer {
     static let importHeader = "Findmy-Import"
     /// Where a command answer points when the batch it named is not in the export (a compaction
     /// dropped it): an offset no record has, which the projection stores as a bigint.
@@ -26,14 +26,14 @@ enum LogTransfer {
     /// Records queued per partition ahead of its publisher.
     static let queuedRecordsMax = 1024
     /// Publishes in flight per partition during an import (`--publishers-per-partition`).
-    static let publishersPerPartitionDefault = 8
+    package static let publishersPerPartitionDefault = 8
     static let progressIntervalMicros: Int64 = 2_000_000
 
     // MARK: - export
 
-    static func export(dataDirectory: String, out: String) throws -> Int32 {
+    package static func export(dataDirectory: String, out: String) throws -> Int32 {
         let directory = dataDirectory + "/log"
-        try LogCommand.requireLog(directory)
+        try LogInspection.requireLog(directory)
         // Holding the writer lock keeps a server from starting meanwhile, so the file is the whole
         // log; when a server holds it, the export is what was durable when it started.
         let lock = try LogDirectoryLock.take(directory: directory)
