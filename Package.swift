@@ -83,7 +83,7 @@ let package = Package(
         // `Ingest`.
         .target(
             name: "Identity",
-            dependencies: ["Core", "Events", "HTTP", "HTTPClient", "JSON", "Crypto", "Threads"],
+            dependencies: ["Core", "Events", "HTTP", "JSON", "Crypto", "Threads"],
             swiftSettings: strict),
 
         // Enrolment, push tokens, pause, a device's retention and erasure, and the report endpoint:
@@ -187,8 +187,7 @@ let package = Package(
             name: "WebPanel",
             dependencies: [
                 "Core", "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
-                "Crypto",
-                "QRCode",
+                "Crypto", "Presence", "QRCode",
             ],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
@@ -317,7 +316,7 @@ let package = Package(
         .testTarget(name: "CoreTests", dependencies: ["Core", "Events"], swiftSettings: strict),
         .testTarget(
             name: "IdentityTests",
-            dependencies: ["Identity", "Core", "Ingest", "WebPanel", "Events", "JSON", "HTTP", "Crypto"],
+            dependencies: ["Identity", "Core", "Ingest", "WebPanel", "Events", "JSON", "HTTP", "Crypto", "Geofences"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Events
 import HTTP
+import HTTPClient
 import Identity
 import JSON
 import Postgres
@@ -13,13 +14,19 @@ public struct GeofenceAlertRoutes: Sendable {
     let signing: WebhookSigning
     /// The projection's pool, for the delivery log; nil with `--projector off`.
     let pool: PostgresPool?
+    /// Where a notification URL may point (`--allow-private-targets`).
+    let outgoingTargets: AddressPolicy
     /// Rows of one answer of the delivery log.
     public static let deliveriesPerPageMax = 100
 
-    public init(identity: IdentityService, signing: WebhookSigning, pool: PostgresPool?) {
+    public init(
+        identity: IdentityService, signing: WebhookSigning, pool: PostgresPool?,
+        outgoingTargets: AddressPolicy
+    ) {
         self.identity = identity
         self.signing = signing
         self.pool = pool
+        self.outgoingTargets = outgoingTargets
     }
 
     public func addRoutes(to router: inout GuardedRouter) {
@@ -38,7 +45,8 @@ public struct GeofenceAlertRoutes: Sendable {
                 }
                 let ntfy = try field { () throws(JSONAccessError) in try object.stringIfPresent("ntfy_url") }
                 let offset = try identity.setGeofenceNotifications(
-                    fence.geofenceID, owner: caller.userID, webhookURL: webhook ?? "", ntfyURL: ntfy ?? "")
+                    fence.geofenceID, owner: caller.userID, webhookURL: webhook ?? "", ntfyURL: ntfy ?? "",
+                    outgoingTargets: outgoingTargets)
                 return .json(settingsAnswer(fence.geofenceID, offset: offset))
             }
         }

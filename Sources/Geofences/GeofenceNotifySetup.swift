@@ -32,6 +32,8 @@ public enum GeofenceNotifySetup {
     public struct Configuration: Sendable {
         public var options = GeofenceNotifier.Options()
         public var caFile: String?
+        /// Where webhooks and ntfy topics may be (`--allow-private-targets`, set by `serve`).
+        public var addressPolicy = AddressPolicy()
 
         public init() {}
     }
@@ -78,7 +80,7 @@ public enum GeofenceNotifySetup {
             identity: identity,
             http: HTTP2Client(
                 name: "geofence-notifier",
-                options: .init(caFile: configuration.caFile, addressPolicy: identity.limits.outgoingTargets)),
+                options: .init(caFile: configuration.caFile, addressPolicy: configuration.addressPolicy)),
             signing: signing, options: configuration.options, clockMicros: clockMicros, wake: wake,
             registryEnd: registryEnd)
     }

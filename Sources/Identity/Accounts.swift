@@ -27,7 +27,6 @@ extension IdentityService {
         router.add("GET", "/api/find-my/admin/users") { [self] _, _ in .json(usersJSON()) }
         addTokenRoutes(to: &router)
         addSettingsRoutes(to: &router)
-        addGeofenceRoutes(to: &router)
     }
 
     public func addAccountAdminRoutes(to router: inout GuardedRouter) {

@@ -1,5 +1,3 @@
-import HTTPClient
-
 /// The limits `IdentityService` enforces, each with its unit last: names, sessions and logins, and
 /// how many batch ids the registry remembers per device. The report path's limits are Ingest's
 /// (`IngestLimits`, which holds these as `identity`). Defaults are in docs/configuration.md.
@@ -54,10 +52,6 @@ public struct IdentityLimits: Sendable {
     /// IP addresses of reverse proxies in front of the server: for a request from one of them, the
     /// client address (per-address limits, log lines) is the last `X-Forwarded-For` entry.
     public var trustedProxies: Set<String> = []
-    /// Which addresses the server's requests to URLs its users gave (geofence webhooks and ntfy
-    /// topics, UnifiedPush endpoints) may go to: public ones, and the blocks of
-    /// `--allow-private-targets` (docs/configuration.md).
-    public var outgoingTargets = AddressPolicy()
 
     public init() {}
 

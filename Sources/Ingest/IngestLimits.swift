@@ -1,3 +1,4 @@
+import HTTPClient
 import Identity
 
 /// Every limit the report path enforces, each with its unit last, beside the limits of the callers
@@ -8,6 +9,10 @@ import Identity
 public struct IngestLimits: Sendable {
     /// Sessions, logins, names and the registry's memory of batches: what `IdentityService` enforces.
     public var identity = IdentityLimits()
+    /// Which addresses the server's requests to URLs its users gave (geofence webhooks and ntfy
+    /// topics, UnifiedPush endpoints) may go to: public ones, and the blocks of
+    /// `--allow-private-targets` (docs/configuration.md).
+    public var outgoingTargets = AddressPolicy()
 
     /// A report with more fixes answers 413 `too_many_fixes`. A phone off-grid for a day at one fix
     /// a minute queues 1,440; the headroom covers a week at that rate.

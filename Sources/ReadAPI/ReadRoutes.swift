@@ -1,3 +1,4 @@
+import Core
 import HTTP
 import Identity
 import JSON
@@ -106,7 +107,7 @@ extension ReadService {
         }
         let now = clockMicros()
         // Most lists link nothing: then no device is looked up (an id's hash per device).
-        let presence = identity.presence(of: list.map(\.id), nowMicros: now)
+        let presence = identity.store.presence(of: list.map(\.id), nowMicros: now)
         var writer = JSONWriter(capacity: bytesMax)
         writer.beginObject()
         writer.key("devices")
@@ -135,7 +136,7 @@ extension ReadService {
         let now = clockMicros()
         card.write(
             &writer, nowMicros: now, sharedBy: sharedBy,
-            presence: identity.presence(of: [deviceID], nowMicros: now)[deviceID])
+            presence: identity.store.presence(of: [deviceID], nowMicros: now)[deviceID])
         return .json(writer.bytes)
     }
 

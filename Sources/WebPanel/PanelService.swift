@@ -1,3 +1,4 @@
+import Core
 import Crypto
 import Events
 import HTTP
@@ -5,6 +6,7 @@ import Identity
 import Ingest
 import JSON
 import Postgres
+import Presence
 
 #if canImport(Glibc)
     import Glibc
@@ -114,7 +116,7 @@ public final class PanelService: Sendable {
             // Commands (docs/commands.md): from the registry, ahead of the projection.
             page.lost = identity.lostDevices(devices.map(\.id))
             page.commandable = Set(devices.map(\.id).filter { identity.mayCommand($0, user: reader) })
-            page.presence = identity.presence(of: devices.map(\.id), nowMicros: now)
+            page.presence = identity.store.presence(of: devices.map(\.id), nowMicros: now)
             var status = 200
             if case .notFound = selection { status = 404 }
             return pageResponse(page.render(), status: status, tileSource: tileSource)

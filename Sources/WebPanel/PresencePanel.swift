@@ -1,6 +1,7 @@
 import Core
 import HTTP
 import Identity
+import Presence
 
 // Presence from the tailnet in the panel (docs/presence.md, docs/panel.md): the device page's line
 // ("online on the tailnet", "offline, last seen 2 h ago") with the plain warning that it tells

@@ -245,7 +245,9 @@ enum ServeCommand {
                 wake: projection.geofences?.bells, registryEnd: notifier.registryEnd, clockMicros: clock,
                 group: group)
         }
-        let alerts = GeofenceAlertRoutes(identity: identity, signing: signing, pool: reads?.pool)
+        let alerts = GeofenceAlertRoutes(
+            identity: identity, signing: signing, pool: reads?.pool,
+            outgoingTargets: configuration.limits.outgoingTargets)
 
         // Presence from headscale (docs/presence.md).
         let presence = try PresenceService.start(
@@ -354,6 +356,7 @@ enum ServeCommand {
         ClientsService(ingest: service, friends: reads.map { ProjectionFriends(pool: $0.pool) }).addRoutes(
             to: &api)
         service.identity.addAccountRoutes(to: &api)
+        service.identity.addGeofenceRoutes(to: &api)
         if let reads {
             reads.addRoutes(to: &api)
         } else {

@@ -354,6 +354,7 @@ extension ServeCommand {
         configuration.geofenceNotify = try GeofenceNotifySetup.configuration {
             options.value($0, environment: $1)
         }
+        configuration.geofenceNotify.addressPolicy = configuration.limits.outgoingTargets
         configuration.commands = try CommandLimits.configuration { try integer($0, $1, min: $2) }
         configuration.nats = try IngestNodeConfiguration.parse(
             log: options.value("log", environment: "FINDMY_LOG"),

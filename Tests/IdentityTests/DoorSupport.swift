@@ -1,5 +1,6 @@
 import Events
 import Foundation
+import Geofences
 import HTTP
 import JSON
 import Synchronization
@@ -41,6 +42,7 @@ final class Door: @unchecked Sendable {
         var builder = GuardedRouter(service: ingest, listener: .api)
         ingest.addRoutes(to: &builder)
         ingest.identity.addAccountRoutes(to: &builder)
+        ingest.identity.addGeofenceRoutes(to: &builder)
         // The panel's login form and logout button post to the same routes.
         ingest.identity.answerLoginForms(with: LoginForms(identity: ingest.identity))
         router = try builder.build()

@@ -1,5 +1,6 @@
 import Events
 import Foundation
+import Geofences
 import JSON
 import Testing
 

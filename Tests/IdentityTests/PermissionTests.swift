@@ -1,6 +1,7 @@
 import Core
 import Events
 import Foundation
+import Geofences
 import HTTP
 import Identity
 import Ingest
@@ -50,6 +51,7 @@ import Testing
         var api = GuardedRouter(service: service, listener: .api)
         service.addRoutes(to: &api)
         service.identity.addAccountRoutes(to: &api)
+        service.identity.addGeofenceRoutes(to: &api)
         _ = try api.build()
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)

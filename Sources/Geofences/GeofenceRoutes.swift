@@ -1,5 +1,6 @@
 import Events
 import HTTP
+import Identity
 import JSON
 
 /// Limits of a geofence definition (docs/geofences.md, "Limits").
@@ -27,7 +28,9 @@ extension IdentityService {
         status: 404, code: .geofenceNotFound,
         message: "no geofence with this id among yours; list them with GET /api/find-my/geofences")
 
-    func addGeofenceRoutes(to router: inout GuardedRouter) {
+    /// Adds the definitions' routes (the fence's notifications and deliveries are
+    /// `GeofenceAlertRoutes`').
+    public func addGeofenceRoutes(to router: inout GuardedRouter) {
         router.add("POST", "/api/find-my/geofences") { [self] request, caller in
             respond { () throws(APIError) in
                 let (id, offset) = try defineGeofence(nil, request.body, owner: caller.userID)

@@ -1,5 +1,6 @@
 import Core
 import Events
+import Identity
 import JSON
 
 /// A node of the tailnet that a user may link a device to (docs/presence.md).
@@ -35,20 +36,6 @@ public protocol PresenceLinking: Sendable {
 // and a poll's change are applied in log order and a change is decided against the state the log
 // holds, never against a state another thread is about to change.
 extension IdentityService {
-    /// The presence of each of `deviceIDs` that is linked, at `nowMicros`. Read under the lock
-    /// rather than from a copy of the registry: a copy held while a list is written would make the
-    /// next append copy the registry's tables.
-    public func presence(of deviceIDs: [UInt64], nowMicros: Int64) -> [UInt64: PresenceView] {
-        store.registry.read { state in
-            guard !state.registry.presence.links.isEmpty else { return [:] }
-            var views: [UInt64: PresenceView] = [:]
-            for id in deviceIDs {
-                if let view = state.registry.presence(of: id, nowMicros: nowMicros) { views[id] = view }
-            }
-            return views
-        }
-    }
-
     /// Every linked live device: its owner, its link and its last recorded state.
     public func presenceLinks() -> [(
         deviceID: UInt64, userID: UInt64, link: PresenceBook.Link, state: PresenceBook.State?

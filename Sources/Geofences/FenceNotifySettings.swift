@@ -1,6 +1,7 @@
 import Core
 import Events
 import HTTPClient
+import Identity
 
 /// Limits of a notification setting (docs/geofences.md, "Notifications").
 public enum GeofenceNotifyLimits {
@@ -47,12 +48,13 @@ extension IdentityService {
     }
 
     /// Sets where fence `fence`'s transitions go (event 39); the fence must be the caller's (checked
-    /// again under the mutation lock, so a concurrent delete wins cleanly). Returns the log offset.
+    /// again under the mutation lock, so a concurrent delete wins cleanly), and each URL's host one
+    /// that `outgoingTargets` lets the server send to. Returns the log offset.
     public func setGeofenceNotifications(
-        _ fence: UInt64, owner: UInt64, webhookURL: String, ntfyURL: String
+        _ fence: UInt64, owner: UInt64, webhookURL: String, ntfyURL: String, outgoingTargets: AddressPolicy
     ) throws(APIError) -> UInt64 {
-        try Self.checkNotifyURL(webhookURL, field: "webhook_url", policy: limits.outgoingTargets)
-        try Self.checkNotifyURL(ntfyURL, field: "ntfy_url", policy: limits.outgoingTargets)
+        try Self.checkNotifyURL(webhookURL, field: "webhook_url", policy: outgoingTargets)
+        try Self.checkNotifyURL(ntfyURL, field: "ntfy_url", policy: outgoingTargets)
         return try store.mutations.withLock { _ throws(APIError) -> UInt64 in
             guard store.registry.read({ $0.registry.geofences.fences[fence]?.ownerUserID }) == owner else {
                 throw Self.geofenceNotFound
