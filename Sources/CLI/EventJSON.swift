@@ -30,189 +30,20 @@ public enum EventJSON {
             writer.endArray()
             writer.key("rejected")
             writer.rejectedFixes(batch.rejections.lazy.map { ($0.index, $0.reason) })
-        case .userCreated(let user):
-            writer.key("user")
-            writer.int64(Int64(bitPattern: user.userID))
-            writer.key("name")
-            writer.string(user.name)
-            writer.key("role")
-            writer.string(user.role == .admin ? "admin" : "member")
-        case .userTokenIssued(let issued):
-            writer.key("user")
-            writer.int64(Int64(bitPattern: issued.userID))
-        case .deviceEnrolled(let device):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: device.deviceID))
-            writer.key("user")
-            writer.int64(Int64(bitPattern: device.userID))
-            writer.key("device_uuid")
-            writer.string(device.deviceUUID.description)
-            writer.key("name")
-            writer.string(device.name)
-            writer.key("platform")
-            writer.string(device.platform)
-            writer.key("model")
-            writer.string(device.model)
-        case .deviceTokenIssued(let issued):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: issued.deviceID))
-        case .deviceTokenRevoked(let revoked):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: revoked.deviceID))
-        case .pushTokenRegistered(let push):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: push.deviceID))
-            writer.key("provider")
-            writer.string(push.provider)
-            writer.key("topic")
-            writer.string(push.topic)
-            writer.key("environment")
-            writer.string(push.environment)
-            writer.key("web_push_keys")
-            writer.bool(!push.webPushPublicKey.isEmpty)
-        case .pushTokenInvalidated(let push):
-            writer.key("provider")
-            writer.string(push.provider)
-            writer.key("reason")
-            writer.string(push.reason)
-        case .reportingChanged(let change):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: change.deviceID))
-            writer.key("paused")
-            writer.bool(change.paused)
-        case .retentionChanged(let change):
-            switch change.scope {
-            case .device(let id):
-                writer.key("device")
-                writer.int64(Int64(bitPattern: id))
-            case .user(let id):
-                writer.key("user")
-                writer.int64(Int64(bitPattern: id))
-            }
-            writer.key("days")
-            if let days = change.days { writer.int64(Int64(days)) } else { writer.null() }
-        case .historyErased(let erase):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: erase.deviceID))
-            writer.key("from")
-            if let from = erase.fromMicros {
-                writer.string(time(from))
-            } else {
-                writer.null()
-            }
-            writer.key("to")
-            if let to = erase.toMicros { writer.string(time(to)) } else { writer.null() }
-        case .deviceRemoved(let removed):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: removed.deviceID))
-        case .userPasswordSet(let set):
-            // The hash, not the password; still not printed: a dump is shared in bug reports.
-            writer.key("user")
-            writer.int64(Int64(bitPattern: set.userID))
-        case .userRoleChanged(let change):
-            writer.key("user")
-            writer.int64(Int64(bitPattern: change.userID))
-            writer.key("role")
-            writer.string(change.role == .admin ? "admin" : "member")
-        case .shareGranted(let share):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: share.deviceID))
-            writer.key("grantee")
-            writer.int64(Int64(bitPattern: share.granteeUserID))
-            writer.key("until")
-            if let until = share.untilMicros {
-                writer.string(time(until))
-            } else {
-                writer.null()
-            }
-        case .shareRevoked(let share):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: share.deviceID))
-            writer.key("grantee")
-            writer.int64(Int64(bitPattern: share.granteeUserID))
-        case .userTokenRotated(let rotated):
-            // Not even the hash: a dump is shared in bug reports.
-            writer.key("user")
-            writer.int64(Int64(bitPattern: rotated.userID))
-        case .userSettingChanged(let changed):
-            writer.key("user")
-            writer.int64(Int64(bitPattern: changed.userID))
-            writer.key("setting")
-            writer.string(changed.name)
-            writer.key("value")
-            writer.string(changed.value)
+        case .userCreated, .userTokenIssued, .userPasswordSet, .userRoleChanged, .userTokenRotated,
+            .userSettingChanged:
+            writeUser(event, to: &writer)
+        case .deviceEnrolled, .deviceTokenIssued, .deviceTokenRevoked, .deviceRemoved, .pushTokenRegistered,
+            .pushTokenInvalidated:
+            writeDevice(event, to: &writer)
+        case .reportingChanged, .retentionChanged, .historyErased, .shareGranted, .shareRevoked:
+            writePrivacy(event, to: &writer)
+        case .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:
+            writeGeofence(event, to: &writer)
+        case .regionTransition, .waypointsReported:
+            writeRegionReport(event, to: &writer)
         case .devicePresenceLinked, .presenceChanged:
             writePresence(event, to: &writer)
-        case .geofenceDefined(let fence):
-            writer.key("geofence")
-            writer.int64(Int64(bitPattern: fence.geofenceID))
-            writer.key("owner")
-            writer.int64(Int64(bitPattern: fence.ownerUserID))
-            writer.key("name")
-            writer.string(fence.name)
-            writer.key("latitude")
-            writer.finiteDouble(fence.latitude)
-            writer.key("longitude")
-            writer.finiteDouble(fence.longitude)
-            writer.key("radius_m")
-            writer.finiteDouble(fence.radiusMeters)
-            writer.key("devices")
-            writer.beginArray()
-            for id in fence.deviceIDs { writer.int64(Int64(bitPattern: id)) }
-            writer.endArray()
-        case .geofenceDeleted(let deleted):
-            writer.key("geofence")
-            writer.int64(Int64(bitPattern: deleted.geofenceID))
-            writer.key("owner")
-            writer.int64(Int64(bitPattern: deleted.ownerUserID))
-        case .geofenceNotificationsSet(let set):
-            writer.key("geofence")
-            writer.int64(Int64(bitPattern: set.geofenceID))
-            writer.key("owner")
-            writer.int64(Int64(bitPattern: set.ownerUserID))
-            writer.key("webhook_url")
-            writer.string(set.webhookURL)
-            writer.key("ntfy_url")
-            writer.string(set.ntfyURL)
-        case .regionTransition(let transition):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: transition.deviceID))
-            writer.key("protocol")
-            writer.string(transition.clientProtocol.name)
-            writer.key("event")
-            writer.string(transition.kind == .enter ? "enter" : "leave")
-            writer.key("recorded_at")
-            writer.string(time(transition.recordedAtMicros))
-            writer.key("region_id")
-            writer.string(transition.regionID)
-            writer.key("region")
-            writer.string(transition.regionName)
-            writer.key("trigger")
-            writer.string(transition.trigger)
-        case .waypointsReported(let reported):
-            writer.key("device")
-            writer.int64(Int64(bitPattern: reported.deviceID))
-            writer.key("protocol")
-            writer.string(reported.clientProtocol.name)
-            writer.key("complete")
-            writer.bool(reported.complete)
-            writer.key("waypoints")
-            writer.beginArray()
-            for waypoint in reported.waypoints {
-                writer.beginObject()
-                writer.key("region_id")
-                writer.string(waypoint.regionID)
-                writer.key("name")
-                writer.string(waypoint.name)
-                writer.key("latitude")
-                finite(waypoint.latitude, &writer)
-                writer.key("longitude")
-                finite(waypoint.longitude, &writer)
-                writer.key("radius_m")
-                finite(waypoint.radiusMeters, &writer)
-                writer.endObject()
-            }
-            writer.endArray()
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
             .sharePermissionChanged:
             writeCommand(event, to: &writer)
@@ -343,6 +174,242 @@ public enum EventJSON {
             return prefix + "  " + commandLine(event)
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
+        }
+    }
+}
+
+// MARK: users (accounts, their tokens, roles and settings)
+
+extension EventJSON {
+    private static func writeUser(_ event: Event, to writer: inout JSONWriter) {
+        switch event {
+        case .userCreated(let user):
+            writer.key("user")
+            writer.int64(Int64(bitPattern: user.userID))
+            writer.key("name")
+            writer.string(user.name)
+            writer.key("role")
+            writer.string(user.role == .admin ? "admin" : "member")
+        case .userTokenIssued(let issued):
+            writer.key("user")
+            writer.int64(Int64(bitPattern: issued.userID))
+        case .userPasswordSet(let set):
+            // The hash, not the password; still not printed: a dump is shared in bug reports.
+            writer.key("user")
+            writer.int64(Int64(bitPattern: set.userID))
+        case .userRoleChanged(let change):
+            writer.key("user")
+            writer.int64(Int64(bitPattern: change.userID))
+            writer.key("role")
+            writer.string(change.role == .admin ? "admin" : "member")
+        case .userTokenRotated(let rotated):
+            // Not even the hash: a dump is shared in bug reports.
+            writer.key("user")
+            writer.int64(Int64(bitPattern: rotated.userID))
+        case .userSettingChanged(let changed):
+            writer.key("user")
+            writer.int64(Int64(bitPattern: changed.userID))
+            writer.key("setting")
+            writer.string(changed.name)
+            writer.key("value")
+            writer.string(changed.value)
+        default:
+            preconditionFailure("not a user event")
+        }
+    }
+}
+
+// MARK: devices (enrolment, tokens, push addresses, removal)
+
+extension EventJSON {
+    private static func writeDevice(_ event: Event, to writer: inout JSONWriter) {
+        switch event {
+        case .deviceEnrolled(let device):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: device.deviceID))
+            writer.key("user")
+            writer.int64(Int64(bitPattern: device.userID))
+            writer.key("device_uuid")
+            writer.string(device.deviceUUID.description)
+            writer.key("name")
+            writer.string(device.name)
+            writer.key("platform")
+            writer.string(device.platform)
+            writer.key("model")
+            writer.string(device.model)
+        case .deviceTokenIssued(let issued):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: issued.deviceID))
+        case .deviceTokenRevoked(let revoked):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: revoked.deviceID))
+        case .deviceRemoved(let removed):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: removed.deviceID))
+        case .pushTokenRegistered(let push):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: push.deviceID))
+            writer.key("provider")
+            writer.string(push.provider)
+            writer.key("topic")
+            writer.string(push.topic)
+            writer.key("environment")
+            writer.string(push.environment)
+            writer.key("web_push_keys")
+            writer.bool(!push.webPushPublicKey.isEmpty)
+        case .pushTokenInvalidated(let push):
+            writer.key("provider")
+            writer.string(push.provider)
+            writer.key("reason")
+            writer.string(push.reason)
+        default:
+            preconditionFailure("not a device event")
+        }
+    }
+}
+
+// MARK: a device's privacy (reporting, retention, erasure, shares)
+
+extension EventJSON {
+    private static func writePrivacy(_ event: Event, to writer: inout JSONWriter) {
+        switch event {
+        case .reportingChanged(let change):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: change.deviceID))
+            writer.key("paused")
+            writer.bool(change.paused)
+        case .retentionChanged(let change):
+            switch change.scope {
+            case .device(let id):
+                writer.key("device")
+                writer.int64(Int64(bitPattern: id))
+            case .user(let id):
+                writer.key("user")
+                writer.int64(Int64(bitPattern: id))
+            }
+            writer.key("days")
+            if let days = change.days { writer.int64(Int64(days)) } else { writer.null() }
+        case .historyErased(let erase):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: erase.deviceID))
+            writer.key("from")
+            if let from = erase.fromMicros {
+                writer.string(time(from))
+            } else {
+                writer.null()
+            }
+            writer.key("to")
+            if let to = erase.toMicros { writer.string(time(to)) } else { writer.null() }
+        case .shareGranted(let share):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: share.deviceID))
+            writer.key("grantee")
+            writer.int64(Int64(bitPattern: share.granteeUserID))
+            writer.key("until")
+            if let until = share.untilMicros {
+                writer.string(time(until))
+            } else {
+                writer.null()
+            }
+        case .shareRevoked(let share):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: share.deviceID))
+            writer.key("grantee")
+            writer.int64(Int64(bitPattern: share.granteeUserID))
+        default:
+            preconditionFailure("not a privacy event")
+        }
+    }
+}
+
+// MARK: geofences
+
+extension EventJSON {
+    private static func writeGeofence(_ event: Event, to writer: inout JSONWriter) {
+        switch event {
+        case .geofenceDefined(let fence):
+            writer.key("geofence")
+            writer.int64(Int64(bitPattern: fence.geofenceID))
+            writer.key("owner")
+            writer.int64(Int64(bitPattern: fence.ownerUserID))
+            writer.key("name")
+            writer.string(fence.name)
+            writer.key("latitude")
+            writer.finiteDouble(fence.latitude)
+            writer.key("longitude")
+            writer.finiteDouble(fence.longitude)
+            writer.key("radius_m")
+            writer.finiteDouble(fence.radiusMeters)
+            writer.key("devices")
+            writer.beginArray()
+            for id in fence.deviceIDs { writer.int64(Int64(bitPattern: id)) }
+            writer.endArray()
+        case .geofenceDeleted(let deleted):
+            writer.key("geofence")
+            writer.int64(Int64(bitPattern: deleted.geofenceID))
+            writer.key("owner")
+            writer.int64(Int64(bitPattern: deleted.ownerUserID))
+        case .geofenceNotificationsSet(let set):
+            writer.key("geofence")
+            writer.int64(Int64(bitPattern: set.geofenceID))
+            writer.key("owner")
+            writer.int64(Int64(bitPattern: set.ownerUserID))
+            writer.key("webhook_url")
+            writer.string(set.webhookURL)
+            writer.key("ntfy_url")
+            writer.string(set.ntfyURL)
+        default:
+            preconditionFailure("not a geofence event")
+        }
+    }
+}
+
+// MARK: regions a phone reports (OwnTracks transitions and waypoints)
+
+extension EventJSON {
+    private static func writeRegionReport(_ event: Event, to writer: inout JSONWriter) {
+        switch event {
+        case .regionTransition(let transition):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: transition.deviceID))
+            writer.key("protocol")
+            writer.string(transition.clientProtocol.name)
+            writer.key("event")
+            writer.string(transition.kind == .enter ? "enter" : "leave")
+            writer.key("recorded_at")
+            writer.string(time(transition.recordedAtMicros))
+            writer.key("region_id")
+            writer.string(transition.regionID)
+            writer.key("region")
+            writer.string(transition.regionName)
+            writer.key("trigger")
+            writer.string(transition.trigger)
+        case .waypointsReported(let reported):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: reported.deviceID))
+            writer.key("protocol")
+            writer.string(reported.clientProtocol.name)
+            writer.key("complete")
+            writer.bool(reported.complete)
+            writer.key("waypoints")
+            writer.beginArray()
+            for waypoint in reported.waypoints {
+                writer.beginObject()
+                writer.key("region_id")
+                writer.string(waypoint.regionID)
+                writer.key("name")
+                writer.string(waypoint.name)
+                writer.key("latitude")
+                finite(waypoint.latitude, &writer)
+                writer.key("longitude")
+                finite(waypoint.longitude, &writer)
+                writer.key("radius_m")
+                finite(waypoint.radiusMeters, &writer)
+                writer.endObject()
+            }
+            writer.endArray()
+        default:
+            preconditionFailure("not a region event")
         }
     }
 }

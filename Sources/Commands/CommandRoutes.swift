@@ -335,60 +335,10 @@ public final class CommandRoutes: Sendable {
         }
         writer.key("deliveries")
         writer.beginArray()
-        for delivery in command.deliveries {
-            writer.beginObject()
-            writer.key("channel")
-            writer.string(delivery.channel)
-            writer.key("state")
-            writer.string(delivery.state)
-            writer.key("at")
-            writer.string(RFC3339.formatMicros(delivery.atMicros))
-            writer.key("detail")
-            writer.string(delivery.detail)
-            writer.key("retry_at")
-            if let retry = delivery.retryAtMicros {
-                writer.string(RFC3339.formatMicros(retry))
-            } else {
-                writer.null()
-            }
-            writer.key("address_dead")
-            writer.bool(delivery.addressDead)
-            writer.endObject()
-        }
+        for delivery in command.deliveries { write(delivery, &writer) }
         writer.endArray()
         writer.key("answer")
-        if let answer = command.answer {
-            writer.beginObject()
-            writer.key("answered_at")
-            writer.string(RFC3339.formatMicros(answer.answeredAtMicros))
-            writer.key("protocol")
-            writer.string(answer.clientProtocol)
-            writer.key("fix")
-            // The fix is gone when retention or an erasure removed it since; the answer stays.
-            if let latitude = answer.latitude, let longitude = answer.longitude,
-                let recorded = answer.recordedAtMicros, let received = answer.receivedAtMicros
-            {
-                writer.beginObject()
-                writer.key("latitude")
-                writer.double(latitude)
-                writer.key("longitude")
-                writer.double(longitude)
-                writer.key("accuracy_m")
-                if let accuracy = answer.accuracyMeters { writer.double(accuracy) } else { writer.null() }
-                writer.key("battery_pct")
-                if let battery = answer.batteryPercent { writer.int64(battery) } else { writer.null() }
-                writer.key("recorded_at")
-                writer.string(RFC3339.formatMicros(recorded))
-                writer.key("received_at")
-                writer.string(RFC3339.formatMicros(received))
-                writer.endObject()
-            } else {
-                writer.null()
-            }
-            writer.endObject()
-        } else {
-            writer.null()
-        }
+        if let answer = command.answer { write(answer, &writer) } else { writer.null() }
         writer.key("ended_at")
         if let ended = command.endedAtMicros {
             writer.string(RFC3339.formatMicros(ended))
@@ -397,6 +347,58 @@ public final class CommandRoutes: Sendable {
         }
         writer.key("end_reason")
         if let reason = command.endReason { writer.string(reason) } else { writer.null() }
+        writer.endObject()
+    }
+
+    private func write(_ delivery: Delivery, _ writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("channel")
+        writer.string(delivery.channel)
+        writer.key("state")
+        writer.string(delivery.state)
+        writer.key("at")
+        writer.string(RFC3339.formatMicros(delivery.atMicros))
+        writer.key("detail")
+        writer.string(delivery.detail)
+        writer.key("retry_at")
+        if let retry = delivery.retryAtMicros {
+            writer.string(RFC3339.formatMicros(retry))
+        } else {
+            writer.null()
+        }
+        writer.key("address_dead")
+        writer.bool(delivery.addressDead)
+        writer.endObject()
+    }
+
+    private func write(_ answer: Answer, _ writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("answered_at")
+        writer.string(RFC3339.formatMicros(answer.answeredAtMicros))
+        writer.key("protocol")
+        writer.string(answer.clientProtocol)
+        writer.key("fix")
+        // The fix is gone when retention or an erasure removed it since; the answer stays.
+        if let latitude = answer.latitude, let longitude = answer.longitude,
+            let recorded = answer.recordedAtMicros, let received = answer.receivedAtMicros
+        {
+            writer.beginObject()
+            writer.key("latitude")
+            writer.double(latitude)
+            writer.key("longitude")
+            writer.double(longitude)
+            writer.key("accuracy_m")
+            if let accuracy = answer.accuracyMeters { writer.double(accuracy) } else { writer.null() }
+            writer.key("battery_pct")
+            if let battery = answer.batteryPercent { writer.int64(battery) } else { writer.null() }
+            writer.key("recorded_at")
+            writer.string(RFC3339.formatMicros(recorded))
+            writer.key("received_at")
+            writer.string(RFC3339.formatMicros(received))
+            writer.endObject()
+        } else {
+            writer.null()
+        }
         writer.endObject()
     }
 }

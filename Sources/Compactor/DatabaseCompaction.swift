@@ -87,23 +87,46 @@ public struct DatabaseCompaction {
         let defaultCutoff =
             nowMicros - Int64(min(policy.settings.retentionDays, RetentionPolicy.windowDaysMax))
             * RetentionPolicy.microsPerDay
-        let others: PostgresValue = .int64Array(overridden.keys.map { Int64($0) })
 
-        // Expired fixes: per overridden device with its cutoff, then everyone else with the default.
+        report.locationRowsDeleted += try deleteExpiredFixes(
+            overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
+        try deleteErasedAndRemoved(connection, dryRun: dryRun, report: &report)
+        report.batchRowsDeleted += try deleteExpiredEnvelopes(connection, dryRun: dryRun)
+        report.commandRowsDeleted = try deleteDeadCommands(
+            overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
+        report.latestRecomputed = try recomputeStaleLatest(connection, dryRun: dryRun)
+        try scrub(connection, dryRun: dryRun, report: &report)
+        try compactGeofences(
+            overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun, report: &report)
+        return report
+    }
+
+    /// Expired fixes: per overridden device with its cutoff, then everyone else with the default.
+    private func deleteExpiredFixes(
+        overridden: [UInt64: Int64], defaultCutoff: Int64, _ connection: PostgresConnection, dryRun: Bool
+    ) throws -> Int {
+        let others: PostgresValue = .int64Array(overridden.keys.map { Int64($0) })
+        var deleted = 0
         for (device, cutoff) in overridden.sorted(by: { $0.key < $1.key }) {
-            report.locationRowsDeleted += try deleteBounded(
+            deleted += try deleteBounded(
                 ProjectionSchema.Table.deviceLocations.rawValue,
                 key: historyKey,
                 where: "device_id = $1 AND (recorded_at < $2 OR received_at < $2)",
                 [.int64(Int64(device)), .timestamp(micros: cutoff)], connection, dryRun: dryRun)
         }
-        report.locationRowsDeleted += try deleteBounded(
+        deleted += try deleteBounded(
             ProjectionSchema.Table.deviceLocations.rawValue,
             key: historyKey,
             where: "device_id <> ALL($1::bigint[]) AND (recorded_at < $2 OR received_at < $2)",
             [others, .timestamp(micros: defaultCutoff)], connection, dryRun: dryRun)
-        // Erasures and removals (the projector deletes these when it folds the event; this catches
-        // rows a lagging projector inserted before reaching it, and costs nothing otherwise).
+        return deleted
+    }
+
+    /// Erasures and removals (the projector deletes these when it folds the event; this catches
+    /// rows a lagging projector inserted before reaching it, and costs nothing otherwise).
+    private func deleteErasedAndRemoved(
+        _ connection: PostgresConnection, dryRun: Bool, report: inout DatabaseCompactionReport
+    ) throws {
         for (device, list) in policy.erasures.sorted(by: { $0.key < $1.key }) {
             for entry in list {
                 report.locationRowsDeleted += try deleteBounded(
@@ -131,7 +154,11 @@ public struct DatabaseCompaction {
                 where: "device_id = $1 AND log_offset < $2", parameters,
                 connection, dryRun: dryRun)
         }
-        // Envelopes past the arrivals window (or the device's fix window, when longer).
+    }
+
+    /// Envelopes past the arrivals window (or the device's fix window, when longer).
+    private func deleteExpiredEnvelopes(_ connection: PostgresConnection, dryRun: Bool) throws -> Int {
+        var deleted = 0
         let devices = Set(policy.userOfDevice.keys).union(policy.deviceDays.keys)
         var envelopeCutoffs: [Int64: [Int64]] = [:]
         let defaultEnvelopeCutoff = policy.envelopeCutoffMicros(device: UInt64.max, nowMicros: nowMicros)
@@ -140,23 +167,17 @@ public struct DatabaseCompaction {
             if cutoff != defaultEnvelopeCutoff { envelopeCutoffs[cutoff, default: []].append(Int64(device)) }
         }
         for (cutoff, ids) in envelopeCutoffs.sorted(by: { $0.key < $1.key }) {
-            report.batchRowsDeleted += try deleteBounded(
+            deleted += try deleteBounded(
                 ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
                 where: "device_id = ANY($1::bigint[]) AND received_at < $2",
                 [.int64Array(ids), .timestamp(micros: cutoff)], connection, dryRun: dryRun)
         }
-        report.batchRowsDeleted += try deleteBounded(
+        deleted += try deleteBounded(
             ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
             where: "device_id <> ALL($1::bigint[]) AND received_at < $2",
             [.int64Array(envelopeCutoffs.values.flatMap { $0 }), .timestamp(micros: defaultEnvelopeCutoff)],
             connection, dryRun: dryRun)
-        report.commandRowsDeleted = try deleteDeadCommands(
-            overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
-        report.latestRecomputed = try recomputeStaleLatest(connection, dryRun: dryRun)
-        try scrub(connection, dryRun: dryRun, report: &report)
-        try compactGeofences(
-            overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun, report: &report)
-        return report
+        return deleted
     }
 
     /// Closed commands (answered or expired) requested before their device's cutoff, or covered by

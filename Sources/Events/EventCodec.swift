@@ -38,104 +38,21 @@ public enum EventCodec {
             type = EventType.fixBatch.rawValue
             precondition(batch.fixes.count <= Int(UInt32.max))
             fixCount = UInt32(batch.fixes.count)
-            if let first = batch.fixes.first {
-                recordedMin = batch.fixes.reduce(first.recordedAtMicros) { min($0, $1.recordedAtMicros) }
-                recordedMax = batch.fixes.reduce(first.recordedAtMicros) { max($0, $1.recordedAtMicros) }
-            }
+            (recordedMin, recordedMax) = recordedSpan(batch.fixes)
             deviceKey = batch.deviceID
             idempotencyKey = batch.batchID
             flags = UInt16(batch.clientProtocol.rawValue) << LogFormat.recordFlagProtocolShift
             version = fixBatchVersion
-            if fixBatchVersion == 2 {
-                writer.bytes = FixCodecV2.encode(batch, recordedMinMicros: recordedMin)
-            } else {
-                writer.bytes = FixCodec.encode(batch.fixes)
-                writer.u32(UInt32(batch.rejections.count))
-                for rejection in batch.rejections {
-                    writer.u32(rejection.index)
-                    writer.string(rejection.reason)
-                }
-            }
-        case .userCreated(let user):
-            type = EventType.userCreated.rawValue
-            writer.u64(user.userID)
-            writer.string(user.name)
-            writer.u8(user.role.rawValue)
-            writeHash(user.tokenHash, to: &writer)
-        case .userTokenIssued(let issued):
-            type = EventType.userTokenIssued.rawValue
-            writer.u64(issued.userID)
-            writeHash(issued.tokenHash, to: &writer)
-        case .deviceEnrolled(let device):
-            type = EventType.deviceEnrolled.rawValue
-            deviceKey = device.deviceID
-            writer.u64(device.deviceID)
-            writer.u64(device.userID)
-            writer.raw(device.deviceUUID.bytes)
-            writer.string(device.name)
-            writer.string(device.platform)
-            writer.string(device.model)
-        case .deviceTokenIssued(let issued):
-            type = EventType.deviceTokenIssued.rawValue
-            deviceKey = issued.deviceID
-            writer.u64(issued.deviceID)
-            writeHash(issued.tokenHash, to: &writer)
-        case .deviceTokenRevoked(let revoked):
-            type = EventType.deviceTokenRevoked.rawValue
-            deviceKey = revoked.deviceID
-            writer.u64(revoked.deviceID)
-            writeHash(revoked.tokenHash, to: &writer)
-        case .pushTokenRegistered(let push):
-            type = EventType.pushTokenRegistered.rawValue
-            deviceKey = push.deviceID
-            writer.u64(push.deviceID)
-            writer.string(push.provider)
-            writer.string(push.token)
-            writer.string(push.topic)
-            writer.string(push.environment)
-            // Version 2 appends the Web Push keys; a registration without them stays version 1, so
-            // a log without UnifiedPush keys is still read by a findmy that knows only version 1.
-            if !push.webPushPublicKey.isEmpty || !push.webPushAuthSecret.isEmpty {
-                version = 2
-                writer.bytes16(push.webPushPublicKey)
-                writer.bytes16(push.webPushAuthSecret)
-            }
-        case .pushTokenInvalidated(let push):
-            type = EventType.pushTokenInvalidated.rawValue
-            writer.string(push.provider)
-            writer.string(push.token)
-            writer.string(push.reason)
-        case .reportingChanged(let change):
-            type = EventType.reportingChanged.rawValue
-            deviceKey = change.deviceID
-            writer.u64(change.deviceID)
-            writer.u8(change.paused ? 1 : 0)
+            writer.bytes = fixBatchPayload(batch, version: fixBatchVersion, recordedMinMicros: recordedMin)
+        case .userCreated, .userTokenIssued, .deviceEnrolled, .deviceTokenIssued, .deviceTokenRevoked,
+            .userPasswordSet, .userRoleChanged, .userTokenRotated:
+            (type, deviceKey) = encodeIdentity(event, into: &writer)!
+        case .pushTokenRegistered, .pushTokenInvalidated:
+            (type, deviceKey, version) = encodePushToken(event, into: &writer)!
+        case .reportingChanged, .shareGranted, .shareRevoked:
+            (type, deviceKey) = encodeSharing(event, into: &writer)!
         case .retentionChanged, .historyErased, .deviceRemoved:
             (type, deviceKey) = encodeRetention(event, into: &writer)!
-        case .userPasswordSet(let set):
-            type = EventType.userPasswordSet.rawValue
-            writer.u64(set.userID)
-            writer.string(set.passwordHash)
-        case .userRoleChanged(let change):
-            type = EventType.userRoleChanged.rawValue
-            writer.u64(change.userID)
-            writer.u8(change.role.rawValue)
-        case .shareGranted(let share):
-            type = EventType.shareGranted.rawValue
-            deviceKey = share.deviceID
-            writer.u64(share.deviceID)
-            writer.u64(share.granteeUserID)
-            writer.u8(share.untilMicros == nil ? 0 : 1)
-            writer.u64(UInt64(bitPattern: share.untilMicros ?? 0))
-        case .shareRevoked(let share):
-            type = EventType.shareRevoked.rawValue
-            deviceKey = share.deviceID
-            writer.u64(share.deviceID)
-            writer.u64(share.granteeUserID)
-        case .userTokenRotated(let rotated):
-            type = EventType.userTokenRotated.rawValue
-            writer.u64(rotated.userID)
-            writeHash(rotated.tokenHash, to: &writer)
         case .regionTransition, .waypointsReported:
             (type, deviceKey, recordedMin, recordedMax) = encodePlace(event, into: &writer)!
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
@@ -217,107 +134,21 @@ public enum EventCodec {
             throw DecodeError.invalid("the payload of record \(header.offset) was removed by the compactor")
         }
         let payload = try rawPayload(header: header, stored: stored)
-        if type == .fixBatch && header.eventVersion == 2 {
-            let (fixes, rejections) = try FixCodecV2.decode(
-                payload, expectedCount: Int(header.fixCount), recordedMinMicros: header.recordedMinMicros)
-            return .fixBatch(
-                FixBatch(
-                    deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes,
-                    rejections: rejections, clientProtocol: header.clientProtocol))
-        }
-        if type == .fixBatch {
-            var reader = ByteReader(payload)
-            let fixes = try FixCodec.decode(&reader, expectedCount: Int(header.fixCount))
-            var rejections: [Rejection] = []
-            let rejectionCount = Int(try reader.u32())
-            guard rejectionCount <= reader.remaining / 6 else {
-                throw DecodeError.invalid("rejection count \(rejectionCount) too large")
-            }
-            for _ in 0..<rejectionCount {
-                rejections.append(Rejection(index: try reader.u32(), reason: try reader.string()))
-            }
-            guard reader.remaining == 0 else {
-                throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a fix batch")
-            }
-            return .fixBatch(
-                FixBatch(
-                    deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes,
-                    rejections: rejections, clientProtocol: header.clientProtocol))
-        }
+        if type == .fixBatch { return .fixBatch(try decodeFixBatch(header: header, payload: payload)) }
         var reader = ByteReader(payload)
         let event: Event
         switch type {
         case .fixBatch:
             preconditionFailure("handled above")
-        case .userCreated:
-            let userID = try reader.u64()
-            let name = try reader.string()
-            guard let role = Role(rawValue: try reader.u8()) else {
-                throw DecodeError.invalid("unknown role")
-            }
-            event = .userCreated(
-                UserCreated(userID: userID, name: name, role: role, tokenHash: try readHash(&reader)))
-        case .userTokenIssued:
-            event = .userTokenIssued(
-                UserTokenIssued(userID: try reader.u64(), tokenHash: try readHash(&reader)))
-        case .deviceEnrolled:
-            let deviceID = try reader.u64()
-            let userID = try reader.u64()
-            let uuid = UUID128(bytes: try reader.raw(16))
-            event = .deviceEnrolled(
-                DeviceEnrolled(
-                    deviceID: deviceID, userID: userID, deviceUUID: uuid, name: try reader.string(),
-                    platform: try reader.string(), model: try reader.string()))
-        case .deviceTokenIssued:
-            event = .deviceTokenIssued(
-                DeviceTokenIssued(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
-        case .deviceTokenRevoked:
-            event = .deviceTokenRevoked(
-                DeviceTokenRevoked(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
-        case .pushTokenRegistered:
-            var push = PushTokenRegistered(
-                deviceID: try reader.u64(), provider: try reader.string(), token: try reader.string(),
-                topic: try reader.string(), environment: try reader.string())
-            if header.eventVersion == 2 {
-                push.webPushPublicKey = try reader.bytes16()
-                push.webPushAuthSecret = try reader.bytes16()
-            }
-            event = .pushTokenRegistered(push)
-        case .pushTokenInvalidated:
-            event = .pushTokenInvalidated(
-                PushTokenInvalidated(
-                    provider: try reader.string(), token: try reader.string(), reason: try reader.string()))
-        case .reportingChanged:
-            let deviceID = try reader.u64()
-            let paused = try reader.u8()
-            guard paused <= 1 else { throw DecodeError.invalid("paused flag \(paused) is not 0 or 1") }
-            event = .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused == 1))
+        case .userCreated, .userTokenIssued, .deviceEnrolled, .deviceTokenIssued, .deviceTokenRevoked,
+            .userPasswordSet, .userRoleChanged, .userTokenRotated:
+            event = try decodeIdentity(type, &reader)!
+        case .pushTokenRegistered, .pushTokenInvalidated:
+            event = try decodePushToken(type, version: header.eventVersion, &reader)!
+        case .reportingChanged, .shareGranted, .shareRevoked:
+            event = try decodeSharing(type, &reader)!
         case .retentionChanged, .historyErased, .deviceRemoved:
             event = try decodeRetention(type, &reader)!
-        case .userPasswordSet:
-            event = .userPasswordSet(
-                UserPasswordSet(userID: try reader.u64(), passwordHash: try reader.string()))
-        case .userRoleChanged:
-            let userID = try reader.u64()
-            guard let role = Role(rawValue: try reader.u8()) else {
-                throw DecodeError.invalid("unknown role")
-            }
-            event = .userRoleChanged(UserRoleChanged(userID: userID, role: role))
-        case .shareGranted:
-            let deviceID = try reader.u64()
-            let granteeUserID = try reader.u64()
-            let hasUntil = try reader.u8()
-            let until = Int64(bitPattern: try reader.u64())
-            guard hasUntil <= 1 else { throw DecodeError.invalid("until flag \(hasUntil) is not 0 or 1") }
-            event = .shareGranted(
-                ShareGranted(
-                    deviceID: deviceID, granteeUserID: granteeUserID, untilMicros: hasUntil == 1 ? until : nil
-                ))
-        case .shareRevoked:
-            event = .shareRevoked(ShareRevoked(deviceID: try reader.u64(), granteeUserID: try reader.u64()))
-        case .userTokenRotated:
-            event = .userTokenRotated(
-                UserTokenRotated(userID: try reader.u64(), tokenHash: try readHash(&reader)))
         case .regionTransition, .waypointsReported:
             event = try decodePlace(type, &reader)!
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired,
@@ -336,6 +167,250 @@ public enum EventCodec {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")
         }
         return event
+    }
+
+    /// Users and devices: creation, enrolment, tokens, passwords, roles.
+    private static func encodeIdentity(_ event: Event, into writer: inout ByteWriter) -> (
+        type: UInt8, deviceKey: UInt64
+    )? {
+        switch event {
+        case .userCreated(let user):
+            writer.u64(user.userID)
+            writer.string(user.name)
+            writer.u8(user.role.rawValue)
+            writeHash(user.tokenHash, to: &writer)
+            return (EventType.userCreated.rawValue, 0)
+        case .userTokenIssued(let issued):
+            writer.u64(issued.userID)
+            writeHash(issued.tokenHash, to: &writer)
+            return (EventType.userTokenIssued.rawValue, 0)
+        case .deviceEnrolled(let device):
+            writer.u64(device.deviceID)
+            writer.u64(device.userID)
+            writer.raw(device.deviceUUID.bytes)
+            writer.string(device.name)
+            writer.string(device.platform)
+            writer.string(device.model)
+            return (EventType.deviceEnrolled.rawValue, device.deviceID)
+        case .deviceTokenIssued(let issued):
+            writer.u64(issued.deviceID)
+            writeHash(issued.tokenHash, to: &writer)
+            return (EventType.deviceTokenIssued.rawValue, issued.deviceID)
+        case .deviceTokenRevoked(let revoked):
+            writer.u64(revoked.deviceID)
+            writeHash(revoked.tokenHash, to: &writer)
+            return (EventType.deviceTokenRevoked.rawValue, revoked.deviceID)
+        case .userPasswordSet(let set):
+            writer.u64(set.userID)
+            writer.string(set.passwordHash)
+            return (EventType.userPasswordSet.rawValue, 0)
+        case .userRoleChanged(let change):
+            writer.u64(change.userID)
+            writer.u8(change.role.rawValue)
+            return (EventType.userRoleChanged.rawValue, 0)
+        case .userTokenRotated(let rotated):
+            writer.u64(rotated.userID)
+            writeHash(rotated.tokenHash, to: &writer)
+            return (EventType.userTokenRotated.rawValue, 0)
+        default:
+            return nil
+        }
+    }
+
+    /// The events `encodeIdentity` writes.
+    private static func decodeIdentity(_ type: EventType, _ reader: inout ByteReader) throws -> Event? {
+        switch type {
+        case .userCreated:
+            let userID = try reader.u64()
+            let name = try reader.string()
+            guard let role = Role(rawValue: try reader.u8()) else {
+                throw DecodeError.invalid("unknown role")
+            }
+            return .userCreated(
+                UserCreated(userID: userID, name: name, role: role, tokenHash: try readHash(&reader)))
+        case .userTokenIssued:
+            return .userTokenIssued(
+                UserTokenIssued(userID: try reader.u64(), tokenHash: try readHash(&reader)))
+        case .deviceEnrolled:
+            let deviceID = try reader.u64()
+            let userID = try reader.u64()
+            let uuid = UUID128(bytes: try reader.raw(16))
+            return .deviceEnrolled(
+                DeviceEnrolled(
+                    deviceID: deviceID, userID: userID, deviceUUID: uuid, name: try reader.string(),
+                    platform: try reader.string(), model: try reader.string()))
+        case .deviceTokenIssued:
+            return .deviceTokenIssued(
+                DeviceTokenIssued(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
+        case .deviceTokenRevoked:
+            return .deviceTokenRevoked(
+                DeviceTokenRevoked(deviceID: try reader.u64(), tokenHash: try readHash(&reader)))
+        case .userPasswordSet:
+            return .userPasswordSet(
+                UserPasswordSet(userID: try reader.u64(), passwordHash: try reader.string()))
+        case .userRoleChanged:
+            let userID = try reader.u64()
+            guard let role = Role(rawValue: try reader.u8()) else {
+                throw DecodeError.invalid("unknown role")
+            }
+            return .userRoleChanged(UserRoleChanged(userID: userID, role: role))
+        case .userTokenRotated:
+            return .userTokenRotated(
+                UserTokenRotated(userID: try reader.u64(), tokenHash: try readHash(&reader)))
+        default:
+            return nil
+        }
+    }
+
+    /// Who sees a device: its reporting paused or resumed, its shares granted and revoked.
+    private static func encodeSharing(_ event: Event, into writer: inout ByteWriter) -> (
+        type: UInt8, deviceKey: UInt64
+    )? {
+        switch event {
+        case .reportingChanged(let change):
+            writer.u64(change.deviceID)
+            writer.u8(change.paused ? 1 : 0)
+            return (EventType.reportingChanged.rawValue, change.deviceID)
+        case .shareGranted(let share):
+            writer.u64(share.deviceID)
+            writer.u64(share.granteeUserID)
+            writer.u8(share.untilMicros == nil ? 0 : 1)
+            writer.u64(UInt64(bitPattern: share.untilMicros ?? 0))
+            return (EventType.shareGranted.rawValue, share.deviceID)
+        case .shareRevoked(let share):
+            writer.u64(share.deviceID)
+            writer.u64(share.granteeUserID)
+            return (EventType.shareRevoked.rawValue, share.deviceID)
+        default:
+            return nil
+        }
+    }
+
+    /// The events `encodeSharing` writes.
+    private static func decodeSharing(_ type: EventType, _ reader: inout ByteReader) throws -> Event? {
+        switch type {
+        case .reportingChanged:
+            let deviceID = try reader.u64()
+            let paused = try reader.u8()
+            guard paused <= 1 else { throw DecodeError.invalid("paused flag \(paused) is not 0 or 1") }
+            return .reportingChanged(ReportingChanged(deviceID: deviceID, paused: paused == 1))
+        case .shareGranted:
+            let deviceID = try reader.u64()
+            let granteeUserID = try reader.u64()
+            let hasUntil = try reader.u8()
+            let until = Int64(bitPattern: try reader.u64())
+            guard hasUntil <= 1 else { throw DecodeError.invalid("until flag \(hasUntil) is not 0 or 1") }
+            return .shareGranted(
+                ShareGranted(
+                    deviceID: deviceID, granteeUserID: granteeUserID, untilMicros: hasUntil == 1 ? until : nil
+                ))
+        case .shareRevoked:
+            return .shareRevoked(ShareRevoked(deviceID: try reader.u64(), granteeUserID: try reader.u64()))
+        default:
+            return nil
+        }
+    }
+
+    /// A phone's push address, registered and found dead. A registration with Web Push keys is
+    /// version 2, which appends them; one without stays version 1, so a log without UnifiedPush
+    /// keys is still read by a findmy that knows only version 1.
+    private static func encodePushToken(_ event: Event, into writer: inout ByteWriter) -> (
+        type: UInt8, deviceKey: UInt64, version: UInt16
+    )? {
+        switch event {
+        case .pushTokenRegistered(let push):
+            writer.u64(push.deviceID)
+            writer.string(push.provider)
+            writer.string(push.token)
+            writer.string(push.topic)
+            writer.string(push.environment)
+            guard !push.webPushPublicKey.isEmpty || !push.webPushAuthSecret.isEmpty else {
+                return (EventType.pushTokenRegistered.rawValue, push.deviceID, 1)
+            }
+            writer.bytes16(push.webPushPublicKey)
+            writer.bytes16(push.webPushAuthSecret)
+            return (EventType.pushTokenRegistered.rawValue, push.deviceID, 2)
+        case .pushTokenInvalidated(let push):
+            writer.string(push.provider)
+            writer.string(push.token)
+            writer.string(push.reason)
+            return (EventType.pushTokenInvalidated.rawValue, 0, 1)
+        default:
+            return nil
+        }
+    }
+
+    /// The events `encodePushToken` writes, of the record's `version`.
+    private static func decodePushToken(_ type: EventType, version: UInt16, _ reader: inout ByteReader) throws
+        -> Event?
+    {
+        switch type {
+        case .pushTokenRegistered:
+            var push = PushTokenRegistered(
+                deviceID: try reader.u64(), provider: try reader.string(), token: try reader.string(),
+                topic: try reader.string(), environment: try reader.string())
+            if version == 2 {
+                push.webPushPublicKey = try reader.bytes16()
+                push.webPushAuthSecret = try reader.bytes16()
+            }
+            return .pushTokenRegistered(push)
+        case .pushTokenInvalidated:
+            return .pushTokenInvalidated(
+                PushTokenInvalidated(
+                    provider: try reader.string(), token: try reader.string(), reason: try reader.string()))
+        default:
+            return nil
+        }
+    }
+
+    /// The earliest and latest recorded time of a batch's fixes; (0, 0) for a batch without fixes.
+    private static func recordedSpan(_ fixes: [Fix]) -> (min: Int64, max: Int64) {
+        guard let first = fixes.first else { return (0, 0) }
+        return (
+            fixes.reduce(first.recordedAtMicros) { min($0, $1.recordedAtMicros) },
+            fixes.reduce(first.recordedAtMicros) { max($0, $1.recordedAtMicros) }
+        )
+    }
+
+    /// A fix batch's payload: version 2 the decimal columns, version 1 the fixes then the rejections.
+    private static func fixBatchPayload(_ batch: FixBatch, version: UInt16, recordedMinMicros: Int64)
+        -> [UInt8]
+    {
+        if version == 2 { return FixCodecV2.encode(batch, recordedMinMicros: recordedMinMicros) }
+        var writer = ByteWriter()
+        writer.bytes = FixCodec.encode(batch.fixes)
+        writer.u32(UInt32(batch.rejections.count))
+        for rejection in batch.rejections {
+            writer.u32(rejection.index)
+            writer.string(rejection.reason)
+        }
+        return writer.bytes
+    }
+
+    /// A fix batch of either payload version; the device, batch id and protocol are the header's.
+    private static func decodeFixBatch(header: RecordHeader, payload: [UInt8]) throws -> FixBatch {
+        let fixes: [Fix]
+        var rejections: [Rejection] = []
+        if header.eventVersion == 2 {
+            (fixes, rejections) = try FixCodecV2.decode(
+                payload, expectedCount: Int(header.fixCount), recordedMinMicros: header.recordedMinMicros)
+        } else {
+            var reader = ByteReader(payload)
+            fixes = try FixCodec.decode(&reader, expectedCount: Int(header.fixCount))
+            let rejectionCount = Int(try reader.u32())
+            guard rejectionCount <= reader.remaining / 6 else {
+                throw DecodeError.invalid("rejection count \(rejectionCount) too large")
+            }
+            for _ in 0..<rejectionCount {
+                rejections.append(Rejection(index: try reader.u32(), reason: try reader.string()))
+            }
+            guard reader.remaining == 0 else {
+                throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a fix batch")
+            }
+        }
+        return FixBatch(
+            deviceID: header.deviceKey, batchID: header.idempotencyKey, fixes: fixes,
+            rejections: rejections, clientProtocol: header.clientProtocol)
     }
 
     static let tokenHashBytes = 32

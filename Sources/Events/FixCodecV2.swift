@@ -249,24 +249,7 @@ enum FixCodecV2 {
             &reader, count: presence.count(where: { $0 & Presence.altitude != 0 }))
         let speeds = try decodeColumn(&reader, count: presence.count(where: { $0 & Presence.speed != 0 }))
         let headings = try decodeColumn(&reader, count: presence.count(where: { $0 & Presence.heading != 0 }))
-        let sourceCount = try reader.varint()
-        guard sourceCount >= 1, sourceCount <= UInt64(reader.remaining) else {
-            throw DecodeError.invalid("fix batch has \(sourceCount) sources")
-        }
-        var sources: [String] = []
-        sources.reserveCapacity(Int(sourceCount))
-        for _ in 0..<sourceCount { sources.append(try reader.varintString()) }
-        var sourceIndexes: [Int] = []
-        if sourceCount > 1 {
-            sourceIndexes.reserveCapacity(count)
-            for index in 0..<count {
-                let number = try reader.varint()
-                guard number < sourceCount else {
-                    throw DecodeError.invalid("fix \(index) names source \(number) of \(sourceCount)")
-                }
-                sourceIndexes.append(Int(number))
-            }
-        }
+        let (sources, sourceIndexes) = try decodeSources(&reader, count: count)
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a fix batch")
         }
@@ -304,6 +287,32 @@ enum FixCodecV2 {
             fixes.append(fix)
         }
         return (fixes, rejections)
+    }
+
+    /// The source table and, when it holds more than one source, each fix's index into it (else
+    /// empty: every fix has the one source).
+    private static func decodeSources(_ reader: inout ByteReader, count: Int) throws -> (
+        sources: [String], indexes: [Int]
+    ) {
+        let sourceCount = try reader.varint()
+        guard sourceCount >= 1, sourceCount <= UInt64(reader.remaining) else {
+            throw DecodeError.invalid("fix batch has \(sourceCount) sources")
+        }
+        var sources: [String] = []
+        sources.reserveCapacity(Int(sourceCount))
+        for _ in 0..<sourceCount { sources.append(try reader.varintString()) }
+        var sourceIndexes: [Int] = []
+        if sourceCount > 1 {
+            sourceIndexes.reserveCapacity(count)
+            for index in 0..<count {
+                let number = try reader.varint()
+                guard number < sourceCount else {
+                    throw DecodeError.invalid("fix \(index) names source \(number) of \(sourceCount)")
+                }
+                sourceIndexes.append(Int(number))
+            }
+        }
+        return (sources, sourceIndexes)
     }
 
     private static func decodeTimes(_ reader: inout ByteReader, count: Int, base: Int64) throws -> [Int64] {

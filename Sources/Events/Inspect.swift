@@ -43,18 +43,7 @@ public struct LogInspector {
     /// (and reported) exactly as a restart would; otherwise checks only up to the durable watermark.
     public func verify(decodePayloads: Bool = true) throws -> VerifyReport {
         var report = VerifyReport()
-        var writer: LogWriter?
-        do {
-            writer = try LogWriter(directory: directory, options: quietOptions())
-            report.recovered = true
-            report.tornBytesTruncated = writer!.recovery.tornBytesTruncated
-        } catch LogError.locked {
-            writer = nil
-        } catch LogError.corrupt(let file, let position, let reason) {
-            report.problems.append(LogProblem(file: file, position: position, reason: reason))
-        } catch LogError.mixedLogs {
-            // Reported below, segment by segment, like every other rule.
-        }
+        let writer = try openToRecover(&report)
         defer { writer?.close() }
         let segments = SegmentDirectory(path: directory, io: io)
         let durableEnd = writer?.durableEnd ?? Watermark.read(path: segments.watermarkPath, io: io) ?? 0
@@ -87,29 +76,7 @@ public struct LogInspector {
                 continue
             }
             report.bytes += scan.fileSize
-            if scan.header.logID != .zero {
-                if let logID = report.logID, logID != scan.header.logID {
-                    report.problems.append(
-                        LogProblem(
-                            file: path, position: 44,
-                            reason: LogError.mixedLogs(file: path, found: scan.header.logID, expected: logID)
-                                .description))
-                } else {
-                    report.logID = scan.header.logID
-                }
-            }
-            if scan.header.baseOffset != base {
-                report.problems.append(
-                    LogProblem(
-                        file: path, position: 24, reason: "header says base offset \(scan.header.baseOffset)")
-                )
-            }
-            if let expectedBase, base != expectedBase {
-                report.problems.append(
-                    LogProblem(
-                        file: path, position: 0,
-                        reason: "segments are not contiguous: expected base offset \(expectedBase)"))
-            }
+            checkHeader(scan, path: path, base: base, expectedBase: expectedBase, into: &report)
             if let (damage, position, expected) = scan.damage, !(isLast && expected >= durableEnd) {
                 report.problems.append(
                     LogProblem(file: path, position: position, reason: "\(damage) at offset \(expected)"))
@@ -121,6 +88,57 @@ public struct LogInspector {
             expectedBase = scan.seal?.endOffset ?? scan.nextOffset
         }
         return report
+    }
+
+    /// Opens the log as a restart would, so that a torn tail is truncated and reported; nil when a
+    /// writer holds it, or when its segments break a rule (reported with the rule, or segment by
+    /// segment below).
+    private func openToRecover(_ report: inout VerifyReport) throws -> LogWriter? {
+        do {
+            let writer = try LogWriter(directory: directory, options: quietOptions())
+            report.recovered = true
+            report.tornBytesTruncated = writer.recovery.tornBytesTruncated
+            return writer
+        } catch LogError.locked {
+            return nil
+        } catch LogError.corrupt(let file, let position, let reason) {
+            report.problems.append(LogProblem(file: file, position: position, reason: reason))
+            return nil
+        } catch LogError.mixedLogs {
+            // Reported segment by segment, like every other rule.
+            return nil
+        }
+    }
+
+    /// A segment header's log id (the same in every segment), base offset (its file name's) and
+    /// place (where the previous segment ended).
+    private func checkHeader(
+        _ scan: SegmentScan, path: String, base: UInt64, expectedBase: UInt64?,
+        into report: inout VerifyReport
+    ) {
+        if scan.header.logID != .zero {
+            if let logID = report.logID, logID != scan.header.logID {
+                report.problems.append(
+                    LogProblem(
+                        file: path, position: 44,
+                        reason: LogError.mixedLogs(file: path, found: scan.header.logID, expected: logID)
+                            .description))
+            } else {
+                report.logID = scan.header.logID
+            }
+        }
+        if scan.header.baseOffset != base {
+            report.problems.append(
+                LogProblem(
+                    file: path, position: 24, reason: "header says base offset \(scan.header.baseOffset)")
+            )
+        }
+        if let expectedBase, base != expectedBase {
+            report.problems.append(
+                LogProblem(
+                    file: path, position: 0,
+                    reason: "segments are not contiguous: expected base offset \(expectedBase)"))
+        }
     }
 
     private func count(

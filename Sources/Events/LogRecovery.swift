@@ -106,11 +106,7 @@ extension LogWriter {
         throws -> Recovered
     {
         let io = options.io
-        for temporary in try segments.temporaryFiles() {
-            try io.unlink(temporary)
-            report.removedTemporaryFiles += 1
-            options.diagnostics("log recovery: removed unfinished rewrite \(temporary)")
-        }
+        try removeUnfinishedRewrites(segments, options, &report)
         let durableHint = Watermark.read(path: segments.watermarkPath, io: io) ?? 0
         var bases = try segments.bases()
         let scanner = SegmentScanner(io: io)
@@ -146,24 +142,8 @@ extension LogWriter {
                 file: lastPath, position: 0,
                 reason: "segments are not contiguous: expected base offset \(expectedBase)")
         }
-        var validEnd = scan.fileSize
-        if let (damage, position, expected) = scan.damage {
-            guard expected >= durableHint else {
-                throw LogError.corrupt(
-                    file: lastPath, position: position,
-                    reason: "\(damage) at offset \(expected), below the durable watermark \(durableHint)")
-            }
-            let fd = try io.open(lastPath, flags: O_WRONLY, mode: 0)
-            defer { io.close(fd) }
-            try io.ftruncate(fd, size: position, path: lastPath)
-            try io.fdatasync(fd, path: lastPath)
-            report.tornBytesTruncated = scan.fileSize - position
-            report.tornFile = lastPath
-            validEnd = position
-            options.diagnostics(
-                "log recovery: truncated a torn tail of \(scan.fileSize - position) bytes at byte \(position) of \(lastPath) "
-                    + "(\(damage)); records from offset \(expected) on were never acknowledged")
-        }
+        let validEnd = try truncateTornTail(
+            scan, path: lastPath, durableHint: durableHint, options, &report)
         let nextOffset = scan.seal?.endOffset ?? scan.nextOffset
         guard nextOffset >= durableHint else {
             throw LogError.corrupt(
@@ -183,6 +163,43 @@ extension LogWriter {
             fd: fd, path: lastPath, header: scan.header, size: validEnd, seal: scan.accumulated)
         return Recovered(
             active: segment, nextOffset: nextOffset, logID: logID, newestLogID: scan.header.logID)
+    }
+
+    /// Deletes the temporary files of rewrites a crash interrupted: the old segments are whole.
+    private static func removeUnfinishedRewrites(
+        _ segments: SegmentDirectory, _ options: LogOptions, _ report: inout RecoveryReport
+    ) throws {
+        let io = options.io
+        for temporary in try segments.temporaryFiles() {
+            try io.unlink(temporary)
+            report.removedTemporaryFiles += 1
+            options.diagnostics("log recovery: removed unfinished rewrite \(temporary)")
+        }
+    }
+
+    /// Where the last segment's valid records end: a damaged tail past the durable watermark was
+    /// never acknowledged and is truncated (and synced); below it, the log is corrupt.
+    private static func truncateTornTail(
+        _ scan: SegmentScan, path lastPath: String, durableHint: UInt64, _ options: LogOptions,
+        _ report: inout RecoveryReport
+    ) throws -> Int {
+        guard let (damage, position, expected) = scan.damage else { return scan.fileSize }
+        let io = options.io
+        guard expected >= durableHint else {
+            throw LogError.corrupt(
+                file: lastPath, position: position,
+                reason: "\(damage) at offset \(expected), below the durable watermark \(durableHint)")
+        }
+        let fd = try io.open(lastPath, flags: O_WRONLY, mode: 0)
+        defer { io.close(fd) }
+        try io.ftruncate(fd, size: position, path: lastPath)
+        try io.fdatasync(fd, path: lastPath)
+        report.tornBytesTruncated = scan.fileSize - position
+        report.tornFile = lastPath
+        options.diagnostics(
+            "log recovery: truncated a torn tail of \(scan.fileSize - position) bytes at byte \(position) of \(lastPath) "
+                + "(\(damage)); records from offset \(expected) on were never acknowledged")
+        return position
     }
 
     /// The header and seal of a sealed segment, read from its two ends.

@@ -35,18 +35,10 @@ extension LogWriter {
             preconditionFailure("only sealed segments are rewritten; \(base) is the active segment")
         }
         let path = segments.segmentPath(base: base)
-        let temporaryPath = path + ".tmp"
         let io = options.io
         let scanner = SegmentScanner(io: io)
         let (oldHeader, oldSeal) = try Self.readSealed(path: path, scanner: scanner)
-        var header = SegmentHeader(
-            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base,
-            createdAtMicros: oldHeader.createdAtMicros,
-            flags: oldHeader.flags | LogFormat.segmentFlagRewritten, generation: oldHeader.generation + 1,
-            logID: oldHeader.logID)
-        // A segment keeps its format version: version-1 records stay records of their own, a
-        // version-2 group stays one group holding the requests that survive.
-        header.version = oldHeader.version
+        let header = Self.rewrittenHeader(of: oldHeader, base: base)
 
         var report = RewriteReport()
         var output = header.encoded()
@@ -107,6 +99,31 @@ extension LogWriter {
             payload: seal.encoded(), to: &output)
         report.bytesAfter = output.count
 
+        try install(output, at: path)
+        return report
+    }
+
+    /// The rewritten segment's header: the old one's creation time, log and format version,
+    /// a new salt (no record of the old file validates in the new one), marked rewritten, and the
+    /// next generation.
+    private static func rewrittenHeader(of oldHeader: SegmentHeader, base: UInt64) -> SegmentHeader {
+        var header = SegmentHeader(
+            salt: UInt64.random(in: 1...UInt64.max), baseOffset: base,
+            createdAtMicros: oldHeader.createdAtMicros,
+            flags: oldHeader.flags | LogFormat.segmentFlagRewritten, generation: oldHeader.generation + 1,
+            logID: oldHeader.logID)
+        // A segment keeps its format version: version-1 records stay records of their own, a
+        // version-2 group stays one group holding the requests that survive.
+        header.version = oldHeader.version
+        return header
+    }
+
+    /// Writes and syncs a temporary file beside `path`, renames it over `path` and syncs the
+    /// directory. A failed rename or directory sync is a failed sync, handed to `onSyncFailure`,
+    /// which does not return.
+    private func install(_ output: [UInt8], at path: String) throws {
+        let temporaryPath = path + ".tmp"
+        let io = options.io
         do {
             let fd = try io.open(temporaryPath, flags: O_CREAT | O_TRUNC | O_WRONLY, mode: 0o600)
             defer { io.close(fd) }
@@ -123,6 +140,5 @@ extension LogWriter {
             syncFailed.store(true, ordering: .sequentiallyConsistent)
             options.onSyncFailure(IOError(error))
         }
-        return report
     }
 }

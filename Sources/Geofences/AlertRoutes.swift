@@ -119,49 +119,7 @@ public struct GeofenceAlertRoutes: Sendable {
                 w.beginObject()
                 w.key("deliveries")
                 w.beginArray()
-                for i in 0..<rows.rowCount {
-                    w.beginObject()
-                    w.key("delivery_id")
-                    w.int64(try rows.int64(i, 0) ?? 0)
-                    w.key("transition_id")
-                    w.int64(try rows.int64(i, 1) ?? 0)
-                    w.key("device_id")
-                    w.int64(try rows.int64(i, 2) ?? 0)
-                    w.key("event")
-                    w.string(rows.string(i, 3) ?? "")
-                    w.key("recorded_at")
-                    w.string(RFC3339.formatMicros(RFC3339.clampedMicros(try rows.int64(i, 4) ?? 0)))
-                    w.key("channel")
-                    w.string(rows.string(i, 5) ?? "")
-                    w.key("url")
-                    w.string(rows.string(i, 6) ?? "")
-                    w.key("idempotency_key")
-                    w.string(rows.string(i, 7) ?? "")
-                    let state = rows.string(i, 8) ?? ""
-                    w.key("state")
-                    w.string(state)
-                    w.key("attempts")
-                    w.int64(try rows.int64(i, 9) ?? 0)
-                    w.key("last_status")
-                    if let status = try rows.int64(i, 10) { w.int64(status) } else { w.null() }
-                    w.key("last_error")
-                    if let error = rows.string(i, 11) { w.string(Self.shownError(error)) } else { w.null() }
-                    w.key("next_attempt_at")
-                    if state == "pending" {
-                        w.string(RFC3339.formatMicros(RFC3339.clampedMicros(try rows.int64(i, 12) ?? 0)))
-                    } else {
-                        w.null()
-                    }
-                    w.key("queued_at")
-                    w.string(RFC3339.formatMicros(RFC3339.clampedMicros(try rows.int64(i, 13) ?? 0)))
-                    w.key("finished_at")
-                    if let finished = try rows.int64(i, 14) {
-                        w.string(RFC3339.formatMicros(RFC3339.clampedMicros(finished)))
-                    } else {
-                        w.null()
-                    }
-                    w.endObject()
-                }
+                for i in 0..<rows.rowCount { try Self.writeDelivery(rows, i, to: &w) }
                 w.endArray()
                 w.endObject()
                 return w.bytes
@@ -176,5 +134,50 @@ public struct GeofenceAlertRoutes: Sendable {
             StructuredLog.error("geofence_deliveries_read_failed", ["error": .string("\(error)")])
             throw Self.databaseUnavailable
         }
+    }
+
+    /// Row `i` of the deliveries query: the next attempt only while the delivery is pending.
+    private static func writeDelivery(_ rows: PostgresResult, _ i: Int, to w: inout JSONWriter) throws {
+        w.beginObject()
+        w.key("delivery_id")
+        w.int64(try rows.int64(i, 0) ?? 0)
+        w.key("transition_id")
+        w.int64(try rows.int64(i, 1) ?? 0)
+        w.key("device_id")
+        w.int64(try rows.int64(i, 2) ?? 0)
+        w.key("event")
+        w.string(rows.string(i, 3) ?? "")
+        w.key("recorded_at")
+        w.string(RFC3339.formatMicros(RFC3339.clampedMicros(try rows.int64(i, 4) ?? 0)))
+        w.key("channel")
+        w.string(rows.string(i, 5) ?? "")
+        w.key("url")
+        w.string(rows.string(i, 6) ?? "")
+        w.key("idempotency_key")
+        w.string(rows.string(i, 7) ?? "")
+        let state = rows.string(i, 8) ?? ""
+        w.key("state")
+        w.string(state)
+        w.key("attempts")
+        w.int64(try rows.int64(i, 9) ?? 0)
+        w.key("last_status")
+        if let status = try rows.int64(i, 10) { w.int64(status) } else { w.null() }
+        w.key("last_error")
+        if let error = rows.string(i, 11) { w.string(Self.shownError(error)) } else { w.null() }
+        w.key("next_attempt_at")
+        if state == "pending" {
+            w.string(RFC3339.formatMicros(RFC3339.clampedMicros(try rows.int64(i, 12) ?? 0)))
+        } else {
+            w.null()
+        }
+        w.key("queued_at")
+        w.string(RFC3339.formatMicros(RFC3339.clampedMicros(try rows.int64(i, 13) ?? 0)))
+        w.key("finished_at")
+        if let finished = try rows.int64(i, 14) {
+            w.string(RFC3339.formatMicros(RFC3339.clampedMicros(finished)))
+        } else {
+            w.null()
+        }
+        w.endObject()
     }
 }

@@ -239,86 +239,34 @@ public final class GeofenceNotifier: Service, StatusSource {
         let now = clockMicros()
         let window = options.notifyWindowMicros
         let limit = options.rowsPerRoundMax
-        let identity = self.identity
         let (read, cursor, queued, withheld) = try client.transaction {
             connection -> (Int, Int64, Int, Int) in
-            let transitions = GeofenceSchema.Table.transitions.qualified
-            // Before the geofence projection made its tables there is nothing to follow.
-            guard
-                try connection.execute("SELECT to_regclass($1) IS NOT NULL", [.text(transitions)]).bool(0, 0)
-                    == true
-            else { return (0, 0, 0, 0) }
-            let generation =
-                try connection.execute(
-                    "SELECT created_at::text FROM findmy_meta.generations WHERE schema_name = $1",
-                    [.text(GeofenceSchema.schema)]
-                ).string(0, 0) ?? ""
-            let stored = try connection.execute(
-                "SELECT generation, last_transition_id FROM \(AlertTables.cursor) WHERE name = $1 FOR UPDATE",
-                [.text(AlertTables.cursorName)])
-            var cursor: Int64 = 0
-            if stored.rowCount == 1, stored.string(0, 0) == generation {
-                cursor = try stored.int64(0, 1) ?? 0
-            }
+            guard let start = try Self.readCursor(connection) else { return (0, 0, 0, 0) }
+            var cursor = start.lastTransitionID
             let rows = try connection.execute(
                 """
                 SELECT id, geofence_id, device_id, event, recorded_at, received_at, fix_accuracy_m, log_offset,
                     fix_index
-                FROM \(transitions) WHERE id > $1 ORDER BY id LIMIT $2
+                FROM \(GeofenceSchema.Table.transitions.qualified) WHERE id > $1 ORDER BY id LIMIT $2
                 """, [.int64(cursor), .int64(Int64(limit))])
             var queued = 0
             var withheld = 0
             let registryEnd = self.registryEnd?()
             var looked = 0
             for index in 0..<rows.rowCount {
-                let row = TransitionRow(
-                    id: try rows.int64(index, 0) ?? 0,
-                    geofenceID: UInt64(bitPattern: try rows.int64(index, 1) ?? 0),
-                    deviceID: UInt64(bitPattern: try rows.int64(index, 2) ?? 0),
-                    event: rows.string(index, 3) ?? "",
-                    recordedAtMicros: try rows.timestampMicros(index, 4) ?? 0,
-                    receivedAtMicros: try rows.timestampMicros(index, 5) ?? 0,
-                    fixAccuracyMeters: try rows.double(index, 6) ?? .nan,
-                    logOffset: try rows.int64(index, 7) ?? 0,
-                    fixIndex: Int32(truncatingIfNeeded: try rows.int64(index, 8) ?? 0))
+                let row = try Self.transitionRow(rows, index)
                 // The next round takes it, once the follower got there.
                 if let registryEnd, UInt64(bitPattern: row.logOffset) >= registryEnd { break }
                 looked += 1
                 cursor = max(cursor, row.id)
                 guard row.recordedAtMicros >= now - window else { continue }
-                let target = identity.store.registry.read { state -> Target in
-                    guard let fence = state.registry.geofences.fences[row.geofenceID],
-                        let settings = state.registry.geofenceNotifications[row.geofenceID]
-                    else { return .none }
-                    guard
-                        state.registry.visibility(
-                            of: row.deviceID, to: fence.ownerUserID, atMicros: now,
-                            sinceMicros: row.receivedAtMicros) != nil
-                    else { return .withheld }
-                    let device = state.registry.devices[row.deviceID]?.name ?? "device \(row.deviceID)"
-                    return .send(fenceName: fence.name, deviceName: device, settings: settings)
-                }
-                let (fenceName, deviceName, settings): (String, String, GeofenceNotificationsSet)
-                switch target {
+                switch target(of: row, now: now) {
                 case .none: continue
-                case .withheld:
-                    withheld += 1
-                    continue
-                case .send(let fence, let device, let channels):
-                    (fenceName, deviceName, settings) = (fence, device, channels)
-                }
-                if !settings.webhookURL.isEmpty {
-                    let body = AlertMessages.webhookBody(row, fenceName: fenceName, deviceName: deviceName)
-                    queued += try Self.insert(
-                        row, channel: "webhook", url: settings.webhookURL, body: body, title: "", tags: "",
-                        now: now, connection)
-                }
-                if !settings.ntfyURL.isEmpty {
-                    let (title, tags, body) = AlertMessages.ntfy(
-                        row, fenceName: fenceName, deviceName: deviceName)
-                    queued += try Self.insert(
-                        row, channel: "ntfy", url: settings.ntfyURL, body: body, title: title, tags: tags,
-                        now: now, connection)
+                case .withheld: withheld += 1
+                case .send(let fenceName, let deviceName, let settings):
+                    queued += try Self.queueDeliveries(
+                        row, fenceName: fenceName, deviceName: deviceName, settings: settings, now: now,
+                        connection)
                 }
             }
             _ = try connection.execute(
@@ -326,7 +274,7 @@ public final class GeofenceNotifier: Service, StatusSource {
                 INSERT INTO \(AlertTables.cursor) (name, generation, last_transition_id) VALUES ($1, $2, $3)
                 ON CONFLICT (name) DO UPDATE SET generation = excluded.generation,
                     last_transition_id = excluded.last_transition_id
-                """, [.text(AlertTables.cursorName), .text(generation), .int64(cursor)])
+                """, [.text(AlertTables.cursorName), .text(start.generation), .int64(cursor)])
             return (looked, cursor, queued, withheld)
         }
         counters.withLock {
@@ -335,6 +283,80 @@ public final class GeofenceNotifier: Service, StatusSource {
             $0.withheld += withheld
         }
         return read
+    }
+
+    /// The cursor, locked for the transaction: the generation of the geofence projection and the
+    /// last transition queued from it (0 when the stored cursor is of another generation); nil
+    /// before the geofence projection made its tables, when there is nothing to follow.
+    private static func readCursor(_ connection: PostgresConnection) throws -> (
+        generation: String, lastTransitionID: Int64
+    )? {
+        guard
+            try connection.execute(
+                "SELECT to_regclass($1) IS NOT NULL", [.text(GeofenceSchema.Table.transitions.qualified)]
+            ).bool(0, 0) == true
+        else { return nil }
+        let generation =
+            try connection.execute(
+                "SELECT created_at::text FROM findmy_meta.generations WHERE schema_name = $1",
+                [.text(GeofenceSchema.schema)]
+            ).string(0, 0) ?? ""
+        let stored = try connection.execute(
+            "SELECT generation, last_transition_id FROM \(AlertTables.cursor) WHERE name = $1 FOR UPDATE",
+            [.text(AlertTables.cursorName)])
+        guard stored.rowCount == 1, stored.string(0, 0) == generation else { return (generation, 0) }
+        return (generation, try stored.int64(0, 1) ?? 0)
+    }
+
+    private static func transitionRow(_ rows: PostgresResult, _ index: Int) throws -> TransitionRow {
+        TransitionRow(
+            id: try rows.int64(index, 0) ?? 0,
+            geofenceID: UInt64(bitPattern: try rows.int64(index, 1) ?? 0),
+            deviceID: UInt64(bitPattern: try rows.int64(index, 2) ?? 0),
+            event: rows.string(index, 3) ?? "",
+            recordedAtMicros: try rows.timestampMicros(index, 4) ?? 0,
+            receivedAtMicros: try rows.timestampMicros(index, 5) ?? 0,
+            fixAccuracyMeters: try rows.double(index, 6) ?? .nan,
+            logOffset: try rows.int64(index, 7) ?? 0,
+            fixIndex: Int32(truncatingIfNeeded: try rows.int64(index, 8) ?? 0))
+    }
+
+    /// Decided from the registry as it is now: the fence and its channels, and whether its owner
+    /// may see the device at the time the transition arrived.
+    private func target(of row: TransitionRow, now: Int64) -> Target {
+        identity.store.registry.read { state -> Target in
+            guard let fence = state.registry.geofences.fences[row.geofenceID],
+                let settings = state.registry.geofenceNotifications[row.geofenceID]
+            else { return .none }
+            guard
+                state.registry.visibility(
+                    of: row.deviceID, to: fence.ownerUserID, atMicros: now,
+                    sinceMicros: row.receivedAtMicros) != nil
+            else { return .withheld }
+            let device = state.registry.devices[row.deviceID]?.name ?? "device \(row.deviceID)"
+            return .send(fenceName: fence.name, deviceName: device, settings: settings)
+        }
+    }
+
+    /// One delivery per channel the fence announces on; returns the deliveries queued.
+    private static func queueDeliveries(
+        _ row: TransitionRow, fenceName: String, deviceName: String, settings: GeofenceNotificationsSet,
+        now: Int64, _ connection: PostgresConnection
+    ) throws -> Int {
+        var queued = 0
+        if !settings.webhookURL.isEmpty {
+            let body = AlertMessages.webhookBody(row, fenceName: fenceName, deviceName: deviceName)
+            queued += try insert(
+                row, channel: "webhook", url: settings.webhookURL, body: body, title: "", tags: "",
+                now: now, connection)
+        }
+        if !settings.ntfyURL.isEmpty {
+            let (title, tags, body) = AlertMessages.ntfy(row, fenceName: fenceName, deviceName: deviceName)
+            queued += try insert(
+                row, channel: "ntfy", url: settings.ntfyURL, body: body, title: title, tags: tags,
+                now: now, connection)
+        }
+        return queued
     }
 
     /// What becomes of one transition: nothing (its fence is gone or announces nowhere), nothing

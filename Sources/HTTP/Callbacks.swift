@@ -100,47 +100,12 @@ func accessHandler(
     }
     let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeUnretainedValue()
-    let bodyBytesMax = server.limits.bodyBytesMax
 
-    if !state.headersSeen {
-        state.headersSeen = true
-        state.method = method.map { String(cString: $0) } ?? ""
-        state.headers = collectHeaders(connection)
-        state.bodyStartedMicros = server.nowMicros()
-        server.headDeadline.headArrived(state.connectionID)
-        // An answer queued now, before the body, also makes MHD close the connection after it
-        // (and send no "100 Continue"): nothing more is read from it.
-        if let refusal = ambiguousBodyFraming(state.headers) {
-            return queue(refusal, routeName: routeName(state, server), on: connection, state)
-        }
-        if let declared = state.headers["Content-Length"], let length = Int(declared), length > bodyBytesMax {
-            return answerBodyTooLarge(connection, state, server)
-        }
-        return .YES
-    }
+    if !state.headersSeen { return headersArrived(method, connection, state, server) }
     let chunkBytes = uploadDataSize.pointee
     if chunkBytes > 0 {
         uploadDataSize.pointee = 0
-        state.bytesReceived += chunkBytes
-        if isBodyTooSlow(state, server) {
-            server.log(
-                "request body from \(state.remoteAddress) slower than \(server.limits.bodyBytesPerSecondMin) "
-                    + "bytes a second (bodyBytesPerSecondMin); connection closed")
-            return .NO
-        }
-        guard state.bytesReceived <= bodyBytesMax, state.answered == nil else {
-            state.bodyTooLarge = true
-            state.body = []
-            // libmicrohttpd 0.9.75 refuses a response mid-body, so the 413 waits for the body's
-            // end. Draining is bounded: past twice bodyBytesMax, close without an answer.
-            return state.bytesReceived - bodyBytesMax > bodyBytesMax ? .NO : .YES
-        }
-        uploadData.map { data in
-            data.withMemoryRebound(to: UInt8.self, capacity: chunkBytes) {
-                state.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: chunkBytes))
-            }
-        }
-        return .YES
+        return bodyChunkArrived(uploadData, chunkBytes, state, server)
     }
     if let pending = state.pending {
         // Called again after MHD_resume_connection: the handler has answered.
@@ -150,7 +115,63 @@ func accessHandler(
     }
     guard state.answered == nil else { return .YES }
     if state.bodyTooLarge { return answerBodyTooLarge(connection, state, server) }
+    return dispatch(connection, state, server)
+}
 
+/// The first call of a request: its method and headers. A request whose body is framed two ways,
+/// or declared too large, is answered at once.
+private func headersArrived(
+    _ method: UnsafePointer<CChar>?, _ connection: OpaquePointer, _ state: RequestState,
+    _ server: ServerContext
+) -> MHD_Result {
+    let bodyBytesMax = server.limits.bodyBytesMax
+    state.headersSeen = true
+    state.method = method.map { String(cString: $0) } ?? ""
+    state.headers = collectHeaders(connection)
+    state.bodyStartedMicros = server.nowMicros()
+    server.headDeadline.headArrived(state.connectionID)
+    // An answer queued now, before the body, also makes MHD close the connection after it
+    // (and send no "100 Continue"): nothing more is read from it.
+    if let refusal = ambiguousBodyFraming(state.headers) {
+        return queue(refusal, routeName: routeName(state, server), on: connection, state)
+    }
+    if let declared = state.headers["Content-Length"], let length = Int(declared), length > bodyBytesMax {
+        return answerBodyTooLarge(connection, state, server)
+    }
+    return .YES
+}
+
+/// A piece of the body, kept unless the body grows past `bodyBytesMax` or arrives too slowly.
+private func bodyChunkArrived(
+    _ uploadData: UnsafePointer<CChar>?, _ chunkBytes: Int, _ state: RequestState, _ server: ServerContext
+) -> MHD_Result {
+    let bodyBytesMax = server.limits.bodyBytesMax
+    state.bytesReceived += chunkBytes
+    if isBodyTooSlow(state, server) {
+        server.log(
+            "request body from \(state.remoteAddress) slower than \(server.limits.bodyBytesPerSecondMin) "
+                + "bytes a second (bodyBytesPerSecondMin); connection closed")
+        return .NO
+    }
+    guard state.bytesReceived <= bodyBytesMax, state.answered == nil else {
+        state.bodyTooLarge = true
+        state.body = []
+        // libmicrohttpd 0.9.75 refuses a response mid-body, so the 413 waits for the body's
+        // end. Draining is bounded: past twice bodyBytesMax, close without an answer.
+        return state.bytesReceived - bodyBytesMax > bodyBytesMax ? .NO : .YES
+    }
+    uploadData.map { data in
+        data.withMemoryRebound(to: UInt8.self, capacity: chunkBytes) {
+            state.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: chunkBytes))
+        }
+    }
+    return .YES
+}
+
+/// The whole request has arrived: its route answers now, on a worker, or later through a reply.
+private func dispatch(_ connection: OpaquePointer, _ state: RequestState, _ server: ServerContext)
+    -> MHD_Result
+{
     let request = HTTPRequest(
         method: state.method, target: state.target, headers: state.headers, body: state.body,
         remoteAddress: state.remoteAddress, connectionID: state.connectionID)

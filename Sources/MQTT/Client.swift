@@ -17,89 +17,6 @@ import Threads
 /// are discarded: the broker redelivers those messages on the next one. A message it publishes
 /// is sent again (DUP) on every new connection until the broker acknowledges it.
 public final class MQTTClient: Sendable {
-    public struct Configuration: Sendable {
-        public var host: String
-        public var port: UInt16
-        /// The same on every start, so that the broker finds the session it kept.
-        public var clientID: String
-        public var username: String?
-        public var password: [UInt8]?
-        /// Subscribed together, each at QoS 1.
-        public var topicFilters: [String]
-        public var keepAliveSeconds: UInt16 = 60
-        public var connectTimeoutMillis = 10_000
-        public var reconnectDelayMillisMin = 250
-        public var reconnectDelayMillisMax = 30_000
-        public var packetBytesMax = 1 << 20
-        /// Messages `publish` holds until the broker acknowledges them; more are refused.
-        public var outboundPublishesMax = 1024
-        /// nil: the socket as it is (`mqtt://`); else the stream over it, TLS for `mqtts://`.
-        public var streamOpener: ByteStreamOpener?
-
-        public init(
-            host: String, port: UInt16, clientID: String, username: String? = nil, password: [UInt8]? = nil,
-            topicFilters: [String]
-        ) {
-            self.host = host
-            self.port = port
-            self.clientID = clientID
-            self.username = username
-            self.password = password
-            precondition(!topicFilters.isEmpty, "subscribe to at least one topic filter")
-            self.topicFilters = topicFilters
-        }
-    }
-
-    /// What a message's acknowledgement needs: its connection and its place on it.
-    public struct Ticket: Sendable, Equatable {
-        let connection: UInt64
-        let sequence: UInt64
-    }
-
-    /// A delivered message. For QoS 1, pass `ticket` to `acknowledge` exactly once, when the
-    /// message is safe (findmy: durable in the log); QoS 0 messages have no ticket. An oversized
-    /// message (`publish.oversizedPayloadBytes`) comes the same way, without its payload, and must
-    /// be acknowledged too, or the broker sends it again on every connection.
-    public struct Delivery: Sendable {
-        public var publish: Publish
-        public var ticket: Ticket?
-    }
-
-    /// What became of a message handed to `publish`.
-    public enum PublishOutcome: Sendable, Equatable {
-        /// The broker acknowledged it (PUBACK): it has it, and delivers it to the subscribers.
-        case acknowledged
-        /// Never acknowledged: the queue was full, or the client stopped first.
-        case failed(String)
-    }
-
-    /// Lines of the client's life, for the owner's log.
-    public enum Event: Sendable, Equatable {
-        case connected(sessionPresent: Bool)
-        case connectionFailed(String)
-        case disconnected(String)
-    }
-
-    public struct Status: Sendable, Equatable {
-        public var connected = false
-        /// The broker granted the subscription on the current connection.
-        public var subscribed = false
-        public var connections = 0
-        public var messagesReceived = 0
-        /// Of those, messages larger than `packetBytesMax`, delivered without their payload
-        /// (`Publish.oversizedPayloadBytes`).
-        public var oversizedMessagesReceived = 0
-        public var acknowledgementsSent = 0
-        /// QoS 1 messages received on the current connection and not yet acknowledged.
-        public var acknowledgementsPending = 0
-        /// Messages published and not yet acknowledged by the broker.
-        public var publishesPending = 0
-        public var publishesAcknowledged = 0
-        public var lastError: String?
-
-        public init() {}
-    }
-
     private struct State: Sendable {
         var connection: UInt64 = 0
         var acknowledgements = InboundAcknowledgements()
@@ -259,6 +176,17 @@ public final class MQTTClient: Sendable {
 
     private static let subscribePacketID: UInt16 = 1
 
+    /// Where a connection stands, and when the client last spoke on it.
+    private struct Link {
+        var phase = Phase.awaitingConnectAcknowledgement
+        var lastSentMicros: Int64
+        var pingSentMicros: Int64?
+        let keepAliveMicros: Int64
+        let handshakeDeadlineMicros: Int64
+
+        var wasConnected: Bool { phase == .subscribed }
+    }
+
     private func session(_ stop: StopSignal) -> SessionOutcome {
         let socket: Int32
         switch openSocket(stop) {
@@ -289,120 +217,163 @@ public final class MQTTClient: Sendable {
         {
             return .failed("sending CONNECT: \(why)", wasConnected: false)
         }
-        var lastSentMicros = monotonicMicros()
-        var pingSentMicros: Int64?
-        var phase = Phase.awaitingConnectAcknowledgement
+        var link = Link(
+            lastSentMicros: monotonicMicros(), keepAliveMicros: keepAliveMicros,
+            handshakeDeadlineMicros: handshakeDeadline)
+        return converse(socket, stream, &link, stop)
+    }
+
+    /// The connection's life after CONNECT: keep it alive, send what is queued, read and answer the
+    /// broker's packets, until a stop or a failure.
+    private func converse(_ socket: Int32, _ stream: any ByteStream, _ link: inout Link, _ stop: StopSignal)
+        -> SessionOutcome
+    {
         var reader = PacketReader(packetBytesMax: configuration.packetBytesMax)
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let now = monotonicMicros()
-            var wasConnected: Bool { phase == .subscribed }
             if stop.isRequested {
-                return drain(stream, connected: wasConnected)
+                return drain(stream, connected: link.wasConnected)
             }
-            if phase != .subscribed && now > handshakeDeadline {
-                return .failed("the broker did not accept the connection in time", wasConnected: false)
-            }
-            if let sent = pingSentMicros, now - sent > keepAliveMicros {
-                return .failed("the broker did not answer a ping within the keep-alive", wasConnected: true)
-            }
-            if keepAliveMicros > 0 && pingSentMicros == nil && now - lastSentMicros >= keepAliveMicros / 2 {
-                if let why = send(stream, OutboundPacket.pingRequest) {
-                    return .failed("sending PINGREQ: \(why)", wasConnected: wasConnected)
-                }
-                lastSentMicros = now
-                pingSentMicros = now
-            }
-            var outgoing = takeOutbox()
-            if phase != .awaitingConnectAcknowledgement {
-                // After the CONNACK only (MQTT-3.1.4-5 lets the broker drop anything earlier).
-                for message in state.withLock({ $0.outbound.takeUnsent() }) {
-                    outgoing += OutboundPacket.publish(message)
-                }
-            }
-            if !outgoing.isEmpty {
-                if let why = send(stream, outgoing) {
-                    return .failed("sending PUBACK or PUBLISH: \(why)", wasConnected: wasConnected)
-                }
-                lastSentMicros = monotonicMicros()
-            }
+            if let outcome = keepAlive(stream, &link) { return outcome }
+            if let outcome = sendQueued(stream, &link) { return outcome }
             if !stream.hasBufferedBytes {
-                var descriptors = [
-                    pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
-                    pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
-                ]
-                let waitMillis = keepAliveMicros > 0 ? Int32(max(10, keepAliveMicros / 4000)) : 1000
-                let ready = poll(&descriptors, 2, min(waitMillis, 1000))
-                if ready < 0 && errno != EINTR {
-                    return .failed("poll: \(errnoText())", wasConnected: wasConnected)
+                switch waitForInput(socket, link) {
+                case .readable: break
+                case .idle: continue
+                case .failed(let why): return .failed(why, wasConnected: link.wasConnected)
                 }
-                if descriptors[1].revents != 0 { drainWakePipe() }
-                guard descriptors[0].revents != 0 else { continue }
             }
             let received: Int?
             do {
                 received = try buffer.withUnsafeMutableBytes { try stream.receive(into: $0) }
             } catch {
-                return .failed("\(error)", wasConnected: wasConnected)
+                return .failed("\(error)", wasConnected: link.wasConnected)
             }
             guard let count = received else { continue }
-            if count == 0 { return .failed("the broker closed the connection", wasConnected: wasConnected) }
+            if count == 0 {
+                return .failed("the broker closed the connection", wasConnected: link.wasConnected)
+            }
             reader.append(buffer[0..<count])
             do {
                 while let packet = try reader.next() {
-                    switch (phase, packet) {
-                    case (.awaitingConnectAcknowledgement, .connectAcknowledged(let present, 0)):
-                        if let why = send(
-                            stream,
-                            OutboundPacket.subscribe(
-                                packetID: Self.subscribePacketID, filters: configuration.topicFilters,
-                                qos: 1))
-                        {
-                            return .failed("sending SUBSCRIBE: \(why)", wasConnected: false)
-                        }
-                        lastSentMicros = monotonicMicros()
-                        phase = .awaitingSubscribeAcknowledgement
-                        state.withLock {
-                            $0.status.connected = true
-                            $0.status.connections += 1
-                        }
-                        onEvent(.connected(sessionPresent: present))
-                    case (.awaitingConnectAcknowledgement, .connectAcknowledged(_, let code)):
-                        return .failed(
-                            "the broker refused the connection: \(refusal(code))", wasConnected: false)
-                    case (
-                        .awaitingSubscribeAcknowledgement,
-                        .subscribeAcknowledged(Self.subscribePacketID, let granted)
-                    ):
-                        guard granted.count == configuration.topicFilters.count,
-                            granted.allSatisfy({ $0 <= 2 })
-                        else {
-                            return .failed(
-                                "the broker refused the subscription to "
-                                    + configuration.topicFilters.joined(separator: ", ")
-                                    + " (check its ACL for this login)", wasConnected: true)
-                        }
-                        phase = .subscribed
-                        state.withLock { $0.status.subscribed = true }
-                    case (.awaitingSubscribeAcknowledgement, .publish(let message)),
-                        (.subscribed, .publish(let message)):
-                        // A resumed session may deliver before the SUBACK.
-                        deliver(message)
-                    case (_, .pingResponse):
-                        pingSentMicros = nil
-                    case (.awaitingSubscribeAcknowledgement, .publishAcknowledged(let packetID)),
-                        (.subscribed, .publishAcknowledged(let packetID)):
-                        published(packetID)
-                    default:
-                        return .failed(
-                            "the broker sent \(packet) at the wrong time", wasConnected: wasConnected)
-                    }
+                    if let outcome = handle(packet, stream, &link) { return outcome }
                 }
             } catch {
                 return .failed(
-                    "the broker sent bytes that are not MQTT 3.1.1: \(error)", wasConnected: wasConnected)
+                    "the broker sent bytes that are not MQTT 3.1.1: \(error)", wasConnected: link.wasConnected
+                )
             }
         }
+    }
+
+    /// The handshake's deadline and the keep-alive: a PINGREQ at half the keep-alive of silence, and
+    /// the connection given up when its answer does not come within the keep-alive.
+    private func keepAlive(_ stream: any ByteStream, _ link: inout Link) -> SessionOutcome? {
+        let now = monotonicMicros()
+        if link.phase != .subscribed && now > link.handshakeDeadlineMicros {
+            return .failed("the broker did not accept the connection in time", wasConnected: false)
+        }
+        if let sent = link.pingSentMicros, now - sent > link.keepAliveMicros {
+            return .failed("the broker did not answer a ping within the keep-alive", wasConnected: true)
+        }
+        if link.keepAliveMicros > 0 && link.pingSentMicros == nil
+            && now - link.lastSentMicros >= link.keepAliveMicros / 2
+        {
+            if let why = send(stream, OutboundPacket.pingRequest) {
+                return .failed("sending PINGREQ: \(why)", wasConnected: link.wasConnected)
+            }
+            link.lastSentMicros = now
+            link.pingSentMicros = now
+        }
+        return nil
+    }
+
+    /// The PUBACKs `acknowledge` queued, and, once the broker accepted the connection, the messages
+    /// `publish` queued that this connection has not sent yet.
+    private func sendQueued(_ stream: any ByteStream, _ link: inout Link) -> SessionOutcome? {
+        var outgoing = takeOutbox()
+        if link.phase != .awaitingConnectAcknowledgement {
+            // After the CONNACK only (MQTT-3.1.4-5 lets the broker drop anything earlier).
+            for message in state.withLock({ $0.outbound.takeUnsent() }) {
+                outgoing += OutboundPacket.publish(message)
+            }
+        }
+        if !outgoing.isEmpty {
+            if let why = send(stream, outgoing) {
+                return .failed("sending PUBACK or PUBLISH: \(why)", wasConnected: link.wasConnected)
+            }
+            link.lastSentMicros = monotonicMicros()
+        }
+        return nil
+    }
+
+    private enum Readiness {
+        case readable
+        /// Nothing to read yet: a wake-up, a timeout or a signal.
+        case idle
+        case failed(String)
+    }
+
+    /// Waits for the broker's bytes or a wake-up (an acknowledgement to send, a stop), at most a
+    /// quarter of the keep-alive and at most a second.
+    private func waitForInput(_ socket: Int32, _ link: Link) -> Readiness {
+        var descriptors = [
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+        ]
+        let waitMillis = link.keepAliveMicros > 0 ? Int32(max(10, link.keepAliveMicros / 4000)) : 1000
+        let ready = poll(&descriptors, 2, min(waitMillis, 1000))
+        if ready < 0 && errno != EINTR {
+            return .failed("poll: \(errnoText())")
+        }
+        if descriptors[1].revents != 0 { drainWakePipe() }
+        return descriptors[0].revents != 0 ? .readable : .idle
+    }
+
+    /// One packet from the broker, in the connection's phase: nil to go on, else how the session ends.
+    private func handle(_ packet: InboundPacket, _ stream: any ByteStream, _ link: inout Link)
+        -> SessionOutcome?
+    {
+        switch (link.phase, packet) {
+        case (.awaitingConnectAcknowledgement, .connectAcknowledged(let present, 0)):
+            if let why = send(
+                stream,
+                OutboundPacket.subscribe(
+                    packetID: Self.subscribePacketID, filters: configuration.topicFilters, qos: 1))
+            {
+                return .failed("sending SUBSCRIBE: \(why)", wasConnected: false)
+            }
+            link.lastSentMicros = monotonicMicros()
+            link.phase = .awaitingSubscribeAcknowledgement
+            state.withLock {
+                $0.status.connected = true
+                $0.status.connections += 1
+            }
+            onEvent(.connected(sessionPresent: present))
+        case (.awaitingConnectAcknowledgement, .connectAcknowledged(_, let code)):
+            return .failed("the broker refused the connection: \(refusal(code))", wasConnected: false)
+        case (.awaitingSubscribeAcknowledgement, .subscribeAcknowledged(Self.subscribePacketID, let granted)):
+            guard granted.count == configuration.topicFilters.count, granted.allSatisfy({ $0 <= 2 }) else {
+                return .failed(
+                    "the broker refused the subscription to "
+                        + configuration.topicFilters.joined(separator: ", ")
+                        + " (check its ACL for this login)", wasConnected: true)
+            }
+            link.phase = .subscribed
+            state.withLock { $0.status.subscribed = true }
+        case (.awaitingSubscribeAcknowledgement, .publish(let message)),
+            (.subscribed, .publish(let message)):
+            // A resumed session may deliver before the SUBACK.
+            deliver(message)
+        case (_, .pingResponse):
+            link.pingSentMicros = nil
+        case (.awaitingSubscribeAcknowledgement, .publishAcknowledged(let packetID)),
+            (.subscribed, .publishAcknowledged(let packetID)):
+            published(packetID)
+        default:
+            return .failed("the broker sent \(packet) at the wrong time", wasConnected: link.wasConnected)
+        }
+        return nil
     }
 
     private func published(_ packetID: UInt16) {

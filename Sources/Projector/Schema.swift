@@ -117,103 +117,124 @@ public enum Schema {
     ) throws {
         let s = PostgresConnection.quoteIdentifier(schema)
         try connection.executeScript(
-            """
-            DROP SCHEMA IF EXISTS \(s) CASCADE;
-            CREATE SCHEMA \(s);
-            CREATE TABLE \(s).users (
-                id bigint PRIMARY KEY,
-                name text NOT NULL,
-                role text NOT NULL,
-                created_at timestamptz NOT NULL
-            );
-            CREATE TABLE \(s).devices (
-                id bigint PRIMARY KEY,
-                user_id bigint NOT NULL REFERENCES \(s).users (id),
-                device_uuid uuid NOT NULL,
-                name text NOT NULL,
-                platform text NOT NULL,
-                model text NOT NULL,
-                created_at timestamptz NOT NULL,
-                last_seen_at timestamptz,
-                paused boolean NOT NULL DEFAULT false,
-                -- The checkpoint of the transaction that last wrote this row: it holds every event
-                -- of the device before this offset and none after. Equal stamps of one device id,
-                -- in this generation or another, mean equal rows (the read API caches by it).
-                as_of_offset bigint NOT NULL,
-                UNIQUE (user_id, device_uuid)
-            );
-            CREATE TABLE \(s).push_devices (
-                token text PRIMARY KEY,
-                provider text NOT NULL,
-                device_id bigint NOT NULL REFERENCES \(s).devices (id),
-                topic text NOT NULL,
-                environment text NOT NULL,
-                registered_at timestamptz NOT NULL,
-                invalidated_at timestamptz,
-                invalidated_reason text
-            );
-            CREATE INDEX ON \(s).push_devices (device_id);
-            CREATE TABLE \(s).device_locations (
-                device_id bigint NOT NULL,
-                \(fixColumns),
-                -- One row per fix, whatever batch or path brought it (the partition key is part of it).
-                -- Its index is the history's only one: a page of a device's history is a range scan
-                -- of it by recorded_at, ties put in (log_offset, fix_index) order by an incremental
-                -- sort; a second index in that order cost a drain a third of its time.
-                UNIQUE (device_id, recorded_at, latitude, longitude)
-            ) PARTITION BY RANGE (recorded_at);
-            CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;
-            CREATE TABLE \(s).device_latest (
-                device_id bigint PRIMARY KEY,
-                \(fixColumns)
-            );
-            CREATE TABLE \(s).device_batches (
-                log_offset bigint PRIMARY KEY,
-                device_id bigint NOT NULL,
-                batch_id uuid NOT NULL,
-                received_at timestamptz NOT NULL,
-                fix_count integer NOT NULL,
-                rejected_count integer NOT NULL,
-                recorded_min timestamptz,
-                recorded_max timestamptz,
-                protocol text NOT NULL DEFAULT 'native'
-            );
-            CREATE INDEX ON \(s).device_batches (device_id, received_at);
-            -- Commands: state is pending, sent, answered, failed or expired; the answer
-            -- points at its fix (log offset and index), which retention may have removed since.
-            CREATE TABLE \(s).commands (
-                command_id uuid PRIMARY KEY,
-                device_id bigint NOT NULL,
-                kind text NOT NULL,
-                message text NOT NULL,
-                phone text NOT NULL,
-                requested_by bigint NOT NULL,
-                requested_at timestamptz NOT NULL,
-                log_offset bigint NOT NULL,
-                state text NOT NULL,
-                answered_at timestamptz,
-                answer_log_offset bigint,
-                answer_fix_index integer,
-                answer_protocol text,
-                ended_at timestamptz,
-                end_reason text
-            );
-            CREATE INDEX ON \(s).commands (device_id, requested_at DESC, log_offset DESC);
-            CREATE TABLE \(s).command_deliveries (
-                log_offset bigint PRIMARY KEY,
-                command_id uuid NOT NULL,
-                device_id bigint NOT NULL,
-                channel text NOT NULL,
-                state text NOT NULL,
-                at timestamptz NOT NULL,
-                detail text NOT NULL,
-                retry_at timestamptz,
-                address_dead boolean NOT NULL DEFAULT false
-            );
-            CREATE INDEX ON \(s).command_deliveries (command_id, log_offset);
-            """)
+            [
+                """
+                DROP SCHEMA IF EXISTS \(s) CASCADE;
+                CREATE SCHEMA \(s);
+                """,
+                identityTables(s), locationTables(s), commandTables(s),
+            ].joined(separator: "\n"))
         try createCheckpoint(
             schema, projection: projectionName, version: projectionVersion, logID: logID, connection)
+    }
+
+    /// Users, their devices, and the devices' push addresses.
+    private static func identityTables(_ s: String) -> String {
+        """
+        CREATE TABLE \(s).users (
+            id bigint PRIMARY KEY,
+            name text NOT NULL,
+            role text NOT NULL,
+            created_at timestamptz NOT NULL
+        );
+        CREATE TABLE \(s).devices (
+            id bigint PRIMARY KEY,
+            user_id bigint NOT NULL REFERENCES \(s).users (id),
+            device_uuid uuid NOT NULL,
+            name text NOT NULL,
+            platform text NOT NULL,
+            model text NOT NULL,
+            created_at timestamptz NOT NULL,
+            last_seen_at timestamptz,
+            paused boolean NOT NULL DEFAULT false,
+            -- The checkpoint of the transaction that last wrote this row: it holds every event
+            -- of the device before this offset and none after. Equal stamps of one device id,
+            -- in this generation or another, mean equal rows (the read API caches by it).
+            as_of_offset bigint NOT NULL,
+            UNIQUE (user_id, device_uuid)
+        );
+        CREATE TABLE \(s).push_devices (
+            token text PRIMARY KEY,
+            provider text NOT NULL,
+            device_id bigint NOT NULL REFERENCES \(s).devices (id),
+            topic text NOT NULL,
+            environment text NOT NULL,
+            registered_at timestamptz NOT NULL,
+            invalidated_at timestamptz,
+            invalidated_reason text
+        );
+        CREATE INDEX ON \(s).push_devices (device_id);
+        """
+    }
+
+    /// Fixes (the history, partitioned by recorded time, and each device's latest) and the batches that brought them.
+    private static func locationTables(_ s: String) -> String {
+        """
+        CREATE TABLE \(s).device_locations (
+            device_id bigint NOT NULL,
+            \(fixColumns),
+            -- One row per fix, whatever batch or path brought it (the partition key is part of it).
+            -- Its index is the history's only one: a page of a device's history is a range scan
+            -- of it by recorded_at, ties put in (log_offset, fix_index) order by an incremental
+            -- sort; a second index in that order cost a drain a third of its time.
+            UNIQUE (device_id, recorded_at, latitude, longitude)
+        ) PARTITION BY RANGE (recorded_at);
+        CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;
+        CREATE TABLE \(s).device_latest (
+            device_id bigint PRIMARY KEY,
+            \(fixColumns)
+        );
+        CREATE TABLE \(s).device_batches (
+            log_offset bigint PRIMARY KEY,
+            device_id bigint NOT NULL,
+            batch_id uuid NOT NULL,
+            received_at timestamptz NOT NULL,
+            fix_count integer NOT NULL,
+            rejected_count integer NOT NULL,
+            recorded_min timestamptz,
+            recorded_max timestamptz,
+            protocol text NOT NULL DEFAULT 'native'
+        );
+        CREATE INDEX ON \(s).device_batches (device_id, received_at);
+        """
+    }
+
+    /// Commands to devices and their deliveries.
+    private static func commandTables(_ s: String) -> String {
+        """
+        -- Commands: state is pending, sent, answered, failed or expired; the answer
+        -- points at its fix (log offset and index), which retention may have removed since.
+        CREATE TABLE \(s).commands (
+            command_id uuid PRIMARY KEY,
+            device_id bigint NOT NULL,
+            kind text NOT NULL,
+            message text NOT NULL,
+            phone text NOT NULL,
+            requested_by bigint NOT NULL,
+            requested_at timestamptz NOT NULL,
+            log_offset bigint NOT NULL,
+            state text NOT NULL,
+            answered_at timestamptz,
+            answer_log_offset bigint,
+            answer_fix_index integer,
+            answer_protocol text,
+            ended_at timestamptz,
+            end_reason text
+        );
+        CREATE INDEX ON \(s).commands (device_id, requested_at DESC, log_offset DESC);
+        CREATE TABLE \(s).command_deliveries (
+            log_offset bigint PRIMARY KEY,
+            command_id uuid NOT NULL,
+            device_id bigint NOT NULL,
+            channel text NOT NULL,
+            state text NOT NULL,
+            at timestamptz NOT NULL,
+            detail text NOT NULL,
+            retry_at timestamptz,
+            address_dead boolean NOT NULL DEFAULT false
+        );
+        CREATE INDEX ON \(s).command_deliveries (command_id, log_offset);
+        """
     }
 
     /// The last step of creating a projection's tables, the same for every projection: its

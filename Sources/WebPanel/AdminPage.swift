@@ -60,20 +60,31 @@ extension PanelService {
             "<h2>Admin</h2>\n<p class=\"note\">You manage users and devices here. Positions are not shown: an administrator sees a user's locations only when that user shares a device with them.</p>\n"
         )
         flash(&html, request, done: Self.adminFlashes, errors: Self.adminErrors)
-        if let created {
-            html.raw("<div class=\"flash\" role=\"status\" id=\"created\"><p>User <strong>")
-            html.name(created.name)
-            html.raw(
-                "</strong> is created. Their API token, shown only this once (copy it now; only its hash is kept):</p>\n<p><code id=\"created-token\">"
-            )
-            html.text(created.token)
-            html.raw(
-                "</code></p>\n<p>To let them log in to this panel, set a password on the server: <code>findmy user passwd "
-            )
-            html.name(created.name)
-            html.raw("</code>.</p></div>\n")
-        }
+        if let created { createdUserNotice(&html, created) }
+        usersSection(&html, registry, caller)
+        devicesSection(&html, registry)
+        pageBottom(&html)
+        return pageResponse(html, tileSource: "'none'")
+    }
 
+    /// The token of the user just created, shown this once.
+    private func createdUserNotice(_ html: inout HTML, _ created: CreatedUserNotice) {
+        html.raw("<div class=\"flash\" role=\"status\" id=\"created\"><p>User <strong>")
+        html.name(created.name)
+        html.raw(
+            "</strong> is created. Their API token, shown only this once (copy it now; only its hash is kept):</p>\n<p><code id=\"created-token\">"
+        )
+        html.text(created.token)
+        html.raw(
+            "</code></p>\n<p>To let them log in to this panel, set a password on the server: <code>findmy user passwd "
+        )
+        html.name(created.name)
+        html.raw("</code>.</p></div>\n")
+    }
+
+    /// Every user with their role, whether a password is set and their number of devices; a button
+    /// per user to change the role, and the form to create a user.
+    private func usersSection(_ html: inout HTML, _ registry: Registry, _ caller: Caller) {
         html.raw(
             "<section aria-labelledby=\"users-heading\">\n<h3 id=\"users-heading\">Users</h3>\n<table id=\"users\">\n<thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Role</th><th scope=\"col\">Password</th><th scope=\"col\">Devices</th><th scope=\"col\">Change role</th></tr></thead>\n<tbody>\n"
         )
@@ -112,7 +123,10 @@ extension PanelService {
             </section>
 
             """)
+    }
 
+    /// Every device not removed, with its owner and when a report last arrived: never a position.
+    private func devicesSection(_ html: inout HTML, _ registry: Registry) {
         let devices = registry.devices.values.filter { !$0.removed }.sorted { $0.id < $1.id }
         let lastSeen = (try? data?.lastSeen(devices.map(\.id))) ?? [:]
         html.raw(
@@ -140,8 +154,6 @@ extension PanelService {
             html.raw("</tbody>\n</table>\n")
         }
         html.raw("</section>\n")
-        pageBottom(&html)
-        return pageResponse(html, tileSource: "'none'")
     }
 
     /// The one form answered with a page rather than a redirect: the new user's token is shown once

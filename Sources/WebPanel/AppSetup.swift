@@ -93,101 +93,144 @@ struct AppSetup: Equatable, Sendable {
         app: SetupApp, baseURL: String, userName: String, deviceName: String, token: String,
         broker: MQTTBroker?, topic: String? = nil
     ) {
-        notes = []
-        link = nil
-        switch app {
-        case .findmy:
-            settings = [
-                Setting(label: "Server URL", value: baseURL),
-                Setting(label: "Report endpoint", value: baseURL + "/api/find-my/report"),
-                Setting(label: "Device token (Authorization: Bearer)", value: token, secret: true),
-            ]
-        case .owntracksHTTP:
-            let url = baseURL + "/api/find-my/owntracks"
-            settings = [
-                Setting(label: "Mode", value: "HTTP"),
-                Setting(label: "URL (Host)", value: url),
-                Setting(label: "Authentication", value: "on"),
-                Setting(label: "Username (UserID)", value: userName),
-                Setting(label: "Password", value: token, secret: true),
-                Setting(label: "Device ID", value: deviceName),
-                Setting(label: "Tracker ID", value: Self.trackerID(deviceName)),
-            ]
-            link =
-                "owntracks:///config?inline="
-                + percentEncoded(
-                    Base64.encode(
-                        Self.owntracksConfiguration(
-                            url: url, userName: userName, token: token, deviceName: deviceName)))
-            notes = [
-                "OwnTracks for iOS imports a setup link only once \"Allow URL configuration\" (allowConfigurationByURIAndConfigFile) is on in its settings; otherwise type the settings above."
-            ]
-        case .owntracksMQTT:
-            if let broker {
-                settings = [
-                    Setting(label: "Mode", value: "MQTT"),
-                    Setting(label: "Host", value: broker.host),
-                    Setting(label: "Port", value: String(broker.port)),
-                    Setting(label: "TLS", value: broker.tls ? "on" : "off"),
-                ]
-            } else {
-                settings = [
-                    Setting(label: "Mode", value: "MQTT"),
-                    Setting(
-                        label: "Host, port and TLS",
-                        value: "ask your administrator for the broker (this server runs without --mqtt-url)"),
-                ]
+        self =
+            switch app {
+            case .findmy: Self.findmy(baseURL: baseURL, token: token)
+            case .owntracksHTTP:
+                Self.owntracksHTTP(baseURL: baseURL, userName: userName, deviceName: deviceName, token: token)
+            case .owntracksMQTT:
+                Self.owntracksMQTT(
+                    broker: broker, topic: topic, userName: userName, deviceName: deviceName, token: token)
+            case .overland: Self.overland(baseURL: baseURL, deviceName: deviceName, token: token)
+            case .gpslogger: Self.gpslogger(baseURL: baseURL, token: token)
+            case .traccar: Self.traccar(baseURL: baseURL, token: token)
             }
-            settings += [
-                Setting(label: "Username (UserID)", value: userName),
-                Setting(label: "Password", value: "your login at the broker (your administrator gives it)"),
-                Setting(label: "Device ID", value: deviceName),
-                Setting(label: "Tracker ID", value: Self.trackerID(deviceName)),
-                Setting(
-                    label: "Topic the app publishes to", value: topic ?? "owntracks/\(userName)/\(deviceName)"
-                ),
-                Setting(label: "Device token (not typed into the app)", value: token, secret: true),
-            ]
-            notes = [
-                "The broker decides who may publish to which topic: the app's username must be your findmy user name, so that its topic is yours."
-            ]
-        case .overland:
-            let url = baseURL + "/api/find-my/overland"
+    }
+
+    private init(settings: [Setting], link: String? = nil, notes: [String] = []) {
+        self.settings = settings
+        self.link = link
+        self.notes = notes
+    }
+
+    /// findmy's own app: the report endpoint and the device token.
+    private static func findmy(baseURL: String, token: String) -> AppSetup {
+        let settings: [Setting] = [
+            Setting(label: "Server URL", value: baseURL),
+            Setting(label: "Report endpoint", value: baseURL + "/api/find-my/report"),
+            Setting(label: "Device token (Authorization: Bearer)", value: token, secret: true),
+        ]
+        return AppSetup(settings: settings)
+    }
+
+    /// OwnTracks in HTTP mode, with its setup link.
+    private static func owntracksHTTP(
+        baseURL: String, userName: String, deviceName: String, token: String
+    ) -> AppSetup {
+        let url = baseURL + "/api/find-my/owntracks"
+        let settings: [Setting] = [
+            Setting(label: "Mode", value: "HTTP"),
+            Setting(label: "URL (Host)", value: url),
+            Setting(label: "Authentication", value: "on"),
+            Setting(label: "Username (UserID)", value: userName),
+            Setting(label: "Password", value: token, secret: true),
+            Setting(label: "Device ID", value: deviceName),
+            Setting(label: "Tracker ID", value: Self.trackerID(deviceName)),
+        ]
+        let link =
+            "owntracks:///config?inline="
+            + percentEncoded(
+                Base64.encode(
+                    Self.owntracksConfiguration(
+                        url: url, userName: userName, token: token, deviceName: deviceName)))
+        let notes = [
+            "OwnTracks for iOS imports a setup link only once \"Allow URL configuration\" (allowConfigurationByURIAndConfigFile) is on in its settings; otherwise type the settings above."
+        ]
+        return AppSetup(settings: settings, link: link, notes: notes)
+    }
+
+    /// OwnTracks in MQTT mode: the broker findmy subscribes to, when it has one, and the topic.
+    private static func owntracksMQTT(
+        broker: MQTTBroker?, topic: String?, userName: String, deviceName: String, token: String
+    ) -> AppSetup {
+        var settings: [Setting]
+        if let broker {
             settings = [
-                Setting(label: "Receiver Endpoint", value: url),
-                Setting(label: "Access Token", value: token, secret: true),
-                Setting(label: "Device ID", value: deviceName),
+                Setting(label: "Mode", value: "MQTT"),
+                Setting(label: "Host", value: broker.host),
+                Setting(label: "Port", value: String(broker.port)),
+                Setting(label: "TLS", value: broker.tls ? "on" : "off"),
             ]
-            link =
-                "overland://setup?url=\(percentEncoded(url))&token=\(percentEncoded(token))&device_id=\(percentEncoded(deviceName))"
-        case .gpslogger:
+        } else {
             settings = [
-                Setting(label: "Log to custom URL", value: "on"),
+                Setting(label: "Mode", value: "MQTT"),
                 Setting(
-                    label: "URL",
-                    value: baseURL + "/api/find-my/osmand?id=" + percentEncoded(token)
-                        + "&lat=%LAT&lon=%LON&timestamp=%TIMESTAMP&altitude=%ALT&accuracy=%ACC&bearing=%DIR&speed_mps=%SPD&batt=%BATT&charge=%ISCHARGING&hdop=%HDOP",
-                    secret: true),
-                Setting(label: "HTTP Method", value: "POST"),
-                Setting(label: "HTTP Body", value: "(empty)"),
-            ]
-            notes = [
-                "%SPD is metres per second, so the URL sends it as speed_mps (the protocol's own speed is knots)."
-            ]
-        case .traccar:
-            settings = [
-                Setting(label: "Server URL (Traccar Client)", value: baseURL + "/api/find-my/osmand"),
-                Setting(label: "Device identifier (Traccar Client)", value: token, secret: true),
-                Setting(
-                    label: "Web address (OsmAnd online tracking)",
-                    value: baseURL + "/api/find-my/osmand?id=" + percentEncoded(token)
-                        + "&lat={0}&lon={1}&timestamp={2}&accuracy={3}&altitude={4}&speed_mps={5}&bearing={6}",
-                    secret: true),
-            ]
-            notes = [
-                "OsmAnd's default template sends its accuracy as hdop and its speed in m/s as knots; use the web address above instead."
+                    label: "Host, port and TLS",
+                    value: "ask your administrator for the broker (this server runs without --mqtt-url)"),
             ]
         }
+        settings += [
+            Setting(label: "Username (UserID)", value: userName),
+            Setting(label: "Password", value: "your login at the broker (your administrator gives it)"),
+            Setting(label: "Device ID", value: deviceName),
+            Setting(label: "Tracker ID", value: Self.trackerID(deviceName)),
+            Setting(
+                label: "Topic the app publishes to", value: topic ?? "owntracks/\(userName)/\(deviceName)"
+            ),
+            Setting(label: "Device token (not typed into the app)", value: token, secret: true),
+        ]
+        let notes = [
+            "The broker decides who may publish to which topic: the app's username must be your findmy user name, so that its topic is yours."
+        ]
+        return AppSetup(settings: settings, notes: notes)
+    }
+
+    /// Overland, with its setup link.
+    private static func overland(baseURL: String, deviceName: String, token: String) -> AppSetup {
+        let url = baseURL + "/api/find-my/overland"
+        let settings: [Setting] = [
+            Setting(label: "Receiver Endpoint", value: url),
+            Setting(label: "Access Token", value: token, secret: true),
+            Setting(label: "Device ID", value: deviceName),
+        ]
+        let link =
+            "overland://setup?url=\(percentEncoded(url))&token=\(percentEncoded(token))&device_id=\(percentEncoded(deviceName))"
+        return AppSetup(settings: settings, link: link)
+    }
+
+    /// GPSLogger's custom URL, in the OsmAnd protocol.
+    private static func gpslogger(baseURL: String, token: String) -> AppSetup {
+        let settings: [Setting] = [
+            Setting(label: "Log to custom URL", value: "on"),
+            Setting(
+                label: "URL",
+                value: baseURL + "/api/find-my/osmand?id=" + percentEncoded(token)
+                    + "&lat=%LAT&lon=%LON&timestamp=%TIMESTAMP&altitude=%ALT&accuracy=%ACC&bearing=%DIR&speed_mps=%SPD&batt=%BATT&charge=%ISCHARGING&hdop=%HDOP",
+                secret: true),
+            Setting(label: "HTTP Method", value: "POST"),
+            Setting(label: "HTTP Body", value: "(empty)"),
+        ]
+        let notes = [
+            "%SPD is metres per second, so the URL sends it as speed_mps (the protocol's own speed is knots)."
+        ]
+        return AppSetup(settings: settings, notes: notes)
+    }
+
+    /// Traccar Client and OsmAnd, in the OsmAnd protocol.
+    private static func traccar(baseURL: String, token: String) -> AppSetup {
+        let settings: [Setting] = [
+            Setting(label: "Server URL (Traccar Client)", value: baseURL + "/api/find-my/osmand"),
+            Setting(label: "Device identifier (Traccar Client)", value: token, secret: true),
+            Setting(
+                label: "Web address (OsmAnd online tracking)",
+                value: baseURL + "/api/find-my/osmand?id=" + percentEncoded(token)
+                    + "&lat={0}&lon={1}&timestamp={2}&accuracy={3}&altitude={4}&speed_mps={5}&bearing={6}",
+                secret: true),
+        ]
+        let notes = [
+            "OsmAnd's default template sends its accuracy as hdop and its speed in m/s as knots; use the web address above instead."
+        ]
+        return AppSetup(settings: settings, notes: notes)
     }
 
     /// OwnTracks' `_type: configuration` for HTTP mode (`mode` 3), with Basic authentication: the

@@ -62,32 +62,7 @@ enum CodecBench {
                     EventCodec.encode(.fixBatch($0), receivedAtMicros: 1, fixBatchVersion: version)
                 }
             }
-            var rates = [Rates(), Rates()]
-            for round in 0..<rounds {
-                for version in round % 2 == 0 ? [0, 1] : [1, 0] {
-                    rates[version].decode.append(
-                        try rate(fixesPerShape) {
-                            for event in encoded[version] {
-                                _ = try EventCodec.decode(header: event.header, stored: event.payload)
-                            }
-                        })
-                    rates[version].fold.append(
-                        try rate(fixesPerShape) {
-                            for event in encoded[version] {
-                                _ = try EventCodec.fixBatchRejections(
-                                    header: event.header, stored: event.payload)
-                            }
-                        })
-                    rates[version].encode.append(
-                        try rate(fixesPerShape) {
-                            for batch in batches {
-                                _ = EventCodec.encode(
-                                    .fixBatch(batch), receivedAtMicros: 1,
-                                    fixBatchVersion: UInt16(version + 1))
-                            }
-                        })
-                }
-            }
+            let rates = try measureRates(batches, encoded, rounds: rounds, fixes: fixesPerShape)
             writer.key("fixes_per_batch_\(fixesPerBatch)")
             writer.beginObject()
             for version in 0..<2 {
@@ -125,6 +100,40 @@ enum CodecBench {
         writer.endObject()
         print(String(decoding: writer.bytes, as: UTF8.self))
         return 0
+    }
+
+    /// Decode, fold and encode rates of both payload versions (index 0: version 1), `rounds` of
+    /// each, the versions alternating which goes first.
+    private static func measureRates(
+        _ batches: [FixBatch], _ encoded: [[EncodedEvent]], rounds: Int, fixes: Int
+    ) throws -> [Rates] {
+        var rates = [Rates(), Rates()]
+        for round in 0..<rounds {
+            for version in round % 2 == 0 ? [0, 1] : [1, 0] {
+                rates[version].decode.append(
+                    try rate(fixes) {
+                        for event in encoded[version] {
+                            _ = try EventCodec.decode(header: event.header, stored: event.payload)
+                        }
+                    })
+                rates[version].fold.append(
+                    try rate(fixes) {
+                        for event in encoded[version] {
+                            _ = try EventCodec.fixBatchRejections(
+                                header: event.header, stored: event.payload)
+                        }
+                    })
+                rates[version].encode.append(
+                    try rate(fixes) {
+                        for batch in batches {
+                            _ = EventCodec.encode(
+                                .fixBatch(batch), receivedAtMicros: 1,
+                                fixBatchVersion: UInt16(version + 1))
+                        }
+                    })
+            }
+        }
+        return rates
     }
 
     /// Both versions' logs of `batches`, then rounds of reading them back, versions alternating.

@@ -74,16 +74,8 @@ enum CommandsBench {
         guard rate > 0, seconds > 0, rounds > 0, deviceCount > 0, connections > 0 else {
             throw UsageError("--rate, --seconds, --rounds, --devices and --connections must be positive")
         }
-        func onOff(_ flag: String, _ fallback: Bool) throws -> Bool {
-            switch options.value(flag) {
-            case nil: return fallback
-            case "on": return true
-            case "off": return false
-            case let other?: throw UsageError("--\(flag) is on or off, got '\(other)'")
-            }
-        }
-        let projector = try onOff("projector", false)
-        let baseline = try onOff("baseline", true)
+        let projector = try onOff(options, "projector", false)
+        let baseline = try onOff(options, "baseline", true)
 
         let serverDirectory = root + "/server"
         let fakeDirectory = root + "/fake"
@@ -99,14 +91,7 @@ enum CommandsBench {
         if projector { allowTraversal(root) }
         let server = try ChildServer(
             dataDirectory: serverDirectory, logPath: root + "/server.log", projector: projector,
-            arguments: [
-                "--apns-key-file", fakeDirectory + "/AuthKey_\(keyID).p8", "--apns-key-id", keyID,
-                "--apns-team-id", team, "--apns-bundle-id", bundle, "--apns-url",
-                "https://127.0.0.1:\(fake.port)",
-                "--apns-sandbox-url", "https://127.0.0.1:\(fake.port)", "--push-ca-file",
-                fakeDirectory + "/ca.pem",
-                "--command-sound-interval-seconds", "0",
-            ])
+            arguments: apnsArguments(fakePort: fake.port, fakeDirectory: fakeDirectory))
         defer { server.stop() }
         let deviceIDs = try enrol(deviceCount, address: server.address, userToken: user.token)
         let driver = APIDriver(
@@ -129,15 +114,9 @@ enum CommandsBench {
         writer.bool(projector)
         writer.key("rounds")
         writer.beginArray()
-        var results: [(api: APIFigures, channel: PushBench.Figures?)] = []
-        for _ in 0..<rounds {
-            let api = try driver.drive(count: rate * seconds, rate: rate)
-            let channel = baseline ? try PushBench.measure(rate: rate, seconds: seconds, script: script) : nil
-            results.append((api, channel))
-            writer.beginObject()
-            write(api, channel, to: &writer)
-            writer.endObject()
-        }
+        let results = try measureRounds(
+            driver, rounds: rounds, rate: rate, seconds: seconds, baseline: baseline, script: script,
+            to: &writer)
         writer.endArray()
         writer.key("medians")
         writer.beginObject()
@@ -151,6 +130,46 @@ enum CommandsBench {
             $0.api.accepted == $0.api.posts && $0.api.toFakeNanos.count == $0.api.posts
         })
             ? 0 : 1
+    }
+
+    /// An on/off option (`--projector`, `--baseline`): `fallback` when absent.
+    private static func onOff(_ options: Options, _ flag: String, _ fallback: Bool) throws -> Bool {
+        switch options.value(flag) {
+        case nil: return fallback
+        case "on": return true
+        case "off": return false
+        case let other?: throw UsageError("--\(flag) is on or off, got '\(other)'")
+        }
+    }
+
+    /// The server's APNs settings, all pointing at the fake (its key, its CA, its port).
+    private static func apnsArguments(fakePort: Int, fakeDirectory: String) -> [String] {
+        [
+            "--apns-key-file", fakeDirectory + "/AuthKey_\(keyID).p8", "--apns-key-id", keyID,
+            "--apns-team-id", team, "--apns-bundle-id", bundle, "--apns-url",
+            "https://127.0.0.1:\(fakePort)",
+            "--apns-sandbox-url", "https://127.0.0.1:\(fakePort)", "--push-ca-file",
+            fakeDirectory + "/ca.pem",
+            "--command-sound-interval-seconds", "0",
+        ]
+    }
+
+    /// `rounds` rounds of `rate` commands a second for `seconds`, each beside the push channel alone
+    /// (`baseline`), written as the report's array.
+    private static func measureRounds(
+        _ driver: APIDriver, rounds: Int, rate: Int, seconds: Int, baseline: Bool, script: String,
+        to writer: inout JSONWriter
+    ) throws -> [(api: APIFigures, channel: PushBench.Figures?)] {
+        var results: [(api: APIFigures, channel: PushBench.Figures?)] = []
+        for _ in 0..<rounds {
+            let api = try driver.drive(count: rate * seconds, rate: rate)
+            let channel = baseline ? try PushBench.measure(rate: rate, seconds: seconds, script: script) : nil
+            results.append((api, channel))
+            writer.beginObject()
+            write(api, channel, to: &writer)
+            writer.endObject()
+        }
+        return results
     }
 
     /// `count` devices of the bench user, each with an APNs push token: their ids.
@@ -398,10 +417,27 @@ final class APIDriver: @unchecked Sendable {
         let elapsedMicros = monotonicMicros() - start
         let all = sent.withLock { $0 }
 
-        // The pushes leave after the answers: wait (polling the fake, with a deadline) until each
-        // accepted command reached it.
+        // The pushes leave after the answers.
+        let (received, connectionsNow) = try awaitFake(all, connectionsBefore: statsBefore.connections)
+        let serverCPU = Self.cpuMicros(serverPID) - serverCPUBefore
+        let fakeCPU = Self.cpuMicros(fake.pid) - fakeCPUBefore
+        let toFake = all.compactMap { item in received[item.commandID].map { $0 - item.sentNanos } }.sorted()
+        return CommandsBench.APIFigures(
+            posts: count, accepted: all.count, firstRefusal: refusals.withLock { $0.first },
+            rateAchieved: Double(all.count) / (Double(elapsedMicros) / 1e6), toFakeNanos: toFake,
+            answerMicros: all.map(\.answerMicros).sorted(), lateMicros: all.map(\.lateMicros).sorted(),
+            fakeConnections: connectionsNow - statsBefore.connections, fakeConnectionsTotal: connectionsNow,
+            serverCPUMicrosPerCommand: Double(serverCPU) / Double(max(1, count)),
+            fakeCPUMicrosPerCommand: Double(fakeCPU) / Double(max(1, count)), loadAverage: loadAverage)
+    }
+
+    /// Polls the fake, with a deadline (30 s without progress), until each accepted command
+    /// reached it: when each arrived, and the fake's connection count.
+    private func awaitFake(_ all: [Sent], connectionsBefore: Int64) throws -> (
+        received: [String: Int64], connections: Int64
+    ) {
         var received: [String: Int64] = [:]
-        var connectionsNow = statsBefore.connections
+        var connectionsNow = connectionsBefore
         var lastProgress = monotonicMicros()
         var found = 0
         while true {
@@ -417,16 +453,7 @@ final class APIDriver: @unchecked Sendable {
             if monotonicMicros() - lastProgress > 30_000_000 { break }
             usleep(200_000)
         }
-        let serverCPU = Self.cpuMicros(serverPID) - serverCPUBefore
-        let fakeCPU = Self.cpuMicros(fake.pid) - fakeCPUBefore
-        let toFake = all.compactMap { item in received[item.commandID].map { $0 - item.sentNanos } }.sorted()
-        return CommandsBench.APIFigures(
-            posts: count, accepted: all.count, firstRefusal: refusals.withLock { $0.first },
-            rateAchieved: Double(all.count) / (Double(elapsedMicros) / 1e6), toFakeNanos: toFake,
-            answerMicros: all.map(\.answerMicros).sorted(), lateMicros: all.map(\.lateMicros).sorted(),
-            fakeConnections: connectionsNow - statsBefore.connections, fakeConnectionsTotal: connectionsNow,
-            serverCPUMicrosPerCommand: Double(serverCPU) / Double(max(1, count)),
-            fakeCPUMicrosPerCommand: Double(fakeCPU) / Double(max(1, count)), loadAverage: loadAverage)
+        return (received, connectionsNow)
     }
 
     func fakeStats() throws -> (connections: Int64, received: [String: Int64]) {

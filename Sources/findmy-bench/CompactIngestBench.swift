@@ -83,64 +83,28 @@ enum CompactIngestBench {
             options.flag("reuse")
             && (try? PosixFileIO().list(serverDirectory + "/log"))?.contains(where: { $0.hasSuffix(".seg") })
                 == true
-        var started = monotonicMicros()
-        let user: (userID: UInt64, token: String)
-        if reusing {
-            user = try rotatedToken(serverDirectory, name: "bench")
-        } else {
-            LogBench.removeTree(serverDirectory + "/snapshots")
-            IngestBench.removeData(serverDirectory)
-            user = try addUser(serverDirectory, name: "bench")
-            try writeHistory(
-                serverDirectory + "/log", owner: user.userID, fixesTotal: fixesTotal,
-                fixesPerRecord: fixesPerRecord, devices: devices, inFlightMax: inFlightMax)
-            printLine(
-                "{\"wrote_fixes\":\(fixesTotal),\"fixes_per_record\":\(fixesPerRecord),"
-                    + "\"seconds\":\((monotonicMicros() - started) / 1_000_000)}")
-        }
+        let user = try prepareHistory(
+            serverDirectory, reusing: reusing, fixesTotal: fixesTotal, fixesPerRecord: fixesPerRecord,
+            devices: devices, inFlightMax: inFlightMax)
 
         let serverLog = root + "/server.log"
-        started = monotonicMicros()
+        let started = monotonicMicros()
         let server = try ChildServer(
             dataDirectory: serverDirectory, logPath: serverLog,
             arguments: ["--compact-first-run-seconds", "86400", "--compact-interval-seconds", "86400"])
         defer { server.stop() }
         printLine("{\"server_ready_millis\":\((monotonicMicros() - started) / 1000)}")
         let setup = HTTPConnection(address: server.address)
-        var tokens: [String] = []
-        let uuidRun = String(UInt64.random(in: 0...0xFFFF_FFFF), radix: 16).leftPadded(8)
-        for index in 0..<connections {
-            let body =
-                "{\"device_uuid\": \"\(uuidRun)-0000-4000-9000-\(String(index + 1).leftPadded(12))\", \"name\": \"ingest \(index)\", \"platform\": \"linux\"}"
-            let response = try setup.send(
-                "POST", "/api/find-my/devices", headers: [("Authorization", "Bearer \(user.token)")],
-                body: Array(body.utf8))
-            guard response.status == 201 else { throw UsageError("enrolment failed: \(response.bodyText)") }
-            tokens.append(try JSONParser.parse(response.body)["device_token"]!.stringValue)
-        }
+        let tokens = try enrolIngestDevices(connections, setup, userToken: user.token)
         var track = TrackGenerator(seed: 7, startMicros: wallClockMicros() - 600_000_000)
         let target = IngestBench.nativeTarget(tokens, track.next(1))
         let snapshots = serverDirectory + "/snapshots"
 
-        var windows: [Window] = []
-        func window(round: Int, phase: String, compaction: CompactionRun?) throws {
-            let before = snapshotNames(snapshots)
-            let refolding = compaction.map { _ in
-                lineCount(serverLog, containing: "registry_snapshot_refolding")
-            }
-            let result =
-                try wrk?.drive(server.address, target, seconds: windowSeconds)
-                ?? target.drive(server.address, seconds: windowSeconds)
-            let written = !snapshotNames(snapshots).subtracting(before).isEmpty
-            let measured = Window(
-                round: round, phase: phase,
-                refold: refolding.map { $0 > (compaction?.refoldLinesBefore ?? 0) } ?? false,
-                snapshotWritten: written, result: result)
-            windows.append(measured)
-            printLine(measured.json)
-        }
+        var runner = WindowRunner(
+            server: server, wrk: wrk, target: target, seconds: windowSeconds, snapshots: snapshots,
+            serverLog: serverLog)
         for round in 1...rounds {
-            for _ in 0..<idleWindows { try window(round: round, phase: "idle", compaction: nil) }
+            for _ in 0..<idleWindows { try runner.measure(round: round, phase: "idle", compaction: nil) }
             let erase = try setup.send(
                 "POST", "/api/find-my/devices/\(eraseFrom + round - 1)/erase",
                 headers: [("Authorization", "Bearer \(user.token)")], body: Array("{}".utf8))
@@ -148,15 +112,86 @@ enum CompactIngestBench {
             let compaction = CompactionRun(
                 adminSocket: serverDirectory + "/admin.sock",
                 refoldLinesBefore: lineCount(serverLog, containing: "registry_snapshot_refolding"))
-            while !compaction.isDone { try window(round: round, phase: "compacting", compaction: compaction) }
+            while !compaction.isDone {
+                try runner.measure(round: round, phase: "compacting", compaction: compaction)
+            }
             let (report, seconds) = try compaction.finish()
             printLine(
                 "{\"round\":\(round),\"compaction_seconds\":\(seconds),"
                     + "\"server_peak_rss_bytes\":\(server.peakResidentBytes()),\"report\":\(report)}")
         }
-        for _ in 0..<idleWindows { try window(round: rounds + 1, phase: "idle", compaction: nil) }
-        printLine(summary(windows))
+        for _ in 0..<idleWindows { try runner.measure(round: rounds + 1, phase: "idle", compaction: nil) }
+        printLine(summary(runner.windows))
         return 0
+    }
+
+    /// The history the server starts from: the one a previous run left (`--reuse`, its user's token
+    /// rotated), or a new log of `fixesTotal` fixes. Returns the user and a token of theirs.
+    private static func prepareHistory(
+        _ serverDirectory: String, reusing: Bool, fixesTotal: Int, fixesPerRecord: Int, devices: Int,
+        inFlightMax: Int
+    ) throws -> (userID: UInt64, token: String) {
+        let started = monotonicMicros()
+        if reusing {
+            return try rotatedToken(serverDirectory, name: "bench")
+        } else {
+            LogBench.removeTree(serverDirectory + "/snapshots")
+            IngestBench.removeData(serverDirectory)
+            let user = try addUser(serverDirectory, name: "bench")
+            try writeHistory(
+                serverDirectory + "/log", owner: user.userID, fixesTotal: fixesTotal,
+                fixesPerRecord: fixesPerRecord, devices: devices, inFlightMax: inFlightMax)
+            printLine(
+                "{\"wrote_fixes\":\(fixesTotal),\"fixes_per_record\":\(fixesPerRecord),"
+                    + "\"seconds\":\((monotonicMicros() - started) / 1_000_000)}")
+            return user
+        }
+    }
+
+    /// Enrols `count` devices over the API; returns their tokens.
+    private static func enrolIngestDevices(_ count: Int, _ setup: HTTPConnection, userToken: String) throws
+        -> [String]
+    {
+        var tokens: [String] = []
+        let uuidRun = String(UInt64.random(in: 0...0xFFFF_FFFF), radix: 16).leftPadded(8)
+        for index in 0..<count {
+            let body =
+                "{\"device_uuid\": \"\(uuidRun)-0000-4000-9000-\(String(index + 1).leftPadded(12))\", \"name\": \"ingest \(index)\", \"platform\": \"linux\"}"
+            let response = try setup.send(
+                "POST", "/api/find-my/devices", headers: [("Authorization", "Bearer \(userToken)")],
+                body: Array(body.utf8))
+            guard response.status == 201 else { throw UsageError("enrolment failed: \(response.bodyText)") }
+            tokens.append(try JSONParser.parse(response.body)["device_token"]!.stringValue)
+        }
+        return tokens
+    }
+
+    /// Drives the server for one window at a time and keeps each window's figures.
+    struct WindowRunner {
+        let server: ChildServer
+        let wrk: WrkDriver?
+        let target: LoadTarget
+        let seconds: Double
+        let snapshots: String
+        let serverLog: String
+        var windows: [Window] = []
+
+        mutating func measure(round: Int, phase: String, compaction: CompactionRun?) throws {
+            let before = CompactIngestBench.snapshotNames(snapshots)
+            let refolding = compaction.map { _ in
+                CompactIngestBench.lineCount(serverLog, containing: "registry_snapshot_refolding")
+            }
+            let result =
+                try wrk?.drive(server.address, target, seconds: seconds)
+                ?? target.drive(server.address, seconds: seconds)
+            let written = !CompactIngestBench.snapshotNames(snapshots).subtracting(before).isEmpty
+            let measured = Window(
+                round: round, phase: phase,
+                refold: refolding.map { $0 > (compaction?.refoldLinesBefore ?? 0) } ?? false,
+                snapshotWritten: written, result: result)
+            windows.append(measured)
+            printLine(measured.json)
+        }
     }
 
     struct Window {

@@ -68,17 +68,8 @@ enum IngestBench {
         let seconds = Double(try options.integer("seconds", default: 3))
         let connectionCounts = try list(options.value("connections") ?? "1,16,64")
         let batchSizes = try list(options.value("fixes") ?? "1,100")
-        let client = options.value("client") ?? (access(WrkDriver.executable, X_OK) == 0 ? "wrk" : "swift")
-        guard client == "wrk" || client == "swift" else {
-            throw UsageError("--client is wrk or swift, got '\(client)'")
-        }
-        let phases = Set(
-            (options.value("phases") ?? "native,overland,owntracks").split(separator: ",").map(String.init))
-        guard !phases.isEmpty, phases.isSubset(of: ["native"] + AppBench.shapes.map(\.app)) else {
-            throw UsageError(
-                "--phases is a list of native, overland and owntracks, got '\(options.value("phases") ?? "")'"
-            )
-        }
+        let client = try clientName(options)
+        let phases = try phaseNames(options)
         // --tracks distinct: each connection (device) reports its own track, as phones do (the
         // bytes per fix on disk depend on it); the default sends the same fixes from everyone.
         let distinctTracks = options.value("tracks") == "distinct"
@@ -113,49 +104,10 @@ enum IngestBench {
         writer.beginArray()
         for fixes in phases.contains("native") ? batchSizes : [] {
             for connections in connectionCounts {
-                let fsyncsBefore = try server.metric("findmy_log_fsyncs_total", setup)
-                var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
-                var target = nativeTarget(Array(deviceTokens.prefix(connections)), track.next(fixes))
-                if distinctTracks {
-                    target.connectionSuffixes = (0..<connections).map { device in
-                        // Ending near now, so that no fix is in the future of its arrival.
-                        var own = TrackGenerator(
-                            seed: UInt64(device) &* 7_919, startMicros: wallClockMicros() - 40 * 3_600_000_000
-                        )
-                        return (0..<max(50, 2_000 / fixes)).map { _ in
-                            Array(
-                                ("\", \"fixes\": [" + own.next(fixes).map(fixJSON).joined(separator: ",")
-                                    + "]}").utf8)
-                        }
-                    }
-                }
-                let http = try drive(target)
-                let fsyncs = try server.metric("findmy_log_fsyncs_total", setup) - fsyncsBefore
-                let baseline = try LogBench.appendRate(
-                    root + "/baseline", fixesPerBatch: fixes, appenders: connections, seconds: seconds)
-                LogBench.removeTree(root + "/baseline")
-                writer.beginObject()
-                writer.key("fixes_per_batch")
-                writer.int64(Int64(fixes))
-                writer.key("connections")
-                writer.int64(Int64(connections))
-                writer.key("requests_per_s")
-                writer.double(http.requestsPerSecond.rounded())
-                writer.key("acknowledged_fixes_per_s")
-                writer.double(http.fixesPerSecond.rounded())
-                writer.key("p50_ms")
-                writer.double(rounded(Double(http.p50Micros) / 1000))
-                writer.key("p99_ms")
-                writer.double(rounded(Double(http.p99Micros) / 1000))
-                writer.key("fsyncs_per_request")
-                writer.double(rounded(fsyncs / Double(max(1, http.requests))))
-                writer.key("failed_requests")
-                writer.int64(Int64(http.failures))
-                writer.key("log_only_fixes_per_s")
-                writer.double(baseline.fixesPerSecond.rounded())
-                writer.key("http_over_log_ratio")
-                writer.double(rounded(http.fixesPerSecond / baseline.fixesPerSecond))
-                writer.endObject()
+                try nativeRun(
+                    fixes: fixes, connections: connections, tokens: deviceTokens,
+                    distinctTracks: distinctTracks,
+                    root: root, seconds: seconds, server: server, setup: setup, drive: drive, to: &writer)
             }
         }
         writer.endArray()
@@ -171,6 +123,82 @@ enum IngestBench {
         writer.endObject()
         printLine(String(decoding: writer.bytes, as: UTF8.self))
         return 0
+    }
+
+    private static func clientName(_ options: Options) throws -> String {
+        let client = options.value("client") ?? (access(WrkDriver.executable, X_OK) == 0 ? "wrk" : "swift")
+        guard client == "wrk" || client == "swift" else {
+            throw UsageError("--client is wrk or swift, got '\(client)'")
+        }
+        return client
+    }
+
+    private static func phaseNames(_ options: Options) throws -> Set<String> {
+        let phases = Set(
+            (options.value("phases") ?? "native,overland,owntracks").split(separator: ",").map(String.init))
+        guard !phases.isEmpty, phases.isSubset(of: ["native"] + AppBench.shapes.map(\.app)) else {
+            throw UsageError(
+                "--phases is a list of native, overland and owntracks, got '\(options.value("phases") ?? "")'"
+            )
+        }
+        return phases
+    }
+
+    /// One native run: `connections` devices posting batches of `fixes` fixes, then the log alone
+    /// at the same load for the ratio.
+    private static func nativeRun(
+        fixes: Int, connections: Int, tokens: [String], distinctTracks: Bool, root: String, seconds: Double,
+        server: ChildServer, setup: HTTPConnection, drive: (LoadTarget) throws -> LoadTarget.Result,
+        to writer: inout JSONWriter
+    ) throws {
+        let fsyncsBefore = try server.metric("findmy_log_fsyncs_total", setup)
+        var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
+        var target = nativeTarget(Array(tokens.prefix(connections)), track.next(fixes))
+        if distinctTracks {
+            target.connectionSuffixes = distinctTrackBodies(connections: connections, fixes: fixes)
+        }
+        let http = try drive(target)
+        let fsyncs = try server.metric("findmy_log_fsyncs_total", setup) - fsyncsBefore
+        let baseline = try LogBench.appendRate(
+            root + "/baseline", fixesPerBatch: fixes, appenders: connections, seconds: seconds)
+        LogBench.removeTree(root + "/baseline")
+        writer.beginObject()
+        writer.key("fixes_per_batch")
+        writer.int64(Int64(fixes))
+        writer.key("connections")
+        writer.int64(Int64(connections))
+        writer.key("requests_per_s")
+        writer.double(http.requestsPerSecond.rounded())
+        writer.key("acknowledged_fixes_per_s")
+        writer.double(http.fixesPerSecond.rounded())
+        writer.key("p50_ms")
+        writer.double(rounded(Double(http.p50Micros) / 1000))
+        writer.key("p99_ms")
+        writer.double(rounded(Double(http.p99Micros) / 1000))
+        writer.key("fsyncs_per_request")
+        writer.double(rounded(fsyncs / Double(max(1, http.requests))))
+        writer.key("failed_requests")
+        writer.int64(Int64(http.failures))
+        writer.key("log_only_fixes_per_s")
+        writer.double(baseline.fixesPerSecond.rounded())
+        writer.key("http_over_log_ratio")
+        writer.double(rounded(http.fixesPerSecond / baseline.fixesPerSecond))
+        writer.endObject()
+    }
+
+    /// Each connection's own track (a different fix in every request), as the tails of request bodies.
+    private static func distinctTrackBodies(connections: Int, fixes: Int) -> [[[UInt8]]] {
+        (0..<connections).map { device in
+            // Ending near now, so that no fix is in the future of its arrival.
+            var own = TrackGenerator(
+                seed: UInt64(device) &* 7_919, startMicros: wallClockMicros() - 40 * 3_600_000_000
+            )
+            return (0..<max(50, 2_000 / fixes)).map { _ in
+                Array(
+                    ("\", \"fixes\": [" + own.next(fixes).map(fixJSON).joined(separator: ",")
+                        + "]}").utf8)
+            }
+        }
     }
 
     static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }

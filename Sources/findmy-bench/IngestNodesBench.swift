@@ -99,48 +99,59 @@ enum IngestNodesBench {
                 connections, address: nodes[0].address, userToken: nodeUser.token)
             let addresses = nodes.map(\.address)
             for fixes in batchSizes {
-                var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
-                let sample = track.next(fixes)
-                var localRuns: [LoadTarget.Result] = []
-                var nodeRuns: [LoadTarget.Result] = []
-                let loadBefore = APIDriver.loadAverage()
-                for round in 0..<rounds {
-                    let measureLocal = {
-                        localRuns.append(
-                            IngestBench.nativeTarget(localTokens, sample).drive(
-                                local.address, seconds: seconds))
-                    }
-                    let measureNodes = {
-                        nodeRuns.append(
-                            IngestBench.nativeTarget(nodeTokens, sample).drive(
-                                spreadOver: addresses, seconds: seconds))
-                    }
-                    if round % 2 == 0 {
-                        measureLocal()
-                        measureNodes()
-                    } else {
-                        measureNodes()
-                        measureLocal()
-                    }
-                    printLine(
-                        "  P=\(partitions) F=\(fixes) round \(round + 1): local \(Int(localRuns.last!.requestsPerSecond)) "
-                            + "reports/s, nodes \(Int(nodeRuns.last!.requestsPerSecond)) reports/s")
-                }
-                // Each round's two measurements are neighbours in time: their ratio is less
-                // affected by the machine's changing load than a ratio of medians.
-                let ratios = zip(nodeRuns, localRuns).map { $0.fixesPerSecond / max(1, $1.fixesPerSecond) }
                 rows.append(
-                    Row(
-                        partitions: partitions, fixes: fixes, local: .figureMedian(localRuns),
-                        nodes: .figureMedian(nodeRuns),
-                        ratio: ratios.sorted()[ratios.count / 2], loadBefore: loadBefore,
-                        loadAfter: APIDriver.loadAverage()))
+                    compare(
+                        partitions: partitions, fixes: fixes, rounds: rounds, seconds: seconds, local: local,
+                        localTokens: localTokens, nodeTokens: nodeTokens, addresses: addresses))
                 printLine(rows.last!.line)
             }
         }
         printLine("medians of \(rounds) rounds (nodes = two ingest nodes on a 3-node JetStream cluster):")
         for row in rows { printLine(row.line) }
         return 0
+    }
+
+    /// Rounds of the local log against the two nodes with batches of `fixes` fixes, alternating
+    /// which goes first.
+    private static func compare(
+        partitions: Int, fixes: Int, rounds: Int, seconds: Double, local: ChildServer, localTokens: [String],
+        nodeTokens: [String], addresses: [String]
+    ) -> Row {
+        var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
+        let sample = track.next(fixes)
+        var localRuns: [LoadTarget.Result] = []
+        var nodeRuns: [LoadTarget.Result] = []
+        let loadBefore = APIDriver.loadAverage()
+        for round in 0..<rounds {
+            let measureLocal = {
+                localRuns.append(
+                    IngestBench.nativeTarget(localTokens, sample).drive(
+                        local.address, seconds: seconds))
+            }
+            let measureNodes = {
+                nodeRuns.append(
+                    IngestBench.nativeTarget(nodeTokens, sample).drive(
+                        spreadOver: addresses, seconds: seconds))
+            }
+            if round % 2 == 0 {
+                measureLocal()
+                measureNodes()
+            } else {
+                measureNodes()
+                measureLocal()
+            }
+            printLine(
+                "  P=\(partitions) F=\(fixes) round \(round + 1): local \(Int(localRuns.last!.requestsPerSecond)) "
+                    + "reports/s, nodes \(Int(nodeRuns.last!.requestsPerSecond)) reports/s")
+        }
+        // Each round's two measurements are neighbours in time: their ratio is less
+        // affected by the machine's changing load than a ratio of medians.
+        let ratios = zip(nodeRuns, localRuns).map { $0.fixesPerSecond / max(1, $1.fixesPerSecond) }
+        return Row(
+            partitions: partitions, fixes: fixes, local: .figureMedian(localRuns),
+            nodes: .figureMedian(nodeRuns),
+            ratio: ratios.sorted()[ratios.count / 2], loadBefore: loadBefore,
+            loadAfter: APIDriver.loadAverage())
     }
 
     struct Row {

@@ -81,37 +81,44 @@ enum NATSLogBench {
             }
             let localMedian = Result.figureMedian(local)
             let natsMedian = Result.figureMedian(jetStream)
-            for (name, result) in [("local", localMedian), ("jetstream", natsMedian)] {
-                writer.beginObject()
-                writer.key("log")
-                writer.string(name)
-                writer.key("publishers")
-                writer.int64(Int64(publishers))
-                writer.key("appends_per_s")
-                writer.double(result.appendsPerSecond.rounded())
-                writer.key("ack_p50_micros")
-                writer.int64(result.p50Micros)
-                writer.key("ack_p99_micros")
-                writer.int64(result.p99Micros)
-                writer.key("failed")
-                writer.int64(Int64(result.failed))
-                writer.endObject()
-            }
-            writer.beginObject()
-            writer.key("publishers")
-            writer.int64(Int64(publishers))
-            writer.key("jetstream_over_local_appends")
-            writer.double(
-                (natsMedian.appendsPerSecond / max(1, localMedian.appendsPerSecond) * 1000).rounded() / 1000)
-            writer.key("jetstream_over_local_p50")
-            writer.double(
-                (Double(natsMedian.p50Micros) / Double(max(1, localMedian.p50Micros)) * 100).rounded() / 100)
-            writer.endObject()
+            writeMedians(publishers: publishers, local: localMedian, jetStream: natsMedian, to: &writer)
         }
         writer.endArray()
         writer.endObject()
         printLine(String(decoding: writer.bytes, as: UTF8.self))
         return 0
+    }
+
+    /// Each log's medians for `publishers` threads, then the JetStream/local ratios.
+    private static func writeMedians(
+        publishers: Int, local localMedian: Result, jetStream natsMedian: Result, to writer: inout JSONWriter
+    ) {
+        for (name, result) in [("local", localMedian), ("jetstream", natsMedian)] {
+            writer.beginObject()
+            writer.key("log")
+            writer.string(name)
+            writer.key("publishers")
+            writer.int64(Int64(publishers))
+            writer.key("appends_per_s")
+            writer.double(result.appendsPerSecond.rounded())
+            writer.key("ack_p50_micros")
+            writer.int64(result.p50Micros)
+            writer.key("ack_p99_micros")
+            writer.int64(result.p99Micros)
+            writer.key("failed")
+            writer.int64(Int64(result.failed))
+            writer.endObject()
+        }
+        writer.beginObject()
+        writer.key("publishers")
+        writer.int64(Int64(publishers))
+        writer.key("jetstream_over_local_appends")
+        writer.double(
+            (natsMedian.appendsPerSecond / max(1, localMedian.appendsPerSecond) * 1000).rounded() / 1000)
+        writer.key("jetstream_over_local_p50")
+        writer.double(
+            (Double(natsMedian.p50Micros) / Double(max(1, localMedian.p50Micros)) * 100).rounded() / 100)
+        writer.endObject()
     }
 
     struct Result {

@@ -57,17 +57,9 @@ enum NodeStartBench {
         defer { cluster.stopAll() }
         let data = root + "/node"
         let nodeArguments = ["--log", cluster.logArgument, "--log-partitions", "\(partitions)"]
-        var starts = 0
-        func startNode() throws -> (server: ChildServer, wallMillis: Double, rebuilt: JSONValue?) {
-            starts += 1
-            let logPath = root + "/node-\(starts).log"
-            let began = monotonicMicros()
-            let server = try ChildServer(dataDirectory: data, logPath: logPath, arguments: nodeArguments)
-            let wallMillis = Double(monotonicMicros() - began) / 1000
-            return (server, wallMillis, rebuiltLine(logPath))
-        }
+        let starter = NodeStarter(root: root, data: data, arguments: nodeArguments)
 
-        let node = try startNode().server
+        let node = try starter.start().server
         let user = try addUser(data, name: "bench")
         let tokens = try enrolDevices(connections, address: node.address, userToken: user.token)
         var track = TrackGenerator(seed: 1, startMicros: wallClockMicros() - 600_000_000)
@@ -78,13 +70,55 @@ enum NodeStartBench {
                 + "(\(Int(fill.requestsPerSecond))/s), \(partitions) partitions, load average \(APIDriver.loadAverage())"
         )
 
+        let (with, without) = try compareStarts(rounds: rounds, starter, data: data)
+        let withMedian = (median(with.map(\.millis)) ?? 0)
+        let withoutMedian = (median(without.map(\.millis)) ?? 0)
+        printLine(
+            "medians of \(rounds): with a snapshot " + String(format: "%.0f", withMedian) + " ms, without "
+                + String(format: "%.0f", withoutMedian) + " ms, with / without "
+                + String(format: "%.3f", withMedian / max(1, withoutMedian))
+                + "; load average \(APIDriver.loadAverage())")
+        return 0
+    }
+
+    typealias Start = (millis: Double, rebuilt: JSONValue?)
+
+    /// Starts the node on the same data and stream, each start with a log file of its own.
+    final class NodeStarter {
+        let root: String
+        let data: String
+        let arguments: [String]
+        var starts = 0
+
+        init(root: String, data: String, arguments: [String]) {
+            self.root = root
+            self.data = data
+            self.arguments = arguments
+        }
+
+        /// The node, the wall time until it accepted connections, and its `registry_rebuilt` line.
+        func start() throws -> (server: ChildServer, wallMillis: Double, rebuilt: JSONValue?) {
+            starts += 1
+            let logPath = root + "/node-\(starts).log"
+            let began = monotonicMicros()
+            let server = try ChildServer(dataDirectory: data, logPath: logPath, arguments: arguments)
+            let wallMillis = Double(monotonicMicros() - began) / 1000
+            return (server, wallMillis, NodeStartBench.rebuiltLine(logPath))
+        }
+    }
+
+    /// `rounds` starts with the snapshot the last stop wrote and as many without one, alternating
+    /// which comes first.
+    private static func compareStarts(rounds: Int, _ starter: NodeStarter, data: String) throws -> (
+        with: [Start], without: [Start]
+    ) {
         let snapshots = data + "/snapshots"
         let aside = data + "/snapshots-aside"
-        var with: [(millis: Double, rebuilt: JSONValue?)] = []
-        var without: [(millis: Double, rebuilt: JSONValue?)] = []
+        var with: [Start] = []
+        var without: [Start] = []
         for round in 0..<rounds {
             let measureWith = {
-                let started = try startNode()
+                let started = try starter.start()
                 started.server.stop()
                 with.append((started.wallMillis, started.rebuilt))
             }
@@ -93,7 +127,7 @@ enum NodeStartBench {
                 // this start writes at its stop is thrown away.
                 try? FileManager.default.removeItem(atPath: aside)
                 try FileManager.default.moveItem(atPath: snapshots, toPath: aside)
-                let started = try startNode()
+                let started = try starter.start()
                 started.server.stop()
                 try? FileManager.default.removeItem(atPath: snapshots)
                 try FileManager.default.moveItem(atPath: aside, toPath: snapshots)
@@ -110,14 +144,7 @@ enum NodeStartBench {
                 "  round \(round + 1): with a snapshot \(describe(with.last!)); without \(describe(without.last!))"
             )
         }
-        let withMedian = (median(with.map(\.millis)) ?? 0)
-        let withoutMedian = (median(without.map(\.millis)) ?? 0)
-        printLine(
-            "medians of \(rounds): with a snapshot " + String(format: "%.0f", withMedian) + " ms, without "
-                + String(format: "%.0f", withoutMedian) + " ms, with / without "
-                + String(format: "%.3f", withMedian / max(1, withoutMedian))
-                + "; load average \(APIDriver.loadAverage())")
-        return 0
+        return (with, without)
     }
 
     static func describe(_ start: (millis: Double, rebuilt: JSONValue?)) -> String {

@@ -267,31 +267,60 @@ extension ProjectBench {
         // The last acknowledgement: the burst is durable in the log.
         let lastAck = monotonicMicros()
         let end = LogReader(directory: logDirectory).durableEnd()
-        var mainCurve = DrainCurve(records: end)
-        var mainSeconds: Double?
-        var fenceSeconds: Double?
         let backlogAtAck = end - min(end, main.status.checkpoint)
         let postmaster = Self.postmasterPID(cluster)
-        // CPU (PostgreSQL's whole cluster, and this process) when everything is visible in reads:
-        // the geofence projector's later catch-up is not in these figures.
+        let watch = try watchDrain(
+            main: main, fences: fences, end: end, lastAck: lastAck, postmaster: postmaster)
+        printDrainReport(
+            watch, totalFixes: totalFixes, fixesPerRecord: fixesPerRecord, records: end, live: live,
+            helperConnection: mainOptions.usesHelperConnection, written: written, backlogAtAck: backlogAtAck,
+            mainTransactions: Int64(main.status.transactions), loadBefore: loadBefore)
+        return 0
+    }
+
+    /// What the drain saw: the main projection's curve and when each projection caught up.
+    struct DrainWatch {
+        var curve: DrainCurve
+        var mainSeconds: Double?
+        var fenceSeconds: Double?
+        /// CPU (PostgreSQL's whole cluster, and this process) when everything is visible in reads:
+        /// the geofence projector's later catch-up is not in these figures.
         var postgresCPUMicros: Int64?
         var benchCPUMicros: Int64 = 0
-        while mainSeconds == nil || (fences != nil && fenceSeconds == nil) {
+    }
+
+    /// Polls the projectors every 20 ms from the last acknowledgement until each holds the log up
+    /// to `end`; a projector that stops ends the bench.
+    private static func watchDrain(
+        main: Projector, fences: Projector?, end: UInt64, lastAck: Int64, postmaster: pid_t?
+    ) throws -> DrainWatch {
+        var watch = DrainWatch(curve: DrainCurve(records: end))
+        while watch.mainSeconds == nil || (fences != nil && watch.fenceSeconds == nil) {
             let seconds = Double(monotonicMicros() - lastAck) / 1_000_000
             let checkpoint = main.status.checkpoint
-            mainCurve.record(checkpoint: checkpoint, at: seconds)
-            if mainSeconds == nil && checkpoint >= end {
-                mainSeconds = seconds
-                postgresCPUMicros = postmaster.map { APIDriver.treeCPUMicros($0) }
-                benchCPUMicros = APIDriver.cpuMicros(getpid())
+            watch.curve.record(checkpoint: checkpoint, at: seconds)
+            if watch.mainSeconds == nil && checkpoint >= end {
+                watch.mainSeconds = seconds
+                watch.postgresCPUMicros = postmaster.map { APIDriver.treeCPUMicros($0) }
+                watch.benchCPUMicros = APIDriver.cpuMicros(getpid())
             }
-            if let fences, fenceSeconds == nil && fences.status.checkpoint >= end { fenceSeconds = seconds }
+            if let fences, watch.fenceSeconds == nil && fences.status.checkpoint >= end {
+                watch.fenceSeconds = seconds
+            }
             if let stopped = ([main] + (fences.map { [$0] } ?? [])).first(where: { $0.status.stopped }) {
                 throw UsageError(
                     "the \(stopped.projection.name) projector stopped: \(stopped.status.lastError ?? "")")
             }
             usleep(20_000)
         }
+        return watch
+    }
+
+    private static func printDrainReport(
+        _ watch: DrainWatch, totalFixes: Int, fixesPerRecord: Int, records: UInt64, live: Bool,
+        helperConnection: Bool, written: (fixes: Int, records: Int, seconds: Double)?, backlogAtAck: UInt64,
+        mainTransactions: Int64, loadBefore: Double
+    ) {
         let fixes = Double(totalFixes)
         var writer = JSONWriter()
         writer.beginObject()
@@ -300,11 +329,11 @@ extension ProjectBench {
         writer.key("fixes_per_record")
         writer.int64(Int64(fixesPerRecord))
         writer.key("records")
-        writer.int64(Int64(end))
+        writer.int64(Int64(records))
         writer.key("live")
         writer.bool(live)
         writer.key("helper_connection")
-        writer.bool(mainOptions.usesHelperConnection)
+        writer.bool(helperConnection)
         if let written {
             writer.key("log_write_fixes_per_s")
             writer.double((Double(written.fixes) / written.seconds).rounded())
@@ -312,32 +341,31 @@ extension ProjectBench {
         writer.key("fixes_behind_at_last_ack")
         writer.int64(Int64(min(Double(backlogAtAck) * Double(fixesPerRecord), fixes)))
         writer.key("visible_in_reads_s")
-        writer.double(((mainSeconds ?? 0) * 10).rounded() / 10)
+        writer.double(((watch.mainSeconds ?? 0) * 10).rounded() / 10)
         writer.key("main_fixes_per_s")
-        writer.double((fixes / max(mainSeconds ?? 0, 0.001)).rounded())
-        if let fenceSeconds {
+        writer.double((fixes / max(watch.mainSeconds ?? 0, 0.001)).rounded())
+        if let fenceSeconds = watch.fenceSeconds {
             writer.key("geofences_caught_up_s")
             writer.double((fenceSeconds * 10).rounded() / 10)
         }
         writer.key("curve_tenths_s")
         writer.beginArray()
-        for tenth in mainCurve.tenths { writer.double(((tenth ?? 0) * 10).rounded() / 10) }
+        for tenth in watch.curve.tenths { writer.double(((tenth ?? 0) * 10).rounded() / 10) }
         writer.endArray()
-        if let postgresCPUMicros {
+        if let postgresCPUMicros = watch.postgresCPUMicros {
             writer.key("postgres_cpu_s")
             writer.double((Double(postgresCPUMicros) / 100_000).rounded() / 10)
         }
         writer.key("bench_cpu_s")
-        writer.double((Double(benchCPUMicros) / 100_000).rounded() / 10)
+        writer.double((Double(watch.benchCPUMicros) / 100_000).rounded() / 10)
         writer.key("main_transactions")
-        writer.int64(Int64(main.status.transactions))
+        writer.int64(mainTransactions)
         writer.key("load_before")
         writer.double(loadBefore)
         writer.key("load_after")
         writer.double(APIDriver.loadAverage())
         writer.endObject()
         printLine(String(decoding: writer.bytes, as: UTF8.self))
-        return 0
     }
 
     /// The cluster's postmaster, from the first line of its `postmaster.pid`.

@@ -79,30 +79,9 @@ enum ReadBench {
         // The first list writes every device; the rest reuse them (DeviceCardCache).
         let list = try measure(
             connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
-        // Before each list, `changedPerList` devices change (enrolled again: a new token, so a new
-        // version of the row) and the projection takes them in: those are read and written again.
-        var next = 0
-        let changing = try measure(
-            connection, "/api/find-my/devices", headers, requests: max(10, requests / 5), check: wholeList
-        ) {
-            var offset: Int64 = 0
-            for _ in 0..<changedPerList {
-                let index = next % deviceCount
-                next += 1
-                let body = Array(
-                    #"{"device_uuid":"\#(seeded.deviceUUIDs[index])","name":"bench device \#(index + 1)","platform":"ios","model":"iPhone 15"}"#
-                        .utf8)
-                let answer = try connection.send("POST", "/api/find-my/devices", headers: headers, body: body)
-                guard answer.status == 200 || answer.status == 201,
-                    let written = try? JSONParser.parse(answer.body)["offset"]?.int64Value
-                else {
-                    throw UsageError(
-                        "enrolling again answered \(answer.status): \(answer.bodyText.prefix(300))")
-                }
-                offset = written
-            }
-            try waitForProjection(connection, past: offset)
-        }
+        let changing = try measureChangingList(
+            connection, headers, deviceUUIDs: seeded.deviceUUIDs, requests: max(10, requests / 5),
+            check: wholeList)
         let history = try measure(
             connection, "/api/find-my/devices/1/locations?limit=10000", headers,
             requests: max(10, requests / 5)
@@ -123,53 +102,93 @@ enum ReadBench {
         let uncached = try measure(
             connection, "/api/find-my/devices", headers, requests: requests, check: wholeList)
 
-        // The same statements with the same parameters, as the server runs them.
+        let bare = try measureBareSQL(
+            serverDirectory, ownerID: user.userID, devices: deviceCount, historyFixes: historyFixes,
+            requests: requests)
+        printReport(
+            devices: deviceCount, historyFixes: historyFixes, projectedSeconds: projectedSeconds,
+            figures: [
+                ("devices_list", list, bare.versions, 5.0),
+                ("devices_list_changing", changing, bare.versions, 5.0),
+                ("devices_list_uncached", uncached, bare.list, 5.0),
+                ("history_page", history, bare.history, 25.0),
+            ], peakResidentBytes: peakResidentBytes)
+        return 0
+    }
+
+    /// The read API's statements with the same parameters, as the server runs them, over a bare
+    /// connection to the same cluster: the baseline of each HTTP figure.
+    private static func measureBareSQL(
+        _ serverDirectory: String, ownerID: UInt64, devices: Int, historyFixes: Int, requests: Int
+    ) throws -> (list: Measurement, versions: Measurement, history: Measurement) {
         let sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: serverDirectory).conninfo)
         defer { sql.close() }
         let bareList = try measureSQL(
-            sql, ReadService.devicesStatement(ownerID: user.userID, sharedIDs: []), requests: requests,
-            rows: deviceCount)
+            sql, ReadService.devicesStatement(ownerID: ownerID, sharedIDs: []), requests: requests,
+            rows: devices)
         let bareVersions = try measureSQL(
-            sql, ReadService.deviceVersionsStatement(ownerID: user.userID, sharedIDs: []), requests: requests,
-            rows: deviceCount)
+            sql, ReadService.deviceVersionsStatement(ownerID: ownerID, sharedIDs: []), requests: requests,
+            rows: devices)
         let bareHistory = try measureSQL(
             sql, ReadService.locationsStatement(deviceID: 1, HistoryQuery(limit: 10_000)),
             requests: max(10, requests / 5), rows: historyFixes)
 
+        return (bareList, bareVersions, bareHistory)
+    }
+
+    /// Before each list, `changedPerList` devices change (enrolled again: a new token, so a new
+    /// version of the row) and the projection takes them in: those are read and written again.
+    private static func measureChangingList(
+        _ connection: HTTPConnection, _ headers: [(String, String)], deviceUUIDs: [String], requests: Int,
+        check: ([UInt8]) throws -> Bool
+    ) throws -> Measurement {
+        var next = 0
+        return try measure(connection, "/api/find-my/devices", headers, requests: requests, check: check) {
+            let offset = try enrolAgain(connection, headers, deviceUUIDs, count: changedPerList, next: &next)
+            try waitForProjection(connection, past: offset)
+        }
+    }
+
+    /// Enrols `count` devices again (a new token, so a new version of their row), taking them in
+    /// turn from `next`; returns the log offset of the last enrolment.
+    private static func enrolAgain(
+        _ connection: HTTPConnection, _ headers: [(String, String)], _ deviceUUIDs: [String], count: Int,
+        next: inout Int
+    ) throws -> Int64 {
+        var offset: Int64 = 0
+        for _ in 0..<count {
+            let index = next % deviceUUIDs.count
+            next += 1
+            let body = Array(
+                #"{"device_uuid":"\#(deviceUUIDs[index])","name":"bench device \#(index + 1)","platform":"ios","model":"iPhone 15"}"#
+                    .utf8)
+            let answer = try connection.send("POST", "/api/find-my/devices", headers: headers, body: body)
+            guard answer.status == 200 || answer.status == 201,
+                let written = try? JSONParser.parse(answer.body)["offset"]?.int64Value
+            else {
+                throw UsageError(
+                    "enrolling again answered \(answer.status): \(answer.bodyText.prefix(300))")
+            }
+            offset = written
+        }
+        return offset
+    }
+
+    /// The report, one JSON line: each figure over HTTP beside its bare SQL.
+    private static func printReport(
+        devices: Int, historyFixes: Int, projectedSeconds: Double,
+        figures: [(String, Measurement, Measurement, Double)], peakResidentBytes: Int64
+    ) {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("devices")
-        writer.int64(Int64(deviceCount))
+        writer.int64(Int64(devices))
         writer.key("history_fixes")
         writer.int64(Int64(historyFixes))
         writer.key("server_start_and_projection_seconds")
         writer.double(IngestBench.rounded(projectedSeconds))
-        for (name, result, bare, targetMillis) in [
-            ("devices_list", list, bareVersions, 5.0), ("devices_list_changing", changing, bareVersions, 5.0),
-            ("devices_list_uncached", uncached, bareList, 5.0), ("history_page", history, bareHistory, 25.0),
-        ] {
-            writer.key(name)
-            writer.beginObject()
-            writer.key("requests")
-            writer.int64(Int64(result.latencies.count))
-            writer.key("response_bytes")
-            writer.int64(Int64(result.responseBytes))
-            writer.key("first_ms")
-            writer.double(IngestBench.rounded(Double(result.firstMicros) / 1000))
-            writer.key("p50_ms")
-            writer.double(IngestBench.rounded(Double(result.percentile(50)) / 1000))
-            writer.key("p99_ms")
-            writer.double(IngestBench.rounded(Double(result.percentile(99)) / 1000))
-            writer.key("p99_target_ms")
-            writer.double(targetMillis)
-            writer.key("bare_sql_p50_ms")
-            writer.double(IngestBench.rounded(Double(bare.percentile(50)) / 1000))
-            writer.key("bare_sql_p99_ms")
-            writer.double(IngestBench.rounded(Double(bare.percentile(99)) / 1000))
-            writer.key("p50_over_bare_sql")
-            writer.double(
-                IngestBench.rounded(Double(result.percentile(50)) / Double(max(1, bare.percentile(50)))))
-            writer.endObject()
+        for (name, result, bare, targetMillis) in figures {
+            writeFigure(name, result, bare: bare, targetMillis: targetMillis, to: &writer)
         }
         writer.key("changed_devices_per_list")
         writer.int64(Int64(changedPerList))
@@ -177,7 +196,34 @@ enum ReadBench {
         writer.int64(peakResidentBytes)
         writer.endObject()
         printLine(String(decoding: writer.bytes, as: UTF8.self))
-        return 0
+    }
+
+    private static func writeFigure(
+        _ name: String, _ result: Measurement, bare: Measurement, targetMillis: Double,
+        to writer: inout JSONWriter
+    ) {
+        writer.key(name)
+        writer.beginObject()
+        writer.key("requests")
+        writer.int64(Int64(result.latencies.count))
+        writer.key("response_bytes")
+        writer.int64(Int64(result.responseBytes))
+        writer.key("first_ms")
+        writer.double(IngestBench.rounded(Double(result.firstMicros) / 1000))
+        writer.key("p50_ms")
+        writer.double(IngestBench.rounded(Double(result.percentile(50)) / 1000))
+        writer.key("p99_ms")
+        writer.double(IngestBench.rounded(Double(result.percentile(99)) / 1000))
+        writer.key("p99_target_ms")
+        writer.double(targetMillis)
+        writer.key("bare_sql_p50_ms")
+        writer.double(IngestBench.rounded(Double(bare.percentile(50)) / 1000))
+        writer.key("bare_sql_p99_ms")
+        writer.double(IngestBench.rounded(Double(bare.percentile(99)) / 1000))
+        writer.key("p50_over_bare_sql")
+        writer.double(
+            IngestBench.rounded(Double(result.percentile(50)) / Double(max(1, bare.percentile(50)))))
+        writer.endObject()
     }
 
     /// Devices changed before each list of `devices_list_changing`: 1% of the default 1,000.

@@ -76,35 +76,7 @@ enum SnapshotIngestBench {
         for connection in 0..<connections {
             threads.append(
                 spawnThread {
-                    var local: [Int: [Int64]] = [:]
-                    var serial: UInt64 = 0
-                    while window.load(ordering: .acquiring) == 0 { sched_yield() }
-                    while true {
-                        let current = window.load(ordering: .acquiring)
-                        if current < 0 { break }
-                        serial += 1
-                        let started = monotonicMicros()
-                        let report = ClientReport(
-                            deviceID: UInt64(connection + 1),
-                            batchID: UUID128(high: UInt64(connection + 1) << 32 | 0x5A, low: serial),
-                            clientProtocol: .native,
-                            items: [
-                                ClientReport.Item(
-                                    index: 0,
-                                    fix: Fix(
-                                        latitude: 52.5 + Double(serial % 1000) / 1e5, longitude: 13.4,
-                                        accuracyMeters: 12, source: "significant",
-                                        recordedAtMicros: wallClockMicros()))
-                            ])
-                        let outcome = service.submitAndWait(report)
-                        guard case .stored = outcome else {
-                            fatalError("a report was not stored: \(outcome)")
-                        }
-                        local[current, default: []].append(monotonicMicros() - started)
-                    }
-                    samples.withLock { all in
-                        for (index, values) in local { all[index, default: []] += values }
-                    }
+                    submitReports(asDevice: UInt64(connection + 1), service, window: window, samples: samples)
                 })
         }
         // This thread writes the snapshots: at the snapshotter thread's priority in the server.
@@ -127,7 +99,51 @@ enum SnapshotIngestBench {
         window.store(-1, ordering: .releasing)
         for thread in threads { pthread_join(thread, nil) }
 
-        let all = samples.withLock { $0 }
+        printWindows(samples.withLock { $0 }, written: written, windows: windows, windowMicros: windowMicros)
+        return 0
+    }
+
+    /// One connection: single-fix reports of `device`, one after the other, each timed into the
+    /// window it started in, from the first window until the last ends.
+    private static func submitReports(
+        asDevice device: UInt64, _ service: IngestService, window: borrowing Atomic<Int>,
+        samples: borrowing Mutex<[Int: [Int64]]>
+    ) {
+        var local: [Int: [Int64]] = [:]
+        var serial: UInt64 = 0
+        while window.load(ordering: .acquiring) == 0 { sched_yield() }
+        while true {
+            let current = window.load(ordering: .acquiring)
+            if current < 0 { break }
+            serial += 1
+            let started = monotonicMicros()
+            let report = ClientReport(
+                deviceID: device,
+                batchID: UUID128(high: device << 32 | 0x5A, low: serial),
+                clientProtocol: .native,
+                items: [
+                    ClientReport.Item(
+                        index: 0,
+                        fix: Fix(
+                            latitude: 52.5 + Double(serial % 1000) / 1e5, longitude: 13.4,
+                            accuracyMeters: 12, source: "significant",
+                            recordedAtMicros: wallClockMicros()))
+                ])
+            let outcome = service.submitAndWait(report)
+            guard case .stored = outcome else {
+                fatalError("a report was not stored: \(outcome)")
+            }
+            local[current, default: []].append(monotonicMicros() - started)
+        }
+        samples.withLock { all in
+            for (index, values) in local { all[index, default: []] += values }
+        }
+    }
+
+    /// One line per window, then the median p99 of each kind and their ratio.
+    private static func printWindows(
+        _ all: [Int: [Int64]], written: [Int: Int], windows: Int, windowMicros: Int64
+    ) {
         var p99s: [String: [Int64]] = [:]
         for index in 1...(2 * windows) {
             let kind = index % 2 == 0 ? "snapshot" : "idle"
@@ -147,6 +163,5 @@ enum SnapshotIngestBench {
         printLine(
             "{\"median_p99_idle_ms\":\(idle),\"median_p99_snapshot_ms\":\(writing),"
                 + "\"ratio\":\(idle > 0 ? writing / idle : 0)}")
-        return 0
     }
 }
