@@ -34,10 +34,11 @@ let package = Package(
         // libarchive: the entries of a .zip (KMZ, Google Takeout) as streams, in Import only.
         .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
 
-        // The event log: event types, the binary codec, segments, framing, recovery, reading.
-        // Locks with condition variables and POSIX threads, shared by the modules that block.
+        // Locks with condition variables, POSIX threads, services, and the one process spawner, shared
+        // by the modules that block.
         .target(name: "Threads", swiftSettings: strict),
 
+        // The event log: event types, the binary codec, segments, framing, recovery, reading.
         .target(name: "Events", dependencies: ["CLZ4", "Threads"], swiftSettings: strict),
 
         // The event log on a NATS JetStream cluster (docs/scale.md): Events' `EventLog`
@@ -50,9 +51,10 @@ let package = Package(
         // The HTTP server: requests, responses, routing, limits. The one module that calls libmicrohttpd.
         .target(name: "HTTP", dependencies: ["CMicroHTTPD", "Threads"], swiftSettings: strict),
 
-        // The outgoing HTTP clients: `HTTP2Client` over libcurl (push providers, headscale, webhooks;
-        // the one module that calls libcurl), with `AddressPolicy` checked at connect time, and a small
-        // blocking HTTP/1.1 client over POSIX sockets for tests, load and admin commands.
+        // The outgoing HTTP clients, both over libcurl (the one module that calls it): `HTTP2Client`
+        // (push providers, headscale, webhooks) and `HTTPConnection`, a blocking HTTP/1.1 client for
+        // tests, load and admin commands; one easy-handle setup (`CurlEasy`) with `AddressPolicy`
+        // checked at connect time.
         .target(name: "HTTPClient", dependencies: ["CCurl", "Threads"], swiftSettings: strict),
 
         // A subscribing MQTT 3.1.1 client over POSIX sockets that sends a QoS 1 PUBACK only when the

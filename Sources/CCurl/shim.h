@@ -32,6 +32,11 @@ typedef curl_socket_t (*findmy_curl_opensocket_callback)(
 static inline CURLcode findmy_curl_easy_setopt_opensocket(CURL *easy, findmy_curl_opensocket_callback value) {
     return curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, value);
 }
+typedef int (*findmy_curl_closesocket_callback)(void *context, curl_socket_t socket);
+
+static inline CURLcode findmy_curl_easy_setopt_closesocket(CURL *easy, findmy_curl_closesocket_callback value) {
+    return curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, value);
+}
 /// The socket address libcurl is about to connect to: `addrlen` bytes from here (libcurl's storage
 /// behind `addr` is large enough for an IPv6 address, which `struct sockaddr` alone is not).
 static inline const struct sockaddr *findmy_curl_sockaddr_address(const struct curl_sockaddr *address) {

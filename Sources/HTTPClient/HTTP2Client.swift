@@ -125,7 +125,7 @@ public final class HTTP2Client: Sendable {
     }
 
     static let globalInit: Bool = {
-        precondition(curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, "curl_global_init failed")
+        _ = CurlEasy.globalInit
         precondition(findmy_curl_has_http2() == 1, "libcurl is built without HTTP/2 (nghttp2)")
         return true
     }()
@@ -152,7 +152,7 @@ public final class HTTP2Client: Sendable {
         _ request: OutgoingRequest,
         completion: @escaping @Sendable (Result<IncomingResponse, TransportFailure>) -> Void
     ) {
-        let transfer = Transfer(request: request, completion: completion, bytesMax: options.responseBytesMax)
+        let transfer = Transfer(request: request, completion: completion, options: options)
         // The wake-up happens under the lock: `close` frees the multi handle only after setting
         // `closing` under it, so no wake-up can reach a freed handle.
         let accepted = state.withLock { state in
@@ -240,49 +240,31 @@ public final class HTTP2Client: Sendable {
     }
 }
 
-/// One request in flight: what libcurl's callbacks fill in, reached through their context pointer.
+/// One request in flight: the request, whom to tell, and the state its easy handle's callbacks fill.
 final class Transfer: @unchecked Sendable {
     let request: OutgoingRequest
     let completion: @Sendable (Result<IncomingResponse, TransportFailure>) -> Void
-    let bytesMax: Int
-    var body: [UInt8] = []
-    var headerLines: [(name: String, value: String)] = []
-    var overflowed = false
-    var headerList: UnsafeMutablePointer<curl_slist>? = nil
-    var addressPolicy: AddressPolicy?
-    /// Set by the socket callback when the policy refused an address: what the failure says.
-    var refusedAddress: (address: String, kind: String)?
-    /// libcurl writes its error text here (CURLOPT_ERRORBUFFER): memory of our own, not an
-    /// array's, whose storage may not be pointed at beyond a closure.
-    let errorBuffer: UnsafeMutablePointer<CChar> = {
-        let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
-        buffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-        return buffer
-    }()
+    let state: CurlEasy
 
     init(
         request: OutgoingRequest,
         completion: @escaping @Sendable (Result<IncomingResponse, TransportFailure>) -> Void,
-        bytesMax: Int
+        options: HTTP2Client.Options
     ) {
         self.request = request
         self.completion = completion
-        self.bytesMax = bytesMax
-    }
-
-    deinit {
-        curl_slist_free_all(headerList)
-        errorBuffer.deallocate()
+        self.state = CurlEasy(
+            bodyBytesMax: options.responseBytesMax, lowercaseHeaderNames: true,
+            addressPolicy: options.addressPolicy)
     }
 
     func finish(_ result: Result<IncomingResponse, TransportFailure>) { completion(result) }
 
     func makeEasy(_ options: HTTP2Client.Options) -> UnsafeMutableRawPointer? {
         guard let easy = curl_easy_init() else { return nil }
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        for line in request.headers { headerList = curl_slist_append(headerList, line) }
         // HTTP/1.1 would otherwise wait for "100 Continue" before a large body; HTTP/2 ignores it.
-        headerList = curl_slist_append(headerList, "Expect:")
+        // The connection outlives this transfer, so no close callback (see `CurlEasy.attach`).
+        state.attach(easy, headers: request.headers + ["Expect:"], closeCallback: false)
         _ = findmy_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
         if request.isGet {
             _ = findmy_curl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
@@ -296,120 +278,27 @@ final class Transfer: @unchecked Sendable {
                     easy, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
             }
         }
-        _ = findmy_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
-        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, options.requestTimeoutMillis)
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMillis)
-        _ = findmy_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)
         if let caFile = options.caFile { _ = findmy_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
-        if let policy = options.addressPolicy {
-            addressPolicy = policy
-            _ = findmy_curl_easy_setopt_opensocket(easy, transferOpenSocket)
-            _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, context)
-        }
-        _ = findmy_curl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite)
-        _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context)
-        _ = findmy_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader)
-        _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context)
-        _ = findmy_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         return easy
     }
 
     func outcome(easy: UnsafeMutableRawPointer, result: CURLcode) -> Result<
         IncomingResponse, TransportFailure
     > {
-        if let refused = refusedAddress, result != CURLE_OK {
-            return .failure(
-                TransportFailure(
-                    message:
-                        "refused: \(refused.address) is not a public address (\(refused.kind)); the server sends"
-                        + " only to public addresses unless its operator allows others",
-                    permanent: true))
-        }
         guard result == CURLE_OK else {
-            let detail = String(cString: errorBuffer)
-            let text = String(cString: curl_easy_strerror(result))
-            let reason =
-                overflowed ? "response over \(bytesMax) bytes" : detail.isEmpty ? text : "\(text): \(detail)"
-            return .failure(TransportFailure(message: reason))
+            // A refused address is the user's configuration, not the network: retrying will not help.
+            return .failure(
+                TransportFailure(message: state.failureText(result), permanent: state.refusedAddress != nil))
         }
-        var status = 0
-        _ = findmy_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         var version = 0
         _ = findmy_curl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
         return .success(
             IncomingResponse(
-                status: status, headers: headerLines, body: body,
+                status: CurlEasy.status(easy), headers: state.headerLines, body: state.body,
                 httpMajorVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1))
-    }
-}
-
-private func transferWrite(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
-) -> Int {
-    let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
-    let length = size * count
-    guard transfer.body.count + length <= transfer.bytesMax else {
-        transfer.overflowed = true
-        return 0
-    }
-    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
-        transfer.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
-    }
-    return length
-}
-
-/// Opens the socket of a connection only when the address passes the transfer's policy; a refused
-/// one fails that connection attempt (libcurl tries the name's other addresses, if any).
-private func transferOpenSocket(
-    _ context: UnsafeMutableRawPointer?, _ purpose: curlsocktype,
-    _ address: UnsafeMutablePointer<curl_sockaddr>?
-) -> curl_socket_t {
-    let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
-    let target = address!.pointee
-    if let policy = transfer.addressPolicy {
-        guard
-            let ip = IPAddress(
-                socketAddress: findmy_curl_sockaddr_address(address!), length: Int(target.addrlen))
-        else {
-            transfer.refusedAddress = ("a socket", "non-IP")
-            return CURL_SOCKET_BAD
-        }
-        if let kind = policy.refusal(ip) {
-            transfer.refusedAddress = (ip.description, kind)
-            return CURL_SOCKET_BAD
-        }
-    }
-    return socket(target.family, target.socktype | Int32(SOCK_CLOEXEC.rawValue), target.protocol)
-}
-
-private func transferHeader(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
-) -> Int {
-    let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
-    let length = size * count
-    let line = data!.withMemoryRebound(to: UInt8.self, capacity: length) {
-        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-    }
-    // A status line starts a new header block (an informational 1xx, then the final one).
-    if line.hasPrefix("HTTP/") {
-        transfer.headerLines.removeAll()
-        return length
-    }
-    guard let colon = line.firstIndex(of: ":") else { return length }
-    let name = line[..<colon].lowercased()
-    let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
-    if transfer.headerLines.count < 100 { transfer.headerLines.append((name, value)) }
-    return length
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var slice = self[...]
-        while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
-        while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
-        return String(slice)
     }
 }

@@ -46,20 +46,24 @@ public enum HTTPClientError: Error, Equatable, CustomStringConvertible {
     /// The peer closed the connection before a whole response arrived; `bytesRead` of it did.
     case connectionClosed(bytesRead: Int)
     case malformedResponse(String)
+    /// Connecting, or a wait for the next byte of the answer, took longer than this.
+    case timedOut(seconds: Int)
+    /// Any other failure of the exchange, in libcurl's words.
+    case transferFailed(String)
 
     public var description: String {
         switch self {
         case .badAddress(let address):
-            "bad server address '\(address)'; use host:port (IPv4) or unix:/path"
+            "bad server address '\(address)'; use host:port (an IPv4 address or localhost) or unix:/path"
         case .connectFailed(let address, let code):
             "cannot connect to \(address): \(describe(code)); is the server running there?"
         case .writeFailed(let code): "sending the request failed: \(describe(code))"
-        case .readFailed(let code):
-            code == EAGAIN
-                ? "the server did not answer in time" : "reading the response failed: \(describe(code))"
+        case .readFailed(let code): "reading the response failed: \(describe(code))"
         case .connectionClosed(let bytesRead):
             "the server closed the connection after \(bytesRead) bytes of the response"
         case .malformedResponse(let reason): "the server sent a malformed response: \(reason)"
+        case .timedOut(let seconds): "the server did not answer within \(seconds) s"
+        case .transferFailed(let reason): "the request failed: \(reason)"
         }
     }
 }

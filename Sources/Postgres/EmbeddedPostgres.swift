@@ -236,7 +236,7 @@ public final class EmbeddedPostgres: Sendable {
         return pid
     }
 
-    func pgCtl(_ arguments: [String]) throws(EmbeddedPostgresError) -> CommandOutcome {
+    func pgCtl(_ arguments: [String]) throws(EmbeddedPostgresError) -> ChildOutcome {
         try runCommand(binDirectory + "/pg_ctl", arguments, as: osUser, in: clusterDirectory)
     }
 
@@ -291,7 +291,12 @@ public final class EmbeddedPostgres: Sendable {
             let logSize =
                 (try? FileManager.default.attributesOfItem(atPath: clusterDirectory + "/server.log"))?[.size]
             logOffsetAtStart.withLock { $0 = (logSize as? NSNumber)?.uint64Value ?? 0 }
-            let pid = try spawnChild(argv, outputPath: clusterDirectory + "/server.log", in: clusterDirectory)
+            let pid: pid_t
+            do {
+                pid = try spawnChild(argv, outputPath: clusterDirectory + "/server.log", in: clusterDirectory)
+            } catch {
+                throw EmbeddedPostgresError(error.description)
+            }
             child.withLock { $0 = pid }
             switch awaitReady(pid, timeLimited: timeLimited, abandon: abandon) {
             case .ready: return

@@ -1,4 +1,5 @@
 import Foundation
+import Threads
 
 /// A Unix socket path is at most 107 bytes (`sun_path` is 108, with the terminating NUL).
 let socketPathBytesMax = 107
@@ -177,12 +178,30 @@ func fnv1a(_ text: String) -> UInt64 {
     return hash
 }
 
+/// Runs `executable` to its end through Threads' `runChild`, as `user` when given (through
+/// `runuser -u USER --`, which needs root); the output trimmed.
+func runCommand(
+    _ executable: String, _ arguments: [String], as user: String? = nil, in directory: String? = nil
+) throws(EmbeddedPostgresError) -> ChildOutcome {
+    let argv = user.map { [runuserPath, "-u", $0, "--", executable] + arguments } ?? [executable] + arguments
+    do {
+        let outcome = try runChild(argv, in: directory)
+        return ChildOutcome(status: outcome.status, output: trimmed(outcome.output))
+    } catch {
+        throw EmbeddedPostgresError(error.description)
+    }
+}
+
+private var runuserPath: String {
+    ["/usr/sbin/runuser", "/sbin/runuser"].first { access($0, X_OK) == 0 } ?? "runuser"
+}
+
 /// Attempts of useradd and userdel: they fail at once when another one holds /etc/passwd's lock
 /// (tests start clusters in parallel).
 let accountCommandAttemptsMax = 10
 
 func ensureOSUser(_ name: String, comment: String) throws(EmbeddedPostgresError) -> (uid_t, gid_t) {
-    var outcome = CommandOutcome(status: 0, output: "")
+    var outcome = ChildOutcome(status: 0, output: "")
     for attempt in 1...accountCommandAttemptsMax where getpwnam(name) == nil {
         outcome = try runCommand(
             "/usr/sbin/useradd",
@@ -200,7 +219,7 @@ func ensureOSUser(_ name: String, comment: String) throws(EmbeddedPostgresError)
 }
 
 public func removeOSUser(_ name: String) throws(EmbeddedPostgresError) {
-    var outcome = CommandOutcome(status: 0, output: "")
+    var outcome = ChildOutcome(status: 0, output: "")
     for attempt in 1...accountCommandAttemptsMax where getpwnam(name) != nil {
         outcome = try runCommand("/usr/sbin/userdel", [name])
         if !outcome.succeeded { usleep(UInt32(attempt) * 100_000) }

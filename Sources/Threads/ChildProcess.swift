@@ -8,8 +8,8 @@ public struct SpawnError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Starts `argv` (`argv[0]` a path) as a child that keeps running (the embedded PostgreSQL, a test's
-/// mosquitto), with standard input from /dev/null and standard output and error appended to
+/// Starts `argv` (`argv[0]` a path) as a child (the embedded PostgreSQL, a test's mosquitto, or a
+/// command `runChild` waits for), with standard input from /dev/null and standard output and error appended to
 /// `outputPath`, in `directory` when given, in a process group of its own (a Ctrl-C meant for the
 /// parent does not reach it: the parent stops it in order), with no signal blocked or ignored.
 ///
@@ -65,6 +65,66 @@ public var setprivPath: String {
     ["/usr/bin/setpriv", "/bin/setpriv"].first { access($0, X_OK) == 0 } ?? "setpriv"
 }
 
+/// What a command run to its end printed (standard output and error together) and how it ended.
+public struct ChildOutcome: Sendable {
+    /// The exit status; 128 + the signal's number when a signal ended it, as a shell says.
+    public var status: Int32
+    public var output: String
+    public var succeeded: Bool { status == 0 }
+
+    public init(status: Int32, output: String) {
+        self.status = status
+        self.output = output
+    }
+}
+
+/// Runs `argv` to its end as `spawnChild` starts it, and returns its output and exit status.
+///
+/// Not Foundation's `Process`: on Linux it learns that a child ended from a descriptor the child
+/// inherits, and `pg_ctl start` leaves a server running that keeps it open, so `waitUntilExit` never
+/// returns. For the same reason the output goes to a temporary file rather than a pipe (and every
+/// descriptor above 2 is closed in the child).
+public func runChild(_ argv: [String], in directory: String? = nil) throws(SpawnError) -> ChildOutcome {
+    let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    let outputPath = temporary + "/findmy-command-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+    defer { unlink(outputPath) }
+    let pid = try spawnChild(argv, outputPath: outputPath, in: directory)
+    let status = waitForChild(pid)
+    return ChildOutcome(status: status, output: readWholeFile(outputPath))
+}
+
+/// Waits for our child `pid` to end, reaps it and returns its exit status (as `childExitStatus`).
+public func waitForChild(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 {
+        if errno != EINTR { return -1 }
+    }
+    return exitStatus(status)
+}
+
+/// A status from waitpid as a shell says it. WIFEXITED / WEXITSTATUS / WTERMSIG are macros Swift
+/// cannot call: a normal exit has the low 7 bits clear.
+private func exitStatus(_ status: Int32) -> Int32 {
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+}
+
+/// The bytes of the file at `path` as UTF-8 text; empty when it cannot be read.
+private func readWholeFile(_ path: String) -> String {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return "" }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var piece = [UInt8](repeating: 0, count: 64 << 10)
+    while true {
+        let count = read(fd, &piece, piece.count)
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else { break }
+        bytes += piece[..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
 /// Whether our child `pid` has ended; reaps it if so (a child that ended stays a zombie until then).
 public func childEnded(_ pid: pid_t) -> Bool { childExitStatus(pid) != nil }
 
@@ -75,16 +135,11 @@ public func childExitStatus(_ pid: pid_t) -> Int32? {
     let result = waitpid(pid, &status, WNOHANG)
     if result == -1 && errno == ECHILD { return -1 }
     guard result == pid else { return nil }
-    // WIFEXITED / WEXITSTATUS / WTERMSIG are macros Swift cannot call.
-    let signal = status & 0x7f
-    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    return exitStatus(status)
 }
 
 /// Waits for our child `pid` to end and reaps it.
-public func reapChild(_ pid: pid_t) {
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-}
+public func reapChild(_ pid: pid_t) { _ = waitForChild(pid) }
 
 // glibc declares these GNU extensions only under _GNU_SOURCE, which Swift's Glibc module does not
 // set; they exist since glibc 2.34 and 2.29, so look them up at run time and go without when absent.
@@ -100,8 +155,8 @@ private let spawnChangeDirectory = dlsym(nil, "posix_spawn_file_actions_addchdir
 }
 
 /// Adds to `actions`: close every descriptor above 2 in the child, and change to `directory` when
-/// given, where glibc offers those actions (both spawners of findmy's children use this).
-public func closeInheritedDescriptors(
+/// given, where glibc offers those actions.
+private func closeInheritedDescriptors(
     _ actions: inout posix_spawn_file_actions_t, changingTo directory: String?
 ) {
     if let closeFrom = spawnCloseFrom { _ = closeFrom(&actions, 3) }

@@ -109,7 +109,7 @@ import Testing
     @Test func aKeptAliveConnectionClosedWhileIdleIsReopenedOnceWhenAllowed() throws {
         let server = try ScriptedServer([
             .replyThenClose(Self.answer("first")), .reply(Self.answer("resent")),
-            .replyThenClose(Self.answer("third")),
+            .reply(Self.answer("third")), .reply(Self.answer("fourth")),
         ])
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
@@ -120,17 +120,18 @@ import Testing
 
         connection.close()  // the server serves one connection at a time
 
-        // Without reconnect, the same close is the caller's to see.
+        // Without reconnect, every request goes on a connection of its own, so none can be sent twice.
         let strict = HTTPConnection(address: server.address, reconnect: false)
         #expect(try strict.send("GET", "/third").bodyText == "third")
-        #expect(throws: HTTPClientError.self) { try strict.send("GET", "/fourth") }
-        #expect(strict.connectsCount == 1)
+        #expect(!strict.isConnected)
+        #expect(try strict.send("GET", "/fourth").bodyText == "fourth")
+        #expect(strict.connectsCount == 2 && server.connections == 4)
     }
 
     @Test func anAnswerCutShortOrMalformedIsATypedError() throws {
+        let cut = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n1234"
         let server = try ScriptedServer([
-            .replyThenClose("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n1234"),
-            .replyThenClose("SPDY/3 200 OK\r\n\r\n"),
+            .replyThenClose(cut), .replyThenClose("SPDY/3 200 OK\r\n\r\n"),
             .replyThenClose("HTTP/1.1 200 OK\r\nno colon here\r\n\r\n"),
             .replyThenClose("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
             .replyThenClose(""),
@@ -144,18 +145,23 @@ import Testing
                 return error
             }
         }
-        #expect(error("/cut") == .connectionClosed(bytesRead: 1))
-        #expect(error("/status") == .malformedResponse("status line 'SPDY/3 200 OK'"))
-        #expect(error("/header") == .malformedResponse("header line 'no colon here'"))
-        #expect(error("/chunk") == .malformedResponse("chunk size 'zz'"))
+        func malformed(_ target: String) -> String? {
+            guard case .malformedResponse(let reason) = error(target) else { return nil }
+            return reason
+        }
+        #expect(error("/cut") == .connectionClosed(bytesRead: cut.utf8.count))
+        // The reasons are libcurl's words.
+        #expect(malformed("/status")?.contains("HTTP/0.9") == true)
+        #expect(malformed("/header")?.contains("Header without colon") == true)
+        #expect(malformed("/chunk")?.contains("chunked") == true)
         #expect(error("/nothing") == .connectionClosed(bytesRead: 0))
     }
 
-    @Test func aServerThatNeverAnswersIsAReadTimeout() throws {
+    @Test func aServerThatNeverAnswersIsATimeout() throws {
         let server = try ScriptedServer([.hold])
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address, reconnect: false, timeoutSeconds: 1)
-        #expect(throws: HTTPClientError.readFailed(errno: EAGAIN)) { try connection.send("GET", "/") }
+        #expect(throws: HTTPClientError.timedOut(seconds: 1)) { try connection.send("GET", "/") }
         #expect(!connection.isConnected)
     }
 

@@ -71,10 +71,9 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
 @Test func aRepeatedIdenticalContentLengthIsStillServed() throws {
     let test = try startServer("127.0.0.1:0")
     defer { test.server.stop() }
-    let connection = test.connection()
-    try connection.writeRaw(
-        Array("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello".utf8))
-    #expect(try connection.readResponse().bodyText == "hello")
+    let client = try RawClient(port: test.server.port)
+    client.write("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello")
+    #expect(client.readResponse()?.bodyText == "hello")
 }
 
 /// The framing check runs on every request and trims blanks itself: fields that differ only in
@@ -83,15 +82,12 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
 @Test func framingThatDiffersOnlyInBlanksOrCaseIsStillServed() throws {
     let test = try startServer("127.0.0.1:0")
     defer { test.server.stop() }
-    let connection = test.connection()
-    try connection.writeRaw(
-        Array("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length:\t5 \r\n\r\nhello".utf8))
-    #expect(try connection.readResponse().bodyText == "hello")
-    try connection.writeRaw(
-        Array(
-            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
-                .utf8))
-    #expect(try connection.readResponse().bodyText == "hello")
+    let client = try RawClient(port: test.server.port)
+    client.write("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length:\t5 \r\n\r\nhello")
+    #expect(client.readResponse()?.bodyText == "hello")
+    client.write(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    #expect(client.readResponse()?.bodyText == "hello")
 }
 
 /// libmicrohttpd keeps the blank after `chunked` in the field's value and then does not read the
@@ -99,12 +95,10 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
 @Test func aTransferCodingWithATrailingBlankIsRefusedNotLeftHanging() throws {
     let test = try startServer("127.0.0.1:0")
     defer { test.server.stop() }
-    let connection = test.connection()
-    try connection.writeRaw(
-        Array(
-            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked \r\n\r\n5\r\nhello\r\n0\r\n\r\n"
-                .utf8))
-    let answer = try connection.readResponse()
+    let client = try RawClient(port: test.server.port)
+    client.write(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked \r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    let answer = try #require(client.readResponse())
     #expect(
         answer.status == 400 && answer.bodyText.contains("unsupported_transfer_encoding"),
         "\(answer.bodyText)")
@@ -202,9 +196,10 @@ func ambiguousBodyFramingIs400AndTheConnectionIsClosed(index: Int) throws {
     #expect(waitUntil(timeoutSeconds: 30) { held.withLock { $0 } != nil })
     #expect(held.withLock { $0 } == 200)
     // A keep-alive connection that sends its next request in time is served again.
-    let connection = test.connection(reconnect: false)
+    let connection = test.connection()
     #expect(try connection.send("GET", "/whoami").status == 200)
     #expect(try connection.send("GET", "/whoami").status == 200)
+    #expect(connection.connectsCount == 1)
 }
 
 // MARK: libmicrohttpd's own messages

@@ -54,9 +54,9 @@ func unknownPathIs404AndWrongMethodIs405WithAllow(listen: String) throws {
 @Test func declaredContentLengthOverTheLimitIs413BeforeTheBody() throws {
     let test = try startServer("127.0.0.1:0", limits: HTTPServer.Limits(bodyBytesMax: 1024))
     defer { test.server.stop() }
-    let connection = test.connection()
-    try connection.writeRaw(Array("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n".utf8))
-    let response = try connection.readResponse()
+    let client = try RawClient(port: test.server.port)
+    client.write("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n")
+    let response = try #require(client.readResponse())
     #expect(response.status == 413)
     #expect(response.bodyText.contains("1024 bytes"))
     #expect(test.echoCalls.withLock { $0 } == 0)
@@ -83,10 +83,10 @@ func chunkedBodyOverTheLimitIs413(listen: String) throws {
 @Test func truncatedBodyNeverReachesTheHandlerAndTheServerGoesOn() throws {
     let test = try startServer("127.0.0.1:0", limits: HTTPServer.Limits(requestTimeoutSeconds: 1))
     defer { test.server.stop() }
-    let head = Array("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789".utf8)
+    let head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789"
 
-    let closing = test.connection()
-    try closing.writeRaw(head)
+    let closing = try RawClient(port: test.server.port)
+    closing.write(head)
     closing.close()
 
     // The server, not the client's read timeout (far longer than the server's), ends the stalled
