@@ -172,8 +172,8 @@ let package = Package(
         .target(
             name: "ReadAPI",
             dependencies: [
-                "Core", "Identity", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events", "Crypto",
-                "Threads",
+                "Core", "Identity", "Geofences", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
+                "Crypto", "Threads",
             ],
             swiftSettings: strict),
 
@@ -189,7 +189,7 @@ let package = Package(
             name: "WebPanel",
             dependencies: [
                 "Core", "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
-                "Crypto", "Presence", "QRCode",
+                "Crypto", "Geofences", "Presence", "QRCode",
             ],
             resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
             swiftSettings: strict),
@@ -318,7 +318,9 @@ let package = Package(
         .testTarget(name: "CoreTests", dependencies: ["Core", "Events"], swiftSettings: strict),
         .testTarget(
             name: "IdentityTests",
-            dependencies: ["Identity", "Core", "Ingest", "WebPanel", "Events", "JSON", "HTTP", "Crypto", "Geofences"],
+            dependencies: [
+                "Identity", "Core", "Ingest", "WebPanel", "Events", "JSON", "HTTP", "Crypto", "Geofences",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -343,6 +345,7 @@ let package = Package(
             name: "ReadAPITests",
             dependencies: [
                 "Core", "ReadAPI", "Identity", "Crypto", "Events", "Postgres", "HTTP", "JSON", "Threads",
+                "Presence",
             ],
             swiftSettings: strict),
         .testTarget(

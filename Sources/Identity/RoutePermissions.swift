@@ -109,7 +109,7 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/presence/nodes"): .user,  // only the caller's own nodes
         RouteKey("PUT", "/api/find-my/devices/{id}/presence"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}/presence"): .owner,
-        // Geofences (Sources/Identity/GeofenceRoutes.swift; transitions: Sources/ReadAPI). A fence is
+        // Geofences (Sources/Geofences/GeofenceRoutes.swift; transitions: Sources/ReadAPI). A fence is
         // its owner's: the handler answers anyone else the 404 of a missing fence.
         RouteKey("POST", "/api/find-my/geofences"): .user,
         RouteKey("GET", "/api/find-my/geofences"): .user,

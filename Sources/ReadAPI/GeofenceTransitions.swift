@@ -1,3 +1,4 @@
+import Geofences
 import HTTP
 import Identity
 import JSON

@@ -1,3 +1,4 @@
+import Core
 import Events
 import HTTP
 import Identity

@@ -1,3 +1,4 @@
+import Geofences
 import Identity
 import JSON
 

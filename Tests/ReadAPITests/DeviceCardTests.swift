@@ -1,6 +1,7 @@
 import Core
 import Identity
 import JSON
+import Presence
 import Testing
 
 @testable import ReadAPI
