@@ -102,13 +102,8 @@ extension JSONParser {
             guard position < count else {
                 throw fail(.unexpectedEnd, "unexpected end of input in a \\u escape")
             }
-            let byte = base[position]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: throw fail(.invalidEscape, "\\u must be followed by four hex digits", at: position)
+            guard let digit = UTF8Rules.hexDigit(base[position]) else {
+                throw fail(.invalidEscape, "\\u must be followed by four hex digits", at: position)
             }
             value = value << 4 | UInt32(digit)
         }
@@ -118,31 +113,10 @@ extension JSONParser {
     /// Validates the multi-byte UTF-8 sequence starting at `index` (RFC 3629: no overlong forms, no
     /// surrogates, nothing above U+10FFFF) and returns the offset just past it.
     private func endOfUTF8Sequence() throws(JSONParseError) -> Int {
-        let lead = base[index]
-        let length: Int
-        var secondLow: UInt8 = 0x80
-        var secondHigh: UInt8 = 0xBF
-        switch lead {
-        case 0xC2...0xDF: length = 2
-        case 0xE0:
-            length = 3
-            secondLow = 0xA0
-        case 0xED:
-            length = 3
-            secondHigh = 0x9F
-        case 0xE1...0xEF: length = 3
-        case 0xF0:
-            length = 4
-            secondLow = 0x90
-        case 0xF4:
-            length = 4
-            secondHigh = 0x8F
-        case 0xF1...0xF3: length = 4
-        default: throw invalidUTF8()
-        }
+        guard let (length, secondRange) = UTF8Rules.sequence(lead: base[index]) else { throw invalidUTF8() }
         guard index + length <= count else { throw invalidUTF8() }
         let second = base[index + 1]
-        guard second >= secondLow && second <= secondHigh else { throw invalidUTF8() }
+        guard secondRange.contains(second) else { throw invalidUTF8() }
         for offset in 2..<length where base[index + offset] & 0xC0 != 0x80 {
             throw invalidUTF8()
         }

@@ -137,13 +137,7 @@ extension JSONStreamCore {
                 }
                 return nil
             }
-            let byte = buffer[position]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default:
+            guard let digit = UTF8Rules.hexDigit(buffer[position]) else {
                 throw fail(.invalidEscape, "\\u must be followed by four hex digits", at: offset(position))
             }
             value = value << 4 | UInt32(digit)
@@ -154,34 +148,15 @@ extension JSONStreamCore {
     /// The offset past the UTF-8 sequence at `position` (RFC 3629: no overlong forms, no
     /// surrogates, nothing above U+10FFFF); nil when it runs past the buffered bytes.
     private func endOfUTF8Sequence(at position: Int) throws(JSONStreamError) -> Int? {
-        let lead = buffer[position]
-        let length: Int
-        var secondLow: UInt8 = 0x80
-        var secondHigh: UInt8 = 0xBF
-        switch lead {
-        case 0xC2...0xDF: length = 2
-        case 0xE0:
-            length = 3
-            secondLow = 0xA0
-        case 0xED:
-            length = 3
-            secondHigh = 0x9F
-        case 0xE1...0xEF: length = 3
-        case 0xF0:
-            length = 4
-            secondLow = 0x90
-        case 0xF4:
-            length = 4
-            secondHigh = 0x8F
-        case 0xF1...0xF3: length = 4
-        default: throw invalidUTF8(at: position)
+        guard let (length, secondRange) = UTF8Rules.sequence(lead: buffer[position]) else {
+            throw invalidUTF8(at: position)
         }
         guard position + length <= filled else {
             if atInputEnd { throw invalidUTF8(at: position) }
             return nil
         }
         let second = buffer[position + 1]
-        guard second >= secondLow && second <= secondHigh else { throw invalidUTF8(at: position) }
+        guard secondRange.contains(second) else { throw invalidUTF8(at: position) }
         for index in 2..<length where buffer[position + index] & 0xC0 != 0x80 {
             throw invalidUTF8(at: position)
         }
