@@ -70,6 +70,7 @@ write("zip/takeout-mixed.zip", [
     ("tracks/history.csv", read("csv/history.csv"), DEFLATED),
     ("tracks/history.geojson", read("geojson/history.geojson"), DEFLATED),
     ("icon.png", ICON, STORED),
+    ("tracks/track.kmz", read("kmz/track.kmz"), STORED),
 ])
 
 # A Takeout archive whose Records.json is cut short inside: the error names the entry.

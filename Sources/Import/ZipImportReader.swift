@@ -2,9 +2,10 @@
 /// content and name, and the entry is read with that format's reader, in the archive's order.
 ///
 /// An entry of no known format (Takeout's `Settings.json`, a README, an image) is no error: it is
-/// counted, as an item `.notAFix(kind: ZipImportReader.unknownEntryKind)`. A zip inside the zip is
-/// counted the same way: archives are not read recursively, which bounds the depth of inflation
-/// a crafted file could ask for. An error inside an entry names the entry.
+/// counted, as an item `.notAFix(kind: ZipImportReader.unknownEntryKind)`. A zip or a KMZ inside
+/// the zip is counted the same way: archives are not read recursively, so ArchiveLimits bound the
+/// inflation a crafted file can ask for once, not once per level. An error inside an entry names
+/// the entry.
 public final class ZipImportReader<Source: ByteSource>: FixReader {
     public static var unknownEntryKind: String { "entry_of_unknown_format" }
 
@@ -42,7 +43,7 @@ public final class ZipImportReader<Source: ByteSource>: FixReader {
                 throw named(error)
             }
             entryFormat = format
-            guard let format, format != .zip else {
+            guard let format, format != .zip, format != .kmz else {
                 entriesOfUnknownFormat += 1
                 return .notAFix(kind: Self.unknownEntryKind)
             }
