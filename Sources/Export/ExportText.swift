@@ -7,9 +7,20 @@ enum ExportText {
     /// spreadsheets expect one). A value whose plain form would exceed `plainBytesMax` (5e-324)
     /// keeps its exponent, which xsd:double and our readers accept.
     static let plainBytesMax = 40
+    /// DecimalDouble writes at most 22 bytes.
+    static let fastPathBytesMax = 32
 
     static func appendDecimal(_ value: Double, to bytes: inout [UInt8]) {
         precondition(value.isFinite, "an exported number is finite (\(value))")
+        // Most values (1e-3 to 1e15, coordinates and measurements) take JSON's fast path, which
+        // writes `description`'s digits, always plain there, without making a String.
+        let written = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: fastPathBytesMax) { buffer in
+            DecimalDouble.write(value, into: buffer.baseAddress!).map { count in
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
+                return count
+            }
+        }
+        if written != nil { return }
         let text = value.description
         guard let exponentIndex = text.firstIndex(where: { $0 == "e" || $0 == "E" }),
             let exponent = Int(text[text.index(after: exponentIndex)...])
