@@ -134,11 +134,18 @@ let package = Package(
         // GPX and KML through libxml2's streaming reader (CXML2), KMZ and .zip archives through
         // libarchive (CArchive): the one module that calls either.
         .target(
-            name: "Import", dependencies: ["CArchive", "CXML2", "Events", "JSON"], swiftSettings: strict),
+            name: "Import", dependencies: ["CArchive", "CXML2", "Crypto", "Events", "JSON"],
+            swiftSettings: strict),
+        // Export of a device's fixes as GPX, GeoJSON and CSV: streaming writers into a byte sink, in
+        // constant memory. Apart from Import so that what serves an export (the read API, the CLI's
+        // export from the log) needs neither libxml2 nor libarchive. docs/import-export.md.
+        .target(name: "Export", dependencies: ["Events", "JSON"], swiftSettings: strict),
 
         // Prints JSON parsing throughput against Foundation's JSONSerialization, and the streaming
         // tokenizer's and the Records.json reader's (`json-bench records`). Build with -c release.
-        .executableTarget(name: "json-bench", dependencies: ["JSON", "Import"], swiftSettings: strict),
+        // `json-bench export`: the export writers' fixes/s.
+        .executableTarget(
+            name: "json-bench", dependencies: ["Events", "Export", "JSON", "Import"], swiftSettings: strict),
         // PostgreSQL: connections, parameters, results, errors, COPY, and the embedded cluster. Its
         // timestamps count days with JSON's CivilCalendar, the one calendar; bytea's hex is Crypto's Hex.
         // The one module that calls libpq.
@@ -355,7 +362,11 @@ let package = Package(
                 "HTTP",
             ],
             swiftSettings: strict),
-        .testTarget(name: "ImportTests", dependencies: ["Import", "Events"], swiftSettings: strict),
+        .testTarget(
+            name: "ImportTests", dependencies: ["Import", "Events", "Crypto"], swiftSettings: strict),
+        // Each writer's output read back by Import's reader of that format: the round trip.
+        .testTarget(
+            name: "ExportTests", dependencies: ["Export", "Import", "Events"], swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         // The headscale shapes per version, the change rule, and the poller against
         // ops/tests/fake_headscale.py serving Fixtures/headscale.

@@ -58,6 +58,27 @@ write("zip/takeout.zip", [
     ("Takeout/Location History/Semantic Location History/2019/2019_JULY.json", SEMANTIC, STORED),
 ])
 
+# A Takeout-like archive of every kind the import reads from a zip, with files of no format between.
+write("zip/takeout-mixed.zip", [
+    ("Takeout/Location History/Settings.json", b'{"deviceSettings": []}\n', DEFLATED),
+    ("Takeout/Location History/Records.json", RECORDS, DEFLATED),
+    ("Takeout/Location History/Semantic Location History/2019/2019_MAY.json",
+     read("google-semantic/2019_MAY.json"), DEFLATED),
+    ("Timeline.json", read("google-timeline/Timeline.json"), DEFLATED),
+    ("tracks/track-1.1.gpx", read("gpx/track-1.1.gpx"), DEFLATED),
+    ("tracks/track.kml", read("kml/track.kml"), STORED),
+    ("tracks/history.csv", read("csv/history.csv"), DEFLATED),
+    ("tracks/history.geojson", read("geojson/history.geojson"), DEFLATED),
+    ("icon.png", ICON, STORED),
+    ("tracks/track.kmz", read("kmz/track.kmz"), STORED),
+])
+
+# A Takeout archive whose Records.json is cut short inside: the error names the entry.
+write("zip/takeout-damaged.zip", [
+    ("Takeout/archive_browser.html", b"<html><body>Archive</body></html>\n", DEFLATED),
+    ("Takeout/Location History/Records.json", read("google-records/truncated.json"), DEFLATED),
+])
+
 # A bomb: 20 MiB of one byte, about 20 KB deflated (a ratio near deflate's ceiling of 1030).
 write("zip/bomb.zip", [("bomb.gpx", b"\0" * (20 << 20), DEFLATED)])
 

@@ -9,7 +9,8 @@ import JSON
 ///   `lon`/`lng`/`long`/`longitude`; time `time`/`timestamp`/`recorded_at`/`datetime`/`date`;
 ///   accuracy `accuracy`/`acc`/`horizontal_accuracy` (metres); altitude `altitude`/`alt`/`ele`/
 ///   `elevation`; `speed` (m/s); course `course`/`bearing`/`heading`/`cog`; battery
-///   `battery`/`batt`/`battery_level` (percent; 0..1 read as a fraction); source `source`/
+///   `battery`/`batt`/`battery_level` (percent; 0..1 read as a fraction), `battery_percent`
+///   (percent, always); `charging`/`is_charging` (true/false, 1/0, yes/no); source `source`/
 ///   `provider` ("track" when absent). `hdop` is not accuracy (it has no unit) and is not read.
 ///   Latitude, longitude and time are required in the header; other columns are ignored.
 /// - Times: RFC 3339, or `YYYY-MM-DD HH:MM:SS[.f]` with a space and no zone (read as UTC), or
@@ -33,6 +34,8 @@ public struct CSVReader<Source: ByteSource>: FixReader {
         var speed: Int?
         var course: Int?
         var battery: Int?
+        var batteryPercent: Int?
+        var charging: Int?
         var source: Int?
     }
 
@@ -74,6 +77,8 @@ public struct CSVReader<Source: ByteSource>: FixReader {
         columns.speed = find(CSVHeader.speedNames)
         columns.course = find(CSVHeader.courseNames)
         columns.battery = find(CSVHeader.batteryNames)
+        columns.batteryPercent = find(CSVHeader.batteryPercentNames)
+        columns.charging = find(CSVHeader.chargingNames)
         columns.source = find(CSVHeader.sourceNames)
         self.columns = columns
     }
@@ -102,8 +107,19 @@ public struct CSVReader<Source: ByteSource>: FixReader {
             guard let value = number(text) else { throw failure("\(name) \"\(text)\" is not a number") }
             return value
         }
-        let battery = try optional(columns.battery, "battery").flatMap {
-            $0 < 0 ? nil : $0 <= 1 ? $0 * 100 : $0
+        var battery = try optional(columns.batteryPercent, "battery_percent").flatMap { $0 < 0 ? nil : $0 }
+        if battery == nil {
+            battery = try optional(columns.battery, "battery").flatMap {
+                $0 < 0 ? nil : $0 <= 1 ? $0 * 100 : $0
+            }
+        }
+        let chargingText = columns.charging.map { fields[$0].trimmingCharacters().lowercased() } ?? ""
+        var charging: Bool?
+        switch chargingText {
+        case "": charging = nil
+        case "true", "1", "yes": charging = true
+        case "false", "0", "no": charging = false
+        default: throw failure("charging \"\(chargingText)\" is neither true nor false")
         }
         let source = columns.source.map { fields[$0].trimmingCharacters() }.flatMap { $0.isEmpty ? nil : $0 }
         return .fix(
@@ -114,6 +130,7 @@ public struct CSVReader<Source: ByteSource>: FixReader {
                 speedMetersPerSecond: try optional(columns.speed, "speed").flatMap { $0 >= 0 ? $0 : nil },
                 headingDegrees: try optional(columns.course, "course").flatMap { $0 >= 0 ? $0 : nil },
                 batteryPercent: battery.flatMap { $0 <= 100 ? UInt8($0.rounded()) : nil },
+                isCharging: charging,
                 source: source.map { String($0) } ?? "track", recordedAtMicros: micros))
     }
 
@@ -224,5 +241,9 @@ enum CSVHeader {
     static let speedNames = ["speed"]
     static let courseNames = ["course", "bearing", "heading", "cog"]
     static let batteryNames = ["battery", "batt", "battery_level"]
+    /// Always a percentage, never a fraction: findmy's export writes this one, so that 1% reads
+    /// back as 1% and not as a full battery.
+    static let batteryPercentNames = ["battery_percent"]
+    static let chargingNames = ["charging", "is_charging"]
     static let sourceNames = ["source", "provider"]
 }

@@ -8,11 +8,14 @@ import JSON
 /// A Point's `coordinates` are `[longitude, latitude, altitude?]`. Its `properties`:
 /// - the time: the first of `timestamp`, `time`, `recorded_at`, `datetime`, `date`, `when`, as an
 ///   RFC 3339 string or epoch seconds (milliseconds when above 10^11, i.e. after 1973 in ms);
-/// - accuracy: `horizontal_accuracy`, `accuracy` (metres; negative or 0 is unknown);
-/// - `altitude` (before the third coordinate; unknown when `vertical_accuracy` is negative), `speed` (m/s), `course`/`heading`/`bearing`
-///   (degrees): negative is unknown, as Overland writes it;
+/// - accuracy: `accuracy_m` (findmy's export), `horizontal_accuracy`, `accuracy` (metres; negative or
+///   0 is unknown);
+/// - `altitude_m`, `altitude` (before the third coordinate; unknown when `vertical_accuracy` is
+///   negative), `speed_mps`, `speed` (m/s), `course`/`heading`/`bearing` (degrees): negative is
+///   unknown, as Overland writes it;
 /// - battery: `battery_level` (0..1, as Overland writes it; above 1 read as percent), `battery`
-///   (percent); `battery_state` "charging"/"full" is charging, "unplugged" is not;
+///   (percent); `charging` (a boolean, findmy's export), else `battery_state` "charging"/"full" is
+///   charging, "unplugged" is not;
 /// - `source` kept as written; "track" when absent (Overland's visits, `action: "visit"`, are
 ///   "visit", dated at `arrival_date`).
 /// Features that are not Points ("not_a_point"), Points without a time ("point_without_time"),
@@ -63,22 +66,25 @@ public struct GeoJSONReader<Source: ByteSource>: FixReader {
         func known(_ key: String) -> Double? {
             ImportValues.number(properties?[key]).flatMap { $0 >= 0 ? $0 : nil }
         }
-        let accuracy = (known("horizontal_accuracy") ?? known("accuracy")).flatMap { $0 > 0 ? $0 : nil }
+        let accuracy = (known("accuracy_m") ?? known("horizontal_accuracy") ?? known("accuracy"))
+            .flatMap { $0 > 0 ? $0 : nil }
         // Overland marks an altitude it does not trust with a negative vertical accuracy.
         let altitudeTrusted = ImportValues.number(properties?["vertical_accuracy"]).map { $0 >= 0 } ?? true
         let altitude =
             !altitudeTrusted
             ? nil
-            : ImportValues.number(properties?["altitude"])
+            : ImportValues.number(properties?["altitude_m"]) ?? ImportValues.number(properties?["altitude"])
                 ?? (coordinates.count > 2 ? ImportValues.number(coordinates[2]) : nil)
         let heading = (known("course") ?? known("heading") ?? known("bearing")).map { $0 == 360 ? 0 : $0 }
         let battery = known("battery_level").map { $0 <= 1 ? $0 * 100 : $0 } ?? known("battery")
         return .fix(
             Fix(
                 latitude: latitude, longitude: longitude, accuracyMeters: accuracy, altitudeMeters: altitude,
-                speedMetersPerSecond: known("speed"), headingDegrees: heading,
+                speedMetersPerSecond: known("speed_mps") ?? known("speed"), headingDegrees: heading,
                 batteryPercent: battery.flatMap { $0 <= 100 ? UInt8($0.rounded()) : nil },
-                isCharging: charging(properties?["battery_state"]), source: source, recordedAtMicros: micros))
+                isCharging: charging(properties?["charging"], state: properties?["battery_state"]),
+                source: source,
+                recordedAtMicros: micros))
     }
 
     /// The first time property present, as microseconds.
@@ -94,7 +100,9 @@ public struct GeoJSONReader<Source: ByteSource>: FixReader {
         return nil
     }
 
-    private static func charging(_ state: JSONValue?) -> Bool? {
+    /// findmy's own `charging` (a boolean), else Overland's `battery_state`.
+    private static func charging(_ flag: JSONValue?, state: JSONValue?) -> Bool? {
+        if case .bool(let charging)? = flag { return charging }
         switch state {
         case .string("charging")?, .string("full")?: return true
         case .string("unplugged")?: return false

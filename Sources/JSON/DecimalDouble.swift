@@ -12,10 +12,10 @@
 /// [0.001, 10^15), powers of two (their rounding interval is lopsided), and exact ties between two
 /// multiples that both read back. At most 22 bytes: a sign, a point, 20 digits (0.00 then 17).
 /// Tested against `description` on a million values.
-enum DecimalDouble {
+package enum DecimalDouble {
     /// Writes `value` as `description` would and returns the byte count; nil when the value is not
     /// one this fast path handles (then nothing is written).
-    static func write(_ value: Double, into output: UnsafeMutablePointer<UInt8>) -> Int? {
+    package static func write(_ value: Double, into output: UnsafeMutablePointer<UInt8>) -> Int? {
         let magnitude = value.magnitude
         guard magnitude >= 1e-3, magnitude < 1e15, magnitude.significandBitPattern != 0 else { return nil }
         let significand = UInt64(magnitude.significandBitPattern) | (1 << 52)

@@ -71,10 +71,11 @@ func runRecordsBenchmark(megabytes: Int, runs: Int) {
             .joined(separator: " ") ?? "")
     writer.endObject()
     print(String(decoding: writer.bytes, as: UTF8.self))
+    runChunkerBenchmark(block: block, repeats: repeats, fixCount: repeats * elementsPerBlock, runs: runs)
 }
 
 /// Wall seconds and this thread's CPU seconds (which a loaded machine blurs less).
-private func seconds(_ body: () -> Void) -> (wall: Double, cpu: Double) {
+func seconds(_ body: () -> Void) -> (wall: Double, cpu: Double) {
     func cpuNow() -> Double {
         var time = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
@@ -89,7 +90,7 @@ private func seconds(_ body: () -> Void) -> (wall: Double, cpu: Double) {
 }
 
 /// `{"locations": [` + the block `repeats` times, comma-separated + `]}`.
-private final class RecordsStream: ByteSource {
+final class RecordsStream: ByteSource {
     /// The header, the first block, the block after a comma, the trailer.
     let parts: [[UInt8]]
     let repeats: Int
@@ -132,7 +133,7 @@ private final class RecordsStream: ByteSource {
 }
 
 /// `elementCount` comma-separated Records.json elements, deterministic.
-private func makeRecordsBlock(elementCount: Int) -> [UInt8] {
+func makeRecordsBlock(elementCount: Int) -> [UInt8] {
     var state: UInt64 = 7
     func random() -> Double {
         state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407

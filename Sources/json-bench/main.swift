@@ -1,13 +1,19 @@
 // Prints one JSON object: our parser's and Foundation's JSONSerialization throughput on the same
 // realistic 100-fix report batch, measured in the same run, and their ratio.
 // Build and run: swift run -c release json-bench
-// `json-bench records [megabytes]`: the streaming tokenizer and the Records.json reader instead.
+// `json-bench records [megabytes]`: the streaming tokenizer, the Records.json reader and the import's
+// chunker instead; `json-bench export [fixes]`: the export writers.
 import Foundation
 import JSON
 
 if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "records" {
     let megabytes = CommandLine.arguments.count > 2 ? Int(CommandLine.arguments[2]) ?? 256 : 256
     runRecordsBenchmark(megabytes: megabytes, runs: 3)
+    exit(0)
+}
+if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "export" {
+    let fixes = CommandLine.arguments.count > 2 ? Int(CommandLine.arguments[2]) ?? 1_000_000 : 1_000_000
+    runExportBenchmark(fixCount: fixes, runs: 5)
     exit(0)
 }
 
