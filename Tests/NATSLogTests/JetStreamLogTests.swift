@@ -281,6 +281,7 @@ private func readPartition(_ log: JetStreamLog, _ partition: Int, from start: UI
         #expect(acknowledged == nil)
         try cluster.restart(1)
         try cluster.restart(2)
+        try cluster.waitUntilWhole()
         var later = configuration(cluster)
         later.appendDeadlineMillis = 60_000
         let again = try JetStreamLog(later)

@@ -114,6 +114,10 @@ public final class NATSCluster: @unchecked Sendable {
         try start(index)
     }
 
+    /// Waits until every node is back and the cluster can place replicas again (after `restart`s):
+    /// a read or an append right after a restart otherwise races the election it causes.
+    public func waitUntilWhole() throws { try waitUntilFormed() }
+
     public func stopAll() {
         for index in pids.indices { kill(index) }
     }

@@ -16,6 +16,7 @@ drain_fixes=${4:-2000000}
 out=${5:-$(mktemp -d /tmp/fm-compare.XXXXXX)}
 mkdir -p "$out"
 work=$(mktemp -d /tmp/fm-compare-work.XXXXXX)
+chmod o+x "$work"  # the embedded cluster's OS user passes through to its data directory
 trap 'rm -rf "$work"' EXIT
 
 run() {  # build-name bin-dir round
@@ -23,13 +24,14 @@ run() {  # build-name bin-dir round
     log="$out/$name-$round"
     echo "# round $round, $name ($bin), load $(cut -d' ' -f1-3 /proc/loadavg)"
     rm -rf "$work/ingest" "$work/read"
-    "$bin/findmy-bench" ingest --dir "$work/ingest" --seconds 3 --connections 64 --fixes 1,100 \
-        --phases native >"$log-ingest.txt" 2>&1
+    FINDMY_BIN="$bin/findmy" "$base/findmy-bench" ingest --dir "$work/ingest" --seconds 3 --connections 64 --fixes 1,100 \
+        --phases native >"$log-ingest.txt" 2>&1 || echo "$name r$round ingest: failed, see $log-ingest.txt"
     grep -E '"fixes_per_batch"|fixes/s|reports/s' "$log-ingest.txt" | sed "s/^/$name r$round ingest: /" || true
-    "$bin/findmy-bench" read --dir "$work/read" --requests 300 >"$log-read.txt" 2>&1
+    FINDMY_BIN="$bin/findmy" "$base/findmy-bench" read --dir "$work/read" --requests 300 >"$log-read.txt" 2>&1 ||
+        echo "$name r$round read: failed, see $log-read.txt"
     grep -Ei 'p50|p99' "$log-read.txt" | sed "s/^/$name r$round read: /" || true
     "$bin/findmy-bench" project --drain --dir "$work/drain-$name" --fixes "$drain_fixes" --keep-log \
-        >"$log-drain.txt" 2>&1
+        >"$log-drain.txt" 2>&1 || echo "$name r$round drain: failed, see $log-drain.txt"
     grep -Ei 'visible|fixes/s|cpu' "$log-drain.txt" | sed "s/^/$name r$round drain: /" || true
 }
 
