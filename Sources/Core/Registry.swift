@@ -266,6 +266,36 @@ public struct Registry: Sendable {
                 offset: offset, accepted: batch.fixes.count, rejections: batch.rejections)
             recentBatches[batch.deviceID, default: RecentBatches()].insert(
                 batch.batchID, result, capacity: recentBatchesPerDeviceMax)
+        case .userCreated, .userTokenIssued, .userTokenRotated, .userPasswordSet, .userRoleChanged,
+            .userSettingChanged:
+            applyUserEvent(event)
+        case .deviceEnrolled, .deviceTokenIssued, .deviceTokenRevoked, .reportingChanged, .deviceRemoved:
+            applyDeviceEvent(event)
+        case .pushTokenRegistered, .pushTokenInvalidated:
+            applyPushEvent(event)
+        case .shareGranted, .shareRevoked, .sharePermissionChanged:
+            applySharingEvent(event)
+        case .retentionChanged(let change):
+            switch change.scope {
+            case .device(let id): devices[id]?.retentionDays = change.days
+            case .user(let id): users[id]?.retentionDays = change.days
+            }
+        case .historyErased:
+            break  // history is the projection's and the compactor's; nothing ingest answers changes
+        case .regionTransition, .waypointsReported, .unknown:
+            break
+        case .devicePresenceLinked, .presenceChanged:
+            break  // folded by `presence` above
+        case .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:
+            break  // folded by `geofences` and `applyGeofenceNotifications` above
+        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
+            break  // folded by `commands` above
+        }
+    }
+
+    /// Users, their tokens, passwords, roles and settings.
+    private mutating func applyUserEvent(_ event: Event) {
+        switch event {
         case .userCreated(let created):
             users[created.userID] = User(id: created.userID, name: created.name, role: created.role)
             userIDsByName[created.name] = created.userID
@@ -282,6 +312,23 @@ public struct Registry: Sendable {
             }
             principals[rotated.tokenHash] = .user(rotated.userID)
             userTokenHashes[rotated.userID] = [rotated.tokenHash]
+        case .userPasswordSet(let set):
+            users[set.userID]?.passwordHash = set.passwordHash
+        case .userRoleChanged(let changed):
+            users[changed.userID]?.role = changed.role
+        case .userSettingChanged(let changed):
+            // A name this findmy does not know is a newer findmy's setting: ignored.
+            if changed.name == UserSettingChanged.owntracksFriends {
+                users[changed.userID]?.owntracksFriends = changed.value == "true"
+            }
+        default:
+            break
+        }
+    }
+
+    /// Devices: enrolment, their tokens, pausing and removal.
+    private mutating func applyDeviceEvent(_ event: Event) {
+        switch event {
         case .deviceEnrolled(let enrolled):
             guard devices[enrolled.deviceID]?.removed != true else { return }
             if devices[enrolled.deviceID] == nil {
@@ -315,6 +362,27 @@ public struct Registry: Sendable {
             principals[revoked.tokenHash] = nil
             device.tokenHash = nil
             devices[device.id] = device
+        case .reportingChanged(let changed):
+            devices[changed.deviceID]?.paused = changed.paused
+        case .deviceRemoved(let removed):
+            guard var device = devices[removed.deviceID] else { return }
+            if let token = device.tokenHash { principals[token] = nil }
+            device.tokenHash = nil
+            device.removed = true
+            devices[device.id] = device
+            deviceIDsByKey[DeviceKey(userID: device.userID, uuid: device.uuid)] = nil
+            for (key, registration) in pushTokens where registration.deviceID == device.id {
+                pushTokens[key] = nil
+            }
+            recentBatches[device.id] = nil
+        default:
+            break
+        }
+    }
+
+    /// Push tokens, keyed by token.
+    private mutating func applyPushEvent(_ event: Event) {
+        switch event {
         case .pushTokenRegistered(let registered):
             guard devices[registered.deviceID] != nil else { return }
             // A rotated token replaces the device's previous token of the same provider.
@@ -329,30 +397,14 @@ public struct Registry: Sendable {
             )
         case .pushTokenInvalidated(let invalidated):
             pushTokens[PushKey(provider: invalidated.provider, token: invalidated.token)] = nil
-        case .reportingChanged(let changed):
-            devices[changed.deviceID]?.paused = changed.paused
-        case .retentionChanged(let change):
-            switch change.scope {
-            case .device(let id): devices[id]?.retentionDays = change.days
-            case .user(let id): users[id]?.retentionDays = change.days
-            }
-        case .historyErased:
-            break  // history is the projection's and the compactor's; nothing ingest answers changes
-        case .deviceRemoved(let removed):
-            guard var device = devices[removed.deviceID] else { return }
-            if let token = device.tokenHash { principals[token] = nil }
-            device.tokenHash = nil
-            device.removed = true
-            devices[device.id] = device
-            deviceIDsByKey[DeviceKey(userID: device.userID, uuid: device.uuid)] = nil
-            for (key, registration) in pushTokens where registration.deviceID == device.id {
-                pushTokens[key] = nil
-            }
-            recentBatches[device.id] = nil
-        case .userPasswordSet(let set):
-            users[set.userID]?.passwordHash = set.passwordHash
-        case .userRoleChanged(let changed):
-            users[changed.userID]?.role = changed.role
+        default:
+            break
+        }
+    }
+
+    /// Shares of a device with another user.
+    private mutating func applySharingEvent(_ event: Event) {
+        switch event {
         case .shareGranted(let granted):
             guard devices[granted.deviceID] != nil, users[granted.granteeUserID] != nil else { return }
             // Granting again changes the until and keeps the permission (SharePermissionChanged).
@@ -364,19 +416,8 @@ public struct Registry: Sendable {
             if shares[revoked.deviceID]?.isEmpty == true { shares[revoked.deviceID] = nil }
         case .sharePermissionChanged(let changed):
             shares[changed.deviceID]?[changed.granteeUserID]?.mayLocate = changed.locate
-        case .userSettingChanged(let changed):
-            // A name this findmy does not know is a newer findmy's setting: ignored.
-            if changed.name == UserSettingChanged.owntracksFriends {
-                users[changed.userID]?.owntracksFriends = changed.value == "true"
-            }
-        case .regionTransition, .waypointsReported, .unknown:
+        default:
             break
-        case .devicePresenceLinked, .presenceChanged:
-            break  // folded by `presence` above
-        case .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:
-            break  // folded by `geofences` and `applyGeofenceNotifications` above
-        case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
-            break  // folded by `commands` above
         }
     }
 

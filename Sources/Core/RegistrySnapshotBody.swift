@@ -22,6 +22,77 @@ import Events
 extension Registry {
     func encodeBody() -> [UInt8] {
         var w = ByteWriter(capacity: 1 << 16)
+        encodeRetentionPart(&w)
+        encodeAccountsPart(&w)
+        encodeIndexesPart(&w)
+        encodeRecentBatchesPart(&w)
+        w.u64(nextOffset)
+        // Version 2: the Web Push keys of the push tokens that have them, after everything else.
+        let withKeys = pushTokens.filter {
+            !$0.value.webPushPublicKey.isEmpty || !$0.value.webPushAuthSecret.isEmpty
+        }
+        w.u32(UInt32(withKeys.count))
+        for (key, registration) in withKeys {
+            w.string(key.provider)
+            w.string(key.token)
+            w.byteString(registration.webPushPublicKey)
+            w.byteString(registration.webPushAuthSecret)
+        }
+        // Version 3: appended after version 2's body, so that older versions read as before.
+        encodeCommandPart(&w)
+        // Version 4: the users who turned OwnTracks' Friends view on.
+        let friends = users.values.filter(\.owntracksFriends).map(\.id)
+        w.u32(UInt32(friends.count))
+        for id in friends { w.u64(id) }
+        // Version 5: presence links and states.
+        encodePresencePart(&w)
+        // Version 6: the geofences (GeofenceBook.swift).
+        encodeGeofencePart(&w)
+        // Version 7: where each geofence's transitions are announced.
+        encodeGeofenceNotificationPart(&w)
+        return w.bytes
+    }
+
+    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int, version: UInt16) throws
+        -> Registry
+    {
+        var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
+        let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
+        registry.retention = try decodePolicy(&r, settings: settings)
+        try registry.decodeAccountsPart(&r)
+        try registry.decodeIndexesPart(&r)
+        try registry.decodeRecentBatchesPart(&r)
+        registry.nextOffset = try r.u64()
+        if version >= 2 {
+            for _ in 0..<(try r.u32()) {
+                let key = PushKey(provider: try r.string(), token: try r.string())
+                let publicKey = try r.byteString()
+                let authSecret = try r.byteString()
+                guard registry.pushTokens[key] != nil else {
+                    throw DecodeError.invalid("Web Push keys for a push token the snapshot does not hold")
+                }
+                registry.pushTokens[key]?.webPushPublicKey = publicKey
+                registry.pushTokens[key]?.webPushAuthSecret = authSecret
+            }
+        }
+        if version >= 3 { try registry.decodeCommandPart(&r) }
+        if version >= 4 {
+            for _ in 0..<(try r.u32()) {
+                let id = try r.u64()
+                guard registry.users[id] != nil else {
+                    throw DecodeError.invalid("a setting for user \(id), whom the snapshot does not hold")
+                }
+                registry.users[id]?.owntracksFriends = true
+            }
+        }
+        if version >= 5 { try registry.decodePresencePart(&r) }
+        if version >= 6 { try registry.decodeGeofencePart(&r) }
+        if version >= 7 { try registry.decodeGeofenceNotificationPart(&r) }
+        return registry
+    }
+
+    /// The retention settings and policy, first in the body.
+    private func encodeRetentionPart(_ w: inout ByteWriter) {
         w.u64(UInt64(retention.settings.retentionDays))
         w.u64(UInt64(retention.settings.arrivalsRetentionDays))
         w.u32(UInt32(retention.userOfDevice.count))
@@ -51,6 +122,10 @@ extension Registry {
             w.u64(device)
             w.u64(offset)
         }
+    }
+
+    /// Users, devices, push tokens and shares.
+    private func encodeAccountsPart(_ w: inout ByteWriter) {
         w.u32(UInt32(users.count))
         for user in users.values {
             w.u64(user.id)
@@ -90,6 +165,11 @@ extension Registry {
                 w.optionalI64(share.untilMicros)
             }
         }
+    }
+
+    /// The derived indexes, stored as they are: names, device keys, devices by user, principals
+    /// and token hashes.
+    private func encodeIndexesPart(_ w: inout ByteWriter) {
         w.u32(UInt32(userIDsByName.count))
         for (name, id) in userIDsByName {
             w.string(name)
@@ -125,6 +205,10 @@ extension Registry {
             w.u32(UInt32(hashes.count))
             for hash in hashes { w.byteString(hash) }
         }
+    }
+
+    /// The rings of recent batch results per device.
+    private func encodeRecentBatchesPart(_ w: inout ByteWriter) {
         w.u32(UInt32(recentBatches.count))
         for (device, ring) in recentBatches {
             w.u64(device)
@@ -143,46 +227,17 @@ extension Registry {
                 }
             }
         }
-        w.u64(nextOffset)
-        // Version 2: the Web Push keys of the push tokens that have them, after everything else.
-        let withKeys = pushTokens.filter {
-            !$0.value.webPushPublicKey.isEmpty || !$0.value.webPushAuthSecret.isEmpty
-        }
-        w.u32(UInt32(withKeys.count))
-        for (key, registration) in withKeys {
-            w.string(key.provider)
-            w.string(key.token)
-            w.byteString(registration.webPushPublicKey)
-            w.byteString(registration.webPushAuthSecret)
-        }
-        // Version 3: appended after version 2's body, so that older versions read as before.
-        encodeCommandPart(&w)
-        // Version 4: the users who turned OwnTracks' Friends view on.
-        let friends = users.values.filter(\.owntracksFriends).map(\.id)
-        w.u32(UInt32(friends.count))
-        for id in friends { w.u64(id) }
-        // Version 5: presence links and states.
-        encodePresencePart(&w)
-        // Version 6: the geofences (GeofenceBook.swift).
-        encodeGeofencePart(&w)
-        // Version 7: where each geofence's transitions are announced.
-        encodeGeofenceNotificationPart(&w)
-        return w.bytes
     }
 
-    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int, version: UInt16) throws
-        -> Registry
-    {
-        var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
-        let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
-        registry.retention = try decodePolicy(&r, settings: settings)
+    /// Users, devices, push tokens and shares, as `encodeAccountsPart` wrote them.
+    private mutating func decodeAccountsPart(_ r: inout ByteReader) throws {
         for _ in 0..<(try r.u32()) {
             let id = try r.u64()
             let name = try r.string()
             guard let role = Role(rawValue: try r.u8()) else { throw DecodeError.invalid("unknown role") }
             var user = User(id: id, name: name, role: role, retentionDays: try r.optionalU32())
             user.passwordHash = try r.u8() == 0 ? nil : try r.string()
-            registry.users[id] = user
+            users[id] = user
         }
         for _ in 0..<(try r.u32()) {
             var device = Device(
@@ -193,11 +248,11 @@ extension Registry {
             device.removed = flags & 2 != 0
             device.tokenHash = try r.u8() == 0 ? nil : try r.byteString()
             device.retentionDays = try r.optionalU32()
-            registry.devices[device.id] = device
+            devices[device.id] = device
         }
         for _ in 0..<(try r.u32()) {
             let key = PushKey(provider: try r.string(), token: try r.string())
-            registry.pushTokens[key] = PushRegistration(
+            pushTokens[key] = PushRegistration(
                 deviceID: try r.u64(), topic: try r.string(), environment: try r.string())
         }
         for _ in 0..<(try r.u32()) {
@@ -207,23 +262,27 @@ extension Registry {
                 let grantee = try r.u64()
                 grantees[grantee] = Share(granteeUserID: grantee, untilMicros: try r.optionalI64())
             }
-            registry.shares[device] = grantees
+            shares[device] = grantees
         }
-        for _ in 0..<(try r.u32()) { registry.userIDsByName[try r.string()] = try r.u64() }
+    }
+
+    /// The derived indexes, as `encodeIndexesPart` wrote them.
+    private mutating func decodeIndexesPart(_ r: inout ByteReader) throws {
+        for _ in 0..<(try r.u32()) { userIDsByName[try r.string()] = try r.u64() }
         for _ in 0..<(try r.u32()) {
-            registry.deviceIDsByKey[DeviceKey(userID: try r.u64(), uuid: try r.uuid())] = try r.u64()
+            deviceIDsByKey[DeviceKey(userID: try r.u64(), uuid: try r.uuid())] = try r.u64()
         }
         for _ in 0..<(try r.u32()) {
             let user = try r.u64()
             var ids: [UInt64] = []
             for _ in 0..<(try r.u32()) { ids.append(try r.u64()) }
-            registry.deviceIDsByUser[user] = ids
+            deviceIDsByUser[user] = ids
         }
         for _ in 0..<(try r.u32()) {
             let hash = try r.byteString()
             switch try r.u8() {
-            case 0: registry.principals[hash] = .user(try r.u64())
-            case 1: registry.principals[hash] = .device(try r.u64())
+            case 0: principals[hash] = .user(try r.u64())
+            case 1: principals[hash] = .device(try r.u64())
             default: throw DecodeError.invalid("unknown principal kind")
             }
         }
@@ -231,8 +290,12 @@ extension Registry {
             let user = try r.u64()
             var hashes: [[UInt8]] = []
             for _ in 0..<(try r.u32()) { hashes.append(try r.byteString()) }
-            registry.userTokenHashes[user] = hashes
+            userTokenHashes[user] = hashes
         }
+    }
+
+    /// The recent batch rings, checked to be what `RecentBatches.insert` relies on.
+    private mutating func decodeRecentBatchesPart(_ r: inout ByteReader) throws {
         for _ in 0..<(try r.u32()) {
             let device = try r.u64()
             var ring = RecentBatches()
@@ -254,35 +317,8 @@ extension Registry {
                 ring.order.allSatisfy({ ring.results[$0] != nil }),
                 ring.head == 0 || ring.head < ring.order.count
             else { throw DecodeError.invalid("a recent batch ring of device \(device) is inconsistent") }
-            registry.recentBatches[device] = ring
+            recentBatches[device] = ring
         }
-        registry.nextOffset = try r.u64()
-        if version >= 2 {
-            for _ in 0..<(try r.u32()) {
-                let key = PushKey(provider: try r.string(), token: try r.string())
-                let publicKey = try r.byteString()
-                let authSecret = try r.byteString()
-                guard registry.pushTokens[key] != nil else {
-                    throw DecodeError.invalid("Web Push keys for a push token the snapshot does not hold")
-                }
-                registry.pushTokens[key]?.webPushPublicKey = publicKey
-                registry.pushTokens[key]?.webPushAuthSecret = authSecret
-            }
-        }
-        if version >= 3 { try registry.decodeCommandPart(&r) }
-        if version >= 4 {
-            for _ in 0..<(try r.u32()) {
-                let id = try r.u64()
-                guard registry.users[id] != nil else {
-                    throw DecodeError.invalid("a setting for user \(id), whom the snapshot does not hold")
-                }
-                registry.users[id]?.owntracksFriends = true
-            }
-        }
-        if version >= 5 { try registry.decodePresencePart(&r) }
-        if version >= 6 { try registry.decodeGeofencePart(&r) }
-        if version >= 7 { try registry.decodeGeofenceNotificationPart(&r) }
-        return registry
     }
 
     /// The policy's folds are replayed with the events that make them, in the order they were made:

@@ -84,7 +84,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/v1/overland/batches"): .appDevice,
         RouteKey("GET", "/api/find-my/osmand"): .appDeviceOrBody,
         RouteKey("POST", "/api/find-my/osmand"): .appDeviceOrBody,
-        // Login, sessions, sharing, users (Sources/Identity/Accounts.swift)
+        // Login, sessions, sharing, users (Sources/Identity/Accounts.swift, Sharing.swift)
         RouteKey("POST", "/login"): .open,
         RouteKey("POST", "/logout"): .open,  // ends only the session its own cookie names
         RouteKey("GET", "/api/find-my/devices/{id}/shares"): .owner,

@@ -108,44 +108,12 @@ extension IngestService {
         _ report: ClientReport, completion: @escaping @Sendable (ClientReportOutcome) -> Void
     ) {
         let received = report.receivedAtMicros ?? clockMicros()
-        let limits = arrivalLimits(report.deviceID)
-        var fixes: [Fix] = []
-        fixes.reserveCapacity(report.items.count)
-        var rejections: [(UInt32, FixRejection)] = report.rejections.map { ($0.index, $0.rejection) }
-        for item in report.items {
-            do {
-                fixes.append(try ReportDecoder.validate(item.fix, receivedAtMicros: received, limits: limits))
-            } catch {
-                rejections.append((item.index, error))
-            }
-        }
-        rejections.sort { $0.0 < $1.0 }
+        let (fixes, rejections) = validateItems(report, receivedAtMicros: received)
         if fixes.isEmpty && rejections.isEmpty && report.places.isEmpty { return completion(.empty) }
         var rejectionCounts: [FixRejection.Code: Int] = [:]
         for (_, rejection) in rejections { rejectionCounts[rejection.code, default: 0] += 1 }
         let key = RegistryStore.BatchKey(deviceID: report.deviceID, batchID: report.batchID)
-        enum Admission {
-            case duplicate(Registry.BatchResult)
-            case paused, inProgress, append
-        }
-        let admission = registry.write { state -> Admission in
-            if let result = state.registry.batchResult(deviceID: key.deviceID, batchID: key.batchID) {
-                return .duplicate(result)
-            }
-            if state.registry.devices[key.deviceID]?.paused == true { return .paused }
-            guard state.batchesInFlight.insert(key).inserted else { return .inProgress }
-            return .append
-        }
-        switch admission {
-        case .duplicate(let result):
-            metrics.recordDuplicate()
-            return completion(
-                .duplicate(
-                    offset: result.offset, accepted: result.accepted, rejected: result.rejections.count))
-        case .paused: return completion(.paused)
-        case .inProgress: return completion(.inProgress)
-        case .append: break
-        }
+        if let refusal = admissionRefusal(key) { return completion(refusal) }
         let batch = FixBatch(
             deviceID: report.deviceID, batchID: report.batchID, fixes: fixes,
             rejections: rejections.map { Rejection(index: $0.0, reason: $0.1.reason) },
@@ -202,6 +170,53 @@ extension IngestService {
                 }
                 completion(.stored(offset: offset, accepted: acceptedCount, rejected: rejectedCount))
             }
+        }
+    }
+
+    /// The items that pass the fix rules, and every rejection (the app's own and the rules') in
+    /// item order.
+    private func validateItems(_ report: ClientReport, receivedAtMicros received: Int64)
+        -> (fixes: [Fix], rejections: [(UInt32, FixRejection)])
+    {
+        let limits = arrivalLimits(report.deviceID)
+        var fixes: [Fix] = []
+        fixes.reserveCapacity(report.items.count)
+        var rejections: [(UInt32, FixRejection)] = report.rejections.map { ($0.index, $0.rejection) }
+        for item in report.items {
+            do {
+                fixes.append(try ReportDecoder.validate(item.fix, receivedAtMicros: received, limits: limits))
+            } catch {
+                rejections.append((item.index, error))
+            }
+        }
+        rejections.sort { $0.0 < $1.0 }
+        return (fixes, rejections)
+    }
+
+    /// Why the batch is not appended now: a duplicate of a stored one (counted), a paused device,
+    /// or the same batch appended by another request. Nil: this request appends it, and holds it
+    /// in flight until it is durable or failed.
+    private func admissionRefusal(_ key: RegistryStore.BatchKey) -> ClientReportOutcome? {
+        enum Admission {
+            case duplicate(Registry.BatchResult)
+            case paused, inProgress, append
+        }
+        let admission = registry.write { state -> Admission in
+            if let result = state.registry.batchResult(deviceID: key.deviceID, batchID: key.batchID) {
+                return .duplicate(result)
+            }
+            if state.registry.devices[key.deviceID]?.paused == true { return .paused }
+            guard state.batchesInFlight.insert(key).inserted else { return .inProgress }
+            return .append
+        }
+        switch admission {
+        case .duplicate(let result):
+            metrics.recordDuplicate()
+            return .duplicate(
+                offset: result.offset, accepted: result.accepted, rejected: result.rejections.count)
+        case .paused: return .paused
+        case .inProgress: return .inProgress
+        case .append: return nil
         }
     }
 

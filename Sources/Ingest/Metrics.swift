@@ -145,6 +145,13 @@ public final class IngestMetrics: Sendable {
         out += "findmy_append_seconds_sum \(Double(state.appendMicrosSum) / 1e6)\n"
         out += "findmy_append_seconds_count \(state.appendCount)\n"
         guard let log else { return out }
+        out += Self.logCounters(log)
+        return out
+    }
+
+    /// The local log writer's counters, which a shared-log node does not have.
+    private static func logCounters(_ log: LogWriterStatistics) -> String {
+        var out = ""
         out += "# HELP findmy_log_fsyncs_total Group commits (one fdatasync each) since the server started.\n"
         out += "# TYPE findmy_log_fsyncs_total counter\nfindmy_log_fsyncs_total \(log.groupCommits)\n"
         out +=

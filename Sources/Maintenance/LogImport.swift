@@ -193,39 +193,11 @@ extension LogTransfer {
         file: String, openLog: () throws -> JetStreamLog, mapPath: String, verify: Bool,
         publishersPerPartition: Int = LogTransfer.publishersPerPartitionDefault
     ) throws -> Int32 {
-        // The whole file is checked before anything is stored: a damaged export stores nothing.
-        let header: LogExportHeader
-        let trailer: LogExportTrailer
-        do {
-            (header, trailer) = try readExport(file)
-        } catch var damaged as DamagedExport {
-            damaged.consequence = "; nothing was imported (export the log again)"
-            throw damaged
-        }
-        printLine(
-            "import: \(file) holds \(trailer.records) records (\(trailer.fixes) fixes) of log \(header.logID), "
-                + "offsets below \(header.endOffset)")
-        if header.serverWasRunning {
-            writeStandardError(
-                "import: warning: the export was taken while a server held the log; records after offset "
-                    + "\(header.endOffset) are not in it")
-        }
+        let (header, trailer) = try checkExport(file)
         let log = try openLog()
         defer { log.close() }
         printLine("import: stream \(log.configuration.streamName), \(log.partitionCount) partitions")
-        let before = try scanStream(log, logID: header.logID)
-        guard before.foreign == 0 else {
-            throw UsageError(
-                "the stream \(log.configuration.streamName) holds \(before.foreign) messages that are not this "
-                    + "log's import: importing into a stream in use would mix two registries (user and device ids "
-                    + "would clash); import into a new stream (nothing was imported)")
-        }
-        let map = Locked([UInt64: UInt64](minimumCapacity: Int(trailer.records)))
-        map.withLock { map in
-            for stored in before.stored where map[stored.sourceOffset] == nil {
-                map[stored.sourceOffset] = stored.offset
-            }
-        }
+        let map = try recordsImportedBefore(into: log, header: header, trailer: trailer)
         let already = map.withLock { $0.count }
         if already > 0 {
             printLine("import: \(already) records already in the stream (an earlier run): skipped")
@@ -280,6 +252,50 @@ extension LogTransfer {
                 + "--log ...` (docs/scale.md, \"Migrating a single-machine log\")")
         guard verify else { return 0 }
         return try runVerify(file: file, log: log, header: header)
+    }
+
+    /// Reads the whole export before anything is stored, so that a damaged export stores nothing,
+    /// and says what it holds.
+    private static func checkExport(_ file: String) throws -> (LogExportHeader, LogExportTrailer) {
+        // The whole file is checked before anything is stored: a damaged export stores nothing.
+        let header: LogExportHeader
+        let trailer: LogExportTrailer
+        do {
+            (header, trailer) = try readExport(file)
+        } catch var damaged as DamagedExport {
+            damaged.consequence = "; nothing was imported (export the log again)"
+            throw damaged
+        }
+        printLine(
+            "import: \(file) holds \(trailer.records) records (\(trailer.fixes) fixes) of log \(header.logID), "
+                + "offsets below \(header.endOffset)")
+        if header.serverWasRunning {
+            writeStandardError(
+                "import: warning: the export was taken while a server held the log; records after offset "
+                    + "\(header.endOffset) are not in it")
+        }
+        return (header, trailer)
+    }
+
+    /// What an earlier run of this import stored in the stream, as old offset → new offset; a
+    /// stream that holds anything else is refused.
+    private static func recordsImportedBefore(
+        into log: JetStreamLog, header: LogExportHeader, trailer: LogExportTrailer
+    ) throws -> Locked<[UInt64: UInt64]> {
+        let before = try scanStream(log, logID: header.logID)
+        guard before.foreign == 0 else {
+            throw UsageError(
+                "the stream \(log.configuration.streamName) holds \(before.foreign) messages that are not this "
+                    + "log's import: importing into a stream in use would mix two registries (user and device ids "
+                    + "would clash); import into a new stream (nothing was imported)")
+        }
+        let map = Locked([UInt64: UInt64](minimumCapacity: Int(trailer.records)))
+        map.withLock { map in
+            for stored in before.stored where map[stored.sourceOffset] == nil {
+                map[stored.sourceOffset] = stored.offset
+            }
+        }
+        return map
     }
 
     static func rate(_ count: UInt64, micros: Int64) -> Int {

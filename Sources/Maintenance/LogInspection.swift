@@ -23,102 +23,87 @@ package enum LogInspection {
         try requireLog(directory)
         let reader = LogReader(directory: directory)
         let durableEnd = reader.durableEnd()
-        let logID = try reader.logID()
-        var records = 0
-        var fixes = 0
-        var byType: [UInt8: Int] = [:]
-        var firstOffset: UInt64?
-        var lastOffset: UInt64?
-        var receivedMin = Int64.max
-        var receivedMax = Int64.min
-        var recordedMin = Int64.max
-        var recordedMax = Int64.min
+        var stats = LogStats(logID: try reader.logID(), durableEnd: durableEnd)
         let headersOnly: (RecordHeader) -> Bool = { _ in false }
         try reader.read(from: 0, upTo: durableEnd, wantPayload: headersOnly) { record in
-            let header = record.header
-            records += 1
-            fixes += Int(header.fixCount)
-            byType[header.type, default: 0] += 1
-            firstOffset = firstOffset ?? header.offset
-            lastOffset = header.offset
-            receivedMin = min(receivedMin, header.receivedAtMicros)
-            receivedMax = max(receivedMax, header.receivedAtMicros)
-            if header.fixCount > 0 {
-                recordedMin = min(recordedMin, header.recordedMinMicros)
-                recordedMax = max(recordedMax, header.recordedMaxMicros)
-            }
+            stats.count(record.header)
             return true
         }
         let files = try PosixFileIO().list(directory).filter { LogFormat.baseOffset(fileName: $0) != nil }
-        var bytes = 0
+        stats.segments = files.count
         for file in files {
             var info = stat()
-            if stat(directory + "/" + file, &info) == 0 { bytes += Int(info.st_size) }
+            if stat(directory + "/" + file, &info) == 0 { stats.bytes += Int(info.st_size) }
         }
-        let bytesPerFix = fixes > 0 ? Double(bytes) / Double(fixes) : 0
-        if json {
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.key("log_id")
-            if let logID { writer.string(logID.description) } else { writer.null() }
-            writer.key("segments")
-            writer.int64(Int64(files.count))
-            writer.key("records")
-            writer.int64(Int64(records))
-            writer.key("fixes")
-            writer.int64(Int64(fixes))
-            writer.key("bytes")
-            writer.int64(Int64(bytes))
-            writer.key("bytes_per_fix")
-            writer.double(bytesPerFix)
-            writer.key("first_offset")
-            optional(firstOffset, &writer)
-            writer.key("last_offset")
-            optional(lastOffset, &writer)
-            writer.key("durable_end")
-            writer.int64(Int64(durableEnd))
-            writer.key("received_from")
-            time(records > 0 ? receivedMin : nil, &writer)
-            writer.key("received_to")
-            time(records > 0 ? receivedMax : nil, &writer)
-            writer.key("recorded_from")
-            time(fixes > 0 ? recordedMin : nil, &writer)
-            writer.key("recorded_to")
-            time(fixes > 0 ? recordedMax : nil, &writer)
-            writer.key("records_by_type")
-            writer.beginObject()
-            for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
-                writer.key(EventJSON.typeName(type))
-                writer.int64(Int64(count))
-            }
-            writer.endObject()
-            writer.endObject()
-            printLine(String(decoding: writer.bytes, as: UTF8.self))
-        } else {
-            // A log no writer of this version has opened yet has none (docs/log-format.md).
-            printLine("log id         \(logID.map { "\($0)" } ?? "none (written before log ids)")")
-            printLine("segments       \(files.count) (\(bytes) bytes)")
-            printLine(
-                "records        \(records)" + (firstOffset.map { " (offsets \($0)...\(lastOffset!))" } ?? ""))
-            printLine(
-                "fixes          \(fixes)"
-                    + (fixes > 0 ? " (\(String(format1: bytesPerFix)) bytes per fix on disk)" : ""))
-            printLine("durable end    \(durableEnd)")
-            if records > 0 {
-                printLine(
-                    "received       \(EventJSON.time(receivedMin, millis: true)) to \(EventJSON.time(receivedMax, millis: true))"
-                )
-            }
-            if fixes > 0 {
-                printLine(
-                    "recorded       \(EventJSON.time(recordedMin, millis: true)) to \(EventJSON.time(recordedMax, millis: true))"
-                )
-            }
-            for (type, count) in byType.sorted(by: { $0.key < $1.key }) {
-                printLine("  " + EventJSON.typeName(type).padding(24) + "\(count)")
-            }
-        }
+        if json { printStatsJSON(stats) } else { printStatsText(stats) }
         return 0
+    }
+
+    private static func printStatsJSON(_ stats: LogStats) {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("log_id")
+        if let logID = stats.logID { writer.string(logID.description) } else { writer.null() }
+        writer.key("segments")
+        writer.int64(Int64(stats.segments))
+        writer.key("records")
+        writer.int64(Int64(stats.records))
+        writer.key("fixes")
+        writer.int64(Int64(stats.fixes))
+        writer.key("bytes")
+        writer.int64(Int64(stats.bytes))
+        writer.key("bytes_per_fix")
+        writer.double(stats.bytesPerFix)
+        writer.key("first_offset")
+        optional(stats.firstOffset, &writer)
+        writer.key("last_offset")
+        optional(stats.lastOffset, &writer)
+        writer.key("durable_end")
+        writer.int64(Int64(stats.durableEnd))
+        writer.key("received_from")
+        time(stats.records > 0 ? stats.receivedMin : nil, &writer)
+        writer.key("received_to")
+        time(stats.records > 0 ? stats.receivedMax : nil, &writer)
+        writer.key("recorded_from")
+        time(stats.fixes > 0 ? stats.recordedMin : nil, &writer)
+        writer.key("recorded_to")
+        time(stats.fixes > 0 ? stats.recordedMax : nil, &writer)
+        writer.key("records_by_type")
+        writer.beginObject()
+        for (type, count) in stats.byType.sorted(by: { $0.key < $1.key }) {
+            writer.key(EventJSON.typeName(type))
+            writer.int64(Int64(count))
+        }
+        writer.endObject()
+        writer.endObject()
+        printLine(String(decoding: writer.bytes, as: UTF8.self))
+    }
+
+    private static func printStatsText(_ stats: LogStats) {
+        // A log no writer of this version has opened yet has none (docs/log-format.md).
+        printLine("log id         \(stats.logID.map { "\($0)" } ?? "none (written before log ids)")")
+        printLine("segments       \(stats.segments) (\(stats.bytes) bytes)")
+        printLine(
+            "records        \(stats.records)"
+                + (stats.firstOffset.map { " (offsets \($0)...\(stats.lastOffset!))" } ?? ""))
+        printLine(
+            "fixes          \(stats.fixes)"
+                + (stats.fixes > 0
+                    ? " (\(String(format1: stats.bytesPerFix)) bytes per fix on disk)" : ""))
+        printLine("durable end    \(stats.durableEnd)")
+        if stats.records > 0 {
+            printLine(
+                "received       \(EventJSON.time(stats.receivedMin, millis: true)) to \(EventJSON.time(stats.receivedMax, millis: true))"
+            )
+        }
+        if stats.fixes > 0 {
+            printLine(
+                "recorded       \(EventJSON.time(stats.recordedMin, millis: true)) to \(EventJSON.time(stats.recordedMax, millis: true))"
+            )
+        }
+        for (type, count) in stats.byType.sorted(by: { $0.key < $1.key }) {
+            printLine("  " + EventJSON.typeName(type).padding(24) + "\(count)")
+        }
     }
 
     // MARK: verify
@@ -273,5 +258,39 @@ extension String {
             return
         }
         self = "\(tenths / 10).\((tenths % 10).magnitude)"
+    }
+}
+
+/// What `findmy log stats` counts in one pass over the log's record headers, and the segments'
+/// files on disk.
+private struct LogStats {
+    let logID: UUID128?
+    let durableEnd: UInt64
+    var segments = 0
+    var bytes = 0
+    var records = 0
+    var fixes = 0
+    var byType: [UInt8: Int] = [:]
+    var firstOffset: UInt64?
+    var lastOffset: UInt64?
+    var receivedMin = Int64.max
+    var receivedMax = Int64.min
+    var recordedMin = Int64.max
+    var recordedMax = Int64.min
+
+    var bytesPerFix: Double { fixes > 0 ? Double(bytes) / Double(fixes) : 0 }
+
+    mutating func count(_ header: RecordHeader) {
+        records += 1
+        fixes += Int(header.fixCount)
+        byType[header.type, default: 0] += 1
+        firstOffset = firstOffset ?? header.offset
+        lastOffset = header.offset
+        receivedMin = min(receivedMin, header.receivedAtMicros)
+        receivedMax = max(receivedMax, header.receivedAtMicros)
+        if header.fixCount > 0 {
+            recordedMin = min(recordedMin, header.recordedMinMicros)
+            recordedMax = max(recordedMax, header.recordedMaxMicros)
+        }
     }
 }

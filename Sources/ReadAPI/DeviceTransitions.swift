@@ -44,43 +44,8 @@ extension GeofenceTransitionRoutes {
             byName[fence.name] = byName[fence.name] == nil ? fence.geofenceID : .some(nil)
         }
 
-        var parameters: [PostgresValue?] = [
-            .int64(Int64(bitPattern: deviceID)),
-            .array(PostgresArray(.bigint, onDevice.map { .int64(Int64(bitPattern: $0.geofenceID)) })),
-        ]
-        var bounds = ""
-        if let from = query.fromMicros {
-            parameters.append(.timestamp(micros: from))
-            bounds += " AND recorded_at >= $\(parameters.count)"
-        }
-        if let to = query.toMicros {
-            parameters.append(.timestamp(micros: to))
-            bounds += " AND recorded_at < $\(parameters.count)"
-        }
-        if let cursor = query.cursor {
-            parameters += [
-                .timestamp(micros: cursor.micros), .int64(Int64(cursor.fixIndex)),
-                .int64(Int64(cursor.logOffset)),
-            ]
-            let n = parameters.count
-            bounds += " AND (recorded_at, source, id) < ($\(n - 2), $\(n - 1), $\(n))"
-        }
-        let sql = """
-            SELECT recorded_at, source, id, geofence_id, region_name, event, received_at, fix_accuracy_m
-            FROM (
-                SELECT recorded_at, 0::bigint AS source, id, geofence_id, NULL::text AS region_name, event,
-                    received_at, fix_accuracy_m
-                FROM \(GeofenceSchema.Table.transitions.qualified)
-                WHERE device_id = $1 AND geofence_id = ANY($2::bigint[])
-                UNION ALL
-                SELECT recorded_at, 1::bigint, id, geofence_id, region_name, event, received_at, fix_accuracy_m
-                FROM \(GeofenceSchema.Table.deviceTransitions.qualified)
-                WHERE device_id = $1
-            ) AS both_sources
-            WHERE true\(bounds)
-            ORDER BY recorded_at DESC, source DESC, id DESC
-            LIMIT \(query.limit + 1)
-            """
+        let (sql, parameters) = Self.transitionsQuery(
+            query, deviceID: deviceID, fenceIDs: onDevice.map(\.geofenceID))
         let result = try reads.query(sql, parameters)
         let rows = min(result.rowCount, query.limit)
         var writer = JSONWriter(capacity: 128 + rows * 260)
@@ -134,5 +99,51 @@ extension GeofenceTransitionRoutes {
         }
         writer.endObject()
         return .json(writer.bytes)
+    }
+
+    /// Both sources' transitions of the device, newest first, within the query's bounds and after
+    /// its cursor: one row more than the page, to tell whether another page follows. The server's
+    /// decisions are those of `fenceIDs`, the caller's fences that name the device.
+    private static func transitionsQuery(_ query: HistoryQuery, deviceID: UInt64, fenceIDs: [UInt64])
+        -> (sql: String, parameters: [PostgresValue?])
+    {
+        var parameters: [PostgresValue?] = [
+            .int64(Int64(bitPattern: deviceID)),
+            .array(PostgresArray(.bigint, fenceIDs.map { .int64(Int64(bitPattern: $0)) })),
+        ]
+        var bounds = ""
+        if let from = query.fromMicros {
+            parameters.append(.timestamp(micros: from))
+            bounds += " AND recorded_at >= $\(parameters.count)"
+        }
+        if let to = query.toMicros {
+            parameters.append(.timestamp(micros: to))
+            bounds += " AND recorded_at < $\(parameters.count)"
+        }
+        if let cursor = query.cursor {
+            parameters += [
+                .timestamp(micros: cursor.micros), .int64(Int64(cursor.fixIndex)),
+                .int64(Int64(cursor.logOffset)),
+            ]
+            let n = parameters.count
+            bounds += " AND (recorded_at, source, id) < ($\(n - 2), $\(n - 1), $\(n))"
+        }
+        let sql = """
+            SELECT recorded_at, source, id, geofence_id, region_name, event, received_at, fix_accuracy_m
+            FROM (
+                SELECT recorded_at, 0::bigint AS source, id, geofence_id, NULL::text AS region_name, event,
+                    received_at, fix_accuracy_m
+                FROM \(GeofenceSchema.Table.transitions.qualified)
+                WHERE device_id = $1 AND geofence_id = ANY($2::bigint[])
+                UNION ALL
+                SELECT recorded_at, 1::bigint, id, geofence_id, region_name, event, received_at, fix_accuracy_m
+                FROM \(GeofenceSchema.Table.deviceTransitions.qualified)
+                WHERE device_id = $1
+            ) AS both_sources
+            WHERE true\(bounds)
+            ORDER BY recorded_at DESC, source DESC, id DESC
+            LIMIT \(query.limit + 1)
+            """
+        return (sql, parameters)
     }
 }

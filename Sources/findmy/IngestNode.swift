@@ -260,7 +260,7 @@ extension ServeCommand {
         service.addStatusSource(ServiceGroupStatus(group))
         let identity = service.identity
         let start = identity.store.startReport
-        logSnapshotsPassedOver(start)
+        RegistryStartLog.snapshotsPassedOver(start)
         let follower = JetStreamFollower(log: shared.log, from: registry.appliedEnd) { record, _ in
             try registry.deliver(record, into: identity.store)
         }
@@ -289,7 +289,8 @@ extension ServeCommand {
         // Started before the listeners, so stopped after them: its last snapshot is written once
         // nothing is accepted any more. It reads the stream on its own (SharedRegistrySnapshots.swift).
         let snapshotter = SharedRegistrySnapshotter(
-            registry: identity.store, log: snapshotLog, store: snapshots, report: logSnapshotOutcome)
+            registry: identity.store, log: snapshotLog, store: snapshots,
+            report: RegistryStartLog.snapshotOutcome)
         try group.start(snapshotter)
 
         var reads: ReadService?

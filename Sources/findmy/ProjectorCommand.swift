@@ -77,12 +77,10 @@ enum ProjectorCommand {
         guard intervalSeconds >= 0, firstRunSeconds >= 0 else {
             throw UsageError("--compact-interval-seconds and --compact-first-run-seconds must be 0 or more")
         }
-
         let geofencesText = options.value("geofences") ?? "on"
         guard geofencesText == "on" || geofencesText == "off" else {
             throw UsageError("--geofences must be 'on' or 'off', got '\(geofencesText)'")
         }
-
         let signals = blockShutdownSignals()
         var configuration = JetStreamLogConfiguration(servers: servers, partitionCount: 1)
         if let stream = options.value("stream") { configuration.streamName = stream }
@@ -121,6 +119,14 @@ enum ProjectorCommand {
         requestStopOnSignal(group, signals)
         _ = group.waitForStop()
         group.stop()
+        printStopped(projector, fences)
+        return 0
+    }
+
+    /// What the projectors folded while this process ran, as it stops.
+    private static func printStopped(
+        _ projector: PartitionedProjector, _ fences: SharedLogProjector<GeofenceProjection>?
+    ) {
         let status = projector.status
         printLine(
             "projector: stopped (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded, "
@@ -132,7 +138,6 @@ enum ProjectorCommand {
                 "geofences: stopped (\(status.recordsFolded) records, \(status.fixesFolded) fixes folded; "
                     + "lease taken \(status.taken) times)")
         }
-        return 0
     }
 
     static func positive(_ options: Options, _ flag: String, environment: String, _ fallback: Int) throws

@@ -133,67 +133,18 @@ enum ServeCommand {
                 "records_replayed": .int(Int64(start.recordsReplayed)),
                 "millis": .int((monotonicMicros() - started) / 1000),
             ])
-        logSnapshotsPassedOver(start)
+        RegistryStartLog.snapshotsPassedOver(start)
         // Started before the listeners, so stopped after them: its last snapshot holds every record.
         let snapshotter = RegistrySnapshotter(
-            registry: service.identity.store, store: snapshots, report: logSnapshotOutcome)
+            registry: service.identity.store, store: snapshots, report: RegistryStartLog.snapshotOutcome)
         try group.start(snapshotter)
 
-        // The projector and its database: started after the log (whose lock keeps a second server off
-        // this data directory and its cluster), stopped before it.
-        var reads: ReadService?
-        var client: PostgresClient?
+        let projection =
+            configuration.projector
+            ? try startProjection(configuration, service, log: log, group: group) : nil
+        let client = projection?.client
         var projectorCheckpoint: @Sendable () -> UInt64? = { nil }
-        var geofenceProgress: GeofenceProgress?
-        if configuration.projector {
-            let database = try DatabaseService(
-                dataDirectory: data, url: configuration.databaseURL, supervised: true,
-                onSupervisorEvent: logSupervisorEvent)
-            client = database.client
-            try group.start(database)
-            let projector = Projector(
-                client: database.client, reader: LogReader(directory: data + "/log", writer: log))
-            service.addStatusSource(ProjectorStatusSource(projector: projector))
-            let readService = readService(
-                configuration, service, conninfo: database.client.conninfo,
-                admission: {
-                    let status = projector.status
-                    guard status.boundLogID == nil else { return nil }
-                    return status.stopped
-                        ? "the projection does not match this log: \(status.lastError ?? "see /healthz")"
-                        : "the projector has not yet checked that the projection belongs to this log "
-                            + "(see /healthz)"
-                },
-                projectedEnd: { projector.status.checkpoint }, bells: projector.checkpointBells)
-            reads = readService
-            database.addBorrower { readService.pool.close() }
-            service.addStatusSource(readService.statusSource)
-            projectorCheckpoint = { projector.status.checkpoint }
-            // A projection of another log (a database left from an older installation) is dropped
-            // as the projector starts, before the HTTP server does.
-            try group.start(ProjectorService(projector: projector))
-            StructuredLog.info("projector_started", ["database": .string(database.description)])
-            // The geofence projection: the same log folded again, with its own checkpoint.
-            // It yields to the main projector while that one drains a backlog: reads wait for the main one.
-            var fenceOptions = Projector.Options()
-            fenceOptions.yieldsTo = projector
-            let fences = Projector(
-                client: database.client, reader: LogReader(directory: data + "/log", writer: log),
-                projection: GeofenceProjection(), options: fenceOptions)
-            service.addStatusSource(
-                ProjectorStatusSource(
-                    projector: fences, name: "geofences", metricPrefix: "findmy_geofences_projector"))
-            geofenceProgress = GeofenceProgress(
-                checkpoint: { fences.status.checkpoint }, bells: fences.checkpointBells,
-                unavailable: {
-                    let status = fences.status
-                    guard status.boundLogID == nil else { return nil }
-                    return status.stopped
-                        ? "stopped: \(status.lastError ?? "see /healthz")"
-                        : "not yet bound to this log (see /healthz)"
-                })
-            try group.start(ProjectorService(projector: fences, name: "geofences"))
-        }
+        if let projection { projectorCheckpoint = projection.checkpoint }
         let compaction = CompactService.service(
             configuration.compactor, log: log, client: client, addStatusSource: service.addStatusSource,
             readerCheckpoint: projectorCheckpoint,
@@ -207,9 +158,67 @@ enum ServeCommand {
         let api = try startFeatures(
             configuration, service, clock: clock, group: group,
             FeatureComposition(
-                reads: reads, geofences: geofenceProgress, projectedEnd: { checkpoint() ?? 0 },
+                reads: projection?.reads, geofences: projection?.geofences,
+                projectedEnd: { checkpoint() ?? 0 },
                 notifier: notifier, compactor: compaction.compactor))
         return (log, api)
+    }
+
+    /// The projection of a local log: its database, the projector and the geofence projector,
+    /// started after the log (whose lock keeps a second server off this data directory and its
+    /// cluster) and stopped before it, and the read service over them.
+    static func startProjection(
+        _ configuration: Configuration, _ service: IngestService, log: LogWriter, group: ServiceGroup
+    ) throws -> (
+        client: PostgresClient, reads: ReadService, checkpoint: @Sendable () -> UInt64?,
+        geofences: GeofenceProgress
+    ) {
+        let data = configuration.dataDirectory
+        let database = try DatabaseService(
+            dataDirectory: data, url: configuration.databaseURL, supervised: true,
+            onSupervisorEvent: logSupervisorEvent)
+        try group.start(database)
+        let projector = Projector(
+            client: database.client, reader: LogReader(directory: data + "/log", writer: log))
+        service.addStatusSource(ProjectorStatusSource(projector: projector))
+        let readService = readService(
+            configuration, service, conninfo: database.client.conninfo,
+            admission: {
+                let status = projector.status
+                guard status.boundLogID == nil else { return nil }
+                return status.stopped
+                    ? "the projection does not match this log: \(status.lastError ?? "see /healthz")"
+                    : "the projector has not yet checked that the projection belongs to this log "
+                        + "(see /healthz)"
+            },
+            projectedEnd: { projector.status.checkpoint }, bells: projector.checkpointBells)
+        database.addBorrower { readService.pool.close() }
+        service.addStatusSource(readService.statusSource)
+        // A projection of another log (a database left from an older installation) is dropped
+        // as the projector starts, before the HTTP server does.
+        try group.start(ProjectorService(projector: projector))
+        StructuredLog.info("projector_started", ["database": .string(database.description)])
+        // The geofence projection: the same log folded again, with its own checkpoint.
+        // It yields to the main projector while that one drains a backlog: reads wait for the main one.
+        var fenceOptions = Projector.Options()
+        fenceOptions.yieldsTo = projector
+        let fences = Projector(
+            client: database.client, reader: LogReader(directory: data + "/log", writer: log),
+            projection: GeofenceProjection(), options: fenceOptions)
+        service.addStatusSource(
+            ProjectorStatusSource(
+                projector: fences, name: "geofences", metricPrefix: "findmy_geofences_projector"))
+        let geofences = GeofenceProgress(
+            checkpoint: { fences.status.checkpoint }, bells: fences.checkpointBells,
+            unavailable: {
+                let status = fences.status
+                guard status.boundLogID == nil else { return nil }
+                return status.stopped
+                    ? "stopped: \(status.lastError ?? "see /healthz")"
+                    : "not yet bound to this log (see /healthz)"
+            })
+        try group.start(ProjectorService(projector: fences, name: "geofences"))
+        return (database.client, readService, { projector.status.checkpoint }, geofences)
     }
 
     /// What the features share whatever the log: the command channels and dispatcher, the geofence
@@ -262,37 +271,6 @@ enum ServeCommand {
             presence: presence, geofences: projection.geofences, alerts: alerts)
         return try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
-    }
-
-    /// One line per snapshot a start passed over, and one if the directory could not be read.
-    static func logSnapshotsPassedOver(_ start: RegistryStartReport) {
-        for skipped in start.skipped {
-            StructuredLog.info(
-                "registry_snapshot_skipped",
-                [
-                    "file": .string(skipped.fileName), "reason": .string(skipped.reason),
-                    "deleted": .bool(skipped.deleted),
-                ])
-        }
-        if let error = start.snapshotError {
-            StructuredLog.error("registry_snapshot_unreadable", ["error": .string(error)])
-        }
-    }
-
-    /// A snapshot written is quiet unless slow; a refold or a failure is worth a line.
-    static func logSnapshotOutcome(_ outcome: RegistrySnapshotter.Outcome) {
-        switch outcome {
-        case .written(_, let offset, let bytes, let millis):
-            if millis >= 1000 {
-                StructuredLog.info(
-                    "registry_snapshot_written",
-                    ["offset": .int(Int64(offset)), "bytes": .int(Int64(bytes)), "millis": .int(millis)])
-            }
-        case .refolding(let reason):
-            StructuredLog.info("registry_snapshot_refolding", ["reason": .string(reason)])
-        case .failed(let error):
-            StructuredLog.error("registry_snapshot_failed", ["error": .string(error)])
-        }
     }
 
     /// A service that could not start, in the structured log; starts and stops stay quiet (the

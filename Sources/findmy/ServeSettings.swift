@@ -191,19 +191,14 @@ extension ServeCommand {
             lines.append("  --" + setting.flag.padding(32) + setting.environment)
             lines.append("      " + setting.help)
         }
-        lines.append("")
-        lines.append(
-            "With --log nats://... this process is a stateless ingest node of a JetStream log: it runs no projector"
-        )
-        lines.append(
-            "and no compactor; projectors run as separate processes (findmy projector --log nats://...). Given"
-        )
-        lines.append(
-            "--database-url too, it serves the read API and the panel from the projection those projectors write there"
-        )
-        lines.append(
-            "(or a streaming replica of it); without, reads answer 503 reads_unavailable. See docs/scale.md.")
-        lines.append("See docs/configuration.md.")
+        lines += [
+            "",
+            "With --log nats://... this process is a stateless ingest node of a JetStream log: it runs no projector",
+            "and no compactor; projectors run as separate processes (findmy projector --log nats://...). Given",
+            "--database-url too, it serves the read API and the panel from the projection those projectors write there",
+            "(or a streaming replica of it); without, reads answer 503 reads_unavailable. See docs/scale.md.",
+            "See docs/configuration.md.",
+        ]
         return lines.joined(separator: "\n")
     }
 
@@ -234,85 +229,71 @@ extension ServeCommand {
         guard options.positional.isEmpty else {
             throw UsageError("unexpected argument '\(options.positional[0])'")
         }
-        func integer(_ flag: String, _ fallback: Int, min: Int = 0, max: Int = .max) throws -> Int {
-            let environment = settings.first { $0.flag == flag }!.environment
-            guard let text = options.value(flag, environment: environment), !text.isEmpty else {
-                return fallback
-            }
-            guard let number = Int(text), number >= min, number <= max else {
-                throw UsageError(
-                    "--\(flag) (\(environment)) must be a whole number of at least \(min)"
-                        + (max == .max ? "" : " and at most \(max)") + ", got '\(text)'")
-            }
-            return number
-        }
         var configuration = Configuration(
             dataDirectory: try options.required("data-dir", environment: "FINDMY_DATA_DIR"),
             listen: options.value("listen", environment: "FINDMY_LISTEN") ?? "127.0.0.1:8080")
-        configuration.limits.batchFixesMax = try integer(
-            "batch-fixes-max", configuration.limits.batchFixesMax, min: 1)
-        configuration.limits.bodyBytesMax = try integer(
-            "body-bytes-max", configuration.limits.bodyBytesMax, min: 1024)
-        configuration.limits.clockSkewToleranceSeconds = try integer(
-            "clock-skew-tolerance-seconds", configuration.limits.clockSkewToleranceSeconds)
-        configuration.limits.retentionDays = try integer(
-            "retention-days", configuration.limits.retentionDays, min: 1)
-        configuration.limits.recentBatchesPerDeviceMax = try integer(
-            "recent-batches-per-device-max", configuration.limits.recentBatchesPerDeviceMax, min: 1)
+        try readStorage(options, into: &configuration)
+        try readAccess(options, into: &configuration.limits)
+        try readFeatures(options, into: &configuration)
+        return configuration
+    }
+
+    /// The ingest limits, the HTTP server's, the log's and the compactor's, and the projection's
+    /// database.
+    private static func readStorage(_ options: Options, into configuration: inout Configuration)
+        throws
+    {
+        try options.limit(&configuration.limits, \.batchFixesMax, "batch-fixes-max", min: 1)
+        try options.limit(&configuration.limits, \.bodyBytesMax, "body-bytes-max", min: 1024)
+        try options.limit(&configuration.limits, \.clockSkewToleranceSeconds, "clock-skew-tolerance-seconds")
+        try options.limit(&configuration.limits, \.retentionDays, "retention-days", min: 1)
+        try options.limit(
+            &configuration.limits, \.recentBatchesPerDeviceMax, "recent-batches-per-device-max", min: 1)
         configuration.http = HTTPServer.Limits(
             bodyBytesMax: configuration.limits.bodyBytesMax,
-            connectionsMax: try integer("connections-max", 512, min: 1),
-            requestTimeoutSeconds: try integer("request-timeout-seconds", 30, min: 1),
-            eventLoopThreads: try integer("event-loop-threads", 2, min: 1),
-            blockingThreadsMax: try integer("blocking-threads-max", 64, min: 1),
-            connectionsPerAddressMax: try integer("connections-per-address-max", 128),
-            bodyBytesPerSecondMin: try integer("body-bytes-per-second-min", 512, min: 1),
-            bodyRateGraceSeconds: try integer("body-rate-grace-seconds", 10),
-            requestHeadSecondsMax: try integer("request-head-seconds-max", 30, min: 1))
-        configuration.log.groupCommitDelayMicros = try integer("group-commit-delay-micros", 0)
-        configuration.log.segmentBytesMax = try integer(
-            "segment-bytes-max", configuration.log.segmentBytesMax, min: 4096)
-        configuration.log.segmentAgeSecondsMax = try integer(
-            "segment-age-seconds-max", configuration.log.segmentAgeSecondsMax, min: 1)
+            connectionsMax: try options.wholeNumber("connections-max", 512, min: 1),
+            requestTimeoutSeconds: try options.wholeNumber("request-timeout-seconds", 30, min: 1),
+            eventLoopThreads: try options.wholeNumber("event-loop-threads", 2, min: 1),
+            blockingThreadsMax: try options.wholeNumber("blocking-threads-max", 64, min: 1),
+            connectionsPerAddressMax: try options.wholeNumber("connections-per-address-max", 128),
+            bodyBytesPerSecondMin: try options.wholeNumber("body-bytes-per-second-min", 512, min: 1),
+            bodyRateGraceSeconds: try options.wholeNumber("body-rate-grace-seconds", 10),
+            requestHeadSecondsMax: try options.wholeNumber("request-head-seconds-max", 30, min: 1))
+        configuration.log.groupCommitDelayMicros = try options.wholeNumber("group-commit-delay-micros", 0)
+        try options.limit(&configuration.log, \.segmentBytesMax, "segment-bytes-max", min: 4096)
+        try options.limit(&configuration.log, \.segmentAgeSecondsMax, "segment-age-seconds-max", min: 1)
         configuration.compactor = try CompactService.configuration(
-            retentionDays: configuration.limits.retentionDays, { try integer($0, $1, min: $2) })
+            retentionDays: configuration.limits.retentionDays, { try options.wholeNumber($0, $1, min: $2) })
         configuration.databaseURL = options.value(
             Database.setting.flag, environment: Database.setting.environment)
-        switch options.value("projector", environment: "FINDMY_PROJECTOR") ?? "on" {
-        case "on": configuration.projector = true
-        case "off": configuration.projector = false
-        case let other: throw UsageError("--projector (FINDMY_PROJECTOR) is on or off, got '\(other)'")
-        }
-        configuration.limits.sessionIdleSecondsMax = try integer(
-            "session-idle-seconds-max", configuration.limits.sessionIdleSecondsMax, min: 1)
-        configuration.limits.sessionAgeSecondsMax = try integer(
-            "session-age-seconds-max", configuration.limits.sessionAgeSecondsMax, min: 1)
-        configuration.limits.loginAttemptsPerMinuteMax = try integer(
-            "login-attempts-per-minute-max", configuration.limits.loginAttemptsPerMinuteMax, min: 1)
-        configuration.limits.loginFailuresPerNamePerMinuteMax = try integer(
-            "login-failures-per-name-per-minute-max", configuration.limits.loginFailuresPerNamePerMinuteMax,
+        configuration.projector = try options.onOff("projector", environment: "FINDMY_PROJECTOR", "on")
+    }
+
+    /// Sessions and logins, who the proxies in front are, and which private addresses the server
+    /// may call out to.
+    private static func readAccess(_ options: Options, into limits: inout IngestLimits) throws {
+        try options.limit(&limits, \.sessionIdleSecondsMax, "session-idle-seconds-max", min: 1)
+        try options.limit(&limits, \.sessionAgeSecondsMax, "session-age-seconds-max", min: 1)
+        try options.limit(&limits, \.loginAttemptsPerMinuteMax, "login-attempts-per-minute-max", min: 1)
+        try options.limit(
+            &limits, \.loginFailuresPerNamePerMinuteMax, "login-failures-per-name-per-minute-max", min: 1)
+        try options.limit(
+            &limits, \.loginFailureAddressesPerNameMin, "login-failure-addresses-per-name-min", min: 1)
+        try options.limit(
+            &limits, \.loginAttemptsPerAddressPerMinuteMax, "login-attempts-per-address-per-minute-max",
             min: 1)
-        configuration.limits.loginFailureAddressesPerNameMin = try integer(
-            "login-failure-addresses-per-name-min", configuration.limits.loginFailureAddressesPerNameMin,
-            min: 1)
-        configuration.limits.loginAttemptsPerAddressPerMinuteMax = try integer(
-            "login-attempts-per-address-per-minute-max",
-            configuration.limits.loginAttemptsPerAddressPerMinuteMax,
-            min: 1)
-        configuration.limits.authFailuresPerAddressPerMinuteMax = try integer(
-            "auth-failures-per-address-per-minute-max",
-            configuration.limits.authFailuresPerAddressPerMinuteMax,
-            min: 1)
+        try options.limit(
+            &limits, \.authFailuresPerAddressPerMinuteMax, "auth-failures-per-address-per-minute-max", min: 1)
         if let url = options.value("public-url", environment: "FINDMY_PUBLIC_URL"), !url.isEmpty {
             guard IdentityLimits.isPublicURL(url) else {
                 throw UsageError(
                     "--public-url (FINDMY_PUBLIC_URL) must be an http or https URL such as https://findmy.example.org, got '\(url)'"
                 )
             }
-            configuration.limits.publicURL = url
+            limits.publicURL = url
         }
         if let proxies = options.value("trusted-proxy", environment: "FINDMY_TRUSTED_PROXY") {
-            configuration.limits.trustedProxies = Set(
+            limits.trustedProxies = Set(
                 proxies.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
         }
         if let list = options.value("allow-private-targets", environment: "FINDMY_ALLOW_PRIVATE_TARGETS") {
@@ -321,19 +302,21 @@ extension ServeCommand {
                     "--allow-private-targets (FINDMY_ALLOW_PRIVATE_TARGETS) is a comma-separated list of CIDR blocks"
                         + " such as 192.168.1.0/24,fd00::/8, got '\(list)'")
             }
-            configuration.limits.outgoingTargets = policy
+            limits.outgoingTargets = policy
         }
-        switch options.value("cookie-secure", environment: "FINDMY_COOKIE_SECURE") ?? "off" {
-        case "on": configuration.limits.cookieSecure = true
-        case "off": configuration.limits.cookieSecure = false
-        case let other:
-            throw UsageError("--cookie-secure (FINDMY_COOKIE_SECURE) is on or off, got '\(other)'")
-        }
-        configuration.readConnectionsMax = try integer("read-connections-max", 8, min: 1)
-        configuration.read.readAfterOffsetWaitMillisMax = try integer(
-            "read-after-offset-wait-millis-max", configuration.read.readAfterOffsetWaitMillisMax)
+        limits.cookieSecure = try options.onOff("cookie-secure", environment: "FINDMY_COOKIE_SECURE", "off")
+    }
+
+    /// The read API, the panel's map, and each feature's own settings.
+    private static func readFeatures(_ options: Options, into configuration: inout Configuration)
+        throws
+    {
+        configuration.readConnectionsMax = try options.wholeNumber("read-connections-max", 8, min: 1)
+        try options.limit(
+            &configuration.read, \.readAfterOffsetWaitMillisMax, "read-after-offset-wait-millis-max")
         configuration.read.deviceCardCacheBytesMax =
-            try integer("device-cache-mb", configuration.read.deviceCardCacheBytesMax >> 20, max: 1 << 20)
+            try options.wholeNumber(
+                "device-cache-mb", configuration.read.deviceCardCacheBytesMax >> 20, max: 1 << 20)
             << 20
         if let tiles = options.value("tile-url", environment: "FINDMY_TILE_URL"), !tiles.isEmpty {
             guard tiles.hasPrefix("https://") || tiles.hasPrefix("http://"), tiles.contains("{z}") else {
@@ -355,11 +338,42 @@ extension ServeCommand {
             options.value($0, environment: $1)
         }
         configuration.geofenceNotify.addressPolicy = configuration.limits.outgoingTargets
-        configuration.commands = try CommandLimits.configuration { try integer($0, $1, min: $2) }
+        configuration.commands = try CommandLimits.configuration { try options.wholeNumber($0, $1, min: $2) }
         configuration.nats = try IngestNodeConfiguration.parse(
             log: options.value("log", environment: "FINDMY_LOG"),
             partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"),
             projector: options.value("projector", environment: "FINDMY_PROJECTOR"))
-        return configuration
+    }
+}
+
+/// How `findmy serve` reads its options: each from its flag, or else its `FINDMY_*` variable.
+extension Options {
+    /// A whole number from `min` to `max`; `fallback` when neither the flag nor its variable is set.
+    fileprivate func wholeNumber(_ flag: String, _ fallback: Int, min: Int = 0, max: Int = .max) throws -> Int
+    {
+        let environment = ServeCommand.settings.first { $0.flag == flag }!.environment
+        guard let text = value(flag, environment: environment), !text.isEmpty else { return fallback }
+        guard let number = Int(text), number >= min, number <= max else {
+            throw UsageError(
+                "--\(flag) (\(environment)) must be a whole number of at least \(min)"
+                    + (max == .max ? "" : " and at most \(max)") + ", got '\(text)'")
+        }
+        return number
+    }
+
+    /// Sets a limit from its flag; the limit's default when the flag is not given.
+    fileprivate func limit<L>(
+        _ limits: inout L, _ path: WritableKeyPath<L, Int>, _ flag: String, min: Int = 0
+    ) throws {
+        limits[keyPath: path] = try wholeNumber(flag, limits[keyPath: path], min: min)
+    }
+
+    /// `on` or `off`; `fallback` when neither the flag nor its variable is set.
+    fileprivate func onOff(_ flag: String, environment: String, _ fallback: String) throws -> Bool {
+        switch value(flag, environment: environment) ?? fallback {
+        case "on": return true
+        case "off": return false
+        case let other: throw UsageError("--\(flag) (\(environment)) is on or off, got '\(other)'")
+        }
     }
 }
