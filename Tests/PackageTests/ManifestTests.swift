@@ -25,6 +25,19 @@ import Testing
         }
     }
 
+    /// The floors of docs/architecture.md: Core, the registry and its one append path, stands on the
+    /// log alone (no HTTP, JSON or hashing), and Identity on Core and the leaves, never on a feature.
+    @Test func theCoreAndIdentityStandOnTheirFloors() throws {
+        let manifest = try String(contentsOfFile: Self.root + "/Package.swift", encoding: .utf8)
+        let modules = Set(ManifestTargets.parse(manifest).map(\.name))
+        let core = try Self.imports(under: Self.root + "/Sources/Core").intersection(modules)
+        #expect(core.isSubset(of: ["Events", "Threads"]), "Core imports \(core.sorted())")
+        let identity = try Self.imports(under: Self.root + "/Sources/Identity").intersection(modules)
+        #expect(
+            identity.isSubset(of: ["Core", "Events", "HTTP", "JSON", "Crypto", "Threads"]),
+            "Identity imports \(identity.sorted())")
+    }
+
     @Test func theReaderFindsNamesDependenciesAndPaths() {
         let targets = ManifestTargets.parse(
             """
