@@ -284,6 +284,8 @@ public struct Registry: Sendable {
             break  // history is the projection's and the compactor's; nothing ingest answers changes
         case .regionTransition, .waypointsReported, .unknown:
             break
+        case .historyImported:
+            break  // an import's audit record: its batches are folded as fix batches
         case .devicePresenceLinked, .presenceChanged:
             break  // folded by `presence` above
         case .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:

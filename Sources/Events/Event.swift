@@ -34,6 +34,7 @@ public enum Event: Equatable, Sendable {
     case geofenceDefined(GeofenceDefined)
     case geofenceDeleted(GeofenceDeleted)
     case geofenceNotificationsSet(GeofenceNotificationsSet)
+    case historyImported(HistoryImported)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -77,6 +78,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case geofenceDeleted = 37
     // 39: where a geofence's transitions are announced (GeofenceNotifyEvents.swift).
     case geofenceNotificationsSet = 39
+    // 40: a file of location history imported into a device (ImportEvents.swift).
+    case historyImported = 40
 
     public var name: String {
         switch self {
@@ -111,6 +114,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .geofenceDefined: "geofence_defined"
         case .geofenceDeleted: "geofence_deleted"
         case .geofenceNotificationsSet: "geofence_notifications_set"
+        case .historyImported: "history_imported"
         }
     }
 }
@@ -209,7 +213,8 @@ public struct FixBatch: Equatable, Sendable {
     }
 }
 
-/// The wire format a fix batch arrived in: findmy's own report API or an app's protocol. Stored as
+/// The wire format a fix batch arrived in: findmy's own report API, an app's protocol, or a file import
+/// (5-14, `import:<format>`, ImportEvents.swift). Stored as
 /// a 4-bit number in bits 12-15 of the record header's flags; 0 (every record written before this
 /// field) is native. A number this version has no name for is kept and shown as `protocol-N`.
 public struct ClientProtocol: Hashable, Sendable, Comparable {
@@ -228,7 +233,9 @@ public struct ClientProtocol: Hashable, Sendable, Comparable {
     public static let owntracksMQTT = ClientProtocol(known: 2)
     public static let overland = ClientProtocol(known: 3)
     public static let osmand = ClientProtocol(known: 4)
-    public static let known: [ClientProtocol] = [.native, .owntracksHTTP, .owntracksMQTT, .overland, .osmand]
+    public static let known: [ClientProtocol] =
+        [.native, .owntracksHTTP, .owntracksMQTT, .overland, .osmand]
+        + importFormatNames.compactMap { imported(format: $0) }
 
     /// The name the arrivals audit, `/metrics` and the CLI show.
     public var name: String {
@@ -238,7 +245,7 @@ public struct ClientProtocol: Hashable, Sendable, Comparable {
         case 2: "owntracks-mqtt"
         case 3: "overland"
         case 4: "osmand"
-        default: "protocol-\(rawValue)"
+        default: importFormat.map { "import:" + $0 } ?? "protocol-\(rawValue)"
         }
     }
 

@@ -68,6 +68,8 @@ public enum EventCodec {
             type = encodeGeofence(event, into: &writer)!
         case .geofenceNotificationsSet(let set):
             type = encodeGeofenceNotify(set, into: &writer)
+        case .historyImported(let imported):
+            (type, deviceKey) = encodeHistoryImported(imported, into: &writer)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -162,6 +164,8 @@ public enum EventCodec {
             event = try decodeGeofence(type, &reader)!
         case .geofenceNotificationsSet:
             event = try decodeGeofenceNotify(&reader)
+        case .historyImported:
+            event = try decodeHistoryImported(&reader)
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

@@ -156,6 +156,8 @@ public struct ProjectionBatch: Sendable {
             break  // the registry's; the notifier reads it there (Sources/Geofences)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
+        case .historyImported:
+            break  // the audit's record of an import; the arrivals show its batches by their protocol
         case .unknown:
             break  // a newer findmy's event: nothing this version projects
         }

@@ -224,7 +224,14 @@ import Workload
         #expect(ClientProtocol.native.rawValue == 0)
         #expect(
             ClientProtocol.known.map(\.name) == [
-                "native", "owntracks-http", "owntracks-mqtt", "overland", "osmand",
+                "native", "owntracks-http", "owntracks-mqtt", "overland", "osmand", "import:google-records",
+                "import:google-semantic", "import:google-timeline", "import:gpx", "import:kml", "import:kmz",
+                "import:geojson", "import:csv", "import:owntracks-recorder", "import:zip",
             ])
+        #expect(ClientProtocol.imported(format: "gpx")?.rawValue == 8)
+        #expect(ClientProtocol.imported(format: "gpx")?.importFormat == "gpx")
+        #expect(ClientProtocol.imported(format: "kml5") == nil)
+        #expect(ClientProtocol(rawValue: 15)?.name == "protocol-15")
+        #expect(ClientProtocol.native.importFormat == nil)
     }
 }

@@ -111,7 +111,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<33, using: &random) {
+        switch Int.random(in: 0..<34, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -236,6 +236,19 @@ struct EventFuzzer {
             return .geofenceNotificationsSet(
                 GeofenceNotificationsSet(
                     geofenceID: id(), ownerUserID: id(), webhookURL: string(), ntfyURL: string()))
+        case 33:
+            let read = UInt64.random(in: 0...3, using: &random)
+            let earliest = Int64.random(in: -1_000_000...1_900_000_000_000_000, using: &random)
+            return .historyImported(
+                HistoryImported(
+                    deviceID: id(), importID: UUID128(bytes: hash().prefix(16)), format: string(),
+                    fileName: string(), fileSHA256: hash(), fileBytes: id(), userID: id(), fixesRead: read,
+                    fixesAccepted: id(), fixesRejected: id(), fixesDuplicate: id(), notAFix: id(),
+                    recordedSpanMicros: read == 0 ? nil : earliest...(earliest + 1000),
+                    batchIDs: (0..<Int.random(in: 0...4, using: &random)).map { _ in
+                        UUID128(bytes: hash().prefix(16))
+                    }
+                ))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }
