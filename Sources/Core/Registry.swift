@@ -139,6 +139,10 @@ public struct Registry: Sendable {
     /// Each user's live token hashes, so that a rotation can end every earlier one at once.
     var userTokenHashes: [UInt64: [[UInt8]]] = [:]
     var recentBatches: [UInt64: RecentBatches] = [:]
+    /// Every fix batch of an import (protocol `import:<format>`), by device then batch id, never
+    /// evicted while the device lives: a re-import of a file of more chunks than the ring holds
+    /// stores nothing twice (ImportedBatches.swift).
+    var importedBatches: [UInt64: [UUID128: ImportedBatch]] = [:]
     /// Open commands and the last request time per device and kind.
     public internal(set) var commands = CommandBook()
     /// Devices linked to tailnet nodes and their last recorded presence.
@@ -178,8 +182,10 @@ public struct Registry: Sendable {
     public func liveDevice(_ id: UInt64) -> Device? {
         devices[id].flatMap { $0.removed ? nil : $0 }
     }
+    /// What the batch got when it was stored: from the ring of recent results, else, for a batch
+    /// of an import, from `importedBatches` (its offset and accepted count; no rejections).
     public func batchResult(deviceID: UInt64, batchID: UUID128) -> BatchResult? {
-        recentBatches[deviceID]?.results[batchID]
+        recentBatches[deviceID]?.results[batchID] ?? importedBatchResult(deviceID: deviceID, batchID: batchID)
     }
     /// The device's push registrations (one per provider), ordered by provider then token.
     public func pushRegistrations(deviceID: UInt64) -> [(key: PushKey, registration: PushRegistration)] {
@@ -266,6 +272,9 @@ public struct Registry: Sendable {
                 offset: offset, accepted: batch.fixes.count, rejections: batch.rejections)
             recentBatches[batch.deviceID, default: RecentBatches()].insert(
                 batch.batchID, result, capacity: recentBatchesPerDeviceMax)
+            rememberIfImported(
+                deviceID: batch.deviceID, batchID: batch.batchID, batch.clientProtocol, offset: offset,
+                accepted: batch.fixes.count)
         case .userCreated, .userTokenIssued, .userTokenRotated, .userPasswordSet, .userRoleChanged,
             .userSettingChanged:
             applyUserEvent(event)
@@ -377,6 +386,7 @@ public struct Registry: Sendable {
                 pushTokens[key] = nil
             }
             recentBatches[device.id] = nil
+            importedBatches[device.id] = nil
         default:
             break
         }
@@ -437,6 +447,10 @@ public struct Registry: Sendable {
             offset: header.offset, accepted: Int(header.fixCount), rejections: rejections)
         recentBatches[header.deviceKey, default: RecentBatches()].insert(
             header.idempotencyKey, result, capacity: recentBatchesPerDeviceMax)
+        // The protocol is in the header's flags, so an envelope still says it was imported.
+        rememberIfImported(
+            deviceID: header.deviceKey, batchID: header.idempotencyKey, header.clientProtocol,
+            offset: header.offset, accepted: Int(header.fixCount))
     }
 
     /// Folds one record read from the log, as `apply` folds its event. A fix batch is folded from

@@ -12,10 +12,10 @@ import Events
 //              [16] logID u32 segmentCount u64 bodyBytes segment* body u32 crc32c(all bytes before it)
 //   segment  = u64 base u64 salt u32 generation        (every segment file with base < offset)
 //   body     = the registry's fields, little-endian, strings as u16 length + UTF-8 (see `encodeBody`),
-//              then (version 8) u8 flag [u64 recordsFolded]: how many records the fold applied
-//              below `offset`; set on a snapshot of a JetStream log, absent (flag 0) on a local log
+//              then u8 flag [u64 recordsFolded]: how many records the fold applied below `offset`;
+//              set on a snapshot of a JetStream log, absent (flag 0) on a local log
 //
-// A loader accepts a snapshot only if, in order: (1) the file is whole: magic, known version, the
+// A loader accepts a snapshot only if, in order: (1) the file is whole: magic, version 9, the
 // sizes add up, the CRC matches, the body decodes to its last byte; (2) its log id is the log's;
 // (3) `offset` <= the log's durable end; (4) its segment list equals the identities (base, salt,
 // generation) of the log's segments below `offset` now; (5) its ring capacity is the server's
@@ -26,6 +26,12 @@ import Events
 // invalidate the snapshot. A snapshot failing rule 1 or 5 is skipped; one failing 2, 3 or 4 is stale
 // for good and deleted, so that a snapshot never keeps what compaction removed from the log.
 //
+// A file of another version fails rule 1: skipped, not deleted (a findmy of that version may still
+// read it), and pruned once newer snapshots are written. A version 1 to 8 file is not read because
+// it holds no import batches (ImportedBatches.swift): a registry loaded from it would forget every
+// chunk of an import before its offset that the ring no longer holds, and take a re-import of the
+// file for new fixes. The first start of version 9 folds the whole log once instead.
+//
 // On a JetStream log (an ingest node; docs/snapshots.md "Ingest nodes") the log id is the
 // stream's (`JetStreamLog.logID`: its name and creation time), there are no segments (the list is
 // empty), and rule 4 reads: (4J) the snapshot has `recordsFolded`, and the stream holds exactly
@@ -35,14 +41,15 @@ import Events
 // erasing anything the fold applied makes the snapshot stale for good (deleted); an erasure above
 // `offset` does too (conservative: it cannot be told apart with one stream-info answer).
 
-/// Constants and file names of the snapshot format, version 8 (reads 1 to 8).
+/// Constants and file names of the snapshot format, version 9 (reads 9 only).
 public enum RegistrySnapshotFormat {
     /// 2 appends the Web Push keys of push tokens; 3 appends share permissions and open
     /// commands; 4 appends the users' OwnTracks Friends setting; 5 presence;
     /// 6 the geofences; 7 their notification settings; 8 the count
-    /// of records folded, which a snapshot of a JetStream log needs (rule 4J). Older versions still read.
-    public static let version: UInt16 = 8
-    public static let versionsRead: ClosedRange<UInt16> = 1...8
+    /// of records folded, which a snapshot of a JetStream log needs (rule 4J); 9 the fix batches of
+    /// imports. Versions 1 to 8 are no longer read (see the format's comment above).
+    public static let version: UInt16 = 9
+    public static let versionsRead: ClosedRange<UInt16> = 9...9
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -73,8 +80,8 @@ public struct RegistrySnapshot: Sendable {
     public var logID: UUID128
     public var segments: [SegmentIdentity]
     public var registry: Registry
-    /// How many records the fold applied below `offset` (version 8); nil on a local log, whose
-    /// segment list says what the fold read, and in a file older than version 8.
+    /// How many records the fold applied below `offset`; nil on a local log, whose segment list
+    /// says what the fold read.
     public var recordsFolded: UInt64?
 
     public init(
@@ -149,15 +156,12 @@ public struct RegistrySnapshot: Sendable {
                         base: try reader.u64(), salt: try reader.u64(), generation: try reader.u32()))
             }
             guard capacity > 0 else { throw SnapshotDamage.invalid("recent batch capacity is zero") }
-            let registry = try Registry.decodeBody(
-                &reader, recentBatchesPerDeviceMax: capacity, version: version)
+            let registry = try Registry.decodeBody(&reader, recentBatchesPerDeviceMax: capacity)
             var recordsFolded: UInt64?
-            if version >= 8 {
-                switch try reader.u8() {
-                case 0: break
-                case 1: recordsFolded = try reader.u64()
-                case let flag: throw SnapshotDamage.invalid("records-folded flag \(flag)")
-                }
+            switch try reader.u8() {
+            case 0: break
+            case 1: recordsFolded = try reader.u64()
+            case let flag: throw SnapshotDamage.invalid("records-folded flag \(flag)")
             }
             guard reader.remaining == 0 else { throw SnapshotDamage.invalid("bytes after the registry") }
             return RegistrySnapshot(
@@ -185,7 +189,7 @@ public enum SnapshotDamage: Error, Equatable, Sendable, CustomStringConvertible 
         case .badMagic: "not a findmy registry snapshot (bad magic)"
         case .badCRC: "snapshot checksum mismatch"
         case .unknownVersion(let version):
-            "snapshot format version \(version) is not one this findmy reads (\(RegistrySnapshotFormat.version))"
+            "snapshot format version \(version) is not one this findmy reads (version \(RegistrySnapshotFormat.version) only)"
         case .invalid(let reason): "snapshot is malformed: \(reason)"
         }
     }

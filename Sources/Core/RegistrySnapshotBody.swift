@@ -16,8 +16,9 @@ import Events
 //   last states (count, device, online u8, optional lastSeen, changedAt).
 //   Version 6 appends the geofences (GeofenceBook.swift).
 //   Version 7 appends the geofences' notification settings (FenceNotifySettings.swift).
-//   Version 1 to 6 bodies are still read (no keys; see-only shares and no open commands; every
-//   setting off; no device linked to a tailnet node; no geofence; no notification setting).
+//   Version 9 appends the fix batches of imports (ImportedBatches.swift).
+//   Only a version 9 body is read: an older one holds no import batches, and a registry loaded
+//   from it would take a re-import's chunks beyond the ring for new ones (RegistrySnapshot.swift).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -38,7 +39,7 @@ extension Registry {
             w.byteString(registration.webPushPublicKey)
             w.byteString(registration.webPushAuthSecret)
         }
-        // Version 3: appended after version 2's body, so that older versions read as before.
+        // Version 3: the share permissions and the command book.
         encodeCommandPart(&w)
         // Version 4: the users who turned OwnTracks' Friends view on.
         let friends = users.values.filter(\.owntracksFriends).map(\.id)
@@ -50,12 +51,14 @@ extension Registry {
         encodeGeofencePart(&w)
         // Version 7: where each geofence's transitions are announced.
         encodeGeofenceNotificationPart(&w)
+        // Version 9: the fix batches of imports (ImportedBatches.swift).
+        encodeImportedBatchesPart(&w)
         return w.bytes
     }
 
-    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int, version: UInt16) throws
-        -> Registry
-    {
+    /// A version 9 body: every part `encodeBody` writes, in its order. Older versions are not read
+    /// (`RegistrySnapshotFormat.versionsRead`): they lack the import batches.
+    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
         registry.retention = try decodePolicy(&r, settings: settings)
@@ -63,31 +66,28 @@ extension Registry {
         try registry.decodeIndexesPart(&r)
         try registry.decodeRecentBatchesPart(&r)
         registry.nextOffset = try r.u64()
-        if version >= 2 {
-            for _ in 0..<(try r.u32()) {
-                let key = PushKey(provider: try r.string(), token: try r.string())
-                let publicKey = try r.byteString()
-                let authSecret = try r.byteString()
-                guard registry.pushTokens[key] != nil else {
-                    throw DecodeError.invalid("Web Push keys for a push token the snapshot does not hold")
-                }
-                registry.pushTokens[key]?.webPushPublicKey = publicKey
-                registry.pushTokens[key]?.webPushAuthSecret = authSecret
+        for _ in 0..<(try r.u32()) {
+            let key = PushKey(provider: try r.string(), token: try r.string())
+            let publicKey = try r.byteString()
+            let authSecret = try r.byteString()
+            guard registry.pushTokens[key] != nil else {
+                throw DecodeError.invalid("Web Push keys for a push token the snapshot does not hold")
             }
+            registry.pushTokens[key]?.webPushPublicKey = publicKey
+            registry.pushTokens[key]?.webPushAuthSecret = authSecret
         }
-        if version >= 3 { try registry.decodeCommandPart(&r) }
-        if version >= 4 {
-            for _ in 0..<(try r.u32()) {
-                let id = try r.u64()
-                guard registry.users[id] != nil else {
-                    throw DecodeError.invalid("a setting for user \(id), whom the snapshot does not hold")
-                }
-                registry.users[id]?.owntracksFriends = true
+        try registry.decodeCommandPart(&r)
+        for _ in 0..<(try r.u32()) {
+            let id = try r.u64()
+            guard registry.users[id] != nil else {
+                throw DecodeError.invalid("a setting for user \(id), whom the snapshot does not hold")
             }
+            registry.users[id]?.owntracksFriends = true
         }
-        if version >= 5 { try registry.decodePresencePart(&r) }
-        if version >= 6 { try registry.decodeGeofencePart(&r) }
-        if version >= 7 { try registry.decodeGeofenceNotificationPart(&r) }
+        try registry.decodePresencePart(&r)
+        try registry.decodeGeofencePart(&r)
+        try registry.decodeGeofenceNotificationPart(&r)
+        try registry.decodeImportedBatchesPart(&r)
         return registry
     }
 
@@ -363,7 +363,7 @@ extension Registry {
 }
 
 extension ByteWriter {
-    fileprivate mutating func uuid(_ value: UUID128) {
+    mutating func uuid(_ value: UUID128) {
         u64(value.high)
         u64(value.low)
     }
@@ -386,7 +386,7 @@ extension ByteWriter {
 }
 
 extension ByteReader {
-    fileprivate mutating func uuid() throws -> UUID128 { UUID128(high: try u64(), low: try u64()) }
+    mutating func uuid() throws -> UUID128 { UUID128(high: try u64(), low: try u64()) }
 
     fileprivate mutating func byteString() throws -> [UInt8] { Array(try raw(Int(try u16()))) }
 

@@ -24,8 +24,7 @@ struct FenceNotifySettingsTests {
         #expect(registry.geofenceNotifications[3]?.webhookURL == "https://b.example/hook")
         let body = registry.encodeBody()
         var reader = ByteReader(body[...])
-        let decoded = try Registry.decodeBody(
-            &reader, recentBatchesPerDeviceMax: 4, version: RegistrySnapshotFormat.version)
+        let decoded = try Registry.decodeBody(&reader, recentBatchesPerDeviceMax: 4)
         #expect(decoded.geofenceNotifications == registry.geofenceNotifications)
         #expect(decoded.differences(from: registry) == [])
 

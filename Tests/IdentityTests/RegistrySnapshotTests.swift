@@ -206,8 +206,14 @@ import Testing
                         Rejection(
                             index: 0, reason: "out_of_range: latitude must be within [-90, 90], got 91.5")
                     ] : []
+                // A third of them an import's, which the registry keeps beyond the ring.
+                let clientProtocol =
+                    Int.random(in: 0..<3, using: &random) == 0
+                    ? ClientProtocol.imported(format: "gpx")! : .native
                 return .fixBatch(
-                    FixBatch(deviceID: device(), batchID: uuid(24), fixes: fixes, rejections: rejections))
+                    FixBatch(
+                        deviceID: device(), batchID: uuid(24), fixes: fixes, rejections: rejections,
+                        clientProtocol: clientProtocol))
             }
         }
     }
@@ -512,31 +518,17 @@ extension RegistrySnapshotTests {
 }
 
 extension RegistrySnapshotTests {
-    /// Snapshots written by format versions 1 to 7 still load. Made here from a version 8 file of
-    /// a local log without notification settings, geofences, presence, settings, command events, share
-    /// permissions or Web Push keys, whose appended parts are then zeros: version 8 appends 1 byte
-    /// (no record count, a local log's), version 7 4 bytes
-    /// (a count of notification settings), version 6 12 bytes (the highest geofence id and a count),
-    /// version 5 two counts (presence links and states), version 4 one (users with OwnTracks
-    /// Friends on), version 3 four (share permissions and the command book), version 2 one (push
-    /// tokens with Web Push keys).
-    @Test(arguments: [7, 6, 5, 4, 3, 2, 1] as [UInt8])
-    func anOlderSnapshotStillLoads(version: UInt8) throws {
+    /// A snapshot of format version 8 (before the import batches) is not read: skipped, not deleted,
+    /// and the start folds the whole log into the registry a full scan gives. Made here from a version
+    /// 9 file of a log without imports, whose import part is then one zero count (4 bytes).
+    @Test func aSnapshotOfAnOlderVersionIsSkippedAndTheLogFoldedWhole() throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
         var events: [Event] = []
         while events.count < 150 {
             let event = source.next()
-            switch event {
-            case .sharePermissionChanged, .commandRequested, .commandSent, .commandExpired, .commandAnswered,
-                .userSettingChanged, .devicePresenceLinked, .presenceChanged, .geofenceDefined,
-                .geofenceDeleted,
-                .geofenceNotificationsSet:
-                continue
-            case .pushTokenRegistered(let registered) where !registered.webPushPublicKey.isEmpty:
-                continue
-            default: events.append(event)
-            }
+            if case .fixBatch(let batch) = event, batch.clientProtocol.importFormat != nil { continue }
+            events.append(event)
         }
         try Self.withServer(data) { identity, snapshotter in
             for event in events.prefix(120) {
@@ -547,19 +539,16 @@ extension RegistrySnapshotTests {
                 _ = try identity.store.writer.append(event, receivedAtMicros: 1)
             }
         }
-        let path = data.snapshots + "/" + RegistrySnapshotFormat.fileName(offset: 120)
+        let name = RegistrySnapshotFormat.fileName(offset: 120)
+        let path = data.snapshots + "/" + name
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 8 && current[9] == 0)
-        let appended = [
-            7: 1, 6: 1 + 4, 5: 1 + 4 + 12, 4: 1 + 4 + 12 + 8, 3: 1 + 4 + 12 + 8 + 4,
-            2: 1 + 4 + 12 + 8 + 4 + 16,
-            1: 1 + 4 + 12 + 8 + 4 + 16 + 4,
-        ][version]!
-        #expect(current.dropLast(4).suffix(appended).allSatisfy { $0 == 0 })
-        var older = Array(current.dropLast(4 + appended))
-        older[8] = version
-        let bodyBytes =
-            older[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - UInt64(appended)
+        #expect(current[8] == 9 && current[9] == 0)
+        // The body ends with the import part (a zero count), then the records-folded flag (0).
+        let body = current.dropLast(4)
+        #expect(body.suffix(5).allSatisfy { $0 == 0 })
+        var older = Array(body.dropLast(5)) + [0]
+        older[8] = 8
+        let bodyBytes = older[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - 4
         for index in 0..<8 {
             older[44 + index] = UInt8(truncatingIfNeeded: bodyBytes >> (8 * UInt64(index)))
         }
@@ -569,9 +558,11 @@ extension RegistrySnapshotTests {
 
         let reference = try data.fullScan(recentBatchesPerDeviceMax: Self.smallRing)
         let restarted = try Self.withServer(data) { identity, _ in identity }
-        #expect(
-            restarted.store.startReport.snapshotOffset == 120 && restarted.store.startReport.skipped.isEmpty)
-        #expect(restarted.store.startReport.recordsReplayed == 30)
+        let report = restarted.store.startReport
+        #expect(report.snapshotOffset == nil && report.recordsReplayed == 150)
+        #expect(report.skipped.map(\.fileName) == [name] && report.skipped.first?.deleted == false)
+        #expect(report.skipped.first?.reason.contains("version 8 is not one this findmy reads") == true)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
+        #expect(try data.snapshotFiles().contains(name))
     }
 }
