@@ -100,6 +100,8 @@ public enum CompactReportJSON {
             writer.endArray()
             writer.key("batch_rows_deleted")
             writer.int64(Int64(database.batchRowsDeleted))
+            writer.key("import_rows_deleted")
+            writer.int64(Int64(database.importRowsDeleted))
             writer.key("command_rows_deleted")
             writer.int64(Int64(database.commandRowsDeleted))
             writer.key("geofence_rows_deleted")

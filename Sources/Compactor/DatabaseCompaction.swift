@@ -8,6 +8,8 @@ public struct DatabaseCompactionReport: Sendable, Equatable {
     public var locationRowsDeleted = 0
     public var partitionsDropped: [String] = []
     public var batchRowsDeleted = 0
+    /// Rows of `device_imports` deleted: an import's row goes as its batches' envelopes do.
+    public var importRowsDeleted = 0
     /// Rows of `commands` deleted (with their `command_deliveries`; docs/retention.md, "Commands").
     public var commandRowsDeleted = 0
     /// Rows of the geofence projection deleted: fixes and transitions (GeofenceCompaction.swift).
@@ -82,6 +84,14 @@ public struct DatabaseCompaction {
                 + "not from this log \(logID); the projector rebuilds it"
             return report
         }
+        // Another version's tables (the projector rebuilds it at its next start) may lack a table
+        // this run deletes from; the rebuild folds the compacted log anyway.
+        guard generation.version == Schema.projectionVersion else {
+            report.skipped =
+                "the projection in schema \(schema) is of version \(generation.version), not \(Schema.projectionVersion); "
+                + "the projector rebuilds it"
+            return report
+        }
         report.partitionsDropped = try dropExpiredPartitions(connection, dryRun: dryRun, report: &report)
         let overridden = policy.overriddenCutoffs(nowMicros: nowMicros)
         let defaultCutoff =
@@ -91,7 +101,10 @@ public struct DatabaseCompaction {
         report.locationRowsDeleted += try deleteExpiredFixes(
             overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
         try deleteErasedAndRemoved(connection, dryRun: dryRun, report: &report)
-        report.batchRowsDeleted += try deleteExpiredEnvelopes(connection, dryRun: dryRun)
+        report.batchRowsDeleted += try deleteExpiredEnvelopes(
+            ProjectionSchema.Table.deviceBatches, key: "log_offset", connection, dryRun: dryRun)
+        report.importRowsDeleted += try deleteExpiredEnvelopes(
+            ProjectionSchema.Table.deviceImports, key: "import_id", connection, dryRun: dryRun)
         report.commandRowsDeleted = try deleteDeadCommands(
             overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
         report.latestRecomputed = try recomputeStaleLatest(connection, dryRun: dryRun)
@@ -153,11 +166,18 @@ public struct DatabaseCompaction {
                 ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
                 where: "device_id = $1 AND log_offset < $2", parameters,
                 connection, dryRun: dryRun)
+            report.importRowsDeleted += try deleteBounded(
+                ProjectionSchema.Table.deviceImports.rawValue, key: "import_id",
+                where: "device_id = $1 AND log_offset < $2", parameters,
+                connection, dryRun: dryRun)
         }
     }
 
-    /// Envelopes past the arrivals window (or the device's fix window, when longer).
-    private func deleteExpiredEnvelopes(_ connection: PostgresConnection, dryRun: Bool) throws -> Int {
+    /// Envelopes past the arrivals window (or the device's fix window, when longer): rows of
+    /// `table` (`device_batches`, or `device_imports`, which follow the same rule) by `received_at`.
+    private func deleteExpiredEnvelopes(
+        _ table: ProjectionSchema.Table, key: String, _ connection: PostgresConnection, dryRun: Bool
+    ) throws -> Int {
         var deleted = 0
         let devices = Set(policy.userOfDevice.keys).union(policy.deviceDays.keys)
         var envelopeCutoffs: [Int64: [Int64]] = [:]
@@ -168,12 +188,12 @@ public struct DatabaseCompaction {
         }
         for (cutoff, ids) in envelopeCutoffs.sorted(by: { $0.key < $1.key }) {
             deleted += try deleteBounded(
-                ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
+                table.rawValue, key: key,
                 where: "device_id = ANY($1::bigint[]) AND received_at < $2",
                 [.int64Array(ids), .timestamp(micros: cutoff)], connection, dryRun: dryRun)
         }
         deleted += try deleteBounded(
-            ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
+            table.rawValue, key: key,
             where: "device_id <> ALL($1::bigint[]) AND received_at < $2",
             [.int64Array(envelopeCutoffs.values.flatMap { $0 }), .timestamp(micros: defaultEnvelopeCutoff)],
             connection, dryRun: dryRun)
@@ -272,7 +292,11 @@ public struct DatabaseCompaction {
         guard !ranges.isEmpty else { return }
         report.relationsRewritten =
             try affectedPartitions(connection, ranges) + [ProjectionSchema.Table.deviceLatest.rawValue]
-            + (removals ? [ProjectionSchema.Table.deviceBatches.rawValue] : [])
+            + (removals
+                ? [
+                    ProjectionSchema.Table.deviceBatches.rawValue,
+                    ProjectionSchema.Table.deviceImports.rawValue,
+                ] : [])
             // An erased or removed device's closed commands: who located it, a lost's message and phone.
             + [ProjectionSchema.Table.commands.rawValue, ProjectionSchema.Table.commandDeliveries.rawValue]
         if dryRun { return }

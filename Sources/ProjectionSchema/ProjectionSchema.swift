@@ -20,6 +20,9 @@ public enum ProjectionSchema {
         case deviceLocations = "device_locations"
         case deviceLatest = "device_latest"
         case deviceBatches = "device_batches"
+        /// One row per completed import of a file into a device (its `history_imported` record);
+        /// `device_batches.import_id` points at it from the import's batches.
+        case deviceImports = "device_imports"
         case projectorCheckpoints = "projector_checkpoints"
         /// One row per command to a device, with its state (docs/commands.md).
         case commands

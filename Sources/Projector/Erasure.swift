@@ -46,7 +46,8 @@ extension ProjectionStore {
         let s = quoted
         let id: [PostgresValue?] = [.int64(Int64(deviceID))]
         for table in [
-            "device_locations", "device_latest", "device_batches", "push_devices", "commands",
+            "device_locations", "device_latest", "device_batches", "device_imports", "push_devices",
+            "commands",
             "command_deliveries",
         ] {
             _ = try connection.execute("DELETE FROM \(s).\(table) WHERE device_id = $1", id)

@@ -46,6 +46,20 @@ public struct BatchRow: Equatable, Sendable {
     }
 }
 
+/// A completed import (a `history_imported` record), as a row of `device_imports`; its batches
+/// (earlier in the log) get its id in `device_batches.import_id`.
+public struct ImportRow: Equatable, Sendable {
+    public var logOffset: UInt64
+    public var receivedAtMicros: Int64
+    public var imported: HistoryImported
+
+    public init(logOffset: UInt64, receivedAtMicros: Int64, imported: HistoryImported) {
+        self.logOffset = logOffset
+        self.receivedAtMicros = receivedAtMicros
+        self.imported = imported
+    }
+}
+
 /// A registry change, applied in log order before the rows of the same transaction.
 public enum RegistryChange: Equatable, Sendable {
     case user(UserCreated, atMicros: Int64)
@@ -79,6 +93,8 @@ public struct ProjectionBatch: Sendable {
     public var commands: [CommandChange] = []
     public var locations: [LocationRow] = []
     public var batches: [BatchRow] = []
+    /// Written after `batches`, so that an import's batches of the same transaction get its id too.
+    public var imports: [ImportRow] = []
     /// Per device, the best fix of this batch by `LatestRule`.
     public var latest: [UInt64: LocationRow] = [:]
     /// Per device, the latest `received_at` of a report in this batch.
@@ -138,6 +154,7 @@ public struct ProjectionBatch: Sendable {
             locations.removeAll { $0.deviceID == removed.deviceID }
             fixKeys = fixKeys.filter { $0.deviceID != removed.deviceID }
             batches.removeAll { $0.deviceID == removed.deviceID }
+            imports.removeAll { $0.imported.deviceID == removed.deviceID }
             commands.removeAll { $0.event.commandDeviceID == removed.deviceID }
             latest[removed.deviceID] = nil
             lastSeen[removed.deviceID] = nil
@@ -156,8 +173,9 @@ public struct ProjectionBatch: Sendable {
             break  // the registry's; the notifier reads it there (Sources/Geofences)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
-        case .historyImported:
-            break  // the audit's record of an import; the arrivals show its batches by their protocol
+        case .historyImported(let imported):
+            imports.append(
+                ImportRow(logOffset: record.offset, receivedAtMicros: received, imported: imported))
         case .unknown:
             break  // a newer findmy's event: nothing this version projects
         }

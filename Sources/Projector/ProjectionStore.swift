@@ -220,6 +220,7 @@ public struct ProjectionStore: Sendable {
             for change in batch.commands { try apply(change, connection) }
             let latest = try history(connection)
             try writeBatches(batch.batches, connection)
+            try writeImports(batch.imports, connection)
             try writeLatest(Array(latest.values), connection)
             try writeLastSeen(batch.lastSeen, asOf: batch.nextOffset, connection)
         }

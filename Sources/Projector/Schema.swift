@@ -30,7 +30,9 @@ public enum Schema {
     /// the read order `(recorded_at, log_offset, fix_index)` is its order but for fixes that share
     /// a `recorded_at`, which an incremental sort puts in order. The second index cost a drain a
     /// third of PostgreSQL's time (docs/benchmarks.md).
-    public static let projectionVersion = 6
+    /// 7: `device_imports` (one row per `history_imported` record) and `device_batches.import_id`,
+    /// the import a batch came from.
+    public static let projectionVersion = 7
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -193,9 +195,31 @@ public enum Schema {
             rejected_count integer NOT NULL,
             recorded_min timestamptz,
             recorded_max timestamptz,
-            protocol text NOT NULL DEFAULT 'native'
+            protocol text NOT NULL DEFAULT 'native',
+            -- The import it came from, set when the import's record (after its last batch) is folded.
+            import_id uuid
         );
         CREATE INDEX ON \(s).device_batches (device_id, received_at);
+        -- Completed imports of files ("what arrived when" for a history brought in): no coordinate.
+        CREATE TABLE \(s).device_imports (
+            import_id uuid PRIMARY KEY,
+            device_id bigint NOT NULL,
+            log_offset bigint NOT NULL,
+            received_at timestamptz NOT NULL,
+            format text NOT NULL,
+            file_name text NOT NULL,
+            sha256 text NOT NULL,
+            file_bytes bigint NOT NULL,
+            user_id bigint NOT NULL,
+            fixes_read bigint NOT NULL,
+            fixes_accepted bigint NOT NULL,
+            fixes_rejected bigint NOT NULL,
+            fixes_duplicate bigint NOT NULL,
+            not_a_fix bigint NOT NULL,
+            recorded_min timestamptz,
+            recorded_max timestamptz
+        );
+        CREATE INDEX ON \(s).device_imports (device_id, received_at);
         """
     }
 
