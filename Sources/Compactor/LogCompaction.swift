@@ -9,6 +9,8 @@ public enum RecordPlan: Equatable, Sendable {
     case shrink(FixBatch, removedFixes: Int)
     /// Every fix is dead but "what arrived when" lives: keep the header only.
     case envelope(removedFixes: Int, erased: Bool)
+    /// The record goes: a fix batch with nothing live, an envelope past the arrivals window or of a
+    /// removed device, or an import's audit record (type 40) by the envelopes' rule.
     case drop(removedFixes: Int)
     /// A waypoints record without its dead waypoints (`removedPlaces` of them); for a whole list,
     /// possibly none left, which still says "no regions" to a later fold.
@@ -64,13 +66,19 @@ extension RetentionPolicy {
             guard let id = commandOfRecord[header.offset] else { return .keep }
             return commandDeath(id, nowMicros: nowMicros) == nil ? .keep : .dropCommand
         }
-        // Registry events (users, devices, tokens, retention, erasures, removals) are never dropped:
-        // they hold no coordinates, and without them a rebuild would not know what to delete.
-        guard header.type == EventType.fixBatch.rawValue else { return .keep }
         let device = header.deviceKey
         let envelopeLive = isEnvelopeLive(
             device: device, recordOffset: header.offset, receivedAtMicros: header.receivedAtMicros,
             nowMicros: nowMicros)
+        // An import's audit record (which file, its SHA-256, counts, the batch ids; no coordinate)
+        // is "what arrived when" like its batches' envelopes, and lives as they do: it goes with its
+        // device's removal or past the arrivals window, and an erasure leaves it (docs/retention.md).
+        if header.type == EventType.historyImported.rawValue {
+            return envelopeLive ? .keep : .drop(removedFixes: 0)
+        }
+        // Registry events (users, devices, tokens, retention, erasures, removals) are never dropped:
+        // they hold no coordinates, and without them a rebuild would not know what to delete.
+        guard header.type == EventType.fixBatch.rawValue else { return .keep }
         if header.isPayloadRemoved { return envelopeLive ? .keep : .drop(removedFixes: 0) }
         let verdict = verdict(header, nowMicros: nowMicros)
         if verdict == .allLive { return .keep }

@@ -214,14 +214,16 @@ public struct RetentionPolicy: Sendable {
         // A presence change ages like a transition: from its time, in its header (PresenceEvents.swift).
         if Self.isPresenceRecord(header.type) { return firstPlaceDeathMicros(header) }
         if Self.isCommandRecord(header.type) { return firstCommandDeathMicros(header) }
-        guard header.type == EventType.fixBatch.rawValue else { return nil }
+        let isImportAudit = header.type == EventType.historyImported.rawValue
+        guard header.type == EventType.fixBatch.rawValue || isImportAudit else { return nil }
         let device = header.deviceKey
         let envelopeDeath =
             header.receivedAtMicros
             + (header.receivedAtMicros
                 - envelopeCutoffMicros(device: device, nowMicros: header.receivedAtMicros))
         if let removed = removedAt[device], removed > header.offset { return .min }
-        if header.isPayloadRemoved || header.fixCount == 0 { return envelopeDeath }
+        // An import's audit record ages as its batches' envelopes do (LogCompaction's plan).
+        if isImportAudit || header.isPayloadRemoved || header.fixCount == 0 { return envelopeDeath }
         if erasures[device]?.contains(where: { $0.offset > header.offset }) == true { return .min }
         let windowMicros = Int64(windowDays(device: device)) * Self.microsPerDay
         return min(min(header.recordedMinMicros, header.receivedAtMicros) + windowMicros, envelopeDeath)
