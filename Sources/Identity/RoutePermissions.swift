@@ -100,6 +100,8 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/transitions"): .viewer,
+        // Which files came into the device: its owner's alone (ReadAPI/DeviceImports.swift).
+        RouteKey("GET", "/api/find-my/devices/{id}/imports"): .owner,
         RouteKey("GET", "/api/find-my/admin/devices"): .admin,
         // Commands to devices (Sources/Commands, docs/commands.md)
         RouteKey("POST", "/api/find-my/devices/{id}/commands"): .locator,

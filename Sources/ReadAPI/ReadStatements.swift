@@ -78,6 +78,7 @@ extension ReadService {
             sql: """
                 SELECT \(ArrivalColumn.allCases.map(\.expression).joined(separator: ", "))
                 FROM \(ProjectionSchema.Table.deviceBatches.live) b
+                LEFT JOIN \(ProjectionSchema.Table.deviceImports.live) i ON i.import_id = b.import_id
                 WHERE b.device_id = $1
                   AND b.received_at >= coalesce($2::timestamptz, '-infinity')
                   AND b.received_at < coalesce($3::timestamptz, 'infinity')
@@ -126,9 +127,11 @@ extension ReadService {
         }
     }
 
-    /// The columns of an arrivals row (text format); the raw value is the position.
+    /// The columns of an arrivals row (text format); the raw value is the position. The import's
+    /// columns are null for a batch of no import, or of one whose record is not folded yet.
     enum ArrivalColumn: Int, CaseIterable {
         case receivedAt, batchID, fixCount, rejectedCount, recordedMin, recordedMax, logOffset, clientProtocol
+        case importID, importFileName, importSHA256, importFormat
 
         var expression: String {
             switch self {
@@ -140,6 +143,10 @@ extension ReadService {
             case .recordedMax: "b.recorded_max"
             case .logOffset: "b.log_offset"
             case .clientProtocol: "b.protocol"
+            case .importID: "i.import_id::text"
+            case .importFileName: "i.file_name"
+            case .importSHA256: "i.sha256"
+            case .importFormat: "i.format"
             }
         }
     }

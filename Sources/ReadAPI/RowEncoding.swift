@@ -106,11 +106,14 @@ extension ReadService {
         let recordedMax = try result.timestampMicros(row, Column.recordedMax.rawValue)
         let offset = try result.int64(row, Column.logOffset.rawValue) ?? 0
         var clientProtocol = result.string(row, Column.clientProtocol.rawValue) ?? "native"
-        // Keys and punctuation (about 110 bytes), three times, three integers, the batch id.
+        let importMember = importJSON(result, row)
+        // Keys and punctuation (about 120 bytes), three times, three integers, the batch id, the
+        // protocol, the import (or null).
         let bytesMax =
-            160 + 3 * JSONFlatObject.timestampBytesMax + 3 * JSONFlatObject.integerBytesMax
+            176 + 3 * JSONFlatObject.timestampBytesMax + 3 * JSONFlatObject.integerBytesMax
             + JSONFlatObject.stringBytesMax(utf8Count: batchID.utf8.count)
             + JSONFlatObject.stringBytesMax(utf8Count: clientProtocol.utf8.count) + 16
+            + (importMember?.count ?? 4)
         batchID.withUTF8 { batchIDUTF8 in
             clientProtocol.withUTF8 { protocolUTF8 in
                 writer.flatObject(bytesMax: bytesMax) { object in
@@ -130,9 +133,36 @@ extension ReadService {
                     object.int64(offset)
                     object.key("protocol")
                     object.string(utf8: protocolUTF8)
+                    object.key("import")
+                    if let importMember {
+                        importMember.withUnsafeBufferPointer { object.raw($0) }
+                    } else {
+                        object.null()
+                    }
                 }
             }
         }
+    }
+}
+
+extension ReadService {
+    /// The arrival's `import` member as JSON (`{"import_id", "file_name", "sha256", "format"}`), or
+    /// nil for a batch that came from no import. Few arrivals have one: written apart, then copied.
+    func importJSON(_ result: PostgresResult, _ row: Int) -> [UInt8]? {
+        typealias Column = ArrivalColumn
+        guard let importID = result.string(row, Column.importID.rawValue) else { return nil }
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("import_id")
+        writer.string(importID)
+        writer.key("file_name")
+        writer.string(result.string(row, Column.importFileName.rawValue) ?? "")
+        writer.key("sha256")
+        writer.string(result.string(row, Column.importSHA256.rawValue) ?? "")
+        writer.key("format")
+        writer.string(result.string(row, Column.importFormat.rawValue) ?? "")
+        writer.endObject()
+        return writer.bytes
     }
 }
 
