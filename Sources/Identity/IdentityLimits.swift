@@ -4,6 +4,7 @@
 public struct IdentityLimits: Sendable {
     /// Batch ids remembered per device for idempotent retries (also across restarts). A retry of
     /// an older batch id is appended again; clients retry within minutes, not hundreds of batches.
+    /// An import's chunks are remembered beyond it, all of them (Core's ImportedBatches.swift).
     public var recentBatchesPerDeviceMax = 256
     /// Bytes of a user or device name, model, push token, topic or source.
     public var textBytesMax = 512
