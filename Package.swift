@@ -136,6 +136,15 @@ let package = Package(
         .target(
             name: "Import", dependencies: ["CArchive", "CXML2", "Crypto", "Events", "JSON"],
             swiftSettings: strict),
+        // The import run (docs/import-export.md, "How an import is stored"): a file's two passes
+        // (its SHA-256, then Import's reader cut into chunks) with each chunk through the report
+        // path (Ingest's submit), the book of imports by id with their status, and their routes on
+        // the admin socket and the network API. One code path for the command line, the API and
+        // the panel.
+        .target(
+            name: "Importer",
+            dependencies: ["Core", "Events", "Identity", "Import", "Ingest", "JSON", "Threads"],
+            swiftSettings: strict),
         // Export of a device's fixes as GPX, GeoJSON and CSV: streaming writers into a byte sink, in
         // constant memory. Apart from Import so that what serves an export (the read API, the CLI's
         // export from the log) needs neither libxml2 nor libarchive. docs/import-export.md.
