@@ -143,7 +143,7 @@ let package = Package(
         // the panel.
         .target(
             name: "Importer",
-            dependencies: ["Core", "Events", "Identity", "Import", "Ingest", "JSON", "Threads"],
+            dependencies: ["Core", "Events", "HTTP", "Identity", "Import", "Ingest", "JSON", "Threads"],
             swiftSettings: strict),
         // Export of a device's fixes as GPX, GeoJSON and CSV: streaming writers into a byte sink, in
         // constant memory. Apart from Import so that what serves an export (the read API, the CLI's
@@ -243,12 +243,13 @@ let package = Package(
         // The work of the offline commands on a data directory, once their arguments are parsed:
         // `findmy log` (inspection, repair, export and import into JetStream), `backup` and `restore`,
         // `purge` and its refusals, `user` and `retention` (through the admin socket or on the log
-        // opened here, `AdminCall`), `compact` run and followed, `replay`.
+        // opened here, `AdminCall`), `compact` run and followed, `replay`, `import` with its
+        // progress and summary.
         .target(
             name: "Maintenance",
             dependencies: [
                 "CLI", "Compactor", "Core", "Crypto", "Events", "Geofences", "HTTP", "HTTPClient", "Identity",
-                "Ingest",
+                "Import", "Importer", "Ingest",
                 "JSON", "NATSLog", "Postgres", "Projector", "Threads",
             ],
             swiftSettings: strict),
@@ -264,7 +265,7 @@ let package = Package(
                 "Postgres",
                 "Projector", "Geofences",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
-                "Presence", "NATSLog", "JetStreamRetention", "Maintenance",
+                "Presence", "NATSLog", "JetStreamRetention", "Maintenance", "Importer",
             ],
             swiftSettings: strict),
 

@@ -163,6 +163,9 @@ public enum RoutePermissions {
         RouteKey("POST", "/admin/compact"): .adminSocket,
         RouteKey("POST", "/admin/compact/runs"): .adminSocket,
         RouteKey("GET", "/admin/compact/runs/{id}"): .adminSocket,
+        // Imports of history files (Sources/Importer/ImportAdminRoutes.swift)
+        RouteKey("POST", "/admin/imports"): .adminSocket,
+        RouteKey("GET", "/admin/imports/{id}"): .adminSocket,
     ]
 }
 
