@@ -1,4 +1,5 @@
 import Foundation
+import HTTPClient
 import JSON
 import Testing
 
@@ -162,6 +163,64 @@ enum ImportFiles {
         #expect(server.stop() == 0)
         #expect(server.process.standardError.contains("import_ended"), "\(server.process.standardError)")
         #expect(try batches(data.path, protocolName: "import:gpx").count == 1)
+    }
+
+    @Test func aPausedDeviceRefusesTheImportAndSaysHowToResume() throws {
+        let data = ScratchDirectory("findmy-import-paused")
+        let userToken = try addUser("jane", data: data.path)
+        let file = data.path + "/trip.gpx"
+        try ImportFiles.write(ImportFiles.gpx(secondsAgo: [600, 500]), to: file)
+        let server = try ServerProcess(data: data.path)
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        let enrolled = try enrol(connection, userToken: userToken, uuid: UUID().uuidString, name: "phone")
+        let deviceID = try #require(enrolled.int("device_id"))
+        let paused = try post(
+            connection, "/api/find-my/reporting", token: enrolled.string("device_token"),
+            body: "{\"paused\": true}")
+        #expect(paused.status == 200)
+
+        let result = try runImport(["--user", "jane", "--device", "\(deviceID)", file], data: data.path)
+        #expect(result.status == 1)
+        #expect(result.files.first?["state"] == .string("failed"))
+        #expect(
+            (try? result.files.first?["error"]?.stringValue)?.contains("reporting is paused for this device")
+                == true,
+            "\(result.files)")
+        // Another user's device is no target.
+        _ = try addUser("bob", data: data.path)
+        let other = try runImport(["--user", "bob", "--device", "\(deviceID)", file], data: data.path)
+        #expect(other.status == 2 && other.error.contains("has no device"), "\(other.error)")
+    }
+
+    @Test func aRecorderStoreGoesToTheMappedUsersDevicesByName() throws {
+        let data = ScratchDirectory("findmy-import-recorder")
+        _ = try addUser("jane", data: data.path)
+        _ = try addUser("max", data: data.path)
+        let store = data.path + "/store"
+        func line(_ secondsAgo: Int, _ latitude: Double) -> String {
+            let micros = ImportFiles.micros(secondsAgo: secondsAgo)
+            return RFC3339.formatMicros(micros).prefix(19) + "Z\t*                 \t"
+                + "{\"_type\":\"location\",\"lat\":\(latitude),\"lon\":13.4,\"acc\":8,\"tst\":\(micros / 1_000_000)}"
+        }
+        for (user, device, lines) in [
+            ("jane", "phone", [line(900, 52.1), line(800, 52.2)]), ("bob", "tablet", [line(700, 52.3)]),
+        ] {
+            try FileManager.default.createDirectory(
+                atPath: "\(store)/rec/\(user)/\(device)", withIntermediateDirectories: true)
+            try ImportFiles.write(
+                lines.joined(separator: "\n") + "\n", to: "\(store)/rec/\(user)/\(device)/2026-12.rec")
+        }
+        let result = try runImport(["--user", "jane", "--user-map", "bob=max", store], data: data.path)
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.files.map { $0["accepted"] } == [.integer(1), .integer(2)], "\(result.files)")
+        #expect(
+            result.files.map { $0["file_name"] } == [
+                .string("bob/tablet/2026-12.rec"), .string("jane/phone/2026-12.rec"),
+            ])
+        let devices = try dumpLog(data.path).records.filter { $0["type"] == .string("device_enrolled") }
+        #expect(devices.count == 2, "\(devices)")
+        #expect(try batches(data.path, protocolName: "import:owntracks-recorder").count == 2)
     }
 
     @Test func anUnknownFormatAsksForFormat() throws {
