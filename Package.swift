@@ -277,7 +277,7 @@ let package = Package(
                 "Core", "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
                 "ReadAPI", "Identity", "Ingest", "Compactor", "Crypto", "Commands", "Push", "Geofences",
                 "NATSLog",
-                "NATSSupport",
+                "NATSSupport", "Export",
             ],
             swiftSettings: strict),
 

@@ -4,6 +4,10 @@ import Import
 import Ingest
 import Threads
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The server's book of imports, by import id (docs/import-export.md, "How an import is stored"):
 /// each started on a thread of its own (a `StoppableThread`), its status kept after it ends for
 /// its owner to fetch. A service: its stop asks every running import to stop at its next chunk
@@ -27,14 +31,8 @@ public final class ImportJobs: Service {
     private nonisolated(unsafe) var jobs: [UUID128: Job] = [:]
     private nonisolated(unsafe) var finishedCount = 0
     private nonisolated(unsafe) var stopping = false
-    /// Called on the job's thread once an import has ended (an upload's file is removed then).
-    private let onEnd: @Sendable (UUID128, ImportRequest) -> Void
-
-    public init(
-        ingest: IngestService, onEnd: @escaping @Sendable (UUID128, ImportRequest) -> Void = { _, _ in }
-    ) {
+    public init(ingest: IngestService) {
         self.ingest = ingest
-        self.onEnd = onEnd
     }
 
     public var state: ServiceState { lock.withLock { stopping ? .stopped : .running } }
@@ -86,7 +84,7 @@ public final class ImportJobs: Service {
                 lock.broadcast()
                 return (jobs[id]!.status, forgetOldFinished())
             }
-            // Ended (or ending in `onEnd`): joined at once, outside the lock.
+            // Ended (or removing its upload): joined at once, outside the lock.
             for old in forgotten { old.stop() }
             StructuredLog.info(
                 "import_ended",
@@ -95,7 +93,7 @@ public final class ImportJobs: Service {
                     "state": .string(status.state.rawValue), "accepted": .int(Int64(status.accepted)),
                     "duplicate": .int(Int64(status.duplicate)), "rejected": .int(Int64(status.rejected)),
                 ])
-            onEnd(id, request)
+            if request.ownsFile { unlink(request.path) }
         }
         return id
     }

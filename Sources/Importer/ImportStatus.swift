@@ -17,11 +17,14 @@ public struct ImportRequest: Sendable, Equatable {
     public var format: ImportFormat?
     /// Read the file and count (what lies outside the retention window too), store nothing.
     public var dryRun: Bool
+    /// The file is the import's own (an upload kept for it): removed once the import ends.
+    public var ownsFile: Bool
 
     public init(
         deviceID: UInt64, userID: UInt64, path: String, fileName: String, format: ImportFormat? = nil,
-        dryRun: Bool = false
+        dryRun: Bool = false, ownsFile: Bool = false
     ) {
+        self.ownsFile = ownsFile
         self.deviceID = deviceID
         self.userID = userID
         self.path = path
