@@ -100,17 +100,18 @@ extension ImportJobs {
         return (enrolled.deviceID, true)
     }
 
-    /// The status the path's `{id}` names, after the request's `wait_ms`.
-    func statusAnswer(_ request: HTTPRequest, idParameter: String = "id") throws(APIError) -> ImportStatus {
+    /// The status the path's `{id}` names, after the request's `wait_ms` (at most `waitMillisMax`).
+    func statusAnswer(
+        _ request: HTTPRequest, idParameter: String = "id", waitMillisMax: Int = statusWaitMillisMax
+    ) throws(APIError) -> ImportStatus {
         guard let text = request.pathParameters[idParameter], let id = UUID128(text) else {
             throw .badRequest(.invalidField, "the import id is a UUID, as starting the import answered it")
         }
         var waitMillis = 0
         if let wait = request.query("wait_ms") {
-            guard let millis = Int(wait), (0...Self.statusWaitMillisMax).contains(millis) else {
+            guard let millis = Int(wait), (0...waitMillisMax).contains(millis) else {
                 throw .badRequest(
-                    .invalidField, "wait_ms is a number of milliseconds from 0 to \(Self.statusWaitMillisMax)"
-                )
+                    .invalidField, "wait_ms is a number of milliseconds from 0 to \(waitMillisMax)")
             }
             waitMillis = millis
         }

@@ -133,6 +133,8 @@ struct ImportRun: Sendable {
                 chunk = try chunker.next()
             } catch {
                 readerError = error
+                let summary = chunker.summary
+                update { $0.take(summary) }
                 break
             }
             let summary = chunker.summary
