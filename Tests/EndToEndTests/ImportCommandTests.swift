@@ -62,7 +62,7 @@ enum ImportFiles {
 
     @Test func aGPXImportedOfflineIsStoredOnceAndItsAuditRecordFollows() throws {
         let data = ScratchDirectory("findmy-import-gpx")
-        _ = try addUser("jane", data: data.path)
+        let jane = try addUser("jane", data: data.path)
         let file = data.path + "/trip.gpx"
         try ImportFiles.write(
             ImportFiles.gpx(secondsAgo: Array(stride(from: 7200, to: 3600, by: -120))), to: file)
@@ -88,6 +88,21 @@ enum ImportFiles {
         #expect(second.files[0]["device_id"] == status["device_id"])
         #expect(!second.error.contains("created device"))
         #expect(try batches(data.path, protocolName: "import:gpx").count == 1)
+
+        // Projected to the log's end, the device's history holds each fix once.
+        let lastOffset = try #require(try dumpLog(data.path).records.last?["offset"]?.int64Value)
+        let server = try ServerProcess(data: data.path, extraArguments: ["--projector", "on"])
+        defer { server.stop() }
+        let connection = HTTPConnection(address: server.address)
+        let device = try #require(try? status["device_id"]?.int64Value)
+        var page = Answer(status: 0, body: .null)
+        try waitUntil("the projection to reach the log's end") {
+            page = try get(
+                connection, "/api/find-my/devices/\(device)/locations?limit=100&after_offset=\(lastOffset)",
+                token: jane)
+            return page.status == 200
+        }
+        #expect(((try? page.body["locations"]?.arrayValue) ?? []).count == 30, "\(page.body)")
     }
 
     @Test func aDamagedCSVStoresTheWholeChunksBeforeTheDamageAndNamesTheLine() throws {
