@@ -25,7 +25,7 @@ enum ImportBench {
                                    [--formats records,gpx,csv]
 
         Writes DIR/Records.json (about RECORDS-MB MB of Takeout-shaped locations from Workload's track
-        generator, pretty-printed as Takeout writes it, one fix a minute ending now; some with an
+        generator, pretty-printed as Takeout writes it, ending before now; some with an
         activity list) and DIR/track.gpx and DIR/track.csv (OTHER-FIXES fixes each, by the Export
         module's writers), once (existing files are reused). Then RUNS rounds, the formats alternating
         within each: `findmy user add` and `findmy import --new-device --retention-days 36500` into a
@@ -157,7 +157,9 @@ enum ImportBench {
 
 /// The files the import benchmark reads, written once with a buffered stdio stream.
 enum ImportBenchFiles {
-    static let fixIntervalMicros: Int64 = 60_000_000
+    /// A little above the track generator's mean time between fixes (300, 60, 60 and 5 s by its
+    /// modes, 106 s on average): a track started this many intervals ago ends before now.
+    static let fixIntervalMicros: Int64 = 110_000_000
 
     /// A Takeout-shaped `Records.json` of about `bytes` bytes; its path.
     static func records(_ path: String, bytes: Int64) throws -> String {
