@@ -18,6 +18,9 @@ public final class ImportJobs: Service {
     public static let runningMax = 4
     /// The statuses of this many finished imports are kept for their owners to fetch.
     public static let finishedKeptMax = 64
+    /// The largest upload by default (`--import-bytes-max`): above a decade's Records.json (a few
+    /// GB), and twice the 2 GB Google Takeout cuts its archives at by default.
+    public static let uploadBytesMaxDefault: Int64 = 4 << 30
 
     public let name = "imports"
     let ingest: IngestService
@@ -31,12 +34,37 @@ public final class ImportJobs: Service {
     private nonisolated(unsafe) var jobs: [UUID128: Job] = [:]
     private nonisolated(unsafe) var finishedCount = 0
     private nonisolated(unsafe) var stopping = false
-    public init(ingest: IngestService) {
+    /// Where uploads are streamed to (the network API's), nil for an importer without them.
+    public let uploadDirectory: String?
+
+    public init(ingest: IngestService, uploadDirectory: String? = nil) {
         self.ingest = ingest
+        self.uploadDirectory = uploadDirectory
     }
 
     public var state: ServiceState { lock.withLock { stopping ? .stopped : .running } }
-    public func start() throws {}
+
+    /// Makes the upload directory (0700: the files are people's location history) and removes what
+    /// an earlier run left in it: uploads of imports that ended with a killed server (a stopped one
+    /// removes its own).
+    public func start() throws {
+        guard let directory = uploadDirectory else { return }
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw ImportDirectoryError(
+                message: "cannot create \(directory): \(String(cString: strerror(errno)))")
+        }
+        guard chmod(directory, 0o700) == 0, let listing = opendir(directory) else {
+            throw ImportDirectoryError(
+                message: "cannot use \(directory): \(String(cString: strerror(errno)))")
+        }
+        defer { closedir(listing) }
+        while let entry = readdir(listing) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { unlink(directory + "/" + name) }
+        }
+    }
 
     /// Asks every running import to stop at its next chunk (it ends `failed`, what it stored kept)
     /// and waits for them; later `start`s are refused.
@@ -124,4 +152,10 @@ public final class ImportJobs: Service {
             return job.thread
         }
     }
+}
+
+/// The upload directory cannot be made or used: the server does not start.
+struct ImportDirectoryError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
 }

@@ -267,7 +267,7 @@ enum ServeCommand {
             ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,
             presence: presence)
         // History imports: started before the listeners, so stopped after them and before the log.
-        let imports = ImportJobs(ingest: service)
+        let imports = ImportJobs(ingest: service, uploadDirectory: data + "/imports")
         try group.start(imports)
         // Every route passes through the permission table; a route without an entry stops the start.
         let (router, adminRouter) = try routers(
