@@ -289,7 +289,8 @@ let package = Package(
             name: "EventsTests", dependencies: ["Events", "Workload", "Threads", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "TestSupport"], swiftSettings: strict),
+            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "Crypto", "TestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "HTTPClientTests", dependencies: ["HTTPClient", "PushFakeSupport"], swiftSettings: strict),
         // The MQTT client against a real Debian mosquitto started on a free port.
