@@ -272,7 +272,8 @@ enum ServeCommand {
         // Every route passes through the permission table; a route without an entry stops the start.
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: projection.compactor, commands: commandRoutes,
-            presence: presence, geofences: projection.geofences, alerts: alerts, imports: imports)
+            presence: presence, geofences: projection.geofences, alerts: alerts, imports: imports,
+            importBytesMax: configuration.importBytesMax)
         return try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
     }
@@ -329,7 +330,7 @@ enum ServeCommand {
     static func routers(
         _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor?,
         commands: CommandRoutes, presence: PresenceService? = nil, geofences: GeofenceProgress? = nil,
-        alerts: GeofenceAlertRoutes, imports: ImportJobs
+        alerts: GeofenceAlertRoutes, imports: ImportJobs, importBytesMax: Int64
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -356,6 +357,7 @@ enum ServeCommand {
             PresenceService.addUnavailableRoutes(to: &api)
         }
         alerts.addRoutes(to: &api)
+        imports.addRoutes(to: &api, uploadBytesMax: importBytesMax)
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)
