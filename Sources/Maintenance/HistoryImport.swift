@@ -53,8 +53,10 @@ package enum HistoryImport {
     /// One import to start: a file (or a Recorder store's `.rec` file) into one device.
     struct Planned {
         var path: String
-        /// What the summary and the audit call it: the name given, or `USER/DEVICE/MONTH.rec`.
+        /// The file's name without a directory, as the audit record keeps it.
         var fileName: String
+        /// What progress and the summary call it: the name given, or a store's `USER/DEVICE/MONTH.rec`.
+        var label: String
         var user: String
         var device: Device
         var format: String?
@@ -68,11 +70,11 @@ package enum HistoryImport {
         } _: { call in
             try plan.map { planned in try importOne(planned, dryRun: arguments.dryRun, call) }
         }
-        for status in statuses {
+        for (planned, status) in zip(plan, statuses) {
             if arguments.json {
                 printLine(String(decoding: JSONWriter.encode(status), as: UTF8.self))
             } else {
-                for line in ImportReport.summary(status) { printLine(line) }
+                for line in ImportReport.summary(status, label: planned.label) { printLine(line) }
             }
         }
         return statuses.allSatisfy { (try? $0["state"]?.stringValue) == "done" } ? 0 : 1
@@ -107,7 +109,8 @@ package enum HistoryImport {
             let name = String(file.split(separator: "/").last ?? Substring(file))
             plan.append(
                 Planned(
-                    path: path, fileName: name, user: arguments.user, device: device, format: arguments.format
+                    path: path, fileName: name, label: file, user: arguments.user, device: device,
+                    format: arguments.format
                 ))
         }
         guard !plan.isEmpty else { throw UsageError("name at least one FILE to import") }
@@ -122,7 +125,7 @@ package enum HistoryImport {
                 target.files.map { file in
                     let month = String(file.path.split(separator: "/").last ?? "")
                     return Planned(
-                        path: file.path, fileName: "\(file.user)/\(file.device)/\(month)",
+                        path: file.path, fileName: month, label: "\(file.user)/\(file.device)/\(month)",
                         user: target.findmyUser,
                         device: .named(target.deviceName), format: ImportFormat.owntracksRecorder.rawValue)
                 }
@@ -164,14 +167,14 @@ package enum HistoryImport {
                 "findmy import: created device \((try? started["device_id"]?.int64Value) ?? 0) "
                     + "'\(planned.deviceName)' for user '\(planned.user)'")
         }
-        return try follow(id: id, fileName: planned.fileName, call)
+        return try follow(id: id, label: planned.label, call)
     }
 
     /// Long polls of the import's status, each well within one admin call's time, with the
     /// progress drawn between them.
-    static func follow(id: String, fileName: String, _ call: AdminCall.Call) throws -> JSONValue {
+    static func follow(id: String, label: String, _ call: AdminCall.Call) throws -> JSONValue {
         let waitMillis = min(500, max(100, AdminCall.timeoutSeconds * 1000 / 3))
-        var progress = ImportProgressLine(fileName: fileName, terminal: isatty(STDERR_FILENO) == 1)
+        var progress = ImportProgressLine(fileName: label, terminal: isatty(STDERR_FILENO) == 1)
         while true {
             let status: JSONValue
             do {
@@ -180,7 +183,7 @@ package enum HistoryImport {
             } catch AdminCall.ServerGone.gone {
                 progress.finish()
                 throw UsageError(
-                    "the server stopped during the import of \(fileName); what it stored stays: run the same "
+                    "the server stopped during the import of \(label); what it stored stays: run the same "
                         + "command again to store the rest (nothing is stored twice)")
             }
             let state = try? status["state"]?.stringValue

@@ -20,8 +20,7 @@ enum ImportReport {
     /// The lines of one file's summary: what was read, stored, rejected (by reason), already
     /// stored, not a fix (by kind), the time range; for a dry run what falls outside the window
     /// and how to widen it; for a failure its error.
-    static func summary(_ status: JSONValue) -> [String] {
-        let name = (try? status["file_name"]?.stringValue) ?? "?"
+    static func summary(_ status: JSONValue, label name: String) -> [String] {
         let format = (try? status["format"]?.stringValue) ?? "format not known"
         let dryRun = (try? status["dry_run"]?.boolValue) == true
         let failed = (try? status["state"]?.stringValue) == "failed"
