@@ -69,4 +69,41 @@ import Testing
             #expect(raw.readResponse()?.status == status)
         }
     }
+
+    /// A server stopped during an import stops it at a chunk; the same file imported again (here
+    /// with the command on the log) stores the rest, and no fix twice, wherever the stop fell.
+    @Test func anImportStoppedWithTheServerIsCompletedByRunningItAgain() throws {
+        let data = ScratchDirectory("findmy-import-stop")
+        let jane = try addUser("jane", data: data.path)
+        let file = data.path + "/long.csv"
+        let rows = 100_000
+        // 10 s apart: every fix within the default window of 30 days.
+        try ImportFiles.write(ImportFiles.csv(rows: rows, spacingSeconds: 10), to: file)
+        let server = try ServerProcess(data: data.path)
+        let connection = HTTPConnection(address: server.address)
+        let device = try #require(
+            try enrol(connection, userToken: jane, uuid: UUID().uuidString).int("device_id"))
+        let started = try upload(
+            connection, "/api/find-my/devices/\(device)/imports?name=long.csv", token: jane,
+            body: Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+        let id = try #require(started.string("import_id"), "\(started.body)")
+        try waitUntil("the import's second pass") {
+            let state = try get(connection, "/api/find-my/devices/\(device)/imports/\(id)", token: jane)
+                .string("state")
+            return state != "reading"
+        }
+        #expect(server.stop() == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: data.path + "/imports") == [])
+
+        let again = try FindmyProcess.run(
+            ["import", "--json", "--user", "jane", "--device", "\(device)", "--data-dir", data.path, file])
+        #expect(again.status == 0, "\(again.error)")
+        let status = try JSONParser.parse(again.output)
+        let accepted = try status["accepted"]?.int64Value ?? 0
+        let duplicate = try status["duplicate"]?.int64Value ?? 0
+        #expect(accepted + duplicate == Int64(rows), "\(status)")
+        let stored = try dumpLog(data.path).batches.filter { $0.device == device }
+        #expect(stored.reduce(0) { $0 + $1.fixes.count } == rows)
+        #expect(Set(stored.map(\.batchID)).count == stored.count)
+    }
 }

@@ -24,14 +24,15 @@ enum ImportFiles {
             """
     }
 
-    /// A CSV of `rows` fixes a minute apart, ending an hour ago; the row `damagedRow` (from 1, the
-    /// file's line `damagedRow + 1`) has a time that cannot be read.
-    static func csv(rows: Int, damagedRow: Int? = nil) -> String {
+    /// A CSV of `rows` fixes `spacingSeconds` apart, ending an hour ago; the row `damagedRow` (from
+    /// 1, the file's line `damagedRow + 1`) has a time that cannot be read.
+    static func csv(rows: Int, damagedRow: Int? = nil, spacingSeconds: Int = 60) -> String {
         var lines = ["latitude,longitude,time,accuracy"]
         for row in 1...rows {
             let time =
                 row == damagedRow
-                ? "not-a-time" : RFC3339.formatMicros(micros(secondsAgo: 3600 + (rows - row) * 60))
+                ? "not-a-time"
+                : RFC3339.formatMicros(micros(secondsAgo: 3600 + (rows - row) * spacingSeconds))
             lines.append("\(48.0 + Double(row) / 100_000),2.35,\(time),10")
         }
         return lines.joined(separator: "\n") + "\n"
