@@ -27,6 +27,7 @@ let commands: [Command] = [
     CommandsBench.command,
     GeofenceBench.command,
     CodecBench.command,
+    ImportBench.command,
 ]
 
 exit(
