@@ -122,4 +122,39 @@ import Testing
         #expect(revoked.status == 200 || revoked.status == 204)
         #expect(try get(connection, "\(path)?format=csv", token: bob).status == 404)
     }
+
+    /// More fixes than a page of the export's reads (10,000): the pages join without a gap or a
+    /// repeat, in recorded_at order.
+    @Test func anExportOfMoreThanAPageIsWholeAndInOrder() throws {
+        let read = try ReadServer("findmy-export-pages", users: ["alice"])
+        defer { read.stop() }
+        let phone = try enrol(
+            read.connection, userToken: read.tokens[0], uuid: "8b4e28ba-2fa1-11d2-883f-0016d3cca427")
+        let phoneID = try #require(phone.int("device_id"))
+        let phoneToken = try #require(phone.string("device_token"))
+        let count = 12_001
+        let first = baseMicros - Int64(count) * 1_000_000
+        let expected = (0..<count).map { index in
+            Fix(
+                latitude: Double(index) / 1_000_000, longitude: 13.405, accuracyMeters: 5, batteryPercent: 50,
+                source: "gps", recordedAtMicros: first + Int64(index) * 1_000_000)
+        }
+        // Newest batch first: the export's order is recorded_at's, not the log's.
+        var offset: Int64 = 0
+        for part in [expected[6_000...], expected[..<6_000]] {
+            let answer = try post(
+                read.connection, "/api/find-my/report", token: phoneToken,
+                body: reportBody(batchID: UUID().uuidString, fixes: part.map(json)))
+            #expect(answer.status == 200 && answer.int("accepted") == Int64(part.count), "\(answer.body)")
+            offset = max(offset, try #require(answer.int("offset")))
+        }
+        let path = "/api/find-my/devices/\(phoneID)/export?after_offset=\(offset)&format="
+        for (name, format) in [("csv", ImportFormat.csv), ("geojson", .geojson)] {
+            let response = try export(read, path + name, token: read.tokens[0])
+            #expect(response.status == 200)
+            let back = try fixesRead(response.body, format)
+            #expect(back.count == count, "\(name)")
+            #expect(back == expected, "\(name)")
+        }
+    }
 }
