@@ -189,7 +189,7 @@ let package = Package(
             name: "ReadAPI",
             dependencies: [
                 "Core", "Identity", "Geofences", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
-                "Crypto", "Threads",
+                "Crypto", "Threads", "Export",
             ],
             swiftSettings: strict),
 
@@ -356,7 +356,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog", "TestSupport",
+                "NATSSupport", "NATSLog", "TestSupport", "Import",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -99,6 +99,7 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
+        RouteKey("GET", "/api/find-my/devices/{id}/export"): .viewer,  // the history's range, as a file
         RouteKey("GET", "/api/find-my/devices/{id}/transitions"): .viewer,
         // Which files came into the device: its owner's alone (ReadAPI/DeviceImports.swift).
         RouteKey("GET", "/api/find-my/devices/{id}/imports"): .owner,

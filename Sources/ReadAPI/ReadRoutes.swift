@@ -35,6 +35,11 @@ extension ReadService {
                 try imports(request, deviceID: caller.deviceID)
             }
         }
+        router.add("GET", "/api/find-my/devices/{id}/export") { [self] request, caller in
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try export(request, deviceID: caller.deviceID)
+            }
+        }
         router.add("GET", "/api/find-my/admin/devices") { [self] request, _ in
             respond(retryAfter: .whenUnavailable) { () throws(APIError) in try adminDevices(request) }
         }
@@ -51,6 +56,7 @@ extension ReadService {
         for pattern in [
             "/api/find-my/devices", "/api/find-my/devices/{id}", "/api/find-my/devices/{id}/locations",
             "/api/find-my/devices/{id}/arrivals", "/api/find-my/devices/{id}/imports",
+            "/api/find-my/devices/{id}/export",
             "/api/find-my/admin/devices",
         ] {
             router.add("GET", pattern) { _, _ in error.response }
