@@ -238,8 +238,8 @@ let package = Package(
         .target(
             name: "Maintenance",
             dependencies: [
-                "CLI", "Compactor", "Core", "Crypto", "Events", "Geofences", "HTTP", "HTTPClient", "Identity",
-                "Ingest",
+                "CLI", "Compactor", "Core", "Crypto", "Events", "Export", "Geofences", "HTTP", "HTTPClient",
+                "Identity", "Ingest",
                 "JSON", "NATSLog", "Postgres", "Projector", "Threads",
             ],
             swiftSettings: strict),
@@ -250,7 +250,8 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "Core", "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient",
+                "Core", "CLI", "Events", "Export", "JSON", "Identity", "Ingest", "Clients", "HTTP",
+                "HTTPClient",
                 "Crypto",
                 "Postgres",
                 "Projector", "Geofences",
