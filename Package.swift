@@ -198,7 +198,10 @@ let package = Package(
                 "Core", "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
                 "Crypto", "Geofences", "Presence", "QRCode",
             ],
-            resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
+            resources: [
+                .embedInCode("Resources/panel.js"), .embedInCode("Resources/import.js"),
+                .embedInCode("Resources/panel.css"),
+            ],
             swiftSettings: strict),
 
         // Presence from the tailnet (docs/presence.md): the headscale poller, the rule of
