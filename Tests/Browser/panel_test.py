@@ -751,7 +751,8 @@ def main():
             fixture = os.path.join(repo, "Fixtures", "import", "gpx", "track-1.1.gpx")
             driver.get(server.url + "/find-my/devices/%d/settings" % phone_id)
             summary = lambda d: d.find_element(By.ID, "import-summary").text
-            finished = lambda d: "done" in summary(d).lower() or "Failed" in summary(d)
+            # The script gives the summary the class "done" or "failed" once the import has ended.
+            finished = lambda d: d.find_element(By.ID, "import-summary").get_attribute("class") in ("done", "failed")
             driver.find_element(By.ID, "import-file").send_keys(fixture)
             driver.find_element(By.ID, "import-check").click()
             WebDriverWait(driver, 60).until(finished)
