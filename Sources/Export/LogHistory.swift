@@ -19,8 +19,9 @@ public enum LogHistory {
     public struct DeviceFacts: Sendable {
         public var deviceID: UInt64
         public var name: String
-        /// Where the log stood when the first pass began: the second reads up to the same point,
-        /// so an erasure appended meanwhile cannot apply to half of the export.
+        /// Where the log stood when the first pass began. The second reads up to the same point,
+        /// so the file is the history as of one offset (what the server shows once its projection
+        /// is there): a fix appended after the erasures and windows were read is not in it.
         public var endOffset: UInt64
         /// The device's erasures and removal, its own and its user's windows, every other user's
         /// window (a handful of numbers), and the server's default.

@@ -20,7 +20,8 @@ enum ExportCommand {
         Writes one device's fixes, with both clocks (recorded_at, received_at), accuracy, battery,
         charging and source, in one format (docs/import-export.md, "Export"). Read from the event log
         itself: it works with PostgreSQL down, and beside a running server (it needs no lock; it reads
-        what was durable when it started).
+        what was durable when it started). This machine's log only: on a JetStream log (--log nats://),
+        export through the API.
 
         It gives what the server still shows and nothing more: fixes an erasure covers are left out,
         and so are those past the device's retention window (its own override, else its user's, else

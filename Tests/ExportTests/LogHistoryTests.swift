@@ -169,4 +169,31 @@ import Testing
         #expect(try Self.readBack(bytes, .csv) == log.shown.map(\.fix).suffix(3))
         #expect(counts.expired == 3)
     }
+    /// A running server holds the writer's lock; the export needs none. Both passes stop where the
+    /// log stood when the first began, so the file is the history as of one offset: an erasure and a
+    /// new fix appended between the passes are neither of them in it, and the next export has both.
+    @Test func theLogIsReadBesideItsWriterUpToWhereTheFirstPassBegan() throws {
+        let log = try Log()
+        var options = LogOptions()
+        options.diagnostics = { _ in }
+        let writer = try LogWriter(directory: log.path, options: options)
+        defer { writer.close() }
+        let facts = try LogHistory.facts(device: 1, reader: log.reader, settings: RetentionSettings())
+        try writer.append(.historyErased(HistoryErased(deviceID: 1)), receivedAtMicros: Self.now)
+        let late = Self.fix(Self.now - Self.hour, 52.7)
+        try writer.append(
+            .fixBatch(FixBatch(deviceID: 1, batchID: UUID128.random(), fixes: [late])),
+            receivedAtMicros: Self.now)
+        var read: [Fix] = []
+        _ = try LogHistory.fixes(
+            of: facts, reader: log.reader, fromMicros: nil, toMicros: nil, nowMicros: Self.now
+        ) {
+            fix, _ in read.append(fix)
+        }
+        #expect(read == log.shown.map(\.fix))
+        let (bytes, counts) = try Self.export(log)
+        #expect(try Self.readBack(bytes, .csv) == [late])
+        // All seven, the one past the window too: an erasure is decided before the window.
+        #expect(counts.written == 1 && counts.erased == 7 && counts.expired == 0)
+    }
 }
