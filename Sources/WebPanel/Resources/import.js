@@ -100,9 +100,16 @@
           show(status, dryRun);
           return;
         }
-        var text = (status.state === "storing" ? "Storing: " : "Reading: ") + size(status.bytes_read) +
-          " of " + size(status.file_bytes) + ", " + status.fixes_read + " fixes read";
-        if (!dryRun) { text += ", " + status.accepted + " stored"; }
+        // Two passes over the file, each counting its bytes from 0: its SHA-256 (from which the
+        // chunks' batch ids derive), then its fixes.
+        var text;
+        if (status.state === "reading") {
+          text = "Reading the file (1 of 2): " + size(status.bytes_read) + " of " + size(status.file_bytes);
+        } else {
+          text = (dryRun ? "Reading the fixes (2 of 2): " : "Storing (2 of 2): ") + size(status.bytes_read) +
+            " of " + size(status.file_bytes) + ", " + status.fixes_read + " fixes read";
+          if (!dryRun) { text += ", " + status.accepted + " stored"; }
+        }
         say(text);
         window.setTimeout(function () { follow(id, dryRun); }, pollMillis);
       })
@@ -125,6 +132,13 @@
     if (typeof value === "number") { return value; }
     if (!value || typeof value !== "object") { return 0; }
     return Object.keys(value).reduce(function (sum, key) { return sum + total(value[key]); }, 0);
+  }
+
+  // " (expired: 3, out_of_range: 1)", or nothing.
+  function byKind(counts) {
+    if (!counts || typeof counts !== "object") { return ""; }
+    var parts = Object.keys(counts).map(function (key) { return key + ": " + counts[key]; });
+    return parts.length ? " (" + parts.join(", ") + ")" : "";
   }
 
   // The window that would keep the oldest fix: its age in whole days, and one more for the time the
@@ -150,11 +164,13 @@
     if (!dryRun) {
       row(list, "Stored", String(status.accepted));
       row(list, "Already stored (duplicates)", String(status.duplicate));
-      row(list, "Rejected", String(status.rejected));
+      row(list, "Rejected", String(status.rejected) + byKind(status.rejected_by_reason));
     }
     row(list, "Outside the retention window", String(status.outside_retention));
     var notAFix = total(status.not_a_fix);
-    if (notAFix > 0) { row(list, "Not a fix (counted, not stored)", String(notAFix)); }
+    if (notAFix > 0) {
+      row(list, "Not a fix (counted, not stored)", String(notAFix) + byKind(status.not_a_fix_by_kind));
+    }
     if (status.recorded_min && status.recorded_max) {
       row(list, "Time range", localTime(status.recorded_min) + " to " + localTime(status.recorded_max));
     }
@@ -165,7 +181,7 @@
       outside.className = "outside";
       outside.id = "import-outside";
       outside.textContent = status.outside_retention + " of the fixes are older than this device's retention window (" +
-        windowDays + " days) and " + (dryRun ? "would not be" : "were not") + " stored." +
+        (status.retention_days || windowDays) + " days) and " + (dryRun ? "would not be" : "were not") + " stored." +
         (needed ? " To keep them, set “Days to keep” under Retention above to at least " + needed +
           " and save, then " + (dryRun ? "import." : "import the file again: what is stored already is not stored twice.") : "");
       summary.appendChild(outside);
