@@ -180,7 +180,7 @@ let package = Package(
             name: "ReadAPI",
             dependencies: [
                 "Core", "Identity", "Geofences", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
-                "Crypto", "Threads",
+                "Crypto", "Threads", "Export",
             ],
             swiftSettings: strict),
 
@@ -283,7 +283,8 @@ let package = Package(
             name: "EventsTests", dependencies: ["Events", "Workload", "Threads", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "TestSupport"], swiftSettings: strict),
+            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "Crypto", "TestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "HTTPClientTests", dependencies: ["HTTPClient", "PushFakeSupport"], swiftSettings: strict),
         // The MQTT client against a real Debian mosquitto started on a free port.
@@ -349,7 +350,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog", "TestSupport",
+                "NATSSupport", "NATSLog", "TestSupport", "Import",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -14,17 +14,21 @@ import CMicroHTTPD
 //   connectionNotified   started: number the connection, and HeadDeadline starts its clock;
 //                        closed: HeadDeadline forgets it
 //   requestLineArrived   create RequestState, count it in flight
-//   accessHandler #1     headers are in: refuse ambiguous body framing with 400 and an oversized
-//                        Content-Length with 413 (either closes the connection after the answer)
-//   accessHandler #2..n  body bytes: close if slower than bodyBytesPerSecondMin; append; past
-//                        bodyBytesMax discard, up to 2x
+//   accessHandler #1     headers are in: refuse ambiguous body framing with 400; resolve the
+//                        route; an upload route's `admit` may refuse, else its file is created;
+//                        an oversized Content-Length is 413 (an answer now closes the connection
+//                        after it)
+//   accessHandler #2..n  body bytes: close if slower than bodyBytesPerSecondMin; append (to the
+//                        upload's file, or memory); past the limit discard, up to a bound
 //   accessHandler last   body complete (upload size 0): 413, or route; a router answer is queued
 //                        at once, a handler gets a PendingReply and the connection is suspended
 //                        unless the handler answered before returning (a deferred one may)
 //   PendingReply.answer  any thread: keep the response, MHD_resume_connection
 //   accessHandler again  after the resume: queue the kept response
-//   requestCompleted     response sent or connection lost: observe, release, uncount; the
-//                        next head is owed from now
+//   requestCompleted     response sent or connection lost: observe, release, uncount, remove an
+//                        upload file no handler took; the next head is owed from now
+// A streamed answer (HTTPResponse.streamed) is queued as a callback response: its producer runs
+// on a worker, and MHD pulls its chunks (see StreamBuffer) until the end or the connection's.
 // A body that never completes (client closed, or idle past the timeout) skips "last", so a
 // handler never sees a partial body.
 
@@ -40,7 +44,13 @@ final class RequestState {
     var bodyStartedMicros: Int64 = 0
     /// Collected once the head is in; handed to the request (and cleared) when the body is.
     var headers = HTTPHeaders()
+    /// The route, resolved once the head is in; its request gets the body at the end.
+    var resolved: (routeName: String, resolution: Router.Resolution)?
     var body: [UInt8] = []
+    /// An upload route's file while its body arrives; nil once a handler has it, or removed.
+    var upload: UploadFile?
+    /// Why an upload's body was not stored (a write failed); answered once the body is over.
+    var uploadFailure: HTTPResponse?
     var bodyTooLarge = false
     var bytesReceived = 0
     var answered: (routeName: String, status: Int)?
@@ -111,7 +121,7 @@ func accessHandler(
         // Called again after MHD_resume_connection: the handler has answered.
         state.pending = nil
         server.forget(pending)
-        return queue(pending.takeAnswer(), routeName: pending.routeName, on: connection, state)
+        return queue(pending.takeAnswer(), routeName: pending.routeName, on: connection, state, server)
     }
     guard state.answered == nil else { return .YES }
     if state.bodyTooLarge { return answerBodyTooLarge(connection, state, server) }
@@ -124,21 +134,54 @@ private func headersArrived(
     _ method: UnsafePointer<CChar>?, _ connection: OpaquePointer, _ state: RequestState,
     _ server: ServerContext
 ) -> MHD_Result {
-    let bodyBytesMax = server.limits.bodyBytesMax
     state.headersSeen = true
     state.method = method.map { String(cString: $0) } ?? ""
     state.headers = collectHeaders(connection)
     state.bodyStartedMicros = server.nowMicros()
     server.headDeadline.headArrived(state.connectionID)
+    let resolved = server.router.resolve(
+        HTTPRequest(
+            method: state.method, target: state.target, headers: state.headers,
+            remoteAddress: state.remoteAddress, connectionID: state.connectionID))
+    state.resolved = resolved
     // An answer queued now, before the body, also makes MHD close the connection after it
     // (and send no "100 Continue"): nothing more is read from it.
     if let refusal = ambiguousBodyFraming(state.headers) {
-        return queue(refusal, routeName: routeName(state, server), on: connection, state)
+        return queue(refusal, routeName: resolved.routeName, on: connection, state, server)
     }
-    if let declared = state.headers["Content-Length"], let length = Int(declared), length > bodyBytesMax {
+    if case .upload(let upload, let request) = resolved.resolution {
+        return uploadHeadArrived(upload, request, connection, state, server)
+    }
+    if let declared = state.headers["Content-Length"], let length = Int(declared),
+        length > server.limits.bodyBytesMax
+    {
         return answerBodyTooLarge(connection, state, server)
     }
     return .YES
+}
+
+/// The head of an upload: `admit` may refuse it, a declared length over `bytesMax` is refused,
+/// and otherwise its file is created for the body to come. Every refusal is made before any body
+/// byte is read, and no file is left.
+private func uploadHeadArrived(
+    _ upload: UploadRoute, _ request: HTTPRequest, _ connection: OpaquePointer, _ state: RequestState,
+    _ server: ServerContext
+) -> MHD_Result {
+    let routeName = state.resolved?.routeName ?? Router.unmatchedRouteName
+    if let refusal = upload.admit(request) {
+        return queue(refusal, routeName: routeName, on: connection, state, server)
+    }
+    if let declared = state.headers["Content-Length"], let length = Int64(declared), length > upload.bytesMax
+    {
+        return queue(upload.tooLarge(), routeName: routeName, on: connection, state, server)
+    }
+    switch UploadFile.create(in: upload.directory) {
+    case .created(let file):
+        state.upload = file
+        return .YES
+    case .refused(let refusal):
+        return queue(refusal, routeName: routeName, on: connection, state, server)
+    }
 }
 
 /// A piece of the body, kept unless the body grows past `bodyBytesMax` or arrives too slowly.
@@ -152,6 +195,9 @@ private func bodyChunkArrived(
             "request body from \(state.remoteAddress) slower than \(server.limits.bodyBytesPerSecondMin) "
                 + "bytes a second (bodyBytesPerSecondMin); connection closed")
         return .NO
+    }
+    if case .upload(let upload, _) = state.resolved?.resolution {
+        return uploadChunkArrived(uploadData, chunkBytes, upload, state, server)
     }
     guard state.bytesReceived <= bodyBytesMax, state.answered == nil else {
         state.bodyTooLarge = true
@@ -168,39 +214,84 @@ private func bodyChunkArrived(
     return .YES
 }
 
+/// A piece of an upload's body, written to its file unless the body has grown past `bytesMax`
+/// (then the file goes, and the rest is drained up to a bound) or the file refused a write.
+private func uploadChunkArrived(
+    _ uploadData: UnsafePointer<CChar>?, _ chunkBytes: Int, _ upload: UploadRoute, _ state: RequestState,
+    _ server: ServerContext
+) -> MHD_Result {
+    guard Int64(state.bytesReceived) <= upload.bytesMax else {
+        state.bodyTooLarge = true
+        state.upload?.remove()
+        state.upload = nil
+        // As for a body in memory, the 413 waits for the body's end; draining is bounded by the
+        // smaller of the route's limit and the server's body limit, then the connection closes.
+        let drainBytesMax = min(upload.bytesMax, Int64(server.limits.bodyBytesMax))
+        return Int64(state.bytesReceived) - upload.bytesMax > drainBytesMax ? .NO : .YES
+    }
+    guard let file = state.upload, let uploadData else { return .YES }
+    if let failure = file.append(UnsafeRawBufferPointer(start: uploadData, count: chunkBytes)) {
+        state.uploadFailure = failure
+        file.remove()
+        state.upload = nil
+    }
+    return .YES
+}
+
 /// The whole request has arrived: its route answers now, on a worker, or later through a reply.
 private func dispatch(_ connection: OpaquePointer, _ state: RequestState, _ server: ServerContext)
     -> MHD_Result
 {
-    let request = HTTPRequest(
-        method: state.method, target: state.target, headers: state.headers, body: state.body,
-        remoteAddress: state.remoteAddress, connectionID: state.connectionID)
-    state.body = []
+    guard let (routeName, resolution) = state.resolved else { return .NO }
+    state.resolved = nil
     state.headers = HTTPHeaders()
-    let (routeName, resolution) = server.router.resolve(request)
     switch resolution {
     case .answer(let response):
-        return queue(response, routeName: routeName, on: connection, state)
-    case .blocking(let handler, let request):
-        let pending = server.pendingReply(connection, routeName: routeName)
-        if let answer = pending.suspendUnlessAnswered() {
-            server.forget(pending)
-            return queue(answer, routeName: routeName, on: connection, state)
-        }
-        state.pending = pending
-        server.workers.submit { pending.answer(handler(request)) }
-        return .YES
-    case .deferred(let handler, let request):
+        return queue(response, routeName: routeName, on: connection, state, server)
+    case .blocking(let handler, var request):
+        request.body = state.body
+        state.body = []
+        return dispatchBlocking(handler, request, routeName, connection, state, server)
+    case .deferred(let handler, var request):
+        request.body = state.body
+        state.body = []
         let pending = server.pendingReply(connection, routeName: routeName)
         handler(request, HTTPReply { pending.answer($0) })
         // An answer given before the handler returned (a refusal, a duplicate) goes out now.
         if let answer = pending.suspendUnlessAnswered() {
             server.forget(pending)
-            return queue(answer, routeName: routeName, on: connection, state)
+            return queue(answer, routeName: routeName, on: connection, state, server)
         }
         state.pending = pending
         return .YES
+    case .upload(let upload, var request):
+        // From here the file is the handler's (removed once it returns), not the request's.
+        let file = state.upload
+        state.upload = nil
+        if let failure = state.uploadFailure ?? file?.finish() {
+            file?.remove()
+            return queue(failure, routeName: routeName, on: connection, state, server)
+        }
+        guard let file else { return .NO }
+        request.bodyFile = BodyFile(path: file.path, bytes: file.bytes)
+        return dispatchBlocking(upload.removingHandler, request, routeName, connection, state, server)
     }
+}
+
+private func dispatchBlocking(
+    _ handler: @escaping Router.Handler, _ request: HTTPRequest, _ routeName: String,
+    _ connection: OpaquePointer, _ state: RequestState, _ server: ServerContext
+) -> MHD_Result {
+    let pending = server.pendingReply(connection, routeName: routeName)
+    if let answer = pending.suspendUnlessAnswered() {
+        server.forget(pending)
+        // The server is stopping: the handler never runs, so an upload's file goes now.
+        if let path = request.bodyFile?.path { unlink(path) }
+        return queue(answer, routeName: routeName, on: connection, state, server)
+    }
+    state.pending = pending
+    server.workers.submit { pending.answer(handler(request)) }
+    return .YES
 }
 
 func requestCompleted(
@@ -212,6 +303,8 @@ func requestCompleted(
     let server = Unmanaged<ServerContext>.fromOpaque(context).takeUnretainedValue()
     let state = Unmanaged<RequestState>.fromOpaque(statePointer).takeRetainedValue()
     if let pending = state.pending { server.forget(pending) }
+    // A body cut short, refused or timed out: no handler took its file.
+    state.upload?.remove()
     server.requestEnded()
     server.headDeadline.requestEnded(state.connectionID)
     guard let observer = server.observer, let answered = state.answered else { return }
@@ -225,12 +318,16 @@ func requestCompleted(
 private func answerBodyTooLarge(_ connection: OpaquePointer, _ state: RequestState, _ server: ServerContext)
     -> MHD_Result
 {
+    let routeName = state.resolved?.routeName ?? Router.unmatchedRouteName
+    if case .upload(let upload, _) = state.resolved?.resolution {
+        return queue(upload.tooLarge(), routeName: routeName, on: connection, state, server)
+    }
     let limit = server.limits.bodyBytesMax
     let response = HTTPResponse.error(
         status: 413, code: "body_too_large",
         message: "the request body is larger than this server's limit of \(limit) bytes (bodyBytesMax); "
             + "send less per request, e.g. split a batch")
-    return queue(response, routeName: routeName(state, server), on: connection, state)
+    return queue(response, routeName: routeName, on: connection, state, server)
 }
 
 /// A body must arrive at `bodyBytesPerSecondMin` on average once `bodyRateGraceSeconds` have
@@ -243,11 +340,6 @@ private func isBodyTooSlow(_ state: RequestState, _ server: ServerContext) -> Bo
         Double(server.limits.bodyRateGraceSeconds)
         + Double(state.bytesReceived) / Double(server.limits.bodyBytesPerSecondMin)
     return elapsedSeconds > allowedSeconds
-}
-
-private func routeName(_ state: RequestState, _ server: ServerContext) -> String {
-    let path = HTTPRequest(method: state.method, target: state.target).path
-    return server.router.routeName(method: state.method, path: path)
 }
 
 /// A 400 for a request whose body's end two parsers could place differently (RFC 9112 §6.3), or
@@ -314,12 +406,25 @@ extension String {
 }
 
 private func queue(
-    _ response: HTTPResponse, routeName: String, on connection: OpaquePointer, _ state: RequestState
+    _ response: HTTPResponse, routeName: String, on connection: OpaquePointer, _ state: RequestState,
+    _ server: ServerContext
 ) -> MHD_Result {
-    let mhdResponse = response.body.withUnsafeBytes { bytes in
-        // MUST_COPY: the Swift array does not outlive this call.
-        MHD_create_response_from_buffer(
-            bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+    var stream: StreamBuffer?
+    let mhdResponse: OpaquePointer?
+    if response.producer != nil {
+        let made = server.makeStream(on: connection)
+        stream = made
+        // Retained for MHD until its free callback (streamReleased); size unknown, so chunked.
+        let retained = Unmanaged.passRetained(made)
+        mhdResponse = MHD_create_response_from_callback(
+            UInt64.max, 32 << 10, streamReaderCalled, retained.toOpaque(), streamReleased)
+        if mhdResponse == nil { retained.release() }
+    } else {
+        mhdResponse = response.body.withUnsafeBytes { bytes in
+            // MUST_COPY: the Swift array does not outlive this call.
+            MHD_create_response_from_buffer(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
     }
     guard let mhdResponse else { return .NO }
     defer { MHD_destroy_response(mhdResponse) }
@@ -335,7 +440,10 @@ private func queue(
     }
     addSafetyHeaders(mhdResponse, choseCaching: choseCaching)
     let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
-    if result == .YES { state.answered = (routeName, response.status) }
+    if result == .YES {
+        state.answered = (routeName, response.status)
+        if let stream, let producer = response.producer { server.startStream(stream, producer) }
+    }
     return result
 }
 

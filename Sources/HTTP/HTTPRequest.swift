@@ -7,6 +7,9 @@ public struct HTTPRequest: Sendable {
     public var queryItems: [(name: String, value: String)]
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// Where an upload route's body was written (`Router.addUpload`); nil on every other route,
+    /// whose body is `body`.
+    public var bodyFile: BodyFile?
     /// Values of the route's `{name}` segments, percent-decoded; filled by `Router`.
     public var pathParameters: [String: String]
     /// `203.0.113.7:51234` for TCP, `unix` for a unix-socket peer.
@@ -31,6 +34,7 @@ public struct HTTPRequest: Sendable {
         }
         self.headers = headers
         self.body = body
+        self.bodyFile = nil
         self.pathParameters = [:]
         self.remoteAddress = remoteAddress
         self.connectionID = connectionID

@@ -1,14 +1,21 @@
-/// A complete response. The server adds `Content-Length`, `Date` and connection handling.
+/// A complete response, or one whose body is written while it is sent (`streamed`). The server
+/// adds `Content-Length` (or chunked framing), `Date` and connection handling.
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// Writes the body while it is sent, in place of `body`; see `streamed`.
+    var producer: ResponseStream.Producer?
 
     public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.producer = nil
     }
+
+    /// Whether the body is written while it is sent (`streamed`) rather than held in `body`.
+    public var isStreamed: Bool { producer != nil }
 
     /// A JSON response from bytes already encoded (by the `JSON` module, typically).
     public static func json(_ body: [UInt8], status: Int = 200) -> HTTPResponse {

@@ -21,14 +21,17 @@ public struct Router: Sendable {
     enum Action: Sendable {
         case blocking(Handler)
         case deferred(DeferredHandler)
+        case upload(UploadRoute)
     }
 
-    /// What to do with one request.
+    /// What to do with one request. Resolved once its head is in, before any body byte: an
+    /// upload route's body goes to a file, every other route's to memory.
     enum Resolution {
         /// Answered by the router itself (404, 405).
         case answer(HTTPResponse)
         case blocking(Handler, HTTPRequest)
         case deferred(DeferredHandler, HTTPRequest)
+        case upload(UploadRoute, HTTPRequest)
     }
 
     private enum Segment: Sendable, Equatable {
@@ -52,6 +55,23 @@ public struct Router: Sendable {
         add(method, pattern, .deferred(handler))
     }
 
+    /// Adds a route whose body is streamed to a new file in `directory` as it arrives, never held
+    /// in memory (see docs/http.md, "Uploads"). `admit` runs once the head is in, before any body
+    /// byte is read, on an event-loop thread (it must not block): a non-nil answer refuses the
+    /// request with that response and the body is not read. A body over `bytesMax` (a
+    /// `Content-Length` up front, or a chunked body as it arrives) is answered 413 `too_large` and
+    /// its file removed; `bodyBytesMax` does not apply. Then `handler` runs on a worker thread with
+    /// `request.bodyFile` set; the file is removed after it returns unless it renamed the file away.
+    public mutating func addUpload(
+        _ method: String, _ pattern: String, directory: String, bytesMax: Int64,
+        admit: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, _ handler: @escaping Handler
+    ) {
+        precondition(bytesMax >= 0, "bytesMax must not be negative")
+        add(
+            method, pattern,
+            .upload(UploadRoute(directory: directory, bytesMax: bytesMax, admit: admit, handler: handler)))
+    }
+
     private mutating func add(_ method: String, _ pattern: String, _ action: Action) {
         precondition(pattern.hasPrefix("/"), "route pattern must start with '/': \(pattern)")
         let segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { part in
@@ -65,18 +85,22 @@ public struct Router: Sendable {
     }
 
     /// Answers `request`: the matching handler's response, 404 for an unknown path, 405 with
-    /// `Allow` for a known path and another method. Waits for a deferred handler's answer.
+    /// `Allow` for a known path and another method. Waits for a deferred handler's answer. An
+    /// upload route gets `request.body` as its file (unless `request.bodyFile` is set already); a
+    /// streamed answer is produced into `body` (a producer that throws gives 500 `stream_failed`).
     public func respond(to request: HTTPRequest) -> (routeName: String, response: HTTPResponse) {
         let (routeName, resolution) = resolve(request)
         switch resolution {
         case .answer(let response):
-            return (routeName, response)
+            return (routeName, response.produced())
         case .blocking(let handler, let request):
-            return (routeName, handler(request))
+            return (routeName, handler(request).produced())
         case .deferred(let handler, let request):
             let slot = AnswerSlot()
             handler(request, HTTPReply { slot.put($0) })
-            return (routeName, slot.take())
+            return (routeName, slot.take().produced())
+        case .upload(let upload, let request):
+            return (routeName, upload.respondInProcess(to: request).produced())
         }
     }
 
@@ -93,6 +117,7 @@ public struct Router: Sendable {
                 switch route.action {
                 case .blocking(let handler): return (route.pattern, .blocking(handler, request))
                 case .deferred(let handler): return (route.pattern, .deferred(handler, request))
+                case .upload(let upload): return (route.pattern, .upload(upload, request))
                 }
             }
             allowed.append(route.method)

@@ -25,6 +25,8 @@ final class ServerContext: Sendable {
         var connectionsOpened: UInt64 = 0
         /// Requests whose handler has not answered yet, so that stop() can answer them.
         var pending: [ObjectIdentifier: PendingReply] = [:]
+        /// Streamed responses MHD still holds, so that stop() can cut them.
+        var streams: [ObjectIdentifier: StreamBuffer] = [:]
         var stopping = false
     }
 
@@ -80,14 +82,35 @@ final class ServerContext: Sendable {
         _ = counters.withLock { $0.pending.removeValue(forKey: ObjectIdentifier(pending)) }
     }
 
+    /// The buffer of a streamed response about to be queued on `connection`.
+    func makeStream(on connection: OpaquePointer) -> StreamBuffer {
+        StreamBuffer(connection: connection) { [self] stream in
+            _ = counters.withLock { $0.streams.removeValue(forKey: ObjectIdentifier(stream)) }
+        }
+    }
+
+    /// A streamed response just queued: its producer starts on a worker thread. Already cut once
+    /// the server is stopping.
+    func startStream(_ stream: StreamBuffer, _ producer: @escaping ResponseStream.Producer) {
+        let stopping = counters.withLock {
+            if !$0.stopping { $0.streams[ObjectIdentifier(stream)] = stream }
+            return $0.stopping
+        }
+        if stopping { stream.abandon() }
+        workers.submit { stream.run(producer) }
+    }
+
     /// Answers every request still waiting for its handler with 503 and resumes its connection;
-    /// handlers that answer later are ignored. MHD_stop_daemon must not see a suspended connection.
+    /// handlers that answer later are ignored. Cuts every streamed response still being sent, and
+    /// resumes its connection if it waits for its producer. MHD_stop_daemon must not see a
+    /// suspended connection.
     func abandonPending() {
-        let pending = counters.withLock {
+        let (pending, streams) = counters.withLock {
             $0.stopping = true
-            return Array($0.pending.values)
+            return (Array($0.pending.values), Array($0.streams.values))
         }
         for reply in pending { reply.abandon() }
+        for stream in streams { stream.abandon() }
     }
 
     /// Requests between their request line and their completion; `stop` waits on it reaching 0.

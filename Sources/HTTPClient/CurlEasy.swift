@@ -17,6 +17,9 @@ final class CurlEasy: @unchecked Sendable {
     /// Header names as HTTP/2 sends them (lower case), or as the server wrote them.
     let lowercaseHeaderNames: Bool
     var body: [UInt8] = []
+    /// When set, the body goes here piece by piece as it arrives instead of into `body` (a
+    /// download larger than memory); `bodyBytesMax` does not apply to it.
+    var bodySink: ((UnsafeRawBufferPointer) -> Void)?
     var headerLines: [(name: String, value: String)] = []
     /// Bytes of the answer received so far, status line and headers included.
     var bytesReceived = 0
@@ -128,6 +131,11 @@ private func curlWrite(
 ) -> Int {
     let easy = Unmanaged<CurlEasy>.fromOpaque(context!).takeUnretainedValue()
     let length = size * count
+    if let sink = easy.bodySink {
+        easy.bytesReceived += length
+        sink(UnsafeRawBufferPointer(start: data, count: length))
+        return length
+    }
     guard easy.body.count + length <= easy.bodyBytesMax else {
         easy.overflowed = true
         return 0

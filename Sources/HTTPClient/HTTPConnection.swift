@@ -62,6 +62,17 @@ public final class HTTPConnection {
         return response
     }
 
+    /// Sends `request` and hands the response body to `bodySink` piece by piece as it arrives,
+    /// without collecting it: a download of any size in constant memory. The response's `body` is
+    /// empty.
+    public func send(
+        _ request: HTTPClientRequest, bodySink: @escaping (UnsafeRawBufferPointer) -> Void
+    ) throws(HTTPClientError) -> HTTPClientResponse {
+        state.bodySink = bodySink
+        defer { state.bodySink = nil }
+        return try send(request)
+    }
+
     public func send(
         _ method: String, _ target: String, headers: [(name: String, value: String)] = [], body: [UInt8] = []
     ) throws(HTTPClientError) -> HTTPClientResponse {

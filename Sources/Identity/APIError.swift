@@ -50,6 +50,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case tooManyFixes = "too_many_fixes"
         case tooManyGeofences = "too_many_geofences"
         case unknownField = "unknown_field"
+        case unknownFormat = "unknown_format"
         case unknownParameter = "unknown_parameter"
         case unsupportedMediaType = "unsupported_media_type"
         case userExists = "user_exists"

@@ -99,6 +99,7 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
+        RouteKey("GET", "/api/find-my/devices/{id}/export"): .viewer,  // the history's range, as a file
         RouteKey("GET", "/api/find-my/devices/{id}/transitions"): .viewer,
         RouteKey("GET", "/api/find-my/admin/devices"): .admin,
         // Commands to devices (Sources/Commands, docs/commands.md)

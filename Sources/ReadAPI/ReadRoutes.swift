@@ -30,6 +30,11 @@ extension ReadService {
                 try arrivals(request, deviceID: caller.deviceID)
             }
         }
+        router.add("GET", "/api/find-my/devices/{id}/export") { [self] request, caller in
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try export(request, deviceID: caller.deviceID)
+            }
+        }
         router.add("GET", "/api/find-my/admin/devices") { [self] request, _ in
             respond(retryAfter: .whenUnavailable) { () throws(APIError) in try adminDevices(request) }
         }
@@ -45,7 +50,8 @@ extension ReadService {
         )
         for pattern in [
             "/api/find-my/devices", "/api/find-my/devices/{id}", "/api/find-my/devices/{id}/locations",
-            "/api/find-my/devices/{id}/arrivals", "/api/find-my/admin/devices",
+            "/api/find-my/devices/{id}/arrivals", "/api/find-my/devices/{id}/export",
+            "/api/find-my/admin/devices",
         ] {
             router.add("GET", pattern) { _, _ in error.response }
         }

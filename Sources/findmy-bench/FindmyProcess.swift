@@ -140,14 +140,20 @@ final class ChildServer {
     }
 
     /// VmHWM of the child: its peak resident set so far.
-    func peakResidentBytes() -> Int64 {
+    func peakResidentBytes() -> Int64 { statusBytes("VmHWM:") }
+
+    /// VmRSS of the child: its resident set now.
+    func residentBytes() -> Int64 { statusBytes("VmRSS:") }
+
+    /// A line of /proc/PID/status given in kB, in bytes; -1 when it cannot be read.
+    private func statusBytes(_ field: String) -> Int64 {
         guard let file = fopen("/proc/\(pid)/status", "r") else { return -1 }
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 256)
         while fgets(&buffer, 256, file) != nil {
             let line = String(
                 decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if line.hasPrefix("VmHWM:") {
+            if line.hasPrefix(field) {
                 let kilobytes = line.split(separator: " ").compactMap { Int64($0) }.first ?? -1
                 return kilobytes * 1024
             }

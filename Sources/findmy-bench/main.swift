@@ -11,6 +11,7 @@ import CLI
 let commands: [Command] = [
     IngestBench.command,
     ReadBench.command,
+    ExportBench.command,
     ProjectBench.command,
     LogBench.command,
     NATSLogBench.command,

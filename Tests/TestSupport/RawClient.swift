@@ -76,6 +76,20 @@ public final class RawClient {
             == bytes.count
     }
 
+    /// Sends every byte (several sends if the kernel takes fewer); false once the server has
+    /// closed the connection.
+    @discardableResult
+    public func write(bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if sent < 0 && errno == EINTR { continue }
+            guard sent > 0 else { return false }
+            offset += sent
+        }
+        return true
+    }
+
     /// Reads until the server closes the connection or the read times out. `closed` is true when
     /// the connection ended (EOF or a reset), false on a timeout: the server kept it open.
     public func readToClose() -> (text: String, closed: Bool) {
