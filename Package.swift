@@ -136,6 +136,15 @@ let package = Package(
         .target(
             name: "Import", dependencies: ["CArchive", "CXML2", "Crypto", "Events", "JSON"],
             swiftSettings: strict),
+        // The import run (docs/import-export.md, "How an import is stored"): a file's two passes
+        // (its SHA-256, then Import's reader cut into chunks) with each chunk through the report
+        // path (Ingest's submit), the book of imports by id with their status, and their routes on
+        // the admin socket and the network API. One code path for the command line, the API and
+        // the panel.
+        .target(
+            name: "Importer",
+            dependencies: ["Core", "Events", "HTTP", "Identity", "Import", "Ingest", "JSON", "Threads"],
+            swiftSettings: strict),
         // Export of a device's fixes as GPX, GeoJSON and CSV: streaming writers into a byte sink, in
         // constant memory. Apart from Import so that what serves an export (the read API, the CLI's
         // export from the log) needs neither libxml2 nor libarchive. docs/import-export.md.
@@ -237,12 +246,13 @@ let package = Package(
         // The work of the offline commands on a data directory, once their arguments are parsed:
         // `findmy log` (inspection, repair, export and import into JetStream), `backup` and `restore`,
         // `purge` and its refusals, `user` and `retention` (through the admin socket or on the log
-        // opened here, `AdminCall`), `compact` run and followed, `replay`.
+        // opened here, `AdminCall`), `compact` run and followed, `replay`, `import` with its
+        // progress and summary.
         .target(
             name: "Maintenance",
             dependencies: [
                 "CLI", "Compactor", "Core", "Crypto", "Events", "Export", "Geofences", "HTTP", "HTTPClient",
-                "Identity", "Ingest",
+                "Identity", "Import", "Importer", "Ingest",
                 "JSON", "NATSLog", "Postgres", "Projector", "Threads",
             ],
             swiftSettings: strict),
@@ -259,7 +269,7 @@ let package = Package(
                 "Postgres",
                 "Projector", "Geofences",
                 "ReadAPI", "Compactor", "WebPanel", "Threads", "ProjectionSchema", "Commands", "Push",
-                "Presence", "NATSLog", "JetStreamRetention", "Maintenance",
+                "Presence", "NATSLog", "JetStreamRetention", "Maintenance", "Importer",
             ],
             swiftSettings: strict),
 
@@ -271,7 +281,7 @@ let package = Package(
                 "Core", "CLI", "Events", "Workload", "JSON", "HTTPClient", "Threads", "Postgres", "Projector",
                 "ReadAPI", "Identity", "Ingest", "Compactor", "Crypto", "Commands", "Push", "Geofences",
                 "NATSLog",
-                "NATSSupport",
+                "NATSSupport", "Export",
             ],
             swiftSettings: strict),
 

@@ -82,6 +82,8 @@ extension String {
 /// `--name value`, `--name=value` and `--flag` options, with positional arguments kept in order.
 public struct Options {
     private var values: [String: String] = [:]
+    /// Every value of each option, in order, for the repeatable ones (`--user-map a=b --user-map c=d`).
+    private var allValues: [String: [String]] = [:]
     private var flags: Set<String> = []
     public private(set) var positional: [String] = []
 
@@ -110,6 +112,7 @@ public struct Options {
                     values[name] = arguments[index]
                     index += 1
                 }
+                allValues[name, default: []].append(values[name]!)
             } else if allowedFlags.contains(name) || name == "help" {
                 guard inlineValue == nil else { throw UsageError("--\(name) takes no value") }
                 flags.insert(name)
@@ -119,7 +122,10 @@ public struct Options {
         }
     }
 
+    /// The last value given for `name`.
     public func value(_ name: String) -> String? { values[name] }
+    /// Every value given for `name`, in order (a repeatable option).
+    public func values(_ name: String) -> [String] { allValues[name] ?? [] }
     public func flag(_ name: String) -> Bool { flags.contains(name) }
 
     /// A value from the option, else from the environment variable, else nil.

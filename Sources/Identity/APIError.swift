@@ -22,6 +22,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case deviceNotFound = "device_not_found"
         case emptyBatch = "empty_batch"
         case geofenceNotFound = "geofence_not_found"
+        case importNotFound = "import_not_found"
         case invalidAfterOffset = "invalid_after_offset"
         case invalidBatchId = "invalid_batch_id"
         case invalidCredentials = "invalid_credentials"

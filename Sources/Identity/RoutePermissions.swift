@@ -155,6 +155,10 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}"): .owner,
+        // History imports (Sources/Importer/ImportAPIRoutes.swift): the gate runs before the upload's
+        // body is read.
+        RouteKey("POST", "/api/find-my/devices/{id}/imports"): .owner,
+        RouteKey("GET", "/api/find-my/devices/{id}/imports/{import_id}"): .owner,
         // The admin socket (Sources/Identity/Accounts.swift, Sources/Ingest/RetentionHandlers.swift)
         RouteKey("POST", "/admin/users"): .adminSocket,
         RouteKey("GET", "/admin/users"): .adminSocket,
@@ -165,6 +169,9 @@ public enum RoutePermissions {
         RouteKey("POST", "/admin/compact"): .adminSocket,
         RouteKey("POST", "/admin/compact/runs"): .adminSocket,
         RouteKey("GET", "/admin/compact/runs/{id}"): .adminSocket,
+        // Imports of history files (Sources/Importer/ImportAdminRoutes.swift)
+        RouteKey("POST", "/admin/imports"): .adminSocket,
+        RouteKey("GET", "/admin/imports/{id}"): .adminSocket,
     ]
 }
 
@@ -245,7 +252,7 @@ public struct GuardedRouter {
         }
     }
 
-    private mutating func permission(_ method: String, _ pattern: String) -> Permission? {
+    mutating func permission(_ method: String, _ pattern: String) -> Permission? {
         let key = RouteKey(method, pattern)
         guard let permission = table[key] else {
             problems.append("route \(key) has no permission entry")

@@ -28,6 +28,7 @@ let commands: [Command] = [
     CommandsBench.command,
     GeofenceBench.command,
     CodecBench.command,
+    ImportBench.command,
 ]
 
 exit(

@@ -8,6 +8,7 @@ import Geofences
 import HTTP
 import HTTPClient
 import Identity
+import Importer
 import Ingest
 import Postgres
 import Presence
@@ -265,10 +266,14 @@ enum ServeCommand {
         let panel = PanelService(
             ingest: service, pool: reads?.pool, configuration: configuration.panel, clockMicros: clock,
             presence: presence)
+        // History imports: started before the listeners, so stopped after them and before the log.
+        let imports = ImportJobs(ingest: service, uploadDirectory: data + "/imports")
+        try group.start(imports)
         // Every route passes through the permission table; a route without an entry stops the start.
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: projection.compactor, commands: commandRoutes,
-            presence: presence, geofences: projection.geofences, alerts: alerts)
+            presence: presence, geofences: projection.geofences, alerts: alerts, imports: imports,
+            importBytesMax: configuration.importBytesMax)
         return try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
     }
@@ -325,7 +330,7 @@ enum ServeCommand {
     static func routers(
         _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor?,
         commands: CommandRoutes, presence: PresenceService? = nil, geofences: GeofenceProgress? = nil,
-        alerts: GeofenceAlertRoutes
+        alerts: GeofenceAlertRoutes, imports: ImportJobs, importBytesMax: Int64
     ) throws
         -> (api: Router, admin: Router)
     {
@@ -352,10 +357,12 @@ enum ServeCommand {
             PresenceService.addUnavailableRoutes(to: &api)
         }
         alerts.addRoutes(to: &api)
+        imports.addRoutes(to: &api, uploadBytesMax: importBytesMax)
         panel.addRoutes(to: &api)
         var admin = GuardedRouter(service: service, listener: .adminSocket)
         service.addAdminRoutes(to: &admin)
         service.identity.addAccountAdminRoutes(to: &admin)
+        imports.addAdminRoutes(to: &admin)
         // An ingest node of a JetStream log compacts nothing: the projectors apply retention.
         if let compactor { CompactService.addAdminRoute(to: &admin, compactor: compactor) }
         return (try api.build(), try admin.build())

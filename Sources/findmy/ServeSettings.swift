@@ -7,6 +7,7 @@ import Geofences
 import HTTP
 import HTTPClient
 import Identity
+import Importer
 import Ingest
 import Postgres
 import Presence
@@ -37,6 +38,10 @@ extension ServeCommand {
             ),
             ("batch-fixes-max", "FINDMY_BATCH_FIXES_MAX", "most fixes in one report (default 10000)"),
             ("body-bytes-max", "FINDMY_BODY_BYTES_MAX", "largest request body in bytes (default 8388608)"),
+            (
+                "import-bytes-max", "FINDMY_IMPORT_BYTES_MAX",
+                "largest history file uploaded to POST /api/find-my/devices/{id}/imports, in bytes; streamed to DATA_DIR/imports, never held in memory (default 4294967296)"
+            ),
             (
                 "clock-skew-tolerance-seconds", "FINDMY_CLOCK_SKEW_TOLERANCE_SECONDS",
                 "recorded_at this far past received_at is flagged clock-suspect (default 300)"
@@ -219,6 +224,8 @@ extension ServeCommand {
         var commands = CommandLimits()
         var headscale: HeadscaleConfiguration?
         var geofenceNotify = GeofenceNotifySetup.Configuration()
+        /// The largest history file an upload may bring (`--import-bytes-max`).
+        var importBytesMax = ImportJobs.uploadBytesMaxDefault
         /// Set by `--log nats://`: this process is an ingest node of a JetStream log.
         var nats: IngestNodeConfiguration?
     }
@@ -264,6 +271,8 @@ extension ServeCommand {
         try options.limit(&configuration.log, \.segmentAgeSecondsMax, "segment-age-seconds-max", min: 1)
         configuration.compactor = try CompactService.configuration(
             retentionDays: configuration.limits.retentionDays, { try options.wholeNumber($0, $1, min: $2) })
+        configuration.importBytesMax = Int64(
+            try options.wholeNumber("import-bytes-max", Int(ImportJobs.uploadBytesMaxDefault), min: 1024))
         configuration.databaseURL = options.value(
             Database.setting.flag, environment: Database.setting.environment)
         configuration.projector = try options.onOff("projector", environment: "FINDMY_PROJECTOR", "on")

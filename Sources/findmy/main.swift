@@ -13,6 +13,7 @@ let commands: [Command] = [
     ProjectCommand.replay,
     UserCommand.command,
     CompactCommand.command,
+    ImportCommand.command,
     RetentionCommand.command,
     BackupCommand.backup,
     BackupCommand.restore,
