@@ -761,6 +761,7 @@ def main():
             expect(outside.startswith("3 of the fixes are older"), "the check counts 3 outside: %r" % outside)
             needed = re.search(r"at least (\d+)", outside)
             expect(needed is not None, "the check says how far to widen the window: %r" % outside)
+            driver.execute_script("arguments[0].scrollIntoView();", driver.find_element(By.ID, "import-summary"))
             shot("09b-import-checked")
             days = driver.find_element(By.ID, "days")
             days.clear()
@@ -774,6 +775,7 @@ def main():
             expect("Import done." in text, "the import is done: %r" % text)
             expect(re.search(r"Stored\s+3\b", text) is not None, "3 fixes stored: %r" % text)
             expect(driver.find_elements(By.ID, "import-outside") == [], "none outside the window now: %r" % text)
+            driver.execute_script("arguments[0].scrollIntoView();", driver.find_element(By.ID, "import-summary"))
             shot("09c-import-done")
             driver.get(server.url + "/find-my?selected=%d&from=2024-03-01T00:00:00Z&to=2024-03-02T00:00:00Z"
                        % phone_id)
