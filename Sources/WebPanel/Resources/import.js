@@ -1,7 +1,7 @@
 // The settings page's "Import history" form (HistoryFilesPanel.swift, docs/import-export.md): the
 // chosen file is the body of POST /api/find-my/devices/{id}/imports (with dry_run=1 for "Check
 // first"), sent with the session's CSRF token as the panel's other API changes are; then the import's
-// status is read every half second until it is done or failed, and its summary shown.
+// status is followed (long polls of half a second) until it is done or failed, and its summary shown.
 (function () {
   "use strict";
   var form = document.getElementById("import-form");
@@ -14,7 +14,7 @@
   var start = document.getElementById("import-start");
   var progress = document.getElementById("import-progress");
   var summary = document.getElementById("import-summary");
-  var pollMillis = 500;
+  var waitMillis = 500;
   var dayMillis = 86400000;
 
   function say(text) { progress.textContent = text; }
@@ -85,7 +85,10 @@
   }
 
   function follow(id, dryRun) {
-    var url = "/api/find-my/devices/" + encodeURIComponent(device) + "/imports/" + encodeURIComponent(id);
+    // The server holds the answer until the import ends or waitMillis pass: the progress moves
+    // about twice a second, and the summary comes the moment the import ends.
+    var url = "/api/find-my/devices/" + encodeURIComponent(device) + "/imports/" + encodeURIComponent(id) +
+      "?wait_ms=" + waitMillis;
     fetch(url, { credentials: "same-origin", cache: "no-store" })
       .then(function (response) {
         return response.json().then(function (json) { return { status: response.status, body: json }; });
@@ -111,7 +114,7 @@
           if (!dryRun) { text += ", " + status.accepted + " stored"; }
         }
         say(text);
-        window.setTimeout(function () { follow(id, dryRun); }, pollMillis);
+        follow(id, dryRun);
       })
       .catch(function () {
         failed("Lost the connection to the server. The import goes on there; reload this page later to see your history.");
