@@ -207,7 +207,10 @@ let package = Package(
                 "Core", "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
                 "Crypto", "Geofences", "Presence", "QRCode",
             ],
-            resources: [.embedInCode("Resources/panel.js"), .embedInCode("Resources/panel.css")],
+            resources: [
+                .embedInCode("Resources/panel.js"), .embedInCode("Resources/import.js"),
+                .embedInCode("Resources/panel.css"),
+            ],
             swiftSettings: strict),
 
         // Presence from the tailnet (docs/presence.md): the headscale poller, the rule of
@@ -248,8 +251,8 @@ let package = Package(
         .target(
             name: "Maintenance",
             dependencies: [
-                "CLI", "Compactor", "Core", "Crypto", "Events", "Geofences", "HTTP", "HTTPClient", "Identity",
-                "Import", "Importer", "Ingest",
+                "CLI", "Compactor", "Core", "Crypto", "Events", "Export", "Geofences", "HTTP", "HTTPClient",
+                "Identity", "Import", "Importer", "Ingest",
                 "JSON", "NATSLog", "Postgres", "Projector", "Threads",
             ],
             swiftSettings: strict),
@@ -260,7 +263,8 @@ let package = Package(
         .executableTarget(
             name: "findmy",
             dependencies: [
-                "Core", "CLI", "Events", "JSON", "Identity", "Ingest", "Clients", "HTTP", "HTTPClient",
+                "Core", "CLI", "Events", "Export", "JSON", "Identity", "Ingest", "Clients", "HTTP",
+                "HTTPClient",
                 "Crypto",
                 "Postgres",
                 "Projector", "Geofences",

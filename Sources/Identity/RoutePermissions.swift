@@ -148,6 +148,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/find-my/admin/users"): .page,  // admin role only
         RouteKey("POST", "/find-my/admin/users/role"): .page,  // admin role only
         RouteKey("GET", "/static/panel.js"): .open,
+        RouteKey("GET", "/static/import.js"): .open,
         RouteKey("GET", "/static/panel.css"): .open,
         RouteKey("GET", "/static/leaflet/leaflet.js"): .open,
         RouteKey("GET", "/static/leaflet/leaflet.css"): .open,

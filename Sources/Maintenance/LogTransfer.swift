@@ -127,6 +127,14 @@ package enum LogTransfer {
             pending.removeAll(keepingCapacity: true)
         }
 
+        /// Gives up a file export cut short by an error: the partial file goes, so that nothing
+        /// is left that looks like an export.
+        func discard() {
+            guard let temporary else { return }
+            Glibc.close(fd)
+            unlink(temporary)
+        }
+
         func finish() throws {
             try flush()
             guard let path, let temporary else { return }

@@ -4,8 +4,9 @@ import Identity
 import Ingest
 import JSON
 
-/// /find-my/devices/{id}/settings, for a device you own: its shares, retention, the erasure of its
-/// history (with a confirmation step), the pause switch shown; and the form posts that change them.
+/// /find-my/devices/{id}/settings, for a device you own: its shares, retention, the import of a
+/// history file (HistoryFilesPanel.swift), the erasure of its history (with a confirmation step),
+/// the pause switch shown; and the form posts that change them.
 extension PanelService {
     static let settingsFlashes: [String: String] = [
         "shared": "The device is shared.",
@@ -27,7 +28,7 @@ extension PanelService {
     func settingsPage(_ request: HTTPRequest, _ caller: Caller, _ form: FormDevice) -> HTTPResponse {
         let device = form.device
         var html = HTML()
-        pageTop(&html, title: "Settings of \(device.name)", caller: caller)
+        pageTop(&html, title: "Settings of \(device.name)", caller: caller, script: "/static/import.js")
         html.raw("<h2>Settings of ")
         html.name(device.name)
         html.raw("</h2>\n<p><a href=\"/find-my?selected=")
@@ -50,6 +51,7 @@ extension PanelService {
 
         sharesSection(&html, caller, form)
         retentionSection(&html, caller, form)
+        importSection(&html, caller, form)
         presenceSection(&html, caller, form)
         eraseSection(&html, form)
         pageBottom(&html)

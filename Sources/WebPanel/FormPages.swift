@@ -130,8 +130,8 @@ extension PanelService {
 
     /// The header of the form pages: where you are, links to the devices, your account and (for an
     /// admin) the admin page, and the logout button.
-    func pageTop(_ html: inout HTML, title: String, caller: Caller) {
-        head(&html, title: title)
+    func pageTop(_ html: inout HTML, title: String, caller: Caller, script: StaticString? = nil) {
+        head(&html, title: title, script: script)
         html.raw("<header class=\"top\">\n<h1><a href=\"/find-my\">findmy</a></h1>\n")
         navigation(&html, caller: caller)
         html.raw("</header>\n<main id=\"main\" class=\"forms\">\n")

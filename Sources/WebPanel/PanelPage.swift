@@ -290,6 +290,7 @@ struct PanelPage {
             html.text("; only the first \(history.fixCount) are loaded, choose a shorter range")
         }
         html.raw(".</p>\n")
+        if history.fixCount > 0 { downloadLinks(&html, device, history) }
         guard !history.shown.isEmpty else {
             html.raw("</section>\n")
             return

@@ -183,8 +183,8 @@ public final class PanelService: Sendable {
 }
 
 /// The document head shared by every page; `title` is escaped, and cleaned like a name (it often
-/// holds one).
-func head(_ html: inout HTML, title: String, map: Bool = false) {
+/// holds one). `script`: a page's own script from this server (`/static/...`), for a form page.
+func head(_ html: inout HTML, title: String, map: Bool = false, script: StaticString? = nil) {
     html.raw(
         """
         <!doctype html>
@@ -202,6 +202,11 @@ func head(_ html: inout HTML, title: String, map: Bool = false) {
         html.raw(
             "<script src=\"/static/leaflet/leaflet.js\" defer></script>\n<script src=\"/static/panel.js\" defer></script>\n"
         )
+    }
+    if let script {
+        html.raw("<script src=\"")
+        html.raw(script)
+        html.raw("\" defer></script>\n")
     }
     html.raw("</head>\n<body>\n<a class=\"skip\" href=\"#main\">Skip to content</a>\n")
 }

@@ -23,6 +23,10 @@ import Identity
 /// send the session's CSRF token in an `X-CSRF-Token` header (the gate answers 403 without it,
 /// docs/api.md); the other panel changes are plain form posts carrying it in their `csrf` field.
 ///
+/// import.js is the settings page's "Import history" form (HistoryFilesPanel.swift): it posts the
+/// chosen file as the body of `POST /api/find-my/devices/{id}/imports` with the `X-CSRF-Token` header,
+/// as panel.js's changes do, and follows the import's status to its summary.
+///
 /// panel.css: one column on a phone, list beside the map from tablet width up; visible focus; the
 /// map has a plain background when tiles cannot load.
 struct StaticFiles: Sendable {
@@ -46,6 +50,9 @@ struct StaticFiles: Sendable {
     func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", "/static/panel.js") { _, _ in
             Self.file(PackageResources.panel_js, type: "text/javascript; charset=utf-8")
+        }
+        router.add("GET", "/static/import.js") { _, _ in
+            Self.file(PackageResources.import_js, type: "text/javascript; charset=utf-8")
         }
         router.add("GET", "/static/panel.css") { _, _ in
             Self.file(PackageResources.panel_css, type: "text/css; charset=utf-8")

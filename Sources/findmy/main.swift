@@ -20,6 +20,7 @@ let commands: [Command] = [
     BenchMoved.command,
     ProjectorCommand.command,
     PurgeCommand.command,
+    ExportCommand.command,
 ]
 
 exit(

@@ -738,6 +738,70 @@ def main():
 
         step("erase the history: the track is gone", erase_history)
 
+        def track_after_refresh(browser):
+            browser.refresh()
+            map_ready()
+            return browser.execute_script("var t = window.findmyPanel.track; return t ? t.getLatLngs().length : 0;")
+
+        def import_history():
+            # A GPX walk of 2024: three fixes with a time (a fourth point has none), all older than the
+            # 30-day window. "Check first" says so and how far to widen it; once widened, the import
+            # stores them and the device page draws them.
+            repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            fixture = os.path.join(repo, "Fixtures", "import", "gpx", "track-1.1.gpx")
+            driver.get(server.url + "/find-my/devices/%d/settings" % phone_id)
+            summary = lambda d: d.find_element(By.ID, "import-summary").text
+            # The script gives the summary the class "done" or "failed" once the import has ended.
+            finished = lambda d: d.find_element(By.ID, "import-summary").get_attribute("class") in ("done", "failed")
+            driver.find_element(By.ID, "import-file").send_keys(fixture)
+            driver.find_element(By.ID, "import-check").click()
+            WebDriverWait(driver, 60).until(finished)
+            expect("Checked (done)" in summary(driver), "the check is done: %r" % summary(driver))
+            outside = driver.find_element(By.ID, "import-outside").text
+            expect(outside.startswith("3 of the fixes are older"), "the check counts 3 outside: %r" % outside)
+            needed = re.search(r"at least (\d+)", outside)
+            expect(needed is not None, "the check says how far to widen the window: %r" % outside)
+            driver.execute_script("arguments[0].scrollIntoView();", driver.find_element(By.ID, "import-summary"))
+            shot("09b-import-checked")
+            days = driver.find_element(By.ID, "days")
+            days.clear()
+            days.send_keys(needed.group(1))
+            driver.find_element(By.CSS_SELECTOR, "form[action$='/retention'] button[type=submit]").click()
+            wait.until(lambda d: d.current_url.endswith("?done=retention"))
+            driver.find_element(By.ID, "import-file").send_keys(fixture)
+            driver.find_element(By.ID, "import-start").click()
+            WebDriverWait(driver, 60).until(finished)
+            text = summary(driver)
+            expect("Import done." in text, "the import is done: %r" % text)
+            expect(re.search(r"Stored\s+3\b", text) is not None, "3 fixes stored: %r" % text)
+            expect(driver.find_elements(By.ID, "import-outside") == [], "none outside the window now: %r" % text)
+            driver.execute_script("arguments[0].scrollIntoView();", driver.find_element(By.ID, "import-summary"))
+            shot("09c-import-done")
+            driver.get(server.url + "/find-my?selected=%d&from=2024-03-01T00:00:00Z&to=2024-03-02T00:00:00Z"
+                       % phone_id)
+            WebDriverWait(driver, 30).until(lambda d: track_after_refresh(d) == 3)
+            expect(": 3 fixes" in driver.find_element(By.ID, "range").text, "the range holds the imported fixes")
+            shot("09d-imported-track")
+
+        step("import a GPX file from the settings page: the track is drawn", import_history)
+
+        def download_range():
+            # The range shown, as a file: the export route, authenticated by the session cookie.
+            link = driver.find_element(By.CSS_SELECTOR, "#download a[data-format=gpx]")
+            href = link.get_attribute("href")
+            expect("/export?format=gpx&from=2024-03-01T00:00:00" in href, "the link names the range: %r" % href)
+            answer = driver.execute_async_script(
+                "var done = arguments[arguments.length - 1];"
+                "fetch(arguments[0], {credentials: 'same-origin'}).then(function (r) {"
+                " return r.text().then(function (t) { done({status: r.status, type: r.headers.get('Content-Type'),"
+                " disposition: r.headers.get('Content-Disposition'), body: t}); }); })"
+                ".catch(function (e) { done({status: 0, body: String(e)}); });", href)
+            expect(answer["status"] == 200, "the export answers 200: %r" % answer)
+            expect("attachment" in (answer["disposition"] or ""), "a download: %r" % answer["disposition"])
+            expect(answer["body"].count("<trkpt") == 3, "the 3 fixes of the range: %r" % answer["body"][:400])
+
+        step("download the range shown as GPX", download_range)
+
         def change_password():
             driver.find_element(By.LINK_TEXT, "Account").click()
             wait.until(lambda d: d.current_url.endswith("/find-my/account"))

@@ -158,7 +158,8 @@ import Testing
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
         for (name, type) in [
-            ("panel.js", "text/javascript; charset=utf-8"), ("panel.css", "text/css; charset=utf-8"),
+            ("panel.js", "text/javascript; charset=utf-8"), ("import.js", "text/javascript; charset=utf-8"),
+            ("panel.css", "text/css; charset=utf-8"),
         ] {
             let onDisk = try Data(contentsOf: resources.appendingPathComponent(name))
             #expect(!onDisk.isEmpty)

@@ -85,3 +85,28 @@ import Testing
             page.relative(Int64.min).hasSuffix("ago") && page.relative(Int64.max).hasPrefix("in the future"))
     }
 }
+
+/// The device page's "Download" links: the range shown, in each format, at the export route.
+@Suite struct DownloadLinkTests {
+    @Test func theLinksNameTheRangeShownInEachFormat() {
+        let page = PanelPage(
+            userName: "alice", devices: [], selection: .none, nowMicros: 1_796_220_000_000_000,
+            configuration: PanelService.Configuration())
+        let device = PanelDevice(
+            id: 42, name: "phone", platform: "ios", model: "", paused: false, sharedBy: nil,
+            lastSeenAtMicros: nil, latest: nil)
+        let history = PanelService.History(
+            fromMicros: 1_709_251_200_000_000, toMicros: 1_709_337_600_000_000, fixCount: 3, truncated: false,
+            shown: [], invalid: false)
+        var html = HTML()
+        page.downloadLinks(&html, device, history)
+        let text = String(decoding: html.bytes, as: UTF8.self)
+        for format in ["gpx", "geojson", "csv"] {
+            #expect(
+                text.contains(
+                    "href=\"/api/find-my/devices/42/export?format=\(format)&amp;from=2024-03-01T00:00:00.000000Z"
+                        + "&amp;to=2024-03-02T00:00:00.000000Z\""), "\(text)")
+        }
+        #expect(text.contains(">GPX</a>") && text.contains(">GeoJSON</a>") && text.contains(">CSV</a>"))
+    }
+}
