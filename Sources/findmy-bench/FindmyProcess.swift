@@ -95,14 +95,7 @@ func spawn(
 /// Runs `executable` to its end and returns its standard output; its standard error goes to ours.
 func runCapturing(_ executable: String, _ arguments: [String], environment: [String] = []) throws -> String {
     let child = try spawn(executable, arguments, environment: environment)
-    var output: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = read(child.output, &buffer, buffer.count)
-        if count <= 0 { break }
-        output += buffer.prefix(count)
-    }
-    close(child.output)
+    let output = readToEnd(child.output)
     var exitStatus: Int32 = 0
     waitpid(child.pid, &exitStatus, 0)
     guard exitStatus == 0 else {
@@ -181,4 +174,17 @@ final class ChildServer {
 func allowTraversal(_ directory: String) {
     var info = stat()
     if getuid() == 0, stat(directory, &info) == 0 { chmod(directory, (info.st_mode & 0o7777) | S_IXOTH) }
+}
+
+/// Everything a child writes to the pipe `descriptor` until it closes it; then closes our end.
+func readToEnd(_ descriptor: Int32) -> [UInt8] {
+    var output: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = read(descriptor, &buffer, buffer.count)
+        if count <= 0 { break }
+        output += buffer.prefix(count)
+    }
+    close(descriptor)
+    return output
 }

@@ -95,14 +95,7 @@ enum ImportBench {
                 "findmy", "import", "--user", "bench", "--new-device", "phone", "--retention-days", "36500",
                 "--json", "--data-dir", dataDirectory, path,
             ])
-        var output: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(child.output, &buffer, buffer.count)
-            if count <= 0 { break }
-            output += buffer.prefix(count)
-        }
-        close(child.output)
+        let output = readToEnd(child.output)
         var status: Int32 = 0
         var usage = rusage()
         wait4(child.pid, &status, 0, &usage)
