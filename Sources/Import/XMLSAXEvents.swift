@@ -4,11 +4,9 @@ import CXML2
     import Glibc
 #endif
 
-/// One start tag, text or end tag that libxml2's SAX2 callbacks queued for `XMLPullReader`.
+/// One start tag, text or end tag that libxml2's SAX2 callbacks queued for `XMLPullReader`. The
+/// words come first and the bytes last, so that a record is copied in aligned moves.
 struct XMLEventRecord {
-    var event: XMLPullReader.Event
-    /// Text from a CDATA section: never merged with the text around it nor passed over as blank.
-    var isCDATA = false
     /// The element's local name and namespace URI, from the parser's dictionary, which lives as
     /// long as the parser: an end tag carries its start tag's, as does its text none.
     var name: UnsafePointer<UInt8>?
@@ -16,11 +14,29 @@ struct XMLEventRecord {
     /// A start or end tag's line is its start tag's; a text's is where it began.
     var line: Int
     /// A text's bytes in the arena.
-    var textStart = 0
+    var textStart: Int
     var textCount = 0
     /// A start tag's attributes without a namespace, in `XMLSAXEvents.attributes`.
-    var attributeStart = 0
-    var attributeCount = 0
+    var attributeStart: Int
+    var attributeCount: Int
+    var event: XMLPullReader.Event
+    /// Text from a CDATA section: never merged with the text around it nor passed over as blank.
+    var isCDATA: Bool
+
+    init(
+        event: XMLPullReader.Event, isCDATA: Bool = false, name: UnsafePointer<UInt8>? = nil,
+        namespace: UnsafePointer<UInt8>? = nil, line: Int, textStart: Int = 0, attributeStart: Int = 0,
+        attributeCount: Int = 0
+    ) {
+        self.name = name
+        self.namespace = namespace
+        self.line = line
+        self.textStart = textStart
+        self.attributeStart = attributeStart
+        self.attributeCount = attributeCount
+        self.event = event
+        self.isCDATA = isCDATA
+    }
 }
 
 struct XMLAttributeRecord {
