@@ -15,13 +15,13 @@ import Events
 public final class GPXReader<Source: ByteSource>: FixReader {
     public static var defaultSource: String { gpxDefaultSource }
 
-    private var source: Source?
-    private var xml: XMLPullReader?
-    private var depth = 0
-    private var point: GPXPoint?
-    private var field: GPXField?
-    private var fieldDepth = 0
-    private var text = XMLFieldText()
+    @exclusivity(unchecked) private var source: Source?
+    @exclusivity(unchecked) private var xml: XMLPullReader?
+    @exclusivity(unchecked) private var depth = 0
+    @exclusivity(unchecked) private var point: GPXPoint?
+    @exclusivity(unchecked) private var field: GPXField?
+    @exclusivity(unchecked) private var fieldDepth = 0
+    @exclusivity(unchecked) private var text = XMLFieldText()
 
     public init(_ source: Source) { self.source = source }
 
@@ -152,12 +152,11 @@ private struct GPXPoint {
 
     init(_ xml: XMLPullReader, depth: Int) throws(ImportError) {
         self.depth = depth
-        let element = xml.name
         guard let lat = xml.attribute("lat"), let latitude = XMLValues.decimal(lat[...]) else {
-            throw xml.error("<\(element)> without a number in its lat attribute")
+            throw xml.error("<\(xml.name)> without a number in its lat attribute")
         }
         guard let lon = xml.attribute("lon"), let longitude = XMLValues.decimal(lon[...]) else {
-            throw xml.error("<\(element)> without a number in its lon attribute")
+            throw xml.error("<\(xml.name)> without a number in its lon attribute")
         }
         fix = Fix(
             latitude: latitude, longitude: longitude, accuracyMeters: nil,

@@ -53,14 +53,18 @@ enum XMLValues {
                 || byte == UInt8(ascii: "E")
         }
         guard allowed else { return nil }
-        var terminated = [CChar](repeating: 0, count: text.count + 1)
-        for (index, byte) in text.enumerated() { terminated[index] = CChar(bitPattern: byte) }
-        return terminated.withUnsafeBufferPointer { buffer -> Double? in
-            var end: UnsafeMutablePointer<CChar>?
-            let value = strtod(buffer.baseAddress!, &end)
-            guard let end, end - UnsafeMutablePointer(mutating: buffer.baseAddress!) == text.count else {
-                return nil
+        // strtod wants a NUL-terminated string: one on the stack, not an array per number.
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: decimalBytesMax) { buffer -> Double? in
+            guard let start = buffer.baseAddress else { return nil }
+            var index = 0
+            for byte in text {
+                buffer[index] = CChar(bitPattern: byte)
+                index += 1
             }
+            buffer[index] = 0
+            var end: UnsafeMutablePointer<CChar>?
+            let value = strtod(start, &end)
+            guard let end, end - start == text.count else { return nil }
             return value.isFinite ? value : nil
         }
     }
@@ -96,8 +100,10 @@ enum XMLValues {
     /// An xsd:dateTime as RFC 3339. A time without a zone is taken as UTC: GPX says its times are
     /// UTC, and a KML file that leaves the zone out gives no better guess. Nil when malformed.
     static func time(_ bytes: ArraySlice<UInt8>) -> Time? {
-        let text = Array(trimmed(bytes))
-        if let micros = try? RFC3339.parseMicros(text) { return .micros(micros) }
+        let slice = trimmed(bytes)
+        let parsed = slice.withUnsafeBufferPointer { buffer in try? RFC3339.parseMicros(buffer) }
+        if let parsed { return .micros(parsed) }
+        let text = Array(slice)
         if let micros = try? RFC3339.parseMicros(text + [UInt8(ascii: "Z")]) { return .micros(micros) }
         return isDateOnly(text) ? .dateOnly : nil
     }
