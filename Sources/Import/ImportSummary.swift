@@ -15,6 +15,14 @@ public struct ImportSummary: Equatable, Sendable {
             self.deviceID = deviceID
             self.nowMicros = nowMicros
         }
+
+        /// The fix arrives now, in a record after every erasure and removal already in the log:
+        /// only the window can make it dead on arrival.
+        public func isExpired(recordedAtMicros: Int64) -> Bool {
+            policy.fixDeath(
+                device: deviceID, recordOffset: .max, receivedAtMicros: nowMicros,
+                recordedAtMicros: recordedAtMicros, nowMicros: nowMicros) == .expired
+        }
     }
 
     public private(set) var fixes = 0
@@ -39,16 +47,8 @@ public struct ImportSummary: Equatable, Sendable {
             let recordedAt = fix.recordedAtMicros
             earliestRecordedAtMicros = min(earliestRecordedAtMicros ?? recordedAt, recordedAt)
             latestRecordedAtMicros = max(latestRecordedAtMicros ?? recordedAt, recordedAt)
-            if let retention, isExpired(recordedAt, retention) { outsideRetention += 1 }
+            if let retention, retention.isExpired(recordedAtMicros: recordedAt) { outsideRetention += 1 }
         }
-    }
-
-    /// The fix arrives now, in a record after every erasure and removal already in the log: only
-    /// the window can make it dead on arrival.
-    private func isExpired(_ recordedAtMicros: Int64, _ check: RetentionCheck) -> Bool {
-        check.policy.fixDeath(
-            device: check.deviceID, recordOffset: .max, receivedAtMicros: check.nowMicros,
-            recordedAtMicros: recordedAtMicros, nowMicros: check.nowMicros) == .expired
     }
 
     public static func == (lhs: ImportSummary, rhs: ImportSummary) -> Bool {

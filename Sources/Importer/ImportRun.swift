@@ -142,7 +142,7 @@ struct ImportRun: Sendable {
             tally(window.settled())
             guard let chunk else { break }
             if request.dryRun { continue }
-            if chunk.fixes.allSatisfy({ Self.isExpired($0, check) }) {
+            if chunk.fixes.allSatisfy({ check.isExpired(recordedAtMicros: $0.recordedAtMicros) }) {
                 update {
                     $0.rejected += chunk.fixes.count
                     $0.rejectedByReason[Self.expiredReason, default: 0] += chunk.fixes.count
@@ -208,13 +208,6 @@ struct ImportRun: Sendable {
 
     /// The rejection code of a fix older than its device's window (the report path's `expired`).
     static let expiredReason = "expired"
-
-    /// As `ImportSummary` counts a fix outside the window: it arrives now, after every erasure.
-    static func isExpired(_ fix: Fix, _ check: ImportSummary.RetentionCheck) -> Bool {
-        check.policy.fixDeath(
-            device: check.deviceID, recordOffset: .max, receivedAtMicros: check.nowMicros,
-            recordedAtMicros: fix.recordedAtMicros, nowMicros: check.nowMicros) == .expired
-    }
 
     /// The device's window as the report path will apply it (`IngestService.arrivalLimits`).
     private func retentionCheck() -> ImportSummary.RetentionCheck {
