@@ -62,6 +62,10 @@ let package = Package(
         // Sources/MQTT/Packet.swift and docs/clients.md).
         .target(name: "MQTT", dependencies: ["Threads"], swiftSettings: strict),
 
+        // What a history means to a person: stays and the moves between them, and a track thinned for
+        // drawing. Pure functions over fixes: no I/O, no other module.
+        .target(name: "Tracks", swiftSettings: strict),
+
         // Strict JSON parsing and writing, and RFC 3339 timestamps. No Foundation.
         .target(name: "JSON", swiftSettings: strict),
 
@@ -205,7 +209,7 @@ let package = Package(
             name: "WebPanel",
             dependencies: [
                 "Core", "Identity", "Ingest", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
-                "Crypto", "Geofences", "Presence", "QRCode",
+                "Crypto", "Geofences", "Presence", "QRCode", "Tracks",
             ],
             resources: [
                 .embedInCode("Resources/panel.js"), .embedInCode("Resources/import.js"),
@@ -288,6 +292,7 @@ let package = Package(
         // The one poll-until of the tests: deadline-based, a failure that says what was awaited.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         // Package.swift's dependencies against the imports of every target's files.
+        .testTarget(name: "TracksTests", dependencies: ["Tracks"], swiftSettings: strict),
         .testTarget(name: "PackageTests", swiftSettings: strict),
         .testTarget(
             name: "EventsTests", dependencies: ["Events", "Workload", "Threads", "TestSupport"],

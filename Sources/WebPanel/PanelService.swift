@@ -7,6 +7,7 @@ import Ingest
 import JSON
 import Postgres
 import Presence
+import Tracks
 
 #if canImport(Glibc)
     import Glibc
@@ -152,7 +153,9 @@ public final class PanelService: Sendable {
         let fixes = try data.history(deviceID: deviceID, fromMicros: fromMicros, toMicros: toMicros)
         let kept = TrackSimplifier().keep(
             fixes.map {
-                .init(latitude: $0.latitude, longitude: $0.longitude, recordedAtMicros: $0.recordedAtMicros)
+                TrackPoint(
+                    latitude: $0.latitude, longitude: $0.longitude, accuracyMeters: $0.accuracyMeters,
+                    recordedAtMicros: $0.recordedAtMicros, clockSuspect: $0.clockSuspect)
             })
         return History(
             fromMicros: fromMicros, toMicros: toMicros, fixCount: fixes.count,

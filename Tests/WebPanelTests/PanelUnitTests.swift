@@ -28,29 +28,6 @@ import Testing
         #expect(cspSource(tileURL: "javascript:alert(1)") == "'none'")
         #expect(cspSource(tileURL: "https://evil.org; script-src *") == "'none'")
     }
-
-    /// A day at one fix a minute: a drive, a two-hour stop, a drive back. Thinned to far fewer
-    /// points, with both ends of the stop kept.
-    @Test func simplifyingKeepsWhereTheDeviceStopped() {
-        var points: [TrackSimplifier.Point] = []
-        var micros: Int64 = 0
-        func add(_ latitude: Double, _ longitude: Double) {
-            points.append(.init(latitude: latitude, longitude: longitude, recordedAtMicros: micros))
-            micros += 60_000_000
-        }
-        for step in 0..<600 { add(52.5 + Double(step) * 0.0005, 13.4 + sin(Double(step) / 40) * 0.001) }
-        let stopStart = points.count
-        for step in 0..<120 { add(52.8 + Double(step % 3) * 0.00001, 13.4) }
-        let stopEnd = points.count - 1
-        for step in 1...600 { add(52.8 - Double(step) * 0.0005, 13.4) }
-        let kept = TrackSimplifier().keep(points)
-        #expect(kept.count < points.count / 5)
-        #expect(kept.first == 0 && kept.last == points.count - 1)
-        #expect(kept.contains(stopStart) && kept.contains(stopEnd))
-        #expect(kept == kept.sorted())
-        // A short track is drawn whole.
-        #expect(TrackSimplifier().keep(Array(points.prefix(100))) == Array(0..<100))
-    }
 }
 
 #if canImport(Glibc)
