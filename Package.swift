@@ -193,7 +193,7 @@ let package = Package(
             name: "ReadAPI",
             dependencies: [
                 "Core", "Identity", "Geofences", "Postgres", "ProjectionSchema", "HTTP", "JSON", "Events",
-                "Crypto", "Threads", "Export",
+                "Crypto", "Threads", "Export", "Tracks",
             ],
             swiftSettings: strict),
 

@@ -25,6 +25,11 @@ extension ReadService {
                 try locations(request, deviceID: caller.deviceID)
             }
         }
+        router.add("GET", "/api/find-my/devices/{id}/stays") { [self] request, caller in
+            respond(retryAfter: .whenUnavailable) { () throws(APIError) in
+                try stays(request, deviceID: caller.deviceID)
+            }
+        }
         router.add("GET", "/api/find-my/devices/{id}/arrivals") { [self] request, caller in
             respond(retryAfter: .whenUnavailable) { () throws(APIError) in
                 try arrivals(request, deviceID: caller.deviceID)
@@ -56,7 +61,7 @@ extension ReadService {
         for pattern in [
             "/api/find-my/devices", "/api/find-my/devices/{id}", "/api/find-my/devices/{id}/locations",
             "/api/find-my/devices/{id}/arrivals", "/api/find-my/devices/{id}/imports",
-            "/api/find-my/devices/{id}/export",
+            "/api/find-my/devices/{id}/export", "/api/find-my/devices/{id}/stays",
             "/api/find-my/admin/devices",
         ] {
             router.add("GET", pattern) { _, _ in error.response }
