@@ -100,7 +100,7 @@ public enum RoutePermissions {
         RouteKey("GET", "/api/find-my/devices/{id}/locations"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/arrivals"): .viewer,
         RouteKey("GET", "/api/find-my/devices/{id}/export"): .viewer,  // the history's range, as a file
-        RouteKey("GET", "/api/find-my/devices/{id}/stays"): .viewer,  // the history's range as stays and moves
+        RouteKey("GET", "/api/find-my/devices/{id}/stays"): .viewer,  // stays and moves of a range
         RouteKey("GET", "/api/find-my/devices/{id}/transitions"): .viewer,
         // Which files came into the device: its owner's alone (ReadAPI/DeviceImports.swift).
         RouteKey("GET", "/api/find-my/devices/{id}/imports"): .owner,
