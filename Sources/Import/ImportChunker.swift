@@ -1,5 +1,6 @@
 import Crypto
 import Events
+import Synchronization
 
 /// A file's fixes cut into chunks, each stored as one log record through the report path, each with
 /// a batch id derived from the file's content and the chunk's position
@@ -121,10 +122,18 @@ public enum ImportFileDigest {
 }
 
 /// Bytes a CountingByteSource has handed out. A class, because the reader owns the source and the
-/// import's progress reads the count beside it.
-public final class ByteCounter {
-    public fileprivate(set) var bytes: Int64 = 0
+/// import's progress reads the count beside it; atomic, because that progress is read on other
+/// threads (an import job's status) while the reading thread adds to it.
+public final class ByteCounter: Sendable {
+    private let count = Atomic<Int64>(0)
     public init() {}
+
+    public var bytes: Int64 { count.load(ordering: .relaxed) }
+
+    /// Starts over, for a second pass over the same file.
+    public func reset() { count.store(0, ordering: .relaxed) }
+
+    fileprivate func add(_ bytes: Int) { count.add(Int64(bytes), ordering: .relaxed) }
 }
 
 /// A ByteSource that counts what it hands out, for an import's progress (bytes read of the file's
@@ -140,7 +149,7 @@ public struct CountingByteSource<Source: ByteSource>: ByteSource {
 
     public mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws(ImportError) -> Int {
         let count = try source.read(into: buffer)
-        counter.bytes += Int64(count)
+        counter.add(count)
         return count
     }
 }

@@ -27,7 +27,7 @@ public final class ImportJobs: Service {
     private let lock = ConditionLock()
     private struct Job {
         var status: ImportStatus
-        var progress: ImportProgress
+        var progress: ByteCounter
         var thread: StoppableThread
         var finishedOrder = 0
     }
@@ -81,7 +81,7 @@ public final class ImportJobs: Service {
     public func start(_ request: ImportRequest) throws(APIError) -> UUID128 {
         let id = UUID128.random()
         let thread = StoppableThread()
-        let progress = ImportProgress()
+        let progress = ByteCounter()
         let refusal = lock.withLock { () -> APIError? in
             guard !stopping else {
                 return APIError(
@@ -106,7 +106,7 @@ public final class ImportJobs: Service {
         thread.start { [self] _ in
             run.run()
             let (status, forgotten) = lock.withLock { () -> (ImportStatus, [StoppableThread]) in
-                jobs[id]!.status.bytesRead = progress.bytes.load(ordering: .relaxed)
+                jobs[id]!.status.bytesRead = progress.bytes
                 finishedCount += 1
                 jobs[id]!.finishedOrder = finishedCount
                 lock.broadcast()
@@ -136,7 +136,7 @@ public final class ImportJobs: Service {
             }
             guard let job = jobs[id] else { return nil }
             var status = job.status
-            if !status.isFinished { status.bytesRead = job.progress.bytes.load(ordering: .relaxed) }
+            if !status.isFinished { status.bytesRead = job.progress.bytes }
             return status
         }
     }

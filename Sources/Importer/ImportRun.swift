@@ -2,7 +2,6 @@ import Core
 import Events
 import Import
 import Ingest
-import Synchronization
 import Threads
 
 #if canImport(Glibc)
@@ -13,24 +12,6 @@ import Threads
 struct ImportFailure: Error {
     var message: String
     init(_ message: String) { self.message = message }
-}
-
-/// Bytes a pass has read, for progress: read by `ImportJobs.status` on other threads while the
-/// job's thread reads the file (Import's `ByteCounter` is for one thread).
-final class ImportProgress: Sendable {
-    let bytes = Atomic<Int64>(0)
-}
-
-/// A ByteSource that adds what it hands out to an `ImportProgress`.
-struct ProgressByteSource<Source: ByteSource>: ByteSource {
-    var source: Source
-    let progress: ImportProgress
-
-    mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws(ImportError) -> Int {
-        let count = try source.read(into: buffer)
-        progress.bytes.add(Int64(count), ordering: .relaxed)
-        return count
-    }
 }
 
 /// A reader of a format chosen at run time, as the chunker's concrete reader type.
@@ -49,7 +30,8 @@ struct ImportRun: Sendable {
     let importID: UUID128
     let request: ImportRequest
     let stop: StopSignal
-    let progress: ImportProgress
+    /// Bytes a pass has read, for the job's status (read on other threads).
+    let progress: ByteCounter
     /// Changes the job's shared status (under the book's lock).
     let update: @Sendable (_ change: (inout ImportStatus) -> Void) -> Void
 
@@ -75,7 +57,7 @@ struct ImportRun: Sendable {
             let file = try FileByteSource(path: request.path)
             defer { file.close() }
             let (sha256, bytes) = try ImportFileDigest.sha256(
-                ProgressByteSource(source: file, progress: progress))
+                CountingByteSource(file, counter: progress))
             digest = sha256
             update { $0.fileBytes = bytes }
         } catch {
@@ -86,15 +68,15 @@ struct ImportRun: Sendable {
         update {
             $0.retentionDays = check.policy.windowDays(device: request.deviceID)
             $0.state = .storing
-            progress.bytes.store(0, ordering: .relaxed)
+            progress.reset()
         }
         let file: FileByteSource
         do { file = try FileByteSource(path: request.path) } catch { throw ImportFailure(error.description) }
         defer { file.close() }
-        let (detected, source): (ImportFormat?, PrefixedByteSource<ProgressByteSource<FileByteSource>>)
+        let (detected, source): (ImportFormat?, PrefixedByteSource<CountingByteSource<FileByteSource>>)
         do {
             (detected, source) = try ImportFormat.detect(
-                source: ProgressByteSource(source: file, progress: progress), fileName: request.fileName)
+                source: CountingByteSource(file, counter: progress), fileName: request.fileName)
         } catch {
             throw ImportFailure(error.description)
         }
