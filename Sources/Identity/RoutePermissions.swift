@@ -157,6 +157,8 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}"): .owner,
+        // The ntfy topic a device is rung through (Sources/Ingest/DeviceNtfyHandlers.swift)
+        RouteKey("PUT", "/api/find-my/devices/{id}/ntfy"): .owner,
         // History imports (Sources/Importer/ImportAPIRoutes.swift): the gate runs before the upload's
         // body is read.
         RouteKey("POST", "/api/find-my/devices/{id}/imports"): .owner,
