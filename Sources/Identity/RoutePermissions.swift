@@ -142,6 +142,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/find-my/devices/{id}/shares/revoke"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/retention"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/presence"): .page,  // owner only
+        RouteKey("POST", "/find-my/devices/{id}/ntfy"): .page,  // owner only
         RouteKey("GET", "/find-my/devices/{id}/erase"): .page,  // owner only: the confirmation step
         RouteKey("POST", "/find-my/devices/{id}/erase"): .page,  // owner only
         RouteKey("GET", "/find-my/admin"): .page,  // admin role only, in the handler
