@@ -19,6 +19,7 @@ build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev
 # python3-h2, python3-cryptography: the fake APNs, FCM and UnifiedPush servers (ops/tests/fake_push.py,
 # HTTP/2 over TLS; the Web Push fake decrypts with cryptography, independently of findmy).
 # nats-server (see below): the three-node JetStream cluster the NATSLog tests start on free ports.
+# ntfy (see below): the ntfy server the ntfy command channel's end-to-end test publishes to.
 test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography)
 
 # Test packages Debian 12 lacks or has too old, taken from Debian 13 (trixie) through an apt pin on
