@@ -54,8 +54,10 @@ let package = Package(
         // The outgoing HTTP clients, both over libcurl (the one module that calls it): `HTTP2Client`
         // (push providers, headscale, webhooks) and `HTTPConnection`, a blocking HTTP/1.1 client for
         // tests, load and admin commands; one easy-handle setup (`CurlEasy`) with `AddressPolicy`
-        // checked at connect time.
-        .target(name: "HTTPClient", dependencies: ["CCurl", "Threads"], swiftSettings: strict),
+        // checked at connect time; the check of a URL a user gives the server to send to
+        // (`OutgoingURL`) and the form of an ntfy message (`NtfyMessage`, its headers through Crypto's
+        // Base64).
+        .target(name: "HTTPClient", dependencies: ["CCurl", "Crypto", "Threads"], swiftSettings: strict),
 
         // A subscribing MQTT 3.1.1 client over POSIX sockets that sends a QoS 1 PUBACK only when the
         // application says the message is safe (libmosquitto and Paho C acknowledge on receipt; see
@@ -365,7 +367,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog", "TestSupport", "Import",
+                "NATSSupport", "NATSLog", "TestSupport", "Import", "Threads",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -19,15 +19,21 @@ build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev
 # python3-h2, python3-cryptography: the fake APNs, FCM and UnifiedPush servers (ops/tests/fake_push.py,
 # HTTP/2 over TLS; the Web Push fake decrypts with cryptography, independently of findmy).
 # nats-server (see below): the three-node JetStream cluster the NATSLog tests start on free ports.
+# ntfy (see below): the ntfy server the ntfy command channel's end-to-end test publishes to.
 test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography)
 
-# nats-server comes from Debian 13 (trixie), 2.10: Debian 12's 2.9.10 lets a stream's replicas
-# store messages at different sequences after leader changes (fixed upstream in 2.9.21), which
-# loses acknowledged reports on a findmy JetStream log (docs/scale.md, "Versions"). An apt pin
-# takes only that package from trixie; everything else stays on bookworm.
-nats_minimum=2.10
+# Test packages Debian 12 lacks or has too old, taken from Debian 13 (trixie) through an apt pin on
+# exactly these packages (everything else stays on bookworm), each with the lowest version we accept:
+# - nats-server 2.10: Debian 12's 2.9.10 lets a stream's replicas store messages at different
+#   sequences after leader changes (fixed upstream in 2.9.21), which loses acknowledged reports on a
+#   findmy JetStream log (docs/scale.md, "Versions").
+# - ntfy 2.11 (not in Debian 12): the real ntfy server the ntfy command channel's tests publish to
+#   and subscribe from on a free loopback port (docs/commands.md, "ntfy").
+trixie_packages=(nats-server:2.10 ntfy:2.11)
 trixie_source=/etc/apt/sources.list.d/findmy-trixie.sources
-trixie_pin=/etc/apt/preferences.d/findmy-nats-server
+trixie_pin=/etc/apt/preferences.d/findmy-trixie
+# The pin's name when it held nats-server alone; replaced by the one above.
+trixie_pin_before=/etc/apt/preferences.d/findmy-nats-server
 
 want=("${build_packages[@]}")
 if [[ "${1:-}" == "--test" ]]; then
@@ -45,15 +51,20 @@ for package in "${want[@]}"; do
     fi
 done
 
-nats_wanted=false
+# "name:minimum" of each trixie package that is missing or older than its minimum (with --test).
+trixie_wanted=()
 if [[ "${1:-}" == "--test" ]]; then
-    if ! installed nats-server \
-        || dpkg --compare-versions "$(dpkg-query -W -f='${Version}' nats-server)" lt "$nats_minimum"; then
-        nats_wanted=true
-    fi
+    for entry in "${trixie_packages[@]}"; do
+        package=${entry%%:*}
+        minimum=${entry#*:}
+        if ! installed "$package" \
+            || dpkg --compare-versions "$(dpkg-query -W -f='${Version}' "$package")" lt "$minimum"; then
+            trixie_wanted+=("$entry")
+        fi
+    done
 fi
 
-if ((${#missing[@]} == 0)) && [[ $nats_wanted == false ]]; then
+if ((${#missing[@]} == 0 && ${#trixie_wanted[@]} == 0)); then
     exit 0
 fi
 
@@ -61,22 +72,26 @@ sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then
     sudo_cmd=(sudo)
 fi
-if [[ $nats_wanted == true ]]; then
-    echo "installing nats-server >= $nats_minimum from Debian 13 (trixie), pinned to that one package" >&2
+if ((${#trixie_wanted[@]} > 0)); then
+    echo "installing ${trixie_wanted[*]} (name:minimum version) from Debian 13 (trixie), pinned to those packages" >&2
     # The same mirror the machine's bookworm packages come from (its first "URIs:" or "deb" line).
     mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\/debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
     if [[ -z $mirror ]]; then
         mirror=$(awk '$1 == "deb" && $2 ~ /\/debian\/?$/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null)
     fi
     if [[ -z $mirror ]]; then
-        echo "install-deps: no Debian mirror found in /etc/apt to take nats-server from trixie" >&2
+        echo "install-deps: no Debian mirror found in /etc/apt to take ${trixie_wanted[*]} from trixie" >&2
         exit 1
     fi
     printf '%s\n' "Types: deb" "URIs: $mirror" "Suites: trixie" "Components: main" \
         "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | "${sudo_cmd[@]}" tee "$trixie_source" >/dev/null
+    # Every trixie package is pinned, not only the wanted ones: a later run must not drop a pin.
+    pinned=()
+    for entry in "${trixie_packages[@]}"; do pinned+=("${entry%%:*}"); done
     printf '%s\n' "Package: *" "Pin: release n=trixie" "Pin-Priority: 1" "" \
-        "Package: nats-server" "Pin: release n=trixie" "Pin-Priority: 990" | "${sudo_cmd[@]}" tee "$trixie_pin" >/dev/null
-    missing+=(nats-server)
+        "Package: ${pinned[*]}" "Pin: release n=trixie" "Pin-Priority: 990" | "${sudo_cmd[@]}" tee "$trixie_pin" >/dev/null
+    "${sudo_cmd[@]}" rm -f "$trixie_pin_before"
+    for entry in "${trixie_wanted[@]}"; do missing+=("${entry%%:*}"); done
 fi
 
 echo "installing missing Debian packages: ${missing[*]}" >&2

@@ -49,6 +49,11 @@ public enum EventJSON {
             writeCommand(event, to: &writer)
         case .historyImported(let imported):
             writeHistoryImported(imported, to: &writer)
+        case .deviceNtfySet(let set):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: set.deviceID))
+            writer.key("topic_url")
+            writer.string(set.topicURL)
         case .unknown(_, let version, let payload):
             writer.key("event_version")
             writer.int64(Int64(version))
@@ -178,6 +183,8 @@ public enum EventJSON {
             return prefix + "  device \(imported.deviceID)  import \(imported.importID)  \(imported.format) "
                 + "'\(imported.fileName)'  \(imported.fixesAccepted) of \(imported.fixesRead) fixes stored, "
                 + "\(imported.batchIDs.count) batches"
+        case .deviceNtfySet(let set):
+            return prefix + "  device \(set.deviceID)  ntfy '\(set.topicURL)'"
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
         }

@@ -47,9 +47,11 @@ public struct CommandDelivery: Sendable, Equatable {
 
 /// Where a channel can reach a device: one registered push token, or one MQTT topic.
 public struct ChannelAddress: Sendable, Equatable, Hashable {
-    /// As registered: `apns`, `apns-location`, `fcm`, `unifiedpush`; `owntracks-mqtt` for a topic.
+    /// As registered: `apns`, `apns-location`, `fcm`, `unifiedpush`; `owntracks-mqtt` for a topic;
+    /// `ntfy` for an ntfy topic.
     public var provider: String
-    /// The push token, the UnifiedPush endpoint URL, or the MQTT topic the device publishes on.
+    /// The push token, the UnifiedPush endpoint URL, the MQTT topic the device publishes on, or the
+    /// ntfy topic URL.
     public var token: String
     /// APNs: the app's bundle id (the `apns-topic`); empty where the provider has none.
     public var topic: String
@@ -86,7 +88,7 @@ public enum DeliveryOutcome: Sendable, Equatable {
 /// through `completion`, exactly once, on any thread.
 public protocol CommandChannel: AnyObject, Sendable {
     /// The channel's name in the API's `deliveries` and in the log: `apns`, `fcm`, `unifiedpush`,
-    /// `owntracks-mqtt`.
+    /// `ntfy`, `owntracks-mqtt`.
     var name: String { get }
     /// Where this channel can reach the device now, best first; empty when it cannot.
     func addresses(forDevice deviceID: UInt64) -> [ChannelAddress]

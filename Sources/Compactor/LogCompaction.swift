@@ -76,6 +76,9 @@ extension RetentionPolicy {
         if header.type == EventType.historyImported.rawValue {
             return envelopeLive ? .keep : .drop(removedFixes: 0)
         }
+        // A device's ntfy topic is decided by its last event alone: the ones before go, and all go
+        // with the device's removal (the URL is a way to ring someone's phone).
+        if isSupersededSetting(header) { return .drop(removedFixes: 0) }
         // Registry events (users, devices, tokens, retention, erasures, removals) are never dropped:
         // they hold no coordinates, and without them a rebuild would not know what to delete.
         guard header.type == EventType.fixBatch.rawValue else { return .keep }

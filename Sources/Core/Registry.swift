@@ -151,6 +151,8 @@ public struct Registry: Sendable {
     public internal(set) var geofences = GeofenceBook()
     /// Where each geofence's transitions are announced, by fence id (FenceNotifySettings.swift).
     public internal(set) var geofenceNotifications: [UInt64: GeofenceNotificationsSet] = [:]
+    /// The ntfy topic URL of each device that has one, by device id (DeviceNtfyTopics.swift).
+    var ntfyTopics: [UInt64: String] = [:]
     /// The offset after the last event applied.
     public internal(set) var nextOffset: UInt64 = 0
 
@@ -266,6 +268,7 @@ public struct Registry: Sendable {
         presence.apply(event)
         geofences.apply(event)
         applyGeofenceNotifications(event)
+        applyDeviceNtfy(event)
         switch event {
         case .fixBatch(let batch):
             let result = BatchResult(
@@ -295,6 +298,8 @@ public struct Registry: Sendable {
             break
         case .historyImported:
             break  // an import's audit record: its batches are folded as fix batches
+        case .deviceNtfySet:
+            break  // folded by `applyDeviceNtfy` above
         case .devicePresenceLinked, .presenceChanged:
             break  // folded by `presence` above
         case .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:

@@ -15,7 +15,7 @@ import Events
 //              then u8 flag [u64 recordsFolded]: how many records the fold applied below `offset`;
 //              set on a snapshot of a JetStream log, absent (flag 0) on a local log
 //
-// A loader accepts a snapshot only if, in order: (1) the file is whole: magic, version 9, the
+// A loader accepts a snapshot only if, in order: (1) the file is whole: magic, version 9 or 10, the
 // sizes add up, the CRC matches, the body decodes to its last byte; (2) its log id is the log's;
 // (3) `offset` <= the log's durable end; (4) its segment list equals the identities (base, salt,
 // generation) of the log's segments below `offset` now; (5) its ring capacity is the server's
@@ -41,15 +41,16 @@ import Events
 // erasing anything the fold applied makes the snapshot stale for good (deleted); an erasure above
 // `offset` does too (conservative: it cannot be told apart with one stream-info answer).
 
-/// Constants and file names of the snapshot format, version 9 (reads 9 only).
+/// Constants and file names of the snapshot format, version 10 (reads 9 and 10).
 public enum RegistrySnapshotFormat {
     /// 2 appends the Web Push keys of push tokens; 3 appends share permissions and open
     /// commands; 4 appends the users' OwnTracks Friends setting; 5 presence;
     /// 6 the geofences; 7 their notification settings; 8 the count
     /// of records folded, which a snapshot of a JetStream log needs (rule 4J); 9 the fix batches of
-    /// imports. Versions 1 to 8 are no longer read (see the format's comment above).
-    public static let version: UInt16 = 9
-    public static let versionsRead: ClosedRange<UInt16> = 9...9
+    /// imports; 10 the devices' ntfy topics (a version 9 file reads with none: only a findmy that
+    /// writes 10 writes event 41). Versions 1 to 8 are no longer read (see the format's comment above).
+    public static let version: UInt16 = 10
+    public static let versionsRead: ClosedRange<UInt16> = 9...10
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -156,7 +157,8 @@ public struct RegistrySnapshot: Sendable {
                         base: try reader.u64(), salt: try reader.u64(), generation: try reader.u32()))
             }
             guard capacity > 0 else { throw SnapshotDamage.invalid("recent batch capacity is zero") }
-            let registry = try Registry.decodeBody(&reader, recentBatchesPerDeviceMax: capacity)
+            let registry = try Registry.decodeBody(
+                &reader, version: version, recentBatchesPerDeviceMax: capacity)
             var recordsFolded: UInt64?
             switch try reader.u8() {
             case 0: break
@@ -189,7 +191,7 @@ public enum SnapshotDamage: Error, Equatable, Sendable, CustomStringConvertible 
         case .badMagic: "not a findmy registry snapshot (bad magic)"
         case .badCRC: "snapshot checksum mismatch"
         case .unknownVersion(let version):
-            "snapshot format version \(version) is not one this findmy reads (version \(RegistrySnapshotFormat.version) only)"
+            "snapshot format version \(version) is not one this findmy reads (versions \(RegistrySnapshotFormat.versionsRead.lowerBound) to \(RegistrySnapshotFormat.versionsRead.upperBound))"
         case .invalid(let reason): "snapshot is malformed: \(reason)"
         }
     }
@@ -426,6 +428,7 @@ extension Registry {
         check("presence", presence == other.presence)
         check("geofences", geofences == other.geofences)
         check("geofenceNotifications", geofenceNotifications == other.geofenceNotifications)
+        check("ntfyTopics", ntfyTopics == other.ntfyTopics)
         return parts
     }
 }

@@ -17,8 +17,10 @@ import Events
 //   Version 6 appends the geofences (GeofenceBook.swift).
 //   Version 7 appends the geofences' notification settings (FenceNotifySettings.swift).
 //   Version 9 appends the fix batches of imports (ImportedBatches.swift).
-//   Only a version 9 body is read: an older one holds no import batches, and a registry loaded
+//   Version 10 appends the devices' ntfy topics (DeviceNtfyTopics.swift).
+//   Versions 9 and 10 are read: an older one holds no import batches, and a registry loaded
 //   from it would take a re-import's chunks beyond the ring for new ones (RegistrySnapshot.swift).
+//   A version 9 body reads with no ntfy topic: only a findmy that writes version 10 writes event 41.
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -53,12 +55,18 @@ extension Registry {
         encodeGeofenceNotificationPart(&w)
         // Version 9: the fix batches of imports (ImportedBatches.swift).
         encodeImportedBatchesPart(&w)
+        // Version 10: the devices' ntfy topics.
+        encodeNtfyTopicsPart(&w)
         return w.bytes
     }
 
-    /// A version 9 body: every part `encodeBody` writes, in its order. Older versions are not read
-    /// (`RegistrySnapshotFormat.versionsRead`): they lack the import batches.
-    static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
+    /// A version 9 or 10 body: every part `encodeBody` writes, in its order, the ntfy topics only
+    /// from version 10 on. Older versions are not read (`RegistrySnapshotFormat.versionsRead`):
+    /// they lack the import batches.
+    static func decodeBody(
+        _ r: inout ByteReader, version: UInt16 = RegistrySnapshotFormat.version,
+        recentBatchesPerDeviceMax: Int
+    ) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
         registry.retention = try decodePolicy(&r, settings: settings)
@@ -88,6 +96,7 @@ extension Registry {
         try registry.decodeGeofencePart(&r)
         try registry.decodeGeofenceNotificationPart(&r)
         try registry.decodeImportedBatchesPart(&r)
+        if version >= 10 { try registry.decodeNtfyTopicsPart(&r) }
         return registry
     }
 

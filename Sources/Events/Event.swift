@@ -35,6 +35,7 @@ public enum Event: Equatable, Sendable {
     case geofenceDeleted(GeofenceDeleted)
     case geofenceNotificationsSet(GeofenceNotificationsSet)
     case historyImported(HistoryImported)
+    case deviceNtfySet(DeviceNtfySet)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -80,6 +81,9 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case geofenceNotificationsSet = 39
     // 40: a file of location history imported into a device (ImportEvents.swift).
     case historyImported = 40
+    // 41: the ntfy topic a device is rung through (DeviceNtfyEvents.swift). 42 is taken by the
+    // notification of a found device.
+    case deviceNtfySet = 41
 
     public var name: String {
         switch self {
@@ -115,6 +119,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .geofenceDeleted: "geofence_deleted"
         case .geofenceNotificationsSet: "geofence_notifications_set"
         case .historyImported: "history_imported"
+        case .deviceNtfySet: "device_ntfy_set"
         }
     }
 }

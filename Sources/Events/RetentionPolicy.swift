@@ -36,6 +36,9 @@ public struct RetentionPolicy: Sendable {
     /// by the registry, so the registry and its snapshot are unchanged by it.
     public private(set) var commands: [UUID128: CommandFacts] = [:]
     public private(set) var commandOfRecord: [UInt64: UUID128] = [:]
+    /// Per device, the offset of its last ntfy topic (type 41): an earlier one is superseded and
+    /// goes (docs/retention.md). Filled only by `collectSetting`, as `commands` is.
+    public private(set) var lastNtfyTopicAt: [UInt64: UInt64] = [:]
 
     public init(settings: RetentionSettings) { self.settings = settings }
 
@@ -89,11 +92,30 @@ public struct RetentionPolicy: Sendable {
                 let event = try record.event()
                 policy.apply(event, offset: record.offset)
                 policy.collectCommand(event, offset: record.offset)
+                policy.collectSetting(event, offset: record.offset)
             }
             return true
         }
         if let stoppedAt { throw FoldStopped(offset: stoppedAt) }
         return policy
+    }
+
+    /// Remembers the offset of each device's last setting that only its last event decides
+    /// (the ntfy topic, type 41), for `isSupersededSetting`. Called by the folds of the compactors.
+    public mutating func collectSetting(_ event: Event, offset: UInt64) {
+        if case .deviceNtfySet(let set) = event {
+            lastNtfyTopicAt[set.deviceID] = max(lastNtfyTopicAt[set.deviceID] ?? 0, offset)
+        }
+    }
+
+    /// Whether a device setting record (type 41) may go: a later one of its device replaced it, or
+    /// its device was removed (which ends the setting). A record the fold did not see (beyond its
+    /// end) is kept.
+    public func isSupersededSetting(_ header: RecordHeader) -> Bool {
+        guard header.type == EventType.deviceNtfySet.rawValue else { return false }
+        let device = header.deviceKey
+        if removedAt[device] != nil { return true }
+        return (lastNtfyTopicAt[device] ?? 0) > header.offset
     }
 
     // MARK: windows

@@ -1,4 +1,4 @@
-import Crypto
+import HTTPClient
 import JSON
 
 /// One transition of the geofence projection, as the notifier reads it.
@@ -82,10 +82,6 @@ public enum AlertMessages {
         return (title, tags, Array(text.utf8))
     }
 
-    /// A header value as ntfy reads it: plain when printable ASCII, else RFC 2047 (`=?UTF-8?B?...?=`),
-    /// which ntfy decodes; a header can then carry neither a line break nor a byte libcurl would reject.
-    public static func headerValue(_ text: String) -> String {
-        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return text }
-        return "=?UTF-8?B?" + Base64.encode(Array(text.utf8)) + "?="
-    }
+    /// A header value as ntfy reads it (`NtfyMessage.headerValue`).
+    public static func headerValue(_ text: String) -> String { NtfyMessage.headerValue(text) }
 }

@@ -6,7 +6,7 @@ import Identity
 /// Limits of a notification setting (docs/geofences.md, "Notifications").
 public enum GeofenceNotifyLimits {
     /// A URL longer than this is not a webhook someone typed or pasted.
-    public static let urlBytesMax = 2048
+    public static let urlBytesMax = OutgoingURL.urlBytesMax
 }
 
 extension IdentityService {
@@ -15,35 +15,13 @@ extension IdentityService {
         store.registry.read { $0.registry.geofenceNotifications[geofenceID] }
     }
 
-    /// Checks a URL for a notification channel: `http` or `https`, a host, no spaces or control
-    /// characters, at most `urlBytesMax` bytes, and a host that is not a literal address (or
-    /// `localhost`) `policy` refuses. An empty string means "no such channel".
+    /// Checks a URL for a notification channel (`OutgoingURL.problem`: `http` or `https`, a host,
+    /// no spaces, at most `urlBytesMax` bytes, not a literal address `policy` refuses). An empty
+    /// string means "no such channel".
     public static func checkNotifyURL(_ url: String, field: String, policy: AddressPolicy) throws(APIError) {
         guard !url.isEmpty else { return }
-        guard url.utf8.count <= GeofenceNotifyLimits.urlBytesMax else {
-            throw .badRequest(
-                .invalidField,
-                "\(field) is \(url.utf8.count) bytes; at most \(GeofenceNotifyLimits.urlBytesMax)")
-        }
-        let lower = url.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("https://") {
-            rest = url.dropFirst(8)
-        } else if lower.hasPrefix("http://") {
-            rest = url.dropFirst(7)
-        } else {
-            throw .badRequest(.invalidField, "\(field) must start with https:// or http://, got \"\(url)\"")
-        }
-        guard let host = rest.split(separator: "/", omittingEmptySubsequences: false).first, !host.isEmpty,
-            !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F })
-        else {
-            throw .badRequest(.invalidField, "\(field) must name a host and hold no spaces, got \"\(url)\"")
-        }
-        if let host = AddressPolicy.host(ofURL: url), let kind = policy.refusal(host: host) {
-            throw .badRequest(
-                .invalidField,
-                "\(field) points at a \(kind) address (\(host)); the server sends only to public addresses"
-                    + " unless its operator allows others (--allow-private-targets)")
+        if let problem = OutgoingURL.problem(url, field: field, policy: policy) {
+            throw .badRequest(.invalidField, problem)
         }
     }
 

@@ -466,22 +466,21 @@ public final class GeofenceNotifier: Service, StatusSource {
     }
 
     func request(_ delivery: Due) -> OutgoingRequest {
-        var headers = ["Idempotency-Key: " + delivery.key, "User-Agent: findmy-geofence-notifier"]
-        if delivery.channel == "webhook" {
-            headers += [
+        let headers = ["Idempotency-Key: " + delivery.key, "User-Agent: findmy-geofence-notifier"]
+        guard delivery.channel == "webhook" else {
+            return NtfyMessage(
+                title: delivery.title, tags: delivery.tags,
+                body: String(decoding: delivery.body, as: UTF8.self)
+            ).request(topicURL: delivery.url, extraHeaders: headers)
+        }
+        return OutgoingRequest(
+            url: delivery.url,
+            headers: headers + [
                 "Content-Type: application/json",
                 WebhookSigning.signatureHeader + ": "
                     + signing.signature(geofenceID: delivery.geofenceID, body: delivery.body),
                 "X-Findmy-Event: geofence.transition",
-            ]
-        } else {
-            headers += [
-                "Content-Type: text/plain; charset=utf-8",
-                "Title: " + AlertMessages.headerValue(delivery.title),
-                "Tags: " + AlertMessages.headerValue(delivery.tags),
-            ]
-        }
-        return OutgoingRequest(url: delivery.url, headers: headers, body: delivery.body)
+            ], body: delivery.body)
     }
 
     /// Sends one delivery; its answer is kept for the worker, which the answer wakes.

@@ -25,7 +25,8 @@ public enum GeofenceNotifySetup {
         ),
         (
             "geofence-notify-ca-file", "FINDMY_GEOFENCE_NOTIFY_CA_FILE",
-            "trust this CA file for https webhooks and ntfy servers instead of the system's"
+            "trust this CA file for https webhooks and ntfy servers (geofence alerts and the ntfy command channel) "
+                + "instead of the system's"
         ),
     ]
 

@@ -143,6 +143,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/find-my/devices/{id}/shares/revoke"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/retention"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/presence"): .page,  // owner only
+        RouteKey("POST", "/find-my/devices/{id}/ntfy"): .page,  // owner only
         RouteKey("GET", "/find-my/devices/{id}/erase"): .page,  // owner only: the confirmation step
         RouteKey("POST", "/find-my/devices/{id}/erase"): .page,  // owner only
         RouteKey("GET", "/find-my/admin"): .page,  // admin role only, in the handler
@@ -158,6 +159,8 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,
         RouteKey("POST", "/api/find-my/devices/{id}/erase"): .owner,
         RouteKey("DELETE", "/api/find-my/devices/{id}"): .owner,
+        // The ntfy topic a device is rung through (Sources/Ingest/DeviceNtfyHandlers.swift)
+        RouteKey("PUT", "/api/find-my/devices/{id}/ntfy"): .owner,
         // History imports (Sources/Importer/ImportAPIRoutes.swift): the gate runs before the upload's
         // body is read.
         RouteKey("POST", "/api/find-my/devices/{id}/imports"): .owner,

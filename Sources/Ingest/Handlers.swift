@@ -31,6 +31,7 @@ extension IngestService {
             report(request, deviceID: caller.tokenDeviceID, reply: reply)
         }
         addRetentionRoutes(to: &router)
+        addDeviceNtfyRoutes(to: &router)
         router.add("GET", "/healthz") { [self] _, _ in healthz() }
         router.add("GET", "/metrics") { [self] _, _ in
             var text = metrics.render(log: identity.store.log.localWriter?.statistics)

@@ -61,6 +61,7 @@ public struct JetStreamRetention {
                 let event = try record.event()
                 policy.apply(event, offset: record.offset)
                 policy.collectCommand(event, offset: record.offset)
+                policy.collectSetting(event, offset: record.offset)
                 return true
             }
         }

@@ -171,6 +171,8 @@ public struct ProjectionBatch: Sendable {
             break  // the geofence projection's (Sources/Geofences)
         case .geofenceNotificationsSet:
             break  // the registry's; the notifier reads it there (Sources/Geofences)
+        case .deviceNtfySet:
+            break  // the registry's; the ntfy channel and the device's owner read it there
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .historyImported(let imported):

@@ -154,7 +154,25 @@ extension ReadService {
         card.write(
             &writer, nowMicros: now, sharedBy: sharedBy,
             presence: identity.store.presence(of: [deviceID], nowMicros: now)[deviceID])
-        return .json(writer.bytes)
+        guard sharedBy == nil else { return .json(writer.bytes) }
+        // The owner's own settings, from the registry: whoever knows an ntfy topic's URL reads what
+        // is sent there, so it is not on the card that those the device is shared with are shown.
+        return .json(
+            Self.appendingMember(
+                writer.bytes, key: "ntfy_topic_url", identity.ntfyTopicURL(deviceID: deviceID)))
+    }
+
+    /// `object` (a JSON object's bytes, ending in `}`) with one more member, a string or null.
+    static func appendingMember(_ object: [UInt8], key: String, _ value: String?) -> [UInt8] {
+        precondition(object.last == UInt8(ascii: "}"), "not a JSON object")
+        var member = JSONWriter(capacity: 32 + key.utf8.count + (value?.utf8.count ?? 0))
+        member.string(key)
+        var bytes = Array(object.dropLast())
+        bytes.append(contentsOf: (bytes.last == UInt8(ascii: "{") ? [] : [UInt8(ascii: ",")]) + member.bytes)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(contentsOf: JSONWriter.encode(value.map { .string($0) } ?? .null))
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 
     func locations(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {

@@ -4,9 +4,9 @@ import Identity
 import Ingest
 import JSON
 
-/// /find-my/devices/{id}/settings, for a device you own: its shares, retention, the import of a
-/// history file (HistoryFilesPanel.swift), the erasure of its history (with a confirmation step),
-/// the pause switch shown; and the form posts that change them.
+/// /find-my/devices/{id}/settings, for a device you own: its shares, retention, its ntfy topic
+/// (NtfyPanel.swift), the import of a history file (HistoryFilesPanel.swift), the erasure of its
+/// history (with a confirmation step), the pause switch shown; and the form posts that change them.
 extension PanelService {
     static let settingsFlashes: [String: String] = [
         "shared": "The device is shared.",
@@ -35,8 +35,13 @@ extension PanelService {
         html.attribute(String(device.id))
         html.raw("\">Back to the device</a></p>\n")
         flash(
-            &html, request, done: Self.settingsFlashes.merging(Self.presenceFlashes) { a, _ in a },
-            errors: Self.settingsErrors.merging(Self.presenceErrors) { a, _ in a })
+            &html, request,
+            done: Self.settingsFlashes.merging(Self.presenceFlashes) { a, _ in a }.merging(Self.ntfyFlashes) {
+                a, _ in a
+            },
+            errors: Self.settingsErrors.merging(Self.presenceErrors) { a, _ in a }.merging(Self.ntfyErrors) {
+                a, _ in a
+            })
 
         html.raw(
             "<section aria-labelledby=\"reporting-heading\">\n<h3 id=\"reporting-heading\">Reporting</h3>\n<p id=\"paused\">"
@@ -51,6 +56,7 @@ extension PanelService {
 
         sharesSection(&html, caller, form)
         retentionSection(&html, caller, form)
+        ntfySection(&html, caller, form)
         importSection(&html, caller, form)
         presenceSection(&html, caller, form)
         eraseSection(&html, form)

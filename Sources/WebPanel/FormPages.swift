@@ -54,6 +54,9 @@ extension PanelService {
         router.add("POST", "/find-my/devices/{id}/retention") { [self] request, gate in
             withOwnedDevice(request, gate, form: true) { setRetention(request, $0, $1) }
         }
+        router.add("POST", "/find-my/devices/{id}/ntfy") { [self] request, gate in
+            withOwnedDevice(request, gate, form: true) { setNtfy($0, $1) }
+        }
         router.add("POST", "/find-my/devices/{id}/presence") { [self] request, gate in
             withOwnedDevice(request, gate, form: true) { setPresence($0, $1) }
         }

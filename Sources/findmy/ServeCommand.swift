@@ -233,12 +233,15 @@ enum ServeCommand {
         let identity = service.identity
         let reads = projection.reads
         // The channels a command can take besides report answers (docs/commands.md): OwnTracks over
-        // MQTT and the push providers, each only when configured.
+        // MQTT and the push providers, each only when configured, and ntfy, which needs no key.
         let channels =
             try OwnTracksMQTTService.start(
                 configuration.mqtt, ingest: service, dataDirectory: data, group: group)
             + PushChannelsService.start(
                 configuration.push, tokens: identity, dataDirectory: data, group: group)
+            + NtfyChannelService.start(
+                topics: identity, addressPolicy: configuration.limits.outgoingTargets,
+                caFile: configuration.geofenceNotify.caFile, group: group)
         let commands = try CommandService.start(
             identity: identity, channels: channels, limits: configuration.commands, clockMicros: clock,
             group: group)

@@ -17,11 +17,11 @@ import Testing
         }
         // --projector off: no PostgreSQL and no projector; the log, the registry snapshotter, the
         // compactor (idle without a database, but its service runs), the command worker, the book of
-        // history imports, the admin socket and the API.
+        // history imports, the ntfy channel (which needs no key), the admin socket and the API.
         #expect(
             states == [
                 "log": "running", "snapshots": "running", "compactor": "running", "commands": "running",
-                "imports": "running", "admin": "running", "api": "running",
+                "imports": "running", "ntfy": "running", "admin": "running", "api": "running",
             ])
         #expect(try body["status"]?.stringValue == "ok")
         let metrics = try HTTPConnection(address: server.address).send("GET", "/metrics")

@@ -542,13 +542,14 @@ extension RegistrySnapshotTests {
         let name = RegistrySnapshotFormat.fileName(offset: 120)
         let path = data.snapshots + "/" + name
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 9 && current[9] == 0)
-        // The body ends with the import part (a zero count), then the records-folded flag (0).
+        #expect(current[8] == 10 && current[9] == 0)
+        // The body ends with the import part and the ntfy topics (a zero count each), then the
+        // records-folded flag (0); version 8 had neither part.
         let body = current.dropLast(4)
-        #expect(body.suffix(5).allSatisfy { $0 == 0 })
-        var older = Array(body.dropLast(5)) + [0]
+        #expect(body.suffix(9).allSatisfy { $0 == 0 })
+        var older = Array(body.dropLast(9)) + [0]
         older[8] = 8
-        let bodyBytes = older[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - 4
+        let bodyBytes = older[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - 8
         for index in 0..<8 {
             older[44 + index] = UInt8(truncatingIfNeeded: bodyBytes >> (8 * UInt64(index)))
         }
