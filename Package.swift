@@ -388,7 +388,7 @@ let package = Package(
             name: "ImportTests", dependencies: ["Import", "Events", "Crypto"], swiftSettings: strict),
         // Each writer's output read back by Import's reader of that format: the round trip.
         .testTarget(
-            name: "ExportTests", dependencies: ["Export", "Import", "Events"], swiftSettings: strict),
+            name: "ExportTests", dependencies: ["Export", "Import", "Events", "JSON"], swiftSettings: strict),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode"], swiftSettings: strict),
         // The headscale shapes per version, the change rule, and the poller against
         // ops/tests/fake_headscale.py serving Fixtures/headscale.

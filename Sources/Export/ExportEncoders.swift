@@ -66,9 +66,15 @@ struct GPXEncoder {
 /// GeoJSON (RFC 7946): a FeatureCollection of Point features, one per line. `coordinates` are
 /// `[longitude, latitude]`; the properties are named as findmy's API names a fix, with the unit
 /// last. An unknown value is absent, not `null`, as in the API's fixes.
+///
+/// A feature is written straight into the output through `JSONFlatObject`, its keys and
+/// punctuation as a few fixed pieces, and each number column guesses its count of fraction
+/// digits from its previous value: the writing was half of findmy's time in an export over HTTP
+/// (docs/benchmarks.md). The bytes are those of `JSONWriter`'s token-by-token calls (tested).
 struct GeoJSONEncoder {
-    private var writer = JSONWriter(capacity: 512)
     private var first = true
+    /// Per column, the fraction digits of its last value (`JSONFlatObject.double`'s guess).
+    private var digits = (longitude: 7, latitude: 7, accuracy: 0, altitude: 1, speed: 1, heading: 1)
 
     static func header(into bytes: inout [UInt8]) {
         bytes.append(contentsOf: "{\"type\":\"FeatureCollection\",\"features\":[\n".utf8)
@@ -78,52 +84,63 @@ struct GeoJSONEncoder {
         bytes.append(contentsOf: "]}\n".utf8)
     }
 
-    mutating func fix(_ fix: Fix, receivedAtMicros: Int64, into bytes: inout [UInt8]) {
-        writer.reset()
-        writer.beginObject()
-        writer.plainKey("type")
-        writer.string("Feature")
-        writer.plainKey("geometry")
-        writer.beginObject()
-        writer.plainKey("type")
-        writer.string("Point")
-        writer.plainKey("coordinates")
-        writer.beginArray()
-        writer.double(fix.longitude)
-        writer.double(fix.latitude)
-        writer.endArray()
-        writer.endObject()
-        writer.plainKey("properties")
-        writer.beginObject()
-        writer.plainKey("recorded_at")
-        writer.timestamp(micros: fix.recordedAtMicros)
-        writer.plainKey("received_at")
-        writer.timestamp(micros: receivedAtMicros)
-        optional("accuracy_m", fix.accuracyMeters)
-        optional("altitude_m", fix.altitudeMeters)
-        optional("speed_mps", fix.speedMetersPerSecond)
-        optional("heading", fix.headingDegrees)
-        if let battery = fix.batteryPercent {
-            writer.plainKey("battery")
-            writer.int64(Int64(battery))
-        }
-        if let charging = fix.isCharging {
-            writer.plainKey("charging")
-            writer.bool(charging)
-        }
-        writer.plainKey("source")
-        writer.string(fix.source)
-        writer.endObject()
-        writer.endObject()
-        if !first { bytes.append(contentsOf: ",\n".utf8) }
-        first = false
-        bytes.append(contentsOf: writer.bytes)
+    /// The fixed pieces (about 200 bytes), six doubles, two times, an integer, a boolean, the source.
+    static func featureBytesMax(sourceUTF8Count: Int) -> Int {
+        256 + 6 * JSONFlatObject.doubleBytesMax + 2 * JSONFlatObject.timestampBytesMax
+            + JSONFlatObject.integerBytesMax + 5 + JSONFlatObject.stringBytesMax(utf8Count: sourceUTF8Count)
     }
 
-    private mutating func optional(_ key: StaticString, _ value: Double?) {
-        guard let value else { return }
-        writer.plainKey(key)
-        writer.double(value)
+    mutating func fix(_ fix: Fix, receivedAtMicros: Int64, into bytes: inout [UInt8]) {
+        var source = fix.source
+        source.withUTF8 { sourceUTF8 in
+            let bytesMax = Self.featureBytesMax(sourceUTF8Count: sourceUTF8.count)
+            JSONFlatObject.append(to: &bytes, bytesMax: bytesMax) { object in
+                write(fix, receivedAtMicros: receivedAtMicros, sourceUTF8, &object)
+            }
+        }
+        first = false
+    }
+
+    private mutating func write(
+        _ fix: Fix, receivedAtMicros: Int64, _ source: UnsafeBufferPointer<UInt8>,
+        _ object: inout JSONFlatObject
+    ) {
+        if !first { object.raw(",\n") }
+        object.raw("{\"type\":\"Feature\",\"geometry\":{\"type\":\"Point\",\"coordinates\":[")
+        object.double(fix.longitude, fractionDigitsGuess: &digits.longitude)
+        object.raw(",")
+        object.double(fix.latitude, fractionDigitsGuess: &digits.latitude)
+        object.raw("]},\"properties\":{\"recorded_at\":")
+        object.timestamp(micros: fix.recordedAtMicros)
+        object.raw(",\"received_at\":")
+        object.timestamp(micros: receivedAtMicros)
+        if let accuracy = fix.accuracyMeters {
+            object.raw(",\"accuracy_m\":")
+            object.double(accuracy, fractionDigitsGuess: &digits.accuracy)
+        }
+        if let altitude = fix.altitudeMeters {
+            object.raw(",\"altitude_m\":")
+            object.double(altitude, fractionDigitsGuess: &digits.altitude)
+        }
+        if let speed = fix.speedMetersPerSecond {
+            object.raw(",\"speed_mps\":")
+            object.double(speed, fractionDigitsGuess: &digits.speed)
+        }
+        if let heading = fix.headingDegrees {
+            object.raw(",\"heading\":")
+            object.double(heading, fractionDigitsGuess: &digits.heading)
+        }
+        if let battery = fix.batteryPercent {
+            object.raw(",\"battery\":")
+            object.int64(Int64(battery))
+        }
+        if let charging = fix.isCharging {
+            object.raw(",\"charging\":")
+            object.bool(charging)
+        }
+        object.raw(",\"source\":")
+        object.string(utf8: source)
+        object.raw("}}")
     }
 }
 

@@ -78,6 +78,10 @@ public struct JSONFlatObject: ~Copyable {
         count += bytes.count
     }
 
+    /// Text the caller guarantees is valid JSON at this place (keys and punctuation written once
+    /// for a shape that never changes), copied as it is: commas and nesting are the caller's.
+    public mutating func raw(_ text: StaticString) { put(text) }
+
     public mutating func beginObject() {
         put(UInt8(ascii: "{"))
         needsComma = false
@@ -104,6 +108,19 @@ public struct JSONFlatObject: ~Copyable {
         }
     }
 
+    /// `double`, trying `fractionDigitsGuess` first (`DecimalDouble`'s guess): for a column of many
+    /// rows, whose last count of fraction digits is the guess for its next value.
+    public mutating func double(_ value: Double, fractionDigitsGuess: inout Int) {
+        precondition(value.isFinite, "JSONFlatObject cannot write a non-finite double (\(value))")
+        if let written = DecimalDouble.write(
+            value, into: reserve(Self.doubleBytesMax), fractionDigitsGuess: &fractionDigitsGuess)
+        {
+            count += written
+            return
+        }
+        double(value)
+    }
+
     public mutating func int64(_ value: Int64) {
         count += Digits.write(value, into: reserve(Self.integerBytesMax))
     }
@@ -125,6 +142,22 @@ public struct JSONFlatObject: ~Copyable {
     public mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
         let output = reserve(Self.stringBytesMax(utf8Count: utf8.count))
         count += JSONEscaping.writeQuoted(utf8, into: output)
+    }
+}
+
+extension JSONFlatObject {
+    /// Appends to `bytes` what `body` writes, into `bytesMax` bytes reserved at once (the bound must
+    /// cover every call `body` makes): for a stream of values outside a `JSONWriter`, such as the
+    /// features of a GeoJSON export, whose separators the caller writes with `raw`.
+    public static func append(to bytes: inout [UInt8], bytesMax: Int, _ body: (inout JSONFlatObject) -> Void)
+    {
+        bytes.append(addingCapacity: bytesMax) { span in
+            span.withUnsafeMutableBufferPointer { output, initialized in
+                var object = JSONFlatObject(base: output.baseAddress!, capacity: output.count)
+                body(&object)
+                initialized = object.count
+            }
+        }
     }
 }
 

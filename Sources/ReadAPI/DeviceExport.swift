@@ -4,6 +4,7 @@ import HTTP
 import Identity
 import JSON
 import Postgres
+import ProjectionSchema
 import Threads
 
 #if canImport(Glibc)
@@ -15,10 +16,9 @@ import Threads
 /// history (`.viewer`: the owner, or a user the device is shared with while the share holds), over
 /// the same range as `/locations` (`from` inclusive, `to` exclusive, on `recorded_at`).
 ///
-/// The projection is read a page at a time with the history's own keyset statement, each page's
-/// rows written before the next is read, so memory is one page and the stream's few chunks however
-/// long the history. The connection goes back to the pool between pages: a slow download holds a
-/// worker thread, never a database connection.
+/// The projection is read a page at a time (`exportStatement`), the next page while one is written,
+/// so memory is two pages and the stream's few chunks however long the history. The connection goes back to the pool between pages: a slow download holds a worker
+/// thread, never a database connection.
 extension ReadService {
     /// Rows read from PostgreSQL per page of an export.
     static let exportPageFixes = 10_000
@@ -64,25 +64,23 @@ extension ReadService {
     ) throws {
         let output = ExportOutput(stream)
         var exporter = FixExporter(format: format) { bytes in try output.stream.write(bytes) }
-        var page = HistoryQuery(
-            fromMicros: range.fromMicros, toMicros: range.toMicros, limit: Self.exportPageFixes)
-        var result = try query(Self.locationsStatement(deviceID: deviceID, page))
+        let pageFixes = Self.exportPageFixes
+        var result = try query(Self.exportStatement(deviceID: deviceID, range, after: nil, limit: pageFixes))
         while true {
-            let rows = min(result.rowCount, page.limit)
+            let rows = result.rowCount
             var next: PageRead?
-            if result.rowCount > page.limit {
+            if rows == pageFixes {
                 let last = result
-                page.cursor = try decoding { () throws(PostgresError) in
-                    try HistoryCursor(locationsOf: deviceID, after: last, rows - 1)
-                }
-                let statement = Self.locationsStatement(deviceID: deviceID, page)
+                let cursor = try decoding { () throws(PostgresError) in try ExportRow(last, rows - 1).cursor }
+                let statement = Self.exportStatement(
+                    deviceID: deviceID, range, after: cursor, limit: pageFixes)
                 next = PageRead { [self] () throws(APIError) in try query(statement) }
             }
             // A page read ahead is waited for even when writing this one fails: its thread is joined.
             defer { _ = try? next?.wait() }
             for row in 0..<rows {
-                let fix = try decoding { () throws(PostgresError) in try FixRow(result, row, 0) }
-                try exporter.write(fix.exported, receivedAtMicros: fix.receivedAt ?? 0)
+                let fix = try decoding { () throws(PostgresError) in try ExportRow(result, row) }
+                try exporter.write(fix.fix, receivedAtMicros: fix.receivedAtMicros)
             }
             guard let reading = next else { break }
             next = nil
@@ -144,14 +142,107 @@ private final class ExportOutput {
     init(_ stream: ResponseStream) { self.stream = stream }
 }
 
-extension ReadService.FixRow {
-    /// The fix as the exporters take it: `source` copied out of the result, battery as stored.
-    var exported: Fix {
-        Fix(
-            latitude: latitude, longitude: longitude, accuracyMeters: accuracy, altitudeMeters: altitude,
-            speedMetersPerSecond: speed, headingDegrees: heading,
-            batteryPercent: battery.map { UInt8(clamping: $0) }, isCharging: charging,
-            source: String(decoding: source, as: UTF8.self), recordedAtMicros: recordedAt ?? 0,
-            clockSuspect: clockSuspect)
+extension ReadService {
+    /// What an export reads of a fix, in this order: what `FixExporter` writes and nothing more.
+    /// Each value PostgreSQL sends costs it a call of the type's send function and an allocation,
+    /// which is most of its time in an export; `clock_suspect` (not exported) and the history's
+    /// keyset (log_offset, fix_index) are left out.
+    static let exportColumns: [ProjectionSchema.FixColumn] = [
+        .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery, .isCharging, .source,
+        .recordedAt, .receivedAt,
+    ]
+
+    /// Where an export page ends: the keyset of its last row.
+    struct ExportCursor: Equatable {
+        var recordedAtMicros: Int64
+        var latitude: Double
+        var longitude: Double
+    }
+
+    /// A page of a device's fixes in `range` (on recorded_at, `from` inclusive, `to` exclusive)
+    /// after `cursor`, at most `limit` of them, in the order of the history's index: (recorded_at,
+    /// latitude, longitude), which its UNIQUE constraint makes a keyset. PostgreSQL walks the index
+    /// and sends the rows as it finds them; the history's own order (ties in recorded_at by log
+    /// position) would make it sort every page, for about a sixth of its time in an export
+    /// (docs/benchmarks.md). Fixes of the same instant are rare, and an export's order among
+    /// them is the only thing this changes.
+    ///
+    /// `recorded_at >= cursor` repeats the row comparison's first column so that the planner
+    /// leaves out the months before the cursor's.
+    static func exportStatement(
+        deviceID: UInt64, _ range: HistoryQuery, after cursor: ExportCursor?, limit: Int
+    )
+        -> Statement
+    {
+        var sql = """
+            SELECT \(FixColumns.select(exportColumns))
+            FROM \(ProjectionSchema.Table.deviceLocations.live) l
+            WHERE l.device_id = $1
+              AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
+              AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
+            """
+        var parameters: [PostgresValue?] = [
+            .int64(Int64(deviceID)), range.fromMicros.map { .timestamp(micros: $0) },
+            range.toMicros.map { .timestamp(micros: $0) }, .int64(Int64(limit)),
+        ]
+        if let cursor {
+            sql += """
+
+                  AND l.recorded_at >= $5
+                  AND (l.recorded_at, l.latitude, l.longitude) > ($5, $6, $7)
+                """
+            parameters += [
+                .timestamp(micros: cursor.recordedAtMicros), .double(cursor.latitude),
+                .double(cursor.longitude),
+            ]
+        }
+        sql += "\nORDER BY l.recorded_at, l.latitude, l.longitude\nLIMIT $4"
+        return Statement(sql: sql, parameters: parameters, format: .binary)
+    }
+
+    /// One row of an `exportStatement` result (binary), each value at its position in
+    /// `exportColumns`: the fix as the exporters take it, and its keyset.
+    struct ExportRow {
+        var fix: Fix
+        var receivedAtMicros: Int64
+
+        /// Positions in `exportColumns`.
+        static let latitude = FixColumns.position(.latitude, in: exportColumns)
+        static let longitude = FixColumns.position(.longitude, in: exportColumns)
+        static let accuracy = FixColumns.position(.accuracy, in: exportColumns)
+        static let altitude = FixColumns.position(.altitude, in: exportColumns)
+        static let speed = FixColumns.position(.speed, in: exportColumns)
+        static let heading = FixColumns.position(.heading, in: exportColumns)
+        static let battery = FixColumns.position(.battery, in: exportColumns)
+        static let isCharging = FixColumns.position(.isCharging, in: exportColumns)
+        static let source = FixColumns.position(.source, in: exportColumns)
+        static let recordedAt = FixColumns.position(.recordedAt, in: exportColumns)
+        static let receivedAt = FixColumns.position(.receivedAt, in: exportColumns)
+
+        /// Throws `.decode` for a value of another type, and for a time that is infinite or out of
+        /// range: a cursor must carry the row's own recorded_at, or the next page would repeat or
+        /// skip fixes.
+        init(_ result: PostgresResult, _ row: Int) throws(PostgresError) {
+            guard let recordedAt = try result.binaryTimestampMicros(row, Self.recordedAt) else {
+                throw PostgresError(.decode, message: "row \(row) has a recorded_at no export can write")
+            }
+            let source = try result.withBinaryText(row, Self.source) { String(decoding: $0, as: UTF8.self) }
+            fix = Fix(
+                latitude: try result.binaryDouble(row, Self.latitude) ?? 0,
+                longitude: try result.binaryDouble(row, Self.longitude) ?? 0,
+                accuracyMeters: try result.binaryDouble(row, Self.accuracy),
+                altitudeMeters: try result.binaryDouble(row, Self.altitude),
+                speedMetersPerSecond: try result.binaryDouble(row, Self.speed),
+                headingDegrees: try result.binaryDouble(row, Self.heading),
+                batteryPercent: try result.binaryInt64(row, Self.battery).map { UInt8(clamping: $0) },
+                isCharging: try result.binaryBool(row, Self.isCharging), source: source ?? "",
+                recordedAtMicros: recordedAt)
+            receivedAtMicros = try result.binaryTimestampMicros(row, Self.receivedAt) ?? 0
+        }
+
+        var cursor: ExportCursor {
+            ExportCursor(
+                recordedAtMicros: fix.recordedAtMicros, latitude: fix.latitude, longitude: fix.longitude)
+        }
     }
 }

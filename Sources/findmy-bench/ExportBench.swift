@@ -62,6 +62,13 @@ enum ExportBench {
         let drainSeconds = Double(monotonicMicros() - start) / 1_000_000
 
         let before = (resident: server.residentBytes(), peak: server.peakResidentBytes())
+        let postgres = ProjectBench.postmasterPID(pgData: serverDirectory + "/postgres/data")
+        let loadBefore = APIDriver.loadAverage()
+        let cpuBefore = (
+            server: APIDriver.cpuMicros(server.pid),
+            postgres: postgres.map { APIDriver.treeCPUMicros($0) } ?? 0,
+            client: APIDriver.cpuMicros(getpid())
+        )
         var seconds: [Double] = []
         var bytes = 0
         for _ in 0..<requests {
@@ -72,6 +79,13 @@ enum ExportBench {
             seconds.append(download.seconds)
             bytes = download.bytes
         }
+        let cpuPerExport = (
+            server: Double(APIDriver.cpuMicros(server.pid) - cpuBefore.server) / Double(requests) / 1e6,
+            postgres: Double((postgres.map { APIDriver.treeCPUMicros($0) } ?? 0) - cpuBefore.postgres)
+                / Double(requests) / 1e6,
+            client: Double(APIDriver.cpuMicros(getpid()) - cpuBefore.client) / Double(requests) / 1e6
+        )
+        let loadAfter = APIDriver.loadAverage()
         seconds.sort()
         let median = seconds[seconds.count / 2]
 
@@ -91,6 +105,22 @@ enum ExportBench {
         writer.int64(Int64(Double(fixes) / median))
         writer.key("target_fixes_per_second")
         writer.int64(500_000)
+        writer.key("seconds")
+        writer.beginArray()
+        for value in seconds { writer.double(IngestBench.rounded(value)) }
+        writer.endArray()
+        // Where the time goes: CPU seconds an export took of findmy serve (all its threads), of
+        // its embedded PostgreSQL (postmaster and backends) and of this client.
+        writer.key("findmy_cpu_seconds_per_export")
+        writer.double(IngestBench.rounded(cpuPerExport.server))
+        writer.key("postgres_cpu_seconds_per_export")
+        writer.double(IngestBench.rounded(cpuPerExport.postgres))
+        writer.key("client_cpu_seconds_per_export")
+        writer.double(IngestBench.rounded(cpuPerExport.client))
+        writer.key("load_before")
+        writer.double(loadBefore)
+        writer.key("load_after")
+        writer.double(loadAfter)
         writer.key("server_rss_bytes_before_exports")
         writer.int64(before.resident)
         writer.key("server_rss_bytes_after_exports")

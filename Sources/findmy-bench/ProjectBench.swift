@@ -369,8 +369,11 @@ extension ProjectBench {
     }
 
     /// The cluster's postmaster, from the first line of its `postmaster.pid`.
-    static func postmasterPID(_ cluster: EmbeddedPostgres) -> pid_t? {
-        guard let file = fopen(cluster.pgData + "/postmaster.pid", "r") else { return nil }
+    static func postmasterPID(_ cluster: EmbeddedPostgres) -> pid_t? { postmasterPID(pgData: cluster.pgData) }
+
+    /// The postmaster of the cluster in `pgData`, from the first line of its `postmaster.pid`.
+    static func postmasterPID(pgData: String) -> pid_t? {
+        guard let file = fopen(pgData + "/postmaster.pid", "r") else { return nil }
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 64)
         guard fgets(&buffer, 64, file) != nil else { return nil }

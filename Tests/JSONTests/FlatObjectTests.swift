@@ -44,6 +44,78 @@ import Testing
     #expect(mismatches.isEmpty, "\(mismatches)")
 }
 
+/// With a guess of the fraction digits (`JSONFlatObject.double(_:fractionDigitsGuess:)`), right,
+/// wrong by one either way, far off or out of range, the output is still exactly `description`'s,
+/// and the guess comes back as the fraction digits written whenever the fast path wrote them.
+@Test func doublesWithAGuessMatchDescription() {
+    var random = SeededGenerator(seed: 13)
+    var running = 7
+    var mismatches: [String] = []
+    for round in 0..<200_000 {
+        let value: Double =
+            switch round % 4 {
+            case 0: Double(bitPattern: random.next())
+            case 1: Double.random(in: -180...180, using: &random)
+            default: devicesDecimal(&random)
+            }
+        guard value.isFinite else { continue }
+        let guesses = [running, Int.random(in: -2...22, using: &random)]
+        for (index, start) in guesses.enumerated() {
+            var guess = start
+            let written = JSONFlatObject.append(value, fractionDigitsGuess: &guess)
+            if written != value.description && mismatches.count < 10 {
+                mismatches.append("\(value.description) with guess \(start) written as \(written)")
+            }
+            if guess != start, let point = written.firstIndex(of: ".") {
+                let fraction = written[written.index(after: point)...]
+                #expect(guess == (fraction == "0" ? 0 : fraction.count), "\(written) with guess \(start)")
+            }
+            if index == 0 { running = guess }
+        }
+    }
+    #expect(mismatches.isEmpty, "\(mismatches)")
+}
+
+/// A decimal as devices send them: 0 to 17 fraction digits, parsed from its text.
+private func devicesDecimal(_ random: inout SeededGenerator) -> Double {
+    let whole = Int.random(in: -999...999, using: &random)
+    let fraction = String(random.next()).prefix(Int.random(in: 0...17, using: &random))
+    return Double("\(whole).\(fraction)0")!
+}
+
+extension JSONFlatObject {
+    /// `value` written alone through `append(to:)` and `double(_:fractionDigitsGuess:)`.
+    fileprivate static func append(_ value: Double, fractionDigitsGuess guess: inout Int) -> String {
+        var bytes: [UInt8] = []
+        append(to: &bytes, bytesMax: doubleBytesMax) { object in
+            object.double(value, fractionDigitsGuess: &guess)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// `append(to:)` writes after what the array holds, `raw` pieces as they are, and nothing past
+/// what was written however large the bound.
+@Test func appendWritesAfterTheBytesThere() {
+    var bytes = Array("[".utf8)
+    for (index, name) in ["a", "b\"c"].enumerated() {
+        JSONFlatObject.append(to: &bytes, bytesMax: 4096) { object in
+            if index > 0 { object.raw(",\n") }
+            object.beginObject()
+            object.key("name")
+            var copy = name
+            copy.withUTF8 { object.string(utf8: $0) }
+            object.raw(",\"n\":")
+            object.int64(Int64(index))
+            object.endObject()
+        }
+    }
+    bytes.append(UInt8(ascii: "]"))
+    #expect(
+        String(decoding: bytes, as: UTF8.self) == "[{\"name\":\"a\",\"n\":0},\n{\"name\":\"b\\\"c\",\"n\":1}]"
+    )
+}
+
 private enum DecimalPowers {
     static let values: [Double] = (-4...16).map { exponent in Double("1e\(exponent)")! }
 }
