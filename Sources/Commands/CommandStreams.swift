@@ -153,15 +153,26 @@ public final class CommandStreams: Service {
     ) {
         guard reservation.take() else { return }
         let store = identity.store
-        let replaced: PushedStream? = shared.withLock { state in
+        let (opened, replaced) = shared.withLock { state -> (Bool, PushedStream?) in
             state.reserved -= 1
             if state.stopped {
                 stream.close()
-                return nil
+                return (false, nil)
             }
             // Read before the open commands: a change between the two reads is then both in the
             // stream's `ready` and after `feedFrom`, and `known` keeps it from being sent twice.
-            let feedFrom = store.registry.read { $0.registry.commandFeed.nextNumber }
+            let (feedFrom, valid) = store.registry.read {
+                (
+                    $0.registry.commandFeed.nextNumber,
+                    Self.isValid(tokenHash: tokenHash, deviceID: deviceID, in: $0.registry)
+                )
+            }
+            // Removed or revoked since the gate let the request through: that change's feed entry
+            // is before `feedFrom`, so the thread would never close this stream.
+            guard valid else {
+                stream.close()
+                return (false, nil)
+            }
             let open = store.commandsForAnswer(deviceID: deviceID, channel: Self.channel)
             var text = "retry: \(limits.reconnectMillis)\n\n" + Self.readyEvent(open)
             for command in open where lastEventID.map({ command.requestOffset > $0 }) ?? true {
@@ -173,8 +184,9 @@ public final class CommandStreams: Service {
                     stream: stream, tokenHash: tokenHash, feedFrom: feedFrom,
                     known: Set(open.map(\.request.commandID)), lastWriteMicros: clockMicros()),
                 forKey: deviceID)
-            return older?.stream
+            return (true, older?.stream)
         }
+        guard opened else { return }
         // The stream's end (the client left, a newer one, the server stopped) wakes the thread,
         // which forgets it; never more than a doorbell here, as MHD may call this on its own thread.
         stream.onClose { [bell] in bell.ring() }
@@ -240,8 +252,7 @@ public final class CommandStreams: Service {
         case .credentialsChanged(let deviceID):
             guard let entry = state.streams[deviceID] else { return }
             let valid = identity.store.registry.read {
-                $0.registry.principal(tokenHash: entry.tokenHash) == .device(deviceID)
-                    && $0.registry.liveDevice(deviceID) != nil
+                Self.isValid(tokenHash: entry.tokenHash, deviceID: deviceID, in: $0.registry)
             }
             guard !valid else { return }
             entry.stream.close()
@@ -250,6 +261,12 @@ public final class CommandStreams: Service {
                 "command_stream_ended",
                 ["device_id": .int(Int64(deviceID)), "reason": .string("token revoked or device removed")])
         }
+    }
+
+    /// Whether a stream opened with the token of `tokenHash` may go on: the token is still the
+    /// device's, and the device is not removed.
+    static func isValid(tokenHash: [UInt8], deviceID: UInt64, in registry: Registry) -> Bool {
+        registry.principal(tokenHash: tokenHash) == .device(deviceID) && registry.liveDevice(deviceID) != nil
     }
 
     /// Heartbeats every stream quiet for `heartbeatSeconds` whose client is still there, and forgets
