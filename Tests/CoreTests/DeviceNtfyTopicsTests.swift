@@ -46,14 +46,6 @@ struct DeviceNtfyTopicsTests {
         #expect(decoded.differences(from: registry) == [])
         #expect(decoded.ntfyTopicURL(deviceID: 7) == "https://ntfy.example/b")
 
-        // Version 9 wrote no topic part: its body ends before it, and reads with no topic.
-        var before = Self.enrolled()
-        before.apply(Self.set(7, "https://ntfy.example/a"), offset: 10)
-        before.apply(Self.set(7, ""), offset: 11)
-        var older = ByteReader(before.encodeBody().dropLast(4)[...])
-        let nine = try Registry.decodeBody(&older, version: 9, recentBatchesPerDeviceMax: 4)
-        #expect(older.remaining == 0 && nine.ntfyTopicURL(deviceID: 7) == nil)
-
         registry.apply(.deviceRemoved(DeviceRemoved(deviceID: 7)), offset: 15)
         #expect(registry.ntfyTopicURL(deviceID: 7) == nil)
         #expect(registry.ntfyTopics.isEmpty)

@@ -520,7 +520,7 @@ extension RegistrySnapshotTests {
 extension RegistrySnapshotTests {
     /// A snapshot of format version 8 (before the import batches) is not read: skipped, not deleted,
     /// and the start folds the whole log into the registry a full scan gives. Made here from a version
-    /// 9 file of a log without imports, whose import part is then one zero count (4 bytes).
+    /// 10 file of a log without imports, whose import part is then one zero count (4 bytes).
     @Test func aSnapshotOfAnOlderVersionIsSkippedAndTheLogFoldedWhole() throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
