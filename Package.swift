@@ -15,6 +15,8 @@ let package = Package(
         .executable(name: "findmy", targets: ["findmy"]),
         .executable(name: "findmy-bench", targets: ["findmy-bench"]),
         .executable(name: "json-bench", targets: ["json-bench"]),
+        .executable(name: "findmy-agent", targets: ["findmy-agent"]),
+        .library(name: "FindMyClient", targets: ["FindMyClient"]),
     ],
     targets: [
         // C libraries, each touched by exactly one Swift module.
@@ -272,6 +274,16 @@ let package = Package(
                 "Presence", "NATSLog", "JetStreamRetention", "Maintenance", "Importer",
             ],
             swiftSettings: strict),
+
+        // The device side (docs/client-library.md): enrolment, the durable queue of fixes, the pause
+        // switch, push tokens and commands from report answers and the command stream, with the
+        // platform behind protocols. FoundationEssentials only and no module of this package, so an
+        // app can embed it.
+        .target(name: "FindMyClient", swiftSettings: strict),
+
+        // The agent for Linux devices (docs/agent.md): FindMyClient over libcurl (HTTPClient), gpsd
+        // or a fixed position, the battery from sysfs, sound and lost through local programs.
+        .executableTarget(name: "findmy-agent", dependencies: ["FindMyClient"], swiftSettings: strict),
 
         // The benchmark and load drivers (docs/benchmarks.md, the crash tests): they start the real
         // findmy found beside them in the build's bin path.
