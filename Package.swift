@@ -427,6 +427,8 @@ let package = Package(
                 "PushFakeSupport",
             ],
             swiftSettings: strict),
+        // FindMyClient's pure parts and its queue on disk (crash points as reopened directories).
+        .testTarget(name: "FindMyClientTests", dependencies: ["FindMyClient"], swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
         .testTarget(
             name: "CommandsTests", dependencies: ["Core", "Commands", "Identity", "Events"],
