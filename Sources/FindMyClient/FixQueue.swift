@@ -55,9 +55,15 @@ public final class FixQueue: Sendable {
     public let batchAgeSeconds: Double
 
     private struct Header: Codable {
-        var batch_id: String
-        var created_at_micros: Int64
-        var in_reply_to: String?
+        var batchID: String
+        var createdAtMicros: Int64
+        var inReplyTo: String?
+
+        enum CodingKeys: String, CodingKey {
+            case batchID = "batch_id"
+            case createdAtMicros = "created_at_micros"
+            case inReplyTo = "in_reply_to"
+        }
     }
 
     private struct OpenBatch {
@@ -169,7 +175,7 @@ public final class FixQueue: Sendable {
         var lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
         let header = try JSONDecoder().decode(Header.self, from: Data(lines.removeFirst().utf8))
         return QueuedBatch(
-            fileName: name, batchID: header.batch_id, inReplyTo: header.in_reply_to, fixLines: lines)
+            fileName: name, batchID: header.batchID, inReplyTo: header.inReplyTo, fixLines: lines)
     }
 
     /// Removes a batch the server has stored (its 2xx).
@@ -228,8 +234,8 @@ public final class FixQueue: Sendable {
 
     private func headerLine(inReplyTo: String?, now: Date) throws -> String {
         let header = Header(
-            batch_id: UUID().uuidString.lowercased(),
-            created_at_micros: Int64(now.timeIntervalSince1970 * 1_000_000), in_reply_to: inReplyTo)
+            batchID: UUID().uuidString.lowercased(),
+            createdAtMicros: Int64(now.timeIntervalSince1970 * 1_000_000), inReplyTo: inReplyTo)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return String(decoding: try encoder.encode(header), as: UTF8.self)
@@ -259,7 +265,7 @@ public final class FixQueue: Sendable {
                 let bytes = try QueueFiles.read(directory + "/" + name) ?? []
                 if let header = bytes.split(separator: UInt8(ascii: "\n")).first,
                     let decoded = try? JSONDecoder().decode(Header.self, from: Data(header)),
-                    decoded.in_reply_to != nil
+                    decoded.inReplyTo != nil
                 {
                     state.replies.insert(seq)
                 }
@@ -296,7 +302,7 @@ public final class FixQueue: Sendable {
             let fd = try QueueFiles.openForAppend(filePath)
             state.open = OpenBatch(
                 seq: seq, fd: fd, fixCount: lines.count - 1,
-                createdAt: Date(timeIntervalSince1970: Double(header.created_at_micros) / 1_000_000))
+                createdAt: Date(timeIntervalSince1970: Double(header.createdAtMicros) / 1_000_000))
         }
         state.sealed.sort()
         return state
