@@ -281,9 +281,16 @@ let package = Package(
         // app can embed it.
         .target(name: "FindMyClient", swiftSettings: strict),
 
+        // FindMyClient's ClientTransport over libcurl (HTTPClient): the agent's, and the tests'.
+        .target(
+            name: "FindMyClientCurl", dependencies: ["FindMyClient", "HTTPClient", "Threads"],
+            swiftSettings: strict),
+
         // The agent for Linux devices (docs/agent.md): FindMyClient over libcurl (HTTPClient), gpsd
         // or a fixed position, the battery from sysfs, sound and lost through local programs.
-        .executableTarget(name: "findmy-agent", dependencies: ["FindMyClient"], swiftSettings: strict),
+        .executableTarget(
+            name: "findmy-agent", dependencies: ["FindMyClient", "FindMyClientCurl", "Threads"],
+            swiftSettings: strict),
 
         // The benchmark and load drivers (docs/benchmarks.md, the crash tests): they start the real
         // findmy found beside them in the build's bin path.

@@ -33,13 +33,13 @@ extension FindMyClient {
             case .startSound(let id):
                 startSound(id)
             case .stopSound:
-                self.actions.stopSound()
+                self.actions?.stopSound()
                 log("sound stopped")
             case .showLost(let id, let message, let phone):
-                self.actions.showLost(commandID: id, message: message, phone: phone)
+                self.actions?.showLost(commandID: id, message: message, phone: phone)
                 log("showing lost for \(id)")
             case .clearLost:
-                self.actions.clearLost()
+                self.actions?.clearLost()
                 log("lost cleared")
             case .answerWithNewestFix(let id):
                 if let line = queue.newestFixLine {
@@ -54,7 +54,7 @@ extension FindMyClient {
     }
 
     private func startSound(_ id: String) {
-        actions.startSound(commandID: id, limitSeconds: configuration.soundLimitSeconds)
+        actions?.startSound(commandID: id, limitSeconds: configuration.soundLimitSeconds)
         log("sound started for \(id), at most \(Int(configuration.soundLimitSeconds)) s")
     }
 

@@ -42,7 +42,9 @@ public final class FindMyClient: Sendable {
     public let queue: FixQueue
     let transport: any ClientTransport
     let store: any CredentialStore
-    let actions: any DeviceActions
+    /// nil for a client that only enrols or reports (a command line's enrolment): commands are then
+    /// answered as usual but nothing rings or shows.
+    let actions: (any DeviceActions)?
     let battery: (any BatterySource)?
     let credentials: Mutex<DeviceCredentials?>
     let state: Mutex<ClientState>
@@ -52,7 +54,7 @@ public final class FindMyClient: Sendable {
 
     public init(
         configuration: ClientConfiguration, transport: any ClientTransport, credentials: any CredentialStore,
-        actions: any DeviceActions, battery: (any BatterySource)? = nil
+        actions: (any DeviceActions)?, battery: (any BatterySource)? = nil
     ) throws {
         self.configuration = configuration
         self.transport = transport
@@ -204,7 +206,7 @@ public final class FindMyClient: Sendable {
     public func run(fixSource source: (any FixSource)?) async throws {
         fixSource.withLock { $0 = source }
         if let lost = state.withLock({ $0.commands.lost }) {
-            actions.showLost(commandID: lost.commandID, message: lost.message ?? "", phone: lost.phone ?? "")
+            actions?.showLost(commandID: lost.commandID, message: lost.message ?? "", phone: lost.phone ?? "")
         }
         try source?.start { [weak self] fix in
             guard let self else { return }
@@ -220,7 +222,7 @@ public final class FindMyClient: Sendable {
     /// Stops the alarm on the device (a person pressed stop; SIGUSR1 in the agent).
     public func stopSound() {
         try? updateState { $0.commands.soundStopped() }
-        actions.stopSound()
+        actions?.stopSound()
         log("sound stopped on the device")
     }
 

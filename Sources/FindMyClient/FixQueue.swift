@@ -196,6 +196,24 @@ public final class FixQueue: Sendable {
         state.withLock { ($0.open?.fixCount ?? 0, $0.sealed.count) }
     }
 
+    /// What a queue directory holds, read without changing anything (another process may be
+    /// writing it): sealed batches, fixes in them and in the open one, and refused batches.
+    public static func inspect(directory: String) throws -> (batches: Int, fixes: Int, refused: Int) {
+        var result = (batches: 0, fixes: 0, refused: 0)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names
+        where name.hasSuffix(".batch") || name.hasSuffix(".open") || name.hasSuffix(".refused") {
+            if name.hasSuffix(".refused") {
+                result.refused += 1
+                continue
+            }
+            if name.hasSuffix(".batch") { result.batches += 1 }
+            let bytes = try QueueFiles.read(directory + "/" + name) ?? []
+            result.fixes += max(0, bytes.split(separator: UInt8(ascii: "\n")).count - 1)
+        }
+        return result
+    }
+
     private func forget(_ batch: QueuedBatch) {
         guard let seq = UInt64(batch.fileName.prefix(16)) else { return }
         state.withLock { state in
