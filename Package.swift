@@ -281,10 +281,16 @@ let package = Package(
         // app can embed it.
         .target(name: "FindMyClient", swiftSettings: strict),
 
+        // FindMyClient's ClientTransport over libcurl (HTTPClient): the agent's, and the tests'.
+        .target(
+            name: "FindMyClientCurl", dependencies: ["FindMyClient", "HTTPClient", "Threads"],
+            swiftSettings: strict),
+
         // The agent for Linux devices (docs/agent.md): FindMyClient over libcurl (HTTPClient), gpsd
         // or a fixed position, the battery from sysfs, sound and lost through local programs.
         .executableTarget(
-            name: "findmy-agent", dependencies: ["FindMyClient", "JSON", "Threads"], swiftSettings: strict),
+            name: "findmy-agent", dependencies: ["FindMyClient", "FindMyClientCurl", "JSON", "Threads"],
+            swiftSettings: strict),
 
         // The benchmark and load drivers (docs/benchmarks.md, the crash tests): they start the real
         // findmy found beside them in the build's bin path.
@@ -438,6 +444,8 @@ let package = Package(
                 "PushFakeSupport",
             ],
             swiftSettings: strict),
+        // FindMyClient's pure parts and its queue on disk (crash points as reopened directories).
+        .testTarget(name: "FindMyClientTests", dependencies: ["FindMyClient"], swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
         .testTarget(
             name: "CommandsTests", dependencies: ["Core", "Commands", "Identity", "Events"],
