@@ -379,7 +379,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog", "TestSupport", "Import",
+                "NATSSupport", "NATSLog", "TestSupport", "Import", "FindMyClient", "FindMyClientCurl",
             ],
             swiftSettings: strict),
         .testTarget(
