@@ -393,7 +393,7 @@ let package = Package(
             name: "WebPanelTests",
             dependencies: [
                 "Core", "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
-                "HTTP",
+                "HTTP", "FindMyClient",
             ],
             swiftSettings: strict),
         .testTarget(
