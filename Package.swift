@@ -289,7 +289,7 @@ let package = Package(
         // The agent for Linux devices (docs/agent.md): FindMyClient over libcurl (HTTPClient), gpsd
         // or a fixed position, the battery from sysfs, sound and lost through local programs.
         .executableTarget(
-            name: "findmy-agent", dependencies: ["FindMyClient", "FindMyClientCurl", "Threads"],
+            name: "findmy-agent", dependencies: ["FindMyClient", "FindMyClientCurl", "JSON", "Threads"],
             swiftSettings: strict),
 
         // The benchmark and load drivers (docs/benchmarks.md, the crash tests): they start the real
@@ -324,6 +324,16 @@ let package = Package(
         // that it never outlives the test process (Threads' spawnChild under setpriv --pdeathsig).
         .target(
             name: "MosquittoSupport", dependencies: ["Threads"], path: "Tests/MosquittoSupport",
+            swiftSettings: strict),
+        // The one launcher of a real Debian gpsd fed by gpsfake from an NMEA track (free port, dying
+        // with the test process), and the track read and moved in time: for the agent's tests.
+        .target(
+            name: "GPSDSupport", dependencies: ["Threads"], path: "Tests/GPSDSupport", swiftSettings: strict),
+        // The agent's Linux parts: gpsd through a real gpsd and gpsfake, the battery over a sysfs
+        // tree in a temporary directory, the alarm through a sound command the test watches.
+        .testTarget(
+            name: "AgentTests",
+            dependencies: ["findmy-agent", "FindMyClient", "GPSDSupport", "TestSupport", "Threads"],
             swiftSettings: strict),
         // The one launcher of the local fakes of the push providers (ops/tests/fake_push.py), dying
         // with the test process (setpriv --pdeathsig), for PushTests and the end-to-end tests.

@@ -19,7 +19,12 @@ build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev
 # python3-h2, python3-cryptography: the fake APNs, FCM and UnifiedPush servers (ops/tests/fake_push.py,
 # HTTP/2 over TLS; the Web Push fake decrypts with cryptography, independently of findmy).
 # nats-server (see below): the three-node JetStream cluster the NATSLog tests start on free ports.
-test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography)
+# gpsd, gpsd-clients: the agent's tests run a real gpsd fed by gpsfake (gpsd-clients) from the NMEA
+# track in Fixtures/agent, on a free port (AgentTests, the agent's end-to-end tests).
+# Not installed here: sound-theme-freedesktop, the alarm findmy-agent plays through paplay where a
+# PulseAudio or PipeWire server runs. A runtime, optional package of the device (docs/agent.md); the
+# tests play through a --sound-command and need no sound.
+test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography gpsd gpsd-clients)
 
 # nats-server comes from Debian 13 (trixie), 2.10: Debian 12's 2.9.10 lets a stream's replicas
 # store messages at different sequences after leader changes (fixed upstream in 2.9.21), which

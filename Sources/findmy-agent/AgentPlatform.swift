@@ -9,8 +9,18 @@ struct AgentPlatform {
 
     static func make(_ options: RunOptions, log: @escaping @Sendable (String) -> Void) throws -> AgentPlatform
     {
-        // The gpsd, fixed-position, battery and sound/lost parts come with the Linux platform files
-        // (GPSD.swift, FixedPosition.swift, PowerSupply.swift, LinuxActions.swift).
-        throw AgentError("this build of findmy-agent has no Linux platform parts yet: \(options.source)")
+        let fixSource: any FixSource
+        switch options.source {
+        case .gpsd(let host, let port):
+            fixSource = GPSDFixSource(host: host, port: port, log: log)
+        case .fixed(let latitude, let longitude, let accuracyMeters):
+            fixSource = FixedFixSource(
+                latitude: latitude, longitude: longitude, accuracyMeters: accuracyMeters,
+                intervalSeconds: options.intervalSeconds)
+        }
+        return AgentPlatform(
+            fixSource: fixSource, battery: SysfsBattery(),
+            actions: LinuxDeviceActions(
+                soundCommand: options.soundCommand, stateDirectory: options.stateDirectory, log: log))
     }
 }
