@@ -38,6 +38,44 @@ extension CommandLimits {
     }
 }
 
+extension CommandStreamLimits {
+    public static let settings: [(flag: String, environment: String, help: String)] = [
+        (
+            "command-stream-heartbeat-seconds", "FINDMY_COMMAND_STREAM_HEARTBEAT_SECONDS",
+            "a command stream quiet this long gets a heartbeat, and a client that left is found out (default 25)"
+        ),
+        (
+            "command-streams-max", "FINDMY_COMMAND_STREAMS_MAX",
+            "command streams open at once; more answer 503 too_many_streams (default 1024, and at most three quarters of --connections-max)"
+        ),
+    ]
+
+    /// Reads the settings with `integer(flag, default, min)`, the serve command's parser. Streams
+    /// hold their connections: at most three quarters of `connectionsMax` go to them, so that
+    /// ordinary requests always find a connection.
+    public static func configuration(_ integer: (String, Int, Int) throws -> Int, connectionsMax: Int) throws
+        -> CommandStreamLimits
+    {
+        var limits = CommandStreamLimits()
+        limits.heartbeatSeconds = try integer("command-stream-heartbeat-seconds", limits.heartbeatSeconds, 1)
+        limits.streamsMax = min(
+            try integer("command-streams-max", limits.streamsMax, 0), connectionsMax - connectionsMax / 4)
+        return limits
+    }
+}
+
+extension CommandStreams {
+    /// The command streams, started after the dispatcher and before the listeners, so stopped
+    /// after the listeners (which cut the streams' connections first).
+    public static func start(
+        identity: IdentityService, limits: CommandStreamLimits, group: ServiceGroup
+    ) throws -> CommandStreams {
+        let streams = CommandStreams(identity: identity, limits: limits)
+        try group.start(streams)
+        return streams
+    }
+}
+
 extension CommandService {
     /// The dispatcher over `channels` (in `CommandChannels.order`), started after its channels and
     /// so stopped before them.

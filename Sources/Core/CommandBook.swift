@@ -9,11 +9,15 @@ import Events
 public struct CommandBook: Equatable, Sendable {
     public struct Open: Equatable, Sendable {
         public var request: CommandRequested
+        /// The log offset of its `command_requested`: the command stream's event id, which only
+        /// grows, so a client resuming with `Last-Event-ID` is given only what came after.
+        public var requestOffset: UInt64
         /// Channels that handed the command on, in the order they did.
         public var sentChannels: [String] = []
 
-        public init(request: CommandRequested, sentChannels: [String] = []) {
+        public init(request: CommandRequested, requestOffset: UInt64, sentChannels: [String] = []) {
             self.request = request
+            self.requestOffset = requestOffset
             self.sentChannels = sentChannels
         }
     }
@@ -45,11 +49,11 @@ public struct CommandBook: Equatable, Sendable {
         open(deviceID: deviceID).last { $0.request.kind == .lost }
     }
 
-    mutating func apply(_ event: Event) {
+    mutating func apply(_ event: Event, offset: UInt64) {
         switch event {
         case .commandRequested(let requested):
             guard open[requested.commandID] == nil else { return }
-            open[requested.commandID] = Open(request: requested)
+            open[requested.commandID] = Open(request: requested, requestOffset: offset)
             openByDevice[requested.deviceID, default: []].append(requested.commandID)
             let key = KindKey(deviceID: requested.deviceID, kind: requested.kind)
             lastRequested[key] = max(lastRequested[key] ?? .min, requested.requestedAtMicros)

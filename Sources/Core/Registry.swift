@@ -145,6 +145,8 @@ public struct Registry: Sendable {
     var importedBatches: [UInt64: [UUID128: ImportedBatch]] = [:]
     /// Open commands and the last request time per device and kind.
     public internal(set) var commands = CommandBook()
+    /// The recent command changes the command streams follow (not in the snapshot).
+    public internal(set) var commandFeed = CommandFeed()
     /// Devices linked to tailnet nodes and their last recorded presence.
     public internal(set) var presence = PresenceBook()
     /// The geofences defined on the server, by id (GeofenceBook.swift).
@@ -262,7 +264,8 @@ public struct Registry: Sendable {
     public mutating func apply(_ event: Event, offset: UInt64) {
         nextOffset = max(nextOffset, offset + 1)
         retention.apply(event, offset: offset)
-        commands.apply(event)
+        commandFeed.note(event, offset: offset, book: commands)
+        commands.apply(event, offset: offset)
         presence.apply(event)
         geofences.apply(event)
         applyGeofenceNotifications(event)

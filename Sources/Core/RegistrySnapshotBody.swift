@@ -17,8 +17,10 @@ import Events
 //   Version 6 appends the geofences (GeofenceBook.swift).
 //   Version 7 appends the geofences' notification settings (FenceNotifySettings.swift).
 //   Version 9 appends the fix batches of imports (ImportedBatches.swift).
-//   Only a version 9 body is read: an older one holds no import batches, and a registry loaded
-//   from it would take a re-import's chunks beyond the ring for new ones (RegistrySnapshot.swift).
+//   Version 10 adds to each open command the offset of its command_requested (the command
+//   stream's event id), after its requested-at time.
+//   Only a version 10 body is read: an older one holds no request offsets, and a command stream
+//   could not say which commands a resuming client already has (RegistrySnapshot.swift).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -56,8 +58,8 @@ extension Registry {
         return w.bytes
     }
 
-    /// A version 9 body: every part `encodeBody` writes, in its order. Older versions are not read
-    /// (`RegistrySnapshotFormat.versionsRead`): they lack the import batches.
+    /// A version 10 body: every part `encodeBody` writes, in its order. Older versions are not
+    /// read (`RegistrySnapshotFormat.versionsRead`): they lack the commands' request offsets.
     static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
@@ -403,7 +405,7 @@ extension ByteReader {
 
 // Version 3 of the body appends: the shares that permit locating (device, grantee), then
 // the command book: open commands (command id, device, kind u8, message, phone, requested by,
-// requested at, sent channels), each device's open ids in order, and the last request time per
+// requested at, since version 10 the offset of its command_requested, sent channels), each device's open ids in order, and the last request time per
 // (device, kind).
 extension Registry {
     fileprivate func encodeCommandPart(_ w: inout ByteWriter) {
@@ -425,6 +427,7 @@ extension Registry {
             w.string(request.phone)
             w.u64(request.requestedByUserID)
             w.i64(request.requestedAtMicros)
+            w.u64(command.requestOffset)
             w.u32(UInt32(command.sentChannels.count))
             for channel in command.sentChannels { w.string(channel) }
         }
@@ -463,9 +466,15 @@ extension Registry {
             let request = CommandRequested(
                 commandID: id, deviceID: try r.u64(), kind: try kind(), message: try r.string(),
                 phone: try r.string(), requestedByUserID: try r.u64(), requestedAtMicros: try r.i64())
+            let offset = try r.u64()
+            guard offset < nextOffset else {
+                throw DecodeError.invalid(
+                    "command \(id) was requested at offset \(offset), past the fold's end")
+            }
             var channels: [String] = []
             for _ in 0..<(try r.u32()) { channels.append(try r.string()) }
-            commands.open[id] = CommandBook.Open(request: request, sentChannels: channels)
+            commands.open[id] = CommandBook.Open(
+                request: request, requestOffset: offset, sentChannels: channels)
         }
         for _ in 0..<(try r.u32()) {
             let device = try r.u64()

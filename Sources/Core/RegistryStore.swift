@@ -16,7 +16,7 @@ import Threads
 /// chosen by the initialiser.
 public final class RegistryStore: Sendable {
     package let log: any RegistryLog
-    package let registry: ReadWriteLocked<RegistryState>
+    package let registry: RegistryCell
     package let mutations: MutationLock
     package let clockMicros: @Sendable () -> Int64
     /// Set when the last append failed, cleared by the next success; `/healthz` reports it.
@@ -66,7 +66,7 @@ public final class RegistryStore: Sendable {
         startReport = report
         // Kept only for a snapshotter: once the live registry changes, the copy costs its memory.
         startFold = Mutex(snapshots == nil ? nil : fold)
-        registry = ReadWriteLocked(RegistryState(registry: fold.registry))
+        registry = RegistryCell(RegistryState(registry: fold.registry))
     }
 
     /// An ingest node of a shared log: the registry of the newest valid snapshot of `snapshots` on
@@ -89,7 +89,7 @@ public final class RegistryStore: Sendable {
                 log: snapshotLog, store: snapshots, recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
             shared.startApplied(at: start.offset)
         }
-        let registry = ReadWriteLocked(RegistryState(registry: start.registry))
+        let registry = RegistryCell(RegistryState(registry: start.registry))
         self.registry = registry
         mutations = MutationLock(log: shared) {
             registry.read {

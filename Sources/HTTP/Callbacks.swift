@@ -28,7 +28,9 @@ import CMicroHTTPD
 //   requestCompleted     response sent or connection lost: observe, release, uncount, remove an
 //                        upload file no handler took; the next head is owed from now
 // A streamed answer (HTTPResponse.streamed) is queued as a callback response: its producer runs
-// on a worker, and MHD pulls its chunks (see StreamBuffer) until the end or the connection's.
+// on a worker, and MHD pulls its chunks (see StreamBuffer) until the end or the connection's. A
+// pushed one (HTTPResponse.pushed) likewise, but its `opened` returns at once and whoever keeps
+// the PushedStream writes later, from any thread, without a worker waiting on the client.
 // A body that never completes (client closed, or idle past the timeout) skips "last", so a
 // handler never sees a partial body.
 
@@ -411,8 +413,13 @@ private func queue(
 ) -> MHD_Result {
     var stream: StreamBuffer?
     let mhdResponse: OpaquePointer?
-    if response.producer != nil {
-        let made = server.makeStream(on: connection)
+    if response.producer != nil || response.pusher != nil {
+        var socket: Int32 = -1
+        if let pusher = response.pusher {
+            socket = findmy_mhd_connection_fd(connection)
+            preparePushedSocket(socket, pusher)
+        }
+        let made = server.makeStream(on: connection, isPushed: response.pusher != nil, socket: socket)
         stream = made
         // Retained for MHD until its free callback (streamReleased); size unknown, so chunked.
         let retained = Unmanaged.passRetained(made)
@@ -443,6 +450,7 @@ private func queue(
     if result == .YES {
         state.answered = (routeName, response.status)
         if let stream, let producer = response.producer { server.startStream(stream, producer) }
+        if let stream, let pusher = response.pusher { server.startPushed(stream, pusher) }
     }
     return result
 }

@@ -6,16 +6,19 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// Writes the body while it is sent, in place of `body`; see `streamed`.
     var producer: ResponseStream.Producer?
+    /// Hands the body to a writer that keeps it open, in place of `body`; see `pushed`.
+    var pusher: PushSetup?
 
     public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
         self.producer = nil
+        self.pusher = nil
     }
 
     /// Whether the body is written while it is sent (`streamed`) rather than held in `body`.
-    public var isStreamed: Bool { producer != nil }
+    public var isStreamed: Bool { producer != nil || pusher != nil }
 
     /// A JSON response from bytes already encoded (by the `JSON` module, typically).
     public static func json(_ body: [UInt8], status: Int = 200) -> HTTPResponse {

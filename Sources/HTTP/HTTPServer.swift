@@ -175,6 +175,7 @@ public final class HTTPServer: Sendable {
             if fd >= 0 { close(fd) }
             if let unixPath { unlink(unixPath) }
             let deadline = monotonicMicros() + Int64(gracePeriodSeconds * 1_000_000)
+            context.cutPushedStreams()
             _ = context.waitForRequestsInFlight(untilMonotonicMicros: deadline)
             context.abandonPending()
             MHD_stop_daemon(daemon)

@@ -84,6 +84,7 @@ extension HTTPResponse {
 
     /// The response with a streamed body produced into `body`, for in-process callers.
     func produced() -> HTTPResponse {
+        if let pusher { return pushedInProcess(pusher) }
         guard let producer else { return self }
         let collected = CollectedBody()
         var stream = ResponseStream(sink: collected)
@@ -97,6 +98,20 @@ extension HTTPResponse {
         }
         var response = HTTPResponse(status: status, headers: headers)
         response.body = collected.bytes.withLock { $0 }
+        return response
+    }
+}
+
+extension HTTPResponse {
+    /// A pushed response for an in-process caller: what `opened` wrote before it returned; the
+    /// stream is over then (its close handlers run).
+    fileprivate func pushedInProcess(_ pusher: PushSetup) -> HTTPResponse {
+        let memory = MemoryPushSink()
+        let stream = PushedStream(buffer: memory, bufferedBytesMax: pusher.bufferedBytesMax)
+        pusher.opened(stream)
+        stream.close()
+        var response = HTTPResponse(status: status, headers: headers)
+        response.body = memory.bytes
         return response
     }
 }
@@ -125,12 +140,19 @@ final class StreamBuffer: StreamSink, @unchecked Sendable {
     private let connection: OpaquePointer
     /// Tells the server the stream is over, so that stop() no longer looks for it.
     private let forget: @Sendable (StreamBuffer) -> Void
+    /// A pushed stream (`HTTPResponse.pushed`): never ends by itself, so stop() cuts it at once.
+    let isPushed: Bool
+    /// The connection's socket, read on its event-loop thread when the response was queued; -1
+    /// when MHD did not say. For `PushedStream.peerHasLeft` only.
+    let socket: Int32
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private var chunks: [[UInt8]] = []
     private var headOffset = 0
+    private var bufferedBytes = 0
     private var readerSuspended = false
     private var end = End.open
+    private var closeHandlers: [@Sendable () -> Void] = []
     /// Set once MHD released the response (sent, or the connection closed) or the server stopped.
     private let gone = Atomic(false)
 
@@ -140,8 +162,13 @@ final class StreamBuffer: StreamSink, @unchecked Sendable {
         case failed
     }
 
-    init(connection: OpaquePointer, forget: @escaping @Sendable (StreamBuffer) -> Void) {
+    init(
+        connection: OpaquePointer, isPushed: Bool = false, socket: Int32 = -1,
+        forget: @escaping @Sendable (StreamBuffer) -> Void
+    ) {
         self.connection = connection
+        self.isPushed = isPushed
+        self.socket = socket
         self.forget = forget
     }
 
@@ -158,6 +185,46 @@ final class StreamBuffer: StreamSink, @unchecked Sendable {
         let resume = takeSuspension()
         lock.unlock()
         if resume { MHD_resume_connection(connection) }
+    }
+
+    /// A pushed stream's write: never waits. False, and the stream cut (its connection closed),
+    /// when the client has not read what is buffered and `bytesMax` would be passed; false when
+    /// the stream is already over.
+    func offer(_ chunk: [UInt8], bytesMax: Int) -> Bool {
+        lock.lock()
+        if isClosed {
+            lock.unlock()
+            return false
+        }
+        if bufferedBytes + chunk.count > bytesMax {
+            lock.unlock()
+            abandon()
+            return false
+        }
+        chunks.append(chunk)
+        bufferedBytes += chunk.count
+        let resume = takeSuspension()
+        lock.unlock()
+        if resume { MHD_resume_connection(connection) }
+        return true
+    }
+
+    /// Runs `handler` once the stream is over (released by MHD, or cut); at once when it is.
+    func onClose(_ handler: @escaping @Sendable () -> Void) {
+        let now = lock.withLock {
+            if isClosed { return true }
+            closeHandlers.append(handler)
+            return false
+        }
+        if now { handler() }
+    }
+
+    private func runCloseHandlers() {
+        let handlers = lock.withLock {
+            defer { closeHandlers = [] }
+            return closeHandlers
+        }
+        for handler in handlers { handler() }
     }
 
     /// Runs the producer to its end on the calling (worker) thread.
@@ -195,6 +262,7 @@ final class StreamBuffer: StreamSink, @unchecked Sendable {
             let count = min(max, head.count - headOffset)
             head.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress! + headOffset, byteCount: count) }
             headOffset += count
+            bufferedBytes -= count
             if headOffset == head.count {
                 chunks.removeFirst()
                 headOffset = 0
@@ -210,9 +278,11 @@ final class StreamBuffer: StreamSink, @unchecked Sendable {
         lock.withLock {
             gone.store(true, ordering: .relaxed)
             chunks = []
+            bufferedBytes = 0
             lock.broadcast()
         }
         forget(self)
+        runCloseHandlers()
     }
 
     /// From stop(), after the grace period: the body is cut, and a suspended connection resumed
@@ -224,6 +294,7 @@ final class StreamBuffer: StreamSink, @unchecked Sendable {
             return takeSuspension()
         }
         if resume { MHD_resume_connection(connection) }
+        runCloseHandlers()
     }
 
     /// Under `lock`: whether the caller must resume the connection (and now owns that duty).

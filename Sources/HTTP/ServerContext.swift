@@ -83,8 +83,8 @@ final class ServerContext: Sendable {
     }
 
     /// The buffer of a streamed response about to be queued on `connection`.
-    func makeStream(on connection: OpaquePointer) -> StreamBuffer {
-        StreamBuffer(connection: connection) { [self] stream in
+    func makeStream(on connection: OpaquePointer, isPushed: Bool, socket: Int32) -> StreamBuffer {
+        StreamBuffer(connection: connection, isPushed: isPushed, socket: socket) { [self] stream in
             _ = counters.withLock { $0.streams.removeValue(forKey: ObjectIdentifier(stream)) }
         }
     }
@@ -98,6 +98,25 @@ final class ServerContext: Sendable {
         }
         if stopping { stream.abandon() }
         workers.submit { stream.run(producer) }
+    }
+
+    /// A pushed response just queued: `opened` runs on a worker thread and returns at once; the
+    /// stream is written later by whoever keeps it. Already cut once the server is stopping.
+    func startPushed(_ stream: StreamBuffer, _ setup: PushSetup) {
+        let stopping = counters.withLock {
+            if !$0.stopping { $0.streams[ObjectIdentifier(stream)] = stream }
+            return $0.stopping
+        }
+        if stopping { stream.abandon() }
+        let pushed = PushedStream(buffer: stream, bufferedBytesMax: setup.bufferedBytesMax)
+        workers.submit { setup.opened(pushed) }
+    }
+
+    /// Cuts every pushed stream: they never end by themselves, so stop() would otherwise wait out
+    /// its whole grace period for them.
+    func cutPushedStreams() {
+        let pushed = counters.withLock { $0.streams.values.filter(\.isPushed) }
+        for stream in pushed { stream.abandon() }
     }
 
     /// Answers every request still waiting for its handler with 503 and resumes its connection;

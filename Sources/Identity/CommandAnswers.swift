@@ -7,24 +7,28 @@ extension IdentityService {
     package static func writeCommands(_ commands: [CommandBook.Open], to writer: inout JSONWriter) {
         writer.key("commands")
         writer.beginArray()
-        for command in commands {
-            let request = command.request
-            writer.beginObject()
-            writer.key("command_id")
-            writer.string(request.commandID.description)
-            writer.key("kind")
-            writer.string(request.kind.name)
-            writer.key("requested_at")
-            writer.string(RFC3339.formatMicros(request.requestedAtMicros))
-            if request.kind == .lost {
-                writer.key("message")
-                writer.string(request.message)
-                writer.key("phone")
-                writer.string(request.phone)
-            }
-            writer.endObject()
-        }
+        for command in commands { writeCommand(command, to: &writer) }
         writer.endArray()
+    }
+
+    /// One command as a device is told of it: an element of a report answer's `commands`, and the
+    /// `data` of the command stream's `command` event.
+    package static func writeCommand(_ command: CommandBook.Open, to writer: inout JSONWriter) {
+        let request = command.request
+        writer.beginObject()
+        writer.key("command_id")
+        writer.string(request.commandID.description)
+        writer.key("kind")
+        writer.string(request.kind.name)
+        writer.key("requested_at")
+        writer.string(RFC3339.formatMicros(request.requestedAtMicros))
+        if request.kind == .lost {
+            writer.key("message")
+            writer.string(request.message)
+            writer.key("phone")
+            writer.string(request.phone)
+        }
+        writer.endObject()
     }
 }
 

@@ -32,6 +32,9 @@ public struct GateCaller: Sendable {
     /// When the session cookie authenticated the request: the session's CSRF token, which the
     /// panel's forms carry and the gate asks of an API change.
     public var sessionCSRFToken: String?
+    /// When a bearer token authenticated the request: its SHA-256, as the registry keeps it, so
+    /// that a long-lived answer (the command stream) can tell once the token is revoked.
+    public var tokenHash: [UInt8]?
 
     public init(
         principal: Registry.Principal? = nil, device: Registry.VisibleDevice? = nil,

@@ -163,7 +163,9 @@ public final class IdentityService: Sendable {
         guard let principal = store.lookUpAfterCatchUp({ $0.registry.principal(tokenHash: hash) }) else {
             throw APIError.unknownToken
         }
-        return GateCaller(principal: principal)
+        var caller = GateCaller(principal: principal)
+        caller.tokenHash = hash
+        return caller
     }
 
     /// The user who enrolled `deviceID`, or nil for a device the log does not know. The registry is

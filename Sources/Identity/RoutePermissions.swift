@@ -108,6 +108,8 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/devices/{id}/commands"): .locator,
         RouteKey("GET", "/api/find-my/devices/{id}/commands"): .locator,
         RouteKey("GET", "/api/find-my/devices/{id}/commands/{command_id}"): .locator,
+        // The device's own command stream (Sources/Commands/CommandStreams.swift)
+        RouteKey("GET", "/api/find-my/device/commands/stream"): .device,
         // Presence from the tailnet (Sources/Presence, docs/presence.md)
         RouteKey("GET", "/api/find-my/presence/nodes"): .user,  // only the caller's own nodes
         RouteKey("PUT", "/api/find-my/devices/{id}/presence"): .owner,

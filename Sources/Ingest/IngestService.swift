@@ -48,7 +48,7 @@ public final class IngestService: Sendable {
     }
 
     public var log: LogWriter { identity.store.writer }
-    var registry: ReadWriteLocked<RegistryStore.RegistryState> { identity.store.registry }
+    var registry: RegistryCell { identity.store.registry }
     var clockMicros: @Sendable () -> Int64 { identity.clockMicros }
     var statusSources: StatusSources { identity.statusSources }
 

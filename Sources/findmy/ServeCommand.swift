@@ -242,6 +242,8 @@ enum ServeCommand {
         let commands = try CommandService.start(
             identity: identity, channels: channels, limits: configuration.commands, clockMicros: clock,
             group: group)
+        let commandStreams = try CommandStreams.start(
+            identity: identity, limits: configuration.commandStreams, group: group)
         let commandRoutes = CommandRoutes(
             service: commands, pool: reads?.pool, projectedEnd: projection.projectedEnd,
             afterOffsetWaitMillisMax: configuration.read.readAfterOffsetWaitMillisMax)
@@ -272,7 +274,8 @@ enum ServeCommand {
         // Every route passes through the permission table; a route without an entry stops the start.
         let (router, adminRouter) = try routers(
             service, reads: reads, panel: panel, compactor: projection.compactor, commands: commandRoutes,
-            presence: presence, geofences: projection.geofences, alerts: alerts, imports: imports,
+            commandStreams: commandStreams, presence: presence, geofences: projection.geofences,
+            alerts: alerts, imports: imports,
             importBytesMax: configuration.importBytesMax)
         return try startListeners(
             configuration, group, router: router, adminRouter: adminRouter, metrics: service.metrics)
@@ -329,7 +332,8 @@ enum ServeCommand {
     /// The panel's pages answer 503 without `reads` (`--projector off`); its static files are served.
     static func routers(
         _ service: IngestService, reads: ReadService?, panel: PanelService, compactor: Compactor?,
-        commands: CommandRoutes, presence: PresenceService? = nil, geofences: GeofenceProgress? = nil,
+        commands: CommandRoutes, commandStreams: CommandStreams, presence: PresenceService? = nil,
+        geofences: GeofenceProgress? = nil,
         alerts: GeofenceAlertRoutes, imports: ImportJobs, importBytesMax: Int64
     ) throws
         -> (api: Router, admin: Router)
@@ -351,6 +355,7 @@ enum ServeCommand {
             GeofenceTransitionRoutes.addUnavailableRoute(to: &api)
         }
         commands.addRoutes(to: &api)
+        commandStreams.addRoutes(to: &api)
         if let presence {
             presence.addRoutes(to: &api)
         } else {

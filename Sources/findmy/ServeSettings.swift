@@ -177,7 +177,8 @@ extension ServeCommand {
                 "tile-attribution", "FINDMY_TILE_ATTRIBUTION",
                 "the attribution text shown on the map for those tiles (default: © OpenStreetMap contributors)"
             ),
-        ] + CommandLimits.settings + CompactService.settings + OwnTracksMQTTService.settings
+        ] + CommandLimits.settings + CommandStreamLimits.settings + CompactService.settings
+        + OwnTracksMQTTService.settings
         + PushProviders.settings
         + HeadscaleOptions.settings
         + GeofenceNotifySetup.settings
@@ -222,6 +223,7 @@ extension ServeCommand {
         var mqtt: OwnTracksMQTTService.Configuration?
         var push: PushProviders.Configuration?
         var commands = CommandLimits()
+        var commandStreams = CommandStreamLimits()
         var headscale: HeadscaleConfiguration?
         var geofenceNotify = GeofenceNotifySetup.Configuration()
         /// The largest history file an upload may bring (`--import-bytes-max`).
@@ -348,6 +350,8 @@ extension ServeCommand {
         }
         configuration.geofenceNotify.addressPolicy = configuration.limits.outgoingTargets
         configuration.commands = try CommandLimits.configuration { try options.wholeNumber($0, $1, min: $2) }
+        configuration.commandStreams = try CommandStreamLimits.configuration(
+            { try options.wholeNumber($0, $1, min: $2) }, connectionsMax: configuration.http.connectionsMax)
         configuration.nats = try IngestNodeConfiguration.parse(
             log: options.value("log", environment: "FINDMY_LOG"),
             partitions: options.value("log-partitions", environment: "FINDMY_LOG_PARTITIONS"),

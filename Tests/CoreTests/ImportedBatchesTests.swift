@@ -144,7 +144,7 @@ import Testing
         var bytes = RegistrySnapshot(
             offset: 3, logID: UUID128(high: 5, low: 5), segments: [], registry: enrolled()
         ).encoded()
-        #expect(bytes[8] == 9 && bytes[9] == 0)
+        #expect(bytes[8] == 10 && bytes[9] == 0)
         bytes[8] = 8
         let crc = CRC32C.checksum(Array(bytes.dropLast(4)))
         for index in 0..<4 {

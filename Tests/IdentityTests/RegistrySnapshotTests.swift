@@ -520,7 +520,7 @@ extension RegistrySnapshotTests {
 extension RegistrySnapshotTests {
     /// A snapshot of format version 8 (before the import batches) is not read: skipped, not deleted,
     /// and the start folds the whole log into the registry a full scan gives. Made here from a version
-    /// 9 file of a log without imports, whose import part is then one zero count (4 bytes).
+    /// 10 file of a log without imports, whose import part is then one zero count (4 bytes).
     @Test func aSnapshotOfAnOlderVersionIsSkippedAndTheLogFoldedWhole() throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
@@ -542,7 +542,7 @@ extension RegistrySnapshotTests {
         let name = RegistrySnapshotFormat.fileName(offset: 120)
         let path = data.snapshots + "/" + name
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        #expect(current[8] == 9 && current[9] == 0)
+        #expect(current[8] == 10 && current[9] == 0)
         // The body ends with the import part (a zero count), then the records-folded flag (0).
         let body = current.dropLast(4)
         #expect(body.suffix(5).allSatisfy { $0 == 0 })
