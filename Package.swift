@@ -389,7 +389,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog", "TestSupport", "Import",
+                "NATSSupport", "NATSLog", "TestSupport", "Import", "FindMyClient", "FindMyClientCurl",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -403,7 +403,7 @@ let package = Package(
             name: "WebPanelTests",
             dependencies: [
                 "Core", "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
-                "HTTP",
+                "HTTP", "FindMyClient",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -76,7 +76,11 @@ extension FindMyClient {
                 request,
                 onHead: { head in
                     stream.fields.withLock { $0.head = head }
-                    if head.status == 200 { self.log("command stream connected") }
+                    if head.status == 200 {
+                        self.log("command stream connected")
+                        // The server is reachable again: the sender need not wait out its back-off.
+                        self.senderBell.ring()
+                    }
                 },
                 onBytes: { bytes in self.streamBytes(bytes, stream) })
         } catch {
