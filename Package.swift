@@ -389,7 +389,8 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog", "TestSupport", "Import", "FindMyClient", "FindMyClientCurl",
+                "NATSSupport", "NATSLog", "TestSupport", "Import", "GPSDSupport", "FindMyClient",
+                "FindMyClientCurl",
             ],
             swiftSettings: strict),
         .testTarget(
