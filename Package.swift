@@ -15,6 +15,8 @@ let package = Package(
         .executable(name: "findmy", targets: ["findmy"]),
         .executable(name: "findmy-bench", targets: ["findmy-bench"]),
         .executable(name: "json-bench", targets: ["json-bench"]),
+        .executable(name: "findmy-agent", targets: ["findmy-agent"]),
+        .library(name: "FindMyClient", targets: ["FindMyClient"]),
     ],
     targets: [
         // C libraries, each touched by exactly one Swift module.
@@ -279,6 +281,23 @@ let package = Package(
             ],
             swiftSettings: strict),
 
+        // The device side (docs/client-library.md): enrolment, the durable queue of fixes, the pause
+        // switch, push tokens and commands from report answers and the command stream, with the
+        // platform behind protocols. FoundationEssentials only and no module of this package, so an
+        // app can embed it.
+        .target(name: "FindMyClient", swiftSettings: strict),
+
+        // FindMyClient's ClientTransport over libcurl (HTTPClient): the agent's, and the tests'.
+        .target(
+            name: "FindMyClientCurl", dependencies: ["FindMyClient", "HTTPClient", "Threads"],
+            swiftSettings: strict),
+
+        // The agent for Linux devices (docs/agent.md): FindMyClient over libcurl (HTTPClient), gpsd
+        // or a fixed position, the battery from sysfs, sound and lost through local programs.
+        .executableTarget(
+            name: "findmy-agent", dependencies: ["FindMyClient", "FindMyClientCurl", "JSON", "Threads"],
+            swiftSettings: strict),
+
         // The benchmark and load drivers (docs/benchmarks.md, the crash tests): they start the real
         // findmy found beside them in the build's bin path.
         .executableTarget(
@@ -312,6 +331,16 @@ let package = Package(
         // that it never outlives the test process (Threads' spawnChild under setpriv --pdeathsig).
         .target(
             name: "MosquittoSupport", dependencies: ["Threads"], path: "Tests/MosquittoSupport",
+            swiftSettings: strict),
+        // The one launcher of a real Debian gpsd fed by gpsfake from an NMEA track (free port, dying
+        // with the test process), and the track read and moved in time: for the agent's tests.
+        .target(
+            name: "GPSDSupport", dependencies: ["Threads"], path: "Tests/GPSDSupport", swiftSettings: strict),
+        // The agent's Linux parts: gpsd through a real gpsd and gpsfake, the battery over a sysfs
+        // tree in a temporary directory, the alarm through a sound command the test watches.
+        .testTarget(
+            name: "AgentTests",
+            dependencies: ["findmy-agent", "FindMyClient", "GPSDSupport", "TestSupport", "Threads"],
             swiftSettings: strict),
         // The one launcher of the local fakes of the push providers (ops/tests/fake_push.py), dying
         // with the test process (setpriv --pdeathsig), for PushTests and the end-to-end tests.
@@ -367,7 +396,8 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
-                "NATSSupport", "NATSLog", "TestSupport", "Import", "Threads",
+                "NATSSupport", "NATSLog", "TestSupport", "Import", "Threads", "GPSDSupport", "FindMyClient",
+                "FindMyClientCurl",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -381,7 +411,7 @@ let package = Package(
             name: "WebPanelTests",
             dependencies: [
                 "Core", "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
-                "HTTP",
+                "HTTP", "FindMyClient",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -422,6 +452,8 @@ let package = Package(
                 "PushFakeSupport",
             ],
             swiftSettings: strict),
+        // FindMyClient's pure parts and its queue on disk (crash points as reopened directories).
+        .testTarget(name: "FindMyClientTests", dependencies: ["FindMyClient"], swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
         .testTarget(
             name: "CommandsTests", dependencies: ["Core", "Commands", "Identity", "Events"],

@@ -20,7 +20,12 @@ build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev
 # HTTP/2 over TLS; the Web Push fake decrypts with cryptography, independently of findmy).
 # nats-server (see below): the three-node JetStream cluster the NATSLog tests start on free ports.
 # ntfy (see below): the ntfy server the ntfy command channel's end-to-end test publishes to.
-test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography)
+# gpsd, gpsd-clients: the agent's tests run a real gpsd fed by gpsfake (gpsd-clients) from the NMEA
+# track in Fixtures/agent, on a free port (AgentTests, the agent's end-to-end tests).
+# Not installed here: sound-theme-freedesktop, the alarm findmy-agent plays through paplay where a
+# PulseAudio or PipeWire server runs. A runtime, optional package of the device (docs/agent.md); the
+# tests play through a --sound-command and need no sound.
+test_packages=(curl git chromium chromium-driver python3-selenium zbar-tools mosquitto mosquitto-clients python3-h2 python3-cryptography gpsd gpsd-clients)
 
 # Test packages Debian 12 lacks or has too old, taken from Debian 13 (trixie) through an apt pin on
 # exactly these packages (everything else stays on bookworm), each with the lowest version we accept:

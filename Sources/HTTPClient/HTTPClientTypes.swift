@@ -54,7 +54,8 @@ public enum HTTPClientError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .badAddress(let address):
-            "bad server address '\(address)'; use host:port (an IPv4 address or localhost) or unix:/path"
+            "bad server address '\(address)'; use host:port (an IPv4 address or localhost), unix:/path,"
+                + " or http(s)://host[:port]"
         case .connectFailed(let address, let code):
             "cannot connect to \(address): \(describe(code)); is the server running there?"
         case .writeFailed(let code): "sending the request failed: \(describe(code))"

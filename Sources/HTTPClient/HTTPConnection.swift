@@ -38,6 +38,12 @@ public final class HTTPConnection {
 
     /// Sends `request` and reads its response, connecting first if needed.
     public func send(_ request: HTTPClientRequest) throws(HTTPClientError) -> HTTPClientResponse {
+        try send(request, progress: false)
+    }
+
+    private func send(_ request: HTTPClientRequest, progress: Bool) throws(HTTPClientError)
+        -> HTTPClientResponse
+    {
         let endpoint = try endpoint.get()
         if easy == nil {
             guard let made = curl_easy_init() else { throw .transferFailed("curl_easy_init failed") }
@@ -49,6 +55,10 @@ public final class HTTPConnection {
         state.clearAnswer()
         state.attach(easy, headers: headerLines(request), closeCallback: true)
         setTarget(easy, endpoint, request.target)
+        if progress {
+            _ = findmy_curl_easy_setopt_xferinfo(
+                easy, curlProgress, Unmanaged.passUnretained(state).toOpaque())
+        }
         let result = request.body.withUnsafeBytes { body in
             setMethod(easy, request, body: body)
             return curl_easy_perform(easy)
@@ -79,6 +89,36 @@ public final class HTTPConnection {
         try send(HTTPClientRequest(method: method, target: target, headers: headers, body: body))
     }
 
+    /// Sends `request` and hands its answer over as it comes: `onHead` once with the status and
+    /// headers (the final answer's, when they have all arrived), then `onBody` with each piece of
+    /// the body, until the body ends. When `shouldStop` turns true (it is asked on every piece and
+    /// about once a second while the answer is quiet) the exchange ends and this returns normally;
+    /// the connection is closed. For an answer that never ends by itself: a Server-Sent Events
+    /// stream. The idle timeout (`timeoutSeconds`) still applies: a stream must send something
+    /// (a heartbeat) more often.
+    public func stream(
+        _ request: HTTPClientRequest, onHead: @escaping (Int, [(name: String, value: String)]) -> Void,
+        onBody: @escaping (UnsafeRawBufferPointer) -> Void, shouldStop: @escaping () -> Bool
+    ) throws(HTTPClientError) {
+        state.bodySink = onBody
+        state.headSink = onHead
+        state.shouldStop = shouldStop
+        defer {
+            state.bodySink = nil
+            state.headSink = nil
+            state.shouldStop = nil
+        }
+        do {
+            _ = try send(request, progress: true)
+        } catch {
+            if state.stopped {
+                close()
+                return
+            }
+            throw error
+        }
+    }
+
     /// Closes the connection, if one is open; the next request opens a new one.
     public func close() {
         if let easy { curl_easy_cleanup(easy) }
@@ -99,12 +139,13 @@ public final class HTTPConnection {
     }
 
     private func setTarget(_ easy: UnsafeMutableRawPointer, _ endpoint: Endpoint, _ target: String) {
-        _ = findmy_curl_easy_setopt_string(easy, CURLOPT_URL, "http://\(endpoint.authority)\(target)")
+        _ = findmy_curl_easy_setopt_string(
+            easy, CURLOPT_URL, "\(endpoint.scheme)://\(endpoint.authority)\(target)")
         // The target goes as the caller wrote it: no "/../" folded away.
         _ = findmy_curl_easy_setopt_long(easy, CURLOPT_PATH_AS_IS, 1)
         if let path = endpoint.unixPath {
             _ = findmy_curl_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, path)
-        } else {
+        } else if !endpoint.anyHost {
             // A server listening on 127.0.0.1 only is not tried at ::1 first.
             _ = findmy_curl_easy_setopt_long(easy, CURLOPT_IPRESOLVE, Int(CURL_IPRESOLVE_V4))
         }
@@ -174,11 +215,15 @@ public final class HTTPConnection {
     }
 }
 
-/// Where a connection goes: a TCP address (an IPv4 literal or localhost) or a unix socket.
+/// Where a connection goes: a TCP address (an IPv4 literal or localhost), a unix socket, or a
+/// server's URL (`http://` or `https://`, any host name, verified TLS).
 private struct Endpoint {
     /// The URL's host and port; `localhost` for a unix socket.
     var authority: String
     var unixPath: String?
+    var scheme = "http"
+    /// A URL's host: resolved as the system does (IPv6 too), not IPv4 only.
+    var anyHost = false
 
     /// Why a unix socket cannot be connected to, for when libcurl leaves its errno unset (it does for
     /// a unix socket): no such file, no access, or (when both are fine) nobody listening.
@@ -193,6 +238,15 @@ private struct Endpoint {
     static let unixPathBytesMax = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
 
     static func parse(_ address: String) -> Result<Endpoint, HTTPClientError> {
+        for scheme in ["http", "https"] where address.lowercased().hasPrefix(scheme + "://") {
+            var authority = address.dropFirst(scheme.count + 3)
+            while authority.hasSuffix("/") { authority = authority.dropLast() }
+            guard !authority.isEmpty, !authority.contains("/"), !authority.contains("@") else {
+                return .failure(.badAddress(address))
+            }
+            return .success(
+                Endpoint(authority: String(authority), unixPath: nil, scheme: scheme, anyHost: true))
+        }
         if address.hasPrefix("unix:") {
             let path = String(address.dropFirst(5))
             guard !path.isEmpty, path.utf8.count <= unixPathBytesMax else {

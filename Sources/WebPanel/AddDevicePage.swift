@@ -97,8 +97,9 @@ extension PanelService {
         }
         let setup = AppSetup(
             app: app, baseURL: baseURL(request), userName: caller.name, deviceName: name,
-            token: enrolled.token, broker: configuration.mqttURL.flatMap { MQTTBroker(url: $0) }, topic: topic
-        )
+            token: enrolled.token, broker: configuration.mqttURL.flatMap { MQTTBroker(url: $0) },
+            topic: topic,
+            device: (enrolled.deviceID, uuid.description))
         return setupPage(caller, app: app, deviceName: name, setup: setup)
     }
 

@@ -89,13 +89,14 @@ struct AppSetup: Equatable, Sendable {
     /// `baseURL`: how the phone reaches findmy (`--public-url`, or the address the browser used),
     /// without a trailing slash.
     /// `topic`: the broker topic of OwnTracks' MQTT mode (`IngestService.topic`).
+    /// `device`: the enrolled device's id and UUID, which findmy's own setup link carries.
     init(
         app: SetupApp, baseURL: String, userName: String, deviceName: String, token: String,
-        broker: MQTTBroker?, topic: String? = nil
+        broker: MQTTBroker?, topic: String? = nil, device: (id: UInt64, uuid: String)? = nil
     ) {
         self =
             switch app {
-            case .findmy: Self.findmy(baseURL: baseURL, token: token)
+            case .findmy: Self.findmy(baseURL: baseURL, token: token, device: device)
             case .owntracksHTTP:
                 Self.owntracksHTTP(baseURL: baseURL, userName: userName, deviceName: deviceName, token: token)
             case .owntracksMQTT:
@@ -113,14 +114,27 @@ struct AppSetup: Equatable, Sendable {
         self.notes = notes
     }
 
-    /// findmy's own app: the report endpoint and the device token.
-    private static func findmy(baseURL: String, token: String) -> AppSetup {
-        let settings: [Setting] = [
+    /// findmy's own clients (FindMyClient, findmy-agent): the report endpoint and the device token,
+    /// and the setup link `findmy://setup?url=&device_id=&device_uuid=&token=` that gives them all
+    /// four at once (docs/client-library.md): the client takes them as they are, no second enrolment.
+    private static func findmy(baseURL: String, token: String, device: (id: UInt64, uuid: String)?)
+        -> AppSetup
+    {
+        var settings: [Setting] = [
             Setting(label: "Server URL", value: baseURL),
             Setting(label: "Report endpoint", value: baseURL + "/api/find-my/report"),
             Setting(label: "Device token (Authorization: Bearer)", value: token, secret: true),
         ]
-        return AppSetup(settings: settings)
+        guard let device else { return AppSetup(settings: settings) }
+        settings.insert(Setting(label: "Device id", value: String(device.id)), at: 1)
+        settings.insert(Setting(label: "Device UUID", value: device.uuid), at: 2)
+        let link =
+            "findmy://setup?url=\(percentEncoded(baseURL))&device_id=\(device.id)"
+            + "&device_uuid=\(percentEncoded(device.uuid))&token=\(percentEncoded(token))"
+        let notes = [
+            "On a Linux device: findmy-agent enrol --setup-link 'LINK' --name NAME (docs/agent.md), then findmy-agent run."
+        ]
+        return AppSetup(settings: settings, link: link, notes: notes)
     }
 
     /// OwnTracks in HTTP mode, with its setup link.

@@ -15,7 +15,12 @@ final class ServerProcess: @unchecked Sendable {
     /// that tests of the report path neither need nor wait for PostgreSQL. The tests' receivers
     /// (webhooks, ntfy, push services) listen on loopback, which the server refuses to send to
     /// unless allowed: allowed here unless `environment` says otherwise (`""`: nothing allowed).
-    init(data: String, extraArguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// `listen`: a free port unless given (a restart on the port of the first start, for a client
+    /// that keeps the server's URL).
+    init(
+        data: String, extraArguments: [String] = [], environment: [String: String] = [:],
+        listen: String = "127.0.0.1:0"
+    ) throws {
         dataDirectory = data
         let projector = extraArguments.contains("--projector") ? [] : ["--projector", "off"]
         var environment = environment
@@ -23,7 +28,7 @@ final class ServerProcess: @unchecked Sendable {
             environment[Self.allowPrivateTargets] = "127.0.0.0/8,::1/128"
         }
         process = try FindmyProcess(
-            ["serve", "--data-dir", data, "--listen", "127.0.0.1:0"] + projector + extraArguments,
+            ["serve", "--data-dir", data, "--listen", listen] + projector + extraArguments,
             environment: environment)
         let deadline = Date().addingTimeInterval(300)
         while process.outputLines.isEmpty {

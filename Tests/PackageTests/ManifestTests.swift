@@ -13,11 +13,12 @@ import Testing
         let manifest = try String(contentsOfFile: Self.root + "/Package.swift", encoding: .utf8)
         let targets = ManifestTargets.parse(manifest)
         #expect(targets.count > 30, "Package.swift read as \(targets.count) targets")
-        let modules = Set(targets.map(\.name))
+        // A target's module is its name with `-` as `_` (the executable findmy-agent is findmy_agent).
+        let modules = Set(targets.map { moduleName($0.name) })
         for target in targets where !target.isSystemLibrary {
             let imported = try Self.imports(under: Self.root + "/" + target.path)
-                .intersection(modules).subtracting([target.name])
-            let declared = Set(target.dependencies)
+                .intersection(modules).subtracting([moduleName(target.name)])
+            let declared = Set(target.dependencies.map(moduleName))
             let undeclared = imported.subtracting(declared).sorted()
             let unused = declared.subtracting(imported).sorted()
             #expect(undeclared.isEmpty, "\(target.name) imports \(undeclared) without declaring them")
@@ -82,6 +83,9 @@ import Testing
             ManifestTests.imports(in: source)
                 == ["Events", "Clients", "TestSupport", "HTTP", "Identity", "Glibc", "Threads"])
     }
+
+    /// The module a target builds: its name with each `-` as `_`.
+    func moduleName(_ target: String) -> String { target.replacingOccurrences(of: "-", with: "_") }
 
     /// Every module a Swift file under `directory` imports.
     static func imports(under directory: String) throws -> Set<String> {

@@ -1,4 +1,5 @@
 import Crypto
+import FindMyClient
 import Foundation
 import JSON
 import Testing
@@ -26,6 +27,23 @@ import Testing
             overland.link
                 == "overland://setup?url=https%3A%2F%2Ffindmy.example.org%2Fapi%2Ffind-my%2Foverland&token=tok_ABC-123_xyz&device_id=Kim%27s%20phone"
         )
+    }
+
+    @Test func findmysLinkCarriesTheEnrolmentAndTheClientReadsItBack() throws {
+        let uuid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+        let findmy = AppSetup(
+            app: .findmy, baseURL: base, userName: "kim", deviceName: "Kim's laptop", token: token,
+            broker: nil,
+            device: (7, uuid))
+        #expect(
+            findmy.link
+                == "findmy://setup?url=https%3A%2F%2Ffindmy.example.org&device_id=7&device_uuid=\(uuid)&token=tok_ABC-123_xyz"
+        )
+        #expect(value(findmy, "Device id") == "7")
+        let parsed = try SetupLink.parse(try #require(findmy.link))
+        #expect(parsed == SetupLink(serverURL: base, deviceID: 7, deviceUUID: uuid, deviceToken: token))
+        // Without the enrolled device (an older caller), the settings alone.
+        #expect(setup(.findmy).link == nil)
     }
 
     @Test func owntracksHTTPLinkIsItsConfigurationInPercentEncodedBase64() throws {
