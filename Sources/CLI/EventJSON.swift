@@ -49,6 +49,13 @@ public enum EventJSON {
             writeCommand(event, to: &writer)
         case .historyImported(let imported):
             writeHistoryImported(imported, to: &writer)
+        case .foundNoticeSet(let set):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: set.deviceID))
+            writer.key("user")
+            writer.int64(Int64(bitPattern: set.userID))
+            writer.key("armed")
+            writer.bool(set.armed)
         case .unknown(_, let version, let payload):
             writer.key("event_version")
             writer.int64(Int64(version))
@@ -178,6 +185,9 @@ public enum EventJSON {
             return prefix + "  device \(imported.deviceID)  import \(imported.importID)  \(imported.format) "
                 + "'\(imported.fileName)'  \(imported.fixesAccepted) of \(imported.fixesRead) fixes stored, "
                 + "\(imported.batchIDs.count) batches"
+        case .foundNoticeSet(let set):
+            return prefix
+                + "  device \(set.deviceID) of user \(set.userID)  \(set.armed ? "armed" : "disarmed")"
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
         }

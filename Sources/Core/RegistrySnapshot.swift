@@ -15,7 +15,7 @@ import Events
 //              then u8 flag [u64 recordsFolded]: how many records the fold applied below `offset`;
 //              set on a snapshot of a JetStream log, absent (flag 0) on a local log
 //
-// A loader accepts a snapshot only if, in order: (1) the file is whole: magic, version 9, the
+// A loader accepts a snapshot only if, in order: (1) the file is whole: magic, version 10, the
 // sizes add up, the CRC matches, the body decodes to its last byte; (2) its log id is the log's;
 // (3) `offset` <= the log's durable end; (4) its segment list equals the identities (base, salt,
 // generation) of the log's segments below `offset` now; (5) its ring capacity is the server's
@@ -30,7 +30,8 @@ import Events
 // read it), and pruned once newer snapshots are written. A version 1 to 8 file is not read because
 // it holds no import batches (ImportedBatches.swift): a registry loaded from it would forget every
 // chunk of an import before its offset that the ring no longer holds, and take a re-import of the
-// file for new fixes. The first start of version 9 folds the whole log once instead.
+// file for new fixes. A version 9 file holds no found notices nor alert targets (FoundNotices.swift).
+// The first start of version 10 folds the whole log once instead.
 //
 // On a JetStream log (an ingest node; docs/snapshots.md "Ingest nodes") the log id is the
 // stream's (`JetStreamLog.logID`: its name and creation time), there are no segments (the list is
@@ -41,15 +42,16 @@ import Events
 // erasing anything the fold applied makes the snapshot stale for good (deleted); an erasure above
 // `offset` does too (conservative: it cannot be told apart with one stream-info answer).
 
-/// Constants and file names of the snapshot format, version 9 (reads 9 only).
+/// Constants and file names of the snapshot format, version 10 (reads 10 only).
 public enum RegistrySnapshotFormat {
     /// 2 appends the Web Push keys of push tokens; 3 appends share permissions and open
     /// commands; 4 appends the users' OwnTracks Friends setting; 5 presence;
     /// 6 the geofences; 7 their notification settings; 8 the count
     /// of records folded, which a snapshot of a JetStream log needs (rule 4J); 9 the fix batches of
-    /// imports. Versions 1 to 8 are no longer read (see the format's comment above).
-    public static let version: UInt16 = 9
-    public static let versionsRead: ClosedRange<UInt16> = 9...9
+    /// imports; 10 the users' alert targets and the armed found notices. Versions 1 to 9 are no
+    /// longer read (see the format's comment above).
+    public static let version: UInt16 = 10
+    public static let versionsRead: ClosedRange<UInt16> = 10...10
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
     public static let headerBytes = 52
     public static let segmentEntryBytes = 20
@@ -426,6 +428,7 @@ extension Registry {
         check("presence", presence == other.presence)
         check("geofences", geofences == other.geofences)
         check("geofenceNotifications", geofenceNotifications == other.geofenceNotifications)
+        check("foundNotices", foundNotices == other.foundNotices)
         return parts
     }
 }

@@ -17,8 +17,11 @@ import Events
 //   Version 6 appends the geofences (GeofenceBook.swift).
 //   Version 7 appends the geofences' notification settings (FenceNotifySettings.swift).
 //   Version 9 appends the fix batches of imports (ImportedBatches.swift).
-//   Only a version 9 body is read: an older one holds no import batches, and a registry loaded
-//   from it would take a re-import's chunks beyond the ring for new ones (RegistrySnapshot.swift).
+//   Version 10 appends the users' alert targets and the armed found notices (FoundNotices.swift).
+//   Only a version 10 body is read: a version 9 one holds no found notices (a findmy that wrote it
+//   and ignored event 42 after a newer one wrote it would have dropped them), and an older one no
+//   import batches, with which a registry would take a re-import's chunks beyond the ring for new
+//   ones (RegistrySnapshot.swift).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -53,11 +56,14 @@ extension Registry {
         encodeGeofenceNotificationPart(&w)
         // Version 9: the fix batches of imports (ImportedBatches.swift).
         encodeImportedBatchesPart(&w)
+        // Version 10: the users' alert targets and the armed found notices (FoundNotices.swift).
+        encodeFoundNoticePart(&w)
         return w.bytes
     }
 
-    /// A version 9 body: every part `encodeBody` writes, in its order. Older versions are not read
-    /// (`RegistrySnapshotFormat.versionsRead`): they lack the import batches.
+    /// A version 10 body: every part `encodeBody` writes, in its order. Older versions are not read
+    /// (`RegistrySnapshotFormat.versionsRead`): they lack the found notices (and before 9 the
+    /// import batches).
     static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
@@ -88,6 +94,7 @@ extension Registry {
         try registry.decodeGeofencePart(&r)
         try registry.decodeGeofenceNotificationPart(&r)
         try registry.decodeImportedBatchesPart(&r)
+        try registry.decodeFoundNoticePart(&r)
         return registry
     }
 

@@ -35,6 +35,7 @@ public enum Event: Equatable, Sendable {
     case geofenceDeleted(GeofenceDeleted)
     case geofenceNotificationsSet(GeofenceNotificationsSet)
     case historyImported(HistoryImported)
+    case foundNoticeSet(FoundNoticeSet)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -80,6 +81,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     case geofenceNotificationsSet = 39
     // 40: a file of location history imported into a device (ImportEvents.swift).
     case historyImported = 40
+    // 42: "notify when found" armed or disarmed on a device (FoundNoticeEvents.swift).
+    case foundNoticeSet = 42
 
     public var name: String {
         switch self {
@@ -115,6 +118,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .geofenceDeleted: "geofence_deleted"
         case .geofenceNotificationsSet: "geofence_notifications_set"
         case .historyImported: "history_imported"
+        case .foundNoticeSet: "found_notice_set"
         }
     }
 }

@@ -70,6 +70,8 @@ public enum EventCodec {
             type = encodeGeofenceNotify(set, into: &writer)
         case .historyImported(let imported):
             (type, deviceKey) = encodeHistoryImported(imported, into: &writer)
+        case .foundNoticeSet(let set):
+            (type, deviceKey) = encodeFoundNotice(set, into: &writer)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -166,6 +168,8 @@ public enum EventCodec {
             event = try decodeGeofenceNotify(&reader)
         case .historyImported:
             event = try decodeHistoryImported(&reader)
+        case .foundNoticeSet:
+            event = try decodeFoundNotice(&reader)
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

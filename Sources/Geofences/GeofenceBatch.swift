@@ -41,6 +41,31 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         }
     }
 
+    /// A fix batch with at least one accepted fix, as "notify when found" reads it: the batch's
+    /// record and its newest fix (by `recorded_at`, a clock-suspect one only when all are).
+    public struct ReportRow: Sendable, Equatable {
+        public var deviceID: UInt64
+        public var logOffset: UInt64
+        public var receivedAtMicros: Int64
+        public var recordedAtMicros: Int64
+        public var latitude: Double
+        public var longitude: Double
+        public var accuracyMeters: Double?
+
+        static func newest(_ batch: FixBatch, offset: UInt64, receivedAtMicros: Int64) -> ReportRow? {
+            let trusted = batch.fixes.filter { !$0.clockSuspect }
+            guard
+                let fix = (trusted.isEmpty ? batch.fixes : trusted).max(by: {
+                    $0.recordedAtMicros < $1.recordedAtMicros
+                })
+            else { return nil }
+            return ReportRow(
+                deviceID: batch.deviceID, logOffset: offset, receivedAtMicros: receivedAtMicros,
+                recordedAtMicros: fix.recordedAtMicros, latitude: fix.latitude, longitude: fix.longitude,
+                accuracyMeters: fix.accuracyMeters.flatMap { $0.isFinite ? $0 : nil })
+        }
+    }
+
     public enum Item: Sendable {
         /// The decidable fixes of one fix batch record (all of one device).
         case fixes([FixRow])
@@ -49,6 +74,10 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         case erased(HistoryErased)
         case removed(deviceID: UInt64)
         case deviceTransition(DeviceTransitionRow)
+        /// "Notify when found" armed or disarmed (event 42), at its record's offset and time.
+        case foundNoticeSet(FoundNoticeSet, offset: UInt64, receivedAtMicros: Int64)
+        /// A batch with an accepted fix: fires the device's armed notice, if any.
+        case reported(ReportRow)
     }
 
     public var firstOffset: UInt64
@@ -85,6 +114,9 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                         latitude: fix.latitude, longitude: fix.longitude, accuracyMeters: accuracy,
                         logOffset: record.offset, fixIndex: Int32(truncatingIfNeeded: index)))
             }
+            if let report = ReportRow.newest(batch, offset: record.offset, receivedAtMicros: received) {
+                items.append(.reported(report))
+            }
             if !rows.isEmpty {
                 fixCount += rows.count
                 items.append(.fixes(rows))
@@ -100,6 +132,9 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                         geofenceID: DeviceTransitionRow.geofenceID(regionID: transition.regionID),
                         accuracyMeters: transition.accuracyMeters.flatMap { $0.isFinite ? $0 : nil },
                         logOffset: record.offset)))
+        case .foundNoticeSet?:
+            guard case .foundNoticeSet(let set) = try record.event() else { return }
+            items.append(.foundNoticeSet(set, offset: record.offset, receivedAtMicros: received))
         case .geofenceDefined?, .geofenceDeleted?, .historyErased?, .deviceRemoved?:
             switch try record.event() {
             case .geofenceDefined(let fence): items.append(.defined(fence, offset: record.offset))

@@ -171,6 +171,8 @@ public struct ProjectionBatch: Sendable {
             break  // the geofence projection's (Sources/Geofences)
         case .geofenceNotificationsSet:
             break  // the registry's; the notifier reads it there (Sources/Geofences)
+        case .foundNoticeSet:
+            break  // the registry's and the geofence projection's (docs/found-notices.md)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .historyImported(let imported):

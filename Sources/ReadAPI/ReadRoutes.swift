@@ -154,7 +154,8 @@ extension ReadService {
         card.write(
             &writer, nowMicros: now, sharedBy: sharedBy,
             presence: identity.store.presence(of: [deviceID], nowMicros: now)[deviceID])
-        return .json(writer.bytes)
+        guard caller.device?.sharedByUserID == nil else { return .json(writer.bytes) }
+        return .json(FoundNoticeCard.appending(identity.foundNotice(deviceID: deviceID), to: writer.bytes))
     }
 
     func locations(_ request: HTTPRequest, deviceID: UInt64) throws(APIError) -> HTTPResponse {

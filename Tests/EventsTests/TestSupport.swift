@@ -111,7 +111,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<34, using: &random) {
+        switch Int.random(in: 0..<35, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -249,6 +249,9 @@ struct EventFuzzer {
                         UUID128(bytes: hash().prefix(16))
                     }
                 ))
+        case 34:
+            return .foundNoticeSet(
+                FoundNoticeSet(deviceID: id(), userID: id(), armed: Bool.random(using: &random)))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }
