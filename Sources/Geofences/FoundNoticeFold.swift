@@ -47,8 +47,8 @@ extension GeofenceRun {
             [
                 device, .int64(Int64(bitPattern: notice.userID)), .int64(Int64(notice.armedOffset)),
                 .int64(Int64(report.logOffset)), .timestamp(micros: report.recordedAtMicros),
-                .timestamp(micros: report.receivedAtMicros), .double(report.latitude),
-                .double(report.longitude),
+                .timestamp(micros: report.receivedAtMicros), report.latitude.map { .double($0) },
+                report.longitude.map { .double($0) },
                 report.accuracyMeters.map { .double($0) },
             ])
     }

@@ -35,12 +35,15 @@ extension GeofenceNotifier {
             var queued = 0
             var withheld = 0
             for index in 0..<rows.rowCount {
-                let notice = try Self.foundNoticeRow(rows, index)
+                // nil: fired by a batch whose fixes were compacted away (erased) before the fold;
+                // a notice with no position to tell is not sent.
+                let found = try Self.foundNoticeRow(rows, index)
+                let offset = UInt64(try rows.int64(index, 3) ?? 0)
                 // The next round takes it, once the follower got there.
-                if let registryEnd, notice.logOffset >= registryEnd { break }
+                if let registryEnd, offset >= registryEnd { break }
                 looked += 1
-                cursor = max(cursor, notice.id)
-                guard notice.receivedAtMicros >= now - window else { continue }
+                cursor = max(cursor, try rows.int64(index, 0) ?? 0)
+                guard let notice = found, notice.receivedAtMicros >= now - window else { continue }
                 let target = identity.store.registry.read { state in
                     Self.foundNoticeOwner(notice.deviceID, state.registry).flatMap { owner in
                         owner.id == notice.userID
@@ -75,15 +78,18 @@ extension GeofenceNotifier {
         registry.liveDevice(deviceID).flatMap { registry.users[$0.userID] }
     }
 
-    private static func foundNoticeRow(_ rows: PostgresResult, _ index: Int) throws -> FoundNoticeRow {
-        FoundNoticeRow(
+    private static func foundNoticeRow(_ rows: PostgresResult, _ index: Int) throws -> FoundNoticeRow? {
+        guard let latitude = try rows.double(index, 6), let longitude = try rows.double(index, 7) else {
+            return nil
+        }
+        return FoundNoticeRow(
             id: try rows.int64(index, 0) ?? 0, deviceID: UInt64(bitPattern: try rows.int64(index, 1) ?? 0),
             userID: UInt64(bitPattern: try rows.int64(index, 2) ?? 0),
             logOffset: UInt64(try rows.int64(index, 3) ?? 0),
             recordedAtMicros: try rows.timestampMicros(index, 4) ?? 0,
             receivedAtMicros: try rows.timestampMicros(index, 5) ?? 0,
-            latitude: try rows.double(index, 6) ?? 0,
-            longitude: try rows.double(index, 7) ?? 0, accuracyMeters: try rows.double(index, 8))
+            latitude: latitude,
+            longitude: longitude, accuracyMeters: try rows.double(index, 8))
     }
 
     /// One delivery per alert target the owner has now; returns the deliveries queued.

@@ -42,14 +42,16 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
     }
 
     /// A fix batch with at least one accepted fix, as "notify when found" reads it: the batch's
-    /// record and its newest fix (by `recorded_at`, a clock-suspect one only when all are).
+    /// record and its newest fix (by `recorded_at`, a clock-suspect one only when all are). A
+    /// compacted batch's envelope still counts (the registry's fold counts it from its header): its
+    /// time is the header's latest `recorded_at`, and it has no position.
     public struct ReportRow: Sendable, Equatable {
         public var deviceID: UInt64
         public var logOffset: UInt64
         public var receivedAtMicros: Int64
         public var recordedAtMicros: Int64
-        public var latitude: Double
-        public var longitude: Double
+        public var latitude: Double?
+        public var longitude: Double?
         public var accuracyMeters: Double?
 
         static func newest(_ batch: FixBatch, offset: UInt64, receivedAtMicros: Int64) -> ReportRow? {
@@ -97,7 +99,18 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         let received = record.header.receivedAtMicros
         lastReceivedAtMicros = received
         // A compacted envelope holds no fixes; records of types this projection ignores are not decoded.
-        guard !record.header.isPayloadRemoved else { return }
+        guard !record.header.isPayloadRemoved else {
+            let header = record.header
+            if header.type == EventType.fixBatch.rawValue, header.fixCount > 0 {
+                items.append(
+                    .reported(
+                        ReportRow(
+                            deviceID: header.deviceKey, logOffset: record.offset, receivedAtMicros: received,
+                            recordedAtMicros: header.recordedMaxMicros, latitude: nil, longitude: nil,
+                            accuracyMeters: nil)))
+            }
+            return
+        }
         switch EventType(rawValue: record.header.type) {
         case .fixBatch?:
             guard case .fixBatch(let batch) = try record.event() else { return }

@@ -100,8 +100,9 @@ public enum GeofenceTables {
                     log_offset bigint NOT NULL,
                     recorded_at timestamptz NOT NULL,
                     received_at timestamptz NOT NULL,
-                    latitude double precision NOT NULL,
-                    longitude double precision NOT NULL,
+                    -- NULL when the batch's fixes were compacted away before this fold (its envelope).
+                    latitude double precision,
+                    longitude double precision,
                     accuracy_m double precision,
                     written_at timestamptz NOT NULL DEFAULT now()
                 );
