@@ -54,6 +54,13 @@ public enum EventJSON {
             writer.int64(Int64(bitPattern: set.deviceID))
             writer.key("topic_url")
             writer.string(set.topicURL)
+        case .foundNoticeSet(let set):
+            writer.key("device")
+            writer.int64(Int64(bitPattern: set.deviceID))
+            writer.key("user")
+            writer.int64(Int64(bitPattern: set.userID))
+            writer.key("armed")
+            writer.bool(set.armed)
         case .unknown(_, let version, let payload):
             writer.key("event_version")
             writer.int64(Int64(version))
@@ -185,6 +192,9 @@ public enum EventJSON {
                 + "\(imported.batchIDs.count) batches"
         case .deviceNtfySet(let set):
             return prefix + "  device \(set.deviceID)  ntfy '\(set.topicURL)'"
+        case .foundNoticeSet(let set):
+            return prefix
+                + "  device \(set.deviceID) of user \(set.userID)  \(set.armed ? "armed" : "disarmed")"
         case .unknown(_, let version, _):
             return prefix + "  (version \(version), not understood by this findmy)"
         }

@@ -21,6 +21,10 @@ public struct Registry: Sendable {
         public var passwordHash: String?
         /// OwnTracks' answers carry the devices shared with this user (docs/clients.md, "Friends").
         public var owntracksFriends = false
+        /// Where the user hears that a device was found (FoundNotices.swift): an ntfy topic URL
+        /// and a webhook URL, "" for none.
+        public var notifyNtfyURL = ""
+        public var notifyWebhookURL = ""
     }
 
     /// A share of one device with one user: it works while `untilMicros` is nil or in the future.
@@ -155,6 +159,8 @@ public struct Registry: Sendable {
     public internal(set) var geofenceNotifications: [UInt64: GeofenceNotificationsSet] = [:]
     /// The ntfy topic URL of each device that has one, by device id (DeviceNtfyTopics.swift).
     var ntfyTopics: [UInt64: String] = [:]
+    /// The armed "notify when found" notices, by device (FoundNotices.swift).
+    public internal(set) var foundNotices: [UInt64: FoundNotice] = [:]
     /// The offset after the last event applied.
     public internal(set) var nextOffset: UInt64 = 0
 
@@ -263,7 +269,9 @@ public struct Registry: Sendable {
 
     /// Folds one event in. Events about unknown users or devices are kept out rather than trusted:
     /// the log is written by this server, so they only appear if a later tool rewrote it.
-    public mutating func apply(_ event: Event, offset: UInt64) {
+    /// `receivedAtMicros`: the record's, which the server's fold paths pass (only the time a
+    /// found notice was armed keeps it).
+    public mutating func apply(_ event: Event, offset: UInt64, receivedAtMicros: Int64? = nil) {
         nextOffset = max(nextOffset, offset + 1)
         retention.apply(event, offset: offset)
         commandFeed.note(event, offset: offset, book: commands)
@@ -272,6 +280,7 @@ public struct Registry: Sendable {
         geofences.apply(event)
         applyGeofenceNotifications(event)
         applyDeviceNtfy(event)
+        applyFoundNotice(event, offset: offset, receivedAtMicros: receivedAtMicros)
         switch event {
         case .fixBatch(let batch):
             let result = BatchResult(
@@ -307,6 +316,8 @@ public struct Registry: Sendable {
             break  // folded by `presence` above
         case .geofenceDefined, .geofenceDeleted, .geofenceNotificationsSet:
             break  // folded by `geofences` and `applyGeofenceNotifications` above
+        case .foundNoticeSet:
+            break  // folded by `applyFoundNotice` above
         case .commandRequested, .commandSent, .commandDeliveryFailed, .commandAnswered, .commandExpired:
             break  // folded by `commands` above
         }
@@ -337,8 +348,15 @@ public struct Registry: Sendable {
             users[changed.userID]?.role = changed.role
         case .userSettingChanged(let changed):
             // A name this findmy does not know is a newer findmy's setting: ignored.
-            if changed.name == UserSettingChanged.owntracksFriends {
+            switch changed.name {
+            case UserSettingChanged.owntracksFriends:
                 users[changed.userID]?.owntracksFriends = changed.value == "true"
+            case UserSettingChanged.notifyNtfyURL:
+                users[changed.userID]?.notifyNtfyURL = changed.value
+            case UserSettingChanged.notifyWebhookURL:
+                users[changed.userID]?.notifyWebhookURL = changed.value
+            default:
+                break
             }
         default:
             break
@@ -459,6 +477,8 @@ public struct Registry: Sendable {
         rememberIfImported(
             deviceID: header.deviceKey, batchID: header.idempotencyKey, header.clientProtocol,
             offset: header.offset, accepted: Int(header.fixCount))
+        fireFoundNotice(
+            deviceID: header.deviceKey, acceptedFixes: Int(header.fixCount), offset: header.offset)
     }
 
     /// Folds one record read from the log, as `apply` folds its event. A fix batch is folded from
@@ -473,7 +493,7 @@ public struct Registry: Sendable {
         {
             applyEnvelope(record.header, rejections: rejections)
         } else {
-            apply(try record.event(), offset: record.offset)
+            apply(try record.event(), offset: record.offset, receivedAtMicros: record.header.receivedAtMicros)
         }
     }
 

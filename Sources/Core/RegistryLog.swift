@@ -35,7 +35,9 @@ package protocol RegistryLog: Sendable {
     func appendChange(_ event: Event, _ encoded: EncodedEvent) throws -> SharedAppend
     /// After `appendChange` succeeded: makes the change visible in `store`'s registry, and throws
     /// `registryConflict` when the record the log holds under the change's key is another node's.
-    func settleChange(_ event: Event, _ appended: SharedAppend, in store: RegistryStore) throws(AppendFailure)
+    func settleChange(
+        _ event: Event, receivedAtMicros: Int64, _ appended: SharedAppend, in store: RegistryStore
+    ) throws(AppendFailure)
     /// Appends without blocking; `completion` runs once the record is durable (or failed).
     /// `messageID`: the record's own idempotency key on a shared log, when it has one.
     func append(
@@ -99,10 +101,12 @@ package struct LocalRegistryLog: RegistryLog {
         SharedAppend(offset: try writer.append(encoded), duplicate: false)
     }
 
-    package func settleChange(_ event: Event, _ appended: SharedAppend, in store: RegistryStore)
-        throws(AppendFailure)
-    {
-        store.registry.write { $0.registry.apply(event, offset: appended.offset) }
+    package func settleChange(
+        _ event: Event, receivedAtMicros: Int64, _ appended: SharedAppend, in store: RegistryStore
+    ) throws(AppendFailure) {
+        store.registry.write {
+            $0.registry.apply(event, offset: appended.offset, receivedAtMicros: receivedAtMicros)
+        }
     }
 
     /// Never a duplicate: the registry's recent batches answer a retry before it is appended.

@@ -29,8 +29,9 @@ import Events
 // A file of another version fails rule 1: skipped, not deleted (a findmy of that version may still
 // read it), and pruned once newer snapshots are written. A version 1 to 9 file is not read because
 // its open commands lack the offsets of their `command_requested` (the command stream's event ids,
-// which a resuming client's Last-Event-ID is compared with); versions 1 to 8 also lack import
-// batches (ImportedBatches.swift). The first start of version 10 folds the whole log once instead.
+// which a resuming client's Last-Event-ID is compared with) and it holds no found notices nor alert
+// targets (FoundNotices.swift); versions 1 to 8 also lack import batches (ImportedBatches.swift).
+// The first start of version 10 folds the whole log once instead.
 //
 // On a JetStream log (an ingest node; docs/snapshots.md "Ingest nodes") the log id is the
 // stream's (`JetStreamLog.logID`: its name and creation time), there are no segments (the list is
@@ -47,8 +48,9 @@ public enum RegistrySnapshotFormat {
     /// commands; 4 appends the users' OwnTracks Friends setting; 5 presence;
     /// 6 the geofences; 7 their notification settings; 8 the count
     /// of records folded, which a snapshot of a JetStream log needs (rule 4J); 9 the fix batches of
-    /// imports; 10 the open commands' request offsets and the devices' ntfy topics. Versions 1 to 9
-    /// are no longer read (see the format's comment above).
+    /// imports; 10 the open commands' request offsets, the devices' ntfy topics, the users' alert
+    /// targets and the armed found notices. Versions 1 to 9 are no longer read (see the format's
+    /// comment above).
     public static let version: UInt16 = 10
     public static let versionsRead: ClosedRange<UInt16> = 10...10
     public static let magic: [UInt8] = Array("FMREGSNP".utf8)
@@ -427,7 +429,9 @@ extension Registry {
         check("presence", presence == other.presence)
         check("geofences", geofences == other.geofences)
         check("geofenceNotifications", geofenceNotifications == other.geofenceNotifications)
-        check("ntfyTopics", ntfyTopics == other.ntfyTopics)
+    /// imports; 10 the open commands' request offsets, the devices' ntfy topics, the users' alert
+    /// targets and the armed found notices. Versions 1 to 9 are no longer read (see the format's
+    /// comment above).
         return parts
     }
 }

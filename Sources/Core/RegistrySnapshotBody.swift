@@ -22,6 +22,11 @@ import Events
 //   (DeviceNtfyTopics.swift).
 //   Only a version 10 body is read: an older one holds no request offsets, and a command stream
 //   could not say which commands a resuming client already has (RegistrySnapshot.swift).
+//   Version 10 appends the users' alert targets and the armed found notices (FoundNotices.swift).
+//   Only a version 10 body is read: a version 9 one holds no found notices (a findmy that wrote it
+//   and ignored event 42 after a newer one wrote it would have dropped them), and an older one no
+//   import batches, with which a registry would take a re-import's chunks beyond the ring for new
+//   ones (RegistrySnapshot.swift).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -56,13 +61,13 @@ extension Registry {
         encodeGeofenceNotificationPart(&w)
         // Version 9: the fix batches of imports (ImportedBatches.swift).
         encodeImportedBatchesPart(&w)
-        // Version 10: the devices' ntfy topics.
-        encodeNtfyTopicsPart(&w)
-        return w.bytes
-    }
-
-    /// A version 10 body: every part `encodeBody` writes, in its order. Older versions are not
-    /// read (`RegistrySnapshotFormat.versionsRead`): they lack the commands' request offsets.
+//   Version 10 adds to each open command the offset of its command_requested (the command
+//   stream's event id), after its requested-at time, and appends the devices' ntfy topics
+//   (DeviceNtfyTopics.swift), the users' alert targets and the armed found notices
+//   (FoundNotices.swift).
+//   Only a version 10 body is read: an older one holds no request offsets (a command stream could
+//   not say which commands a resuming client already has) nor found notices, and one before 9 no
+//   import batches (RegistrySnapshot.swift).
     static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
@@ -93,7 +98,15 @@ extension Registry {
         try registry.decodeGeofencePart(&r)
         try registry.decodeGeofenceNotificationPart(&r)
         try registry.decodeImportedBatchesPart(&r)
-        try registry.decodeNtfyTopicsPart(&r)
+        // Version 10: the devices' ntfy topics, the users' alert targets and the armed found notices.
+        encodeNtfyTopicsPart(&w)
+        encodeFoundNoticePart(&w)
+        return w.bytes
+    }
+
+    /// A version 10 body: every part `encodeBody` writes, in its order. Older versions are not
+    /// read (`RegistrySnapshotFormat.versionsRead`): they lack the commands' request offsets and
+    /// the found notices (and before 9 the import batches).
         return registry
     }
 

@@ -151,7 +151,7 @@ public final class RegistryStore: Sendable {
             throw appendFailed(error)
         }
         appendSucceeded(startMicros: start)
-        try log.settleChange(event, appended, in: self)
+        try log.settleChange(event, receivedAtMicros: receivedAtMicros, appended, in: self)
         return appended.offset
     }
 

@@ -185,9 +185,9 @@ extension SharedRegistry: RegistryLog {
     /// The change is folded by the follower, which this waits for so that the caller's next
     /// request here sees it. A new id another node took first is a `registryConflict`, which
     /// `mutations` answers by deciding again.
-    package func settleChange(_ event: Event, _ appended: SharedAppend, in store: RegistryStore)
-        throws(AppendFailure)
-    {
+    package func settleChange(
+        _ event: Event, receivedAtMicros: Int64, _ appended: SharedAppend, in store: RegistryStore
+    ) throws(AppendFailure) {
         if !waitApplied(appended.offset + 1, waitMillisMax: limits.ownChangeWaitMillisMax) {
             store.notes(.followerBehind(offset: appended.offset, appliedEnd: appliedEnd))
         }

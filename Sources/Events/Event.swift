@@ -36,6 +36,7 @@ public enum Event: Equatable, Sendable {
     case geofenceNotificationsSet(GeofenceNotificationsSet)
     case historyImported(HistoryImported)
     case deviceNtfySet(DeviceNtfySet)
+    case foundNoticeSet(FoundNoticeSet)
     case unknown(type: UInt8, version: UInt16, payload: [UInt8])
 }
 
@@ -84,6 +85,8 @@ public enum EventType: UInt8, Sendable, CaseIterable {
     // 41: the ntfy topic a device is rung through (DeviceNtfyEvents.swift). 42 is taken by the
     // notification of a found device.
     case deviceNtfySet = 41
+    // 42: "notify when found" armed or disarmed on a device (FoundNoticeEvents.swift).
+    case foundNoticeSet = 42
 
     public var name: String {
         switch self {
@@ -120,6 +123,7 @@ public enum EventType: UInt8, Sendable, CaseIterable {
         case .geofenceNotificationsSet: "geofence_notifications_set"
         case .historyImported: "history_imported"
         case .deviceNtfySet: "device_ntfy_set"
+        case .foundNoticeSet: "found_notice_set"
         }
     }
 }

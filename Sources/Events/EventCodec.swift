@@ -72,6 +72,8 @@ public enum EventCodec {
             (type, deviceKey) = encodeHistoryImported(imported, into: &writer)
         case .deviceNtfySet(let set):
             (type, deviceKey) = encodeDeviceNtfy(set, into: &writer)
+        case .foundNoticeSet(let set):
+            (type, deviceKey) = encodeFoundNotice(set, into: &writer)
         case .unknown(let unknownType, let unknownVersion, let payload):
             type = unknownType
             version = unknownVersion
@@ -170,6 +172,8 @@ public enum EventCodec {
             event = try decodeHistoryImported(&reader)
         case .deviceNtfySet:
             event = try decodeDeviceNtfy(&reader)
+        case .foundNoticeSet:
+            event = try decodeFoundNotice(&reader)
         }
         guard reader.remaining == 0 else {
             throw DecodeError.invalid("\(reader.remaining) unexpected bytes after a \(type.name) event")

@@ -7,7 +7,7 @@ public struct UserSettingChanged: Equatable, Sendable {
     public var userID: UInt64
     /// `owntracks_friends`: OwnTracks' answers carry the devices shared with the user.
     public var name: String
-    /// `true` or `false` for the switches there are so far.
+    /// `true` or `false` for a switch; a URL or "" for an alert target.
     public var value: String
 
     public init(userID: UInt64, name: String, value: String) {
@@ -18,6 +18,10 @@ public struct UserSettingChanged: Equatable, Sendable {
 
     /// The names findmy writes (the API's and the panel's), one place.
     public static let owntracksFriends = "owntracks_friends"
+    /// Where "notify when found" goes (docs/found-notices.md): an ntfy topic URL, "" for none.
+    public static let notifyNtfyURL = "notify_ntfy_url"
+    /// Where "notify when found" goes: a webhook URL (signed JSON), "" for none.
+    public static let notifyWebhookURL = "notify_webhook_url"
 }
 
 extension EventCodec {

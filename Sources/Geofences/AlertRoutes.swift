@@ -29,6 +29,12 @@ public struct GeofenceAlertRoutes: Sendable {
         self.outgoingTargets = outgoingTargets
     }
 
+    /// The account settings' rules for a user's alert targets (found notices): the same URL checks
+    /// and server key as the fences'.
+    public var alertTargetRules: AlertTargetRules {
+        IdentityService.alertTargetRules(policy: outgoingTargets, signing: signing)
+    }
+
     public func addRoutes(to router: inout GuardedRouter) {
         router.add("GET", "/api/find-my/geofences/{id}/notifications") { [self] request, caller in
             respond { () throws(APIError) in

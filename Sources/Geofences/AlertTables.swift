@@ -14,6 +14,8 @@ public enum AlertTables {
     public static let deliveries = schema + ".deliveries"
     /// The cursor's row.
     static let cursorName = "geofence_transitions"
+    /// The found notices' cursor row (its `last_transition_id` is the last `found_notices.id`).
+    static let foundCursorName = "found_notices"
 
     static func prepare(_ connection: PostgresConnection) throws {
         try connection.executeScript(
@@ -25,6 +27,8 @@ public enum AlertTables {
                 last_transition_id bigint NOT NULL
             );
             -- One row per (transition, channel). Times are µs on the notifier's clock (injected in tests).
+            -- A found notice's delivery (docs/found-notices.md) has geofence_id 0, which no fence has,
+            -- transition_id the found_notices id, and event 'found'.
             CREATE TABLE IF NOT EXISTS \(deliveries) (
                 id bigserial PRIMARY KEY,
                 geofence_id bigint NOT NULL,

@@ -10,6 +10,15 @@ public enum GeofenceNotifyLimits {
 }
 
 extension IdentityService {
+    /// The rules of a user's alert targets (docs/found-notices.md): URLs checked as a fence's are,
+    /// under `policy`, and webhooks signed with the user's secret from `signing`.
+    public static func alertTargetRules(policy: AddressPolicy, signing: WebhookSigning) -> AlertTargetRules {
+        AlertTargetRules(
+            checkURL: { url, field throws(APIError) in try checkNotifyURL(url, field: field, policy: policy)
+            },
+            webhookSecret: { signing.secret(userID: $0) })
+    }
+
     /// The settings of fence `geofenceID`, if it has any.
     public func geofenceNotifications(_ geofenceID: UInt64) -> GeofenceNotificationsSet? {
         store.registry.read { $0.registry.geofenceNotifications[geofenceID] }

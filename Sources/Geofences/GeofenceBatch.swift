@@ -41,6 +41,33 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         }
     }
 
+    /// A fix batch with at least one accepted fix, as "notify when found" reads it: the batch's
+    /// record and its newest fix (by `recorded_at`, a clock-suspect one only when all are). A
+    /// compacted batch's envelope still counts (the registry's fold counts it from its header): its
+    /// time is the header's latest `recorded_at`, and it has no position.
+    public struct ReportRow: Sendable, Equatable {
+        public var deviceID: UInt64
+        public var logOffset: UInt64
+        public var receivedAtMicros: Int64
+        public var recordedAtMicros: Int64
+        public var latitude: Double?
+        public var longitude: Double?
+        public var accuracyMeters: Double?
+
+        static func newest(_ batch: FixBatch, offset: UInt64, receivedAtMicros: Int64) -> ReportRow? {
+            let trusted = batch.fixes.filter { !$0.clockSuspect }
+            guard
+                let fix = (trusted.isEmpty ? batch.fixes : trusted).max(by: {
+                    $0.recordedAtMicros < $1.recordedAtMicros
+                })
+            else { return nil }
+            return ReportRow(
+                deviceID: batch.deviceID, logOffset: offset, receivedAtMicros: receivedAtMicros,
+                recordedAtMicros: fix.recordedAtMicros, latitude: fix.latitude, longitude: fix.longitude,
+                accuracyMeters: fix.accuracyMeters.flatMap { $0.isFinite ? $0 : nil })
+        }
+    }
+
     public enum Item: Sendable {
         /// The decidable fixes of one fix batch record (all of one device).
         case fixes([FixRow])
@@ -49,6 +76,10 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         case erased(HistoryErased)
         case removed(deviceID: UInt64)
         case deviceTransition(DeviceTransitionRow)
+        /// "Notify when found" armed or disarmed (event 42), at its record's offset and time.
+        case foundNoticeSet(FoundNoticeSet, offset: UInt64, receivedAtMicros: Int64)
+        /// A batch with an accepted fix: fires the device's armed notice, if any.
+        case reported(ReportRow)
     }
 
     public var firstOffset: UInt64
@@ -68,7 +99,18 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         let received = record.header.receivedAtMicros
         lastReceivedAtMicros = received
         // A compacted envelope holds no fixes; records of types this projection ignores are not decoded.
-        guard !record.header.isPayloadRemoved else { return }
+        guard !record.header.isPayloadRemoved else {
+            let header = record.header
+            if header.type == EventType.fixBatch.rawValue, header.fixCount > 0 {
+                items.append(
+                    .reported(
+                        ReportRow(
+                            deviceID: header.deviceKey, logOffset: record.offset, receivedAtMicros: received,
+                            recordedAtMicros: header.recordedMaxMicros, latitude: nil, longitude: nil,
+                            accuracyMeters: nil)))
+            }
+            return
+        }
         switch EventType(rawValue: record.header.type) {
         case .fixBatch?:
             guard case .fixBatch(let batch) = try record.event() else { return }
@@ -85,6 +127,9 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                         latitude: fix.latitude, longitude: fix.longitude, accuracyMeters: accuracy,
                         logOffset: record.offset, fixIndex: Int32(truncatingIfNeeded: index)))
             }
+            if let report = ReportRow.newest(batch, offset: record.offset, receivedAtMicros: received) {
+                items.append(.reported(report))
+            }
             if !rows.isEmpty {
                 fixCount += rows.count
                 items.append(.fixes(rows))
@@ -100,6 +145,9 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                         geofenceID: DeviceTransitionRow.geofenceID(regionID: transition.regionID),
                         accuracyMeters: transition.accuracyMeters.flatMap { $0.isFinite ? $0 : nil },
                         logOffset: record.offset)))
+        case .foundNoticeSet?:
+            guard case .foundNoticeSet(let set) = try record.event() else { return }
+            items.append(.foundNoticeSet(set, offset: record.offset, receivedAtMicros: received))
         case .geofenceDefined?, .geofenceDeleted?, .historyErased?, .deviceRemoved?:
             switch try record.event() {
             case .geofenceDefined(let fence): items.append(.defined(fence, offset: record.offset))

@@ -64,7 +64,7 @@ public final class GeofenceNotifier: Service, StatusSource {
     let options: Options
     let clockMicros: @Sendable () -> Int64
     private let worker = StoppableThread()
-    private let counters = Mutex(Counters())
+    let counters = Mutex(Counters())
     private let tablesPrepared = Mutex(false)
     /// Rung by the geofence projector's commits (through `wake`), by each answer, and by a stop.
     private let bell = Doorbell()
@@ -201,7 +201,7 @@ public final class GeofenceNotifier: Service, StatusSource {
                 tablesPrepared.withLock { $0 = true }
             }
             try recordAnswers()
-            let queued = try enqueue()
+            let queued = try enqueue() + enqueueFoundNotices()
             let (sent, nextDueMicros) = try deliverDue()
             counters.withLock { $0.lastError = nil }
             if queued >= options.rowsPerRoundMax || sent >= options.rowsPerRoundMax { return 0 }
@@ -288,9 +288,11 @@ public final class GeofenceNotifier: Service, StatusSource {
     /// The cursor, locked for the transaction: the generation of the geofence projection and the
     /// last transition queued from it (0 when the stored cursor is of another generation); nil
     /// before the geofence projection made its tables, when there is nothing to follow.
-    private static func readCursor(_ connection: PostgresConnection) throws -> (
-        generation: String, lastTransitionID: Int64
-    )? {
+    static func readCursor(_ connection: PostgresConnection, name: String = AlertTables.cursorName) throws
+        -> (
+            generation: String, lastTransitionID: Int64
+        )?
+    {
         guard
             try connection.execute(
                 "SELECT to_regclass($1) IS NOT NULL", [.text(GeofenceSchema.Table.transitions.qualified)]
@@ -303,7 +305,7 @@ public final class GeofenceNotifier: Service, StatusSource {
             ).string(0, 0) ?? ""
         let stored = try connection.execute(
             "SELECT generation, last_transition_id FROM \(AlertTables.cursor) WHERE name = $1 FOR UPDATE",
-            [.text(AlertTables.cursorName)])
+            [.text(name)])
         guard stored.rowCount == 1, stored.string(0, 0) == generation else { return (generation, 0) }
         return (generation, try stored.int64(0, 1) ?? 0)
     }
@@ -400,6 +402,9 @@ public final class GeofenceNotifier: Service, StatusSource {
         var tags: String
         var attempts: Int
         var deviceID: UInt64
+
+        /// A found notice's delivery: `geofence_id` 0, which no fence has (their ids start at 1).
+        var isFoundNotice: Bool { geofenceID == 0 }
     }
 
     /// Sends the deliveries that are due and not in flight, without waiting for their answers.
@@ -449,6 +454,9 @@ public final class GeofenceNotifier: Service, StatusSource {
     func withholdUnseen(_ due: [Due], now: Int64) throws -> [Due] {
         let seen = identity.store.registry.read { state in
             due.map { delivery -> Bool in
+                if delivery.isFoundNotice {
+                    return Self.foundNoticeOwner(delivery.deviceID, state.registry) != nil
+                }
                 guard let fence = state.registry.geofences.fences[delivery.geofenceID] else { return false }
                 return state.registry.visibility(of: delivery.deviceID, to: fence.ownerUserID, atMicros: now)
                     != nil
@@ -463,24 +471,6 @@ public final class GeofenceNotifier: Service, StatusSource {
         counters.withLock { $0.withheld += deleted }
         StructuredLog.info("geofence_notifications_withheld", ["deliveries": .int(Int64(deleted))])
         return zip(due, seen).filter { $1 }.map { $0.0 }
-    }
-
-    func request(_ delivery: Due) -> OutgoingRequest {
-        let headers = ["Idempotency-Key: " + delivery.key, "User-Agent: findmy-geofence-notifier"]
-        guard delivery.channel == "webhook" else {
-            return NtfyMessage(
-                title: delivery.title, tags: delivery.tags,
-                body: String(decoding: delivery.body, as: UTF8.self)
-            ).request(topicURL: delivery.url, extraHeaders: headers)
-        }
-        return OutgoingRequest(
-            url: delivery.url,
-            headers: headers + [
-                "Content-Type: application/json",
-                WebhookSigning.signatureHeader + ": "
-                    + signing.signature(geofenceID: delivery.geofenceID, body: delivery.body),
-                "X-Findmy-Event: geofence.transition",
-            ], body: delivery.body)
     }
 
     /// Sends one delivery; its answer is kept for the worker, which the answer wakes.

@@ -68,7 +68,7 @@ public struct GeofenceProjection: LogProjection {
 
     public func analyze(_ connection: PostgresConnection) throws {
         try connection.executeScript(
-            "ANALYZE \(s).geofence_fixes, \(s).geofence_transitions, \(s).geofence_state")
+            "ANALYZE \(s).geofence_fixes, \(s).geofence_transitions, \(s).geofence_state, \(s).found_notices")
     }
 
     public func apply(
@@ -118,6 +118,13 @@ public struct GeofenceProjection: LogProjection {
 struct GeofenceCache: Sendable {
     var fences: [UInt64: GeofenceDefined] = [:]
     var devices: [UInt64: DeviceFences] = [:]
+    /// The armed "notify when found" notices, by device (`found_notice_armed`, FoundNoticeFold.swift).
+    var armedNotices: [UInt64: ArmedNotice] = [:]
+
+    struct ArmedNotice: Sendable, Equatable {
+        var userID: UInt64
+        var armedOffset: UInt64
+    }
 
     struct DeviceFences: Sendable {
         var fenceIDs: [UInt64] = []

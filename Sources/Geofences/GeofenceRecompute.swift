@@ -207,6 +207,13 @@ extension GeofenceRun {
             state.horizonMicros = try states.int64(row, 3) ?? .min
             cache.devices[deviceID]!.states[i] = state
         }
+        let armed = try connection.execute(
+            "SELECT device_id, user_id, armed_offset FROM \(s).found_notice_armed")
+        for row in 0..<armed.rowCount {
+            cache.armedNotices[UInt64(bitPattern: try armed.int64(row, 0) ?? 0)] = GeofenceCache.ArmedNotice(
+                userID: UInt64(bitPattern: try armed.int64(row, 1) ?? 0),
+                armedOffset: UInt64(try armed.int64(row, 2) ?? 0))
+        }
         return cache
     }
 }

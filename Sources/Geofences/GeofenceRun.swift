@@ -64,6 +64,10 @@ struct GeofenceRun {
             try remove(deviceID)
         case .deviceTransition(let row):
             deviceTransitions.append(row)
+        case .foundNoticeSet(let set, let offset, let receivedAtMicros):
+            try setFoundNotice(set, offset: offset, receivedAtMicros: receivedAtMicros)
+        case .reported(let report):
+            try fireFoundNotice(report)
         }
     }
 
@@ -202,6 +206,7 @@ struct GeofenceRun {
         _ = try connection.execute("DELETE FROM \(s).geofence_fixes WHERE \(condition)", parameters)
         _ = try connection.execute("DELETE FROM \(s).geofence_transitions WHERE \(condition)", parameters)
         _ = try connection.execute("DELETE FROM \(s).device_transitions WHERE \(condition)", parameters)
+        _ = try connection.execute("DELETE FROM \(s).found_notices WHERE \(condition)", parameters)
         for fenceID in cache.devices[erase.deviceID]?.fenceIDs ?? [] {
             markDirty(fenceID, erase.deviceID, from: erase.fromMicros ?? .min)
         }
@@ -209,7 +214,10 @@ struct GeofenceRun {
 
     private mutating func remove(_ deviceID: UInt64) throws {
         let id: [PostgresValue?] = [.int64(Int64(bitPattern: deviceID))]
-        for table in ["geofence_fixes", "geofence_transitions", "geofence_state", "device_transitions"] {
+        for table in [
+            "geofence_fixes", "geofence_transitions", "geofence_state", "device_transitions", "found_notices",
+            "found_notice_armed",
+        ] {
             _ = try connection.execute("DELETE FROM \(s).\(table) WHERE device_id = $1", id)
         }
         // As the registry's fold (GeofenceBook): the device leaves every fence that named it, so a
@@ -221,6 +229,7 @@ struct GeofenceRun {
             cache.fences[fenceID]?.deviceIDs.removeAll { $0 == deviceID }
         }
         cache.devices[deviceID] = nil
+        cache.armedNotices[deviceID] = nil
         dirty[deviceID] = nil
         changed = changed.filter { $0.deviceID != deviceID }
     }

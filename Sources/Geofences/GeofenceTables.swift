@@ -9,7 +9,8 @@ import Projector
 public enum GeofenceTables {
     /// 1: geofences, geofence_fixes, geofence_state, geofence_transitions, projector_checkpoints.
     /// 2: device_transitions (the device's own enter and leave, OwnTracks `transition`).
-    public static let version = 2
+    /// 3: found_notice_armed and found_notices ("notify when found", FoundNoticeFold.swift).
+    public static let version = 3
     /// The projection's name in its `projector_checkpoints`.
     public static let projectionName = "geofences"
 
@@ -82,6 +83,30 @@ public enum GeofenceTables {
                     log_offset bigint NOT NULL
                 );
                 CREATE INDEX ON \(s).device_transitions (device_id, recorded_at);
+                -- "Notify when found": the armed notices as the fold left them (so a transaction
+                -- that starts cold decides as one that carried its cache), and every notice fired:
+                -- the batch's newest fix. id increases with every row written: the notifier follows it.
+                CREATE TABLE \(s).found_notice_armed (
+                    device_id bigint PRIMARY KEY,
+                    user_id bigint NOT NULL,
+                    armed_offset bigint NOT NULL,
+                    armed_at timestamptz NOT NULL
+                );
+                CREATE TABLE \(s).found_notices (
+                    id bigserial PRIMARY KEY,
+                    device_id bigint NOT NULL,
+                    user_id bigint NOT NULL,
+                    armed_offset bigint NOT NULL,
+                    log_offset bigint NOT NULL,
+                    recorded_at timestamptz NOT NULL,
+                    received_at timestamptz NOT NULL,
+                    -- NULL when the batch's fixes were compacted away before this fold (its envelope).
+                    latitude double precision,
+                    longitude double precision,
+                    accuracy_m double precision,
+                    written_at timestamptz NOT NULL DEFAULT now()
+                );
+                CREATE INDEX ON \(s).found_notices (device_id, recorded_at);
                 """)
             try Schema.createCheckpoint(
                 schema, projection: projectionName, version: version, logID: logID, connection)

@@ -25,6 +25,18 @@ public struct WebhookSigning: Sendable {
         Hex.encode(HKDF.hmacSHA256(key: serverKey, Array("findmy geofence webhook v1 \(geofenceID)".utf8)))
     }
 
+    /// User `userID`'s secret for the webhook of its found notices (docs/found-notices.md): derived
+    /// like a fence's, under another label, so it is no fence's secret.
+    public func secret(userID: UInt64) -> String {
+        Hex.encode(
+            HKDF.hmacSHA256(key: serverKey, Array("findmy found notice webhook v1 user \(userID)".utf8)))
+    }
+
+    /// The signature header's value for `body` sent to user `userID`'s found-notice webhook.
+    public func signature(userID: UInt64, body: [UInt8]) -> String {
+        "sha256=" + Hex.encode(HKDF.hmacSHA256(key: Array(secret(userID: userID).utf8), body))
+    }
+
     /// The signature header's value for `body` sent for fence `geofenceID`.
     public func signature(geofenceID: UInt64, body: [UInt8]) -> String {
         "sha256=" + Hex.encode(HKDF.hmacSHA256(key: Array(secret(geofenceID: geofenceID).utf8), body))

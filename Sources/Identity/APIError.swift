@@ -40,6 +40,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case presenceUnavailable = "presence_unavailable"
         case missingField = "missing_field"
         case missingToken = "missing_token"
+        case noAlertTarget = "no_alert_target"
         case outOfRange = "out_of_range"
         case projectionBehind = "projection_behind"
         case readsUnavailable = "reads_unavailable"

@@ -9,7 +9,9 @@ import JSON
 extension IdentityService {
     public static let sessionCookieName = "findmy_session"
 
-    public func addAccountRoutes(to router: inout GuardedRouter) {
+    /// `alertTargets`: how the settings' alert target URLs are checked and the secret of a user's
+    /// webhook (Geofences' `alertTargetRules`); nil, the settings refuse alert targets.
+    public func addAccountRoutes(to router: inout GuardedRouter, alertTargets: AlertTargetRules? = nil) {
         // The decoy hash is computed on first use: computed now, the first login for an unknown
         // name costs what every other one does.
         _ = PasswordHash.decoy
@@ -26,7 +28,8 @@ extension IdentityService {
         }
         router.add("GET", "/api/find-my/admin/users") { [self] _, _ in .json(usersJSON()) }
         addTokenRoutes(to: &router)
-        addSettingsRoutes(to: &router)
+        addSettingsRoutes(to: &router, alertTargets: alertTargets)
+        addFoundNoticeRoutes(to: &router)
     }
 
     public func addAccountAdminRoutes(to router: inout GuardedRouter) {

@@ -94,6 +94,8 @@ public enum RoutePermissions {
         RouteKey("POST", "/api/find-my/account/token"): .user,  // one's own token (TokenRotation.swift)
         RouteKey("GET", "/api/find-my/account/settings"): .user,  // one's own settings (UserSettings.swift)
         RouteKey("PUT", "/api/find-my/account/settings"): .user,
+        // "Notify when found" on one's own device (FoundNoticeRoutes.swift)
+        RouteKey("PUT", "/api/find-my/devices/{id}/notify-when-found"): .owner,
         // The read API (Sources/ReadAPI)
         RouteKey("GET", "/api/find-my/devices"): .user,  // filtered to what the caller may see
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,
@@ -146,6 +148,7 @@ public enum RoutePermissions {
         RouteKey("POST", "/find-my/devices/{id}/retention"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/presence"): .page,  // owner only
         RouteKey("POST", "/find-my/devices/{id}/ntfy"): .page,  // owner only
+        RouteKey("POST", "/find-my/devices/{id}/notify-when-found"): .page,  // owner only
         RouteKey("GET", "/find-my/devices/{id}/erase"): .page,  // owner only: the confirmation step
         RouteKey("POST", "/find-my/devices/{id}/erase"): .page,  // owner only
         RouteKey("GET", "/find-my/admin"): .page,  // admin role only, in the handler

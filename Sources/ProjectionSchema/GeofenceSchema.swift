@@ -17,6 +17,10 @@ public enum GeofenceSchema {
         /// The device's own view: the enter and leave it reported itself (OwnTracks `transition`,
         /// event 25). Shown beside the server's decisions; never notifies.
         case deviceTransitions = "device_transitions"
+        /// "Notify when found": the notices armed now, by device.
+        case foundNoticeArmed = "found_notice_armed"
+        /// Every notice fired, with the batch's newest fix; `id` increases with every row written.
+        case foundNotices = "found_notices"
         case projectorCheckpoints = "projector_checkpoints"
 
         /// `findmy_geofences.geofence_transitions`.

@@ -173,6 +173,8 @@ public struct ProjectionBatch: Sendable {
             break  // the registry's; the notifier reads it there (Sources/Geofences)
         case .deviceNtfySet:
             break  // the registry's; the ntfy channel and the device's owner read it there
+        case .foundNoticeSet:
+            break  // the registry's and the geofence projection's (docs/found-notices.md)
         case .regionTransition, .waypointsReported:
             break  // places: the geofence projection's, when it exists
         case .historyImported(let imported):

@@ -157,9 +157,9 @@ extension ReadService {
         guard sharedBy == nil else { return .json(writer.bytes) }
         // The owner's own settings, from the registry: whoever knows an ntfy topic's URL reads what
         // is sent there, so it is not on the card that those the device is shared with are shown.
-        return .json(
-            Self.appendingMember(
-                writer.bytes, key: "ntfy_topic_url", identity.ntfyTopicURL(deviceID: deviceID)))
+        let owned = Self.appendingMember(
+            writer.bytes, key: "ntfy_topic_url", identity.ntfyTopicURL(deviceID: deviceID))
+        return .json(FoundNoticeCard.appending(identity.foundNotice(deviceID: deviceID), to: owned))
     }
 
     /// `object` (a JSON object's bytes, ending in `}`) with one more member, a string or null.

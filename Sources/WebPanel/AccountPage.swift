@@ -1,4 +1,5 @@
 import Events
+import Geofences
 import HTTP
 import Identity
 import Ingest
@@ -11,6 +12,7 @@ extension PanelService {
         "password": "Your password is changed. Your other sessions have ended; this one stays logged in.",
         "friends_on": "OwnTracks now shows the devices shared with you in its Friends view.",
         "friends_off": "OwnTracks no longer shows the devices shared with you.",
+        "targets": "Your alert targets are saved.",
     ]
     static let accountErrors: [String: String] = [
         "wrong_password": "The current password is wrong.",
@@ -21,6 +23,8 @@ extension PanelService {
         "failed": "The change could not be stored. Nothing changed; try again.",
         "invalid_setting":
             "The form sent a setting this server does not know. Reload the page and try again.",
+        "invalid_target":
+            "An alert target must be an http:// or https:// address of a public host (or one the server's operator allows). Nothing changed.",
     ]
 
     /// `newToken`: the token a rotation just made, shown on this one answer only.
@@ -32,7 +36,9 @@ extension PanelService {
         html.raw("</strong> (")
         html.text(caller.isAdmin ? "admin" : "member")
         html.raw(").</p>\n")
-        flash(&html, request, done: Self.accountFlashes, errors: Self.accountErrors)
+        flash(
+            &html, request, done: Self.accountFlashes,
+            errors: Self.accountErrors.merging(Self.foundNoticeErrors) { first, _ in first })
         if let newToken {
             html.raw(
                 "<div class=\"flash\" role=\"status\" id=\"rotated\"><p>Your new API token, shown only this once (copy it now; only its hash is kept). Your earlier token no longer works: give the new one to every script or app that used it.</p>\n<p><code id=\"new-token\">"
@@ -75,6 +81,7 @@ extension PanelService {
         formStart(&html, action: "/find-my/account/token", caller: caller)
         html.raw("<button type=\"submit\">Rotate my API token</button>\n</form>\n</section>\n")
         friendsSection(&html, caller)
+        alertTargetsSection(&html, caller)
         pageBottom(&html)
         return pageResponse(html, tileSource: "'none'")
     }
@@ -131,7 +138,36 @@ extension PanelService {
         html.raw("</button>\n</form>\n</section>\n")
     }
 
+    /// Where "notify when found" goes: two URL fields, both sent by the one form.
+    func alertTargetsSection(_ html: inout HTML, _ caller: Caller) {
+        let targets = identity.notifyTargets(userID: caller.userID)
+        html.raw(
+            """
+            <section aria-labelledby="targets-heading">
+            <h3 id="targets-heading">Alert targets</h3>
+            <p>Where findmy tells you that a device you asked about ("Notify when found" on its card) reported again: an ntfy topic (the ntfy app shows it on your phone) and a webhook (a signed JSON POST; its secret is in <code>GET /api/find-my/account/settings</code>). Leave a field empty for none. You need at least one to use "Notify when found".</p>
+
+            """)
+        formStart(&html, action: "/find-my/account/settings", caller: caller)
+        html.raw(
+            "<label for=\"notify_ntfy_url\">ntfy topic URL</label>\n<input id=\"notify_ntfy_url\" name=\"notify_ntfy_url\" type=\"url\" placeholder=\"https://ntfy.sh/your-topic\" value=\""
+        )
+        html.attribute(targets.ntfyURL)
+        html.raw(
+            "\">\n<label for=\"notify_webhook_url\">Webhook URL</label>\n<input id=\"notify_webhook_url\" name=\"notify_webhook_url\" type=\"url\" placeholder=\"https://\" value=\""
+        )
+        html.attribute(targets.webhookURL)
+        html.raw("\">\n")
+        html.raw("<button type=\"submit\">Save alert targets</button>\n</form>\n</section>\n")
+    }
+
     func changeSettings(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
+        if fields["owntracks_friends"] == nil,
+            fields[UserSettingChanged.notifyNtfyURL] != nil
+                || fields[UserSettingChanged.notifyWebhookURL] != nil
+        {
+            return changeAlertTargets(caller, fields)
+        }
         let on: Bool
         switch fields["owntracks_friends"] {
         case "on": on = true
@@ -143,6 +179,22 @@ extension PanelService {
             return redirect("/find-my/account?done=\(on ? "friends_on" : "friends_off")")
         } catch {
             return redirect("/find-my/account?error=failed")
+        }
+    }
+
+    func changeAlertTargets(_ caller: Caller, _ fields: [String: String]) -> HTTPResponse {
+        let policy = ingest.limits.outgoingTargets
+        do throws(APIError) {
+            try identity.setNotifyTargets(
+                userID: caller.userID, ntfyURL: fields[UserSettingChanged.notifyNtfyURL],
+                webhookURL: fields[UserSettingChanged.notifyWebhookURL],
+                checkURL: { url, field throws(APIError) in
+                    try IdentityService.checkNotifyURL(url, field: field, policy: policy)
+                }, via: "panel")
+            return redirect("/find-my/account?done=targets")
+        } catch {
+            return redirect(
+                "/find-my/account?error=\(error.code == .invalidField ? "invalid_target" : "failed")")
         }
     }
 }

@@ -68,6 +68,7 @@ extension PanelService {
         }
         addAdminRoutes(to: &router)
         addDeviceRoutes(to: &router)
+        addFoundNoticeRoute(to: &router)
     }
 
     // MARK: guards shared by the form routes

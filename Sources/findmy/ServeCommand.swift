@@ -345,7 +345,7 @@ enum ServeCommand {
         service.addRoutes(to: &api)
         ClientsService(ingest: service, friends: reads.map { ProjectionFriends(pool: $0.pool) }).addRoutes(
             to: &api)
-        service.identity.addAccountRoutes(to: &api)
+        service.identity.addAccountRoutes(to: &api, alertTargets: alerts.alertTargetRules)
         service.identity.addGeofenceRoutes(to: &api)
         if let reads {
             reads.addRoutes(to: &api)

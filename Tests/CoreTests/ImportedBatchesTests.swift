@@ -138,19 +138,23 @@ import Testing
         #expect(loaded.batchResult(deviceID: 2, batchID: chunk(7).batchID)?.offset == 400)
     }
 
-    /// A file of format version 8 (before import batches) is not read: every rule-1 failure is a
-    /// `SnapshotDamage`, which the loader skips.
+    /// A file of format version 8 (before import batches) or 9 (before found notices) is not read:
+    /// every rule-1 failure is a `SnapshotDamage`, which the loader skips.
     @Test func aSnapshotOfAnOlderVersionIsNotRead() throws {
         var bytes = RegistrySnapshot(
             offset: 3, logID: UUID128(high: 5, low: 5), segments: [], registry: enrolled()
         ).encoded()
         #expect(bytes[8] == 10 && bytes[9] == 0)
-        bytes[8] = 8
-        let crc = CRC32C.checksum(Array(bytes.dropLast(4)))
-        for index in 0..<4 {
-            bytes[bytes.count - 4 + index] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index)))
+        for older in [UInt8(8), 9] {
+            bytes[8] = older
+            let crc = CRC32C.checksum(Array(bytes.dropLast(4)))
+            for index in 0..<4 {
+                bytes[bytes.count - 4 + index] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index)))
+            }
+            #expect(throws: SnapshotDamage.unknownVersion(UInt16(older))) {
+                try RegistrySnapshot.decode(bytes)
+            }
         }
-        #expect(throws: SnapshotDamage.unknownVersion(8)) { try RegistrySnapshot.decode(bytes) }
     }
 
     @Test func removingTheDeviceForgetsThem() throws {

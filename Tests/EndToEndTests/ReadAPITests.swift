@@ -120,12 +120,14 @@ struct ReadServer {
         #expect(quiet["latest"] == .null && quiet["fix_age_seconds"] == .null)
         #expect(quiet["last_seen_at"] == .null && quiet["since_last_report_seconds"] == .null)
 
-        // One device: the same fields, and for its owner the ntfy topic (none here).
+        // One device: the same fields, and for its owner the ntfy topic (none here) and whether
+        // "notify when found" is armed.
         let one = try get(connection, "/api/find-my/devices/\(phoneID)", token: alice)
         #expect(one.status == 200)
         #expect(one.body["latest"] == listed["latest"] && one.body["name"] == listed["name"])
-        #expect(one.body.objectKeys == listed.objectKeys + ["ntfy_topic_url"])
+        #expect(one.body.objectKeys == listed.objectKeys + ["ntfy_topic_url", "notify_when_found"])
         #expect(one.body["ntfy_topic_url"] == .null)
+        #expect(one.body["notify_when_found"]?["armed"] == .bool(false))
 
         // The whole history in one page, ordered.
         let path = "/api/find-my/devices/\(phoneID)/locations"
@@ -469,7 +471,8 @@ extension JSONValue {
 }
 
 /// The members `GET /api/find-my/devices/{id}` answers for a device of the list: the list's, and
-/// for the reader's own device (`shared_by` null) its ntfy topic.
+/// for the reader's own device (`shared_by` null) its ntfy topic and "notify when found"
+/// (docs/found-notices.md).
 func singleDeviceKeys(_ listed: JSONValue) -> [String] {
-    listed.objectKeys + (listed["shared_by"] == .null ? ["ntfy_topic_url"] : [])
+    listed.objectKeys + (listed["shared_by"] == .null ? ["ntfy_topic_url", "notify_when_found"] : [])
 }

@@ -111,7 +111,7 @@ struct EventFuzzer {
     mutating func uuid() -> UUID128 { UUID128.random(using: &random) }
 
     mutating func event() -> Event {
-        switch Int.random(in: 0..<35, using: &random) {
+        switch Int.random(in: 0..<36, using: &random) {
         case 0, 1:
             let count = [0, 1, 2, 100, Int.random(in: 0...300, using: &random)].randomElement(using: &random)!
             let rejections = (0..<Int.random(in: 0...3, using: &random)).map { _ in
@@ -251,6 +251,9 @@ struct EventFuzzer {
                 ))
         case 34:
             return .deviceNtfySet(DeviceNtfySet(deviceID: id(), topicURL: string()))
+        case 35:
+            return .foundNoticeSet(
+                FoundNoticeSet(deviceID: id(), userID: id(), armed: Bool.random(using: &random)))
         default:
             return .reportingChanged(ReportingChanged(deviceID: id(), paused: Bool.random(using: &random)))
         }

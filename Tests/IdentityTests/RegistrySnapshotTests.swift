@@ -518,9 +518,10 @@ extension RegistrySnapshotTests {
 }
 
 extension RegistrySnapshotTests {
-    /// A snapshot of format version 8 (before the import batches) is not read: skipped, not deleted,
+    /// A snapshot of format version 9 (before the found notices) is not read: skipped, not deleted,
     /// and the start folds the whole log into the registry a full scan gives. Made here from a version
-    /// 10 file of a log without imports, whose import part is then one zero count (4 bytes).
+    /// 10 file of a log without imports, ntfy topics, found notices or alert targets, whose last parts
+    /// are then four zero counts (16 bytes).
     @Test func aSnapshotOfAnOlderVersionIsSkippedAndTheLogFoldedWhole() throws {
         let data = DataDirectory()
         var source = EventSource(random: SeededGenerator(state: 5))
@@ -543,13 +544,13 @@ extension RegistrySnapshotTests {
         let path = data.snapshots + "/" + name
         let current = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         #expect(current[8] == 10 && current[9] == 0)
-        // The body ends with the import part and the ntfy topics (a zero count each), then the
-        // records-folded flag (0); version 8 had neither part.
+        // The body ends with the import part, the ntfy topics and the found notice part (a zero
+        // count each, two for the last), then the records-folded flag (0); version 9 had only the first.
         let body = current.dropLast(4)
-        #expect(body.suffix(9).allSatisfy { $0 == 0 })
-        var older = Array(body.dropLast(9)) + [0]
-        older[8] = 8
-        let bodyBytes = older[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - 8
+        #expect(body.suffix(17).allSatisfy { $0 == 0 })
+        var older = Array(body.dropLast(13)) + [0]
+        older[8] = 9
+        let bodyBytes = older[44..<52].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) } - 12
         for index in 0..<8 {
             older[44 + index] = UInt8(truncatingIfNeeded: bodyBytes >> (8 * UInt64(index)))
         }
@@ -562,7 +563,7 @@ extension RegistrySnapshotTests {
         let report = restarted.store.startReport
         #expect(report.snapshotOffset == nil && report.recordsReplayed == 150)
         #expect(report.skipped.map(\.fileName) == [name] && report.skipped.first?.deleted == false)
-        #expect(report.skipped.first?.reason.contains("version 8 is not one this findmy reads") == true)
+        #expect(report.skipped.first?.reason.contains("version 9 is not one this findmy reads") == true)
         #expect(restarted.registrySnapshot.differences(from: reference) == [])
         #expect(try data.snapshotFiles().contains(name))
     }
