@@ -270,6 +270,16 @@ def main():
             expect(all(link.get_attribute("href").startswith(server.url + "/find-my?selected=") for link in links),
                    "each row is a real link")
             map_ready()
+            # The first view fits every device with room for its pin: none is cut at an edge.
+            cut = driver.execute_script(
+                "var m = document.getElementById('map').getBoundingClientRect(), p = window.findmyPanel.markers;"
+                "return Object.keys(p).filter(function (id) {"
+                " var r = p[id].findmyPin.getBoundingClientRect();"
+                " return r.left < m.left || r.right > m.right || r.top < m.top || r.bottom > m.bottom; });")
+            expect(cut == [], "every pin is whole inside the map: %r cut (%r)" % (cut, driver.execute_script(
+                "var p = window.findmyPanel; return [p.fitPadding, p.map.getSize().x, p.map.getSize().y,"
+                " Object.keys(p.markers).map(function (id) { var r = p.markers[id].findmyPin.getBoundingClientRect();"
+                " return [id, r.left, r.right, r.top, r.bottom]; })];")))
             shot("02-devices")
 
         step("see the devices", devices_listed)
@@ -532,6 +542,29 @@ def main():
             map_ready()
 
         step("phone: the map fills the screen and the sheet expands by its control", phone_layout)
+
+        def dark_mode():
+            colours = lambda: driver.execute_script(
+                "var b = getComputedStyle(document.body), p = window.findmyPanel.markers[arguments[0]].findmyPin;"
+                "return [b.backgroundColor, b.color, getComputedStyle(p).backgroundColor];", phone_id)
+            light = colours()
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                   {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+            try:
+                dark = colours()
+                expect(dark[0] == "rgb(13, 17, 23)" and dark[1] == "rgb(230, 237, 243)" and dark[2] == "rgb(22, 27, 34)",
+                       "dark page and pins from the browser's preference: %r (light: %r)" % (dark, light))
+                expect(light[0] == "rgb(255, 255, 255)", "light otherwise: %r" % light)
+                # A visible focus on the pins too: Tab reaches the selected device's pin.
+                driver.execute_script("window.findmyPanel.markers[arguments[0]].getElement().focus();", phone_id)
+                outline = driver.execute_script(
+                    "return getComputedStyle(window.findmyPanel.markers[arguments[0]].findmyPin).outlineStyle;", phone_id)
+                expect(outline == "solid", "the focused pin is outlined: %r" % outline)
+                shot("05e-dark-mode-1280x800")
+            finally:
+                driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+        step("dark mode from the browser's preference, and a focused pin is outlined", dark_mode)
 
         def phone_screenshot():
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",

@@ -190,13 +190,28 @@
     document.documentElement.dataset.mapDrawnAt = String(performance.now());
   }
 
-  // Room for the pins around the fix (a long name is about 90 px to each side, the pin 45 px above its
-  // point) and, on a phone, for the sheet over the map's lower part: no pin is cut at an edge.
+  // Room for the pins around the fixes (a pin stands above its point, centred on it: half its width
+  // to each side, its height above) and, on a phone, for the sheet over the map's lower part: no
+  // pin is cut at an edge. The pins fitted are measured; past `clusterFrom` devices they are not
+  // all drawn, and a typical pin's size stands for them.
   function fit(bounds) {
     if (!state.map) { return; }
     if (!bounds) { state.map.setView([20, 0], 2); return; }
+    var side = 100, above = 60;
+    if (data.devices.length <= clusterFrom) {
+      // Leaflet puts markers in the page once the map has a view: a first one, then the pins' size.
+      if (!state.map._loaded) { state.map.fitBounds(bounds, { maxZoom: 17, animate: false }); }
+      side = 40;
+      data.devices.forEach(function (device) {
+        var marker = state.markers[device.id];
+        if (!marker || (data.selected !== null && device.id !== data.selected)) { return; }
+        side = Math.max(side, Math.min(200, marker.findmyPin.offsetWidth / 2 + 12));
+        above = Math.max(above, marker.findmyPin.offsetHeight + 24);
+      });
+    }
+    state.fitPadding = [side, above];
     state.map.fitBounds(bounds, {
-      maxZoom: 17, paddingTopLeft: [100, 60], paddingBottomRight: [100, 20 + pins.sheetOverlap()]
+      maxZoom: 17, paddingTopLeft: [side, above], paddingBottomRight: [side, 20 + pins.sheetOverlap()]
     });
   }
   state.fit = fit;
