@@ -249,12 +249,14 @@
   }
 
   // Stays as circles, each listed row showing its own on focus; the moves are the track itself.
+  // A month holds hundreds of stays: one canvas draws them, as it does the track's points.
   function drawStays(state, segments, localTime) {
     state.stays = [];
+    var renderer = L.canvas({ padding: 0.5 });
     (segments || []).forEach(function (segment, index) {
       if (segment.type !== "stay") { return; }
       var circle = L.circle([segment.latitude, segment.longitude], {
-        radius: Math.max(segment.radius_m, 10), color: "#1a7f37", weight: 2, fillOpacity: 0.12
+        radius: Math.max(segment.radius_m, 10), color: "#1a7f37", weight: 2, fillOpacity: 0.12, renderer: renderer
       }).bindTooltip("Stayed " + localTime(segment.start) + " – " + localTime(segment.end)).addTo(state.map);
       state.stays.push(circle);
       var item = document.querySelector("#stays li[data-segment='" + index + "']");

@@ -211,7 +211,10 @@
     }
     state.fitPadding = [side, above];
     state.map.fitBounds(bounds, {
-      maxZoom: 17, paddingTopLeft: [side, above], paddingBottomRight: [side, 20 + pins.sheetOverlap()]
+      // Not animated: the first view is simply there, and an animation would end by moving the
+      // map back to it after the reader (or a test) has moved it.
+      maxZoom: 17, paddingTopLeft: [side, above], paddingBottomRight: [side, 20 + pins.sheetOverlap()],
+      animate: false
     });
   }
   state.fit = fit;
