@@ -216,8 +216,8 @@ let package = Package(
                 "Crypto", "Geofences", "Presence", "QRCode", "Tracks",
             ],
             resources: [
-                .embedInCode("Resources/panel.js"), .embedInCode("Resources/import.js"),
-                .embedInCode("Resources/panel.css"),
+                .embedInCode("Resources/panel.js"), .embedInCode("Resources/panel-map.js"),
+                .embedInCode("Resources/import.js"), .embedInCode("Resources/panel.css"),
             ],
             swiftSettings: strict),
 
@@ -411,7 +411,7 @@ let package = Package(
             name: "WebPanelTests",
             dependencies: [
                 "Core", "WebPanel", "Identity", "Ingest", "Events", "Postgres", "Crypto", "JSON", "QRCode",
-                "HTTP", "FindMyClient",
+                "HTTP", "FindMyClient", "Tracks",
             ],
             swiftSettings: strict),
         .testTarget(

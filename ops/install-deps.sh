@@ -5,13 +5,15 @@ set -euo pipefail
 
 # postgresql-15 is the server the embedded cluster runs (initdb, pg_ctl, postgres): `make run` needs it.
 # libjs-leaflet is the web panel's map, which findmy serves from /usr/share/javascript/leaflet.
+# libjs-leaflet.markercluster installs beside it: the panel clusters the markers of a user with many
+# devices (without it, every marker is drawn on its own).
 # libqrencode-dev draws the setup QR codes of the panel's "Add a device" page (the QRCode module).
 # libcurl4-openssl-dev: the push providers' HTTP/2 client (the Push module; Debian's libcurl is built
 # with nghttp2).
 # libnats-dev: the NATS C client (cnats 3.4), the JetStream event log (the NATSLog module, docs/scale.md).
 # libxml2-dev, libarchive-dev: GPX and KML read with libxml2's streaming reader, KMZ and .zip archives
 # (a Google Takeout export) read with libarchive (the Import module, docs/import-export.md).
-build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev libnats-dev libxml2-dev libarchive-dev postgresql-15 libjs-leaflet)
+build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev libnats-dev libxml2-dev libarchive-dev postgresql-15 libjs-leaflet libjs-leaflet.markercluster)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
 # zbar-tools: zbarimg scans the QR codes the panel draws back to their links (WebPanelTests).
 # mosquitto: the real MQTT broker the OwnTracks MQTT tests start on a free port (its config in a

@@ -159,6 +159,10 @@ public enum RoutePermissions {
         RouteKey("GET", "/static/panel.css"): .open,
         RouteKey("GET", "/static/leaflet/leaflet.js"): .open,
         RouteKey("GET", "/static/leaflet/leaflet.css"): .open,
+        RouteKey("GET", "/static/panel-map.js"): .open,
+        RouteKey("GET", "/static/leaflet/leaflet.markercluster.js"): .open,
+        RouteKey("GET", "/static/leaflet/MarkerCluster.css"): .open,
+        RouteKey("GET", "/static/leaflet/MarkerCluster.Default.css"): .open,
         RouteKey("GET", "/static/leaflet/images/{file}"): .open,
         // Retention and erasure (Sources/Ingest/RetentionHandlers.swift)
         RouteKey("PUT", "/api/find-my/devices/{id}/retention"): .owner,

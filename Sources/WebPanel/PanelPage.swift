@@ -20,6 +20,8 @@ struct PanelPage {
     var commandable: Set<UInt64> = []
     /// The tailnet's presence of linked devices (docs/presence.md), from the registry.
     var presence: [UInt64: PresenceView] = [:]
+    /// How far the sheet over the map is pulled up on a phone (`?sheet=`), kept in the URL.
+    var sheet = SheetState.half
 
     /// Recorded and received times closer than this are shown as one time.
     static let sameTimeMicros: Int64 = 60_000_000
@@ -57,8 +59,20 @@ struct PanelPage {
             html.attribute(csrf)
             html.raw("\">\n<button type=\"submit\">Log out</button>\n</form>\n")
         }
-        html.raw("</header>\n<main id=\"main\">\n<div class=\"side\">\n")
-        deviceList(&html)
+        html.raw("</header>\n<main id=\"main\">\n")
+        // The map first: on a phone it fills the screen and the rest is a sheet over its lower part
+        // (panel.css, panel-map.js); without the script the sheet is a plain section below the map.
+        html.raw(
+            """
+            <section class="mapbox" aria-label="Map">
+            <div id="map" role="region" aria-label="Map of the positions listed"></div>
+            <p id="live-status" role="status" aria-live="polite">Live updates need JavaScript.</p>
+            </section>
+
+            """)
+        sheetStart(&html)
+        // A selected device's card comes first in the sheet, the list of the others after it.
+        if selectedID == nil { deviceList(&html) }
         switch selection {
         case .none: break
         case .notFound:
@@ -69,18 +83,10 @@ struct PanelPage {
             details(&html, device, cadenceMicros: cadence)
             historySection(&html, device, history)
             transitionsSection(&html, device, history)
+            deviceList(&html)
         }
         geofenceSection(&html)
-        html.raw(
-            """
-            </div>
-            <section class="mapbox" aria-label="Map">
-            <div id="map" role="region" aria-label="Map of the positions listed"></div>
-            <p id="live-status" role="status" aria-live="polite">Live updates need JavaScript.</p>
-            </section>
-            </main>
-
-            """)
+        html.raw("</div>\n</main>\n")
         html.jsonIsland(id: "findmy-data", island())
         html.raw("</body>\n</html>\n")
         return html
@@ -112,8 +118,8 @@ struct PanelPage {
                 html.text(relative(fix.recordedAtMicros))
                 html.raw("</span>")
                 if let battery = fix.batteryPercent {
-                    html.raw(" · battery ")
-                    html.text("\(battery) %")
+                    html.raw(" · ")
+                    batteryMark(&html, battery, charging: fix.isCharging)
                 }
             } else {
                 html.raw("no position yet")
@@ -156,10 +162,24 @@ struct PanelPage {
                 time(&html, fix.receivedAtMicros)
                 html.raw("</dd>\n")
             }
+            // Filled by the script when the fix lies inside one of the reader's geofences.
+            html.raw(
+                "<dt class=\"at-place\" hidden>Place</dt><dd id=\"at-place\" class=\"at-place\" hidden></dd>\n"
+            )
             row(&html, "Accuracy", accuracyText(fix.accuracyMeters), id: "accuracy")
-            var battery = fix.batteryPercent.map { "\($0) %" } ?? "unknown"
-            if let charging = fix.isCharging { battery += charging ? ", charging" : ", not charging" }
-            row(&html, "Battery", battery, id: "battery")
+            html.raw("<dt>Battery</dt><dd id=\"battery\">")
+            if let percent = fix.batteryPercent {
+                html.raw("<span class=\"battery")
+                if percent < Self.batteryLowPercent { html.raw(" battery-low") }
+                if fix.isCharging == true { html.raw(" charging") }
+                html.raw("\">")
+                html.text(batteryText(percent, charging: fix.isCharging, withLabel: false))
+                html.raw("</span>")
+            } else {
+                html.text(
+                    fix.isCharging.map { "unknown, " + ($0 ? "charging" : "not charging") } ?? "unknown")
+            }
+            html.raw("</dd>\n")
             row(&html, "Source", fix.source, id: "source")
             if fix.clockSuspect {
                 row(
@@ -175,6 +195,7 @@ struct PanelPage {
             device.paused ? "paused on the device: it sends nothing until resumed" : "on", id: "paused")
         presenceRows(&html, device)
         html.raw("</dl>\n")
+        if let fix = device.latest { directions(&html, fix) }
         if device.sharedBy == nil {
             html.raw("<p><a id=\"settings-link\" href=\"/find-my/devices/")
             html.attribute(String(device.id))
@@ -214,6 +235,7 @@ struct PanelPage {
 
                 """)
         }
+        notifyWhenFound(&html, device)
         html.raw(
             """
             <p id="command-progress" role="status" aria-live="polite"></p>
@@ -230,16 +252,19 @@ struct PanelPage {
         guard let fix = device.latest else { return nil }
         let lastHeard = device.lastSeenAtMicros ?? fix.receivedAtMicros
         let silence = nowMicros - lastHeard
-        let limit =
-            cadenceMicros.map { max($0 * Self.cadencesBeforeStale, Self.staleMicrosMin) }
-            ?? Self.staleMicrosWithoutCadence
-        guard silence > limit || device.paused else { return nil }
+        guard silence > staleLimitMicros(cadenceMicros: cadenceMicros) || device.paused else { return nil }
         var text =
             "This is the last known position, taken \(utcText(fix.recordedAtMicros)) (\(relative(fix.recordedAtMicros))). "
         text += "The device has not reported since \(utcText(lastHeard)) (\(relative(lastHeard)))"
         if let cadenceMicros { text += "; it usually reports every \(duration(cadenceMicros))" }
         text += device.paused ? ", and its reporting is paused." : "."
         return text
+    }
+
+    /// How long a device may be silent before its position is "last known".
+    func staleLimitMicros(cadenceMicros: Int64?) -> Int64 {
+        cadenceMicros.map { max($0 * Self.cadencesBeforeStale, Self.staleMicrosMin) }
+            ?? Self.staleMicrosWithoutCadence
     }
 
     func historySection(_ html: inout HTML, _ device: PanelDevice, _ history: History?) {
@@ -295,7 +320,12 @@ struct PanelPage {
             html.raw("</section>\n")
             return
         }
-        html.raw("<ol id=\"timeline\" aria-label=\"Fixes in this range\">\n")
+        slider(&html, history)
+        staysList(&html, history)
+        // The raw fixes, one click away: the stays above are how the range reads.
+        html.raw("<details id=\"fixes\"><summary>Every fix drawn (")
+        html.text(String(history.shown.count))
+        html.raw(")</summary>\n<ol id=\"timeline\" aria-label=\"Fixes in this range\">\n")
         for (index, fix) in history.shown.prefix(Self.timelineRowsMax).enumerated() {
             html.raw("<li tabindex=\"0\" data-index=\"")
             html.attribute(String(index))
@@ -309,7 +339,7 @@ struct PanelPage {
         if history.shown.count > Self.timelineRowsMax {
             html.text("The first \(Self.timelineRowsMax) of \(history.shown.count) points are listed.")
         }
-        html.raw("</section>\n")
+        html.raw("</details>\n</section>\n")
     }
 
     typealias History = PanelService.History
@@ -412,8 +442,9 @@ struct PanelPage {
             writer.int64(Int64(device.id))
             writer.key("name")
             writer.string(device.name)
+            writePinFacts(&writer, device)
             writer.key("latest")
-            if let fix = device.latest { writeFix(&writer, fix) } else { writer.null() }
+            if let fix = device.latest { writeFix(&writer, fix, battery: true) } else { writer.null() }
             writer.endObject()
         }
         writer.endArray()
@@ -425,11 +456,18 @@ struct PanelPage {
         } else {
             writer.null()
         }
+        writer.key("segments")
+        if case .device(_, _, let history?) = selection {
+            writeSegments(&writer, history.segments)
+        } else {
+            writer.null()
+        }
         writer.endObject()
         return writer.bytes
     }
 
-    func writeFix(_ writer: inout JSONWriter, _ fix: PanelFix) {
+    /// `battery`: with the battery facts (a device's latest fix; a track's points go without them).
+    func writeFix(_ writer: inout JSONWriter, _ fix: PanelFix, battery: Bool = false) {
         writer.beginObject()
         writer.key("latitude")
         writer.finiteDouble(fix.latitude)
@@ -440,6 +478,12 @@ struct PanelPage {
         if fix.accuracyMeters > 0 { writer.finiteDouble(fix.accuracyMeters) } else { writer.null() }
         writer.key("recorded_at")
         writer.string(stamp(fix.recordedAtMicros))
+        if battery {
+            writer.key("battery_pct")
+            if let percent = fix.batteryPercent { writer.int64(percent) } else { writer.null() }
+            writer.key("is_charging")
+            if let charging = fix.isCharging { writer.bool(charging) } else { writer.null() }
+        }
         writer.endObject()
     }
 }

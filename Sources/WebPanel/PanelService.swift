@@ -87,6 +87,9 @@ public final class PanelService: Sendable {
         /// The simplified track: every fix for a short range.
         var shown: [PanelFix]
         var invalid: Bool
+        /// The range as stays and the moves between them (`Tracks.summarizeStays`), from every fix
+        /// loaded, not the simplified track.
+        var segments: [DaySegment] = []
     }
 
     /// `gate`: the reader, whom the gate (`.page`) resolved.
@@ -114,6 +117,7 @@ public final class PanelService: Sendable {
                 userName: identity.userName(reader) ?? "", isAdmin: identity.role(of: reader) == .admin,
                 csrf: gate.sessionCSRFToken,
                 devices: devices, selection: selection, nowMicros: now, configuration: configuration)
+            page.sheet = PanelPage.SheetState(rawValue: request.query("sheet") ?? "") ?? .half
             // Commands (docs/commands.md): from the registry, ahead of the projection.
             page.lost = identity.lostDevices(devices.map(\.id))
             page.commandable = Set(devices.map(\.id).filter { identity.mayCommand($0, user: reader) })
@@ -151,16 +155,19 @@ public final class PanelService: Sendable {
                 fromMicros: 0, toMicros: 0, fixCount: 0, truncated: false, shown: [], invalid: true)
         }
         let fixes = try data.history(deviceID: deviceID, fromMicros: fromMicros, toMicros: toMicros)
-        let kept = TrackSimplifier().keep(
-            fixes.map {
-                TrackPoint(
-                    latitude: $0.latitude, longitude: $0.longitude, accuracyMeters: $0.accuracyMeters,
-                    recordedAtMicros: $0.recordedAtMicros, clockSuspect: $0.clockSuspect)
-            })
+        let points = fixes.map {
+            TrackPoint(
+                latitude: $0.latitude, longitude: $0.longitude, accuracyMeters: $0.accuracyMeters,
+                recordedAtMicros: $0.recordedAtMicros, clockSuspect: $0.clockSuspect)
+        }
+        let kept = TrackSimplifier().keep(points)
+        // The same function as the read API's /stays over the fixes this page loaded: the list
+        // works without the script and costs no second query.
         return History(
             fromMicros: fromMicros, toMicros: toMicros, fixCount: fixes.count,
-            truncated: fixes.count == PanelData.historyFixesMax, shown: kept.map { fixes[$0] }, invalid: false
-        )
+            truncated: fixes.count == PanelData.historyFixesMax, shown: kept.map { fixes[$0] },
+            invalid: false,
+            segments: summarizeStays(points))
     }
 
     func unavailablePage() -> HTTPResponse {
@@ -199,11 +206,25 @@ func head(_ html: inout HTML, title: String, map: Bool = false, script: StaticSt
         """)
     html.name(title)
     html.raw(" · findmy</title>\n")
-    if map { html.raw("<link rel=\"stylesheet\" href=\"/static/leaflet/leaflet.css\">\n") }
+    if map {
+        html.raw(
+            """
+            <link rel="stylesheet" href="/static/leaflet/leaflet.css">
+            <link rel="stylesheet" href="/static/leaflet/MarkerCluster.css">
+            <link rel="stylesheet" href="/static/leaflet/MarkerCluster.Default.css">
+
+            """)
+    }
     html.raw("<link rel=\"stylesheet\" href=\"/static/panel.css\">\n")
     if map {
         html.raw(
-            "<script src=\"/static/leaflet/leaflet.js\" defer></script>\n<script src=\"/static/panel.js\" defer></script>\n"
+            """
+            <script src="/static/leaflet/leaflet.js" defer></script>
+            <script src="/static/leaflet/leaflet.markercluster.js" defer></script>
+            <script src="/static/panel-map.js" defer></script>
+            <script src="/static/panel.js" defer></script>
+
+            """
         )
     }
     if let script {

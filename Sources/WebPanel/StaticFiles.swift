@@ -33,6 +33,12 @@ struct StaticFiles: Sendable {
     /// Leaflet's files by served name; a name missing here (the package is not installed) is a 404,
     /// and the page then shows its list and details without a map.
     let leaflet: [String: [UInt8]]
+    /// Leaflet, and the clustering of many markers from Debian's libjs-leaflet.markercluster, which
+    /// installs beside it. Without that package the map draws every marker on its own.
+    static let leafletFiles = [
+        "leaflet.js", "leaflet.css", "leaflet.markercluster.js", "MarkerCluster.css",
+        "MarkerCluster.Default.css",
+    ]
     static let leafletImages = [
         "marker-icon.png", "marker-icon-2x.png", "marker-shadow.png", "layers.png", "layers-2x.png",
     ]
@@ -41,7 +47,7 @@ struct StaticFiles: Sendable {
 
     init(leafletDirectory: String) {
         var files: [String: [UInt8]] = [:]
-        for name in ["leaflet.js", "leaflet.css"] + Self.leafletImages.map({ "images/" + $0 }) {
+        for name in Self.leafletFiles + Self.leafletImages.map({ "images/" + $0 }) {
             if let bytes = Self.read(leafletDirectory + "/" + name) { files[name] = bytes }
         }
         leaflet = files
@@ -57,11 +63,14 @@ struct StaticFiles: Sendable {
         router.add("GET", "/static/panel.css") { _, _ in
             Self.file(PackageResources.panel_css, type: "text/css; charset=utf-8")
         }
-        router.add("GET", "/static/leaflet/leaflet.js") { [leaflet] _, _ in
-            Self.file(leaflet["leaflet.js"], type: "text/javascript; charset=utf-8")
+        router.add("GET", "/static/panel-map.js") { _, _ in
+            Self.file(PackageResources.panel_map_js, type: "text/javascript; charset=utf-8")
         }
-        router.add("GET", "/static/leaflet/leaflet.css") { [leaflet] _, _ in
-            Self.file(leaflet["leaflet.css"], type: "text/css; charset=utf-8")
+        for name in Self.leafletFiles {
+            let type = name.hasSuffix(".js") ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8"
+            router.add("GET", "/static/leaflet/" + name) { [leaflet] _, _ in
+                Self.file(leaflet[name], type: type)
+            }
         }
         router.add("GET", "/static/leaflet/images/{file}") { [leaflet] request, _ in
             Self.file(leaflet["images/" + (request.pathParameters["file"] ?? "")], type: "image/png")

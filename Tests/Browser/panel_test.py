@@ -183,7 +183,8 @@ def main():
                  for i in range(19)]
         track.append(fix(52.52, 13.405, 120, now - timedelta(minutes=3), battery=71, charging=True))
         server.report(phone["device_token"], track)
-        server.report(script["device_token"], [fix(48.85, 2.35, 3000, now - timedelta(minutes=30))])
+        # Nearly flat: the low-battery mark on its pin and its row.
+        server.report(script["device_token"], [fix(48.85, 2.35, 3000, now - timedelta(minutes=30), battery=5)])
         # Appended before bob's report, so projected once that is.
         server.report_osmand(watch["device_token"], 48.2082, 16.3738, now - timedelta(minutes=8))
         last = server.report(bobs["device_token"], [fix(40.0, -3.7, 10, now - timedelta(minutes=1))])
@@ -191,13 +192,16 @@ def main():
 
         options = webdriver.ChromeOptions()
         options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-        for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+        for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
                      "--lang=en-US"):
             options.add_argument(flag)
         def new_driver():
             started = webdriver.Chrome(
                 service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
             started.set_page_load_timeout(30)
+            # The page itself at 1280x800: the window's frame is added to the size asked for.
+            frame = started.execute_script("return window.outerHeight - window.innerHeight")
+            started.set_window_size(1280, 800 + frame)
             return started
 
         driver = new_driver()
@@ -266,6 +270,16 @@ def main():
             expect(all(link.get_attribute("href").startswith(server.url + "/find-my?selected=") for link in links),
                    "each row is a real link")
             map_ready()
+            # The first view fits every device with room for its pin: none is cut at an edge.
+            cut = driver.execute_script(
+                "var m = document.getElementById('map').getBoundingClientRect(), p = window.findmyPanel.markers;"
+                "return Object.keys(p).filter(function (id) {"
+                " var r = p[id].findmyPin.getBoundingClientRect();"
+                " return r.left < m.left || r.right > m.right || r.top < m.top || r.bottom > m.bottom; });")
+            expect(cut == [], "every pin is whole inside the map: %r cut (%r)" % (cut, driver.execute_script(
+                "var p = window.findmyPanel; return [p.fitPadding, p.map.getSize().x, p.map.getSize().y,"
+                " Object.keys(p.markers).map(function (id) { var r = p.markers[id].findmyPin.getBoundingClientRect();"
+                " return [id, r.left, r.right, r.top, r.bottom]; })];")))
             shot("02-devices")
 
         step("see the devices", devices_listed)
@@ -288,8 +302,12 @@ def main():
             wait.until(lambda d: d.current_url.endswith("/find-my?selected=%d" % phone_id))
             details = driver.find_element(By.ID, "details").text
             for expected in ("Anna's phone", "ios (iPhone 15)", "Fix taken at", "3 min ago", "± 120 m",
-                             "71 %, charging", "significant", "Reporting"):
+                             "71 %, charging", "significant", "Reporting", "Directions"):
                 expect(expected in details, "details show %r: %r" % (expected, details))
+            expect(driver.find_element(By.ID, "directions-geo").get_attribute("href") == "geo:52.52,13.405",
+                   "a geo: link to the fix")
+            expect(driver.find_element(By.ID, "directions-osm").get_attribute("href")
+                   == "https://www.openstreetmap.org/directions?to=52.52%2C13.405", "an OpenStreetMap route to it")
             expect(driver.find_element(By.CSS_SELECTOR, "a[aria-current=page]").text == "Anna's phone",
                    "the selected row is marked")
             map_ready()
@@ -307,6 +325,50 @@ def main():
             expect(other is not None and other["radius"] == 3000, "a 3 km fix draws a 3 km circle: %r" % other)
 
         step("marker and accuracy circle at the right place", marker_and_circle)
+
+        def pin_state(device_id):
+            return driver.execute_script(
+                "var m = window.findmyPanel.markers[arguments[0]], p = m && m.findmyPin;"
+                "if (!p) { return null; }"
+                "var r = p.getBoundingClientRect(), name = p.querySelector('.pin-name');"
+                "return {name: name.textContent, nameShown: name.offsetWidth > 0, classes: p.className,"
+                " facts: p.querySelector('.pin-facts').textContent, inDom: document.body.contains(p),"
+                " top: r.top, bottom: r.bottom, left: r.left, right: r.right};", device_id)
+
+        def named_marker():
+            # 1280x800: the list beside the map, the phone's pin named on the map and inside it.
+            size = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+            expect(size == [1280, 800], "a 1280x800 page: %r" % size)
+            state = pin_state(phone_id)
+            expect(state and state["inDom"] and state["name"] == "Anna's phone" and state["nameShown"],
+                   "the phone's pin shows its name: %r" % state)
+            expect("age-live" in state["classes"] and "charging" in state["classes"],
+                   "a 3-minute-old fix looks live, and charging: %r" % state)
+            box = driver.execute_script(
+                "var m = document.getElementById('map').getBoundingClientRect(),"
+                " s = document.getElementById('sheet').getBoundingClientRect();"
+                "return {top: m.top, bottom: m.bottom, left: m.left, right: m.right, sheetLeft: s.left};")
+            expect(box["sheetLeft"] >= box["right"] - 1, "the list is beside the map: %r" % box)
+            expect(box["top"] <= state["top"] and state["bottom"] <= box["bottom"] and box["left"] <= state["left"]
+                   and state["right"] <= box["right"], "the pin is whole inside the map: %r vs %r" % (state, box))
+            shot("03c-named-marker-1280x800")
+
+        step("a marker shows its device's name", named_marker)
+
+        def low_battery():
+            row = driver.find_element(By.CSS_SELECTOR, "#device-list li[data-device-id='%d'] .battery-low" % script_id)
+            expect(row.text == "battery 5 % (low)", "the row marks 5 %% as low: %r" % row.text)
+            expect(not driver.find_elements(By.CSS_SELECTOR, "#device-list li[data-device-id='%d'] .battery-low"
+                                            % phone_id), "71 % is not marked low")
+            state = pin_state(script_id)
+            expect(state and "battery-low" in state["classes"] and "5 %" in state["facts"],
+                   "the pin marks the battery: %r" % state)
+            driver.execute_script("window.findmyPanel.map.setView([48.85, 2.35], 12, {animate: false});")
+            shot("03d-low-battery-1280x800")
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            map_ready()
+
+        step("the low-battery mark for a device at 5 %", low_battery)
 
         def unknown_accuracy_layers(device_id):
             return driver.execute_script(
@@ -361,6 +423,8 @@ def main():
             points = driver.execute_script(
                 "var t = window.findmyPanel.track; return t ? t.getLatLngs().length : 0;")
             expect(points == 20, "the track has the 20 fixes: %r" % points)
+            # The raw fixes are one click away, under the stays.
+            driver.find_element(By.CSS_SELECTOR, "#fixes summary").click()
             rows = driver.find_elements(By.CSS_SELECTOR, "#timeline li")
             expect(len(rows) == 20, "the timeline lists 20 fixes: %d" % len(rows))
             expect("± 30 m" in rows[0].text, "a timeline row shows its accuracy: %r" % rows[0].text)
@@ -380,6 +444,127 @@ def main():
             expect(driver.execute_script("return window.findmyPanel.track") is None, "no track after going back")
 
         step("go back", back)
+
+        def stays_and_slider():
+            # A bag that stayed 40 minutes at one place, travelled 2 km north-east, and stayed 40
+            # minutes at another: two stays and the move between them.
+            bag = server.enrol(server.alice_token, "Anna's bag")
+            start = datetime.now(timezone.utc) - timedelta(hours=3)
+            home, work = (52.5000, 13.4000), (52.5150, 13.4200)
+            fixes = [fix(home[0] + (i % 2) * 0.00005, home[1], 15, start + timedelta(minutes=5 * i)) for i in range(9)]
+            fixes += [fix(home[0] + (work[0] - home[0]) * k / 4, home[1] + (work[1] - home[1]) * k / 4, 20,
+                          start + timedelta(minutes=40 + 3 * k)) for k in range(1, 4)]
+            fixes += [fix(work[0], work[1] + (i % 2) * 0.00005, 15, start + timedelta(minutes=52 + 5 * i)) for i in range(9)]
+            last = server.report(bag["device_token"], fixes)
+            wait_projected(server, last["offset"])
+            driver.get(server.url + "/find-my?selected=%d&from=%s&to=%s" % (
+                bag["device_id"], rfc3339(start - timedelta(minutes=10)), rfc3339(start + timedelta(hours=2))))
+            map_ready()
+            kinds = [item.get_attribute("class") for item in driver.find_elements(By.CSS_SELECTOR, "#stays li")]
+            expect(kinds == ["stay", "move", "stay"], "two stays and the move between: %r" % kinds)
+            first = driver.find_element(By.CSS_SELECTOR, "#stays li.stay").text
+            expect(first.startswith("Stayed") and "(40 min)" in first, "a stay says its times and length: %r" % first)
+            move = driver.find_element(By.CSS_SELECTOR, "#stays li.move").text
+            expect(move.startswith("Moved") and " km" in move, "a move says how far: %r" % move)
+            circles = driver.execute_script("return (window.findmyPanel.stays || []).length")
+            expect(circles == 2, "two stay circles on the map: %r" % circles)
+            expect(not driver.find_element(By.ID, "timeline").is_displayed(), "the raw fixes are folded away")
+            slider = driver.find_element(By.ID, "track-slider")
+            expect(slider.is_displayed(), "the time slider shows")
+            def scrub(value):
+                driver.execute_script(
+                    "var s = document.getElementById('track-slider'); s.value = arguments[0];"
+                    "s.dispatchEvent(new Event('input'));", value)
+                return driver.execute_script(
+                    "var p = window.findmyPanel.scrubMarker.getLatLng(); return [p.lat, p.lng];")
+            at_end = scrub(slider.get_attribute("max"))
+            expect(abs(at_end[0] - work[0]) < 1e-3 and abs(at_end[1] - work[1]) < 1e-3, "at the end: %r" % at_end)
+            at_start = scrub("0")
+            expect(abs(at_start[0] - home[0]) < 1e-3 and abs(at_start[1] - home[1]) < 1e-3,
+                   "at the start: %r" % at_start)
+            # 46 minutes in: half-way along the move.
+            middle = scrub(str(46 * 60))
+            expect(home[0] + 0.003 < middle[0] < work[0] - 0.003, "on the way: %r" % middle)
+            expect(driver.find_element(By.ID, "scrub-time").text != "", "the slider says when")
+            shot("04b-stays-and-slider-1280x800")
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                   {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
+            driver.refresh()
+            map_ready()
+            shot("04c-stays-phone-390x844")
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            map_ready()
+
+        step("stays listed for a track with two stays, and the slider moves the marker", stays_and_slider)
+
+        def phone_layout():
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                   {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            map_ready()
+            box = driver.execute_script(
+                "var m = document.getElementById('map').getBoundingClientRect(),"
+                " s = document.getElementById('sheet').getBoundingClientRect();"
+                "return {top: m.top, bottom: m.bottom, width: m.width, sheetTop: s.top, sheetHeight: s.height,"
+                " scrolled: window.scrollY, pageHeight: document.documentElement.scrollHeight,"
+                " state: document.getElementById('sheet').getAttribute('data-state')};")
+            expect(box["scrolled"] == 0 and box["pageHeight"] <= 844, "the page does not scroll: %r" % box)
+            expect(box["top"] < 70 and box["bottom"] >= 843 and box["width"] >= 389,
+                   "the map fills the screen under a slim header: %r" % box)
+            expect(box["state"] == "half" and 844 * 0.4 < box["sheetTop"] < 844 * 0.7,
+                   "the sheet covers the map's lower part: %r" % box)
+            state = pin_state(phone_id)
+            expect(state and state["nameShown"] and box["top"] <= state["top"] and state["bottom"] <= box["sheetTop"],
+                   "the phone's pin is whole in the map above the sheet: %r vs %r" % (state, box))
+            shot("05a-map-first-phone-390x844")
+            toggle = driver.find_element(By.ID, "sheet-toggle")
+            expect(toggle.get_attribute("aria-expanded") == "false", "collapsed to start")
+            toggle.click()
+            wait.until(lambda d: d.find_element(By.ID, "sheet").get_attribute("data-state") == "full")
+            height = lambda: driver.execute_script(
+                "return document.getElementById('sheet').getBoundingClientRect().height")
+            wait.until(lambda d: height() > box["sheetHeight"] + 200)
+            expect(toggle.get_attribute("aria-expanded") == "true", "the button says it is expanded")
+            expect("sheet=full" in driver.current_url, "the URL keeps it: %r" % driver.current_url)
+            links = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "#device-list li a")]
+            expect(all("sheet=full" in href for href in links), "and the links carry it: %r" % links)
+            shot("05c-sheet-expanded-phone-390x844")
+            driver.find_element(By.ID, "sheet-toggle").send_keys("\n")  # by keyboard: Enter on the button
+            wait.until(lambda d: d.find_element(By.ID, "sheet").get_attribute("data-state") == "peek")
+            driver.refresh()
+            map_ready()
+            expect(driver.find_element(By.ID, "sheet").get_attribute("data-state") == "peek",
+                   "a reload keeps the sheet as it was")
+            shot("05d-sheet-peek-phone-390x844")
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            map_ready()
+
+        step("phone: the map fills the screen and the sheet expands by its control", phone_layout)
+
+        def dark_mode():
+            colours = lambda: driver.execute_script(
+                "var b = getComputedStyle(document.body), p = window.findmyPanel.markers[arguments[0]].findmyPin;"
+                "return [b.backgroundColor, b.color, getComputedStyle(p).backgroundColor];", phone_id)
+            light = colours()
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                   {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+            try:
+                dark = colours()
+                expect(dark[0] == "rgb(13, 17, 23)" and dark[1] == "rgb(230, 237, 243)" and dark[2] == "rgb(22, 27, 34)",
+                       "dark page and pins from the browser's preference: %r (light: %r)" % (dark, light))
+                expect(light[0] == "rgb(255, 255, 255)", "light otherwise: %r" % light)
+                # A visible focus on the pins too: Tab reaches the selected device's pin.
+                driver.execute_script("window.findmyPanel.markers[arguments[0]].getElement().focus();", phone_id)
+                outline = driver.execute_script(
+                    "return getComputedStyle(window.findmyPanel.markers[arguments[0]].findmyPin).outlineStyle;", phone_id)
+                expect(outline == "solid", "the focused pin is outlined: %r" % outline)
+                shot("05e-dark-mode-1280x800")
+            finally:
+                driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+        step("dark mode from the browser's preference, and a focused pin is outlined", dark_mode)
 
         def phone_screenshot():
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
@@ -620,6 +805,9 @@ def main():
             driver.get(server.url + "/find-my?selected=%d" % bike["device_id"])
             map_ready()
             wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#transition-list li")) == 4)
+            # The card says where the latest fix is, from the reader's geofences.
+            wait.until(lambda d: d.find_element(By.ID, "at-place").is_displayed())
+            expect(field("at-place").text == "at Home", "the card names the fence: %r" % field("at-place").text)
             rows = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#transition-list li")]
             kinds = [row.get_attribute("class") for row in driver.find_elements(By.CSS_SELECTOR, "#transition-list li")]
             # Newest first, as the API answers.

@@ -141,6 +141,14 @@ import Testing
         // Leaflet and the panel's own files are served by findmy itself.
         #expect(try request(connection, "GET", "/static/panel.js").status == 200)
         #expect(try request(connection, "GET", "/static/leaflet/leaflet.js").status == 200)
+        // The clustering of many markers, from Debian's libjs-leaflet.markercluster beside Leaflet.
+        let cluster = try request(connection, "GET", "/static/leaflet/leaflet.markercluster.js")
+        #expect(cluster.status == 200 && cluster.body.contains("Leaflet.markercluster"))
+        #expect(cluster.header("Content-Type") == "text/javascript; charset=utf-8")
+        for sheet in ["MarkerCluster.css", "MarkerCluster.Default.css"] {
+            let style = try request(connection, "GET", "/static/leaflet/" + sheet)
+            #expect(style.status == 200 && style.header("Content-Type") == "text/css; charset=utf-8")
+        }
         #expect(try request(connection, "GET", "/static/leaflet/images/marker-icon.png").status == 200)
         #expect(try request(connection, "GET", "/static/leaflet/images/..%2F..%2Fetc%2Fpasswd").status == 404)
     }
@@ -158,8 +166,9 @@ import Testing
         defer { server.stop() }
         let connection = HTTPConnection(address: server.address)
         for (name, type) in [
-            ("panel.js", "text/javascript; charset=utf-8"), ("import.js", "text/javascript; charset=utf-8"),
-            ("panel.css", "text/css; charset=utf-8"),
+            ("panel.js", "text/javascript; charset=utf-8"),
+            ("panel-map.js", "text/javascript; charset=utf-8"),
+            ("import.js", "text/javascript; charset=utf-8"), ("panel.css", "text/css; charset=utf-8"),
         ] {
             let onDisk = try Data(contentsOf: resources.appendingPathComponent(name))
             #expect(!onDisk.isEmpty)

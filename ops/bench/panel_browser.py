@@ -53,37 +53,81 @@ def summary(values):
     return {"p50_ms": round(percentile(values, 0.5), 1), "p99_ms": round(percentile(values, 0.99), 1),
             "max_ms": round(max(values), 1)}
 
-def run(url, loads, cases):
+def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900", "--lang=en-US"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800", "--lang=en-US"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
     driver.set_page_load_timeout(60)
+    return driver
+
+def log_in(driver, url, name):
+    driver.delete_all_cookies()
+    driver.get(url + "/find-my")
+    WebDriverWait(driver, 20).until(lambda d: "/login" in d.current_url)
+    driver.find_element(By.ID, "name").send_keys(name)
+    driver.find_element(By.ID, "password").send_keys("bench-password")
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("/find-my"))
+
+# From navigation start, and from the end of parsing (`domInteractive`, after which the deferred
+# scripts run: Leaflet, then the panel's) until the map's layers are in the DOM. The second is the
+# drawing itself, without the server's answer and the page's transfer.
+TIMING = """
+    var n = performance.getEntriesByType("navigation")[0], drawn = Number(document.documentElement.dataset.mapDrawnAt);
+    return {drawn: drawn, scripts_to_drawn: drawn - n.domInteractive, responseEnd: n.responseEnd,
+            domContentLoaded: n.domContentLoadedEventEnd, bodyBytes: n.decodedBodySize,
+            points: window.findmyPanel.trackPoints.length, markers: Object.keys(window.findmyPanel.markers).length}"""
+
+def fleet(url, loads, name, expected):
+    """A user's /find-my with `expected` devices, each a marker: until drawn, and the drawing alone."""
+    driver = browser()
+    try:
+        log_in(driver, url, name)
+        drawn, drawing = [], []
+        for index in range(WARMUP_LOADS + loads):
+            driver.get(url + "/find-my")
+            WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.documentElement.dataset.mapDrawnAt"))
+            timing = driver.execute_script(TIMING)
+            if index >= WARMUP_LOADS:
+                drawn.append(timing["drawn"]); drawing.append(timing["scripts_to_drawn"])
+        assert timing["markers"] == expected, "every device has a marker: %r" % timing["markers"]
+        return {"devices": expected, "until_drawn": summary(drawn), "scripts_to_drawn": summary(drawing),
+                "page_bytes": timing["bodyBytes"], "target_250_ms_drawing_met_at_p99": summary(drawing)["p99_ms"] < 250}
+    finally:
+        driver.quit()
+
+def ratios(this, baseline):
+    """p50 of this build over the baseline's, for each figure both have."""
+    out = {}
+    for case in ("synthetic", "commuter"):
+        for label in ("until_track_drawn", "until_scripts_to_drawn"):
+            if label in this[case]["history"] and label in baseline[case]["history"]:
+                out["%s_history_%s" % (case, label)] = round(
+                    this[case]["history"][label]["p50_ms"] / baseline[case]["history"][label]["p50_ms"], 2)
+    for label in ("until_drawn", "scripts_to_drawn"):
+        out["fleet_" + label] = round(this["fleet"][label]["p50_ms"] / baseline["fleet"][label]["p50_ms"], 2)
+    return out
+
+def run(url, loads, cases):
+    driver = browser()
     result = {"loads": loads, "warmup_loads": WARMUP_LOADS, "chromium": driver.capabilities.get("browserVersion")}
     try:
         for case, (name, plain, history, _) in cases.items():
-            driver.delete_all_cookies()
-            driver.get(url + "/find-my")
-            WebDriverWait(driver, 20).until(lambda d: "/login" in d.current_url)
-            driver.find_element(By.ID, "name").send_keys(name)
-            driver.find_element(By.ID, "password").send_keys("bench-password")
-            driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-            WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("/find-my"))
+            log_in(driver, url, name)
             out = {}
             for label, target in (("history", history), ("no_history", plain)):
-                drawn, dom, fetch = [], [], []
+                drawn, dom, fetch, drawing = [], [], [], []
                 for index in range(WARMUP_LOADS + loads):
                     driver.get(url + target)  # returns after the load event
                     WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.documentElement.dataset.mapDrawnAt"))
-                    timing = driver.execute_script("""
-                        var n = performance.getEntriesByType("navigation")[0];
-                        return {drawn: Number(document.documentElement.dataset.mapDrawnAt), responseEnd: n.responseEnd,
-                                domContentLoaded: n.domContentLoadedEventEnd, bodyBytes: n.decodedBodySize,
-                                points: window.findmyPanel.trackPoints.length}""")
+                    timing = driver.execute_script(TIMING)
                     if index >= WARMUP_LOADS:
                         drawn.append(timing["drawn"]); dom.append(timing["domContentLoaded"]); fetch.append(timing["responseEnd"])
-                out[label] = {"until_track_drawn": summary(drawn), "until_dom_content_loaded": summary(dom),
+                        drawing.append(timing["scripts_to_drawn"])
+                out[label] = {"until_track_drawn": summary(drawn), "until_scripts_to_drawn": summary(drawing),
+                              "until_dom_content_loaded": summary(dom),
                               "until_response_end": summary(fetch), "page_bytes": timing["bodyBytes"],
                               "points_drawn": timing["points"]}
                 if label == "history":

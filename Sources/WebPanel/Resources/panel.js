@@ -68,17 +68,28 @@
 
   function known(meters) { return meters !== null && meters !== undefined && meters > 0; }
 
+  // More devices than this are clustered (Debian's libjs-leaflet.markercluster, when installed)
+  // and their accuracy circles share one canvas: a thousand SVG pins and circles are slow to draw.
+  var clusterFrom = 50;
+  var pins = window.findmyMap;
+  function serverNow() { return Date.now() - skewMillis; }
+
+  // A device's marker: a named pin (panel-map.js) with its accuracy circle. A new marker is
+  // returned for the caller to add (in bulk, to the cluster group when there is one).
   function place(device) {
     var fix = device.latest;
-    if (!fix) { return; }
+    if (!fix) { return null; }
     var at = [fix.latitude, fix.longitude];
-    var marker = state.markers[device.id];
-    // Unknown accuracy: no circle, a faded marker titled so; a pin alone would look precise.
-    var title = known(fix.accuracy_m) ? device.name : device.name + " (accuracy unknown)";
+    var marker = state.markers[device.id], created = null;
     if (marker) {
       marker.setLatLng(at);
     } else {
-      marker = L.marker(at, { title: title, alt: title, keyboard: true }).addTo(state.map);
+      var element = pins.pin(device);
+      marker = L.marker(at, {
+        icon: L.divIcon({ className: "device-pin", html: element, iconSize: [0, 0], iconAnchor: [0, 0] }),
+        keyboard: true, riseOnHover: true, zIndexOffset: device.id === data.selected ? 1000 : 0
+      });
+      marker.findmyPin = element;
       marker.on("click", function () {
         // While a geofence is drawn, a device's marker is a place to centre it on, not a link:
         // following it would lose the form.
@@ -86,11 +97,15 @@
           setCentre(marker.getLatLng().lat, marker.getLatLng().lng);
           return;
         }
-        window.location.href = "/find-my?selected=" + device.id;
+        window.location.href = pins.link("/find-my?selected=" + device.id);
       });
       state.markers[device.id] = marker;
+      created = marker;
     }
-    marker.setOpacity(known(fix.accuracy_m) ? 1 : 0.55);
+    // Unknown accuracy: no circle, a faded pin titled so; a pin alone would look precise.
+    var title = pins.decorate(marker.findmyPin, device, serverNow(), device.id === data.selected);
+    marker.options.title = title;
+    marker.findmyPin.classList.toggle("unknown-accuracy", !known(fix.accuracy_m));
     if (marker.getElement && marker.getElement()) { marker.getElement().title = title; }
     var circle = state.circles[device.id];
     if (!known(fix.accuracy_m)) {
@@ -99,9 +114,17 @@
       circle.setLatLng(at).setRadius(fix.accuracy_m);
     } else {
       // Always the circle when known: a 3 km fix must look like a 3 km fix.
-      state.circles[device.id] = L.circle(at, {
-        radius: fix.accuracy_m, weight: 1, fillOpacity: 0.15, interactive: false
-      }).addTo(state.map);
+      var options = { radius: fix.accuracy_m, weight: 1, fillOpacity: 0.15, interactive: false };
+      if (state.circleRenderer) { options.renderer = state.circleRenderer; }
+      state.circles[device.id] = L.circle(at, options).addTo(state.map);
+    }
+    return created;
+  }
+
+  function placeAll(devices) {
+    var created = devices.map(place).filter(function (marker) { return marker !== null; });
+    if (state.cluster) { state.cluster.addLayers(created); } else {
+      created.forEach(function (marker) { marker.addTo(state.map); });
     }
   }
 
@@ -116,11 +139,20 @@
     var attribution = document.createElement("span");
     attribution.textContent = data.tile_attribution;
     L.tileLayer(data.tile_url, { attribution: attribution.innerHTML, maxZoom: 19 }).addTo(state.map);
-    data.devices.forEach(place);
+    if (data.devices.length > clusterFrom) {
+      state.circleRenderer = L.canvas({ padding: 0.5 });
+      if (L.markerClusterGroup) {
+        state.cluster = L.markerClusterGroup({
+          maxClusterRadius: 50, disableClusteringAtZoom: 17, showCoverageOnHover: false
+        }).addTo(state.map);
+      }
+    }
+    placeAll(data.devices);
     var bounds = null;
     if (data.track && data.track.length) {
       var line = data.track.map(function (fix) { return [fix.latitude, fix.longitude]; });
       state.track = L.polyline(line, { weight: 3 }).addTo(state.map);
+      pins.drawStays(state, data.segments, localTime);
       // Thousands of points as SVG elements are what makes a month slow to draw; one canvas
       // holds them all. Tooltips and focus from the timeline work the same.
       var pointRenderer = L.canvas({ padding: 0.5 });
@@ -131,6 +163,7 @@
         state.trackPoints.push(point);
       });
       bounds = state.track.getBounds();
+      pins.scrubber(state, data.track, localTime);
       document.querySelectorAll("#timeline li[data-index]").forEach(function (item) {
         var point = state.trackPoints[Number(item.getAttribute("data-index"))];
         if (!point) { return; }
@@ -149,15 +182,42 @@
         bounds = bounds ? bounds.extend(circle) : circle;
       });
     }
-    if (bounds) {
-      state.map.fitBounds(bounds, { maxZoom: 17, padding: [20, 20] });
-    } else {
-      state.map.setView([20, 0], 2);
-    }
+    fit(bounds);
+    state.map.on("zoomend moveend", function () { pins.crowd(state.map, state.markers); });
+    pins.crowd(state.map, state.markers);
     // For ops/bench/panel_browser.py: the moment the map's layers (the track included) are
     // in the DOM, on the page's performance.now() clock; the next paint shows them.
     document.documentElement.dataset.mapDrawnAt = String(performance.now());
   }
+
+  // Room for the pins around the fixes (a pin stands above its point, centred on it: half its width
+  // to each side, its height above) and, on a phone, for the sheet over the map's lower part: no
+  // pin is cut at an edge. The pins fitted are measured; past `clusterFrom` devices they are not
+  // all drawn, and a typical pin's size stands for them.
+  function fit(bounds) {
+    if (!state.map) { return; }
+    if (!bounds) { state.map.setView([20, 0], 2); return; }
+    var side = 100, above = 60;
+    if (data.devices.length <= clusterFrom) {
+      // Leaflet puts markers in the page once the map has a view: a first one, then the pins' size.
+      if (!state.map._loaded) { state.map.fitBounds(bounds, { maxZoom: 17, animate: false }); }
+      side = 40;
+      data.devices.forEach(function (device) {
+        var marker = state.markers[device.id];
+        if (!marker || (data.selected !== null && device.id !== data.selected)) { return; }
+        side = Math.max(side, Math.min(200, marker.findmyPin.offsetWidth / 2 + 12));
+        above = Math.max(above, marker.findmyPin.offsetHeight + 24);
+      });
+    }
+    state.fitPadding = [side, above];
+    state.map.fitBounds(bounds, {
+      // Not animated: the first view is simply there, and an animation would end by moving the
+      // map back to it after the reader (or a test) has moved it.
+      maxZoom: 17, paddingTopLeft: [side, above], paddingBottomRight: [side, 20 + pins.sheetOverlap()],
+      animate: false
+    });
+  }
+  state.fit = fit;
 
   // Presence from the tailnet (docs/presence.md): the same words as the server's PresencePanel.
   function presenceContent(element, presence) {
@@ -203,7 +263,12 @@
     devices.forEach(function (device) {
       updatePresence(device);
       if (!device.latest) { return; }
-      if (state.map) { place(device); }
+      var listed = data.devices.filter(function (d) { return d.id === device.id; })[0];
+      if (listed) {
+        listed.latest = device.latest;
+        listed.last_heard = device.last_seen_at || listed.last_heard;
+      }
+      if (state.map && listed) { placeAll([listed]); }
       var row = document.querySelector('#device-list li[data-device-id="' + device.id + '"] .ago');
       if (row) { row.setAttribute("data-at", device.latest.recorded_at); }
       if (device.id === data.selected) {
@@ -213,6 +278,10 @@
           var ago = taken.querySelector(".ago");
           if (ago) { ago.setAttribute("data-at", device.latest.recorded_at); }
         }
+        var at = device.latest.latitude.toFixed(6) + "," + device.latest.longitude.toFixed(6);
+        var geo = document.getElementById("directions-geo"), osm = document.getElementById("directions-osm");
+        if (geo) { geo.href = "geo:" + at; }
+        if (osm) { osm.href = "https://www.openstreetmap.org/directions?to=" + encodeURIComponent(at); }
         var accuracy = document.getElementById("accuracy");
         if (accuracy) { accuracy.textContent = accuracyText(device.latest.accuracy_m); }
         if (state.map && !state.track) { state.map.panTo([device.latest.latitude, device.latest.longitude]); }
@@ -406,6 +475,10 @@
 
   function byId(id) { return document.getElementById(id); }
 
+  function selectedDevice() {
+    return data.devices.filter(function (d) { return d.id === data.selected; })[0] || null;
+  }
+
   function deviceName(id) {
     var device = data.devices.filter(function (d) { return d.id === id; })[0];
     return device ? device.name : null;
@@ -514,6 +587,7 @@
       fences.list = body.geofences;
       listFences();
       drawFences();
+      pins.places(fences.list, selectedDevice(), data.segments);
     }).catch(function (error) {
       var list = byId("geofence-list");
       list.textContent = "";
@@ -798,6 +872,9 @@
 
   refreshTimes();
   localRanges();
+  pins.sheet(function () {
+    if (state.map) { state.map.invalidateSize(); }
+  });
   drawMap();
   commands();
   geofences();
