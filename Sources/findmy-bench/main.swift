@@ -26,6 +26,7 @@ let commands: [Command] = [
     CompactIngestBench.command,
     PushBench.command,
     CommandsBench.command,
+    StreamBench.command,
     GeofenceBench.command,
     CodecBench.command,
     ImportBench.command,

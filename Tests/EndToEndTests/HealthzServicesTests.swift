@@ -16,12 +16,12 @@ import Testing
             states[name] = try value["state"]?.stringValue
         }
         // --projector off: no PostgreSQL and no projector; the log, the registry snapshotter, the
-        // compactor (idle without a database, but its service runs), the command worker, the book of
-        // history imports, the admin socket and the API.
+        // compactor (idle without a database, but its service runs), the command worker, the command
+        // streams, the book of history imports, the admin socket and the API.
         #expect(
             states == [
                 "log": "running", "snapshots": "running", "compactor": "running", "commands": "running",
-                "imports": "running", "admin": "running", "api": "running",
+                "command-streams": "running", "imports": "running", "admin": "running", "api": "running",
             ])
         #expect(try body["status"]?.stringValue == "ok")
         let metrics = try HTTPConnection(address: server.address).send("GET", "/metrics")
