@@ -33,6 +33,7 @@ import Testing
         }
         #expect(device.client.queue.counts == (0, 100))
         let run = Task { try await device.client.run(fixSource: device.source) }
+        defer { run.cancel() }
         // The first sends fail (nobody listens); the server comes back on the same address.
         try await eventually("a send to the stopped server failed") {
             device.log.lines.withLock { $0.contains { $0.contains("not sent") } }
@@ -180,6 +181,51 @@ extension FindMyClientEndToEndTests {
         }
         #expect(device.actions.calls.withLock { $0.filter { $0.hasPrefix("startSound") }.count } == 1)
         #expect(device.transport.reports.withLock { $0.count } == 1)
+    }
+}
+
+extension FindMyClientEndToEndTests {
+    @Test func pausedTheServerStoresNothingAndPushTokensGoAtEnrolmentAndOnRotation() async throws {
+        let data = ScratchDirectory("findmy-client-pause")
+        let server = try ServerProcess(data: data.path)
+        var stopped = false
+        defer { if !stopped { server.stop() } }
+        let user = try addUser("anna", data: data.path)
+        let device = try Device(data.path, batchFixesMax: 100, batchAgeSeconds: 0)
+        // Registered before the device is enrolled: kept, and sent once it is.
+        try await device.client.registerPushToken(PushToken(provider: "fcm", token: "first-token"))
+        let credentials = try await device.client.enrol(
+            serverURL: "http://\(server.address)", userToken: user, name: "laptop")
+        try await device.client.registerPushToken(PushToken(provider: "fcm", token: "rotated-token"))
+        let run = Task { try await device.client.run(fixSource: device.source) }
+        defer { run.cancel() }
+
+        try await device.client.setPaused(true)
+        #expect(device.client.isPaused)
+        device.source.emit(
+            ClientFix(latitude: 52.1, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+        #expect(device.client.queue.counts == (0, 0), "a fix while paused is not taken")
+        let connection = HTTPConnectionBox(server.address)
+        let refused = try connection.post(
+            "/api/find-my/report", token: credentials.deviceToken!,
+            body: reportBody(batchID: UUID().uuidString, fixes: [fixJSON()]))
+        #expect(refused.status == 409 && refused.errorCode == "reporting_paused")
+
+        try await device.client.setPaused(false)
+        device.source.emit(
+            ClientFix(latitude: 52.2, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+        try await eventually("the fix after the pause sent") {
+            device.log.lines.withLock { $0.contains { $0.contains("stored: 1 of 1") } }
+        }
+        run.cancel()
+        server.stop()
+        stopped = true
+
+        let log = try dumpLog(data.path)
+        let latitudes = try log.batches.flatMap { try $0.fixes.map { try $0["latitude"]!.doubleValue } }
+        #expect(latitudes == [52.2])
+        let pushes = log.records.filter { $0["type"] == .string("push_token_registered") }
+        #expect(pushes.count == 2)
     }
 }
 
