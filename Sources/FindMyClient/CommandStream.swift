@@ -101,7 +101,7 @@ extension FindMyClient {
             log("command stream refused: \(ClientError.from(response))")
             return .refused(status: status, retryAfter: response.retryAfterSeconds)
         }
-        log("command stream ended by the server")
+        if !Task.isCancelled { log("command stream ended by the server") }
         return .ended(retryMillis: retry ?? 5000)
     }
 

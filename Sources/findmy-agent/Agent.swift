@@ -14,7 +14,29 @@ import Threads
 
 enum Agent {
     /// Runs the command line; returns the exit status (0 done, 1 failed, 2 a usage error).
-    static func main(_ arguments: [String], environment: [String: String]) async -> Int32 {
+    /// `main` on the concurrency runtime's threads while the calling thread waits for its status.
+    static func mainBlocking(_ arguments: [String], environment: [String: String], signals: sigset_t?)
+        -> Int32
+    {
+        final class Outcome: @unchecked Sendable {
+            let lock = ConditionLock()
+            var status: Int32?
+        }
+        let outcome = Outcome()
+        Task {
+            let status = await main(arguments, environment: environment, signals: signals)
+            outcome.lock.withLock { outcome.status = status }
+            outcome.lock.broadcast()
+        }
+        return outcome.lock.withLock {
+            while outcome.status == nil { outcome.lock.wait() }
+            return outcome.status!
+        }
+    }
+
+    /// `signals`: those `blockSignals` blocked, for run.
+    static func main(_ arguments: [String], environment: [String: String], signals: sigset_t?) async -> Int32
+    {
         let command: AgentCommand
         do {
             command = try AgentCommand.parse(arguments, environment: environment)
@@ -29,7 +51,7 @@ enum Agent {
             case .enrol(let options):
                 try await enrol(options)
             case .run(let options):
-                try await run(options)
+                try await run(options, signals: signals ?? blockSignals())
             case .stopSound(let directory):
                 try stopSound(directory)
             case .status(let directory):
@@ -76,8 +98,7 @@ enum Agent {
         print("enrolled: device \(credentials.deviceID.map(String.init) ?? "?") at \(credentials.serverURL)")
     }
 
-    static func run(_ options: RunOptions) async throws {
-        let signals = blockSignals()
+    static func run(_ options: RunOptions, signals: sigset_t) async throws {
         let lock = try AgentLock(stateDirectory: options.stateDirectory)
         defer { lock.release() }
         let parts = try AgentPlatform.make(options, log: log)
@@ -94,7 +115,7 @@ enum Agent {
         do {
             try await task.value
         } catch is CancellationError {}
-        log("stopped; \(client.queue.counts.openFixes + 0) fixes in the open batch stay queued")
+        log("stopped; \(client.queue.counts.openFixes) fixes in the open batch stay queued")
     }
 
     static func stopSound(_ directory: String) throws {

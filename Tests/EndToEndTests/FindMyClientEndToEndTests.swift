@@ -33,6 +33,7 @@ import Testing
         }
         #expect(device.client.queue.counts == (0, 100))
         let run = Task { try await device.client.run(fixSource: device.source) }
+        defer { run.cancel() }
         // The first sends fail (nobody listens); the server comes back on the same address.
         try await eventually("a send to the stopped server failed") {
             device.log.lines.withLock { $0.contains { $0.contains("not sent") } }
@@ -84,7 +85,8 @@ import Testing
         var stopped = false
         defer { if !stopped { server.stop() } }
         let user = try addUser("anna", data: data.path)
-        let device = try Device(data.path, batchFixesMax: 100, batchAgeSeconds: 0)
+        // No stream: report answers are the only way commands come.
+        let device = try Device(data.path, batchFixesMax: 100, batchAgeSeconds: 0, withoutStream: true)
         let credentials = try await device.client.enrol(
             serverURL: "http://\(server.address)", userToken: user, name: "laptop")
         let deviceID = credentials.deviceID!
@@ -137,6 +139,96 @@ import Testing
     }
 }
 
+extension FindMyClientEndToEndTests {
+    /// No fix is reported before the commands: what runs, runs because the stream brought it.
+    @Test func aCommandPostedReachesTheActionsThroughTheStreamAndAResumeActsOnNothingTwice() async throws {
+        let data = ScratchDirectory("findmy-client-stream")
+        let server = try ServerProcess(data: data.path)
+        defer { server.stop() }
+        let user = try addUser("anna", data: data.path)
+        let device = try Device(data.path, batchFixesMax: 100)
+        let deviceID = try await device.client.enrol(
+            serverURL: "http://\(server.address)", userToken: user, name: "laptop"
+        ).deviceID!
+        let connection = HTTPConnectionBox(server.address)
+        var run = Task { try await device.client.run(fixSource: device.source) }
+        try await eventually("the stream connected") {
+            device.log.lines.withLock { $0.contains("command stream connected") }
+        }
+        let sound = try #require(
+            try connection.post(
+                "/api/find-my/devices/\(deviceID)/commands", token: user, body: "{\"kind\": \"sound\"}"
+            ).string("command_id"))
+        try await eventually("the sound started") {
+            device.actions.calls.withLock { $0.contains("startSound \(sound)") }
+        }
+        // Answered with a fix (none was queued: a fresh one), which the sender sends.
+        try await eventually("the sound answered") { device.client.queue.counts == (0, 0) }
+
+        // Away: a lost asked for meanwhile comes on the resumed stream; the sound, still in
+        // `ready`'s reach of the log, does not ring again.
+        run.cancel()
+        _ = await run.result
+        let lost = try #require(
+            try connection.post(
+                "/api/find-my/devices/\(deviceID)/commands", token: user,
+                body: "{\"kind\": \"lost\", \"message\": \"call me\", \"phone\": \"1\"}"
+            ).string("command_id"))
+        run = Task { try await device.client.run(fixSource: device.source) }
+        defer { run.cancel() }
+        try await eventually("the lost shown") {
+            device.actions.calls.withLock { $0.contains("showLost \(lost) call me 1") }
+        }
+        #expect(device.actions.calls.withLock { $0.filter { $0.hasPrefix("startSound") }.count } == 1)
+        #expect(device.transport.reports.withLock { $0.count } == 1)
+    }
+}
+
+extension FindMyClientEndToEndTests {
+    @Test func pausedTheServerStoresNothingAndPushTokensGoAtEnrolmentAndOnRotation() async throws {
+        let data = ScratchDirectory("findmy-client-pause")
+        let server = try ServerProcess(data: data.path)
+        var stopped = false
+        defer { if !stopped { server.stop() } }
+        let user = try addUser("anna", data: data.path)
+        let device = try Device(data.path, batchFixesMax: 100, batchAgeSeconds: 0)
+        // Registered before the device is enrolled: kept, and sent once it is.
+        try await device.client.registerPushToken(PushToken(provider: "fcm", token: "first-token"))
+        let credentials = try await device.client.enrol(
+            serverURL: "http://\(server.address)", userToken: user, name: "laptop")
+        try await device.client.registerPushToken(PushToken(provider: "fcm", token: "rotated-token"))
+        let run = Task { try await device.client.run(fixSource: device.source) }
+        defer { run.cancel() }
+
+        try await device.client.setPaused(true)
+        #expect(device.client.isPaused)
+        device.source.emit(
+            ClientFix(latitude: 52.1, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+        #expect(device.client.queue.counts == (0, 0), "a fix while paused is not taken")
+        let connection = HTTPConnectionBox(server.address)
+        let refused = try connection.post(
+            "/api/find-my/report", token: credentials.deviceToken!,
+            body: reportBody(batchID: UUID().uuidString, fixes: [fixJSON()]))
+        #expect(refused.status == 409 && refused.errorCode == "reporting_paused")
+
+        try await device.client.setPaused(false)
+        device.source.emit(
+            ClientFix(latitude: 52.2, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+        try await eventually("the fix after the pause sent") {
+            device.log.lines.withLock { $0.contains { $0.contains("stored: 1 of 1") } }
+        }
+        run.cancel()
+        server.stop()
+        stopped = true
+
+        let log = try dumpLog(data.path)
+        let latitudes = try log.batches.flatMap { try $0.fixes.map { try $0["latitude"]!.doubleValue } }
+        #expect(latitudes == [52.2])
+        let pushes = log.records.filter { $0["type"] == .string("push_token_registered") }
+        #expect(pushes.count == 2)
+    }
+}
+
 /// Polls `condition` until it holds or a generous deadline passes (which only bounds a failing test).
 func eventually(_ what: String, timeoutSeconds: Double = 120, _ condition: () throws -> Bool) async throws {
     let deadline = ContinuousClock.now + .seconds(timeoutSeconds)
@@ -158,9 +250,10 @@ final class Device: Sendable {
     let log = LogLines()
 
     init(
-        _ data: String, batchFixesMax: Int, batchAgeSeconds: Double = 0.2, cutFirstReportAnswer: Bool = false
+        _ data: String, batchFixesMax: Int, batchAgeSeconds: Double = 0.2, cutFirstReportAnswer: Bool = false,
+        withoutStream: Bool = false
     ) throws {
-        transport = FaultyTransport(cutFirstReportAnswer: cutFirstReportAnswer)
+        transport = FaultyTransport(cutFirstReportAnswer: cutFirstReportAnswer, withoutStream: withoutStream)
         let log = self.log
         var configuration = ClientConfiguration(
             stateDirectory: data + "/device-\(UUID().uuidString.prefix(8))", platform: "linux",
@@ -214,14 +307,19 @@ final class MemoryCredentialStore: CredentialStore {
     func save(_ credentials: DeviceCredentials) throws { stored.withLock { $0 = credentials } }
 }
 
-/// The agent's libcurl transport, with one fault on demand: the answer of the first report is lost
-/// after the server stored it (a connection cut on the way back), and every report's answer kept.
+/// The agent's libcurl transport, with faults on demand: the answer of the first report lost after
+/// the server stored it (a connection cut on the way back), or the stream answered 404 as by a
+/// server without it; every report's answer kept.
 final class FaultyTransport: ClientTransport {
     let inner = CurlClientTransport(timeoutSeconds: 30, streamIdleSeconds: 90)
     let cutFirstReportAnswer: Bool
+    let withoutStream: Bool
     let reports = Mutex<[(cut: Bool, answer: JSONValue?)]>([])
 
-    init(cutFirstReportAnswer: Bool) { self.cutFirstReportAnswer = cutFirstReportAnswer }
+    init(cutFirstReportAnswer: Bool, withoutStream: Bool) {
+        self.cutFirstReportAnswer = cutFirstReportAnswer
+        self.withoutStream = withoutStream
+    }
 
     func send(_ request: ClientRequest) async throws -> ClientResponse {
         let response = try await inner.send(request)
@@ -236,6 +334,10 @@ final class FaultyTransport: ClientTransport {
         _ request: ClientRequest, onHead: @escaping @Sendable (ClientResponse) -> Void,
         onBytes: @escaping @Sendable ([UInt8]) -> Void
     ) async throws {
+        guard !withoutStream else {
+            onHead(ClientResponse(status: 404, headers: []))
+            return
+        }
         try await inner.stream(request, onHead: onHead, onBytes: onBytes)
     }
 }
