@@ -429,9 +429,8 @@ extension Registry {
         check("presence", presence == other.presence)
         check("geofences", geofences == other.geofences)
         check("geofenceNotifications", geofenceNotifications == other.geofenceNotifications)
-    /// imports; 10 the open commands' request offsets, the devices' ntfy topics, the users' alert
-    /// targets and the armed found notices. Versions 1 to 9 are no longer read (see the format's
-    /// comment above).
+        check("ntfyTopics", ntfyTopics == other.ntfyTopics)
+        check("foundNotices", foundNotices == other.foundNotices)
         return parts
     }
 }

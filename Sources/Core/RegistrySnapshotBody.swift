@@ -19,14 +19,11 @@ import Events
 //   Version 9 appends the fix batches of imports (ImportedBatches.swift).
 //   Version 10 adds to each open command the offset of its command_requested (the command
 //   stream's event id), after its requested-at time, and appends the devices' ntfy topics
-//   (DeviceNtfyTopics.swift).
-//   Only a version 10 body is read: an older one holds no request offsets, and a command stream
-//   could not say which commands a resuming client already has (RegistrySnapshot.swift).
-//   Version 10 appends the users' alert targets and the armed found notices (FoundNotices.swift).
-//   Only a version 10 body is read: a version 9 one holds no found notices (a findmy that wrote it
-//   and ignored event 42 after a newer one wrote it would have dropped them), and an older one no
-//   import batches, with which a registry would take a re-import's chunks beyond the ring for new
-//   ones (RegistrySnapshot.swift).
+//   (DeviceNtfyTopics.swift), the users' alert targets and the armed found notices
+//   (FoundNotices.swift).
+//   Only a version 10 body is read: an older one holds no request offsets (a command stream could
+//   not say which commands a resuming client already has) nor found notices, and one before 9 no
+//   import batches (RegistrySnapshot.swift).
 
 extension Registry {
     func encodeBody() -> [UInt8] {
@@ -61,13 +58,15 @@ extension Registry {
         encodeGeofenceNotificationPart(&w)
         // Version 9: the fix batches of imports (ImportedBatches.swift).
         encodeImportedBatchesPart(&w)
-//   Version 10 adds to each open command the offset of its command_requested (the command
-//   stream's event id), after its requested-at time, and appends the devices' ntfy topics
-//   (DeviceNtfyTopics.swift), the users' alert targets and the armed found notices
-//   (FoundNotices.swift).
-//   Only a version 10 body is read: an older one holds no request offsets (a command stream could
-//   not say which commands a resuming client already has) nor found notices, and one before 9 no
-//   import batches (RegistrySnapshot.swift).
+        // Version 10: the devices' ntfy topics, the users' alert targets and the armed found notices.
+        encodeNtfyTopicsPart(&w)
+        encodeFoundNoticePart(&w)
+        return w.bytes
+    }
+
+    /// A version 10 body: every part `encodeBody` writes, in its order. Older versions are not
+    /// read (`RegistrySnapshotFormat.versionsRead`): they lack the commands' request offsets and
+    /// the found notices (and before 9 the import batches).
     static func decodeBody(_ r: inout ByteReader, recentBatchesPerDeviceMax: Int) throws -> Registry {
         var registry = Registry(recentBatchesPerDeviceMax: recentBatchesPerDeviceMax)
         let settings = RetentionSettings(retentionDays: try r.int(), arrivalsRetentionDays: try r.int())
@@ -98,15 +97,8 @@ extension Registry {
         try registry.decodeGeofencePart(&r)
         try registry.decodeGeofenceNotificationPart(&r)
         try registry.decodeImportedBatchesPart(&r)
-        // Version 10: the devices' ntfy topics, the users' alert targets and the armed found notices.
-        encodeNtfyTopicsPart(&w)
-        encodeFoundNoticePart(&w)
-        return w.bytes
-    }
-
-    /// A version 10 body: every part `encodeBody` writes, in its order. Older versions are not
-    /// read (`RegistrySnapshotFormat.versionsRead`): they lack the commands' request offsets and
-    /// the found notices (and before 9 the import batches).
+        try registry.decodeNtfyTopicsPart(&r)
+        try registry.decodeFoundNoticePart(&r)
         return registry
     }
 
