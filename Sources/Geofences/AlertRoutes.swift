@@ -8,7 +8,9 @@ import Postgres
 /// The notification settings of a fence and its delivery log (docs/api.md, docs/geofences.md):
 /// `GET`/`PUT /api/find-my/geofences/{id}/notifications` and `GET .../deliveries`. The fence's owner
 /// alone; anyone else gets the 404 of a missing fence. The answer carries the fence's webhook secret,
-/// which the log never holds (it is derived from the server key, `WebhookSigning`).
+/// which the log never holds (it is derived from the server key, `WebhookSigning`). The same log
+/// for a device's found notices (docs/found-notices.md): `GET
+/// /api/find-my/devices/{id}/found-notices/deliveries`, the device's owner alone (the gate's `.owner`).
 public struct GeofenceAlertRoutes: Sendable {
     let identity: IdentityService
     let signing: WebhookSigning
@@ -62,6 +64,11 @@ public struct GeofenceAlertRoutes: Sendable {
                 return .json(try deliveries(fence.geofenceID, devices: identity.visibleDevices(of: fence)))
             }
         }
+        router.add("GET", "/api/find-my/devices/{id}/found-notices/deliveries") { [self] _, caller in
+            respond { () throws(APIError) in
+                .json(try deliveries(AlertTables.foundNoticeGeofenceID, devices: [caller.deviceID]))
+            }
+        }
     }
 
     func settingsAnswer(_ geofenceID: UInt64, offset: UInt64?) -> [UInt8] {
@@ -101,7 +108,8 @@ public struct GeofenceAlertRoutes: Sendable {
         message: "the database did not answer; retry shortly (the server log has the cause)")
 
     /// The fence's newest deliveries of `devices`, newest first: a device its owner can no longer
-    /// see (a share ended) has none, sent or not, as in the fence's transitions.
+    /// see (a share ended) has none, sent or not, as in the fence's transitions. With
+    /// `AlertTables.foundNoticeGeofenceID`, the found notices' deliveries of `devices` (the caller's own device).
     func deliveries(_ geofenceID: UInt64, devices: [UInt64]) throws(APIError) -> [UInt8] {
         guard let pool else {
             throw APIError(

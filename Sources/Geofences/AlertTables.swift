@@ -16,6 +16,8 @@ public enum AlertTables {
     static let cursorName = "geofence_transitions"
     /// The found notices' cursor row (its `last_transition_id` is the last `found_notices.id`).
     static let foundCursorName = "found_notices"
+    /// The `geofence_id` of a found notice's deliveries: no fence has it (fence ids start at 1).
+    static let foundNoticeGeofenceID: UInt64 = 0
 
     static func prepare(_ connection: PostgresConnection) throws {
         try connection.executeScript(
@@ -53,6 +55,9 @@ public enum AlertTables {
             );
             CREATE INDEX IF NOT EXISTS deliveries_due ON \(deliveries) (next_attempt_micros) WHERE state = 'pending';
             CREATE INDEX IF NOT EXISTS deliveries_by_fence ON \(deliveries) (geofence_id, id);
+            -- A device's found-notice log: without it, every user's found notices share geofence_id 0.
+            CREATE INDEX IF NOT EXISTS found_deliveries_by_device ON \(deliveries) (device_id, id)
+                WHERE geofence_id = \(foundNoticeGeofenceID);
             """)
     }
 }

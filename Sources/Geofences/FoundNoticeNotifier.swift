@@ -116,7 +116,7 @@ extension GeofenceNotifier {
                 """
                 INSERT INTO \(AlertTables.deliveries) (geofence_id, device_id, transition_id, event, recorded_at_micros,
                     channel, url, idempotency_key, body, title, tags, state, next_attempt_micros, created_micros)
-                VALUES (0, $1, $2, 'found', $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $10)
+                VALUES (\(AlertTables.foundNoticeGeofenceID), $1, $2, 'found', $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $10)
                 ON CONFLICT (idempotency_key, channel) DO NOTHING
                 """,
                 [

@@ -96,6 +96,9 @@ public enum RoutePermissions {
         RouteKey("PUT", "/api/find-my/account/settings"): .user,
         // "Notify when found" on one's own device (FoundNoticeRoutes.swift)
         RouteKey("PUT", "/api/find-my/devices/{id}/notify-when-found"): .owner,
+        // Its delivery log (Sources/Geofences/AlertRoutes.swift): the owner's targets, so the owner's
+        // alone, as the arming is; a user the device is shared with gets the 404 of a missing device.
+        RouteKey("GET", "/api/find-my/devices/{id}/found-notices/deliveries"): .owner,
         // The read API (Sources/ReadAPI)
         RouteKey("GET", "/api/find-my/devices"): .user,  // filtered to what the caller may see
         RouteKey("GET", "/api/find-my/devices/{id}"): .viewer,

@@ -65,21 +65,43 @@ extension PanelPage {
         html.raw("\">OpenStreetMap</a></p>\n")
     }
 
-    /// "Notify when found": a form for the route `POST /find-my/devices/{id}/notify-when-found`,
-    /// whose server side (the delivery to the owner's ntfy topic or webhook) is its own feature.
+    /// "Notify when found" (docs/found-notices.md), on the owner's card only (the notice goes to the
+    /// owner's alert targets): a form for `POST /find-my/devices/{id}/notify-when-found` that arms it,
+    /// or, while it is armed, says since when and turns it off. `#notify-state` carries the device and
+    /// the state for the script, which follows the notice until it went off and fills
+    /// `#notify-delivery` from the device's found-notice delivery log.
     func notifyWhenFound(_ html: inout HTML, _ device: PanelDevice) {
+        let armed = foundNotice != nil
         html.raw("<form id=\"notify-form\" method=\"post\" action=\"/find-my/devices/")
         html.attribute(String(device.id))
         html.raw("/notify-when-found\">\n<input type=\"hidden\" name=\"csrf\" value=\"")
         html.attribute(csrf ?? "")
-        html.raw(
-            """
-            ">
-            <button type="submit" id="notify-when-found">Notify when found</button>
-            <span class="note">Be told once, when this device reports again.</span>
-            </form>
+        html.raw("\">\n<input type=\"hidden\" name=\"armed\" value=\"")
+        html.raw(armed ? "false" : "true")
+        html.raw("\">\n<p id=\"notify-state\" role=\"status\" data-device=\"")
+        html.attribute(String(device.id))
+        html.raw("\" data-armed=\"")
+        html.raw(armed ? "true" : "false")
+        html.raw("\">")
+        if let notice = foundNotice {
+            html.raw("<strong>Notify when found is on</strong>")
+            if let micros = notice.armedAtMicros {
+                html.text(" since ")
+                time(&html, micros, relative: false)
+            }
+            html.text(": you will be told once, when this device reports again.")
+            html.raw(
+                "</p>\n<button type=\"submit\" id=\"notify-when-found\">Turn off notify when found</button>\n"
+            )
+        } else {
+            html.raw(
+                """
+                Be told once, when this device reports again.</p>
+                <button type="submit" id="notify-when-found">Notify when found</button>
 
-            """)
+                """)
+        }
+        html.raw("<p id=\"notify-delivery\" class=\"note\" aria-live=\"polite\"></p>\n</form>\n")
     }
 
     /// Degrees with at most six decimals (about 10 cm), never in exponent form (`1e-06` is no URL).

@@ -20,6 +20,8 @@ struct PanelPage {
     var commandable: Set<UInt64> = []
     /// The tailnet's presence of linked devices (docs/presence.md), from the registry.
     var presence: [UInt64: PresenceView] = [:]
+    /// The selected device's armed "notify when found", for its owner (from the registry).
+    var foundNotice: Registry.FoundNotice?
     /// How far the sheet over the map is pulled up on a phone (`?sheet=`), kept in the URL.
     var sheet = SheetState.half
 
@@ -235,7 +237,7 @@ struct PanelPage {
 
                 """)
         }
-        notifyWhenFound(&html, device)
+        if device.sharedBy == nil { notifyWhenFound(&html, device) }
         html.raw(
             """
             <p id="command-progress" role="status" aria-live="polite"></p>

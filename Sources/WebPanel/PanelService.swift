@@ -122,6 +122,9 @@ public final class PanelService: Sendable {
             page.lost = identity.lostDevices(devices.map(\.id))
             page.commandable = Set(devices.map(\.id).filter { identity.mayCommand($0, user: reader) })
             page.presence = identity.store.presence(of: devices.map(\.id), nowMicros: now)
+            if case .device(let device, _, _) = selection, device.sharedBy == nil {
+                page.foundNotice = identity.foundNotice(deviceID: device.id)
+            }
             var status = 200
             if case .notFound = selection { status = 404 }
             return pageResponse(page.render(), status: status, tileSource: tileSource)

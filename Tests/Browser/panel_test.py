@@ -29,6 +29,7 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 PASSWORD = "correct horse battery"
@@ -145,6 +146,47 @@ class FakeHeadscale:
         self.process.wait(timeout=30)
 
 
+class Receiver:
+    """ops/tests/webhook_receiver.py on loopback: the owner's ntfy topic and webhook for "notify when
+    found". Each request it got (path, headers, body) is kept, in order, by a thread draining its
+    stdout; `wait_for` waits for them without sleeping."""
+
+    def __init__(self):
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.process = subprocess.Popen(
+            ["/usr/bin/python3", os.path.join(repo, "ops", "tests", "webhook_receiver.py"), "receiver"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.process.stdout.readline().split()
+        if len(ready) != 2 or ready[0] != "READY":
+            raise RuntimeError("the receiver did not start: %r" % ready)
+        self.url = "http://127.0.0.1:%s" % ready[1]
+        self.received = []
+        self.changed = threading.Condition()
+        threading.Thread(target=self.drain, daemon=True).start()
+
+    def drain(self):
+        for line in self.process.stdout:
+            if line.startswith("REQ "):
+                with self.changed:
+                    self.received.append(json.loads(line[4:]))
+                    self.changed.notify_all()
+
+    def wait_for(self, count, timeout=60):
+        """The requests once at least `count` arrived (fewer if `timeout` passed first)."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.received) >= count, timeout=timeout)
+            return list(self.received)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()  # the receiver shuts down when its stdin closes
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+
+
 def fix(latitude, longitude, accuracy, at, battery=None, charging=None):
     value = {"latitude": latitude, "longitude": longitude, "accuracy_m": accuracy,
              "source": "significant", "recorded_at": rfc3339(at)}
@@ -166,13 +208,15 @@ def main():
     os.makedirs(arguments.artifacts, exist_ok=True)
     data = tempfile.mkdtemp(prefix="findmy-browser-")
     passed, failed, skipped = [], [], []
-    server = driver = other = headscale = None
+    server = driver = other = headscale = receiver = None
     headscale_directory = tempfile.mkdtemp(prefix="findmy-browser-headscale-")
     try:
         headscale = FakeHeadscale(headscale_directory)
         server = Server(os.path.abspath(arguments.findmy), data, [
             "--headscale-url", headscale.url, "--headscale-api-key-file", headscale.key_file,
-            "--headscale-poll-seconds", "1"])
+            "--headscale-poll-seconds", "1",
+            # "Notify when found" sends to a receiver on loopback, which findmy refuses otherwise.
+            "--allow-private-targets", "127.0.0.0/8"])
         now = datetime.now(timezone.utc)
         phone = server.enrol(server.alice_token, "Anna's phone")
         script = server.enrol(server.alice_token, SCRIPT_NAME)
@@ -623,6 +667,107 @@ def main():
 
         step("locate now and follow its progress", locate_progress)
 
+        # Notify when found (docs/found-notices.md), as the owner does it: the alert targets on the
+        # account page, then the button on a lost device's card; the device reports again over
+        # HTTP and the receiver on loopback gets one notice per target, naming the device, while the
+        # card says it went off and was delivered. At 1280x800, then again at 390x844.
+        receiver = Receiver()
+        tablet = {}
+
+        def found_notices(count):
+            """The receiver's requests once `count` arrived, by path: one notice per target each time."""
+            received = receiver.wait_for(count)
+            expect(len(received) == count, "%d requests at the receiver: %r" % (count, received))
+            return ([r for r in received if r["path"] == "/anna-found"],
+                    [r for r in received if r["path"] == "/found"])
+
+        def notify_round(notices_before):
+            expect(driver.find_element(By.ID, "notify-state").get_attribute("data-armed") == "false",
+                   "not armed to start")
+            button = driver.find_element(By.ID, "notify-when-found")
+            button.click()
+            # The form's answer is a new page (303 back to the device).
+            wait.until(staleness_of(button))
+            wait.until(lambda d: d.find_element(By.ID, "notify-state").get_attribute("data-armed") == "true")
+            expect("error" not in driver.current_url, "armed without an error: %r" % driver.current_url)
+            expect("Notify when found is on since" in driver.find_element(By.ID, "notify-state").text,
+                   "the card says it is armed: %r" % driver.find_element(By.ID, "notify-state").text)
+            expect(driver.find_element(By.ID, "notify-when-found").text == "Turn off notify when found",
+                   "the button turns it off")
+            driver.execute_script("window.findmyNoReload = true;")
+            yield "armed"
+            answer = server.report(tablet["device_token"], [fix(45.4642, 9.19, 15, datetime.now(timezone.utc))])
+            topics, hooks = found_notices(notices_before + 2)
+            for request in (topics[-1], hooks[-1]):
+                expect(request["headers"].get("idempotency-key") == "found-d%d-o%d" % (tablet["device_id"],
+                                                                                       answer["offset"]),
+                       "the notice of this report: %r" % request)
+            expect(topics[-1]["headers"].get("title") == "Anna's tablet was found", "ntfy names it: %r" % topics[-1])
+            expect(json.loads(hooks[-1]["body"])["device_name"] == "Anna's tablet", "the webhook names it")
+            # The card follows without a reload: it went off, then both targets delivered.
+            delivery = lambda d: d.find_element(By.ID, "notify-delivery")
+            WebDriverWait(driver, 60).until(
+                lambda d: d.find_element(By.ID, "notify-state").get_attribute("data-armed") == "false"
+                and delivery(d).get_attribute("data-state") == "delivered")
+            state = driver.find_element(By.ID, "notify-state")
+            expect(state.get_attribute("data-armed") == "false" and "went off" in state.text,
+                   "the card says it went off: %r" % state.text)
+            text = delivery(driver).text
+            expect("ntfy: delivered" in text and "the webhook: delivered" in text, "delivered to both: %r" % text)
+            expect(driver.find_element(By.ID, "notify-when-found").text == "Notify when found", "it can be armed again")
+            expect(driver.execute_script("return window.findmyNoReload === true"), "without a reload")
+            # Exactly one notice per target: the delivery log has settled, and nothing more arrived.
+            status, log = server.request("GET", "/api/find-my/devices/%d/found-notices/deliveries"
+                                         % tablet["device_id"], server.alice_token)
+            expect(status == 200 and len(log["deliveries"]) == notices_before + 2
+                   and all(d["state"] == "delivered" for d in log["deliveries"]), "the delivery log: %r" % log)
+            expect(len(receiver.received) == notices_before + 2, "one notice per target: %r" % receiver.received)
+            yield "delivered"
+
+        def notify_when_found():
+            driver.find_element(By.LINK_TEXT, "Account").click()
+            wait.until(lambda d: d.current_url.endswith("/find-my/account"))
+            driver.find_element(By.ID, "notify_ntfy_url").send_keys(receiver.url + "/anna-found")
+            driver.find_element(By.ID, "notify_webhook_url").send_keys(receiver.url + "/found")
+            driver.find_element(By.XPATH, "//button[text()='Save alert targets']").click()
+            wait.until(lambda d: d.current_url.endswith("?done=targets"))
+            shot("06c-alert-targets")
+            # A tablet whose last fix is two days old, marked as lost.
+            tablet.update(server.enrol(server.alice_token, "Anna's tablet"))
+            last = server.report(tablet["device_token"],
+                                 [fix(45.46, 9.18, 25, datetime.now(timezone.utc) - timedelta(days=2), battery=3)])
+            wait_projected(server, last["offset"])
+            status, body = server.request("POST", "/api/find-my/devices/%d/commands" % tablet["device_id"],
+                                          server.alice_token, {"kind": "lost", "message": "Please call Anna"})
+            expect(status in (200, 201, 202), "marked as lost: %r %r" % (status, body))
+            driver.get(server.url + "/find-my?selected=%d" % tablet["device_id"])
+            map_ready()
+            expect("marked as lost" in driver.find_element(By.ID, "commands").text, "the card says it is lost")
+            for moment in notify_round(0):
+                driver.execute_script("document.getElementById('notify-state').scrollIntoView({block: 'center'});")
+                shot("06d-notify-%s-1280x800" % moment)
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                   {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
+            try:
+                driver.get(server.url + "/find-my?selected=%d&sheet=full" % tablet["device_id"])
+                map_ready()
+                expect("ntfy: delivered" in WebDriverWait(driver, 30).until(
+                    lambda d: d.find_element(By.ID, "notify-delivery").text),
+                    "a reload shows the last notice's deliveries")
+                for moment in notify_round(2):
+                    driver.execute_script(
+                        "document.getElementById('notify-state').scrollIntoView({block: 'center'});")
+                    shot("06e-notify-%s-phone-390x844" % moment)
+                width = driver.execute_script("return document.documentElement.scrollWidth")
+                expect(width <= 390, "no horizontal scrolling on a phone: %r" % width)
+            finally:
+                driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            driver.get(server.url + "/find-my?selected=%d" % phone_id)
+            map_ready()
+
+        step("notify when found: delivered to a receiver on loopback after a lost device reports again",
+             notify_when_found)
+
         # Geofences (docs/geofences.md, "In the panel"): a bike enrolled for them alone, a fence drawn
         # by clicking the map where nothing else is, then the bike's comings and goings.
         bike, fence = {}, {}
@@ -1058,6 +1203,8 @@ def main():
             server.stop()
         if headscale is not None:
             headscale.stop()
+        if receiver is not None:
+            receiver.stop()
         shutil.rmtree(headscale_directory, ignore_errors=True)
         if server is not None:
             if failed:

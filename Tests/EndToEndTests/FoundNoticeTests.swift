@@ -101,6 +101,33 @@ import Testing
         let after = try get(connection, "/api/find-my/devices/\(deviceID)?after_offset=\(found)", token: anna)
         #expect(after.body["notify_when_found"]?["armed"] == .bool(false), "\(after.body)")
         #expect(after.body["notify_when_found"]?["since"] == nil)
+        // Its delivery log: one row per target, delivered once the notifier recorded the answers.
+        let log = "/api/find-my/devices/\(deviceID)/found-notices/deliveries"
+        var entries: [JSONValue] = []
+        let delivered = waitUntil {
+            entries = (try? get(connection, log, token: anna).body["deliveries"]?.arrayValue) ?? []
+            return entries.count == 2 && entries.allSatisfy { (try? $0["state"]?.stringValue) == "delivered" }
+        }
+        #expect(delivered, "\(entries)")
+        #expect(entries.compactMap { try? $0["channel"]?.stringValue }.sorted() == ["ntfy", "webhook"])
+        #expect(
+            entries.compactMap { try? $0["url"]?.stringValue }.sorted() == [
+                "\(base)/anna-found", "\(base)/found",
+            ])
+        for entry in entries {
+            #expect(try entry["event"]?.stringValue == "found" && entry["idempotency_key"] == .string(key))
+            #expect(try entry["device_id"]?.int64Value == deviceID && entry["attempts"] == .integer(1))
+            #expect(entry["last_status"] == .integer(200) && entry["next_attempt_at"] == .null)
+        }
+        // A user the device is shared with sees neither the notice nor its log: the owner's targets.
+        let shared = try send(
+            connection, "POST", "/api/find-my/devices/\(deviceID)/shares", token: anna,
+            body: "{\"user\": \"ben\"}")
+        #expect(shared.status == 201, "\(shared.body)")
+        let viewer = try get(connection, log, token: ben)
+        #expect(viewer.status == 404 && viewer.errorCode == "device_not_found", "\(viewer.body)")
+        let lent = try get(connection, "/api/find-my/devices/\(deviceID)", token: ben)
+        #expect(lent.status == 200 && lent.body["notify_when_found"] == nil, "\(lent.body)")
 
         // A second report fires nothing: the notice was disarmed. Armed again, the third report
         // fires the second notice; by then every notice before it was queued, so the notifier's count
@@ -119,5 +146,10 @@ import Testing
         #expect(counted, "\(health)")
         #expect(try health["geofence-notifier"]?["queued"]?.int64Value == 4)
         #expect(receiver.requests.count == 4)
+        // Newest first: the second notice's two rows, then the first's.
+        let keys = try get(connection, log, token: anna).body["deliveries"]?.arrayValue.compactMap {
+            try? $0["idempotency_key"]?.stringValue
+        }
+        #expect(keys == [String](repeating: "found-d\(deviceID)-o\(third)", count: 2) + [key, key])
     }
 }

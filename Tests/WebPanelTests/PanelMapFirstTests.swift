@@ -86,6 +86,37 @@ import Tracks
         #expect(!nowhere.contains("id=\"directions\""), "no position, no directions")
     }
 
+    @Test func notifyWhenFoundSaysWhetherItIsArmedAndIsTheOwnersAlone() {
+        let phone = device(7, "Anna's phone", fix(52.52, 13.4, minutesAgo: 3000))
+        let off = text(page(selected: phone))
+        #expect(off.contains("<input type=\"hidden\" name=\"armed\" value=\"true\">"))
+        #expect(
+            off.contains("<p id=\"notify-state\" role=\"status\" data-device=\"7\" data-armed=\"false\">"))
+        #expect(off.contains("<button type=\"submit\" id=\"notify-when-found\">Notify when found</button>"))
+        #expect(off.contains("<p id=\"notify-delivery\""), "the script's line for the delivery log")
+
+        var armedPage = page(selected: phone)
+        armedPage.foundNotice = .init(
+            userID: 1, armedOffset: 40, armedAtMicros: Self.nowMicros - Self.minuteMicros)
+        let armed = text(armedPage)
+        #expect(armed.contains("<input type=\"hidden\" name=\"armed\" value=\"false\">"))
+        #expect(
+            armed.contains(
+                "data-device=\"7\" data-armed=\"true\"><strong>Notify when found is on</strong> since "))
+        #expect(
+            armed.contains("datetime=\"2026-12-02T13:59:00.000Z\">2026-12-02 13:59 UTC</time>"),
+            "since the arming: \(armed)")
+        #expect(armed.contains(">Turn off notify when found</button>"))
+
+        // A device shared with the reader, even with the permission to locate: no form (the notice
+        // would go to the owner's targets, and the route answers 404).
+        var shared = phone
+        shared.sharedBy = "olga"
+        let lent = text(page(selected: shared))
+        #expect(lent.contains("id=\"locate-now\""), "commands stay")
+        #expect(!lent.contains("notify-form") && !lent.contains("notify-when-found"))
+    }
+
     @Test func degreesNeverUseAnExponent() {
         #expect(PanelPage.degrees(52.52) == "52.52")
         #expect(PanelPage.degrees(-0.000001) == "-0.000001")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A local receiver of findmy's geofence notifications (webhook and ntfy), for the end-to-end tests
-(Tests/EndToEndTests/GeofenceNotifyTests) and for trying the feature by hand.
+"""A local receiver of findmy's geofence notifications and found notices (webhook and ntfy), for the
+end-to-end tests (Tests/EndToEndTests/GeofenceNotifyTests, FoundNoticeTests), the browser test's
+"notify when found" (Tests/Browser/panel_test.py) and for trying the feature by hand.
 
     webhook_receiver.py receiver --dir D
 

@@ -869,6 +869,64 @@
     loadTransitions(false);
   }
 
+  // "Notify when found" (docs/found-notices.md): the card reads the device and its found-notice
+  // delivery log every three seconds while the notice is armed, until the notice it fired is queued,
+  // and while a delivery of it waits, and says what became of the newest notice. A notice that went
+  // off turns the button back to arming it.
+  var foundChannelNames = { ntfy: "ntfy", webhook: "the webhook" };
+  var foundWaitMillis = 120000;
+
+  function foundDeliveryText(delivery) {
+    var name = foundChannelNames[delivery.channel] || delivery.channel;
+    if (delivery.state === "delivered") { return name + ": delivered " + clock(delivery.finished_at); }
+    var why = delivery.last_error || (delivery.last_status ? "answered " + delivery.last_status : "");
+    if (delivery.state === "failed") { return name + ": failed after " + delivery.attempts + " tries (" + why + ")"; }
+    if (delivery.attempts === 0) { return name + ": sending"; }
+    return name + ": not delivered yet (" + why + "), next try " + clock(delivery.next_attempt_at);
+  }
+
+  function foundNotice() {
+    var stateLine = byId("notify-state");
+    var line = byId("notify-delivery");
+    if (!stateLine || !line) { return; }
+    var device = stateLine.getAttribute("data-device");
+    var armed = stateLine.getAttribute("data-armed") === "true";
+    var wentOffAt = null;
+    function show(deliveries) {
+      var newest = deliveries.length ? deliveries[0].idempotency_key : null;
+      var current = deliveries.filter(function (d) { return d.idempotency_key === newest; });
+      if (!current.length) { return current; }
+      var states = current.map(function (d) { return d.state; });
+      line.setAttribute("data-state", states.indexOf("pending") >= 0 ? "pending" :
+        (states.indexOf("failed") >= 0 ? "failed" : "delivered"));
+      line.textContent = "Last found notice, for its report of " + clock(current[0].recorded_at) + ": " +
+        current.map(foundDeliveryText).join(" · ");
+      return current;
+    }
+    function check() {
+      var base = "/api/find-my/devices/" + encodeURIComponent(device);
+      Promise.all([api("GET", base), api("GET", base + "/found-notices/deliveries")]).then(function (answers) {
+        var notice = answers[0].notify_when_found || { armed: false };
+        if (armed && !notice.armed) {
+          wentOffAt = Date.now();
+          stateLine.setAttribute("data-armed", "false");
+          stateLine.textContent = "Found: it reported again, and notify when found went off.";
+          byId("notify-form").querySelector("input[name=armed]").value = "true";
+          byId("notify-when-found").textContent = "Notify when found";
+        }
+        armed = notice.armed;
+        var current = show(answers[1].deliveries);
+        var pending = current.some(function (d) { return d.state === "pending"; });
+        // The notifier queues a notice a moment after the report that fired it.
+        var queued = current.length && Date.parse(current[0].queued_at) >= wentOffAt - skewMillis - 60000;
+        var waiting = wentOffAt !== null && !queued && Date.now() - wentOffAt < foundWaitMillis;
+        if (armed || pending || waiting) { window.setTimeout(check, 3000); }
+      }).catch(function () {
+        if (armed) { window.setTimeout(check, 3000); }
+      });
+    }
+    check();
+  }
 
   refreshTimes();
   localRanges();
@@ -879,6 +937,7 @@
   commands();
   geofences();
   transitions();
+  foundNotice();
   say("Live: waiting for the first update", false);
   schedule();
 })();
