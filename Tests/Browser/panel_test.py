@@ -531,6 +531,19 @@ def main():
             expect(home[0] + 0.003 < middle[0] < work[0] - 0.003, "on the way: %r" % middle)
             expect(driver.find_element(By.ID, "scrub-time").text != "", "the slider says when")
             shot("04b-stays-and-slider-1280x800")
+            # Pointing at a stay's circle, beside its dots, shows its times (the stays and the dots
+            # share one canvas, so the dots' layer does not take the pointer's events).
+            hovered = driver.execute_script("""
+                var map = window.findmyPanel.map, circle = window.findmyPanel.stays[0];
+                map.setView(circle.getLatLng(), 18, {animate: false});
+                var canvases = map.getPanes().overlayPane.querySelectorAll("canvas");
+                var at = map.latLngToContainerPoint(circle.getLatLng()), box = map.getContainer().getBoundingClientRect();
+                canvases[canvases.length - 1].dispatchEvent(new MouseEvent("mousemove", {bubbles: true,
+                    clientX: box.left + at.x + 0.8 * circle._radius, clientY: box.top + at.y}));
+                return [canvases.length, Array.prototype.map.call(
+                    document.querySelectorAll(".leaflet-tooltip"), function (e) { return e.textContent; })];""")
+            expect(hovered[0] == 1 and any(text.startswith("Stayed") for text in hovered[1]),
+                   "pointing at a stay shows its times: %r" % hovered)
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                                    {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True})
             driver.refresh()

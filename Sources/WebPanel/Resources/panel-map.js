@@ -150,6 +150,9 @@
   }
 
   function remember(name, value) {
+    // The default, in a URL without the parameter: the server's links lack it too, and there is
+    // nothing to rewrite (a thousand devices' links on every load).
+    if (value === null && !new URL(window.location.href).searchParams.has(name)) { return; }
     window.history.replaceState(window.history.state, "", withParameter(window.location.href, name, value));
     document.querySelectorAll("a[href^='/find-my?'], a[href='/find-my']").forEach(function (link) {
       link.setAttribute("href", withParameter(link.getAttribute("href"), name, value));
@@ -248,22 +251,38 @@
     });
   }
 
-  // Stays as circles, each listed row showing its own on focus; the moves are the track itself.
-  // A month holds hundreds of stays: one canvas draws them, as it does the track's points.
-  function drawStays(state, segments, localTime) {
+  // Stays as circles on `renderer` (the canvas of the track's dots: a month holds hundreds of
+  // stays), each listed row showing its own on focus; the moves are the track itself. A circle's
+  // tooltip is made when it is first shown.
+  function drawStays(state, segments, localTime, renderer) {
     state.stays = [];
-    var renderer = L.canvas({ padding: 0.5 });
+    var bySegment = {}, circles = L.featureGroup();
+    function show(circle) {
+      if (!circle.getTooltip()) {
+        circle.bindTooltip("Stayed " + localTime(circle.findmyStay.start) + " – " + localTime(circle.findmyStay.end));
+      }
+      circle.openTooltip();
+    }
     (segments || []).forEach(function (segment, index) {
       if (segment.type !== "stay") { return; }
       var circle = L.circle([segment.latitude, segment.longitude], {
         radius: Math.max(segment.radius_m, 10), color: "#1a7f37", weight: 2, fillOpacity: 0.12, renderer: renderer
-      }).bindTooltip("Stayed " + localTime(segment.start) + " – " + localTime(segment.end)).addTo(state.map);
+      });
+      circle.findmyStay = segment;
+      circles.addLayer(circle);
       state.stays.push(circle);
-      var item = document.querySelector("#stays li[data-segment='" + index + "']");
-      if (!item) { return; }
-      item.addEventListener("focus", function () { circle.openTooltip(); });
-      item.addEventListener("blur", function () { circle.closeTooltip(); });
+      bySegment[index] = circle;
     });
+    circles.on("mouseover", function (event) { show(event.layer); });
+    circles.addTo(state.map);
+    var list = byId("stays");
+    if (!list) { return; }
+    function circleOf(event) {
+      var item = event.target.closest && event.target.closest("li[data-segment]");
+      return item ? bySegment[item.getAttribute("data-segment")] : undefined;
+    }
+    list.addEventListener("focusin", function (event) { var circle = circleOf(event); if (circle) { show(circle); } });
+    list.addEventListener("focusout", function (event) { var circle = circleOf(event); if (circle) { circle.closeTooltip(); } });
   }
 
   // Where the device was at `millis`: between the two fixes around it, in proportion of time.

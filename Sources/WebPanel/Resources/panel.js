@@ -35,13 +35,35 @@
     return duration(seconds) + " ago";
   }
 
-  function refreshTimes() {
-    document.querySelectorAll("time.local").forEach(function (element) {
+  // Each time in the viewer's time zone, once: a time's text changes only with its datetime
+  // (update() sets both), while "… ago" ages at every poll. `folded`: a part left for later.
+  function localTimes(scope, folded) {
+    scope.querySelectorAll("time.local").forEach(function (element) {
+      if (folded && folded.contains(element)) { return; }
       element.textContent = localTime(element.getAttribute("datetime"));
     });
+  }
+
+  function refreshAgo() {
     document.querySelectorAll(".ago[data-at]").forEach(function (element) {
       element.textContent = relative(element.getAttribute("data-at"));
     });
+  }
+
+  // The raw fixes' rows are folded away under the stays: their hundreds of times are put in the
+  // viewer's time zone once the map is drawn, or when the reader unfolds them, whichever is first.
+  function localFoldedTimes(folded) {
+    if (!folded) { return; }
+    var done = false;
+    function localize() {
+      if (done) { return; }
+      done = true;
+      localTimes(folded);
+    }
+    folded.addEventListener("toggle", localize);
+    if (window.requestIdleCallback) { window.requestIdleCallback(localize, { timeout: 1000 }); } else {
+      window.setTimeout(localize, 0);
+    }
   }
 
   function localRanges() {
@@ -148,32 +170,10 @@
       }
     }
     placeAll(data.devices);
-    var bounds = null;
+    var bounds = null, line = null;
     if (data.track && data.track.length) {
-      var line = data.track.map(function (fix) { return [fix.latitude, fix.longitude]; });
-      state.track = L.polyline(line, { weight: 3 }).addTo(state.map);
-      pins.drawStays(state, data.segments, localTime);
-      // Thousands of points as SVG elements are what makes a month slow to draw; one canvas
-      // holds them all. Tooltips and focus from the timeline work the same.
-      var pointRenderer = L.canvas({ padding: 0.5 });
-      data.track.forEach(function (fix) {
-        var point = L.circleMarker([fix.latitude, fix.longitude], { radius: 4, weight: 1, renderer: pointRenderer })
-          .bindTooltip(localTime(fix.recorded_at) + " · " + accuracyText(fix.accuracy_m))
-          .addTo(state.map);
-        state.trackPoints.push(point);
-      });
-      bounds = state.track.getBounds();
-      pins.scrubber(state, data.track, localTime);
-      document.querySelectorAll("#timeline li[data-index]").forEach(function (item) {
-        var point = state.trackPoints[Number(item.getAttribute("data-index"))];
-        if (!point) { return; }
-        var show = function () { point.openTooltip(); };
-        var hide = function () { point.closeTooltip(); };
-        item.addEventListener("focus", show);
-        item.addEventListener("mouseenter", show);
-        item.addEventListener("blur", hide);
-        item.addEventListener("mouseleave", hide);
-      });
+      line = data.track.map(function (fix) { return [fix.latitude, fix.longitude]; });
+      bounds = L.latLngBounds(line);
     } else {
       // A circle's own getBounds needs a map view, which is what is being decided here.
       data.devices.forEach(function (device) {
@@ -182,12 +182,61 @@
         bounds = bounds ? bounds.extend(circle) : circle;
       });
     }
+    // The view first, with only the devices' markers on the map; the track's layers then go onto
+    // a map that has its final view, each projected and drawn once rather than again at every
+    // change of view the fitting makes.
     fit(bounds);
+    if (line) { drawTrack(line); }
     state.map.on("zoomend moveend", function () { pins.crowd(state.map, state.markers); });
     pins.crowd(state.map, state.markers);
     // For ops/bench/panel_browser.py: the moment the map's layers (the track included) are
     // in the DOM, on the page's performance.now() clock; the next paint shows them.
     document.documentElement.dataset.mapDrawnAt = String(performance.now());
+  }
+
+  // The range's track: the line, the stays and a dot per fix, the dots and the stays on one
+  // canvas (thousands of SVG elements are what made a month slow to draw). A dot's tooltip is
+  // made when it is first shown: a month has hundreds of dots, and few are ever pointed at.
+  function drawTrack(line) {
+    state.track = L.polyline(line, { weight: 3 }).addTo(state.map);
+    var renderer = L.canvas({ padding: 0.5 });
+    pins.drawStays(state, data.segments, localTime, renderer);
+    var dots = L.featureGroup();
+    data.track.forEach(function (fix, index) {
+      var point = L.circleMarker(line[index], { radius: 4, weight: 1, renderer: renderer });
+      point.findmyFix = fix;
+      dots.addLayer(point);
+      state.trackPoints.push(point);
+    });
+    dots.on("mouseover", function (event) { showPoint(event.layer); });
+    dots.addTo(state.map);
+    pins.scrubber(state, data.track, localTime);
+    // The fixes' rows (folded away under the stays) show their dot on hover and focus.
+    var timeline = document.getElementById("timeline");
+    if (!timeline) { return; }
+    function rowPoint(event) {
+      var item = event.target.closest && event.target.closest("li[data-index]");
+      return item ? state.trackPoints[Number(item.getAttribute("data-index"))] : null;
+    }
+    function rowShow(event) { var point = rowPoint(event); if (point) { showPoint(point); } }
+    function rowHide(event) {
+      var point = rowPoint(event);
+      if (point && !(event.relatedTarget && event.relatedTarget.closest &&
+          event.relatedTarget.closest("li[data-index]") === event.target.closest("li[data-index]"))) {
+        point.closeTooltip();
+      }
+    }
+    timeline.addEventListener("focusin", rowShow);
+    timeline.addEventListener("mouseover", rowShow);
+    timeline.addEventListener("focusout", rowHide);
+    timeline.addEventListener("mouseout", rowHide);
+  }
+
+  function showPoint(point) {
+    if (!point.getTooltip()) {
+      point.bindTooltip(localTime(point.findmyFix.recorded_at) + " · " + accuracyText(point.findmyFix.accuracy_m));
+    }
+    point.openTooltip();
   }
 
   // Room for the pins around the fixes (a pin stands above its point, centred on it: half its width
@@ -274,7 +323,9 @@
       if (device.id === data.selected) {
         var taken = document.getElementById("fix-taken");
         if (taken) {
-          taken.querySelector("time").setAttribute("datetime", device.latest.recorded_at);
+          var time = taken.querySelector("time");
+          time.setAttribute("datetime", device.latest.recorded_at);
+          time.textContent = localTime(device.latest.recorded_at);
           var ago = taken.querySelector(".ago");
           if (ago) { ago.setAttribute("data-at", device.latest.recorded_at); }
         }
@@ -287,7 +338,7 @@
         if (state.map && !state.track) { state.map.panTo([device.latest.latitude, device.latest.longitude]); }
       }
     });
-    refreshTimes();
+    refreshAgo();
   }
 
   function poll() {
@@ -928,12 +979,15 @@
     check();
   }
 
-  refreshTimes();
+  var folded = document.getElementById("fixes");
+  localTimes(document, folded);
+  refreshAgo();
   localRanges();
   pins.sheet(function () {
     if (state.map) { state.map.invalidateSize(); }
   });
   drawMap();
+  localFoldedTimes(folded);
   commands();
   geofences();
   transitions();
