@@ -59,8 +59,9 @@ enum AgentBench {
           reports at once (receiver times one a minute: a week offline is 10,080) and then none;
           once `findmy-agent status` shows them in sealed batches, the server starts again on the
           same address. From its first line (it listens) to the agent's log saying the first batch
-          was stored, and the last (`back_to_first_batch_ms`, `back_to_drained_ms`): the agent's
-          back-off while the server was away is part of it. DRAIN is a multiple of 100 (the
+          was stored, and the last (`back_to_first_batch_ms`, `back_to_drained_ms`; the drain
+          itself: `first_to_last_batch_ms`): the agent's back-off while the server was away is
+          part of it. DRAIN is a multiple of 100 (the
           agent's batch); duplicates (a batch the server had already) are counted.
 
         Each figure is on CLOCK_MONOTONIC, the driver's own readings. Prints one JSON object: p50,

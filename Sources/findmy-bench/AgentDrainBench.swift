@@ -25,7 +25,8 @@ extension AgentRig {
         var json: String {
             "\"fixes\": \(fixes), \"batches\": \(batches), \"duplicate_batches\": \(duplicates), "
                 + "\"server_down_ms\": \(downMicros / 1_000), \"back_to_first_batch_ms\": \(firstBatchMicros / 1_000), "
-                + "\"back_to_drained_ms\": \(lastBatchMicros / 1_000)"
+                + "\"back_to_drained_ms\": \(lastBatchMicros / 1_000), "
+                + "\"first_to_last_batch_ms\": \((lastBatchMicros - firstBatchMicros) / 1_000)"
         }
     }
 
