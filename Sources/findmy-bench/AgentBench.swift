@@ -66,7 +66,8 @@ enum AgentBench {
 
         Each figure is on CLOCK_MONOTONIC, the driver's own readings. Prints one JSON object: p50,
         p90, p99 and max in ms of each, the agent's and server's resident set at the end, and the
-        1-minute load average when it began and ended. A wait longer than TIMEOUT s fails the run.
+        1-minute load average when it began and ended. A wait longer than TIMEOUT s fails the run
+        (the drain's waits allow 600 s: the agent's back-off grows while the server is away).
         Build with -c release to measure.
         """
 
