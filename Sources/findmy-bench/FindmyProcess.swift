@@ -113,12 +113,15 @@ final class ChildServer {
 
     /// `projector: false` measures ingest alone: a projector and its database would take CPU from
     /// the path being measured. The read bench needs both.
-    init(dataDirectory: String, logPath: String, projector: Bool = false, arguments more: [String] = [])
-        throws
-    {
+    /// `listen`: the address to listen on; a port of the kernel's choice unless a driver starts
+    /// the server again where its clients know it.
+    init(
+        dataDirectory: String, logPath: String, projector: Bool = false, listen: String = "127.0.0.1:0",
+        arguments more: [String] = []
+    ) throws {
         let arguments =
             [
-                "findmy", "serve", "--data-dir", dataDirectory, "--listen", "127.0.0.1:0", "--projector",
+                "findmy", "serve", "--data-dir", dataDirectory, "--listen", listen, "--projector",
                 projector ? "on" : "off",
             ] + more
         let child = try spawn(try findmyExecutable(), arguments, standardErrorPath: logPath)
@@ -138,21 +141,7 @@ final class ChildServer {
     /// VmRSS of the child: its resident set now.
     func residentBytes() -> Int64 { statusBytes("VmRSS:") }
 
-    /// A line of /proc/PID/status given in kB, in bytes; -1 when it cannot be read.
-    private func statusBytes(_ field: String) -> Int64 {
-        guard let file = fopen("/proc/\(pid)/status", "r") else { return -1 }
-        defer { fclose(file) }
-        var buffer = [CChar](repeating: 0, count: 256)
-        while fgets(&buffer, 256, file) != nil {
-            let line = String(
-                decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if line.hasPrefix(field) {
-                let kilobytes = line.split(separator: " ").compactMap { Int64($0) }.first ?? -1
-                return kilobytes * 1024
-            }
-        }
-        return -1
-    }
+    private func statusBytes(_ field: String) -> Int64 { processStatusBytes(pid, field) }
 
     func metric(_ name: String, _ connection: HTTPConnection) throws -> Double {
         let text = try connection.send("GET", "/metrics").bodyText
@@ -167,6 +156,21 @@ final class ChildServer {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
     }
+}
+
+/// A line of /proc/PID/status given in kB (`VmRSS:`, `VmHWM:`), in bytes; -1 when it cannot be read.
+func processStatusBytes(_ pid: pid_t, _ field: String) -> Int64 {
+    guard let file = fopen("/proc/\(pid)/status", "r") else { return -1 }
+    defer { fclose(file) }
+    var buffer = [CChar](repeating: 0, count: 256)
+    while fgets(&buffer, 256, file) != nil {
+        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if line.hasPrefix(field) {
+            let kilobytes = line.split(separator: " ").compactMap { Int64($0) }.first ?? -1
+            return kilobytes * 1024
+        }
+    }
+    return -1
 }
 
 /// When a driver runs as root the embedded cluster runs as an unprivileged user, who must be able

@@ -27,6 +27,7 @@ let commands: [Command] = [
     PushBench.command,
     CommandsBench.command,
     StreamBench.command,
+    AgentBench.command,
     GeofenceBench.command,
     CodecBench.command,
     ImportBench.command,

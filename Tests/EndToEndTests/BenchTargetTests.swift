@@ -102,6 +102,42 @@ import Testing
         try Self.expectApps(result, ["owntracks"])
     }
 
+    /// The agent driver starts the real findmy, its own gpsd and the real findmy-agent beside it:
+    /// each sound ran the agent's sound command, the lost reached the agent's log, each locate was
+    /// answered by a report of the driver's gpsd written after it was asked, and the drained
+    /// batches were stored once each.
+    @Test func agentDriverMeasuresEveryPhase() throws {
+        let scratch = ScratchDirectory("findmy-bench-agent")
+        let run = try FindmyProcess.run(
+            [
+                "agent", "--dir", scratch.path, "--sounds", "2", "--lost", "1", "--locates", "2",
+                "--tpv-interval-millis", "100", "--drain-fixes", "200",
+            ], timeoutSeconds: 300, executable: benchExecutable())
+        #expect(run.status == 0, "\(run.error)")
+        let result = try JSONParser.parse(run.output)
+        for (phase, count) in [("sound", 2), ("stream_baseline", 2), ("mark_exec_baseline", 2), ("lost", 1)] {
+            #expect(result[phase]?["count"] == .integer(Int64(count)), "\(phase): \(run.output)")
+            #expect(try result[phase]!["max_ms"]!.doubleValue > 0, "\(phase)")
+        }
+        for figure in ["tpv_to_status", "post_to_status"] {
+            #expect(result["locate"]?[figure]?["count"] == .integer(2), "\(figure): \(run.output)")
+        }
+        #expect(result["drain"]?["batches"] == .integer(2), "\(run.output)")
+        #expect(result["drain"]?["duplicate_batches"] == .integer(0), "\(run.output)")
+        #expect(try result["agent_rss_bytes"]!.int64Value > 0)
+    }
+
+    /// The drain moves whole batches of the agent: any other number is a usage error, before
+    /// anything starts.
+    @Test func agentDriverRefusesADrainOfPartBatches() throws {
+        let scratch = ScratchDirectory("findmy-bench-agent-usage")
+        let run = try FindmyProcess.run(
+            ["agent", "--dir", scratch.path, "--drain-fixes", "150"], executable: benchExecutable())
+        #expect(run.status == 2)
+        #expect(run.error.contains("--drain-fixes must be a multiple of 100"), "\(run.error)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
+    }
+
     static func expectApps(_ result: JSONValue, _ apps: [String]) throws {
         let pairs = try #require(result["apps"]).arrayValue
         #expect(try pairs.map { try $0["app"]!.stringValue } == apps)
