@@ -134,10 +134,8 @@ extension AppBatch {
     /// decoders accept (JSON starts with `{` or whitespace), so no id of the old body-hashing
     /// derivation (same prefix, then the body) is the id of a decoded batch.
     public func derivedBatchID(deviceID: UInt64, clientProtocol: ClientProtocol) -> UUID128 {
-        var digest = SHA256.hash(encodedForBatchID(deviceID: deviceID, clientProtocol: clientProtocol))
-        digest[6] = (digest[6] & 0x0F) | 0x40
-        digest[8] = (digest[8] & 0x3F) | 0x80
-        return UUID128(bytes: digest.prefix(16))
+        ClientReport.batchID(
+            digest: SHA256.hash(encodedForBatchID(deviceID: deviceID, clientProtocol: clientProtocol)))
     }
 
     /// The bytes `derivedBatchID` hashes, little-endian throughout (docs/clients.md, "Resends"):

@@ -30,6 +30,8 @@ public final class FenceWaypoints: Sendable {
             guard let owner = state.registry.devices[deviceID]?.userID else { return [] }
             return state.registry.geofences.fences(ownedBy: owner).filter { $0.deviceIDs.contains(deviceID) }
         }
+        // Nearly every phone: no fence names it, and it was never sent any.
+        if fences.isEmpty, handedOut.withLock({ $0[deviceID] == nil }) { return nil }
         let message = Self.command(fences)
         return handedOut.withLock { sent -> [UInt8]? in
             if sent[deviceID] == message || (sent[deviceID] == nil && fences.isEmpty) { return nil }

@@ -76,7 +76,7 @@ extension OverlandDecoder {
     /// value (false to give up). False when the next value is not an object, a name is escaped or
     /// repeated, the object has more than `directNamesMax` members, or `depth` (containers open,
     /// the object included) passes `directDepthMax`.
-    private static func members(
+    static func members(
         of scanner: inout JSONScanner, depth: Int,
         _ member: (UnsafeBufferPointer<UInt8>, inout JSONScanner) -> Bool
     ) -> Bool {

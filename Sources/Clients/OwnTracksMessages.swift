@@ -33,16 +33,34 @@ public enum OwnTracks {
 
     /// Decodes a plaintext body. `deviceID` and `clientProtocol` stamp the place events.
     public static func decode(_ body: [UInt8], deviceID: UInt64, clientProtocol: ClientProtocol) -> Decoded {
-        var decoded = Decoded()
-        if body.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) { return decoded }
-        let document: JSONValue
-        do {
-            document = try JSONParser.parse(body)
-        } catch {
-            decoded.rejections.append(
-                .init(index: 0, FixRejection(.malformed, "the body is not JSON: \(error.description)")))
+        if let direct = decodeDirect(body) { return direct }
+        switch document(body) {
+        case .success(let document?):
+            return decode(document: document, deviceID: deviceID, clientProtocol: clientProtocol)
+        case .success(nil):
+            return Decoded()
+        case .failure(let rejection):
+            var decoded = Decoded()
+            decoded.rejections.append(.init(index: 0, rejection))
             return decoded
         }
+    }
+
+    /// A body parsed, for a caller that looks at it before decoding it (the HTTP endpoint, for
+    /// an encrypted message): nil for a blank body (nothing at all), the rejection of one that is
+    /// not JSON.
+    static func document(_ body: [UInt8]) -> Result<JSONValue?, FixRejection> {
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) { return .success(nil) }
+        do {
+            return .success(try JSONParser.parse(body))
+        } catch {
+            return .failure(FixRejection(.malformed, "the body is not JSON: \(error.description)"))
+        }
+    }
+
+    /// `decode` of a body already parsed by `document`.
+    static func decode(document: JSONValue, deviceID: UInt64, clientProtocol: ClientProtocol) -> Decoded {
+        var decoded = Decoded()
         switch document {
         case .array(let elements):
             guard elements.count <= messagesPerBodyMax else {

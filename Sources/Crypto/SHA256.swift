@@ -1,5 +1,16 @@
 import CCrypto
 
+/// SHA-256 as libcrypto's default provider implements it, fetched once. `EVP_sha256()` in
+/// `EVP_DigestInit_ex` fetches it again on every call (OpenSSL 3's implicit fetch: a lock and a
+/// lookup in the method store, crypto(7) "Performance"), which cost more than hashing a token
+/// itself. A fetched `EVP_MD` is immutable and may be used from any thread.
+nonisolated(unsafe) private let sha256Method: OpaquePointer = {
+    guard let method = EVP_MD_fetch(nil, "SHA256", nil) else {
+        preconditionFailure("libcrypto has no SHA256 (EVP_MD_fetch failed)")
+    }
+    return method
+}()
+
 /// SHA-256 through libcrypto's EVP interface.
 public enum SHA256 {
     public static let digestByteCount = 32
@@ -20,8 +31,8 @@ public enum SHA256 {
         guard let context = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed") }
         defer { EVP_MD_CTX_free(context) }
         // The calls are kept out of `precondition`, which -Ounchecked would drop with them.
-        let started = EVP_DigestInit_ex(context, EVP_sha256(), nil)
-        precondition(started == 1, "EVP_DigestInit_ex(SHA-256) failed")
+        let started = EVP_DigestInit_ex2(context, sha256Method, nil)
+        precondition(started == 1, "EVP_DigestInit_ex2(SHA-256) failed")
         for part in parts where !part.isEmpty {
             let updated = EVP_DigestUpdate(context, part.baseAddress, part.count)
             precondition(updated == 1, "EVP_DigestUpdate failed")

@@ -258,7 +258,8 @@ private func dispatch(_ connection: OpaquePointer, _ state: RequestState, _ serv
         request.body = state.body
         state.body = []
         let pending = server.pendingReply(connection, routeName: routeName)
-        handler(request, HTTPReply { pending.answer($0) })
+        let workers = server.workers
+        handler(request, HTTPReply({ pending.answer($0) }, runBlocking: { workers.submit($0) }))
         // An answer given before the handler returned (a refusal, a duplicate) goes out now.
         if let answer = pending.suspendUnlessAnswered() {
             server.forget(pending)

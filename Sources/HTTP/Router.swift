@@ -96,8 +96,9 @@ public struct Router: Sendable {
         case .blocking(let handler, let request):
             return (routeName, handler(request).produced())
         case .deferred(let handler, let request):
+            // The calling thread waits for the answer anyway: it runs a blocking job itself.
             let slot = AnswerSlot()
-            handler(request, HTTPReply { slot.put($0) })
+            handler(request, HTTPReply({ slot.put($0) }, runBlocking: { slot.put(job: $0) }))
             return (routeName, slot.take().produced())
         case .upload(let upload, let request):
             return (routeName, upload.respondInProcess(to: request).produced())
@@ -165,13 +166,28 @@ public struct Router: Sendable {
     }
 }
 
-/// How a deferred handler answers. Call it exactly once, from any thread; later calls are ignored.
+/// How a deferred handler answers: call it, or `answerBlocking`, exactly once, from any thread;
+/// later calls are ignored.
 public struct HTTPReply: Sendable {
+    public typealias Job = @Sendable () -> Void
     private let deliver: @Sendable (HTTPResponse) -> Void
+    private let runBlocking: @Sendable (@escaping Job) -> Void
 
-    public init(_ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+    /// `runBlocking` runs a job on a thread that may block (the server's workers).
+    public init(
+        _ deliver: @escaping @Sendable (HTTPResponse) -> Void,
+        runBlocking: @escaping @Sendable (@escaping Job) -> Void
+    ) {
         self.deliver = deliver
+        self.runBlocking = runBlocking
     }
 
     public func callAsFunction(_ response: HTTPResponse) { deliver(response) }
+
+    /// Answers with what `produce` returns, run on a thread that may block (on PostgreSQL, say):
+    /// for a deferred route whose answer needs such work only now and then, so that the usual
+    /// request costs no hand-off to a worker and back.
+    public func answerBlocking(_ produce: @escaping @Sendable () -> HTTPResponse) {
+        runBlocking { [deliver] in deliver(produce()) }
+    }
 }

@@ -5,10 +5,13 @@ import Threads
 #endif
 
 /// One answer handed from one thread to another that waits for it (`Router.respond(to:)` on a
-/// deferred route).
+/// deferred route), or a job that produces it, which the waiting thread runs
+/// (`HTTPReply.answerBlocking`).
 final class AnswerSlot: @unchecked Sendable {
     private let lock = ConditionLock()
-    private var response: HTTPResponse?  // guarded by `lock`
+    // Guarded by `lock`.
+    private var response: HTTPResponse?
+    private var job: HTTPReply.Job?
 
     func put(_ answer: HTTPResponse) {
         lock.withLock {
@@ -18,10 +21,28 @@ final class AnswerSlot: @unchecked Sendable {
         }
     }
 
+    func put(job newJob: @escaping HTTPReply.Job) {
+        lock.withLock {
+            guard response == nil, job == nil else { return }
+            job = newJob
+            lock.signal()
+        }
+    }
+
     func take() -> HTTPResponse {
         lock.lock()
+        while response == nil {
+            if let pending = job {
+                job = nil
+                // The job answers through `put`, which takes the lock.
+                lock.unlock()
+                pending()
+                lock.lock()
+                continue
+            }
+            lock.wait()
+        }
         defer { lock.unlock() }
-        while response == nil { lock.wait() }
         return response!
     }
 }

@@ -14,6 +14,9 @@ final class CredentialLookups: Sendable {
         return SHA256.hash(Array(credential.utf8))
     }
 
+    /// Counts a lookup of a credential whose hash was known already (`BasicCredentialsMemo`).
+    func record() { lookups.add(1, ordering: .relaxed) }
+
     /// Lookups since the service started.
     var count: Int { lookups.load(ordering: .relaxed) }
 }

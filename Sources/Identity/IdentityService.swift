@@ -17,6 +17,8 @@ public final class IdentityService: Sendable {
     public let limits: IdentityLimits
     package let statusSources = StatusSources()
     let sessions: SessionStore
+    /// Apps' Basic headers already decoded (`appDeviceID`).
+    let basicCredentials = BasicCredentialsMemo()
     let doorLimits: DoorLimits
     let passwordChecksInFlight = Atomic<Int>(0)
     /// The web panel's answer to form posts on `/login` and `/logout` (`answerLoginForms`).

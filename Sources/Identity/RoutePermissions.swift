@@ -515,17 +515,11 @@ extension IdentityService {
     /// token), `Bearer`, or a query parameter of `appTokenParameters`, in that order.
     package func appDeviceID(_ request: HTTPRequest) throws(APIError) -> UInt64 {
         if let header = request.headers["Authorization"] {
-            if header.count > 6, header.prefix(6).lowercased() == "basic " {
-                guard let decoded = Base64.decode(header.dropFirst(6).trimmingSpaces),
-                    let text = String(validating: decoded, as: UTF8.self),
-                    let colon = text.firstIndex(of: ":")
-                else {
-                    throw APIError(
-                        status: 401, code: .missingToken,
-                        message: "the Basic credentials are not base64 of 'user:password'")
-                }
-                return try appDevice(
-                    token: String(text[text.index(after: colon)...]), userName: String(text[..<colon]))
+            if Self.isBasic(header) {
+                let credentials = try basicCredentials.credentials(header, decode: Self.decodeBasic)
+                // One lookup of the credential, whether the memo knew the header or not.
+                sessions.lookups.record()
+                return try appDevice(tokenHash: credentials.tokenHash, userName: credentials.userName)
             }
             let caller = try resolveCaller(request)
             guard case .device(let deviceID) = caller.principal else {
@@ -554,7 +548,11 @@ extension IdentityService {
     /// token, whichever half was wrong, so that names cannot be probed. For a token carried in a
     /// request body, call this from the handler and count a failure with `recordAppAuthFailure`.
     public func appDevice(token: String, userName: String?) throws(APIError) -> UInt64 {
-        let hash = sessions.lookups.hash(token[...].trimmingSpaces)
+        try appDevice(tokenHash: sessions.lookups.hash(token[...].trimmingSpaces), userName: userName)
+    }
+
+    /// `appDevice(token:userName:)` for a token already hashed.
+    func appDevice(tokenHash hash: [UInt8], userName: String?) throws(APIError) -> UInt64 {
         let found = store.lookUpAfterCatchUp { state -> UInt64? in
             guard case .device(let deviceID)? = state.registry.principal(tokenHash: hash) else { return nil }
             if let userName {

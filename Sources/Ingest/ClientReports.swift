@@ -75,10 +75,25 @@ public struct ClientReport: Sendable {
                 }
             }
         }
-        var bytes = Array(digest.prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID128(bytes: bytes[...])
+        return batchID(digest: digest)
+    }
+
+    /// A version-4-shaped UUID made of the first 16 bytes of `digest` (a SHA-256): the derived
+    /// batch ids of every app.
+    public static func batchID(digest: [UInt8]) -> UUID128 {
+        precondition(digest.count >= 16, "a batch id is made of 16 bytes of a digest")
+        // Read as two big-endian words in place: `UUID128(bytes:)` over a slice is generic across
+        // modules, and its unspecialised loop cost twice the hash of a single-fix body.
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for index in 0..<8 {
+            high = high << 8 | UInt64(digest[index])
+            low = low << 8 | UInt64(digest[8 + index])
+        }
+        // Version 4 (byte 6's high nibble) and the RFC 4122 variant (byte 8's two high bits).
+        high = high & ~0xF000 | 0x4000
+        low = low & ~(0xC0 << 56) | 0x80 << 56
+        return UUID128(high: high, low: low)
     }
 }
 

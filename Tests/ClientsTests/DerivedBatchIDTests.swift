@@ -22,6 +22,23 @@ import Testing
         #expect(id.description.dropFirst(14).first == "4")
     }
 
+    /// Every app's id is the digest's first 16 bytes with the version and variant bits set, as the
+    /// byte-wise code before it made them (a change would turn a retry after an upgrade into a
+    /// second batch).
+    @Test func theIDOfADigestIsItsFirstSixteenBytesAsVersionFour() {
+        var state: UInt64 = 0x1234_5678
+        for _ in 0..<200 {
+            let digest = (0..<32).map { _ -> UInt8 in
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return UInt8(truncatingIfNeeded: state >> 56)
+            }
+            var bytes = Array(digest.prefix(16))
+            bytes[6] = (bytes[6] & 0x0F) | 0x40
+            bytes[8] = (bytes[8] & 0x3F) | 0x80
+            #expect(ClientReport.batchID(digest: digest) == UUID128(bytes: bytes))
+        }
+    }
+
     /// The id is stored with every batch and compared with a resend's, so a change in how it is
     /// computed would turn a retry after an upgrade into a second batch: these are the ids the
     /// code gave before it hashed in place: SHA-256(device id, LE ‖ protocol number ‖ body).

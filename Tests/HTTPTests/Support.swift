@@ -103,6 +103,20 @@ private final class RoutesBox: Sendable {
         router.addDeferred("GET", "/deferred/held") { [self] _, reply in
             owner?.heldReplies.withLock { $0.append(reply) }
         }
+        // Deferred, its answer made on a worker that waits for the test to open `blockedRelease`:
+        // a deferred route whose answer needs blocking work now and then.
+        router.addDeferred("GET", "/deferred/blocking") { [self] _, reply in
+            reply.answerBlocking { [self] in
+                guard let owner else { return .text("no server") }
+                owner.handlersRunning.withLock {
+                    $0.now += 1
+                    $0.max = max($0.max, $0.now)
+                }
+                owner.blockedRelease.wait()
+                owner.handlersRunning.withLock { $0.now -= 1 }
+                return .text("answered on a worker")
+            }
+        }
         // Blocks until the test opens `blockedRelease`: the test decides when it ends.
         router.add("GET", "/blocked") { [self] _ in
             guard let owner else { return .text("no server") }
