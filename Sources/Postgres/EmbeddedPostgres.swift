@@ -193,7 +193,9 @@ public final class EmbeddedPostgres: Sendable {
     /// its last ERROR. Nil for a server killed without a word (`kill -9`).
     public func lastProblem() -> String? {
         let offset = logOffsetAtStart.withLock { $0 }
-        guard let text = LocalFiles.readText(clusterDirectory + "/server.log", from: offset) else { return nil }
+        guard let text = LocalFiles.readText(clusterDirectory + "/server.log", from: offset) else {
+            return nil
+        }
         let lines = text.split(separator: "\n")
         let problem =
             lines.first { $0.contains("PANIC:") } ?? lines.last { $0.contains("FATAL:") }

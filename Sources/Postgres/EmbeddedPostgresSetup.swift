@@ -53,7 +53,8 @@ extension EmbeddedPostgres {
         guard outcome.succeeded else {
             throw EmbeddedPostgresError("initdb failed for \(building): \(outcome.output)")
         }
-        let include = "\n# findmy's own settings, rewritten at every start\ninclude_if_exists = 'findmy.conf'\n"
+        let include =
+            "\n# findmy's own settings, rewritten at every start\ninclude_if_exists = 'findmy.conf'\n"
         guard LocalFiles.append(include, to: building + "/postgresql.conf") else {
             throw EmbeddedPostgresError(
                 "cannot add to \(building)/postgresql.conf: \(String(cString: strerror(errno)))")
@@ -64,7 +65,8 @@ extension EmbeddedPostgres {
                 "cannot rename \(building) to \(pgData): \(String(cString: strerror(errno)))")
         }
         configuration.log(
-            "created a PostgreSQL cluster in \(pgData) (OS user \(osUser ?? LocalFiles.processUserName()), no TCP port)")
+            "created a PostgreSQL cluster in \(pgData) (OS user \(osUser ?? LocalFiles.processUserName()), no TCP port)"
+        )
     }
 
     func checkVersion() throws(EmbeddedPostgresError) {

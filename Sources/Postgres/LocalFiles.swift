@@ -86,7 +86,8 @@ package enum LocalFiles {
 
     /// Creates the directory `path` with `mode` (less the umask), and with `intermediate` every
     /// missing directory above it too (with the same mode). An existing directory is success.
-    package static func makeDirectory(_ path: String, mode: mode_t, intermediate: Bool) throws(LocalFileError) {
+    package static func makeDirectory(_ path: String, mode: mode_t, intermediate: Bool) throws(LocalFileError)
+    {
         if intermediate {
             let parent = parentDirectory(path)
             if !parent.isEmpty, parent != path, !isDirectory(parent) {
