@@ -29,7 +29,7 @@ let commands: [Command] = [
 // freed by any thread is reused by any other, and small blocks still come from each thread's
 // cache without the lock. MALLOC_ARENA_MAX or GLIBC_TUNABLES in the environment take precedence.
 if getenv("MALLOC_ARENA_MAX") == nil && getenv("GLIBC_TUNABLES") == nil {
-    _ = mallopt(M_ARENA_MAX, 1)
+    _ = glibcMallopt(glibcMallocArenaMax, 1)
 }
 
 exit(

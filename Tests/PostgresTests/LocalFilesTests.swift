@@ -29,9 +29,16 @@ struct LocalFilesTests {
         #expect(LocalFiles.absolutePath(target, relativeTo: base) == foundation)
     }
 
-    @Test(arguments: ["/", "/a", "/a/", "/a/b", "/a/b/", "/a//b", "a", "a/b", "", "/a/b//"])
+    /// Absolute paths only: the callers give nothing else, and Foundation traps on some relative ones.
+    @Test(arguments: ["/", "/a", "/a/", "/a/b", "/a/b/", "/a//b", "/a/b//", "/a/b/c.d"])
     func aParentDirectoryIsNSStringsDeletingLastPathComponent(path: String) {
         #expect(LocalFiles.parentDirectory(path) == (path as NSString).deletingLastPathComponent)
+    }
+
+    @Test func aNameWithoutADirectoryHasNoParent() {
+        #expect(LocalFiles.parentDirectory("a") == "")
+        #expect(LocalFiles.parentDirectory("") == "")
+        #expect(LocalFiles.parentDirectory("a/b") == "a")
     }
 
     @Test func removeTreeDeletesLinksInsideButNotWhatTheyPointTo() throws {
