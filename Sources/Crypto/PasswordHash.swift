@@ -54,8 +54,13 @@ public enum PasswordHash {
         }
     }
 
-    /// A hash of a random password, computed once: verifying against it when a login names an
-    /// unknown user (or one without a password) costs what a real check costs, so the answer's time
-    /// does not tell whether the name exists.
-    public static let decoy: String = hash(Token.generate())
+    /// The hash of a random password that was never kept, with the limits above: verifying against
+    /// it when a login names an unknown user (or one without a password) costs what a real check
+    /// costs, so the answer's time does not tell whether the name exists. A constant rather than
+    /// hashed at start: hashing it took `memoryBytesLimit` (64 MiB) at every start, which stayed
+    /// the server's peak resident memory for its whole life. Knowing it gives nothing: no password
+    /// is known to match it, and a match on it logs no one in. A test checks that its parameters
+    /// are the ones `hash` uses, so a change of the limits changes it too.
+    public static let decoy =
+        "$argon2id$v=19$m=65536,t=2,p=1$DADnorvFRJ26PtJ5Q7OEgg$BIqJ339Pf+8pGUFFqozS41d1NKvjeCxwyxo0SzMbZIw"
 }

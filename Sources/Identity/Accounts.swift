@@ -12,9 +12,6 @@ extension IdentityService {
     /// `alertTargets`: how the settings' alert target URLs are checked and the secret of a user's
     /// webhook (Geofences' `alertTargetRules`); nil, the settings refuse alert targets.
     public func addAccountRoutes(to router: inout GuardedRouter, alertTargets: AlertTargetRules? = nil) {
-        // The decoy hash is computed on first use: computed now, the first login for an unknown
-        // name costs what every other one does.
-        _ = PasswordHash.decoy
         router.add("POST", "/login") { [self] request, _ in
             respond { () throws(APIError) in try login(request) }
         }
@@ -318,11 +315,14 @@ extension IdentityService {
             throw APIError(status: 429, code: .tooManyAttempts, message: refusal.message)
         }
         let matches = PasswordHash.verify(current, against: user.passwordHash ?? PasswordHash.decoy)
-        slot.release()
         guard user.passwordHash != nil, matches else {
+            slot.release()
             doorLimits.loginFailuresPerName.record(throttleKey(user.name), address: address, nowMicros: now)
             throw Self.invalidCredentials
         }
+        // The new password's hash holds the slot too: every Argon2id computation a request starts
+        // counts against passwordChecksConcurrentMax, each one's 64 MiB included.
+        defer { slot.release() }
         return try setPassword(name: user.name, password: new, keepingSession: sessionCookie(request))
     }
 

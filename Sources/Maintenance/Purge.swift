@@ -1,6 +1,5 @@
 import CLI
 import Events
-import Foundation
 import Postgres
 
 #if canImport(Glibc)
@@ -28,7 +27,7 @@ package enum Purge {
             }
             print("Type 'yes' to go on: ", terminator: "")
             fflush(nil)
-            guard readLine()?.trimmingCharacters(in: .whitespaces) == "yes" else {
+            guard readLine()?.split(whereSeparator: \.isWhitespace) == ["yes"] else {
                 printLine("nothing deleted")
                 return 1
             }
@@ -62,7 +61,7 @@ struct PurgePlan {
     let osUsers: [String]
 
     init(_ path: String) throws {
-        given = URL(fileURLWithPath: path).standardizedFileURL.path
+        given = LocalFiles.absolutePath(path)
         var info = stat()
         guard lstat(given, &info) == 0 else {
             // Nothing there: a data directory deleted by hand leaves its OS user and an old outside
@@ -84,11 +83,10 @@ struct PurgePlan {
 
         var outside: [String] = []
         let clusterLink = resolved + "/postgres"
-        if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: clusterLink) {
+        if let target = LocalFiles.linkTarget(clusterLink) {
             // An earlier findmy linked DATA_DIR/postgres to its cluster in /var/lib/findmy; a link
             // to anywhere else is not findmy's doing, and what it points to is not deleted.
-            let absolute = URL(fileURLWithPath: target, relativeTo: URL(fileURLWithPath: resolved + "/"))
-                .standardizedFileURL.path
+            let absolute = LocalFiles.absolutePath(target, relativeTo: resolved)
             guard absolute.hasPrefix("/var/lib/findmy/postgres-") else {
                 throw UsageError(
                     "refuses \(given): \(clusterLink) points to \(absolute), which is not where findmy keeps a "
@@ -136,9 +134,9 @@ struct PurgePlan {
         for path in [dataDirectory].compactMap({ $0 }) + outside + [link].compactMap({ $0 })
         where Self.exists(path) {
             do {
-                try FileManager.default.removeItem(atPath: path)
+                try LocalFiles.removeTree(path)
             } catch {
-                writeStandardError("findmy purge: cannot delete \(path): \(error.localizedDescription)")
+                writeStandardError("findmy purge: cannot delete \(path): \(error)")
             }
         }
         if getuid() == 0 {
@@ -195,10 +193,10 @@ struct PurgePlan {
     /// password database, each resolved.
     static func homeDirectories() -> Set<String> {
         var homes: Set<String> = ["/root"]
-        if let home = ProcessInfo.processInfo.environment["HOME"], let resolved = realPath(home) {
+        if let home = LocalFiles.environment("HOME"), let resolved = realPath(home) {
             homes.insert(resolved)
         }
-        if let entries = try? FileManager.default.contentsOfDirectory(atPath: "/home") {
+        if let entries = LocalFiles.entries("/home") {
             for entry in entries { homes.insert(realPath("/home/" + entry) ?? "/home/" + entry) }
         }
         setpwent()
@@ -217,7 +215,7 @@ struct PurgePlan {
         var parent = stat()
         guard stat(path, &own) == 0, stat(path + "/..", &parent) == 0 else { return false }
         if own.st_dev != parent.st_dev || own.st_ino == parent.st_ino { return true }
-        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else {
+        guard let table = LocalFiles.readText("/proc/self/mountinfo") else {
             return false
         }
         return table.split(separator: "\n").contains { line in

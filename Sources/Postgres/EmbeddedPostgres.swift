@@ -1,6 +1,9 @@
-import Foundation
 import Synchronization
 import Threads
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A private PostgreSQL cluster under the server's data directory, started and stopped by findmy.
 ///
@@ -48,9 +51,7 @@ public final class EmbeddedPostgres: Sendable {
         /// Starts tried before giving up: after a crash, the old server's backends may hold its
         /// shared memory for a moment.
         public var startAttemptsMax = 5
-        public var log: @Sendable (String) -> Void = {
-            FileHandle.standardError.write(Data(("findmy: " + $0 + "\n").utf8))
-        }
+        public var log: @Sendable (String) -> Void = { LocalFiles.writeStandardError("findmy: " + $0) }
 
         public init(dataDirectory: String) { self.dataDirectory = dataDirectory }
     }
@@ -80,7 +81,7 @@ public final class EmbeddedPostgres: Sendable {
     /// Resolves paths and the binaries; starts nothing.
     public init(_ configuration: Configuration) throws(EmbeddedPostgresError) {
         self.configuration = configuration
-        let dataDirectory = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
+        let dataDirectory = LocalFiles.absolutePath(configuration.dataDirectory)
         passwordFile = dataDirectory + "/postgres.pgpass"
         clusterLink = dataDirectory + "/postgres"
         instanceOSUser = instanceOSUserName(dataDirectory)
@@ -131,7 +132,7 @@ public final class EmbeddedPostgres: Sendable {
     {
         try prepareDirectories()
         let secret = try loadOrCreateSecret()
-        if !FileManager.default.fileExists(atPath: pgData + "/PG_VERSION") { try initCluster(secret: secret) }
+        if !LocalFiles.exists(pgData + "/PG_VERSION") { try initCluster(secret: secret) }
         try checkVersion()
         try writeSettings()
         let rulesChanged = try writeAccessRules(peerForFindmy: false)
@@ -191,10 +192,11 @@ public final class EmbeddedPostgres: Sendable {
     /// "could not write to file pg_wal/...: No space left on device"), else its last FATAL, else
     /// its last ERROR. Nil for a server killed without a word (`kill -9`).
     public func lastProblem() -> String? {
-        guard let log = FileHandle(forReadingAtPath: clusterDirectory + "/server.log") else { return nil }
-        defer { try? log.close() }
-        try? log.seek(toOffset: logOffsetAtStart.withLock { $0 })
-        let lines = String(decoding: log.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let offset = logOffsetAtStart.withLock { $0 }
+        guard let text = LocalFiles.readText(clusterDirectory + "/server.log", from: offset) else {
+            return nil
+        }
+        let lines = text.split(separator: "\n")
         let problem =
             lines.first { $0.contains("PANIC:") } ?? lines.last { $0.contains("FATAL:") }
             ?? lines.last { $0.contains("ERROR:") }
@@ -214,13 +216,11 @@ public final class EmbeddedPostgres: Sendable {
     public func destroy() throws(EmbeddedPostgresError) {
         try stop()
         for path in [clusterDirectory, clusterLink, passwordFile, socketDirectory] {
-            if FileManager.default.fileExists(atPath: path)
-                || (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil
-            {
+            if LocalFiles.exists(path) || LocalFiles.linkTarget(path) != nil {
                 do {
-                    try FileManager.default.removeItem(atPath: path)
+                    try LocalFiles.removeTree(path)
                 } catch {
-                    throw EmbeddedPostgresError("cannot delete \(path): \(error.localizedDescription)")
+                    throw EmbeddedPostgresError("cannot delete \(path): \(error)")
                 }
             }
         }
@@ -230,7 +230,7 @@ public final class EmbeddedPostgres: Sendable {
 
     /// The postmaster's PID from `postmaster.pid` when that process is alive; nil otherwise.
     public func postmasterPID() -> Int32? {
-        guard let text = try? String(contentsOfFile: pgData + "/postmaster.pid", encoding: .utf8),
+        guard let text = LocalFiles.readText(pgData + "/postmaster.pid"),
             let first = text.split(separator: "\n").first, let pid = Int32(first), isLivePostgres(pid)
         else { return nil }
         return pid
@@ -243,9 +243,9 @@ public final class EmbeddedPostgres: Sendable {
     private func reuseRunningServer() throws(EmbeddedPostgresError) -> Bool {
         reapEndedChild()
         guard let pid = postmasterPID() else {
-            if FileManager.default.fileExists(atPath: pgData + "/postmaster.pid") {
+            if LocalFiles.exists(pgData + "/postmaster.pid") {
                 configuration.log("removing stale \(pgData)/postmaster.pid: its server is gone (a crash)")
-                try? FileManager.default.removeItem(atPath: pgData + "/postmaster.pid")
+                unlink(pgData + "/postmaster.pid")
             }
             return false
         }
@@ -288,9 +288,8 @@ public final class EmbeddedPostgres: Sendable {
             [setprivPath, "--pdeathsig", "INT"] + user + ["--", binDirectory + "/postgres", "-D", pgData]
         var failure = ""
         for attempt in 1...attemptsMax {
-            let logSize =
-                (try? FileManager.default.attributesOfItem(atPath: clusterDirectory + "/server.log"))?[.size]
-            logOffsetAtStart.withLock { $0 = (logSize as? NSNumber)?.uint64Value ?? 0 }
+            let logSize = LocalFiles.size(clusterDirectory + "/server.log")
+            logOffsetAtStart.withLock { $0 = logSize ?? 0 }
             let pid: pid_t
             do {
                 pid = try spawnChild(argv, outputPath: clusterDirectory + "/server.log", in: clusterDirectory)
@@ -354,7 +353,7 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     func logTail() -> String {
-        let log = (try? String(contentsOfFile: clusterDirectory + "/server.log", encoding: .utf8)) ?? ""
+        let log = LocalFiles.readText(clusterDirectory + "/server.log") ?? ""
         return log.split(separator: "\n").suffix(10).joined(separator: "\n")
     }
 }

@@ -1,5 +1,4 @@
 import CPQ
-import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -55,7 +54,7 @@ extension EmbeddedPostgres {
     }
 
     private func readSecret() -> String? {
-        guard let text = try? String(contentsOfFile: passwordFile, encoding: .utf8),
+        guard let text = LocalFiles.readText(passwordFile),
             let line = text.split(separator: "\n").first, let secret = line.split(separator: ":").last,
             secret.count >= 2 * Self.secretBytes, secret.allSatisfy(\.isHexDigit)
         else { return nil }
@@ -74,7 +73,7 @@ extension EmbeddedPostgres {
             local all \(role) \(method)
 
             """
-        let processUser = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? NSUserName()
+        let processUser = LocalFiles.processUserName()
         let identities = """
             # Written by findmy at every start: while findmy sets its role's password (peer, above),
             # only findmy's own OS user is let in as the role.
@@ -84,7 +83,7 @@ extension EmbeddedPostgres {
         var changed = false
         for (name, text) in [("pg_hba.conf", rules), ("pg_ident.conf", identities)] {
             let path = pgData + "/" + name
-            if (try? String(contentsOfFile: path, encoding: .utf8)) == text { continue }
+            if LocalFiles.readText(path) == text { continue }
             try writePrivateFile(path, text, owner: clusterFileOwner())
             changed = true
         }
@@ -211,7 +210,7 @@ func writePrivateFile(_ path: String, _ text: String, owner: (uid_t, gid_t)?) th
         unlink(temporary)
         throw EmbeddedPostgresError("cannot \(failure) \(temporary): \(String(cString: strerror(error)))")
     }
-    let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    let directory = open(LocalFiles.parentDirectory(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     if directory >= 0 {
         fsync(directory)
         close(directory)

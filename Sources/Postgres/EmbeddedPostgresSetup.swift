@@ -1,5 +1,8 @@
-import Foundation
 import Threads
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A Unix socket path is at most 107 bytes (`sun_path` is 108, with the terminating NUL).
 let socketPathBytesMax = 107
@@ -12,11 +15,11 @@ extension EmbeddedPostgres {
         // A new OS user is neither owner nor group of anything: only the "others" bits let it
         // through. Refused before the user exists, so a refused start leaves none behind.
         if getpwnam(osUser) == nil {
-            let closed = directoriesClosedToOthers((clusterDirectory as NSString).deletingLastPathComponent)
+            let closed = directoriesClosedToOthers(LocalFiles.parentDirectory(clusterDirectory))
             guard closed.isEmpty else { throw unreachableClusterError(osUser, closed, clusterDirectory) }
         }
         let (uid, gid) = try ensureOSUser(
-            osUser, comment: "findmy PostgreSQL of " + (clusterLink as NSString).deletingLastPathComponent)
+            osUser, comment: "findmy PostgreSQL of " + LocalFiles.parentDirectory(clusterLink))
         try checkOwner(socketDirectory, allowed: [0, uid])
         for path in [clusterDirectory, socketDirectory] where chown(path, uid, gid) != 0 {
             throw EmbeddedPostgresError(
@@ -34,7 +37,7 @@ extension EmbeddedPostgres {
 
     func initCluster(secret: String) throws(EmbeddedPostgresError) {
         let building = pgData + ".initdb"
-        try? FileManager.default.removeItem(atPath: building)
+        try? LocalFiles.removeTree(building)
         // initdb reads the role's password from a file, as the cluster's OS user: one in the
         // cluster directory (0700, that user's), 0600, gone once initdb has read it.
         let passwordInput = clusterDirectory + "/initdb.pwfile"
@@ -50,27 +53,25 @@ extension EmbeddedPostgres {
         guard outcome.succeeded else {
             throw EmbeddedPostgresError("initdb failed for \(building): \(outcome.output)")
         }
-        guard let conf = FileHandle(forWritingAtPath: building + "/postgresql.conf") else {
-            throw EmbeddedPostgresError("initdb left no \(building)/postgresql.conf")
+        let include =
+            "\n# findmy's own settings, rewritten at every start\ninclude_if_exists = 'findmy.conf'\n"
+        guard LocalFiles.append(include, to: building + "/postgresql.conf") else {
+            throw EmbeddedPostgresError(
+                "cannot add to \(building)/postgresql.conf: \(String(cString: strerror(errno)))")
         }
-        _ = try? conf.seekToEnd()
-        conf.write(
-            Data(
-                "\n# findmy's own settings, rewritten at every start\ninclude_if_exists = 'findmy.conf'\n"
-                    .utf8))
-        try? conf.close()
         // Renamed only when complete, so a crash during initdb leaves nothing that looks like a cluster.
         guard rename(building, pgData) == 0 else {
             throw EmbeddedPostgresError(
                 "cannot rename \(building) to \(pgData): \(String(cString: strerror(errno)))")
         }
         configuration.log(
-            "created a PostgreSQL cluster in \(pgData) (OS user \(osUser ?? NSUserName()), no TCP port)")
+            "created a PostgreSQL cluster in \(pgData) (OS user \(osUser ?? LocalFiles.processUserName()), no TCP port)"
+        )
     }
 
     func checkVersion() throws(EmbeddedPostgresError) {
         let cluster =
-            (try? String(contentsOfFile: pgData + "/PG_VERSION", encoding: .utf8)).map(trimmed) ?? "?"
+            LocalFiles.readText(pgData + "/PG_VERSION").map(trimmed) ?? "?"
         let version = try runCommand(binDirectory + "/pg_ctl", ["--version"]).output
         let binaries = version.split(separator: " ").last { $0.first?.isNumber == true }?.split(
             separator: "."
@@ -107,29 +108,24 @@ extension EmbeddedPostgres {
             wal_buffers = 16MB
 
             """
-        do {
-            try Data(text.utf8).write(to: URL(fileURLWithPath: pgData + "/findmy.conf"), options: .atomic)
-        } catch {
-            throw EmbeddedPostgresError("cannot write \(pgData)/findmy.conf: \(error.localizedDescription)")
-        }
+        try writePrivateFile(pgData + "/findmy.conf", text, owner: clusterFileOwner())
     }
 }
 
 /// `FINDMY_PG_BIN`, else the highest-numbered `/usr/lib/postgresql/N/bin` holding pg_ctl.
 func findBinDirectory() throws(EmbeddedPostgresError) -> String {
-    let fileManager = FileManager.default
-    if let configured = ProcessInfo.processInfo.environment["FINDMY_PG_BIN"] {
-        guard fileManager.isExecutableFile(atPath: configured + "/pg_ctl") else {
+    if let configured = LocalFiles.environment("FINDMY_PG_BIN") {
+        guard LocalFiles.isExecutableFile(configured + "/pg_ctl") else {
             throw EmbeddedPostgresError(
                 "FINDMY_PG_BIN=\(configured) holds no pg_ctl; point it at PostgreSQL's bin directory")
         }
         return configured
     }
-    let versions = ((try? fileManager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+    let versions = (LocalFiles.entries("/usr/lib/postgresql") ?? [])
         .compactMap { Int($0) }.sorted(by: >)
     guard
         let version = versions.first(where: {
-            fileManager.isExecutableFile(atPath: "/usr/lib/postgresql/\($0)/bin/pg_ctl")
+            LocalFiles.isExecutableFile("/usr/lib/postgresql/\($0)/bin/pg_ctl")
         })
     else {
         throw EmbeddedPostgresError(
@@ -157,7 +153,7 @@ func chooseSocketDirectory(_ clusterDirectory: String, _ log: (String) -> Void) 
 func clusterOSUser(_ dataDirectory: String, instanceUser: String) -> String? {
     guard geteuid() == 0 else { return nil }
     let link = dataDirectory + "/postgres"
-    let cluster = (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) ?? link
+    let cluster = LocalFiles.linkTarget(link) ?? link
     var info = stat()
     if stat(cluster + "/data/PG_VERSION", &info) == 0, let entry = getpwuid(info.st_uid) {
         return String(cString: entry.pointee.pw_name)
@@ -231,14 +227,9 @@ public func removeOSUser(_ name: String) throws(EmbeddedPostgresError) {
 
 func makeDirectory(_ path: String, intermediate: Bool) throws(EmbeddedPostgresError) {
     do {
-        try FileManager.default.createDirectory(
-            atPath: path, withIntermediateDirectories: intermediate, attributes: [.posixPermissions: 0o700])
+        try LocalFiles.makeDirectory(path, mode: 0o700, intermediate: intermediate)
     } catch {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue
-        else {
-            throw EmbeddedPostgresError("cannot create directory \(path): \(error.localizedDescription)")
-        }
+        throw EmbeddedPostgresError("cannot create directory \(path): \(error)")
     }
 }
 
@@ -255,8 +246,8 @@ func checkOwner(_ path: String, allowed: [uid_t]) throws(EmbeddedPostgresError) 
 /// Alive, not a zombie, and a postgres: after `kill -9`, an unreaped postmaster stays a zombie and
 /// its PID can be reused by anything, and either would block the next start.
 func isLivePostgres(_ pid: Int32) -> Bool {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else {
-        return kill(pid, 0) == 0 && !FileManager.default.fileExists(atPath: "/proc/self")
+    guard let stat = LocalFiles.readText("/proc/\(pid)/stat") else {
+        return kill(pid, 0) == 0 && !LocalFiles.exists("/proc/self")
     }
     guard let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return false }
     let name = stat[stat.index(after: open)..<close]
@@ -268,7 +259,7 @@ func isLivePostgres(_ pid: Int32) -> Bool {
 /// through the directories above it: `/var/lib/findmy/postgres-<FNV-1a of DATA_DIR in hex>`.
 /// findmy no longer puts one there; `findmy purge` looks there.
 public func outsideClusterDirectory(_ dataDirectory: String) -> String {
-    let path = URL(fileURLWithPath: dataDirectory).standardizedFileURL.path
+    let path = LocalFiles.absolutePath(dataDirectory)
     return "/var/lib/findmy/postgres-" + String(fnv1a(path), radix: 16)
 }
 
@@ -295,7 +286,7 @@ func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @S
     throws(EmbeddedPostgresError) -> String
 {
     let inside = dataDirectory + "/postgres"
-    if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: inside) {
+    if let target = LocalFiles.linkTarget(inside) {
         log(
             "the PostgreSQL cluster of \(dataDirectory) lives outside it, in \(target) (made by an earlier findmy), "
                 + "and deleting \(dataDirectory) would leave it behind. To move it inside: stop findmy, make every "
@@ -304,11 +295,11 @@ func resolveClusterDirectory(_ dataDirectory: String, osUser: String?, _ log: @S
                 + "`findmy purge --data-dir \(dataDirectory)` removes it with everything else.")
         return target
     }
-    guard let osUser, FileManager.default.fileExists(atPath: dataDirectory) else { return inside }
+    guard let osUser, LocalFiles.exists(dataDirectory) else { return inside }
     // DATA_DIR itself is findmy's and opened for the cluster's user (Database.allowTraversal); the
     // directories above belong to the operator.
-    let closed = directoriesClosedToOthers((dataDirectory as NSString).deletingLastPathComponent)
-    if !FileManager.default.fileExists(atPath: inside + "/data/PG_VERSION"), !closed.isEmpty {
+    let closed = directoriesClosedToOthers(LocalFiles.parentDirectory(dataDirectory))
+    if !LocalFiles.exists(inside + "/data/PG_VERSION"), !closed.isEmpty {
         throw unreachableClusterError(osUser, closed, inside)
     }
     return inside
@@ -328,7 +319,7 @@ func unreachableClusterError(_ osUser: String, _ closed: [String], _ cluster: St
 
 /// The parent process of `pid` (field 4 of /proc/PID/stat), nil when it cannot be read.
 func parentProcess(of pid: pid_t) -> pid_t? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+    guard let stat = LocalFiles.readText("/proc/\(pid)/stat"),
         let close = stat.lastIndex(of: ")")
     else { return nil }
     let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -337,5 +328,5 @@ func parentProcess(of pid: pid_t) -> pid_t? {
 
 /// The command name of `pid` (/proc/PID/comm), nil when it cannot be read.
 func processName(_ pid: pid_t) -> String? {
-    (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)).map(trimmed)
+    LocalFiles.readText("/proc/\(pid)/comm").map(trimmed)
 }

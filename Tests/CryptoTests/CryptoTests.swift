@@ -74,6 +74,18 @@ import Testing
         #expect(!PasswordHash.verify("x", against: "not a hash"))
         #expect(PasswordHash.verify("ünïcødé pässwörd", against: PasswordHash.hash("ünïcødé pässwörd")))
     }
+
+    /// The decoy is a constant: a check against it must cost what a check against a hash made now
+    /// costs, so it has today's parameters and a salt and hash of today's lengths.
+    @Test func theDecoyHasTheParametersAndShapeOfAFreshHash() {
+        let fresh = PasswordHash.hash("a password").split(separator: "$", omittingEmptySubsequences: false)
+        let decoy = PasswordHash.decoy.split(separator: "$", omittingEmptySubsequences: false)
+        #expect(decoy.count == fresh.count)
+        #expect(decoy.prefix(4) == fresh.prefix(4), "\(PasswordHash.decoy)")
+        #expect(decoy.suffix(2).map(\.count) == fresh.suffix(2).map(\.count))
+        #expect(!PasswordHash.verify("", against: PasswordHash.decoy))
+        #expect(!PasswordHash.verify("a password", against: PasswordHash.decoy))
+    }
 }
 
 /// Several buffers hash as their concatenation, wherever they are split, empty parts included.

@@ -2,7 +2,7 @@
 # What one single-fix report costs `findmy serve`, for any build (one before findmy-bench existed
 # too: it needs only `findmy user add`, `findmy serve`, curl and wrk).
 #
-#   ops/bench/ingest-serve-cost.sh BINARY SCRATCH_DIR [SECONDS] [callgrind]
+#   ops/bench/ingest-serve-cost.sh BINARY SCRATCH_DIR [SECONDS] [callgrind|memory]
 #
 # Starts BINARY serve (projector off) on SCRATCH_DIR (emptied first), enrols 64 devices, warms up,
 # then drives 1-fix reports with wrk and ops/bench/report.lua (64 connections, 2 threads) for
@@ -13,10 +13,14 @@
 #     warm-up and dumped after the run: instructions per report (repeatable whatever else the
 #     machine runs), and the dump's path for callgrind_annotate. Throughput under valgrind is a
 #     few hundred reports/s, so work done per second rather than per report (the registry
-#     snapshotter's rounds) weighs more per report than at full speed.
+#     snapshotter's rounds) weighs more per report than at full speed;
+#   - with `memory`: the CPU figure, and the server's resident memory: its largest VmRSS sampled
+#     every 0.2 s during the wrk run (rss_max_kb), and at the end of the run what it is made of
+#     (ops/bench/memory-parts.py: VmRSS, VmHWM, threads, kB per part).
 # On a shared machine throughput and even CPU per report move with the load: alternate builds.
 set -euo pipefail
 bin=$(readlink -f "$1"); dir=$2; seconds=${3:-3}; mode=${4:-cpu}; connections=64
+rss_max=0; memory='{}'
 script=$(readlink -f "$(dirname "$0")/report.lua")
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 2; }
 if [ "$mode" = callgrind ]; then
@@ -49,7 +53,20 @@ fsyncs() { curl -s "$url/metrics" | awk '$1 == "findmy_log_fsyncs_total" {print 
 cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 f0=$(fsyncs)
 if [ "$mode" = callgrind ]; then callgrind_control -z $pid >/dev/null 2>&1; else c0=$(cpu); fi
-summary=$(drive "${seconds}s" | grep '^{')
+if [ "$mode" = memory ]; then
+    drive "${seconds}s" >"$dir/wrk.out" &
+    wrk_pid=$!
+    while kill -0 $wrk_pid 2>/dev/null; do
+        rss=$(awk '$1 == "VmRSS:" {print $2}' "/proc/$pid/status")
+        [ "$rss" -gt "$rss_max" ] && rss_max=$rss
+        sleep 0.2
+    done
+    wait $wrk_pid
+    summary=$(grep '^{' "$dir/wrk.out")
+    memory=$(python3 "$(dirname "$0")/memory-parts.py" $pid)
+else
+    summary=$(drive "${seconds}s" | grep '^{')
+fi
 if [ "$mode" = callgrind ]; then callgrind_control -d $pid >/dev/null 2>&1; c1=0; c0=0; else c1=$(cpu); fi
 f1=$(fsyncs)
 dump=$(ls -t "$dir"/callgrind.* 2>/dev/null | head -1 || true)
@@ -57,9 +74,10 @@ instructions=0
 if [ -n "$dump" ]; then
     instructions=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
 fi
-python3 - "$summary" "$c0" "$c1" "$f0" "$f1" "$(getconf CLK_TCK)" "$mode" "$instructions" "$dump" <<'PY'
+python3 - "$summary" "$c0" "$c1" "$f0" "$f1" "$(getconf CLK_TCK)" "$mode" "$instructions" "$dump" \
+    "$rss_max" "$memory" <<'PY'
 import json, sys
-summary, c0, c1, f0, f1, tick, mode, instructions, dump = sys.argv[1:]
+summary, c0, c1, f0, f1, tick, mode, instructions, dump, rss_max, memory = sys.argv[1:]
 run = json.loads(summary)
 reports = run["requests"] - run["non_2xx"] - run["socket_errors"]
 out = {"reports": reports, "reports_per_s": round(reports / (run["duration_us"] / 1e6)),
@@ -70,5 +88,8 @@ if mode == "callgrind":
     out["callgrind_dump"] = dump
 else:
     out["server_cpu_us_per_report"] = round((float(c1) - float(c0)) / int(tick) * 1e6 / reports, 2)
+if mode == "memory":
+    out["rss_max_kb"] = int(rss_max)
+    out.update(json.loads(memory))
 print(json.dumps(out))
 PY

@@ -1,0 +1,8 @@
+// glibc's mallopt(3), declared here: <malloc.h> is not part of Swift's Glibc module.
+
+/// `M_ARENA_MAX` from <malloc.h>: the most arenas malloc creates.
+let glibcMallocArenaMax: Int32 = -8
+
+/// `int mallopt(int param, int value)`; returns 1 on success, 0 on error.
+@_silgen_name("mallopt")
+func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32
