@@ -26,10 +26,9 @@ public enum Schema {
     /// history unique by fix, `(device_id, recorded_at, latitude, longitude)`: the same fix arriving
     /// twice (another batch id, another path) is one row.
     /// 5: `commands` and `command_deliveries`.
-    /// 6: the history has one index, its unique key `(device_id, recorded_at, latitude, longitude)`:
-    /// the read order `(recorded_at, log_offset, fix_index)` is its order but for fixes that share
-    /// a `recorded_at`, which an incremental sort puts in order. The second index cost a drain a
-    /// third of PostgreSQL's time (docs/benchmarks.md).
+    /// 6: the history has one index, its unique key `(device_id, recorded_at, latitude, longitude)`,
+    /// which is also the order the history is read in. A second index in the order of arrival cost a
+    /// drain a third of PostgreSQL's time (docs/benchmarks.md).
     /// 7: `device_imports` (one row per `history_imported` record) and `device_batches.import_id`,
     /// the import a batch came from.
     public static let projectionVersion = 7
@@ -176,9 +175,8 @@ public enum Schema {
             device_id bigint NOT NULL,
             \(fixColumns),
             -- One row per fix, whatever batch or path brought it (the partition key is part of it).
-            -- Its index is the history's only one: a page of a device's history is a range scan
-            -- of it by recorded_at, ties put in (log_offset, fix_index) order by an incremental
-            -- sort; a second index in that order cost a drain a third of its time.
+            -- Its index is the history's only one, and a page of a device's history is read in
+            -- its order, with no sort; a second index cost a drain a third of its time.
             UNIQUE (device_id, recorded_at, latitude, longitude)
         ) PARTITION BY RANGE (recorded_at);
         CREATE TABLE \(s).device_locations_default PARTITION OF \(s).device_locations DEFAULT;

@@ -152,52 +152,12 @@ extension ReadService {
         .recordedAt, .receivedAt,
     ]
 
-    /// Where an export page ends: the keyset of its last row.
-    struct ExportCursor: Equatable {
-        var recordedAtMicros: Int64
-        var latitude: Double
-        var longitude: Double
-    }
-
-    /// A page of a device's fixes in `range` (on recorded_at, `from` inclusive, `to` exclusive)
-    /// after `cursor`, at most `limit` of them, in the order of the history's index: (recorded_at,
-    /// latitude, longitude), which its UNIQUE constraint makes a keyset. PostgreSQL walks the index
-    /// and sends the rows as it finds them; the history's own order (ties in recorded_at by log
-    /// position) would make it sort every page, for about a sixth of its time in an export
-    /// (docs/benchmarks.md). Fixes of the same instant are rare, and an export's order among
-    /// them is the only thing this changes.
-    ///
-    /// `recorded_at >= cursor` repeats the row comparison's first column so that the planner
-    /// leaves out the months before the cursor's.
+    /// A page of a device's fixes in `range` after `keyset`, at most `limit` of them, in the order
+    /// of the history's index (`historyStatement`): the exported columns only.
     static func exportStatement(
-        deviceID: UInt64, _ range: HistoryQuery, after cursor: ExportCursor?, limit: Int
-    )
-        -> Statement
-    {
-        var sql = """
-            SELECT \(FixColumns.select(exportColumns))
-            FROM \(ProjectionSchema.Table.deviceLocations.live) l
-            WHERE l.device_id = $1
-              AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
-              AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
-            """
-        var parameters: [PostgresValue?] = [
-            .int64(Int64(deviceID)), range.fromMicros.map { .timestamp(micros: $0) },
-            range.toMicros.map { .timestamp(micros: $0) }, .int64(Int64(limit)),
-        ]
-        if let cursor {
-            sql += """
-
-                  AND l.recorded_at >= $5
-                  AND (l.recorded_at, l.latitude, l.longitude) > ($5, $6, $7)
-                """
-            parameters += [
-                .timestamp(micros: cursor.recordedAtMicros), .double(cursor.latitude),
-                .double(cursor.longitude),
-            ]
-        }
-        sql += "\nORDER BY l.recorded_at, l.latitude, l.longitude\nLIMIT $4"
-        return Statement(sql: sql, parameters: parameters, format: .binary)
+        deviceID: UInt64, _ range: HistoryQuery, after keyset: FixKeyset?, limit: Int
+    ) -> Statement {
+        historyStatement(exportColumns, deviceID: deviceID, range, after: keyset, limit: limit)
     }
 
     /// One row of an `exportStatement` result (binary), each value at its position in
@@ -240,8 +200,8 @@ extension ReadService {
             receivedAtMicros = try result.binaryTimestampMicros(row, Self.receivedAt) ?? 0
         }
 
-        var cursor: ExportCursor {
-            ExportCursor(
+        var cursor: FixKeyset {
+            FixKeyset(
                 recordedAtMicros: fix.recordedAtMicros, latitude: fix.latitude, longitude: fix.longitude)
         }
     }

@@ -36,12 +36,13 @@ extension ReadService {
         try eachPiece(Self.locationsStatement(deviceID: deviceID, query), rowsMax: Self.staysFixesMax + 1) {
             piece throws(APIError) in
             try decoding { () throws(PostgresError) in
+                let reader = try FixReader(piece, first: 0)
                 for row in 0..<piece.rowCount {
                     guard points.count < Self.staysFixesMax else {
                         truncated = true
                         return
                     }
-                    let fix = try FixRow(piece, row, 0)
+                    let fix = try reader.fix(row)
                     points.append(
                         TrackPoint(
                             latitude: fix.latitude, longitude: fix.longitude, accuracyMeters: fix.accuracy,

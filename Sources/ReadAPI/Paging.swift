@@ -8,8 +8,8 @@ import Postgres
 
 /// A position in a device's history or arrivals, handed to clients as an opaque `next_cursor`.
 ///
-/// Layout (then Base64URL without padding): version 1 (1 byte), kind (1 byte: 1 locations,
-/// 2 arrivals), device id (8 bytes), time in microseconds (8 bytes: `recorded_at` for locations,
+/// Layout (then Base64URL without padding): version 1 (1 byte), kind (1 byte: 2 arrivals, 3 and 4
+/// transitions; 1 was the history's, now `LocationsCursor`), device id (8 bytes), time in microseconds (8 bytes: `recorded_at` for locations,
 /// `received_at` for arrivals), log offset (8 bytes), fix index (4 bytes; 0 for arrivals); integers
 /// big-endian. The device id and kind are checked on the way back, so a cursor from another
 /// device or another listing is refused instead of silently skipping rows.
@@ -33,6 +33,12 @@ public struct HistoryCursor: Equatable, Sendable {
 
     static let version: UInt8 = 1
     static let byteCount = 30
+
+    static let invalid = APIError(
+        status: 400, code: .invalidCursor,
+        message:
+            "cursor is not a next_cursor this listing returned; pass next_cursor unchanged, or omit cursor to start from the beginning"
+    )
 
     public init(kind: Kind, deviceID: UInt64, micros: Int64, logOffset: UInt64, fixIndex: UInt32 = 0) {
         self.kind = kind
@@ -61,11 +67,6 @@ public struct HistoryCursor: Equatable, Sendable {
     /// Decodes a cursor for `kind` of `deviceID`; a 400 `invalid_cursor` for anything else.
     public static func decode(_ text: String, kind: Kind, deviceID: UInt64) throws(APIError) -> HistoryCursor
     {
-        let invalid = APIError(
-            status: 400, code: .invalidCursor,
-            message:
-                "cursor is not a next_cursor this listing returned; pass next_cursor unchanged, or omit cursor to start from the beginning"
-        )
         guard let bytes = Base64URL.decode(text), bytes.count == byteCount, bytes[0] == version,
             let found = Kind(rawValue: bytes[1])
         else { throw invalid }
@@ -88,18 +89,93 @@ public struct HistoryCursor: Equatable, Sendable {
     }
 }
 
-extension HistoryCursor {
-    /// The cursor after row `row` of a `locationsStatement` result (binary): its keyset
-    /// (recorded_at, log_offset, fix_index), read at the positions of `FixColumns.history`.
-    init(locationsOf deviceID: UInt64, after result: PostgresResult, _ row: Int) throws(PostgresError) {
-        typealias Columns = ReadService.FixColumns
-        self.init(
-            kind: .locations, deviceID: deviceID,
-            micros: try result.binaryTimestampMicros(row, Columns.recordedAt) ?? 0,
-            logOffset: UInt64(bitPattern: try result.binaryInt64(row, Columns.historyLogOffset) ?? 0),
-            fixIndex: UInt32(clamping: try result.binaryInt64(row, Columns.historyFixIndex) ?? 0))
+/// Where a page of a device's history ends: the key of the history's unique index after the device,
+/// (recorded_at, latitude, longitude). The history is read in this order, the index's own, so
+/// PostgreSQL walks the index and sends rows as it finds them, with no sort (docs/benchmarks.md).
+public struct FixKeyset: Equatable, Sendable {
+    public var recordedAtMicros: Int64
+    public var latitude: Double
+    public var longitude: Double
+
+    public init(recordedAtMicros: Int64, latitude: Double, longitude: Double) {
+        self.recordedAtMicros = recordedAtMicros
+        self.latitude = latitude
+        self.longitude = longitude
     }
 
+    /// Equal when every bit is: a stored NaN (PostgreSQL orders it above every number) is a position too.
+    public static func == (left: FixKeyset, right: FixKeyset) -> Bool {
+        left.recordedAtMicros == right.recordedAtMicros
+            && left.latitude.bitPattern == right.latitude.bitPattern
+            && left.longitude.bitPattern == right.longitude.bitPattern
+    }
+}
+
+/// A position in a device's history (`/locations`), handed to clients as an opaque `next_cursor`.
+///
+/// Layout (then Base64URL without padding): version 2 (1 byte), kind 1 (1 byte, as
+/// `HistoryCursor.Kind.locations`), device id (8 bytes), `recorded_at` in microseconds (8 bytes),
+/// latitude and longitude (8 bytes each, the double's bits); integers big-endian. Version 1, the
+/// layout of `HistoryCursor`, carried (recorded_at, log offset, fix index), the history's order
+/// before it became its index's: such a cursor cannot say which fixes of its instant were sent, so
+/// it is refused with a message saying to start again.
+public struct LocationsCursor: Equatable, Sendable {
+    public var deviceID: UInt64
+    public var keyset: FixKeyset
+
+    static let version: UInt8 = 2
+    static let byteCount = 34
+
+    public init(deviceID: UInt64, keyset: FixKeyset) {
+        self.deviceID = deviceID
+        self.keyset = keyset
+    }
+
+    public var encoded: String {
+        var bytes: [UInt8] = [Self.version, HistoryCursor.Kind.locations.rawValue]
+        bytes.reserveCapacity(Self.byteCount)
+        for value in [
+            deviceID, UInt64(bitPattern: keyset.recordedAtMicros), keyset.latitude.bitPattern,
+            keyset.longitude.bitPattern,
+        ] {
+            for shift in stride(from: 56, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: value >> shift))
+            }
+        }
+        assert(bytes.count == Self.byteCount)
+        return Base64URL.encode(bytes)
+    }
+
+    /// Decodes a cursor of `deviceID`'s history; a 400 `invalid_cursor` for anything else.
+    public static func decode(_ text: String, deviceID: UInt64) throws(APIError) -> LocationsCursor {
+        guard let bytes = Base64URL.decode(text) else { throw HistoryCursor.invalid }
+        if bytes.count == HistoryCursor.byteCount, bytes[0] == HistoryCursor.version,
+            bytes[1] == HistoryCursor.Kind.locations.rawValue
+        {
+            throw APIError(
+                status: 400, code: .invalidCursor,
+                message:
+                    "cursor was made by an earlier version of findmy, which ordered fixes of the same recorded_at differently; start again without cursor, or with from= the last recorded_at you have"
+            )
+        }
+        guard bytes.count == byteCount, bytes[0] == version, bytes[1] == HistoryCursor.Kind.locations.rawValue
+        else { throw HistoryCursor.invalid }
+        func word(_ index: Int) -> UInt64 {
+            bytes[(2 + 8 * index)..<(10 + 8 * index)].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        let cursor = LocationsCursor(
+            deviceID: word(0),
+            keyset: FixKeyset(
+                recordedAtMicros: Int64(bitPattern: word(1)), latitude: Double(bitPattern: word(2)),
+                longitude: Double(bitPattern: word(3))))
+        guard cursor.deviceID == deviceID, cursor.keyset.recordedAtMicros >= RFC3339.microsMin,
+            cursor.keyset.recordedAtMicros <= RFC3339.microsMax
+        else { throw HistoryCursor.invalid }
+        return cursor
+    }
+}
+
+extension HistoryCursor {
     /// The cursor after row `row` of an `arrivalsStatement` result (text): (received_at, log_offset).
     init(arrivalsOf deviceID: UInt64, after result: PostgresResult, _ row: Int) throws(PostgresError) {
         typealias Column = ReadService.ArrivalColumn
@@ -111,6 +187,17 @@ extension HistoryCursor {
 }
 
 extension ReadService {
+    /// The keyset of row `row` of a `locationsStatement` result, which the next page's cursor
+    /// carries; public for `findmy-bench read`, which pages the statement over a bare connection.
+    public static func historyKeyset(_ result: PostgresResult, _ row: Int) throws(PostgresError) -> FixKeyset
+    {
+        let fix = try FixReader(result, first: 0).fix(row)
+        guard let recordedAt = fix.recordedAt else {
+            throw PostgresError(.decode, message: "row \(row) has an infinite recorded_at")
+        }
+        return FixKeyset(recordedAtMicros: recordedAt, latitude: fix.latitude, longitude: fix.longitude)
+    }
+
     /// Rows per piece of a large read (`eachPiece`).
     static let pieceRows = 1_024
 

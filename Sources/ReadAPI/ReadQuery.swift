@@ -27,13 +27,20 @@ public struct HistoryQuery: Equatable, Sendable {
     public var fromMicros: Int64?
     public var toMicros: Int64?
     public var limit: Int
+    /// The position of a listing of another kind than the history's (arrivals, transitions).
     public var cursor: HistoryCursor?
+    /// The position in the history (`/locations`), whose cursor has a layout of its own.
+    public var locationsCursor: LocationsCursor?
 
-    public init(fromMicros: Int64? = nil, toMicros: Int64? = nil, limit: Int, cursor: HistoryCursor? = nil) {
+    public init(
+        fromMicros: Int64? = nil, toMicros: Int64? = nil, limit: Int, cursor: HistoryCursor? = nil,
+        locationsCursor: LocationsCursor? = nil
+    ) {
         self.fromMicros = fromMicros
         self.toMicros = toMicros
         self.limit = limit
         self.cursor = cursor
+        self.locationsCursor = locationsCursor
     }
 
     /// Parses and checks the query items; every problem is a 400 that names the parameter.
@@ -60,10 +67,17 @@ public struct HistoryQuery: Equatable, Sendable {
             }
             limit = number
         }
-        let cursor = try values["cursor"].map { text throws(APIError) in
-            try HistoryCursor.decode(text, kind: kind, deviceID: deviceID)
+        guard let text = values["cursor"] else {
+            return HistoryQuery(fromMicros: from, toMicros: to, limit: limit)
         }
-        return HistoryQuery(fromMicros: from, toMicros: to, limit: limit, cursor: cursor)
+        if kind == .locations {
+            return HistoryQuery(
+                fromMicros: from, toMicros: to, limit: limit,
+                locationsCursor: try LocationsCursor.decode(text, deviceID: deviceID))
+        }
+        return HistoryQuery(
+            fromMicros: from, toMicros: to, limit: limit,
+            cursor: try HistoryCursor.decode(text, kind: kind, deviceID: deviceID))
     }
 
     static func time(_ text: String, _ name: String) throws(APIError) -> Int64 {

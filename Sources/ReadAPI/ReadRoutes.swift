@@ -187,28 +187,39 @@ extension ReadService {
         writer.beginArray()
         var written = 0
         var nextPage = false
-        var last: (piece: PostgresResult, row: Int)? = nil
+        // The keyset of the last fix written, which the next page's cursor carries.
+        var last: (recordedAt: Int64?, latitude: Double, longitude: Double) = (nil, 0, 0)
+        var guesses = FractionDigitGuesses()
         try eachPiece(Self.locationsStatement(deviceID: deviceID, query), rowsMax: query.limit + 1) {
             piece throws(APIError) in
             try decoding { () throws(PostgresError) in
+                let reader = try FixReader(piece, first: 0)
                 for row in 0..<piece.rowCount {
                     guard written < query.limit else {
                         nextPage = true
                         return
                     }
-                    try writeFix(&writer, piece, row, 0)
+                    let fix = try reader.fix(row)
+                    writer.flatObject(bytesMax: fix.bytesMax) { object in
+                        fix.write(&object, guesses: &guesses)
+                    }
                     written += 1
-                    last = (piece, row)
+                    last = (fix.recordedAt, fix.latitude, fix.longitude)
                 }
             }
         }
         writer.endArray()
         writer.key("next_cursor")
-        if nextPage, let (piece, row) = last {
-            let cursor = try decoding { () throws(PostgresError) in
-                try HistoryCursor(locationsOf: deviceID, after: piece, row)
+        if nextPage {
+            let keyset = try decoding { () throws(PostgresError) in
+                guard let recordedAt = last.recordedAt else {
+                    throw PostgresError(
+                        .decode, message: "the last fix of a page has an infinite recorded_at")
+                }
+                return FixKeyset(
+                    recordedAtMicros: recordedAt, latitude: last.latitude, longitude: last.longitude)
             }
-            writer.string(cursor.encoded)
+            writer.string(LocationsCursor(deviceID: deviceID, keyset: keyset).encoded)
         } else {
             writer.null()
         }

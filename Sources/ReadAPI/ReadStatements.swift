@@ -46,30 +46,53 @@ extension ReadService {
 
     static let ownedOrShared = " WHERE d.user_id = $1 OR d.id = ANY($2::bigint[])"
 
-    /// A page of a device's history and one row more, which tells whether another page follows.
-    ///
-    /// The keyset (recorded_at, log_offset, fix_index) is unique, so pages neither repeat nor skip a
-    /// fix, even among fixes with the same recorded_at.
+    /// A page of a device's history and one row more, which tells whether another page follows:
+    /// the fixes as the API shows them (`FixColumns.shown`), in the order of the history's index.
     public static func locationsStatement(deviceID: UInt64, _ query: HistoryQuery) -> Statement {
-        Statement(
-            sql: """
-                SELECT \(FixColumns.select(FixColumns.history))
-                FROM \(ProjectionSchema.Table.deviceLocations.live) l
-                WHERE l.device_id = $1
-                  AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
-                  AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
-                  AND l.recorded_at >= coalesce($4::timestamptz, '-infinity')
-                  AND ($4::timestamptz IS NULL OR (l.recorded_at, l.log_offset, l.fix_index) > ($4, $5, $6))
-                ORDER BY l.recorded_at, l.log_offset, l.fix_index
-                LIMIT $7
-                """,
-            parameters: [
-                .int64(Int64(deviceID)), query.fromMicros.map { .timestamp(micros: $0) },
-                query.toMicros.map { .timestamp(micros: $0) },
-                query.cursor.map { .timestamp(micros: $0.micros) },
-                .int64(Int64(query.cursor?.logOffset ?? 0)), .int64(Int64(query.cursor?.fixIndex ?? 0)),
-                .int64(Int64(query.limit + 1)),
-            ], format: .binary)
+        historyStatement(
+            FixColumns.shown, deviceID: deviceID, query, after: query.locationsCursor?.keyset,
+            limit: query.limit + 1)
+    }
+
+    /// `columns` of a device's fixes in `range` (on recorded_at, `from` inclusive, `to` exclusive)
+    /// after `keyset`, at most `limit` of them, in the order of the history's unique index:
+    /// (recorded_at, latitude, longitude), a keyset, so pages neither repeat nor skip a fix, even
+    /// among fixes of the same instant. PostgreSQL walks the index of each month's partition and
+    /// merges them as it finds the rows: no sort. Ordering ties in recorded_at by arrival instead
+    /// (log offset, fix index) made it sort every page, most of its time for a history page
+    /// (docs/benchmarks.md).
+    ///
+    /// `recorded_at >= keyset` repeats the row comparison's first column so that the planner
+    /// leaves out the months before the keyset's.
+    static func historyStatement(
+        _ columns: [ProjectionSchema.FixColumn], deviceID: UInt64, _ range: HistoryQuery,
+        after keyset: FixKeyset?,
+        limit: Int
+    ) -> Statement {
+        var sql = """
+            SELECT \(FixColumns.select(columns))
+            FROM \(ProjectionSchema.Table.deviceLocations.live) l
+            WHERE l.device_id = $1
+              AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
+              AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
+            """
+        var parameters: [PostgresValue?] = [
+            .int64(Int64(deviceID)), range.fromMicros.map { .timestamp(micros: $0) },
+            range.toMicros.map { .timestamp(micros: $0) }, .int64(Int64(limit)),
+        ]
+        if let keyset {
+            sql += """
+
+                  AND l.recorded_at >= $5
+                  AND (l.recorded_at, l.latitude, l.longitude) > ($5, $6, $7)
+                """
+            parameters += [
+                .timestamp(micros: keyset.recordedAtMicros), .double(keyset.latitude),
+                .double(keyset.longitude),
+            ]
+        }
+        sql += "\nORDER BY l.recorded_at, l.latitude, l.longitude\nLIMIT $4"
+        return Statement(sql: sql, parameters: parameters, format: .binary)
     }
 
     /// A page of a device's arrivals and one row more, by the keyset (received_at, log_offset).
@@ -158,13 +181,8 @@ extension ReadService {
             .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery, .isCharging, .source,
             .recordedAt, .receivedAt, .clockSuspect,
         ]
-        /// A history row: the fix shown, then its keyset, which the next page's cursor carries.
-        static let history: [ProjectionSchema.FixColumn] = shown + [.logOffset, .fixIndex]
-
         /// Where `recorded_at` is in `shown`: null there means a device without a latest fix.
         static let recordedAt = position(.recordedAt, in: shown)
-        static let historyLogOffset = position(.logOffset, in: history)
-        static let historyFixIndex = position(.fixIndex, in: history)
 
         static func position(_ column: ProjectionSchema.FixColumn, in list: [ProjectionSchema.FixColumn])
             -> Int

@@ -1,18 +1,11 @@
 import JSON
 import Postgres
+import ProjectionSchema
 
 /// Rows to JSON: a fix, an arrival, a time. Each row is read by the positions `ReadStatements`
 /// gives its columns. Stored values are written as stored, however outsized; only what JSON cannot
 /// say (NaN, infinities) becomes null, and times are clamped to what RFC 3339 can write.
 extension ReadService {
-    /// The fix whose `FixColumns.shown` start at column `first` of a binary-format result, as an object.
-    func writeFix(_ writer: inout JSONWriter, _ result: PostgresResult, _ row: Int, _ first: Int)
-        throws(PostgresError)
-    {
-        let fix = try FixRow(result, row, first)
-        writer.flatObject(bytesMax: fix.bytesMax) { object in fix.write(&object) }
-    }
-
     /// One fix of a binary-format result, read straight from libpq's buffer: `source` points into
     /// the result, so a `FixRow` must not outlive it.
     struct FixRow {
@@ -25,29 +18,12 @@ extension ReadService {
         var recordedAt, receivedAt: Int64?
         var clockSuspect = false
 
-        /// The fix whose `FixColumns.shown` start at column `first`: each field from its column's
-        /// position in that list.
+        /// The fix whose `FixColumns.shown` start at column `first`.
         init(_ result: PostgresResult, _ row: Int, _ first: Int) throws(PostgresError) {
-            for (position, column) in FixColumns.shown.enumerated() {
-                let at = first + position
-                switch column {
-                case .latitude: latitude = try result.binaryDouble(row, at) ?? 0
-                case .longitude: longitude = try result.binaryDouble(row, at) ?? 0
-                case .accuracy: accuracy = try result.binaryDouble(row, at)
-                case .altitude: altitude = try result.binaryDouble(row, at)
-                case .speed: speed = try result.binaryDouble(row, at)
-                case .heading: heading = try result.binaryDouble(row, at)
-                case .battery: battery = try result.binaryInt64(row, at)
-                case .isCharging: charging = try result.binaryBool(row, at)
-                case .source: source = try result.binaryText(row, at)
-                case .recordedAt: recordedAt = try result.binaryTimestampMicros(row, at)
-                case .receivedAt: receivedAt = try result.binaryTimestampMicros(row, at)
-                case .clockSuspect: clockSuspect = try result.binaryBool(row, at) ?? false
-                // The keyset, not shown: a cursor reads it (`Paging`).
-                case .deviceID, .logOffset, .fixIndex: break
-                }
-            }
+            self = try FixReader(result, first: first).fix(row)
         }
+
+        init() {}
 
         /// Keys and punctuation (about 170 bytes), six doubles, an integer, two times, the source.
         var bytesMax: Int {
@@ -57,32 +33,140 @@ extension ReadService {
 
         /// The members (the caller writes the braces), in the order of docs/api.md.
         func write(_ object: inout JSONFlatObject) {
+            var guesses = FractionDigitGuesses()
+            write(&object, guesses: &guesses)
+        }
+
+        /// The members, keys and punctuation written as fixed pieces, each double's digits guessed
+        /// from its column's previous value (`guesses`, kept from fix to fix of a page).
+        func write(_ object: inout JSONFlatObject, guesses: inout FractionDigitGuesses) {
             // Stored values are shown as stored, however outsized; only what JSON cannot say
             // (NaN, infinities) becomes null.
-            object.key("latitude")
-            object.finiteDouble(latitude)
-            object.key("longitude")
-            object.finiteDouble(longitude)
-            object.key("accuracy_m")
-            if let accuracy { object.finiteDouble(accuracy) } else { object.null() }
-            object.key("altitude_m")
-            if let altitude { object.finiteDouble(altitude) } else { object.null() }
-            object.key("speed_mps")
-            if let speed { object.finiteDouble(speed) } else { object.null() }
-            object.key("heading_deg")
-            if let heading { object.finiteDouble(heading) } else { object.null() }
-            object.key("battery_pct")
+            func double(_ value: Double?, _ guess: inout Int) {
+                if let value, value.isFinite {
+                    object.double(value, fractionDigitsGuess: &guess)
+                } else {
+                    object.null()
+                }
+            }
+            object.raw("\"latitude\":")
+            double(latitude, &guesses.latitude)
+            object.raw(",\"longitude\":")
+            double(longitude, &guesses.longitude)
+            object.raw(",\"accuracy_m\":")
+            double(accuracy, &guesses.accuracy)
+            object.raw(",\"altitude_m\":")
+            double(altitude, &guesses.altitude)
+            object.raw(",\"speed_mps\":")
+            double(speed, &guesses.speed)
+            object.raw(",\"heading_deg\":")
+            double(heading, &guesses.heading)
+            object.raw(",\"battery_pct\":")
             if let battery { object.int64(battery) } else { object.null() }
-            object.key("is_charging")
+            object.raw(",\"is_charging\":")
             if let charging { object.bool(charging) } else { object.null() }
-            object.key("source")
+            object.raw(",\"source\":")
             object.string(utf8: source)
-            object.key("recorded_at")
+            object.raw(",\"recorded_at\":")
             ReadService.writeTime(&object, recordedAt)
-            object.key("received_at")
+            object.raw(",\"received_at\":")
             ReadService.writeTime(&object, receivedAt)
-            object.key("clock_suspect")
+            object.raw(",\"clock_suspect\":")
             object.bool(clockSuspect)
+        }
+    }
+
+    /// The fraction digits of each double column's last value: the first guess for its next
+    /// (`DecimalDouble`), two probes instead of a bisection when a column keeps its precision, as
+    /// a phone's coordinates do.
+    struct FractionDigitGuesses {
+        var latitude = 7, longitude = 7, accuracy = 0, altitude = 1, speed = 2, heading = 1
+    }
+
+    /// Reads the fixes of a binary-format result whose `FixColumns.shown` start at column `first`,
+    /// each column's type checked once (`requireBinary`), then every value read without a check
+    /// per value: a history page is 100,000 values.
+    struct FixReader {
+        let result: PostgresResult
+        let first: Int
+
+        init(_ result: PostgresResult, first: Int) throws(PostgresError) {
+            for (position, column) in FixColumns.shown.enumerated() {
+                try result.requireBinary(first + position, Self.binaryType(column.type))
+            }
+            self.result = result
+            self.first = first
+        }
+
+        static func binaryType(_ type: ProjectionSchema.ColumnType) -> PostgresBinaryType {
+            switch type {
+            case .bigint: .int8
+            case .integer: .int4
+            case .smallint: .int2
+            case .timestamptz: .timestamptz
+            case .float8: .float8
+            case .boolean: .bool
+            case .text: .text
+            }
+        }
+
+        static let latitude = FixColumns.position(.latitude, in: FixColumns.shown)
+        static let longitude = FixColumns.position(.longitude, in: FixColumns.shown)
+        static let accuracy = FixColumns.position(.accuracy, in: FixColumns.shown)
+        static let altitude = FixColumns.position(.altitude, in: FixColumns.shown)
+        static let speed = FixColumns.position(.speed, in: FixColumns.shown)
+        static let heading = FixColumns.position(.heading, in: FixColumns.shown)
+        static let battery = FixColumns.position(.battery, in: FixColumns.shown)
+        static let isCharging = FixColumns.position(.isCharging, in: FixColumns.shown)
+        static let source = FixColumns.position(.source, in: FixColumns.shown)
+        static let recordedAt = FixColumns.position(.recordedAt, in: FixColumns.shown)
+        static let receivedAt = FixColumns.position(.receivedAt, in: FixColumns.shown)
+        static let clockSuspect = FixColumns.position(.clockSuspect, in: FixColumns.shown)
+
+        func fix(_ row: Int) throws(PostgresError) -> FixRow {
+            var fix = FixRow()
+            fix.latitude = try value(row, Self.latitude, PostgresBinaryType.float8) ?? 0
+            fix.longitude = try value(row, Self.longitude, PostgresBinaryType.float8) ?? 0
+            fix.accuracy = try value(row, Self.accuracy, PostgresBinaryType.float8)
+            fix.altitude = try value(row, Self.altitude, PostgresBinaryType.float8)
+            fix.speed = try value(row, Self.speed, PostgresBinaryType.float8)
+            fix.heading = try value(row, Self.heading, PostgresBinaryType.float8)
+            fix.battery = try value(row, Self.battery, PostgresBinaryType.int2).map { Int64($0) }
+            fix.charging = try value(row, Self.isCharging, PostgresBinaryType.bool)
+            if let source = result.binaryBytes(row, first + Self.source) {
+                fix.source = source.assumingMemoryBound(to: UInt8.self)
+            }
+            fix.recordedAt = try time(row, Self.recordedAt)
+            fix.receivedAt = try time(row, Self.receivedAt)
+            fix.clockSuspect = try value(row, Self.clockSuspect, PostgresBinaryType.bool) ?? false
+            return fix
+        }
+
+        /// The value at `position` of the fix, nil for NULL; `.decode` when its bytes are not of
+        /// the type's length.
+        @inline(__always)
+        private func value<T>(_ row: Int, _ position: Int, _ decode: (UnsafeRawBufferPointer) -> T?)
+            throws(PostgresError) -> T?
+        {
+            guard let bytes = result.binaryBytes(row, first + position) else { return nil }
+            guard let value = decode(bytes) else { throw mismatch(row, position, bytes) }
+            return value
+        }
+
+        /// A time at `position`, nil for NULL and for the infinities (shown as null, as before).
+        @inline(__always)
+        private func time(_ row: Int, _ position: Int) throws(PostgresError) -> Int64? {
+            guard let bytes = result.binaryBytes(row, first + position) else { return nil }
+            guard bytes.count == 8 else { throw mismatch(row, position, bytes) }
+            return PostgresBinaryType.timestampMicros(bytes)
+        }
+
+        private func mismatch(_ row: Int, _ position: Int, _ bytes: UnsafeRawBufferPointer) -> PostgresError {
+            PostgresError(
+                .decode,
+                message:
+                    "row \(row) column \(result.columnNames[first + position]) holds \(bytes.count) bytes, not a value of its type"
+            )
         }
     }
 

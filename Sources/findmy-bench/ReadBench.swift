@@ -32,6 +32,11 @@ enum ReadBench {
 
     static let help = """
         usage: findmy-bench read --dir DIR [--devices 1000] [--history-days 30] [--requests 1000]
+                                 [--month-fixes 250000] [--month-walks 5]
+
+        --month-fixes: device 2's month (29 days at 10 s by default, inside the 30-day retention), read
+        with the largest page from start to end --month-walks times over HTTP and as many over a bare
+        connection (fixes/s); 0 leaves the phase out.
 
         DIR/server is a scratch directory: it is emptied first (log and embedded PostgreSQL). Build with
         -c release to measure. The client runs on the same machine and takes CPU from the server.
@@ -42,7 +47,8 @@ enum ReadBench {
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(
-            arguments, valued: ["dir", "devices", "history-days", "requests"], flags: [])
+            arguments, valued: ["dir", "devices", "history-days", "requests", "month-fixes", "month-walks"],
+            flags: [])
         if options.flag("help") {
             print(help)
             return 0
@@ -51,8 +57,15 @@ enum ReadBench {
         let deviceCount = try options.integer("devices", default: 1_000)
         let historyDays = try options.integer("history-days", default: 30)
         let requests = try options.integer("requests", default: 1_000)
-        guard deviceCount >= 1, historyDays >= 1, requests >= 10 else {
-            throw UsageError("--devices and --history-days must be at least 1, --requests at least 10")
+        let monthFixes = try options.integer("month-fixes", default: 250_000)
+        let monthWalks = try options.integer("month-walks", default: 5)
+        guard deviceCount >= 1, historyDays >= 1, requests >= 10, monthFixes >= 0, monthWalks >= 1 else {
+            throw UsageError(
+                "--devices and --history-days must be at least 1, --requests at least 10, --month-walks at least 1"
+            )
+        }
+        guard monthFixes == 0 || deviceCount >= 2 else {
+            throw UsageError("--month-fixes needs --devices 2 or more")
         }
         try PosixFileIO().makeDirectory(root)
         allowTraversal(root)
@@ -61,7 +74,8 @@ enum ReadBench {
 
         let user = try addUser(serverDirectory, name: "bench")
         let seeded = try seed(
-            serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays)
+            serverDirectory, userID: user.userID, devices: deviceCount, historyDays: historyDays,
+            monthFixes: monthFixes)
         let historyFixes = seeded.historyFixes
 
         let start = monotonicMicros()
@@ -90,6 +104,12 @@ enum ReadBench {
             return try document["locations"]?.arrayValue.count == historyFixes
                 && document["next_cursor"] == .null
         }
+        // Device 2's month and its one recent fix.
+        let month =
+            monthFixes == 0
+            ? nil
+            : try ReadMonthBench.measureHTTP(
+                connection, headers, expectedFixes: monthFixes + 1, walks: monthWalks)
         let peakResidentBytes = server.peakResidentBytes()
 
         // The same list from a server that keeps no devices: every list is read and written whole.
@@ -104,8 +124,12 @@ enum ReadBench {
 
         let bare = try measureBareSQL(
             serverDirectory, ownerID: user.userID, devices: deviceCount, historyFixes: historyFixes,
-            requests: requests)
+            requests: requests, monthWalks: month == nil ? 0 : monthWalks)
+        if let month, let bareMonth = bare.month, bareMonth.fixes != month.fixes {
+            throw UsageError("the bare month walk gave \(bareMonth.fixes) fixes, HTTP \(month.fixes)")
+        }
         printReport(
+            month: month.flatMap { http in bare.month.map { (http, $0) } },
             devices: deviceCount, historyFixes: historyFixes, projectedSeconds: projectedSeconds,
             figures: [
                 ("devices_list", list, bare.versions, 5.0),
@@ -119,8 +143,11 @@ enum ReadBench {
     /// The read API's statements with the same parameters, as the server runs them, over a bare
     /// connection to the same cluster: the baseline of each HTTP figure.
     private static func measureBareSQL(
-        _ serverDirectory: String, ownerID: UInt64, devices: Int, historyFixes: Int, requests: Int
-    ) throws -> (list: Measurement, versions: Measurement, history: Measurement) {
+        _ serverDirectory: String, ownerID: UInt64, devices: Int, historyFixes: Int, requests: Int,
+        monthWalks: Int
+    ) throws -> (
+        list: Measurement, versions: Measurement, history: Measurement, month: ReadMonthBench.Walks?
+    ) {
         let sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: serverDirectory).conninfo)
         defer { sql.close() }
         let bareList = try measureSQL(
@@ -133,7 +160,8 @@ enum ReadBench {
             sql, ReadService.locationsStatement(deviceID: 1, HistoryQuery(limit: 10_000)),
             requests: max(10, requests / 5), rows: historyFixes)
 
-        return (bareList, bareVersions, bareHistory)
+        let month = monthWalks == 0 ? nil : try ReadMonthBench.measureBareSQL(sql, walks: monthWalks)
+        return (bareList, bareVersions, bareHistory, month)
     }
 
     /// Before each list, `changedPerList` devices change (enrolled again: a new token, so a new
@@ -176,7 +204,8 @@ enum ReadBench {
 
     /// The report, one JSON line: each figure over HTTP beside its bare SQL.
     private static func printReport(
-        devices: Int, historyFixes: Int, projectedSeconds: Double,
+        month: (ReadMonthBench.Walks, ReadMonthBench.Walks)?, devices: Int, historyFixes: Int,
+        projectedSeconds: Double,
         figures: [(String, Measurement, Measurement, Double)], peakResidentBytes: Int64
     ) {
         var writer = JSONWriter()
@@ -190,6 +219,7 @@ enum ReadBench {
         for (name, result, bare, targetMillis) in figures {
             writeFigure(name, result, bare: bare, targetMillis: targetMillis, to: &writer)
         }
+        if let (http, bare) = month { ReadMonthBench.write(http, bare: bare, to: &writer) }
         writer.key("changed_devices_per_list")
         writer.int64(Int64(changedPerList))
         writer.key("server_peak_rss_bytes")
@@ -231,9 +261,11 @@ enum ReadBench {
 
     /// Appends the devices and their fixes; returns the number of fixes of device 1 and the devices'
     /// UUIDs (device `i + 1` has `deviceUUIDs[i]`).
-    static func seed(_ directory: String, userID: UInt64, devices: Int, historyDays: Int) throws -> (
-        historyFixes: Int, deviceUUIDs: [String]
-    ) {
+    static func seed(_ directory: String, userID: UInt64, devices: Int, historyDays: Int, monthFixes: Int = 0)
+        throws -> (
+            historyFixes: Int, deviceUUIDs: [String]
+        )
+    {
         let log = try LogWriter(directory: directory + "/log")
         defer { log.close() }
         let now = wallClockMicros()
@@ -264,6 +296,7 @@ enum ReadBench {
                 fixes.removeAll(keepingCapacity: true)
             }
         }
+        try ReadMonthBench.seed(log, fixes: monthFixes, nowMicros: now, random: &random)
         // Every other device: one fix a few minutes old, so each has a latest position.
         for index in 2...max(2, devices) where index <= devices {
             var other = TrackGenerator(seed: UInt64(index), startMicros: now - 600_000_000)

@@ -14,9 +14,11 @@ import Testing
             limitMax: 10_000)
     }
 
-    func error(_ query: [(String, String)], kind: HistoryCursor.Kind = .locations) -> APIError? {
+    func error(_ query: [(String, String)], kind: HistoryCursor.Kind = .locations, deviceID: UInt64 = 7)
+        -> APIError?
+    {
         do {
-            _ = try parse(query, kind: kind)
+            _ = try parse(query, kind: kind, deviceID: deviceID)
             return nil
         } catch {
             return error
@@ -26,12 +28,12 @@ import Testing
     @Test func aCursorRoundTripsEveryFieldAtItsExtremes() throws {
         for cursor in [
             HistoryCursor(
-                kind: .locations, deviceID: 7, micros: 1_777_000_000_123_456, logOffset: 42, fixIndex: 3),
+                kind: .arrivals, deviceID: 7, micros: 1_777_000_000_123_456, logOffset: 42, fixIndex: 3),
             HistoryCursor(
                 kind: .arrivals, deviceID: UInt64.max, micros: -62_135_596_800_000_000, logOffset: 0),
             HistoryCursor(
-                kind: .locations, deviceID: 0, micros: 253_402_300_799_999_999, logOffset: UInt64(Int64.max),
-                fixIndex: UInt32.max),
+                kind: .deviceTransitions, deviceID: 0, micros: 253_402_300_799_999_999,
+                logOffset: UInt64(Int64.max), fixIndex: UInt32.max),
         ] {
             let text = cursor.encoded
             #expect(
@@ -42,33 +44,71 @@ import Testing
         }
     }
 
+    /// The history's cursor carries its index's keyset (recorded_at, latitude, longitude) bit for
+    /// bit: a negative zero, the smallest subnormal and a NaN are positions too.
+    @Test func aLocationsCursorRoundTripsItsKeysetBitForBit() throws {
+        for (device, micros, latitude, longitude) in [
+            (UInt64(7), Int64(1_777_000_000_123_456), 52.520_008_1, 13.404_954_2),
+            (UInt64.max, -62_135_596_800_000_000, -90.0, -0.0),
+            (0, 253_402_300_799_999_999, Double.leastNonzeroMagnitude, Double.nan),
+        ] {
+            let cursor = LocationsCursor(
+                deviceID: device,
+                keyset: FixKeyset(recordedAtMicros: micros, latitude: latitude, longitude: longitude))
+            let text = cursor.encoded
+            #expect(
+                text.utf8.allSatisfy {
+                    $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "=")
+                })
+            let decoded = try LocationsCursor.decode(text, deviceID: device)
+            #expect(decoded == cursor)
+            #expect(decoded.keyset.longitude.bitPattern == longitude.bitPattern)
+            #expect(try parse([("cursor", text)], deviceID: device).locationsCursor == cursor)
+        }
+    }
+
     @Test func aCursorOfAnotherDeviceOrListingOrGarbageIsA400() throws {
-        let cursor = HistoryCursor(kind: .locations, deviceID: 7, micros: 1_000, logOffset: 5, fixIndex: 1)
+        let cursor = LocationsCursor(
+            deviceID: 7, keyset: FixKeyset(recordedAtMicros: 1_000, latitude: 52.5, longitude: 13.4))
         let good = cursor.encoded
-        #expect(try parse([("cursor", good)]).cursor == cursor)
+        #expect(try parse([("cursor", good)]).locationsCursor == cursor)
+        let arrivals = HistoryCursor(kind: .arrivals, deviceID: 7, micros: 1_000, logOffset: 5).encoded
+        #expect(try parse([("cursor", arrivals)], kind: .arrivals).cursor?.logOffset == 5)
         var truncated = good
         truncated.removeLast()
         var bytes = Base64URL.decode(good)!
-        bytes[0] = 2  // an unknown version
+        bytes[0] = 3  // an unknown version
+        var outOfRange = Base64URL.decode(good)!
+        for index in 10..<18 { outOfRange[index] = 0x7f }  // recorded_at past year 9999
         for (text, kind, device) in [
             (good, HistoryCursor.Kind.locations, UInt64(8)), (good, .arrivals, 7), ("", .locations, 7),
             ("not a cursor", .locations, 7), (truncated, .locations, 7), (good + "A", .locations, 7),
-            (Base64URL.encode(bytes), .locations, 7),
+            (Base64URL.encode(bytes), .locations, 7), (Base64URL.encode(outOfRange), .locations, 7),
+            (arrivals, .locations, 7), (arrivals, .geofenceTransitions, 7),
         ] {
-            #expect(throws: APIError.self) { try HistoryCursor.decode(text, kind: kind, deviceID: device) }
-            do {
-                _ = try HistoryCursor.decode(text, kind: kind, deviceID: device)
-            } catch {
-                #expect(error.status == 400 && error.code == .invalidCursor)
-            }
+            let refused = error([("cursor", text)], kind: kind, deviceID: device)
+            #expect(refused?.status == 400 && refused?.code == .invalidCursor, "\(text) as \(kind)")
         }
+    }
+
+    /// A history cursor of the layout before the history was read in its index's order (version 1:
+    /// recorded_at, log offset, fix index) cannot say which fixes of its instant were sent: refused
+    /// with a 400 that says to start again, not mistaken for garbage.
+    @Test func aLocationsCursorOfTheEarlierOrderIsRefusedWithAWayOn() throws {
+        let earlier = HistoryCursor(
+            kind: .locations, deviceID: 7, micros: 1_777_000_000_123_456, logOffset: 42, fixIndex: 3)
+        let refused = try #require(error([("cursor", earlier.encoded)]))
+        #expect(refused.status == 400 && refused.code == .invalidCursor)
+        #expect(refused.message.contains("earlier version") && refused.message.contains("without cursor"))
+        let garbage = try #require(error([("cursor", "not a cursor")]))
+        #expect(!garbage.message.contains("earlier version"))
     }
 
     @Test func fromAndToAreRFC3339AndFromMustNotBeAfterTo() throws {
         let query = try parse([("from", "2026-05-01T09:00:00Z"), ("to", "2026-05-01T18:00:00+02:00")])
         #expect(query.fromMicros == 1_777_626_000_000_000)
         #expect(query.toMicros == 1_777_651_200_000_000)
-        #expect(query.limit == 1_000 && query.cursor == nil)
+        #expect(query.limit == 1_000 && query.cursor == nil && query.locationsCursor == nil)
         let empty = try parse([])
         #expect(
             empty.fromMicros == nil && empty.toMicros == nil && empty.limit == 1_000 && empty.cursor == nil)

@@ -15,7 +15,9 @@ bin=$(readlink -f "$1"); scratch=$2; requests=${3:-5}; port=18390
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 bench=$(dirname "$bin")/findmy-bench
 [ -x "$bench" ] || { echo "needs $bench (built beside findmy by swift build)" >&2; exit 2; }
-"$bench" read --dir "$scratch" --requests 10 >/dev/null
+# Without the month of device 2 (a bench that has it): it would be projected under valgrind.
+seed_args=""; "$bench" read --help | grep -q month-fixes && seed_args="--month-fixes 0"
+"$bench" read --dir "$scratch" --requests 10 $seed_args >/dev/null
 data="$scratch/server"
 echo 'bench-password-1' | "$bin" user passwd bench --data-dir "$data" >/dev/null 2>&1
 cookies=$(mktemp); out=$(mktemp -d)
