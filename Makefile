@@ -16,11 +16,11 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
 
-# findmy-agent for a device (docs/agent.md): release, with the Swift runtime and FoundationEssentials
-# linked in (--static-swift-stdlib: no Swift toolchain needed on the device, and about 3.6 MB less
-# resident than linking them dynamically), in a build directory of its own so that the server's release build
-# keeps its flags. The binary: .build/agent/release/findmy-agent (libcurl is the one library it
-# needs from the system).
+# findmy-agent for a device (docs/agent.md): release, with the Swift runtime linked in
+# (--static-swift-stdlib: no Swift toolchain needed on the device, and less resident than linking
+# it dynamically), in a build directory of its own so that the server's release build
+# keeps its flags. The binary: .build/agent/release/findmy-agent (it needs libssl and libsodium
+# from the system).
 agent:
 	$(SWIFT) build -c release --product findmy-agent --static-swift-stdlib --scratch-path .build/agent $(SWIFT_BUILD_FLAGS)
 

@@ -283,19 +283,21 @@ let package = Package(
 
         // The device side (docs/client-library.md): enrolment, the durable queue of fixes, the pause
         // switch, push tokens and commands from report answers and the command stream, with the
-        // platform behind protocols. FoundationEssentials only and no module of this package, so an
-        // app can embed it.
-        .target(name: "FindMyClient", swiftSettings: strict),
+        // platform behind protocols. No Foundation (its JSON through the package's JSON module, the
+        // clock and files through POSIX), so that the agent stays small and an app can embed it.
+        .target(name: "FindMyClient", dependencies: ["JSON"], swiftSettings: strict),
 
-        // FindMyClient's ClientTransport over libcurl (HTTPClient): the agent's, and the tests'.
+        // FindMyClient's ClientTransport over POSIX sockets, HTTP/1.1, TLS through Crypto's
+        // TLSClientStream (libssl): the agent's, and the tests'. Not libcurl, whose protocols'
+        // libraries would cost the agent megabytes resident.
         .target(
-            name: "FindMyClientCurl", dependencies: ["FindMyClient", "HTTPClient", "Threads"],
+            name: "FindMyClientHTTP", dependencies: ["FindMyClient", "Crypto", "Threads"],
             swiftSettings: strict),
 
-        // The agent for Linux devices (docs/agent.md): FindMyClient over libcurl (HTTPClient), gpsd
+        // The agent for Linux devices (docs/agent.md): FindMyClient over FindMyClientHTTP, gpsd
         // or a fixed position, the battery from sysfs, sound and lost through local programs.
         .executableTarget(
-            name: "findmy-agent", dependencies: ["FindMyClient", "FindMyClientCurl", "JSON", "Threads"],
+            name: "findmy-agent", dependencies: ["FindMyClient", "FindMyClientHTTP", "JSON", "Threads"],
             swiftSettings: strict),
 
         // The benchmark and load drivers (docs/benchmarks.md, the crash tests): they start the real
@@ -397,7 +399,7 @@ let package = Package(
             dependencies: [
                 "Events", "JSON", "HTTPClient", "Postgres", "Crypto", "MosquittoSupport", "PushFakeSupport",
                 "NATSSupport", "NATSLog", "TestSupport", "Import", "Threads", "GPSDSupport", "FindMyClient",
-                "FindMyClientCurl",
+                "FindMyClientHTTP",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -454,6 +456,11 @@ let package = Package(
             swiftSettings: strict),
         // FindMyClient's pure parts and its queue on disk (crash points as reopened directories).
         .testTarget(name: "FindMyClientTests", dependencies: ["FindMyClient"], swiftSettings: strict),
+        // The socket transport against servers in this process and a TLS server (python3's ssl)
+        // with a certificate of a CA made for the test: framing, kept connections, verification.
+        .testTarget(
+            name: "FindMyClientHTTPTests", dependencies: ["FindMyClient", "FindMyClientHTTP", "Threads"],
+            swiftSettings: strict),
         // The dispatcher, rate limits and expiry on a manual clock, with a recording provider.
         .testTarget(
             name: "CommandsTests", dependencies: ["Core", "Commands", "Identity", "Events"],

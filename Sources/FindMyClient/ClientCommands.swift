@@ -2,11 +2,6 @@ import Synchronization
 
 // Commands: from report answers and from the command stream (docs/commands.md), through the
 // ledger (acted on once) to the platform's actions and the answers in the queue.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 extension FindMyClient {
     /// A command seen in a report answer or on the stream.

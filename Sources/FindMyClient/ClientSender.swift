@@ -9,11 +9,6 @@
 // | 400, 413 (the batch itself is bad)  | set aside (.refused)   | next batch at once               |
 // | 401                                 | kept                   | back off (enrol again to fix)    |
 // | anything else, or no answer         | kept                   | back off with jitter             |
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 extension FindMyClient {
     enum SendOutcome: Equatable {
@@ -28,12 +23,12 @@ extension FindMyClient {
         while !Task.isCancelled {
             do {
                 guard currentCredentials?.deviceToken != nil, !isPaused else {
-                    await senderBell.wait(until: nil)
+                    await senderBell.wait(untilMicros: nil)
                     continue
                 }
                 let due = try queue.sealIfDue()
                 guard let batch = try queue.nextBatch() else {
-                    await senderBell.wait(until: due)
+                    await senderBell.wait(untilMicros: due)
                     continue
                 }
                 switch await send(batch) {
@@ -44,12 +39,14 @@ extension FindMyClient {
                 case .retry(let seconds):
                     let wait = seconds ?? backoffSeconds(failures: failures)
                     failures += 1
-                    await senderBell.wait(until: Date().addingTimeInterval(wait))
+                    await senderBell.wait(untilMicros: ClientClock.nowMicros() + Int64(wait * 1_000_000))
                 }
             } catch {
                 log("queue: \(error)")
                 failures += 1
-                await senderBell.wait(until: Date().addingTimeInterval(backoffSeconds(failures: failures)))
+                await senderBell.wait(
+                    untilMicros: ClientClock.nowMicros()
+                        + Int64(backoffSeconds(failures: failures) * 1_000_000))
             }
         }
     }
@@ -86,7 +83,7 @@ extension FindMyClient {
     }
 
     private func stored(_ batch: QueuedBatch, _ response: ClientResponse) -> SendOutcome {
-        let answer = try? JSONDecoder().decode(ReportAnswer.self, from: Data(response.body))
+        let answer = try? ReportAnswer(response.body)
         do {
             try queue.remove(batch)
         } catch {
@@ -107,7 +104,7 @@ extension FindMyClient {
         log(
             "batch \(batch.batchID) \(answer.duplicate ? "was already stored" : "stored"): \(answer.accepted) of "
                 + "\(batch.fixLines.count) fixes accepted\(replying)")
-        for command in answer.commands ?? [] { received(command, via: "report answer") }
+        for command in answer.commands { received(command, via: "report answer") }
         return .stored
     }
 }

@@ -1,13 +1,8 @@
 // What the client keeps beside the queue (`client-state.json` in its state directory): the pause
 // switch, the push tokens to register (again after an enrolment), and the command ledger.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// A push token as `POST /api/find-my/push-tokens` takes it.
-public struct PushToken: Sendable, Equatable, Codable {
+public struct PushToken: Sendable, Equatable {
     /// `apns`, `apns-location`, `fcm` or `unifiedpush`.
     public var provider: String
     public var token: String
@@ -41,23 +36,20 @@ public struct PushToken: Sendable, Equatable, Codable {
     }
 }
 
-struct ClientState: Codable, Equatable {
+struct ClientState: Equatable {
     var paused = false
     /// The newest token of each provider (a rotated one replaces the old).
     var pushTokens: [PushToken] = []
     var commands = CommandLedger()
 
     static func load(_ path: String) throws -> ClientState {
-        guard FileManager.default.fileExists(atPath: path) else { return ClientState() }
-        return try JSONDecoder().decode(
-            ClientState.self, from: try Data(contentsOf: URL(fileURLWithPath: path)))
+        guard let bytes = try QueueFiles.read(path) else { return ClientState() }
+        return try ClientState(jsonBytes: bytes)
     }
 
-    /// Written whole to a temporary file, fsynced and renamed (FoundationEssentials' atomic write).
+    /// Written whole to a temporary file, fsynced and renamed.
     func save(_ path: String) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try QueueFiles.writeDurably(jsonBytes, to: path, temporary: path + ".tmp")
     }
 }
 

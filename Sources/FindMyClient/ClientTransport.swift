@@ -1,10 +1,5 @@
 // How FindMyClient talks HTTP: a protocol the embedding program implements (libcurl in the agent,
 // URLSession in an app), so that the library itself needs no networking module.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// One HTTP request to the findmy server.
 public struct ClientRequest: Sendable, Equatable {

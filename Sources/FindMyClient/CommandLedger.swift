@@ -29,7 +29,7 @@ public enum CommandAction: Sendable, Equatable {
     case clearLost
 }
 
-public struct CommandLedger: Sendable, Equatable, Codable {
+public struct CommandLedger: Sendable, Equatable {
     /// At most this many command ids are remembered as acted on; older ones are long closed.
     public static let actedOnMax = 512
 
@@ -43,6 +43,13 @@ public struct CommandLedger: Sendable, Equatable, Codable {
     public private(set) var lost: ClientCommand?
 
     public init() {}
+
+    init(actedOn: [String], lastEventID: String?, sounding: String?, lost: ClientCommand?) {
+        self.actedOn = actedOn
+        self.lastEventID = lastEventID
+        self.sounding = sounding
+        self.lost = lost
+    }
 
     /// A command from a report answer or the stream.
     public mutating func received(_ command: ClientCommand) -> [CommandAction] {

@@ -10,18 +10,13 @@ import Synchronization
 // | 503 / 429 with Retry-After        | Retry-After                                          |
 // | 401, 404 (a server without it)    | the back-off's maximum: report answers still carry commands |
 // | anything else, or no connection   | back off with jitter                                 |
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 extension FindMyClient {
     func runCommandStream() async {
         var failures = 0
         while !Task.isCancelled {
             guard currentCredentials?.deviceToken != nil else {
-                await streamBell.wait(until: nil)
+                await streamBell.wait(untilMicros: nil)
                 continue
             }
             let wait: Double
@@ -39,7 +34,7 @@ extension FindMyClient {
                 failures += 1
                 wait = backoffSeconds(failures: failures)
             }
-            await streamBell.wait(until: Date().addingTimeInterval(wait))
+            await streamBell.wait(untilMicros: ClientClock.nowMicros() + Int64(wait * 1_000_000))
         }
     }
 
@@ -122,10 +117,10 @@ extension FindMyClient {
     }
 
     private func streamEvent(_ event: SSEEvent) {
-        let data = Data(event.data.utf8)
+        let data = Array(event.data.utf8)
         switch event.type {
         case "command":
-            guard let command = try? JSONDecoder().decode(ClientCommand.self, from: data) else {
+            guard let command = try? ClientCommand.parse(data) else {
                 log("command stream: unreadable command \(event.data.prefix(200))")
                 return
             }
@@ -135,10 +130,10 @@ extension FindMyClient {
                     return ledger.received(command)
                 }, seen: "\(command.kind) \(command.commandID) (stream)")
         case "ready":
-            guard let ready = try? JSONDecoder().decode(ReadyEvent.self, from: data) else { return }
-            perform(ledger { $0.ready(open: ready.open) }, seen: "closed while away")
+            guard let open = try? ReadyEvent.open(data) else { return }
+            perform(ledger { $0.ready(open: open) }, seen: "closed while away")
         case "ended":
-            guard let ended = try? JSONDecoder().decode(EndedEvent.self, from: data) else { return }
+            guard let ended = try? EndedEvent(data) else { return }
             perform(
                 ledger { $0.ended(commandID: ended.commandID, state: ended.state) },
                 seen: "\(ended.commandID) ended (\(ended.state))")

@@ -1,12 +1,6 @@
 // A wake-up for a loop that waits for work or a time: `ring` from anywhere, `wait` in the loop.
 import Synchronization
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 final class Doorbell: Sendable {
     private struct State {
         var rung = false
@@ -25,9 +19,9 @@ final class Doorbell: Sendable {
         waiter?.resume()
     }
 
-    /// Returns when rung (or rung since the last wait), at `deadline` (nil: no deadline), or when the
-    /// task is cancelled. One waiter at a time.
-    func wait(until deadline: Date?) async {
+    /// Returns when rung (or rung since the last wait), at `deadline` (ClientClock's microseconds;
+    /// nil: no deadline), or when the task is cancelled. One waiter at a time.
+    func wait(untilMicros deadline: Int64?) async {
         let generation = state.withLock { state -> Int? in
             if state.rung {
                 state.rung = false
@@ -39,8 +33,8 @@ final class Doorbell: Sendable {
         guard let generation, !Task.isCancelled else { return }
         let timer: Task<Void, Never>? = deadline.map { deadline in
             Task { [weak self] in
-                let seconds = deadline.timeIntervalSinceNow
-                if seconds > 0 { try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000) + 1)) }
+                let micros = deadline - ClientClock.nowMicros()
+                if micros > 0 { try? await Task.sleep(for: .microseconds(micros + 1000)) }
                 self?.wake(generation)
             }
         }

@@ -3,11 +3,6 @@ import Synchronization
 // The device side of findmy (docs/client-library.md): enrolment, the durable queue and its sender,
 // the pause switch, push tokens, and commands from report answers and the command stream, acted on
 // through the platform's protocols (Platform.swift) and answered as docs/commands.md says.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 public struct ClientConfiguration: Sendable {
     /// Holds `queue/` and `client-state.json`.
@@ -48,6 +43,8 @@ public final class FindMyClient: Sendable {
     let battery: (any BatterySource)?
     let credentials: Mutex<DeviceCredentials?>
     let state: Mutex<ClientState>
+    /// Held while the state is changed and written, so that writes go one at a time, newest last.
+    let saving = Mutex(())
     let fixSource = Mutex<(any FixSource)?>(nil)
     let senderBell = Doorbell()
     let streamBell = Doorbell()
@@ -61,8 +58,7 @@ public final class FindMyClient: Sendable {
         self.store = credentials
         self.actions = actions
         self.battery = battery
-        try FileManager.default.createDirectory(
-            atPath: configuration.stateDirectory, withIntermediateDirectories: true)
+        try QueueFiles.makeDirectories(configuration.stateDirectory)
         queue = try FixQueue(
             directory: configuration.stateDirectory + "/queue", batchFixesMax: configuration.batchFixesMax,
             batchAgeSeconds: configuration.batchAgeSeconds)
@@ -77,6 +73,12 @@ public final class FindMyClient: Sendable {
 
     public var isPaused: Bool { state.withLock { $0.paused } }
 
+    /// Whether the state directory says reporting is paused, read without opening the client (another
+    /// process may run it).
+    public static func isPaused(stateDirectory: String) -> Bool {
+        (try? ClientState.load(stateDirectory + "/client-state.json"))?.paused ?? false
+    }
+
     // MARK: Enrolment
 
     /// Enrols with a user token (`POST /api/find-my/devices`). The device UUID is made once and
@@ -88,7 +90,7 @@ public final class FindMyClient: Sendable {
         var current =
             credentials.withLock { $0 }
             ?? DeviceCredentials(
-                serverURL: String(server), deviceUUID: UUID().uuidString.lowercased(), deviceID: nil,
+                serverURL: String(server), deviceUUID: ClientClock.randomUUID(), deviceID: nil,
                 deviceToken: nil, name: name, platform: configuration.platform, model: configuration.model)
         current.serverURL = String(server)
         current.name = name
@@ -104,7 +106,7 @@ public final class FindMyClient: Sendable {
         guard response.status == 200 || response.status == 201 else { throw ClientError.from(response) }
         let answer: EnrolmentAnswer
         do {
-            answer = try JSONDecoder().decode(EnrolmentAnswer.self, from: Data(response.body))
+            answer = try EnrolmentAnswer(response.body)
         } catch {
             throw ClientError.unreadableAnswer(status: response.status, "\(error)")
         }
@@ -229,11 +231,13 @@ public final class FindMyClient: Sendable {
     // MARK: Helpers
 
     func updateState(_ change: (inout ClientState) -> Void) throws {
-        let snapshot = state.withLock { state -> ClientState in
-            change(&state)
-            return state
+        try saving.withLock { _ in
+            let snapshot = state.withLock { state -> ClientState in
+                change(&state)
+                return state
+            }
+            try snapshot.save(configuration.stateDirectory + "/client-state.json")
         }
-        try snapshot.save(configuration.stateDirectory + "/client-state.json")
     }
 
     func deviceRequest(_ method: String, _ path: String, body: [UInt8] = []) throws -> ClientRequest {

@@ -1,3 +1,4 @@
+import JSON
 import Synchronization
 
 // The durable queue of fixes on the device: a directory of batch files.
@@ -26,11 +27,6 @@ import Synchronization
 // Sealing: by count at `batchFixesMax` fixes; by age at `batchAgeSeconds` after the first fix, but
 // only while no sealed batch waits, so that offline a week of fixes is a few full batches, not
 // thousands of one-fix ones. Reply batches (an answer to a command) are sealed at once and go first.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// A sealed batch as it is sent.
 public struct QueuedBatch: Sendable, Equatable {
@@ -54,15 +50,31 @@ public final class FixQueue: Sendable {
     /// A batch is sealed this long after its first fix, when no other batch waits.
     public let batchAgeSeconds: Double
 
-    private struct Header: Codable {
+    private struct Header {
         var batchID: String
         var createdAtMicros: Int64
         var inReplyTo: String?
 
-        enum CodingKeys: String, CodingKey {
-            case batchID = "batch_id"
-            case createdAtMicros = "created_at_micros"
-            case inReplyTo = "in_reply_to"
+        init(batchID: String, createdAtMicros: Int64, inReplyTo: String?) {
+            self.batchID = batchID
+            self.createdAtMicros = createdAtMicros
+            self.inReplyTo = inReplyTo
+        }
+
+        init(_ line: some Collection<UInt8>) throws {
+            let object = try JSONParser.parse(Array(line)).objectValue
+            batchID = try object.string("batch_id")
+            createdAtMicros = try object.int64("created_at_micros")
+            inReplyTo = try object.stringIfPresent("in_reply_to")
+        }
+
+        var line: String {
+            String(
+                decoding: JSONWriter.encode(
+                    .object([
+                        "batch_id": .string(batchID), "created_at_micros": .integer(createdAtMicros),
+                        "in_reply_to": inReplyTo.map { .string($0) } ?? .null,
+                    ])), as: UTF8.self)
         }
     }
 
@@ -70,7 +82,7 @@ public final class FixQueue: Sendable {
         var seq: UInt64
         var fd: Int32
         var fixCount: Int
-        var createdAt: Date
+        var createdAtMicros: Int64
     }
 
     private struct State {
@@ -91,7 +103,7 @@ public final class FixQueue: Sendable {
         self.directory = directory
         self.batchFixesMax = batchFixesMax
         self.batchAgeSeconds = batchAgeSeconds
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try QueueFiles.makeDirectories(directory)
         state = Mutex(try Self.recover(directory))
     }
 
@@ -102,13 +114,13 @@ public final class FixQueue: Sendable {
     /// Appends `fixes` to the open batch and fsyncs once; sealing by count as they go. Fixes whose
     /// position is not a finite number are skipped (returned count excludes them).
     @discardableResult
-    public func append(_ fixes: [ClientFix], now: Date = Date()) throws -> Int {
+    public func append(_ fixes: [ClientFix], nowMicros: Int64 = ClientClock.nowMicros()) throws -> Int {
         let lines = fixes.compactMap(Wire.fixJSON)
         guard !lines.isEmpty else { return 0 }
         try state.withLock { state in
             var index = 0
             while index < lines.count {
-                if state.open == nil { state.open = try openBatch(&state, now: now) }
+                if state.open == nil { state.open = try openBatch(&state, nowMicros: nowMicros) }
                 let room = batchFixesMax - state.open!.fixCount
                 let piece = lines[index..<min(lines.count, index + room)]
                 let bytes = Array((piece.joined(separator: "\n") + "\n").utf8)
@@ -123,11 +135,15 @@ public final class FixQueue: Sendable {
     }
 
     /// Writes a batch of its own answering `commandID` with `fixLine` (as stored), sealed at once.
-    public func appendReply(fixLine: String, inReplyTo commandID: String, now: Date = Date()) throws {
+    public func appendReply(
+        fixLine: String, inReplyTo commandID: String, nowMicros: Int64 = ClientClock.nowMicros()
+    )
+        throws
+    {
         try state.withLock { state in
             let seq = state.nextSeq
             state.nextSeq += 1
-            let header = try headerLine(inReplyTo: commandID, now: now)
+            let header = headerLine(inReplyTo: commandID, nowMicros: nowMicros)
             try QueueFiles.writeDurably(
                 Array((header + "\n" + fixLine + "\n").utf8), to: path(seq, "batch"),
                 temporary: path(seq, "tmp"))
@@ -142,14 +158,14 @@ public final class FixQueue: Sendable {
     /// The newest fix taken, as stored; nil before the first.
     public var newestFixLine: String? { state.withLock { $0.newestFixLine } }
 
-    /// Seals the open batch when it is old enough and nothing else waits; returns when to look again
-    /// (nil: no open batch).
-    public func sealIfDue(now: Date = Date()) throws -> Date? {
+    /// Seals the open batch when it is old enough and nothing else waits; returns when to look again,
+    /// in the clock's microseconds (nil: no open batch).
+    public func sealIfDue(nowMicros: Int64 = ClientClock.nowMicros()) throws -> Int64? {
         try state.withLock { state in
             guard let open = state.open else { return nil }
-            let due = open.createdAt.addingTimeInterval(batchAgeSeconds)
+            let due = open.createdAtMicros + Int64(batchAgeSeconds * 1_000_000)
             guard state.sealed.isEmpty else { return due }
-            if now >= due {
+            if nowMicros >= due {
                 try seal(&state)
                 return nil
             }
@@ -173,7 +189,7 @@ public final class FixQueue: Sendable {
             throw QueueFileError(operation: "read", path: directory + "/" + name, errno: 2)
         }
         var lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
-        let header = try JSONDecoder().decode(Header.self, from: Data(lines.removeFirst().utf8))
+        let header = try Header(lines.removeFirst().utf8)
         return QueuedBatch(
             fileName: name, batchID: header.batchID, inReplyTo: header.inReplyTo, fixLines: lines)
     }
@@ -200,7 +216,7 @@ public final class FixQueue: Sendable {
     /// writing it): sealed batches, fixes in them and in the open one, and refused batches.
     public static func inspect(directory: String) throws -> (batches: Int, fixes: Int, refused: Int) {
         var result = (batches: 0, fixes: 0, refused: 0)
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let names = (try? QueueFiles.names(in: directory)) ?? []
         for name in names
         where name.hasSuffix(".batch") || name.hasSuffix(".open") || name.hasSuffix(".refused") {
             if name.hasSuffix(".refused") {
@@ -222,20 +238,20 @@ public final class FixQueue: Sendable {
         }
     }
 
-    private func openBatch(_ state: inout State, now: Date) throws -> OpenBatch {
+    private func openBatch(_ state: inout State, nowMicros: Int64) throws -> OpenBatch {
         let seq = state.nextSeq
         state.nextSeq += 1
         let filePath = path(seq, "open")
         let fd = try QueueFiles.openForAppend(filePath)
         do {
             try QueueFiles.appendAndSync(
-                fd, Array((try headerLine(inReplyTo: nil, now: now) + "\n").utf8), path: filePath)
+                fd, Array((headerLine(inReplyTo: nil, nowMicros: nowMicros) + "\n").utf8), path: filePath)
             try QueueFiles.syncDirectory(of: filePath)
         } catch {
             QueueFiles.close(fd)
             throw error
         }
-        return OpenBatch(seq: seq, fd: fd, fixCount: 0, createdAt: now)
+        return OpenBatch(seq: seq, fd: fd, fixCount: 0, createdAtMicros: nowMicros)
     }
 
     private func seal(_ state: inout State) throws {
@@ -250,13 +266,8 @@ public final class FixQueue: Sendable {
         state.sealed.append(open.seq)
     }
 
-    private func headerLine(inReplyTo: String?, now: Date) throws -> String {
-        let header = Header(
-            batchID: UUID().uuidString.lowercased(),
-            createdAtMicros: Int64(now.timeIntervalSince1970 * 1_000_000), inReplyTo: inReplyTo)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: try encoder.encode(header), as: UTF8.self)
+    private func headerLine(inReplyTo: String?, nowMicros: Int64) -> String {
+        Header(batchID: ClientClock.randomUUID(), createdAtMicros: nowMicros, inReplyTo: inReplyTo).line
     }
 
     private func path(_ seq: UInt64, _ suffix: String) -> String {
@@ -272,7 +283,7 @@ public final class FixQueue: Sendable {
     private static func recover(_ directory: String) throws -> State {
         var state = State()
         var opens: [UInt64] = []
-        for name in try FileManager.default.contentsOfDirectory(atPath: directory).sorted() {
+        for name in try QueueFiles.names(in: directory).sorted() {
             let parts = name.split(separator: ".")
             guard parts.count == 2, parts[0].count == 16, let seq = UInt64(parts[0]) else { continue }
             state.nextSeq = max(state.nextSeq, seq + 1)
@@ -282,7 +293,7 @@ public final class FixQueue: Sendable {
                 state.sealed.append(seq)
                 let bytes = try QueueFiles.read(directory + "/" + name) ?? []
                 if let header = bytes.split(separator: UInt8(ascii: "\n")).first,
-                    let decoded = try? JSONDecoder().decode(Header.self, from: Data(header)),
+                    let decoded = try? Header(header),
                     decoded.inReplyTo != nil
                 {
                     state.replies.insert(seq)
@@ -302,7 +313,7 @@ public final class FixQueue: Sendable {
             }
             if lastLF + 1 < bytes.count { try QueueFiles.truncate(filePath, to: lastLF + 1) }
             let lines = bytes[...lastLF].split(separator: UInt8(ascii: "\n"))
-            guard let header = try? JSONDecoder().decode(Header.self, from: Data(lines[0])) else {
+            guard let header = try? Header(lines[0]) else {
                 try QueueFiles.rename(filePath, to: directory + "/" + name(seq, "refused"))
                 continue
             }
@@ -319,8 +330,7 @@ public final class FixQueue: Sendable {
             }
             let fd = try QueueFiles.openForAppend(filePath)
             state.open = OpenBatch(
-                seq: seq, fd: fd, fixCount: lines.count - 1,
-                createdAt: Date(timeIntervalSince1970: Double(header.createdAtMicros) / 1_000_000))
+                seq: seq, fd: fd, fixCount: lines.count - 1, createdAtMicros: header.createdAtMicros)
         }
         state.sealed.sort()
         return state

@@ -1,14 +1,9 @@
 // The platform services FindMyClient needs and does not implement: where fixes come from, the
 // battery, what the device does for `sound` and `lost`, and where its identity is kept. The agent
 // implements them for Linux; an app implements them with Core Location, AVAudio and the keychain.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 /// One position as the device measured it.
-public struct ClientFix: Sendable, Equatable, Codable {
+public struct ClientFix: Sendable, Equatable {
     public var latitude: Double
     public var longitude: Double
     /// Metres, the radius of 68 % confidence; nil when the source does not say (the server then
@@ -21,13 +16,14 @@ public struct ClientFix: Sendable, Equatable, Codable {
     public var isCharging: Bool?
     /// The report's `source`: "gps", "fixed", "ondemand" (an answer to locate), ...
     public var source: String
-    /// The device's clock when the fix was taken.
-    public var recordedAt: Date
+    /// The device's clock when the fix was taken: microseconds since 1970-01-01T00:00:00Z (an app's
+    /// `Date`: `Int64(date.timeIntervalSince1970 * 1_000_000)`).
+    public var recordedAtMicros: Int64
 
     public init(
         latitude: Double, longitude: Double, accuracyMeters: Double?, altitudeMeters: Double? = nil,
         speedMetersPerSecond: Double? = nil, headingDegrees: Double? = nil,
-        batteryPercent: Double? = nil, isCharging: Bool? = nil, source: String, recordedAt: Date
+        batteryPercent: Double? = nil, isCharging: Bool? = nil, source: String, recordedAtMicros: Int64
     ) {
         self.latitude = latitude
         self.longitude = longitude
@@ -38,7 +34,7 @@ public struct ClientFix: Sendable, Equatable, Codable {
         self.batteryPercent = batteryPercent
         self.isCharging = isCharging
         self.source = source
-        self.recordedAt = recordedAt
+        self.recordedAtMicros = recordedAtMicros
     }
 }
 
@@ -78,7 +74,7 @@ public protocol DeviceActions: Sendable {
 }
 
 /// Where the device's identity and token are kept (a 0600 file here; the keychain in an app).
-public struct DeviceCredentials: Sendable, Equatable, Codable {
+public struct DeviceCredentials: Sendable, Equatable {
     public var serverURL: String
     /// Generated once, never changed (the enrolment's `device_uuid`).
     public var deviceUUID: String

@@ -1,12 +1,7 @@
-// The few POSIX file calls the durable queue needs and FoundationEssentials does not offer:
-// appending with O_APPEND, fsync of a file and of its directory (so that a created, renamed or
-// removed name survives a power cut), truncation of a torn tail. POSIX on every platform an app or
-// the agent runs on (Darwin and Glibc alike): nothing Linux-specific.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
+// The POSIX file calls of the client's files: appending with O_APPEND, fsync of a file and of its
+// directory (so that a created, renamed or removed name survives a power cut), truncation of a torn
+// tail, whole-file reads, directories made and listed. POSIX on every platform an app or the agent
+// runs on (Darwin and Glibc alike): nothing Linux-specific, and no Foundation.
 #if canImport(Darwin)
     import Darwin
 #elseif canImport(Glibc)
@@ -118,6 +113,33 @@ enum QueueFiles {
 
     static func close(_ fd: Int32) {
         _ = posixClose(fd)
+    }
+
+    /// Makes `path` and the directories above it that are missing, each with `mode` (less the umask).
+    static func makeDirectories(_ path: String, mode: UInt32 = 0o777) throws(QueueFileError) {
+        var made = ""
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            made += (made.isEmpty && !path.hasPrefix("/") ? "" : "/") + part
+            guard mkdir(made, mode_t(mode)) == 0 || errno == EEXIST else {
+                throw QueueFileError(operation: "mkdir", path: made, errno: errno)
+            }
+        }
+    }
+
+    /// The names in a directory, without `.` and `..`.
+    static func names(in directory: String) throws(QueueFileError) -> [String] {
+        guard let stream = opendir(directory) else {
+            throw QueueFileError(operation: "opendir", path: directory, errno: errno)
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 }
 

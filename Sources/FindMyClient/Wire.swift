@@ -1,11 +1,6 @@
 // The JSON of the findmy API as the client writes and reads it (docs/api.md): a fix as a report
 // carries it, the answers of enrolment and reports, and commands. Writing is by hand so that the
 // queue's files hold exactly the bytes a report sends.
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 
 enum Wire {
     /// A fix as one element of a report's `fixes`, on one line; nil when the position is not a
@@ -23,7 +18,7 @@ enum Wire {
         add("battery_pct", fix.batteryPercent)
         if let charging = fix.isCharging { members.append("\"is_charging\":\(charging)") }
         members.append("\"source\":\(quoted(fix.source))")
-        members.append("\"recorded_at\":\"\(timestamp(fix.recordedAt))\"")
+        members.append("\"recorded_at\":\"\(timestamp(micros: fix.recordedAtMicros))\"")
         return "{" + members.joined(separator: ",") + "}"
     }
 
@@ -47,8 +42,7 @@ enum Wire {
     }
 
     /// RFC 3339 in UTC with microseconds, `2026-12-02T14:00:00.123456Z`.
-    static func timestamp(_ date: Date) -> String {
-        let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded(.down))
+    static func timestamp(micros: Int64) -> String {
         let secondsTotal = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
         let fraction = micros - secondsTotal * 1_000_000
         let days = secondsTotal >= 0 ? secondsTotal / 86_400 : (secondsTotal - 86_399) / 86_400
@@ -84,7 +78,7 @@ enum Wire {
 }
 
 /// A command as a report answer's `commands[]` and the stream's `command` event carry it.
-public struct ClientCommand: Sendable, Equatable, Codable {
+public struct ClientCommand: Sendable, Equatable {
     public var commandID: String
     /// `locate`, `sound`, `lost` or `found`.
     public var kind: String
@@ -103,63 +97,4 @@ public struct ClientCommand: Sendable, Equatable, Codable {
         self.phone = phone
     }
 
-    enum CodingKeys: String, CodingKey {
-        case commandID = "command_id"
-        case kind
-        case requestedAt = "requested_at"
-        case message, phone
-    }
-}
-
-/// The answer of `POST /api/find-my/report`.
-struct ReportAnswer: Decodable {
-    struct Rejection: Decodable {
-        var index: Int
-        var reason: String
-    }
-    var accepted: Int
-    var rejected: [Rejection]
-    var duplicate: Bool
-    var commands: [ClientCommand]?
-}
-
-/// The answer of `POST /api/find-my/devices`.
-struct EnrolmentAnswer: Decodable {
-    var deviceID: UInt64
-    var deviceToken: String
-
-    enum CodingKeys: String, CodingKey {
-        case deviceID = "device_id"
-        case deviceToken = "device_token"
-    }
-}
-
-/// An error answer's `{"error": {"code", "message"}}`.
-struct ErrorAnswer: Decodable {
-    struct Body: Decodable {
-        var code: String
-        var message: String
-    }
-    var error: Body
-
-    static func parse(_ body: [UInt8]) -> Body? {
-        try? JSONDecoder().decode(ErrorAnswer.self, from: Data(body)).error
-    }
-}
-
-/// The stream's `ready` event: every open command of the device.
-struct ReadyEvent: Decodable {
-    var open: [String]
-}
-
-/// The stream's `ended` event.
-struct EndedEvent: Decodable {
-    var commandID: String
-    var state: String
-    var reason: String?
-
-    enum CodingKeys: String, CodingKey {
-        case commandID = "command_id"
-        case state, reason
-    }
 }

@@ -1,13 +1,8 @@
 // The agent's commands once parsed: enrol, run, stop-sound, status.
 import FindMyClient
-import FindMyClientCurl
+import FindMyClientHTTP
 import Threads
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -76,7 +71,7 @@ enum Agent {
             configuration.soundLimitSeconds = options.soundSeconds
         }
         return try FindMyClient(
-            configuration: configuration, transport: CurlClientTransport(),
+            configuration: configuration, transport: SocketClientTransport(),
             credentials: FileCredentialStore(stateDirectory: directory), actions: actions, battery: battery)
     }
 
@@ -86,7 +81,7 @@ enum Agent {
         configuration.model = options.model
         try makeStateDirectory(options.stateDirectory)
         let client = try FindMyClient(
-            configuration: configuration, transport: CurlClientTransport(),
+            configuration: configuration, transport: SocketClientTransport(),
             credentials: FileCredentialStore(stateDirectory: options.stateDirectory), actions: nil)
         let credentials: DeviceCredentials
         if let link = options.setupLink {
@@ -141,11 +136,7 @@ enum Agent {
         } else {
             print("enrolled: no (run findmy-agent enrol)")
         }
-        struct Paused: Decodable { var paused: Bool }
-        let statePath = directory + "/client-state.json"
-        let paused =
-            (try? Data(contentsOf: URL(fileURLWithPath: statePath)))
-            .flatMap { try? JSONDecoder().decode(Paused.self, from: $0) }?.paused ?? false
+        let paused = FindMyClient.isPaused(stateDirectory: directory)
         print("reporting: \(paused ? "paused" : "on")")
         let queue = try FixQueue.inspect(directory: directory + "/queue")
         print(
@@ -159,11 +150,14 @@ enum Agent {
     }
 
     static func makeStateDirectory(_ directory: String) throws {
-        do {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw AgentError("cannot create the state directory \(directory): \(error)")
+        var made = ""
+        for part in directory.split(separator: "/") {
+            made += (made.isEmpty && !directory.hasPrefix("/") ? "" : "/") + part
+            guard mkdir(made, 0o700) == 0 || errno == EEXIST else {
+                throw AgentError(
+                    "cannot create the state directory \(directory): \(made): \(String(cString: strerror(errno)))"
+                )
+            }
         }
     }
 

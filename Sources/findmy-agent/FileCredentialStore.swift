@@ -2,11 +2,6 @@
 // device token, which lets anyone report as this device), written whole and renamed into place.
 import FindMyClient
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -30,18 +25,28 @@ struct FileCredentialStore: CredentialStore {
                 "\(path) may be read by others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path)"
             )
         }
-        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw AgentError("cannot read \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            guard count >= 0 else {
+                throw AgentError("cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            bytes += buffer[..<count]
+        }
         do {
-            return try JSONDecoder().decode(DeviceCredentials.self, from: data)
+            return try DeviceCredentials(jsonBytes: bytes)
         } catch {
             throw AgentError("\(path) is not a credentials file this agent wrote: \(error)")
         }
     }
 
     func save(_ credentials: DeviceCredentials) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        let bytes = Array(try encoder.encode(credentials))
+        let bytes = credentials.jsonBytes + [UInt8(ascii: "\n")]
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else {

@@ -2,12 +2,6 @@
 import FindMyClient
 import Threads
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 /// A `FixSource` that says the same place every `intervalSeconds` (the first at once), with the
 /// machine's clock, source "fixed"; a fresh fix (for a locate) is taken at the call.
 final class FixedFixSource: FixSource, @unchecked Sendable {
@@ -55,6 +49,6 @@ final class FixedFixSource: FixSource, @unchecked Sendable {
     private func fixNow() -> ClientFix {
         ClientFix(
             latitude: latitude, longitude: longitude, accuracyMeters: accuracyMeters, source: "fixed",
-            recordedAt: Date())
+            recordedAtMicros: ClientClock.nowMicros())
     }
 }

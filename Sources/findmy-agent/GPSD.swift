@@ -3,11 +3,6 @@
 import FindMyClient
 import Threads
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -34,7 +29,7 @@ final class GPSDFixSource: FixSource, @unchecked Sendable {
     // the time of the last fix handed on, and the `freshFix` calls waiting for the next one.
     private var worker: StoppableThread?
     private var socket: Int32 = -1
-    private var lastFixTime: Date?
+    private var lastFixTime: Int64?
     private var waiters: [UInt64: Waiter] = [:]
     private var activeWaiters: Set<UInt64> = []
     private var nextWaiter: UInt64 = 0
@@ -158,8 +153,8 @@ final class GPSDFixSource: FixSource, @unchecked Sendable {
 
     private func deliver(_ fix: ClientFix, onFix: @Sendable (ClientFix) -> Void) {
         let isNewEpoch = lock.withLock {
-            guard lastFixTime != fix.recordedAt else { return false }
-            lastFixTime = fix.recordedAt
+            guard lastFixTime != fix.recordedAtMicros else { return false }
+            lastFixTime = fix.recordedAtMicros
             return true
         }
         guard isNewEpoch else { return }

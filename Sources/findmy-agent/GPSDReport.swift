@@ -3,12 +3,6 @@
 import FindMyClient
 import JSON
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 /// One TPV ("time-position-velocity") report of gpsd's JSON protocol (gpsd_json(5)) as a fix.
 ///
 /// What is taken, and why:
@@ -32,7 +26,7 @@ enum GPSDReport {
 
     /// The fix a line of gpsd's output says, or nil when it says none (another report class, no
     /// fix yet, no error estimate, not JSON).
-    static func fix(line: [UInt8], now: () -> Date = Date.init) -> ClientFix? {
+    static func fix(line: [UInt8], nowMicros: () -> Int64 = ClientClock.nowMicros) -> ClientFix? {
         guard !line.isEmpty, case .object(let report)? = try? JSONParser.parse(line),
             report["class"] == .string("TPV"),
             let mode = number(report["mode"]), mode >= 2,
@@ -40,9 +34,9 @@ enum GPSDReport {
             let longitude = number(report["lon"]), (-180...180).contains(longitude),
             let accuracy = accuracyMeters(report), accuracy > 0
         else { return nil }
-        var recordedAt = now()
+        var recordedAt = nowMicros()
         if case .string(let time)? = report["time"], let micros = try? RFC3339.parseMicros(time) {
-            recordedAt = Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+            recordedAt = micros
         }
         return ClientFix(
             latitude: latitude, longitude: longitude, accuracyMeters: accuracy,
@@ -51,7 +45,7 @@ enum GPSDReport {
             headingDegrees: number(report["track"]).flatMap {
                 (0...360).contains($0) ? $0.truncatingRemainder(dividingBy: 360) : nil
             },
-            source: "gps", recordedAt: recordedAt)
+            source: "gps", recordedAtMicros: recordedAt)
     }
 
     static func accuracyMeters(_ report: JSONObject) -> Double? {

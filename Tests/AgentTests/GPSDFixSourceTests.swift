@@ -20,19 +20,21 @@ import Threads
         let source = GPSDFixSource(port: Int(fake.port))
         try source.start { fix in fixes.withLock { $0.append(fix) } }
         defer { source.stop() }
-        let last = Date(timeIntervalSince1970: Double(epochs.last!.timeMicros) / 1_000_000)
-        try waitUntil("the track's last epoch from gpsd") { fixes.withLock { $0.last?.recordedAt == last } }
+        let last = epochs.last!.timeMicros
+        try waitUntil("the track's last epoch from gpsd") {
+            fixes.withLock { $0.last?.recordedAtMicros == last }
+        }
 
         let received = fixes.withLock { $0 }
         // The source connected while gpsfake was already writing: the first epochs may be gone,
         // but from the first fix it gave on, every epoch comes, once and in order.
         let firstIndex = try #require(
             epochs.firstIndex {
-                Double($0.timeMicros) / 1_000_000 == received[0].recordedAt.timeIntervalSince1970
+                $0.timeMicros == received[0].recordedAtMicros
             })
         #expect(received.count == epochs.count - firstIndex)
         for (fix, epoch) in zip(received, epochs[firstIndex...]) {
-            #expect(fix.recordedAt.timeIntervalSince1970 == Double(epoch.timeMicros) / 1_000_000)
+            #expect(fix.recordedAtMicros == epoch.timeMicros)
             #expect(abs(fix.latitude - epoch.latitude) < 1e-8, "\(fix) against \(epoch)")
             #expect(abs(fix.longitude - epoch.longitude) < 1e-8, "\(fix) against \(epoch)")
             #expect(abs(fix.speedMetersPerSecond! - epoch.speedMetersPerSecond) < 0.01)
@@ -101,7 +103,7 @@ import Threads
         #expect(fix.altitudeMeters == 34.1)
         #expect(fix.speedMetersPerSecond == 1.399)
         #expect(fix.headingDegrees == 45)
-        #expect(fix.recordedAt == Date(timeIntervalSince1970: 1_773_482_401))
+        #expect(fix.recordedAtMicros == 1_773_482_401_000_000)
         // gpsd's eph is a 95 % radius; the report's accuracy_m is the 68 % one.
         #expect(abs(fix.accuracyMeters! - 17.1 * GPSDReport.radius68PerRadius95) < 1e-9)
         #expect(fix.source == "gps")

@@ -1,12 +1,12 @@
 import FindMyClient
-import FindMyClientCurl
+import FindMyClientHTTP
 import Foundation
 import HTTPClient
 import JSON
 import Synchronization
 import Testing
 
-/// FindMyClient in this process against a real `findmy serve`, over the agent's libcurl transport:
+/// FindMyClient in this process against a real `findmy serve`, over the agent's socket transport:
 /// a week offline drains once, a resend after a lost answer is the server's duplicate, and commands
 /// in report answers run the platform's actions and are answered.
 @Suite(.serialized) struct FindMyClientEndToEndTests {
@@ -20,7 +20,7 @@ import Testing
             serverURL: "http://\(address)", userToken: user, name: "laptop")
         server.stop()
 
-        let now = Date().timeIntervalSince1970
+        let now = ClientClock.nowMicros()
         for chunk in 0..<100 {
             try device.client.record(
                 (0..<100).map { index in
@@ -28,7 +28,7 @@ import Testing
                     return ClientFix(
                         latitude: 52 + Double(n) / 100_000, longitude: 13.4, accuracyMeters: 10,
                         source: "gps",
-                        recordedAt: Date(timeIntervalSince1970: now - 10_000 + Double(n)))
+                        recordedAtMicros: now + Int64(n - 10_000) * 1_000_000)
                 })
         }
         #expect(device.client.queue.counts == (0, 100))
@@ -65,7 +65,7 @@ import Testing
             (0..<3).map {
                 ClientFix(
                     latitude: 52.5, longitude: 13.4, accuracyMeters: 8, source: "gps",
-                    recordedAt: Date().addingTimeInterval(-Double($0)))
+                    recordedAtMicros: ClientClock.nowMicros() - Int64($0) * 1_000_000)
             })
         try await eventually("the batch was removed") { device.client.queue.counts == (0, 0) }
 
@@ -92,6 +92,8 @@ import Testing
         let deviceID = credentials.deviceID!
         let run = Task { try await device.client.run(fixSource: device.source) }
         defer { run.cancel() }
+        // A fix emitted before the run started its source would be dropped (a loaded machine).
+        try await eventually("the fix source started") { device.source.handler.withLock { $0 != nil } }
         let connection = HTTPConnectionBox(server.address)
 
         var commands: [String: String] = [:]
@@ -106,7 +108,9 @@ import Testing
         }
         // The next report's answer carries them.
         device.source.emit(
-            ClientFix(latitude: 52.5, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+            ClientFix(
+                latitude: 52.5, longitude: 13.4, accuracyMeters: 8, source: "gps",
+                recordedAtMicros: ClientClock.nowMicros()))
         try await eventually("sound, lost and locate acted on") {
             let calls = device.actions.calls.withLock { $0 }
             return calls.contains("startSound \(commands["sound"]!)")
@@ -117,7 +121,9 @@ import Testing
             "/api/find-my/devices/\(deviceID)/commands", token: user, body: "{\"kind\": \"found\"}")
         let foundID = try #require(found.string("command_id"))
         device.source.emit(
-            ClientFix(latitude: 52.6, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+            ClientFix(
+                latitude: 52.6, longitude: 13.4, accuracyMeters: 8, source: "gps",
+                recordedAtMicros: ClientClock.nowMicros()))
         try await eventually("found acted on") { device.actions.calls.withLock { $0.contains("clearLost") } }
         try await eventually("the answers sent") { device.client.queue.counts == (0, 0) }
         run.cancel()
@@ -203,7 +209,9 @@ extension FindMyClientEndToEndTests {
         try await device.client.setPaused(true)
         #expect(device.client.isPaused)
         device.source.emit(
-            ClientFix(latitude: 52.1, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+            ClientFix(
+                latitude: 52.1, longitude: 13.4, accuracyMeters: 8, source: "gps",
+                recordedAtMicros: ClientClock.nowMicros()))
         #expect(device.client.queue.counts == (0, 0), "a fix while paused is not taken")
         let connection = HTTPConnectionBox(server.address)
         let refused = try connection.post(
@@ -213,7 +221,9 @@ extension FindMyClientEndToEndTests {
 
         try await device.client.setPaused(false)
         device.source.emit(
-            ClientFix(latitude: 52.2, longitude: 13.4, accuracyMeters: 8, source: "gps", recordedAt: Date()))
+            ClientFix(
+                latitude: 52.2, longitude: 13.4, accuracyMeters: 8, source: "gps",
+                recordedAtMicros: ClientClock.nowMicros()))
         try await eventually("the fix after the pause sent") {
             device.log.lines.withLock { $0.contains { $0.contains("stored: 1 of 1") } }
         }
@@ -284,7 +294,8 @@ final class ScriptedFixSource: FixSource {
     func freshFix(timeoutSeconds: Double) async -> ClientFix? {
         freshFixesAsked.withLock { $0 += 1 }
         return ClientFix(
-            latitude: 52.7, longitude: 13.4, accuracyMeters: 5, source: "gps", recordedAt: Date())
+            latitude: 52.7, longitude: 13.4, accuracyMeters: 5, source: "gps",
+            recordedAtMicros: ClientClock.nowMicros())
     }
 }
 
@@ -307,11 +318,11 @@ final class MemoryCredentialStore: CredentialStore {
     func save(_ credentials: DeviceCredentials) throws { stored.withLock { $0 = credentials } }
 }
 
-/// The agent's libcurl transport, with faults on demand: the answer of the first report lost after
+/// The agent's socket transport, with faults on demand: the answer of the first report lost after
 /// the server stored it (a connection cut on the way back), or the stream answered 404 as by a
 /// server without it; every report's answer kept.
 final class FaultyTransport: ClientTransport {
-    let inner = CurlClientTransport(timeoutSeconds: 30, streamIdleSeconds: 90)
+    let inner = SocketClientTransport(timeoutSeconds: 30, streamIdleSeconds: 90)
     let cutFirstReportAnswer: Bool
     let withoutStream: Bool
     let reports = Mutex<[(cut: Bool, answer: JSONValue?)]>([])

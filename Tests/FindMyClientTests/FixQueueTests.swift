@@ -14,7 +14,7 @@ import Testing
     func fix(_ index: Int) -> ClientFix {
         ClientFix(
             latitude: 52 + Double(index) / 10_000, longitude: 13.4, accuracyMeters: 10, source: "gps",
-            recordedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(index)))
+            recordedAtMicros: (1_800_000_000 + Int64(index)) * 1_000_000)
     }
 
     func files() throws -> [String] {
@@ -97,15 +97,15 @@ import Testing
     }
 
     @Test func theAgeRuleSealsOnlyWhenNoOtherBatchWaits() throws {
-        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        let start: Int64 = 1_800_000_000 * 1_000_000
         let queue = try FixQueue(directory: directory, batchFixesMax: 2, batchAgeSeconds: 60)
-        try queue.append([fix(1), fix(2)], now: start)  // sealed by count
-        try queue.append([fix(3)], now: start)
-        #expect(try queue.sealIfDue(now: start.addingTimeInterval(61)) == start.addingTimeInterval(60))
+        try queue.append([fix(1), fix(2)], nowMicros: start)  // sealed by count
+        try queue.append([fix(3)], nowMicros: start)
+        #expect(try queue.sealIfDue(nowMicros: start + 61_000_000) == start + 60_000_000)
         #expect(queue.counts == (1, 1))
         try queue.remove(try #require(try queue.nextBatch()))
-        #expect(try queue.sealIfDue(now: start.addingTimeInterval(30)) == start.addingTimeInterval(60))
-        #expect(try queue.sealIfDue(now: start.addingTimeInterval(61)) == nil)
+        #expect(try queue.sealIfDue(nowMicros: start + 30_000_000) == start + 60_000_000)
+        #expect(try queue.sealIfDue(nowMicros: start + 61_000_000) == nil)
         #expect(queue.counts == (0, 1))
     }
 
