@@ -8,7 +8,12 @@
 // | 409 batch_in_progress, 429, 503     | kept                   | wait Retry-After (else back off) |
 // | 400, 413 (the batch itself is bad)  | set aside (.refused)   | next batch at once               |
 // | 401                                 | kept                   | back off (enrol again to fix)    |
-// | anything else, or no answer         | kept                   | back off with jitter             |
+// | anything else                       | kept                   | back off with jitter             |
+// | no answer (no connection)           | kept                   | back off, at most 4 s by default |
+//
+// A wait after a failure is held: new fixes do not end it (a device recording offline would
+// otherwise knock on the server for every fix); the stream connecting, `networkChanged()` or new
+// credentials do (`reachability`).
 
 extension FindMyClient {
     enum SendOutcome: Equatable {
@@ -16,6 +21,8 @@ extension FindMyClient {
         case setAside
         case paused
         case retry(afterSeconds: Double?)
+        /// No answer at all: the server or the network is away.
+        case unreachable
     }
 
     func runSender() async {
@@ -39,15 +46,29 @@ extension FindMyClient {
                 case .retry(let seconds):
                     let wait = seconds ?? backoffSeconds(failures: failures)
                     failures += 1
-                    await senderBell.wait(untilMicros: ClientClock.nowMicros() + Int64(wait * 1_000_000))
+                    await holdOff(seconds: wait)
+                case .unreachable:
+                    let wait = backoffSeconds(failures: failures, reachedServer: false)
+                    failures += 1
+                    await holdOff(seconds: wait)
                 }
             } catch {
                 log("queue: \(error)")
                 failures += 1
-                await senderBell.wait(
-                    untilMicros: ClientClock.nowMicros()
-                        + Int64(backoffSeconds(failures: failures) * 1_000_000))
+                await holdOff(seconds: backoffSeconds(failures: failures))
             }
+        }
+    }
+
+    /// Waits `seconds`, or less if the server may have become reachable meanwhile (`reachability`);
+    /// rings for new fixes do not shorten it.
+    func holdOff(seconds: Double) async {
+        let deadline = ClientClock.nowMicros() + Int64(seconds * 1_000_000)
+        let seen = reachability.load(ordering: .acquiring)
+        while !Task.isCancelled, ClientClock.nowMicros() < deadline,
+            reachability.load(ordering: .acquiring) == seen
+        {
+            await senderBell.wait(untilMicros: deadline)
         }
     }
 
@@ -59,7 +80,7 @@ extension FindMyClient {
                 try deviceRequest("POST", "/api/find-my/report", body: batch.reportBody))
         } catch {
             log("batch \(batch.batchID) not sent (\(batch.fixLines.count) fixes kept): \(error)")
-            return .retry(afterSeconds: nil)
+            return .unreachable
         }
         switch response.status {
         case 200, 201:

@@ -9,7 +9,8 @@ import Synchronization
 // | 200, then closed or cut           | the stream's `retry` (5 s by default), jittered        |
 // | 503 / 429 with Retry-After        | Retry-After                                          |
 // | 401, 404 (a server without it)    | the back-off's maximum: report answers still carry commands |
-// | anything else, or no connection   | back off with jitter                                 |
+// | anything else                     | back off with jitter                                 |
+// | no connection                     | back off, at most `unreachableRetrySecondsMax`       |
 
 extension FindMyClient {
     func runCommandStream() async {
@@ -32,7 +33,7 @@ extension FindMyClient {
                         ? configuration.backoffSecondsMax : backoffSeconds(failures: failures))
             case .failed:
                 failures += 1
-                wait = backoffSeconds(failures: failures)
+                wait = backoffSeconds(failures: failures, reachedServer: false)
             }
             await streamBell.wait(untilMicros: ClientClock.nowMicros() + Int64(wait * 1_000_000))
         }
@@ -74,6 +75,7 @@ extension FindMyClient {
                     if head.status == 200 {
                         self.log("command stream connected")
                         // The server is reachable again: the sender need not wait out its back-off.
+                        self.reachability.add(1, ordering: .releasing)
                         self.senderBell.ring()
                     }
                 },

@@ -18,6 +18,11 @@ public struct ClientConfiguration: Sendable {
     public var locateTimeoutSeconds = 30.0
     /// Retries of a failed send wait at most this long (before jitter).
     public var backoffSecondsMax = 300.0
+    /// While the server cannot be reached at all (no connection, no answer), retries wait at most
+    /// this long, jitter included: a device back online sends its queue within seconds, and a
+    /// connection attempt to an absent server costs next to nothing. An app on a battery raises it
+    /// and calls `networkChanged()` when the system says the network is back.
+    public var unreachableRetrySecondsMax = 4.0
     /// One line per event (a sent batch, a rejected fix, a command); no trailing newline.
     public var log: @Sendable (String) -> Void
 
@@ -48,6 +53,10 @@ public final class FindMyClient: Sendable {
     let fixSource = Mutex<(any FixSource)?>(nil)
     let senderBell = Doorbell()
     let streamBell = Doorbell()
+    /// Moves when the server may have become reachable (the stream connected, the network changed,
+    /// new credentials): a sender holding off after a failure goes at once. New fixes do not move
+    /// it, so that a device recording while offline does not knock on the server for each fix.
+    let reachability = Atomic<Int>(0)
 
     public init(
         configuration: ClientConfiguration, transport: any ClientTransport, credentials: any CredentialStore,
@@ -135,6 +144,18 @@ public final class FindMyClient: Sendable {
     private func save(_ new: DeviceCredentials) throws {
         try store.save(new)
         credentials.withLock { $0 = new }
+        mayReachServer()
+    }
+
+    /// Says the network changed (an app's reachability callback): the sender and the command
+    /// stream try again now instead of waiting out their back-off.
+    public func networkChanged() {
+        log("network changed: trying the server again")
+        mayReachServer()
+    }
+
+    func mayReachServer() {
+        reachability.add(1, ordering: .releasing)
         senderBell.ring()
         streamBell.ring()
     }
@@ -255,8 +276,12 @@ public final class FindMyClient: Sendable {
 
     /// The wait before attempt `failures + 1`: doubling from one second to the maximum, times a
     /// random factor in [0.5, 1.5) so that devices cut off together do not come back together.
-    func backoffSeconds(failures: Int) -> Double {
+    /// `reachedServer` false (no connection, no answer): at most `unreachableRetrySecondsMax`,
+    /// jittered below it.
+    package func backoffSeconds(failures: Int, reachedServer: Bool = true) -> Double {
         let base = min(configuration.backoffSecondsMax, Double(1 << min(failures, 20)))
-        return base * Double.random(in: 0.5..<1.5)
+        let wait = base * Double.random(in: 0.5..<1.5)
+        guard !reachedServer else { return wait }
+        return min(wait, configuration.unreachableRetrySecondsMax * Double.random(in: 0.5..<1.0))
     }
 }

@@ -51,6 +51,45 @@ import Testing
         #expect(Set(latitudes).count == 10_000)
     }
 
+    /// Offline, a device records fix after fix: the sender holds its back-off instead of knocking
+    /// on the absent server for each one; `networkChanged()` ends the wait and the queue drains,
+    /// each fix once. The back-off is an hour here, so only the hold can keep the attempts few.
+    @Test func fixesRecordedOfflineDoNotCutTheBackOffAndNetworkChangedSendsAtOnce() async throws {
+        let data = ScratchDirectory("findmy-client-offline")
+        var server = try ServerProcess(data: data.path)
+        let address = server.address
+        let user = try addUser("anna", data: data.path)
+        let device = try Device(
+            data.path, batchFixesMax: 10, backoffSecondsMax: 3600, unreachableRetrySecondsMax: 3600)
+        let credentials = try await device.client.enrol(
+            serverURL: "http://\(address)", userToken: user, name: "laptop")
+        server.stop()
+        let run = Task { try await device.client.run(fixSource: device.source) }
+        defer { run.cancel() }
+        let now = ClientClock.nowMicros()
+        func fix(_ n: Int) -> ClientFix {
+            ClientFix(
+                latitude: 52 + Double(n) / 100_000, longitude: 13.4, accuracyMeters: 10, source: "gps",
+                recordedAtMicros: now + Int64(n - 1_000) * 1_000_000)
+        }
+        let notSent = { device.log.lines.withLock { $0.filter { $0.contains("not sent") }.count } }
+        try device.client.record(fix(0))
+        try await eventually("a send to the stopped server failed") { notSent() >= 1 }
+        for n in 1...300 { try device.client.record(fix(n)) }
+        // Without the hold, each fix recorded ends the wait: an attempt per fix.
+        #expect(notSent() < 20, "\(notSent()) attempts while 300 fixes were recorded offline")
+
+        server = try ServerProcess(data: data.path, listen: address)
+        device.client.networkChanged()
+        try await eventually("the queue drained") { device.client.queue.counts == (0, 0) }
+        run.cancel()
+        server.stop()
+        let batches = try dumpLog(data.path).batches.filter { $0.device == Int64(credentials.deviceID!) }
+        let latitudes = try batches.flatMap { try $0.fixes.map { try $0["latitude"]!.doubleValue } }
+        #expect(latitudes.count == 301)
+        #expect(Set(latitudes).count == 301)
+    }
+
     @Test func aBatchSentAgainAfterItsAnswerWasLostIsAnsweredAsADuplicateAndStoredOnce() async throws {
         let data = ScratchDirectory("findmy-client-resend")
         let server = try ServerProcess(data: data.path)
@@ -261,7 +300,7 @@ final class Device: Sendable {
 
     init(
         _ data: String, batchFixesMax: Int, batchAgeSeconds: Double = 0.2, cutFirstReportAnswer: Bool = false,
-        withoutStream: Bool = false
+        withoutStream: Bool = false, backoffSecondsMax: Double = 0.5, unreachableRetrySecondsMax: Double = 4
     ) throws {
         transport = FaultyTransport(cutFirstReportAnswer: cutFirstReportAnswer, withoutStream: withoutStream)
         let log = self.log
@@ -270,8 +309,9 @@ final class Device: Sendable {
             log: { line in log.lines.withLock { $0.append(line) } })
         configuration.batchFixesMax = batchFixesMax
         configuration.batchAgeSeconds = batchAgeSeconds
-        // The server is stopped for a moment only: retry soon.
-        configuration.backoffSecondsMax = 0.5
+        // The server is stopped for a moment only: retry soon (unless a test says otherwise).
+        configuration.backoffSecondsMax = backoffSecondsMax
+        configuration.unreachableRetrySecondsMax = unreachableRetrySecondsMax
         client = try FindMyClient(
             configuration: configuration, transport: transport, credentials: MemoryCredentialStore(),
             actions: actions)
