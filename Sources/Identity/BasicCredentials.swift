@@ -8,31 +8,51 @@ struct BasicCredentials: Sendable {
     let tokenHash: [UInt8]
 }
 
-/// Basic headers already decoded, by the exact header. An app sends the same header with every
-/// request, and decoding it (base64, UTF-8, the split at `:`, the token's SHA-256) cost as much as
-/// the rest of the gate. Only what the header's own bytes determine is kept, never whether the
-/// token is valid: every request still looks the hash and the user name up in the registry, so a
-/// token revoked by re-enrolling its device, or the token of a removed device, is refused from the
-/// next request on, exactly as without the memo.
+/// Basic headers already decoded, by a keyed digest of the exact header. An app sends the same
+/// header with every request, and decoding it (base64, UTF-8, the split at `:`, the token's
+/// SHA-256) cost as much as the rest of the gate. Only what the header's own bytes determine is
+/// kept, never whether the token is valid: every request still looks the hash and the user name up
+/// in the registry, so a token revoked by re-enrolling its device, or the token of a removed device,
+/// is refused from the next request on, exactly as without the memo.
 ///
-/// The headers hold device tokens in the clear: they stay in this process's memory, as each
-/// request's do on its way in, and are never written anywhere. At `entriesMax` headers the memo
-/// starts over, so it holds the phones that reported lately.
+/// The header holds the device token in the clear, so the memo keys by `HeaderDigest`, never by
+/// the header: what stays in memory is the token's SHA-256 (as in the registry) and 128 bits of
+/// SipHash under this process's random seed, which nobody outside the process can compute or
+/// aim a header at. At `entriesMax` headers the memo starts over, so it holds the phones that
+/// reported lately.
 final class BasicCredentialsMemo: Sendable {
-    /// Headers kept at most: a header is about 100 bytes, so the memo stays under 1 MB.
+    /// Headers kept at most: an entry is under 200 bytes, so the memo stays under 1 MB.
     static let entriesMax = 4_096
-    private let entries = Mutex<[String: BasicCredentials]>([:])
+    private let entries = Mutex<[HeaderDigest: BasicCredentials]>([:])
+
+    /// Two SipHash values of one header, each under the process's seed with its own prefix.
+    struct HeaderDigest: Hashable {
+        let first: Int
+        let second: Int
+
+        init(_ header: String) {
+            var first = Hasher()
+            first.combine(UInt8(1))
+            first.combine(header)
+            var second = Hasher()
+            second.combine(UInt8(2))
+            second.combine(header)
+            self.first = first.finalize()
+            self.second = second.finalize()
+        }
+    }
 
     /// The credentials of `header` (`Basic <base64>`): from the memo, or from `decode`, kept
     /// when it succeeds. `decode` hashes the token once per distinct header.
     func credentials(
         _ header: String, decode: (String) throws(APIError) -> BasicCredentials
     ) throws(APIError) -> BasicCredentials {
-        if let known = entries.withLock({ $0[header] }) { return known }
+        let key = HeaderDigest(header)
+        if let known = entries.withLock({ $0[key] }) { return known }
         let decoded = try decode(header)
         entries.withLock { entries in
             if entries.count >= Self.entriesMax { entries.removeAll(keepingCapacity: true) }
-            entries[header] = decoded
+            entries[key] = decoded
         }
         return decoded
     }
