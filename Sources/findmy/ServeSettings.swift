@@ -239,7 +239,10 @@ extension ServeCommand {
             throw UsageError("unexpected argument '\(options.positional[0])'")
         }
         var configuration = Configuration(
-            dataDirectory: try options.required("data-dir", environment: "FINDMY_DATA_DIR"),
+            // Absolute from here on: the admin socket's address and the embedded cluster's paths
+            // are built from it, and a unix socket address must be absolute.
+            dataDirectory: LocalFiles.absolutePath(
+                try options.required("data-dir", environment: "FINDMY_DATA_DIR")),
             listen: options.value("listen", environment: "FINDMY_LISTEN") ?? "127.0.0.1:8080")
         try readStorage(options, into: &configuration)
         try readAccess(options, into: &configuration.limits)

@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import TestSupport
 import Testing
 
 /// `findmy user` goes through the server's admin socket when one answers and opens the log itself
@@ -56,5 +57,32 @@ import Testing
         #expect(
             online.error == offline.error && offline.error.contains("anna"),
             "\(offline.error) / \(online.error)")
+    }
+
+    /// `--data-dir data` as a user types it in their own directory: the server starts (its admin
+    /// socket's address is built from the data directory and must be absolute), and `findmy user`
+    /// given the same relative path finds it.
+    @Test func aRelativeDataDirectoryServesAndTakesAdminCalls() throws {
+        let base = ScratchDirectory("findmy-admin-relative")
+        let added = try FindmyProcess.run(
+            ["user", "add", "zed", "--data-dir", "data"], workingDirectory: base.path)
+        #expect(added.status == 0, "\(added.error)")
+        let server = try FindmyProcess(
+            ["serve", "--data-dir", "data", "--listen", "127.0.0.1:0", "--projector", "off"],
+            workingDirectory: base.path)
+        defer {
+            server.kill(SIGTERM)
+            server.wait(timeoutSeconds: 30)
+        }
+        try waitUntil("the server prints its URL or exits") {
+            !server.outputLines.isEmpty || !server.process.isRunning
+        }
+        #expect(server.outputLines.first?.hasPrefix("http://") == true, "\(server.standardError)")
+        try waitUntil("the admin socket exists") {
+            access(base.path + "/data/admin.sock", F_OK) == 0 || !server.process.isRunning
+        }
+        let online = try FindmyProcess.run(
+            ["user", "add", "anna", "--data-dir", "data"], workingDirectory: base.path)
+        #expect(online.status == 0 && online.output.contains("created user 2 'anna'"), "\(online.error)")
     }
 }

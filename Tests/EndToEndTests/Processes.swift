@@ -35,11 +35,14 @@ final class FindmyProcess: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let readersDone = DispatchGroup()
 
-    init(_ arguments: [String], environment: [String: String] = [:], executable: String = findmyExecutable())
-        throws
-    {
+    /// `workingDirectory`: the child's, for relative paths in its arguments (the test's own if nil).
+    init(
+        _ arguments: [String], environment: [String: String] = [:], executable: String = findmyExecutable(),
+        workingDirectory: String? = nil
+    ) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
         var merged = ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
         process.environment = merged
@@ -91,9 +94,10 @@ final class FindmyProcess: @unchecked Sendable {
     /// Runs findmy (or `executable`) to completion and returns (status, stdout, stderr).
     static func run(
         _ arguments: [String], environment: [String: String] = [:], timeoutSeconds: Double = 120,
-        executable: String = findmyExecutable()
+        executable: String = findmyExecutable(), workingDirectory: String? = nil
     ) throws -> (status: Int32, output: String, error: String) {
-        let child = try FindmyProcess(arguments, environment: environment, executable: executable)
+        let child = try FindmyProcess(
+            arguments, environment: environment, executable: executable, workingDirectory: workingDirectory)
         guard let status = child.wait(timeoutSeconds: timeoutSeconds) else {
             child.kill()
             child.wait()
