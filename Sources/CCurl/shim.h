@@ -42,16 +42,6 @@ static inline CURLcode findmy_curl_easy_setopt_closesocket(CURL *easy, findmy_cu
 static inline const struct sockaddr *findmy_curl_sockaddr_address(const struct curl_sockaddr *address) {
     return &address->addr;
 }
-typedef int (*findmy_curl_xferinfo_callback)(
-    void *context, curl_off_t downloadTotal, curl_off_t downloaded, curl_off_t uploadTotal, curl_off_t uploaded);
-
-/// The progress callback (about once a second while a transfer waits, and on every read): returning
-/// non-zero ends the transfer with CURLE_ABORTED_BY_CALLBACK. Turns CURLOPT_NOPROGRESS off.
-static inline CURLcode findmy_curl_easy_setopt_xferinfo(CURL *easy, findmy_curl_xferinfo_callback value, void *context) {
-    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, value);
-    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, context);
-    return curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
-}
 static inline CURLMcode findmy_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }

@@ -20,13 +20,6 @@ final class CurlEasy: @unchecked Sendable {
     /// When set, the body goes here piece by piece as it arrives instead of into `body` (a
     /// download larger than memory); `bodyBytesMax` does not apply to it.
     var bodySink: ((UnsafeRawBufferPointer) -> Void)?
-    /// When set, called once with the final answer's status and headers when they have all come,
-    /// before the first piece of its body (a stream's head).
-    var headSink: ((Int, [(name: String, value: String)]) -> Void)?
-    /// When set and true, the transfer ends (checked on every piece of the body and about once a
-    /// second while it waits), and `stopped` says so.
-    var shouldStop: (() -> Bool)?
-    var stopped = false
     /// The status of the last status line seen.
     var statusFromLine = 0
     var headerLines: [(name: String, value: String)] = []
@@ -80,7 +73,6 @@ final class CurlEasy: @unchecked Sendable {
     /// Forgets the previous answer, before the next request on the same handle.
     func clearAnswer() {
         upload = UnsafeRawBufferPointer(start: nil, count: 0)
-        stopped = false
         statusFromLine = 0
         body = []
         headerLines = []
@@ -142,10 +134,6 @@ private func curlWrite(
 ) -> Int {
     let easy = Unmanaged<CurlEasy>.fromOpaque(context!).takeUnretainedValue()
     let length = size * count
-    if easy.shouldStop?() == true {
-        easy.stopped = true
-        return 0
-    }
     if let sink = easy.bodySink {
         easy.bytesReceived += length
         sink(UnsafeRawBufferPointer(start: data, count: length))
@@ -191,12 +179,6 @@ private func curlHeader(
         easy.statusFromLine = fields.count > 1 ? Int(fields[1]) ?? 0 : 0
         return length
     }
-    if line == "\r\n" || line == "\n" {
-        if easy.statusFromLine >= 200, let sink = easy.headSink {
-            sink(easy.statusFromLine, easy.headerLines)
-        }
-        return length
-    }
     guard let colon = line.firstIndex(of: ":") else { return length }
     let written = line[..<colon]
     let name = easy.lowercaseHeaderNames ? written.lowercased() : String(written)
@@ -208,17 +190,6 @@ private func curlHeader(
         easy.body.reserveCapacity(min(bytes, CurlEasy.reserveBytesMax, easy.bodyBytesMax))
     }
     return length
-}
-
-/// Ends a transfer whose owner asked it to stop (`CurlEasy.shouldStop`).
-func curlProgress(
-    _ context: UnsafeMutableRawPointer?, _ downloadTotal: curl_off_t, _ downloaded: curl_off_t,
-    _ uploadTotal: curl_off_t, _ uploaded: curl_off_t
-) -> Int32 {
-    let easy = Unmanaged<CurlEasy>.fromOpaque(context!).takeUnretainedValue()
-    guard easy.shouldStop?() == true else { return 0 }
-    easy.stopped = true
-    return 1
 }
 
 /// Opens the socket of a connection only when the address passes the policy; a refused one fails

@@ -38,12 +38,6 @@ public final class HTTPConnection {
 
     /// Sends `request` and reads its response, connecting first if needed.
     public func send(_ request: HTTPClientRequest) throws(HTTPClientError) -> HTTPClientResponse {
-        try send(request, progress: false)
-    }
-
-    private func send(_ request: HTTPClientRequest, progress: Bool) throws(HTTPClientError)
-        -> HTTPClientResponse
-    {
         let endpoint = try endpoint.get()
         if easy == nil {
             guard let made = curl_easy_init() else { throw .transferFailed("curl_easy_init failed") }
@@ -55,10 +49,6 @@ public final class HTTPConnection {
         state.clearAnswer()
         state.attach(easy, headers: headerLines(request), closeCallback: true)
         setTarget(easy, endpoint, request.target)
-        if progress {
-            _ = findmy_curl_easy_setopt_xferinfo(
-                easy, curlProgress, Unmanaged.passUnretained(state).toOpaque())
-        }
         let result = request.body.withUnsafeBytes { body in
             setMethod(easy, request, body: body)
             return curl_easy_perform(easy)
@@ -87,36 +77,6 @@ public final class HTTPConnection {
         _ method: String, _ target: String, headers: [(name: String, value: String)] = [], body: [UInt8] = []
     ) throws(HTTPClientError) -> HTTPClientResponse {
         try send(HTTPClientRequest(method: method, target: target, headers: headers, body: body))
-    }
-
-    /// Sends `request` and hands its answer over as it comes: `onHead` once with the status and
-    /// headers (the final answer's, when they have all arrived), then `onBody` with each piece of
-    /// the body, until the body ends. When `shouldStop` turns true (it is asked on every piece and
-    /// about once a second while the answer is quiet) the exchange ends and this returns normally;
-    /// the connection is closed. For an answer that never ends by itself: a Server-Sent Events
-    /// stream. The idle timeout (`timeoutSeconds`) still applies: a stream must send something
-    /// (a heartbeat) more often.
-    public func stream(
-        _ request: HTTPClientRequest, onHead: @escaping (Int, [(name: String, value: String)]) -> Void,
-        onBody: @escaping (UnsafeRawBufferPointer) -> Void, shouldStop: @escaping () -> Bool
-    ) throws(HTTPClientError) {
-        state.bodySink = onBody
-        state.headSink = onHead
-        state.shouldStop = shouldStop
-        defer {
-            state.bodySink = nil
-            state.headSink = nil
-            state.shouldStop = nil
-        }
-        do {
-            _ = try send(request, progress: true)
-        } catch {
-            if state.stopped {
-                close()
-                return
-            }
-            throw error
-        }
     }
 
     /// Closes the connection, if one is open; the next request opens a new one.
