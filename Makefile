@@ -27,12 +27,15 @@ agent:
 # Checks the format (lint), builds everything (the findmy executable included, which the end-to-end
 # tests start as a real process), then runs every test: the Swift tests, the web panel in headless Chromium
 # (ops/tests/browser.sh, screenshots in .build/artifacts/browser) and `make run` from a fresh clone.
+CLIENT_TESTS = FindMyClientEndToEndTests|FindMyClientHTTPTests
+
 test: test-deps lint
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
-	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" $(SWIFT) test $(SWIFT_BUILD_FLAGS) --skip FindMyClientEndToEndTests
-	# FindMyClient works on Swift's cooperative thread pool (one thread a core); in the run above the
-	# blocking end-to-end tests hold those threads for minutes, so the client's tests run on their own.
-	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" $(SWIFT) test $(SWIFT_BUILD_FLAGS) --skip-build --filter FindMyClientEndToEndTests
+	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" $(SWIFT) test $(SWIFT_BUILD_FLAGS) --skip '$(CLIENT_TESTS)'
+	# FindMyClient and its transport work on Swift's cooperative thread pool (one thread a core); in
+	# the run above the blocking end-to-end tests hold those threads for minutes, so the client's
+	# tests run on their own.
+	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" $(SWIFT) test $(SWIFT_BUILD_FLAGS) --skip-build --filter '$(CLIENT_TESTS)'
 	FINDMY_BIN="$$($(SWIFT) build $(SWIFT_BUILD_FLAGS) --show-bin-path)/findmy" ops/tests/browser.sh
 	ops/tests/make-run.sh
 
