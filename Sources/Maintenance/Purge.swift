@@ -140,7 +140,7 @@ struct PurgePlan {
             }
         }
         if getuid() == 0 {
-            for user in osUsers where getpwnam(user) != nil {
+            for user in osUsers where LocalFiles.account(named: user) != nil {
                 do {
                     try removeOSUser(user)
                 } catch {
@@ -153,7 +153,8 @@ struct PurgePlan {
     /// The lines of `lines` whose thing is still there.
     func remaining() -> [String] {
         let paths = [dataDirectory].compactMap { $0 } + outside + [link].compactMap { $0 }
-        return paths.filter(Self.exists) + osUsers.filter { getpwnam($0) != nil }.map { "OS user " + $0 }
+        return paths.filter(Self.exists)
+            + osUsers.filter { LocalFiles.account(named: $0) != nil }.map { "OS user " + $0 }
     }
 
     // MARK: refusals
@@ -266,7 +267,9 @@ struct PurgePlan {
     static func existingUsers(_ names: [String]) -> [String] {
         guard getuid() == 0 else { return [] }
         var users: [String] = []
-        for name in names where getpwnam(name) != nil && !users.contains(name) { users.append(name) }
+        for name in names where LocalFiles.account(named: name) != nil && !users.contains(name) {
+            users.append(name)
+        }
         return users
     }
 }

@@ -180,8 +180,8 @@ extension EmbeddedPostgres {
 
     /// The cluster's OS user's uid and gid, for files findmy writes inside PGDATA.
     func clusterFileOwner() -> (uid_t, gid_t)? {
-        guard let osUser, let entry = getpwnam(osUser) else { return nil }
-        return (entry.pointee.pw_uid, entry.pointee.pw_gid)
+        guard let osUser, let account = LocalFiles.account(named: osUser) else { return nil }
+        return (account.uid, account.gid)
     }
 }
 

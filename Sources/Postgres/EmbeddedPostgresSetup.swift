@@ -14,7 +14,7 @@ extension EmbeddedPostgres {
         guard let osUser else { return }
         // A new OS user is neither owner nor group of anything: only the "others" bits let it
         // through. Refused before the user exists, so a refused start leaves none behind.
-        if getpwnam(osUser) == nil {
+        if LocalFiles.account(named: osUser) == nil {
             let closed = directoriesClosedToOthers(LocalFiles.parentDirectory(clusterDirectory))
             guard closed.isEmpty else { throw unreachableClusterError(osUser, closed, clusterDirectory) }
         }
@@ -155,8 +155,8 @@ func clusterOSUser(_ dataDirectory: String, instanceUser: String) -> String? {
     let link = dataDirectory + "/postgres"
     let cluster = LocalFiles.linkTarget(link) ?? link
     var info = stat()
-    if stat(cluster + "/data/PG_VERSION", &info) == 0, let entry = getpwuid(info.st_uid) {
-        return String(cString: entry.pointee.pw_name)
+    if stat(cluster + "/data/PG_VERSION", &info) == 0, let name = LocalFiles.accountName(uid: info.st_uid) {
+        return name
     }
     return instanceUser
 }
@@ -198,7 +198,7 @@ let accountCommandAttemptsMax = 10
 
 func ensureOSUser(_ name: String, comment: String) throws(EmbeddedPostgresError) -> (uid_t, gid_t) {
     var outcome = ChildOutcome(status: 0, output: "")
-    for attempt in 1...accountCommandAttemptsMax where getpwnam(name) == nil {
+    for attempt in 1...accountCommandAttemptsMax where LocalFiles.account(named: name) == nil {
         outcome = try runCommand(
             "/usr/sbin/useradd",
             [
@@ -208,19 +208,19 @@ func ensureOSUser(_ name: String, comment: String) throws(EmbeddedPostgresError)
             ])
         if !outcome.succeeded { usleep(UInt32(attempt) * 100_000) }
     }
-    guard let entry = getpwnam(name) else {
+    guard let account = LocalFiles.account(named: name) else {
         throw EmbeddedPostgresError("cannot create OS user \(name): \(outcome.output)")
     }
-    return (entry.pointee.pw_uid, entry.pointee.pw_gid)
+    return (account.uid, account.gid)
 }
 
 public func removeOSUser(_ name: String) throws(EmbeddedPostgresError) {
     var outcome = ChildOutcome(status: 0, output: "")
-    for attempt in 1...accountCommandAttemptsMax where getpwnam(name) != nil {
+    for attempt in 1...accountCommandAttemptsMax where LocalFiles.account(named: name) != nil {
         outcome = try runCommand("/usr/sbin/userdel", [name])
         if !outcome.succeeded { usleep(UInt32(attempt) * 100_000) }
     }
-    guard getpwnam(name) == nil else {
+    guard LocalFiles.account(named: name) == nil else {
         throw EmbeddedPostgresError("cannot delete OS user \(name): \(outcome.output)")
     }
 }

@@ -156,7 +156,48 @@ package enum LocalFiles {
     /// The name of the user this process runs as (its effective uid), or the uid when the
     /// password database has no entry for it.
     package static func processUserName() -> String {
-        getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? String(geteuid())
+        accountName(uid: geteuid()) ?? String(geteuid())
+    }
+
+    /// The uid and gid of the OS user `name`, nil when the password database has none.
+    /// getpwnam_r, never getpwnam: clusters are set up on several threads at once (the tests do),
+    /// and getpwnam's one static entry, overwritten by another thread's call between the lookup
+    /// and the read, gave a cluster's file to another cluster's user.
+    package static func account(named name: String) -> (uid: uid_t, gid: gid_t)? {
+        lookUpAccount { entry, buffer, count, result in getpwnam_r(name, &entry, buffer, count, &result) }
+            .map { ($0.pw_uid, $0.pw_gid) }
+    }
+
+    /// The name of the OS user `uid`, nil when the password database has none (getpwuid_r).
+    package static func accountName(uid: uid_t) -> String? {
+        var name: String?
+        _ = lookUpAccount { entry, buffer, count, result in
+            let status = getpwuid_r(uid, &entry, buffer, count, &result)
+            // pw_name points into `buffer`: read while it lives.
+            if status == 0, result != nil { name = String(cString: entry.pw_name) }
+            return status
+        }
+        return name
+    }
+
+    /// Runs a reentrant password-database lookup with a buffer grown while it says ERANGE.
+    private static func lookUpAccount(
+        _ call: (inout passwd, UnsafeMutablePointer<CChar>, Int, inout UnsafeMutablePointer<passwd>?) -> Int32
+    ) -> passwd? {
+        var size = 4096
+        while size <= 1 << 20 {
+            var entry = passwd()
+            var result: UnsafeMutablePointer<passwd>?
+            let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: size)
+            defer { buffer.deallocate() }
+            let status = call(&entry, buffer, size, &result)
+            if status == ERANGE {
+                size *= 2
+                continue
+            }
+            return status == 0 && result != nil ? entry : nil
+        }
+        return nil
     }
 
     /// One line to standard error in one write (so lines from several threads do not interleave).

@@ -100,4 +100,32 @@ struct LocalFilesTests {
         guard let made else { throw LocalFileError("mkdtemp", "", errno) }
         return String(cString: made)
     }
+
+    /// Two accounts looked up from several threads at once: each answer is its own account's.
+    /// With getpwnam's shared static entry, one thread read another's uid now and then, and a
+    /// cluster's file was given to another cluster's user.
+    @Test func accountsLookedUpOnManyThreadsAtOnceAreEachTheirOwn() async {
+        #expect(LocalFiles.account(named: "root")?.uid == 0)
+        #expect(LocalFiles.accountName(uid: 0) == "root")
+        #expect(LocalFiles.account(named: "findmy-no-such-user") == nil)
+        guard let nobody = LocalFiles.account(named: "nobody") else {
+            Issue.record("no OS user nobody on this machine")
+            return
+        }
+        let wrong = await withTaskGroup(of: Int.self) { group in
+            for thread in 0..<4 {
+                group.addTask {
+                    var wrong = 0
+                    for round in 0..<5_000 {
+                        let asksRoot = (round + thread) % 2 == 0
+                        let uid = LocalFiles.account(named: asksRoot ? "root" : "nobody")?.uid
+                        if uid != (asksRoot ? 0 : nobody.uid) { wrong += 1 }
+                    }
+                    return wrong
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(wrong == 0)
+    }
 }
