@@ -232,8 +232,8 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         let limit = try end ?? durableEndOffset()
         guard start < limit else { return start }
         let subject = subjects[partition]
-        // The partition's newest message: nothing to wait for beyond it (and nothing at all when
-        // it is below `start`). Only a bound on the wait: the answer may come from a store behind.
+        // The partition's newest message, as the stream leader answers (the stream has no direct
+        // get): nothing to wait for beyond it, and nothing at all when it is below `start`.
         guard let newest = try lastSequence(subject), newest > start else { return start }
         let stopSequence = min(newest, limit)
         let subscription = try orderedConsumer(subject, from: start)
@@ -242,9 +242,23 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             natsSubscription_Destroy(subscription)
         }
         var next = start
+        // The consumer may live on a replica that has not applied the newest messages yet (a node
+        // restarted and catching up): its "nothing pending" then comes before `stopSequence`, the
+        // leader's newest. Such a short read made the retention policy miss a user's change and an
+        // import store a record twice, so the read waits for `stopSequence` unless the leader says
+        // the partition's newest is now below it (erased meanwhile).
+        let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
         while true {
             guard let delivered = try nextMessage(subscription, subject, waitingFor: stopSequence) else {
-                return next
+                guard next < stopSequence, let newest = try lastSequence(subject), newest > next else {
+                    return next
+                }
+                guard monotonicMicros() < deadline else {
+                    throw JetStreamLogError.readFailed(
+                        subject: subject.text,
+                        "the consumer stopped at sequence \(next) while the leader's newest is \(newest)")
+                }
+                continue
             }
             defer { natsMsg_Destroy(delivered.message) }
             let sequence = delivered.sequence
@@ -270,7 +284,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
             if try !visit(record, value) { return sequence - 1 }
             next = sequence
             if sequence >= limit { return limit }
-            if sequence >= stopSequence || delivered.pending == 0 { return next }
+            if sequence >= stopSequence { return next }
         }
     }
 
