@@ -338,7 +338,7 @@ final class AgentRig {
         let posted = try post(deviceID, #"{"kind": "locate"}"#)
         let answered = try waitForAnswer(posted.id, offset: posted.offset)
         guard let recordedAt = answered.recordedAtMicros,
-            let written = gpsd.writtenAt(receiverMicros: recordedAt)
+            let written = gpsd.writtenAt(receiverMicros: recordedAt, waitingUntil: deadline())
         else { throw UsageError("locate \(posted.id) was answered by no report of this run's gpsd") }
         guard written > posted.started else {
             throw UsageError("locate \(posted.id) was answered by a report written before it was asked")

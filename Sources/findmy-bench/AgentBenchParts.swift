@@ -112,10 +112,18 @@ final class FakeGPSD: @unchecked Sendable {
     var reportCount: Int { lock.withLock { written.count } }
 
     /// When the report whose receiver time is `receiverMicros` was written (within 500 µs: the
-    /// agent carries the time as a floating-point number of seconds); nil for none.
-    func writtenAt(receiverMicros: Int64) -> Int64? {
+    /// agent carries the time as a floating-point number of seconds); nil for none by `deadline`.
+    /// Waits: a report is noted after its `send` returns, and on a loaded machine the agent, the
+    /// server and the driver's poll can all run before the writing thread notes it.
+    func writtenAt(receiverMicros: Int64, waitingUntil deadline: Int64) -> Int64? {
         lock.withLock {
-            written.last { abs($0.receiverMicros - receiverMicros) <= 500 }?.monotonicMicros
+            while true {
+                if let entry = written.last(where: { abs($0.receiverMicros - receiverMicros) <= 500 }) {
+                    return entry.monotonicMicros
+                }
+                guard !stopped, monotonicMicros() < deadline else { return nil }
+                _ = lock.wait(0, untilMonotonicMicros: deadline)
+            }
         }
     }
 
@@ -179,6 +187,7 @@ final class FakeGPSD: @unchecked Sendable {
             lock.withLock {
                 written.append((receiverMicros, sent))
                 if written.count > 100_000 { written.removeFirst(50_000) }
+                lock.broadcast()
             }
         }
     }
