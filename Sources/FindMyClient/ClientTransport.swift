@@ -44,6 +44,12 @@ public struct ClientResponse: Sendable, Equatable {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value
     }
 
+    /// The comma-separated tokens of header `name` (`Connection`, `Transfer-Encoding`), trimmed
+    /// and lowercased, in order; empty when it is absent.
+    public func headerTokens(_ name: String) -> [String] {
+        (header(name) ?? "").split(separator: ",").map { String($0).trimmingWhiteSpace().lowercased() }
+    }
+
     /// `Retry-After` in whole seconds (the server sends seconds, never a date).
     public var retryAfterSeconds: Double? {
         header("Retry-After").flatMap { Double($0.trimmingWhiteSpace()) }

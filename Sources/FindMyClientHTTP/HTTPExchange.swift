@@ -75,12 +75,14 @@ struct HTTPExchange {
             head = next
         } while (100...199).contains(head.status)
         onHead(head)
-        let keepAlive = head.header("Connection")?.lowercased().contains("close") != true
+        // Token lists, not substrings: String's substring search would link the whole
+        // _StringProcessing and _RegexParser runtime into the agent (0.8 MB of code, resident).
+        let keepAlive = !head.headerTokens("Connection").contains("close")
         if head.status == 204 || head.status == 304 {
             reusable = keepAlive
             return true
         }
-        if head.header("Transfer-Encoding")?.lowercased().contains("chunked") == true {
+        if head.headerTokens("Transfer-Encoding").last == "chunked" {
             guard try readChunked(onBody, shouldStop) else { return false }
         } else if let lengthText = head.header("Content-Length") {
             guard let length = Int(lengthText.filter { $0 != " " }), length >= 0 else {

@@ -44,7 +44,7 @@ struct AudioSystem: Equatable {
     /// /proc/asound/cards lists the cards, or says "--- no soundcards ---"; it is absent without ALSA.
     static func soundCardPresent() -> Bool {
         guard let cards = SysfsBattery.read("/proc/asound/cards") else { return false }
-        return !cards.isEmpty && !cards.contains("no soundcards")
+        return !cards.isEmpty && !cards.hasPrefix("--- no soundcards")
     }
 
     /// The path of program `name` in PATH (Debian's default PATH when unset), when executable.
