@@ -77,6 +77,13 @@ let package = Package(
         // (Argon2id password hashes).
         .target(name: "Crypto", dependencies: ["CCrypto", "CSodium"], swiftSettings: strict),
 
+        // The client side of TLS (TLSClientStream: OwnTracks' mqtts:// broker, the agent's https://
+        // server), the one module that touches libssl, through CTLS: wrappers over libssl loaded
+        // with dlopen on the first connection, so that a process that never dials TLS never maps
+        // libssl and libcrypto (the agent on plain HTTP: docs/agent.md, "Memory").
+        .target(name: "CTLS", linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "TLS", dependencies: ["CTLS"], swiftSettings: strict),
+
         // The pure core (docs/architecture.md): the registry of users, devices, tokens and shares
         // folded from the log, the command, geofence and presence books, registry snapshots, and
         // `RegistryStore`: the registry's locks and the one append path, written against
@@ -110,8 +117,8 @@ let package = Package(
         .target(
             name: "Clients",
             dependencies: [
-                "Core", "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "Threads", "MQTT",
-                "Commands", "Postgres", "ProjectionSchema",
+                "Core", "CLI", "Ingest", "Identity", "Events", "HTTP", "JSON", "Crypto", "TLS", "Threads",
+                "MQTT", "Commands", "Postgres", "ProjectionSchema",
             ],
             swiftSettings: strict),
 
@@ -287,11 +294,11 @@ let package = Package(
         // clock and files through POSIX), so that the agent stays small and an app can embed it.
         .target(name: "FindMyClient", dependencies: ["JSON"], swiftSettings: strict),
 
-        // FindMyClient's ClientTransport over POSIX sockets, HTTP/1.1, TLS through Crypto's
-        // TLSClientStream (libssl): the agent's, and the tests'. Not libcurl, whose protocols'
+        // FindMyClient's ClientTransport over POSIX sockets, HTTP/1.1, TLS through TLS's
+        // TLSClientStream (libssl, loaded only for https://): the agent's, and the tests'. Not libcurl, whose protocols'
         // libraries would cost the agent megabytes resident.
         .target(
-            name: "FindMyClientHTTP", dependencies: ["FindMyClient", "Crypto", "Threads"],
+            name: "FindMyClientHTTP", dependencies: ["FindMyClient", "TLS", "Threads"],
             swiftSettings: strict),
 
         // The agent for Linux devices (docs/agent.md): FindMyClient over FindMyClientHTTP, gpsd

@@ -7,6 +7,7 @@ import Ingest
 import JSON
 import MQTT
 import Synchronization
+import TLS
 import Threads
 
 #if canImport(Glibc)
@@ -590,6 +591,6 @@ extension OwnTracksMQTTService {
     }
 }
 
-/// TLS for `mqtts://`: Crypto's stream (the module that owns OpenSSL) is the bytes of the MQTT
+/// TLS for `mqtts://`: TLS's stream (the module that owns libssl) is the bytes of the MQTT
 /// connection.
 extension TLSClientStream: ByteStream {}

@@ -1,8 +1,8 @@
-// One connection to a findmy server: a TCP socket, with TLS through Crypto's TLSClientStream for
+// One connection to a findmy server: a TCP socket, with TLS through TLS's TLSClientStream for
 // `https://` (the certificate checked against the system's CA store, or one CA file, and against
 // the URL's host). Blocking reads and writes, each wait bounded: a read waits in slices of a second
 // so that a stream can be stopped, and gives up after the idle timeout.
-import Crypto
+import TLS
 import Threads
 
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-import CCrypto
+import CTLS
 
 #if canImport(Glibc)
     import Glibc
@@ -13,8 +13,8 @@ public struct TLSError: Error, Sendable, Equatable, CustomStringConvertible {
 /// The client side of TLS (1.2 or later) over a socket someone else connected and will close:
 /// the handshake, the server's certificate checked against the system's CA store (or one CA file)
 /// and against the host name or IP address the caller dialled, then blocking reads and writes.
-/// Through OpenSSL's libssl (`SSL_connect`, `SSL_read`, `SSL_write`); nothing else in findmy
-/// touches it.
+/// Through OpenSSL's libssl (`SSL_connect`, `SSL_read`, `SSL_write`), loaded by CTLS on the
+/// first connection; nothing else in findmy touches it.
 ///
 /// The socket stays blocking; a receive timeout on it (SO_RCVTIMEO) bounds how long a stalled peer
 /// can hold a read. `SSL_MODE_AUTO_RETRY` is cleared so that a read woken by a record that carries
@@ -31,23 +31,24 @@ public final class TLSClientStream: @unchecked Sendable {
     /// trust instead of the system's store (a private CA). Throws when the handshake fails or the
     /// certificate is not trusted or not for `host`.
     public init(socket: Int32, host: String, caFile: String?) throws(TLSError) {
-        ERR_clear_error()
-        guard let context = SSL_CTX_new(TLS_client_method()) else {
+        try Self.loadLibrary()
+        findmy_err_clear_error()
+        guard let context = findmy_ssl_ctx_new_client() else {
             throw TLSError("TLS: cannot make a context: \(Self.errorQueue())")
         }
         self.context = context
         guard let ssl = Self.configured(context, socket: socket, host: host, caFile: caFile) else {
             let why = Self.errorQueue()
-            SSL_CTX_free(context)
+            findmy_ssl_ctx_free(context)
             throw TLSError(caFile.map { "TLS: cannot use the CA file '\($0)': \(why)" } ?? "TLS: \(why)")
         }
         self.ssl = ssl
-        let result = SSL_connect(ssl)
+        let result = findmy_ssl_connect(ssl)
         guard result == 1 else {
-            let verification = SSL_get_verify_result(ssl)
+            let verification = findmy_ssl_get_verify_result(ssl)
             let why: String
-            if verification != X509_V_OK {
-                let reason = String(cString: X509_verify_cert_error_string(verification))
+            if verification != Int(FINDMY_X509_V_OK) {
+                let reason = String(cString: findmy_x509_verify_cert_error_string(verification))
                 why =
                     "the broker's certificate is not trusted for '\(host)': \(reason) ("
                     + (caFile.map { "checked against the CA file '\($0)'" }
@@ -58,55 +59,66 @@ public final class TLSClientStream: @unchecked Sendable {
             }
             // Every stored property is set, so deinit runs after this throw: it frees both.
             closed = true
-            SSL_free(ssl)
-            SSL_CTX_free(context)
+            findmy_ssl_free(ssl)
+            findmy_ssl_ctx_free(context)
             throw TLSError(why)
         }
     }
 
     deinit { close() }
 
+    /// libssl is loaded on the first TLS connection, not at start: a process that never makes
+    /// one does not map it (docs/agent.md, "Memory").
+    private static func loadLibrary() throws(TLSError) {
+        var why = [CChar](repeating: 0, count: 512)
+        guard findmy_tls_load(&why, why.count) == 1 else {
+            throw TLSError(
+                "TLS: "
+                    + String(decoding: why.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+    }
+
     private static func configured(_ context: OpaquePointer, socket: Int32, host: String, caFile: String?)
         -> OpaquePointer?
     {
         guard findmy_ssl_ctx_set_min_tls12(context) == 1 else { return nil }
-        SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        findmy_ssl_ctx_verify_peer(context)
         if let caFile {
-            guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else { return nil }
+            guard findmy_ssl_ctx_load_ca_file(context, caFile) == 1 else { return nil }
         } else {
-            guard SSL_CTX_set_default_verify_paths(context) == 1 else { return nil }
+            guard findmy_ssl_ctx_set_default_verify_paths(context) == 1 else { return nil }
         }
-        guard let ssl = SSL_new(context) else { return nil }
+        guard let ssl = findmy_ssl_new(context) else { return nil }
         findmy_ssl_clear_auto_retry(ssl)
         // SSL_set1_host checks an IP literal against the certificate's IP addresses (OpenSSL 3)
         // and a name against its DNS names; only a name goes into SNI (RFC 6066 forbids literals).
         let isAddress = Self.isIPAddress(host)
-        guard SSL_set1_host(ssl, host) == 1, isAddress || findmy_ssl_set_server_name(ssl, host) == 1,
-            SSL_set_fd(ssl, socket) == 1
+        guard findmy_ssl_set1_host(ssl, host) == 1, isAddress || findmy_ssl_set_server_name(ssl, host) == 1,
+            findmy_ssl_set_fd(ssl, socket) == 1
         else {
-            SSL_free(ssl)
+            findmy_ssl_free(ssl)
             return nil
         }
         return ssl
     }
 
     /// Bytes OpenSSL decrypted already and holds: a poll of the socket would not see them.
-    public var hasBufferedBytes: Bool { !closed && SSL_pending(ssl) > 0 }
+    public var hasBufferedBytes: Bool { !closed && findmy_ssl_pending(ssl) > 0 }
 
     /// Reads what is there, blocking only for the rest of a record under way. nil: nothing to
     /// read yet (the record carried no data, or the socket's receive timeout passed); 0: the
     /// peer closed the connection.
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(TLSError) -> Int? {
         precondition(!closed, "receive on a closed TLS stream")
-        ERR_clear_error()
-        let count = SSL_read(ssl, buffer.baseAddress, Int32(min(buffer.count, Int(Int32.max))))
+        findmy_err_clear_error()
+        let count = findmy_ssl_read(ssl, buffer.baseAddress, Int32(min(buffer.count, Int(Int32.max))))
         if count > 0 { return Int(count) }
         let savedErrno = errno
-        switch SSL_get_error(ssl, count) {
-        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return nil
-        case SSL_ERROR_ZERO_RETURN: return 0
-        case SSL_ERROR_SYSCALL where savedErrno == EAGAIN || savedErrno == EINTR: return nil
-        case SSL_ERROR_SYSCALL where ERR_peek_error() == 0 && savedErrno == 0: return 0
+        switch findmy_ssl_get_error(ssl, count) {
+        case Int32(FINDMY_SSL_ERROR_WANT_READ), Int32(FINDMY_SSL_ERROR_WANT_WRITE): return nil
+        case Int32(FINDMY_SSL_ERROR_ZERO_RETURN): return 0
+        case Int32(FINDMY_SSL_ERROR_SYSCALL) where savedErrno == EAGAIN || savedErrno == EINTR: return nil
+        case Int32(FINDMY_SSL_ERROR_SYSCALL) where findmy_err_peek_error() == 0 && savedErrno == 0: return 0
         default: throw TLSError("TLS read: \(Self.failure(ssl, count, errno: savedErrno))")
         }
     }
@@ -116,18 +128,18 @@ public final class TLSClientStream: @unchecked Sendable {
         precondition(!closed, "send on a closed TLS stream")
         var sent = 0
         while sent < bytes.count {
-            ERR_clear_error()
+            findmy_err_clear_error()
             let count = bytes.withUnsafeBytes {
-                SSL_write(ssl, $0.baseAddress! + sent, Int32(min(bytes.count - sent, Int(Int32.max))))
+                findmy_ssl_write(ssl, $0.baseAddress! + sent, Int32(min(bytes.count - sent, Int(Int32.max))))
             }
             if count > 0 {
                 sent += Int(count)
                 continue
             }
             let savedErrno = errno
-            switch SSL_get_error(ssl, count) {
-            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: continue
-            case SSL_ERROR_SYSCALL where savedErrno == EINTR: continue
+            switch findmy_ssl_get_error(ssl, count) {
+            case Int32(FINDMY_SSL_ERROR_WANT_READ), Int32(FINDMY_SSL_ERROR_WANT_WRITE): continue
+            case Int32(FINDMY_SSL_ERROR_SYSCALL) where savedErrno == EINTR: continue
             default: throw TLSError("TLS write: \(Self.failure(ssl, count, errno: savedErrno))")
             }
         }
@@ -138,9 +150,9 @@ public final class TLSClientStream: @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
-        SSL_shutdown(ssl)
-        SSL_free(ssl)
-        SSL_CTX_free(context)
+        findmy_ssl_shutdown(ssl)
+        findmy_ssl_free(ssl)
+        findmy_ssl_ctx_free(context)
     }
 
     private static func isIPAddress(_ host: String) -> Bool {
@@ -152,10 +164,10 @@ public final class TLSClientStream: @unchecked Sendable {
     private static func failure(_ ssl: OpaquePointer, _ result: Int32, errno savedErrno: Int32 = errno)
         -> String
     {
-        let code = SSL_get_error(ssl, result)
+        let code = findmy_ssl_get_error(ssl, result)
         let queued = errorQueue()
         if !queued.isEmpty { return queued }
-        if code == SSL_ERROR_SYSCALL {
+        if code == Int32(FINDMY_SSL_ERROR_SYSCALL) {
             return savedErrno == 0 ? "the connection was closed" : String(cString: strerror(savedErrno))
         }
         return "SSL error \(code)"
@@ -165,10 +177,10 @@ public final class TLSClientStream: @unchecked Sendable {
     private static func errorQueue() -> String {
         var reasons: [String] = []
         while true {
-            let code = ERR_get_error()
+            let code = findmy_err_get_error()
             if code == 0 { break }
             var text = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &text, text.count)
+            findmy_err_error_string_n(code, &text, text.count)
             reasons.append(
                 String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
