@@ -80,7 +80,7 @@ let package = Package(
         // The client side of TLS (TLSClientStream: OwnTracks' mqtts:// broker, the agent's https://
         // server), the one module that touches libssl, through CTLS: wrappers over libssl loaded
         // with dlopen on the first connection, so that a process that never dials TLS never maps
-        // libssl and libcrypto (the agent on plain HTTP: docs/agent.md, "Memory").
+        // libssl and libcrypto (the agent on plain HTTP: docs/benchmarks.md, "The agent").
         .target(name: "CTLS", linkerSettings: [.linkedLibrary("dl")]),
         .target(name: "TLS", dependencies: ["CTLS"], swiftSettings: strict),
 

@@ -68,7 +68,7 @@ public final class TLSClientStream: @unchecked Sendable {
     deinit { close() }
 
     /// libssl is loaded on the first TLS connection, not at start: a process that never makes
-    /// one does not map it (docs/agent.md, "Memory").
+    /// one does not map it (docs/benchmarks.md, "The agent").
     private static func loadLibrary() throws(TLSError) {
         var why = [CChar](repeating: 0, count: 512)
         guard findmy_tls_load(&why, why.count) == 1 else {
