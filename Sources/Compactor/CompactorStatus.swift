@@ -73,7 +73,7 @@ public struct CompactorStatusSource: StatusSource {
             ),
             (
                 "geofence_rows_deleted_total", "counter",
-                "Rows removed from the geofence projection's tables (its fixes and transitions).",
+                "Rows removed from the geofence projection's tables (its fixes, transitions and found notices) and from the notifier's deliveries.",
                 totals.geofenceRowsDeleted
             ),
         ]

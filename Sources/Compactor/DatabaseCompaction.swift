@@ -12,7 +12,8 @@ public struct DatabaseCompactionReport: Sendable, Equatable {
     public var importRowsDeleted = 0
     /// Rows of `commands` deleted (with their `command_deliveries`; docs/retention.md, "Commands").
     public var commandRowsDeleted = 0
-    /// Rows of the geofence projection deleted: fixes and transitions (GeofenceCompaction.swift).
+    /// Rows of the geofence projection deleted (fixes, transitions, found notices) and of the
+    /// notifier's deliveries (GeofenceCompaction.swift).
     public var geofenceRowsDeleted = 0
     public var latestRecomputed = 0
     /// Tables rewritten (`VACUUM FULL`) because erased rows left their bytes in them, in order.

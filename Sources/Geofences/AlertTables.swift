@@ -1,4 +1,5 @@
 import Postgres
+import ProjectionSchema
 
 /// The notifier's tables (docs/geofences.md, "Notifications"), in a schema of their own: the
 /// geofence projection drops and rebuilds `findmy_geofences` when its version changes, and the record
@@ -9,9 +10,9 @@ import Postgres
 /// from 1 again, so a new generation starts the cursor over, and the unique idempotency key keeps a
 /// transition announced before the rebuild from being announced twice.
 public enum AlertTables {
-    public static let schema = "findmy_geofence_alerts"
+    public static let schema = GeofenceSchema.alertsSchema
     public static let cursor = schema + ".cursor"
-    public static let deliveries = schema + ".deliveries"
+    public static let deliveries = schema + "." + GeofenceSchema.alertDeliveries
     /// The cursor's row.
     static let cursorName = "geofence_transitions"
     /// The found notices' cursor row (its `last_transition_id` is the last `found_notices.id`).
@@ -19,7 +20,7 @@ public enum AlertTables {
     /// The `geofence_id` of a found notice's deliveries: no fence has it (fence ids start at 1).
     static let foundNoticeGeofenceID: UInt64 = 0
 
-    static func prepare(_ connection: PostgresConnection) throws {
+    package static func prepare(_ connection: PostgresConnection) throws {
         try connection.executeScript(
             """
             CREATE SCHEMA IF NOT EXISTS \(schema);

@@ -4,6 +4,12 @@
 /// rebuilds and swaps never touch it.
 public enum GeofenceSchema {
     public static let schema = "findmy_geofences"
+    /// The notifier's schema (Geofences' `AlertTables`): outside the projection's, so that a
+    /// rebuild keeps what was announced. Named here for the compactor, which deletes from it.
+    public static let alertsSchema = "findmy_geofence_alerts"
+    /// Its table of deliveries, one row per (transition or found notice, channel), with the body
+    /// sent (the fix's position): `device_id`, `recorded_at_micros`, `created_micros`.
+    public static let alertDeliveries = "deliveries"
 
     public enum Table: String, Sendable, CaseIterable {
         /// The fences as the projection last folded them.

@@ -252,4 +252,72 @@ import Workload
         }
         #expect(fixes == 1)
     }
+
+    /// The notifier's deliveries (the bodies sent, with the fix's position) and the found notices
+    /// fired go as the fixes do: past the window, inside an erased range, a removed device's all.
+    @Test func retentionErasureAndRemovalReachDeliveriesAndFoundNotices() throws {
+        let setup = try Setup()
+        let day: Int64 = 24 * 60
+        try setup.append(.geofenceDefined(Self.fence))
+        try setup.batch([Self.fix(0, at: 35 * day)], receivedMinute: 35 * day)
+        _ = try setup.transitions()
+        let main = Projector(client: setup.client, reader: setup.projector.reader)
+        try main.prepare()
+        // (device, minute recorded and created): the first expires, device 2's at 36 days is erased,
+        // device 3 is removed; the others stay.
+        let rows: [(UInt64, Int64)] = [(1, 0), (1, 35 * day), (2, 36 * day), (2, 38 * day), (3, 36 * day)]
+        try setup.client.withConnection { connection in
+            try AlertTables.prepare(connection)
+            for (index, (device, minute)) in rows.enumerated() {
+                let micros = Self.t0 + minute * Self.minute
+                try connection.execute(
+                    """
+                    INSERT INTO findmy_geofence_alerts.deliveries (geofence_id, device_id, transition_id, event,
+                        recorded_at_micros, channel, url, idempotency_key, body, title, tags, state,
+                        next_attempt_micros, created_micros)
+                    VALUES (1, $1, $2, 'enter', $3, 'ntfy', 'https://ntfy.example/t', $4, '\\x7b7d', 't', '',
+                        'delivered', $3, $3)
+                    """, [.int64(Int64(device)), .int64(Int64(index)), .int64(micros), .text("key-\(index)")])
+            }
+            for minute in [0, 35 * day] {
+                try connection.execute(
+                    """
+                    INSERT INTO findmy_geofences.found_notices (device_id, user_id, armed_offset, log_offset,
+                        recorded_at, received_at, latitude, longitude, accuracy_m)
+                    VALUES (1, 1, 0, 0, $1, $1, 52.5, 13.4, 10)
+                    """, [.timestamp(micros: Self.t0 + minute * Self.minute)])
+            }
+        }
+        try setup.append(
+            .historyErased(
+                HistoryErased(
+                    deviceID: 2, fromMicros: Self.t0 + 35 * day * Self.minute,
+                    toMicros: Self.t0 + 37 * day * Self.minute)), receivedMinute: 39 * day)
+        try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 3)), receivedMinute: 39 * day)
+        try catchUp(main)
+        _ = try setup.transitions()
+        let policy = try RetentionPolicy.fold(
+            setup.projector.reader, upTo: setup.writer.durableEnd,
+            settings: RetentionSettings(retentionDays: 30))
+        let report = try setup.client.withConnection {
+            try DatabaseCompaction(
+                policy: policy, nowMicros: Self.t0 + 40 * day * Self.minute, rowsPerStatementMax: 1,
+                logID: setup.writer.logID
+            ).run($0, dryRun: false)
+        }
+        let left = try setup.client.withConnection { connection in
+            let result = try connection.execute(
+                """
+                SELECT device_id || ' ' || (recorded_at_micros - $1) / 60000000
+                FROM findmy_geofence_alerts.deliveries ORDER BY device_id, recorded_at_micros
+                """, [.int64(Self.t0)])
+            return (0..<result.rowCount).compactMap { result.string($0, 0) }
+        }
+        #expect(left == ["1 \(35 * day)", "2 \(38 * day)"])
+        let notices = try setup.client.withConnection {
+            try count($0, "SELECT count(*) FROM findmy_geofences.found_notices")
+        }
+        #expect(notices == 1)
+        #expect(report.relationsRewritten.contains("findmy_geofence_alerts.deliveries"))
+    }
 }
