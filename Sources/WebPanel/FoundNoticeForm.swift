@@ -3,7 +3,8 @@ import Identity
 
 /// "Notify when found" from the device card (docs/found-notices.md): `POST
 /// /find-my/devices/{id}/notify-when-found` with `armed` = `true` or `false`, the session's CSRF
-/// token, the device's owner only (anyone else: "Device not found"). Back to the device on the map;
+/// token, the device's owner only (anyone else: "Device not found"). Back to the device on the map
+/// with the sheet as it was (`sheet`);
 /// arming without an alert target leads to the account page, which says what to set.
 extension PanelService {
     static let foundNoticeErrors: [String: String] = [
@@ -18,7 +19,11 @@ extension PanelService {
     }
 
     func setFoundNotice(_ caller: Caller, _ form: FormDevice) -> HTTPResponse {
-        let back = "/find-my?selected=\(form.device.id)"
+        var back = "/find-my?selected=\(form.device.id)"
+        // A phone's sheet pulled up or down stays so (`half`, the default, is no parameter).
+        if let sheet = form.fields["sheet"].flatMap(PanelPage.SheetState.init(rawValue:)), sheet != .half {
+            back += "&sheet=" + sheet.rawValue
+        }
         let armed: Bool
         switch form.fields["armed"] {
         case "true": armed = true

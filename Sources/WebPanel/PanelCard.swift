@@ -78,6 +78,9 @@ extension PanelPage {
         html.attribute(csrf ?? "")
         html.raw("\">\n<input type=\"hidden\" name=\"armed\" value=\"")
         html.raw(armed ? "false" : "true")
+        // The sheet's state, so that the answer's page keeps it (the script updates it with the URL).
+        html.raw("\">\n<input type=\"hidden\" name=\"sheet\" value=\"")
+        html.attribute(sheet.rawValue)
         html.raw("\">\n<p id=\"notify-state\" role=\"status\" data-device=\"")
         html.attribute(String(device.id))
         html.raw("\" data-armed=\"")

@@ -78,6 +78,11 @@ import Testing
         #expect(armed.status == 303 && armed.headers["Location"] == "/find-my?selected=7")
         #expect(identity.foundNotice(deviceID: 7)?.userID == olga.userID)
         _ = call("POST", arm, "csrf=\(csrf)&armed=false")
+        // From a phone with the sheet pulled up: back with it up (a bad value is the default).
+        let full = call("POST", arm, "csrf=\(csrf)&armed=true&sheet=full")
+        #expect(full.headers["Location"] == "/find-my?selected=7&sheet=full")
+        let odd = call("POST", arm, "csrf=\(csrf)&armed=false&sheet=sideways")
+        #expect(odd.headers["Location"] == "/find-my?selected=7")
         #expect(identity.foundNotice(deviceID: 7) == nil)
 
         // Without the form's token, or on someone else's device: nothing happens.

@@ -157,6 +157,10 @@
     document.querySelectorAll("a[href^='/find-my?'], a[href='/find-my']").forEach(function (link) {
       link.setAttribute("href", withParameter(link.getAttribute("href"), name, value));
     });
+    // A card's form carries it too: its answer leads back to the panel with the same state.
+    document.querySelectorAll("form input[type='hidden'][name='" + name + "']").forEach(function (input) {
+      input.value = value === null ? "half" : value;
+    });
   }
 
   function link(href) {
