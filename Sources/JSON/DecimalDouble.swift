@@ -8,9 +8,10 @@
 /// significand), that is exact integer arithmetic on M * 10^k: the nearest multiple is within half
 /// an ulp (2^-s-1), i.e. twice its distance, in units of 2^-s * 10^-k, is under 10^k (or equal,
 /// when M is even: ties read back to the even significand). Reading back works for every k from
-/// the smallest on, so k can be searched for. Left to `description`: values outside
-/// [0.001, 10^15), powers of two (their rounding interval is lopsided), and exact ties between two
-/// multiples that both read back. At most 22 bytes: a sign, a point, 20 digits (0.00 then 17).
+/// the smallest on, so k can be searched for. A whole number below 10^15 (zero included) is
+/// written as its digits and `.0` before any search. Left to `description`: other values outside
+/// [0.001, 10^15), other powers of two (their rounding interval is lopsided), and exact ties
+/// between two multiples that both read back. At most 22 bytes: a sign, a point, 20 digits (0.00 then 17).
 /// Tested against `description` on a million values.
 package enum DecimalDouble {
     /// Writes `value` as `description` would and returns the byte count; nil when the value is not
@@ -29,13 +30,32 @@ package enum DecimalDouble {
         _ value: Double, into output: UnsafeMutablePointer<UInt8>, fractionDigitsGuess guess: inout Int
     ) -> Int? {
         let magnitude = value.magnitude
+        // A whole number is its digits and `.0` (zero too, and the powers of two the search below
+        // leaves to `description`): accuracies, battery-like values, a still phone's speed.
+        if magnitude < 1e15, magnitude == magnitude.rounded(.towardZero) {
+            var count = 0
+            if value.sign == .minus {
+                output[0] = UInt8(ascii: "-")
+                count = 1
+            }
+            count += Digits.write(UInt64(magnitude), into: output + count)
+            output[count] = UInt8(ascii: ".")
+            output[count + 1] = UInt8(ascii: "0")
+            guess = 0
+            return count + 2
+        }
         guard magnitude >= 1e-3, magnitude < 1e15, magnitude.significandBitPattern != 0 else { return nil }
+        if let digits = guessedDigits(magnitude, guess) {
+            return writeDigits(digits, fractionDigits: guess, negative: value < 0, into: output)
+        }
         let significand = UInt64(magnitude.significandBitPattern) | (1 << 52)
-        let shift = 52 - Int(magnitude.exponent)  // 3 ... 62 in this range
+        // The unbiased exponent from the bits (the number is normal in this range): `exponent`
+        // is a call into the standard library.
+        let shift = 52 - (Int(magnitude.exponentBitPattern) - 1023)  // 3 ... 62 in this range
         // The search keeps: every k below `low` does not read back; `found` holds the digits at
         // k = high + 1, the smallest k known to read back (none yet while nil).
         var low = 0
-        var high = powersOfTen.count - 1
+        var high = powersOfTenCount - 1
         var found: UInt64? = nil
         var tie = false
         func probe(_ k: Int) {
@@ -56,15 +76,53 @@ package enum DecimalDouble {
         // 15 significant digits first and stepping up was measured: no faster.)
         while !tie && low <= high { probe((low + high) / 2) }
         guard !tie else { return nil }
-        guard let digits = found, low < powersOfTen.count else { return nil }
-        let fractionDigits = low
-        guess = fractionDigits
+        guard let digits = found, low < powersOfTenCount else { return nil }
+        guess = low
+        return writeDigits(digits, fractionDigits: low, negative: value < 0, into: output)
+    }
+
+    /// The digits of `magnitude` at `k` fraction digits when `k` is its count, found in floating
+    /// point (a few instructions where the exact search takes a few hundred), or nil when that
+    /// cannot be sure of it; then the exact search decides.
+    ///
+    /// Why it is exact when it answers: with k in 1 ... 15 and x = magnitude * 10^k below 2^40,
+    /// the product's rounding error is under x * 2^-53 < 2^-13, so when the computed x is within
+    /// 0.499 of the integer d it rounds to, the exact product is within 0.5 of d: d is the nearest
+    /// multiple, as `nearestReadingBack` finds it, and not a tie. d and 10^k are exact doubles, so
+    /// `d / 10^k` is the correctly rounded quotient: equal to the value exactly when d * 10^-k reads
+    /// back as it. The same at k - 1, not reading back, makes k the smallest count.
+    @inline(__always)
+    static func guessedDigits(_ magnitude: Double, _ k: Int) -> UInt64? {
+        guard k >= 1 && k <= 15 else { return nil }
+        let scale = Double(powerOfTen(k))
+        let product = magnitude * scale
+        guard product < 0x1p40 else { return nil }
+        // Rounded by a conversion (one instruction) rather than `rounded()` (a call to libm's
+        // `round`): a product within 2^-12 of a half is refused by the margin below anyway.
+        let digits = UInt64(product + 0.5)
+        let nearest = Double(digits)
+        guard (product - nearest).magnitude < 0.499, nearest / scale == magnitude else { return nil }
+        let shorterScale = Double(powerOfTen(k - 1))
+        let shorterProduct = magnitude * shorterScale
+        let shorter = Double(UInt64(shorterProduct + 0.5))
+        guard (shorterProduct - shorter).magnitude < 0.499, shorter / shorterScale != magnitude else {
+            return nil
+        }
+        return digits
+    }
+
+    /// `digits` * 10^-fractionDigits, and its sign: the integer part, a point, the fraction
+    /// zero-padded to `fractionDigits` (`0` when there is none).
+    @inline(__always)
+    static func writeDigits(
+        _ digits: UInt64, fractionDigits: Int, negative: Bool, into output: UnsafeMutablePointer<UInt8>
+    ) -> Int {
         var count = 0
-        if value < 0 {
+        if negative {
             output[0] = UInt8(ascii: "-")
             count = 1
         }
-        let divisor = powersOfTen[fractionDigits]
+        let divisor = powerOfTen(fractionDigits)
         count += Digits.write(digits / divisor, into: output + count)
         output[count] = UInt8(ascii: ".")
         count += 1
@@ -85,7 +143,7 @@ package enum DecimalDouble {
     /// Whether the multiple of 10^-k nearest to `significand` * 2^-shift reads back as that double.
     @inline(__always)
     static func nearestReadingBack(_ significand: UInt64, shift: Int, fractionDigits k: Int) -> Probe {
-        let scale = powersOfTen[k]
+        let scale = powerOfTen(k)
         // significand * 10^k as a 128-bit product (< 2^117); shift is 3 ... 62, so the part below
         // the binary point is in the low word.
         let (high, low) = significand.multipliedFullWidth(by: scale)
@@ -107,10 +165,35 @@ package enum DecimalDouble {
         return .doesNot
     }
 
-    /// 10^0 ... 10^19.
-    static let powersOfTen: [UInt64] = (0...19).map { exponent in
-        var power: UInt64 = 1
-        for _ in 0..<exponent { power *= 10 }
-        return power
+    /// 10^0 ... 10^19: `powerOfTen`'s range.
+    static let powersOfTenCount = 20
+
+    /// 10^k for k in 0 ... 19, from a switch the compiler makes a table of: a `static let` array
+    /// cost a `swift_once` per probe (two per double, six doubles per fix of a history page).
+    @inline(__always)
+    static func powerOfTen(_ k: Int) -> UInt64 {
+        switch k {
+        case 0: 1
+        case 1: 10
+        case 2: 100
+        case 3: 1_000
+        case 4: 10_000
+        case 5: 100_000
+        case 6: 1_000_000
+        case 7: 10_000_000
+        case 8: 100_000_000
+        case 9: 1_000_000_000
+        case 10: 10_000_000_000
+        case 11: 100_000_000_000
+        case 12: 1_000_000_000_000
+        case 13: 10_000_000_000_000
+        case 14: 100_000_000_000_000
+        case 15: 1_000_000_000_000_000
+        case 16: 10_000_000_000_000_000
+        case 17: 100_000_000_000_000_000
+        case 18: 1_000_000_000_000_000_000
+        case 19: 10_000_000_000_000_000_000
+        default: preconditionFailure("10^\(k) does not fit 64 bits")
+        }
     }
 }

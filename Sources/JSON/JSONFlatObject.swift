@@ -138,6 +138,16 @@ public struct JSONFlatObject: ~Copyable {
         count += written + 2
     }
 
+    /// `timestamp(micros:)`, its date copied from `days` when the time is on the day written last
+    /// with it (`RFC3339.DayCache`): for a column of many rows.
+    public mutating func timestamp(micros: Int64, days: inout RFC3339.DayCache) {
+        let output = reserve(Self.timestampBytesMax)
+        output[0] = UInt8(ascii: "\"")
+        let written = RFC3339.write(micros, fractionDigits: 6, into: output + 1, days: &days)
+        output[written + 1] = UInt8(ascii: "\"")
+        count += written + 2
+    }
+
     /// A string given as UTF-8 bytes, escaped as `JSONWriter.string(utf8:)` escapes it.
     public mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
         let output = reserve(Self.stringBytesMax(utf8Count: utf8.count))

@@ -13,12 +13,14 @@ public enum RFC3339 {
     }
 
     static let microsPerSecond: Int64 = 1_000_000
-    static let microsPerDay: Int64 = 86_400 * microsPerSecond
+    static let microsPerDay: Int64 = 86_400_000_000
+    // Literals, not computed from the calendar: a computed `static let` is a `swift_once` on each
+    // read, and these bound every time written (two per fix of a history page). RFC3339Tests
+    // parses both texts back to these values.
     /// 0001-01-01T00:00:00Z.
-    public static let microsMin: Int64 = CivilCalendar.days(year: 1, month: 1, day: 1) * microsPerDay
+    public static let microsMin: Int64 = -62_135_596_800_000_000
     /// 9999-12-31T23:59:59.999999Z.
-    public static let microsMax: Int64 =
-        CivilCalendar.days(year: 9999, month: 12, day: 31) * microsPerDay + microsPerDay - 1
+    public static let microsMax: Int64 = 253_402_300_799_999_999
 
     public static func parseMicros(_ text: String) throws(ParseError) -> Int64 {
         try parseMicros(Array(text.utf8))
@@ -108,10 +110,33 @@ public enum RFC3339 {
     /// The longest formatted time: `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
     public static let formattedBytesMax = 27
 
+    /// The date of the last time written, `YYYY-MM-DDT` (11 bytes), and its day since the epoch:
+    /// the times of a history page change their date once a day (once in 288 fixes at a 5-minute
+    /// cadence), so the calendar's arithmetic runs once a day instead of twice a fix.
+    public struct DayCache: Sendable {
+        var days = Int64.min
+        /// Bytes 0..<8 and 7..<11 of the date, as stored (two overlapping copies cover the 11).
+        var head: UInt64 = 0
+        var tail: UInt32 = 0
+
+        public init() {}
+    }
+
     /// Writes the formatted timestamp at `output`, which must have room for `formattedBytesMax`
     /// bytes, and returns the number of bytes written.
     @inline(__always)
     static func write(_ micros: Int64, fractionDigits: Int, into output: UnsafeMutablePointer<UInt8>) -> Int {
+        var cache = DayCache()
+        return write(micros, fractionDigits: fractionDigits, into: output, days: &cache)
+    }
+
+    /// `write`, copying the date from `cache` when the time falls on its day, else writing the
+    /// date and keeping it there.
+    @inline(__always)
+    static func write(
+        _ micros: Int64, fractionDigits: Int, into output: UnsafeMutablePointer<UInt8>,
+        days cache: inout DayCache
+    ) -> Int {
         precondition(
             micros >= microsMin && micros <= microsMax, "timestamp \(micros) µs is outside years 0001-9999")
         precondition(
@@ -119,18 +144,27 @@ public enum RFC3339 {
             "fractionDigits must be 0, 3 or 6")
         let days = micros >= 0 ? micros / microsPerDay : (micros + 1) / microsPerDay - 1
         let microsOfDay = micros - days * microsPerDay
-        let (year, month, day) = CivilCalendar.date(days: days)
-        let secondOfDay = Int(microsOfDay / microsPerSecond)
-        let fraction = Int(microsOfDay % microsPerSecond)
         // Two digits at a time: two times per fix, 8,640 fixes in a history page.
         func pair(_ value: Int, at position: Int) { Digits.writePair(value, into: output + position) }
-        pair(year / 100, at: 0)
-        pair(year % 100, at: 2)
-        output[4] = UInt8(ascii: "-")
-        pair(month, at: 5)
-        output[7] = UInt8(ascii: "-")
-        pair(day, at: 8)
-        output[10] = UInt8(ascii: "T")
+        let raw = UnsafeMutableRawPointer(output)
+        if days == cache.days {
+            raw.storeBytes(of: cache.head, as: UInt64.self)
+            (raw + 7).storeBytes(of: cache.tail, as: UInt32.self)
+        } else {
+            let (year, month, day) = CivilCalendar.date(days: days)
+            pair(year / 100, at: 0)
+            pair(year % 100, at: 2)
+            output[4] = UInt8(ascii: "-")
+            pair(month, at: 5)
+            output[7] = UInt8(ascii: "-")
+            pair(day, at: 8)
+            output[10] = UInt8(ascii: "T")
+            cache.days = days
+            cache.head = raw.loadUnaligned(as: UInt64.self)
+            cache.tail = (raw + 7).loadUnaligned(as: UInt32.self)
+        }
+        let secondOfDay = Int(microsOfDay / microsPerSecond)
+        let fraction = Int(microsOfDay % microsPerSecond)
         pair(secondOfDay / 3600, at: 11)
         output[13] = UInt8(ascii: ":")
         pair(secondOfDay / 60 % 60, at: 14)

@@ -202,7 +202,7 @@ extension ReadService {
     static let pieceRows = 1_024
 
     /// Runs `statement` and hands its rows (at most `rowsMax`) to `body`. A small read is one
-    /// result. A large one (a 30-day history page is 8,640 rows) goes through a cursor, FETCHed a
+    /// result. A large one (the stays of 30 days read 8,640 fixes) goes through a cursor, FETCHed a
     /// piece at a time with the next FETCH sent before `body` gets the previous piece, so that
     /// PostgreSQL reads and sends one piece while this thread writes the other: the read takes
     /// about the longer of the two instead of their sum (docs/benchmarks.md).

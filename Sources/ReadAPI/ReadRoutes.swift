@@ -189,19 +189,20 @@ extension ReadService {
         var nextPage = false
         // The keyset of the last fix written, which the next page's cursor carries.
         var last: (recordedAt: Int64?, latitude: Double, longitude: Double) = (nil, 0, 0)
-        var guesses = FractionDigitGuesses()
-        try eachPiece(Self.locationsStatement(deviceID: deviceID, query), rowsMax: query.limit + 1) {
-            piece throws(APIError) in
-            try decoding { () throws(PostgresError) in
-                let reader = try FixReader(piece, first: 0)
-                for row in 0..<piece.rowCount {
+        var previous = PreviousFix()
+        // One binary COPY, its rows written as they arrive: no result parsed by libpq, no FETCH
+        // round trips (PostgresCopyOut.swift; docs/benchmarks.md).
+        let copyQuery = Self.locationsCopyQuery(deviceID: deviceID, query)
+        _ = try database {
+            try pool.withConnection { connection in
+                try connection.copyOutBinary(query: copyQuery, fieldCount: FixColumns.shown.count) { row in
                     guard written < query.limit else {
                         nextPage = true
                         return
                     }
-                    let fix = try reader.fix(row)
+                    let fix = try FixRow(&row)
                     writer.flatObject(bytesMax: fix.bytesMax) { object in
-                        fix.write(&object, guesses: &guesses)
+                        fix.write(&object, previous: &previous)
                     }
                     written += 1
                     last = (fix.recordedAt, fix.latitude, fix.longitude)

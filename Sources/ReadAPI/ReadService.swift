@@ -17,7 +17,8 @@ import Threads
 /// Every read is ONE statement against the live projection schema (`ProjectionSchema.live`): a rebuild swaps the schema under an advisory
 /// lock (`Schema.swapIn`), and a statement resolves its tables when it is parsed, so it sees the
 /// old generation or the new one, never a mix. A multi-statement transaction could straddle a swap
-/// (a large page is one statement's cursor, FETCHed in pieces: see `eachPiece`). The one exception
+/// (a history page is one COPY, `copyOutBinary`; the stays' fixes one statement's cursor, FETCHed in
+/// pieces: see `eachPiece`). The one exception
 /// is a devices list with kept devices (`DeviceCardCache`): the versions, then the changed rows; a
 /// device's version names the same row in every generation, so each device is still one row.
 ///

@@ -54,6 +54,16 @@ extension ReadService {
             limit: query.limit + 1)
     }
 
+    /// `locationsStatement` with its values written into the SQL, as the query of the binary COPY
+    /// that the history route reads (`PostgresConnection.copyOutBinary`): the same rows in the
+    /// same order, without libpq's parse of each value into a result (docs/benchmarks.md).
+    public static func locationsCopyQuery(deviceID: UInt64, _ query: HistoryQuery) -> String {
+        historyStatement(
+            FixColumns.shown, deviceID: deviceID, query, after: query.locationsCursor?.keyset,
+            limit: query.limit + 1, literals: true
+        ).sql
+    }
+
     /// `columns` of a device's fixes in `range` (on recorded_at, `from` inclusive, `to` exclusive)
     /// after `keyset`, at most `limit` of them, in the order of the history's unique index:
     /// (recorded_at, latitude, longitude), a keyset, so pages neither repeat nor skip a fix, even
@@ -67,31 +77,38 @@ extension ReadService {
     static func historyStatement(
         _ columns: [ProjectionSchema.FixColumn], deviceID: UInt64, _ range: HistoryQuery,
         after keyset: FixKeyset?,
-        limit: Int
+        limit: Int, literals: Bool = false
     ) -> Statement {
+        // `literals`: the values written into the SQL (`PostgresValue.sqlLiteral`), for the query of
+        // a COPY, which takes no parameters; else `$1, $2, ...`.
+        var parameters: [PostgresValue?] = []
+        func bind(_ value: PostgresValue?) -> String {
+            if literals { return PostgresValue.sqlLiteral(value) }
+            parameters.append(value)
+            return "$\(parameters.count)"
+        }
+        let device = bind(.int64(Int64(deviceID)))
+        let from = bind(range.fromMicros.map { .timestamp(micros: $0) })
+        let to = bind(range.toMicros.map { .timestamp(micros: $0) })
+        let rows = bind(.int64(Int64(limit)))
         var sql = """
             SELECT \(FixColumns.select(columns))
             FROM \(ProjectionSchema.Table.deviceLocations.live) l
-            WHERE l.device_id = $1
-              AND l.recorded_at >= coalesce($2::timestamptz, '-infinity')
-              AND l.recorded_at < coalesce($3::timestamptz, 'infinity')
+            WHERE l.device_id = \(device)
+              AND l.recorded_at >= coalesce(\(from)::timestamptz, '-infinity')
+              AND l.recorded_at < coalesce(\(to)::timestamptz, 'infinity')
             """
-        var parameters: [PostgresValue?] = [
-            .int64(Int64(deviceID)), range.fromMicros.map { .timestamp(micros: $0) },
-            range.toMicros.map { .timestamp(micros: $0) }, .int64(Int64(limit)),
-        ]
         if let keyset {
+            let recordedAt = bind(.timestamp(micros: keyset.recordedAtMicros))
+            let latitude = bind(.double(keyset.latitude))
+            let longitude = bind(.double(keyset.longitude))
             sql += """
 
-                  AND l.recorded_at >= $5
-                  AND (l.recorded_at, l.latitude, l.longitude) > ($5, $6, $7)
+                  AND l.recorded_at >= \(recordedAt)
+                  AND (l.recorded_at, l.latitude, l.longitude) > (\(recordedAt), \(latitude), \(longitude))
                 """
-            parameters += [
-                .timestamp(micros: keyset.recordedAtMicros), .double(keyset.latitude),
-                .double(keyset.longitude),
-            ]
         }
-        sql += "\nORDER BY l.recorded_at, l.latitude, l.longitude\nLIMIT $4"
+        sql += "\nORDER BY l.recorded_at, l.latitude, l.longitude\nLIMIT \(rows)"
         return Statement(sql: sql, parameters: parameters, format: .binary)
     }
 

@@ -25,6 +25,57 @@ extension ReadService {
 
         init() {}
 
+        /// The fix of a binary COPY row of `FixColumns.shown` (`locationsCopyQuery`), its fields
+        /// read in that order: the order of the stored properties above, which `shown` lists.
+        init(_ row: inout PostgresCopyRow) throws(PostgresError) {
+            // One reader per type rather than one generic with a decoder: called 100,000 times a
+            // page, each is inlined whole.
+            func mismatch(_ column: Int, _ bytes: UnsafeRawBufferPointer) -> PostgresError {
+                PostgresError(
+                    .decode,
+                    message:
+                        "row \(row.number) column \(FixColumns.shown[column]) holds \(bytes.count) bytes, not a value of its type"
+                )
+            }
+            func double(_ column: Int) throws(PostgresError) -> Double? {
+                guard let bytes = row.next() else { return nil }
+                guard let value = PostgresBinaryType.float8(bytes) else { throw mismatch(column, bytes) }
+                return value
+            }
+            func bool(_ column: Int) throws(PostgresError) -> Bool? {
+                guard let bytes = row.next() else { return nil }
+                guard let value = PostgresBinaryType.bool(bytes) else { throw mismatch(column, bytes) }
+                return value
+            }
+            /// nil for NULL and for the infinities (shown as null, as `FixReader.time`).
+            func time(_ column: Int) throws(PostgresError) -> Int64? {
+                guard let bytes = row.next() else { return nil }
+                guard bytes.count == 8 else { throw mismatch(column, bytes) }
+                return PostgresBinaryType.timestampMicros(bytes)
+            }
+            latitude = try double(0) ?? 0
+            longitude = try double(1) ?? 0
+            accuracy = try double(2)
+            altitude = try double(3)
+            speed = try double(4)
+            heading = try double(5)
+            if let bytes = row.next() {
+                guard let value = PostgresBinaryType.int2(bytes) else { throw mismatch(6, bytes) }
+                battery = Int64(value)
+            }
+            charging = try bool(7)
+            if let bytes = row.next() { source = bytes.assumingMemoryBound(to: UInt8.self) }
+            recordedAt = try time(9)
+            receivedAt = try time(10)
+            clockSuspect = try bool(11) ?? false
+        }
+
+        /// The order `init(_: inout PostgresCopyRow)` reads; `shown` must list the same (tested).
+        static let copyOrder: [ProjectionSchema.FixColumn] = [
+            .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery, .isCharging, .source,
+            .recordedAt, .receivedAt, .clockSuspect,
+        ]
+
         /// Keys and punctuation (about 170 bytes), six doubles, an integer, two times, the source.
         var bytesMax: Int {
             256 + 6 * JSONFlatObject.doubleBytesMax + 2 * JSONFlatObject.timestampBytesMax
@@ -33,13 +84,14 @@ extension ReadService {
 
         /// The members (the caller writes the braces), in the order of docs/api.md.
         func write(_ object: inout JSONFlatObject) {
-            var guesses = FractionDigitGuesses()
-            write(&object, guesses: &guesses)
+            var previous = PreviousFix()
+            write(&object, previous: &previous)
         }
 
         /// The members, keys and punctuation written as fixed pieces, each double's digits guessed
-        /// from its column's previous value (`guesses`, kept from fix to fix of a page).
-        func write(_ object: inout JSONFlatObject, guesses: inout FractionDigitGuesses) {
+        /// and each time's date kept from its column's previous value (`previous`, kept from fix
+        /// to fix of a page).
+        func write(_ object: inout JSONFlatObject, previous: inout PreviousFix) {
             // Stored values are shown as stored, however outsized; only what JSON cannot say
             // (NaN, infinities) becomes null.
             func double(_ value: Double?, _ guess: inout Int) {
@@ -50,17 +102,17 @@ extension ReadService {
                 }
             }
             object.raw("\"latitude\":")
-            double(latitude, &guesses.latitude)
+            double(latitude, &previous.latitude)
             object.raw(",\"longitude\":")
-            double(longitude, &guesses.longitude)
+            double(longitude, &previous.longitude)
             object.raw(",\"accuracy_m\":")
-            double(accuracy, &guesses.accuracy)
+            double(accuracy, &previous.accuracy)
             object.raw(",\"altitude_m\":")
-            double(altitude, &guesses.altitude)
+            double(altitude, &previous.altitude)
             object.raw(",\"speed_mps\":")
-            double(speed, &guesses.speed)
+            double(speed, &previous.speed)
             object.raw(",\"heading_deg\":")
-            double(heading, &guesses.heading)
+            double(heading, &previous.heading)
             object.raw(",\"battery_pct\":")
             if let battery { object.int64(battery) } else { object.null() }
             object.raw(",\"is_charging\":")
@@ -68,19 +120,21 @@ extension ReadService {
             object.raw(",\"source\":")
             object.string(utf8: source)
             object.raw(",\"recorded_at\":")
-            ReadService.writeTime(&object, recordedAt)
+            ReadService.writeTime(&object, recordedAt, days: &previous.recordedDay)
             object.raw(",\"received_at\":")
-            ReadService.writeTime(&object, receivedAt)
+            ReadService.writeTime(&object, receivedAt, days: &previous.receivedDay)
             object.raw(",\"clock_suspect\":")
             object.bool(clockSuspect)
         }
     }
 
-    /// The fraction digits of each double column's last value: the first guess for its next
-    /// (`DecimalDouble`), two probes instead of a bisection when a column keeps its precision, as
-    /// a phone's coordinates do.
-    struct FractionDigitGuesses {
+    /// What the previous fix of a page tells the writer of the next. The fraction digits of each
+    /// double column's last value: the first guess for its next (`DecimalDouble`), two probes
+    /// instead of a bisection when a column keeps its precision, as a phone's coordinates do. The
+    /// date of each time column's last value (`RFC3339.DayCache`), which the next mostly shares.
+    struct PreviousFix {
         var latitude = 7, longitude = 7, accuracy = 0, altitude = 1, speed = 2, heading = 1
+        var recordedDay = RFC3339.DayCache(), receivedDay = RFC3339.DayCache()
     }
 
     /// Reads the fixes of a binary-format result whose `FixColumns.shown` start at column `first`,
@@ -175,6 +229,12 @@ extension ReadService {
     static func writeTime(_ object: inout JSONFlatObject, _ micros: Int64?) {
         guard let micros else { return object.null() }
         object.timestamp(micros: RFC3339.clampedMicros(micros))
+    }
+
+    /// `writeTime`, the date kept in `days` from the column's previous time.
+    static func writeTime(_ object: inout JSONFlatObject, _ micros: Int64?, days: inout RFC3339.DayCache) {
+        guard let micros else { return object.null() }
+        object.timestamp(micros: RFC3339.clampedMicros(micros), days: &days)
     }
 
     /// One arrival (a batch as it arrived) of a text-format `arrivalsStatement` result, as one

@@ -107,12 +107,15 @@ struct PanelData: Sendable {
     }
 
     /// The device's fixes with `recorded_at` in [from, to), in order; at most `historyFixesMax`.
+    /// In the order of the history's unique index, (recorded_at, latitude, longitude), as the read
+    /// API's: PostgreSQL walks each month's index and merges them, where ties in recorded_at by
+    /// arrival (log offset, fix index) made it sort the whole range first (docs/benchmarks.md).
     func history(deviceID: UInt64, fromMicros: Int64, toMicros: Int64) throws -> [PanelFix] {
         let result = try pool.execute(
             """
             SELECT \(Self.fixColumns) FROM \(ProjectionSchema.Table.deviceLocations.live) l
             WHERE l.device_id = $1 AND l.recorded_at >= $2 AND l.recorded_at < $3
-            ORDER BY l.recorded_at, l.log_offset, l.fix_index LIMIT \(Self.historyFixesMax)
+            ORDER BY l.recorded_at, l.latitude, l.longitude LIMIT \(Self.historyFixesMax)
             """,
             [.int64(Int64(deviceID)), .timestamp(micros: fromMicros), .timestamp(micros: toMicros)])
         var fixes: [PanelFix] = []

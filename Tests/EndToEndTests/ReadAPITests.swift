@@ -222,9 +222,9 @@ struct ReadServer {
         #expect(try get(connection, "/api/find-my/devices", token: nil).errorCode == "missing_token")
     }
 
-    /// A page larger than two pieces is read through a cursor in pieces (`ReadService.eachPiece`):
-    /// one large page, and walks with page sizes that end inside, at and after a piece, give every
-    /// fix once, in order, with the cursor of the last fix of each page.
+    /// A large page (one binary COPY, `PostgresConnection.copyOutBinary`; pieces of 1,024 rows
+    /// before it): one large page, and walks with page sizes that end inside, at and after 1,024
+    /// rows, give every fix once, in order, with the cursor of the last fix of each page.
     @Test func largePagesReadInPiecesGiveTheWholeHistory() throws {
         let read = try ReadServer("findmy-read-pieces", users: ["alice"])
         defer { read.stop() }

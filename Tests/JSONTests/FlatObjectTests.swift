@@ -31,6 +31,11 @@ import Testing
         let ten = DecimalPowers.values[Int.random(in: 0..<DecimalPowers.values.count, using: &random)]
         values.append(ten.nextUp)
         values.append(ten.nextDown)
+        // Whole numbers, of every size up to the fast path's bound and past it.
+        let bits = UInt64.random(in: 1...53, using: &random)
+        let wholeNumber = Double(UInt64.random(in: 0...(1 << bits), using: &random))
+        values.append(wholeNumber)
+        values.append(-wholeNumber)
     }
     var mismatches: [String] = []
     for value in values where value.isFinite {
@@ -59,7 +64,11 @@ import Testing
             default: devicesDecimal(&random)
             }
         guard value.isFinite else { continue }
-        let guesses = [running, Int.random(in: -2...22, using: &random)]
+        // The running guess, a random one, and the right one (`DecimalDouble.guessedDigits`).
+        let description = value.description
+        let right =
+            description.firstIndex(of: ".").map { description[description.index(after: $0)...].count } ?? 0
+        let guesses = [running, Int.random(in: -2...22, using: &random), right]
         for (index, start) in guesses.enumerated() {
             var guess = start
             let written = JSONFlatObject.append(value, fractionDigitsGuess: &guess)
@@ -196,11 +205,13 @@ private enum DecimalPowers {
         for value in [
             52.52, -13.405, 12.0, 0.001, 52.520008123456789, 179.99999999999997, 999_999_999_999_999.0,
             0.0012345678901234567, 12.5, 4.25, 7.75, 100.125,
+            // Whole numbers, powers of two among them, before any search.
+            0.0, -0.0, 2.0, 16.0, -32.0, 65.0, 1_125_899_906_842_624.0 / 2,
         ] {
             let written = DecimalDouble.write(value, into: buffer.baseAddress!)
             #expect(written.map { String(decoding: buffer[..<$0], as: UTF8.self) } == value.description)
         }
-        for value in [0.0, 1e15, 0.0009, 2.0, 0.5, 1e300] {
+        for value in [1e15, 0.0009, 0.5, 1e300, 2.0.nextUp * 1e15] {
             #expect(DecimalDouble.write(value, into: buffer.baseAddress!) == nil, "\(value)")
         }
     }

@@ -10,6 +10,8 @@
 # instrumentation on around REQUESTS requests (curl), and prints the total divided by REQUESTS.
 # PostgreSQL runs outside valgrind and is not counted. Needs valgrind and curl. SERVE_ARGS adds
 # arguments to `findmy serve` (SERVE_ARGS="--device-cache-mb 0": every list written whole).
+# PATHS replaces the two paths measured; KEEP=DIR keeps each path's callgrind output there
+# (DIR/cg.N.PID, N the path's number) for callgrind_annotate.
 set -euo pipefail
 bin=$(readlink -f "$1"); scratch=$2; requests=${3:-5}; port=18390
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
@@ -22,7 +24,10 @@ data="$scratch/server"
 echo 'bench-password-1' | "$bin" user passwd bench --data-dir "$data" >/dev/null 2>&1
 cookies=$(mktemp); out=$(mktemp -d)
 trap 'rm -rf "$cookies" "$out"' EXIT
-for path in "/api/find-my/devices" "/api/find-my/devices/1/locations?limit=10000"; do
+paths=${PATHS:-"/api/find-my/devices /api/find-my/devices/1/locations?limit=10000"}
+number=0
+for path in $paths; do
+  number=$((number + 1))
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.%p" \
     "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port ${SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
   server=$!
@@ -40,5 +45,6 @@ for path in "/api/find-my/devices" "/api/find-my/devices/1/locations?limit=10000
   kill -TERM $server; wait $server || true
   total=$(cat "$out"/cg.* | awk '/^(summary|totals):/ {s += $2} END {print s}')
   echo "$path: $(wc -c <"$out/body") bytes, $((total / requests)) instructions per request"
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP"; for file in "$out"/cg.*; do mv "$file" "$KEEP/cg.$number.${file##*.}"; done; fi
   rm -f "$out"/cg.*
 done
