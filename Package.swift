@@ -28,7 +28,9 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         // libcurl built with nghttp2 (HTTP/2) and OpenSSL: every outgoing request, in HTTPClient only.
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // Not linked: CCurl's loader opens libcurl.so.4 with the first request (include/shim.h);
+        // its headers come from libcurl4-openssl-dev.
+        .target(name: "CCurl"),
         // The NATS C client (cnats 3.4): the JetStream event log, in NATSLog only.
         .systemLibrary(name: "CNATS", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
         // libxml2's streaming reader: GPX and KML, in Import only.

@@ -54,6 +54,9 @@ final class CurlEasy: @unchecked Sendable {
     static let reserveBytesMax = 64 << 20
 
     static let globalInit: Bool = {
+        // libcurl is opened here, by the first request, not at start (CCurl's shim.h). Without it
+        // no request can go out at all: the text says which library to install.
+        if let failure = findmy_curl_load() { fatalError(String(cString: failure)) }
         precondition(curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, "curl_global_init failed")
         return true
     }()

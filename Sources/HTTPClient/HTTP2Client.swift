@@ -13,7 +13,11 @@ import Threads
 // a new transfer waits for the connection being set up rather than opening a second one). Apple asks
 // providers to keep their connections open rather than connect per notification, and reads repeated
 // connects as a denial-of-service attempt; Google's and Web Push services gain the same way.
-// The thread sleeps in curl_multi_poll; `send` and `close` wake it with curl_multi_wakeup.
+// The thread sleeps in curl_multi_poll; `send` and `close` wake it with curl_multi_wakeup. The
+// multi handle and the thread come with the first `send`: a server builds clients for every
+// channel it may use (ntfy's needs no configuration), and most never send; libcurl's global
+// initialisation (OpenSSL, nghttp2, libssh2) and the thread's stack would be resident memory
+// bought for nothing (docs/benchmarks.md, "Serve memory while ingesting").
 
 /// A request as a provider sends it: a POST with a body, or (`isGet`, the headscale poller of
 /// Presence) a GET.
@@ -102,8 +106,6 @@ public final class HTTP2Client: Sendable {
     public let name: String
     let options: Options
     private let state: Mutex<State>
-    private let multi: MultiHandle
-    private let thread = Mutex<pthread_t?>(nil)
     /// New TLS connections made (libcurl's CURLINFO_NUM_CONNECTS summed): 1 while the one
     /// connection lives.
     private let connects = Atomic<Int>(0)
@@ -111,6 +113,9 @@ public final class HTTP2Client: Sendable {
     struct State {
         var pending: [Transfer] = []
         var closing = false
+        /// Both set by the first `send`, together.
+        var multi: MultiHandle?
+        var thread: pthread_t?
     }
 
     /// The multi handle, used only by the client's thread once created (and by curl_multi_wakeup,
@@ -134,14 +139,24 @@ public final class HTTP2Client: Sendable {
         self.name = name
         self.options = options
         self.state = Mutex(State())
-        self.multi = MultiHandle()
+    }
+
+    /// The multi handle and the thread driving it, made under the state's lock by the first `send`.
+    private func startIfNeeded(_ state: inout State) -> MultiHandle {
+        if let multi = state.multi { return multi }
+        let multi = MultiHandle()
         _ = findmy_curl_multi_setopt_long(multi.handle, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         _ = findmy_curl_multi_setopt_long(multi.handle, CURLMOPT_MAX_HOST_CONNECTIONS, 1)
         _ = findmy_curl_multi_setopt_long(
             multi.handle, CURLMOPT_MAX_CONCURRENT_STREAMS, options.concurrentStreamsMax)
+        state.multi = multi
         let client = self
-        thread.withLock { $0 = spawnThread { client.run() } }
+        state.thread = spawnThread { client.run(multi) }
+        return multi
     }
+
+    /// Whether the client's thread runs: from its first `send` until `close`.
+    package var isStarted: Bool { state.withLock { $0.thread != nil } }
 
     /// The connections this client has opened so far.
     public var connectionsOpened: Int { connects.load(ordering: .relaxed) }
@@ -157,6 +172,7 @@ public final class HTTP2Client: Sendable {
         // `closing` under it, so no wake-up can reach a freed handle.
         let accepted = state.withLock { state in
             guard !state.closing else { return false }
+            let multi = startIfNeeded(&state)
             state.pending.append(transfer)
             // One wake-up per batch: the thread takes every pending request when it wakes.
             if state.pending.count == 1 { curl_multi_wakeup(multi.handle) }
@@ -171,18 +187,20 @@ public final class HTTP2Client: Sendable {
     /// Fails what is still queued or in flight, closes the connection and joins the thread.
     /// Idempotent.
     public func close() {
-        guard let running = thread.withLock({ $0.take() }) else { return }
-        state.withLock {
-            $0.closing = true
+        let started: (MultiHandle, pthread_t)? = state.withLock { state in
+            state.closing = true
+            guard let multi = state.multi, let thread = state.thread.take() else { return nil }
             curl_multi_wakeup(multi.handle)
+            return (multi, thread)
         }
+        guard let (multi, running) = started else { return }
         pthread_join(running, nil)
         curl_multi_cleanup(multi.handle)
     }
 
     // MARK: the client's thread
 
-    private func run() {
+    private func run(_ multi: MultiHandle) {
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
         var waiting: [Transfer] = []
         var waitingHead = 0

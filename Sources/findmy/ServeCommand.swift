@@ -66,6 +66,9 @@ enum ServeCommand {
         let api: HTTPService
         let durableEnd: () -> UInt64
         do {
+            if configuration.heapTrimMillis > 0 {
+                try group.start(HeapTrimmer(intervalMicros: Int64(configuration.heapTrimMillis) * 1000))
+            }
             if let nats = configuration.nats {
                 (durableEnd, api) = try startIngestNode(configuration, nats, group)
             } else {

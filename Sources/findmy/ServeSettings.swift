@@ -170,6 +170,10 @@ extension ServeCommand {
                 "MiB of devices the read API keeps written as JSON between reads of the devices list; 0: none (default 16)"
             ),
             (
+                "heap-trim-millis", "FINDMY_HEAP_TRIM_MILLIS",
+                "every this many milliseconds, give the pages of malloc's free blocks back to the system; 0: never (default 1000)"
+            ),
+            (
                 "tile-url", "FINDMY_TILE_URL",
                 "map tile URL template of the web panel ({z}/{x}/{y}, optional {s}); the browser fetches tiles from it (default https://tile.openstreetmap.org/{z}/{x}/{y}.png)"
             ),
@@ -217,6 +221,8 @@ extension ServeCommand {
         var databaseURL: String?
         var projector = true
         var readConnectionsMax = 8
+        /// How often the heap's free pages go back to the kernel (`HeapTrimmer`); 0: never.
+        var heapTrimMillis = 1000
         var read = ReadLimits()
         var compactor = CompactService.Configuration()
         var panel = PanelService.Configuration()
@@ -326,6 +332,7 @@ extension ServeCommand {
         throws
     {
         configuration.readConnectionsMax = try options.wholeNumber("read-connections-max", 8, min: 1)
+        configuration.heapTrimMillis = try options.wholeNumber("heap-trim-millis", 1000, max: 3_600_000)
         try options.limit(
             &configuration.read, \.readAfterOffsetWaitMillisMax, "read-after-offset-wait-millis-max")
         configuration.read.deviceCardCacheBytesMax =

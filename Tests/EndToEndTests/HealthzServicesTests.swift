@@ -15,15 +15,15 @@ import Testing
         for (name, value) in try body["services"]?.objectValue.members.map({ ($0.key, $0.value) }) ?? [] {
             states[name] = try value["state"]?.stringValue
         }
-        // --projector off: no PostgreSQL and no projector; the log, the registry snapshotter, the
-        // compactor (idle without a database, but its service runs), the command worker, the command
-        // streams, the book of history imports, the ntfy channel (which needs no key), the admin
-        // socket and the API.
+        // --projector off: no PostgreSQL and no projector; the heap trimmer, the log, the registry
+        // snapshotter, the compactor (idle without a database, but its service runs), the command
+        // worker, the command streams, the book of history imports, the ntfy channel (which needs
+        // no key), the admin socket and the API.
         #expect(
             states == [
-                "log": "running", "snapshots": "running", "compactor": "running", "commands": "running",
-                "command-streams": "running", "imports": "running", "ntfy": "running", "admin": "running",
-                "api": "running",
+                "heap-trim": "running", "log": "running", "snapshots": "running", "compactor": "running",
+                "commands": "running", "command-streams": "running", "imports": "running", "ntfy": "running",
+                "admin": "running", "api": "running",
             ])
         #expect(try body["status"]?.stringValue == "ok")
         let metrics = try HTTPConnection(address: server.address).send("GET", "/metrics")
