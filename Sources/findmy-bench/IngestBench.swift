@@ -27,7 +27,7 @@ enum IngestBench {
     static let help = """
         usage: findmy-bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
                                    [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks,whole] [--rounds R]
-                                   [--tracks same|distinct]
+                                   [--tracks same|distinct] [--whole-history FIXES]
 
         Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
         directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
@@ -47,7 +47,10 @@ enum IngestBench {
         checkpoint, in records and in seconds) and the time until the main and the geofence projector
         held every record; and CPU seconds per million fixes of each findmy and of PostgreSQL (the
         postmaster and its processes, counted until the catch-up), PostgreSQL's WAL bytes per fix and
-        its write transactions (docs/benchmarks.md). Build with
+        its write transactions. Before the rounds the whole service's log holds --whole-history fixes of
+        another device over 20 days (default 1,000,000), folded before the first round: tables of a
+        server that has been running, and a projector that has folded that much (docs/benchmarks.md).
+        Build with
         -c release to measure. The client runs on the same machine and takes CPU from the server, so the
         figures are a floor.
 
@@ -67,7 +70,7 @@ enum IngestBench {
             arguments,
             valued: [
                 "dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases", "rounds",
-                "tracks",
+                "tracks", "whole-history",
             ],
             flags: [])
         if options.flag("help") {
@@ -134,7 +137,8 @@ enum IngestBench {
                 duplicates: { try server.metric("findmy_duplicate_batches_total", setup) },
                 drive: drive), to: &writer)
         if phases.contains("whole"), let wrk {
-            var whole = try WholeServiceBench(root: root)
+            var whole = try WholeServiceBench(
+                root: root, historyFixes: try options.integer("whole-history", default: 1_000_000))
             defer { whole.stop() }
             WholeServiceBench.write(
                 try whole.measure(

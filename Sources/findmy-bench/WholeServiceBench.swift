@@ -61,8 +61,10 @@ struct WholeServiceBench {
     /// run differs from every other, across rounds and servers.
     var recordedFromMillis = wallClockMicros() / 1000 - 24 * 3_600_000
 
-    /// Starts the whole service's server in `root`/whole (emptied first) and enrols its devices.
-    init(root: String) throws {
+    /// Starts the whole service's server in `root`/whole (emptied first), its log seeded with
+    /// `historyFixes` fixes of another device over 20 days (a server that has been running: tables
+    /// of that size, a projector that folded them), once they are folded; then enrols its devices.
+    init(root: String, historyFixes: Int) throws {
         self.root = root
         let directory = root + "/whole"
         if let cluster = try? EmbeddedPostgres(dataDirectory: directory) { try? cluster.stop() }
@@ -70,10 +72,12 @@ struct WholeServiceBench {
         try PosixFileIO().makeDirectory(directory)
         allowTraversal(root)
         let user = try addUser(directory, name: "bench")
+        if historyFixes > 0 { try ExportBench.seed(directory, userID: user.userID, fixes: historyFixes) }
         whole = try ChildServer(
             dataDirectory: directory, logPath: root + "/whole-server.log", projector: true)
-        wholeTokens = try enrolDevices(Self.connections, address: whole.address, userToken: user.token)
         health = HTTPConnection(address: whole.address, timeoutSeconds: 120)
+        try ReadBench.waitForProjection(health)
+        wholeTokens = try enrolDevices(Self.connections, address: whole.address, userToken: user.token)
         try ReadBench.waitForProjection(health)
         sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: directory).conninfo)
         guard let pid = ProjectBench.postmasterPID(pgData: directory + "/postgres/data") else {
