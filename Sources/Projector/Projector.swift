@@ -172,10 +172,15 @@ public final class Projector: Sendable {
         public var retryDelayMicrosMin: Int64 = 100_000
         public var retryDelayMicrosMax: Int64 = 5_000_000
         /// Once this many fixes were folded since the last `ANALYZE` (a catch-up after a backlog, a
-        /// replay, or enough steady traffic), the projector analyzes the projection tables the next
-        /// time it is idle. Autovacuum analyzes leaf partitions only after a delay and never the
-        /// partitioned `device_locations` itself; until then the planner guesses row counts from
-        /// empty-table statistics (37 rows for a 30-day history of 8,640) and picks bitmap scans and sorts.
+        /// replay, or enough steady traffic), and at least a tenth of those folded before it
+        /// (`analyzeIsDue`), the projector analyzes the projection tables the next time it is idle.
+        /// Autovacuum analyzes leaf partitions only after a delay and never the partitioned
+        /// `device_locations` itself; until then the planner guesses row counts from empty-table
+        /// statistics (37 rows for a 30-day history of 8,640) and picks bitmap scans and sorts.
+        /// The tenth is autovacuum's own rule (`autovacuum_analyze_scale_factor`): under steady
+        /// traffic the projector is idle between transactions, and an `ANALYZE` every 5,000 fixes
+        /// (250-350 ms of PostgreSQL's time each, a sample of 30,000 rows a partition) was 8-17 % of
+        /// PostgreSQL's statement time in the whole service (docs/benchmarks.md).
         public var analyzeAfterFixesMin = 5_000
         /// A projector whose catch-up goes first: while it is draining a backlog, this one folds
         /// nothing (it waits for that one's transactions, at most `yieldMicrosMax` at a time, then
@@ -403,13 +408,25 @@ public final class Projector: Sendable {
     @discardableResult
     public func analyzeIfDue() throws -> Bool {
         let folded = status.fixesFolded
-        guard folded - status.fixesFoldedAtLastAnalyze >= options.analyzeAfterFixesMin else { return false }
+        guard
+            Self.analyzeIsDue(
+                folded: folded, foldedAtLast: status.fixesFoldedAtLastAnalyze,
+                minimum: options.analyzeAfterFixesMin)
+        else { return false }
         try client.withConnection { try projection.analyze($0) }
         state.withLock {
             $0.analyzes += 1
             $0.fixesFoldedAtLastAnalyze = folded
         }
         return true
+    }
+
+    /// Whether an `ANALYZE` is due with `folded` fixes folded by this projector, `foldedAtLast` of them
+    /// at the last one: `minimum` since then, and a tenth of `foldedAtLast` (the statistics are of
+    /// the rows folded before; like autovacuum, a table is analyzed again once a tenth of it is new).
+    public static func analyzeIsDue(folded: Int, foldedAtLast: Int, minimum: Int) -> Bool {
+        let since = folded - foldedAtLast
+        return since >= minimum && since >= foldedAtLast / 10
     }
 
     /// Tails the log until `stop` is requested, surviving PostgreSQL restarts: a failed transaction

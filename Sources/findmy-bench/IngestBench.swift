@@ -26,8 +26,8 @@ enum IngestBench {
 
     static let help = """
         usage: findmy-bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
-                                   [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks] [--rounds R]
-                                   [--tracks same|distinct]
+                                   [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks,whole] [--rounds R]
+                                   [--tracks same|distinct] [--whole-history FIXES]
 
         Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
         directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
@@ -36,8 +36,21 @@ enum IngestBench {
         native endpoint with the same fixes, one after the other: 1,000-fix batches at 16 connections as
         Overland sends them (phase `overland`), and single OwnTracks HTTP `location` messages at 64
         connections (phase `owntracks`); each with its ratio to native. --phases picks the phases
-        (default all three); --rounds R (default 1) alternates native and the app R times, S seconds
-        each, for a ratio that a changing machine load affects less. Build with
+        (default those three); --rounds R (default 1) alternates native and the app R times, S seconds
+        each, for a ratio that a changing machine load affects less.
+
+        Phase `whole` (not in the default; wrk only): the whole service against ingest alone. A second
+        server, DIR/whole, runs with its projectors and embedded PostgreSQL; each of R rounds sends
+        single-fix reports at 64 connections for S seconds to the first server (--projector off), then
+        to the whole service, every request a fix of its own. It prints the reports/s of each and their
+        ratio; after each whole-service load the projector's lag (the log's durable end less its
+        checkpoint, in records and in seconds) and the time until the main and the geofence projector
+        held every record; and CPU seconds per million fixes of each findmy and of PostgreSQL (the
+        postmaster and its processes, counted until the catch-up), PostgreSQL's WAL bytes per fix and
+        its write transactions. Before the rounds the whole service's log holds --whole-history fixes of
+        another device over 20 days (default 1,000,000), folded before the first round: tables of a
+        server that has been running, and a projector that has folded that much (docs/benchmarks.md).
+        Build with
         -c release to measure. The client runs on the same machine and takes CPU from the server, so the
         figures are a floor.
 
@@ -57,7 +70,7 @@ enum IngestBench {
             arguments,
             valued: [
                 "dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases", "rounds",
-                "tracks",
+                "tracks", "whole-history",
             ],
             flags: [])
         if options.flag("help") {
@@ -77,6 +90,11 @@ enum IngestBench {
             throw UsageError("--tracks distinct needs --client swift (wrk sends one body)")
         }
         let wrk = client == "wrk" ? try WrkDriver(root: root, script: options.value("wrk-script")) : nil
+        guard !phases.contains("whole") || wrk != nil else {
+            throw UsageError(
+                "--phases whole needs wrk (\(WrkDriver.executable)): each request's own fix is the wrk script's"
+            )
+        }
         try PosixFileIO().makeDirectory(root)
         let serverDirectory = root + "/server"
         removeData(serverDirectory)
@@ -111,13 +129,22 @@ enum IngestBench {
             }
         }
         writer.endArray()
+        let rounds = try options.integer("rounds", default: 1)
         // Each app's protocol against native, with the same fixes in the same run.
         AppBench.write(
             try AppBench.measure(
-                apps: phases, user: "bench", tokens: deviceTokens,
-                rounds: try options.integer("rounds", default: 1),
+                apps: phases, user: "bench", tokens: deviceTokens, rounds: rounds,
                 duplicates: { try server.metric("findmy_duplicate_batches_total", setup) },
                 drive: drive), to: &writer)
+        if phases.contains("whole"), let wrk {
+            var whole = try WholeServiceBench(
+                root: root, historyFixes: try options.integer("whole-history", default: 1_000_000))
+            defer { whole.stop() }
+            WholeServiceBench.write(
+                try whole.measure(
+                    alone: server, aloneTokens: Array(deviceTokens.prefix(WholeServiceBench.connections)),
+                    rounds: rounds, seconds: seconds, wrk: wrk), to: &writer)
+        }
         writer.key("server_peak_rss_bytes")
         writer.int64(server.peakResidentBytes())
         writer.endObject()
@@ -136,9 +163,9 @@ enum IngestBench {
     private static func phaseNames(_ options: Options) throws -> Set<String> {
         let phases = Set(
             (options.value("phases") ?? "native,overland,owntracks").split(separator: ",").map(String.init))
-        guard !phases.isEmpty, phases.isSubset(of: ["native"] + AppBench.shapes.map(\.app)) else {
+        guard !phases.isEmpty, phases.isSubset(of: ["native", "whole"] + AppBench.shapes.map(\.app)) else {
             throw UsageError(
-                "--phases is a list of native, overland and owntracks, got '\(options.value("phases") ?? "")'"
+                "--phases is a list of native, overland, owntracks and whole, got '\(options.value("phases") ?? "")'"
             )
         }
         return phases

@@ -34,6 +34,13 @@ struct LoadTarget: Sendable {
     /// How the unique id is written: a UUID, or 11 decimal digits for a body that carries it in a
     /// number (Overland's, whose batch id comes from the decoded fixes: AppBench.overland).
     var uniqueForm = UniqueForm.uuid
+    /// When set (wrk only, `ingest --phases whole`): the body suffix holds `recordedAtMarker`
+    /// once, which ops/bench/report.lua replaces in each request with this time (Unix
+    /// milliseconds) plus its request counter: every request a different fix, as a phone's are.
+    /// Without it every request carries the same fix, which the projection folds as a duplicate.
+    var recordedFromMillis: Int64? = nil
+
+    static let recordedAtMarker = "@RECORDED_AT@"
 
     enum UniqueForm: Sendable { case uuid, digits }
 

@@ -46,6 +46,9 @@ struct WrkDriver {
             "FINDMY_BENCH_THREADS=\(min(Self.threads, target.connections))",
             "FINDMY_BENCH_UNIQUE=\(target.uniqueForm == .digits ? "digits" : "uuid")",
         ]
+        if let from = target.recordedFromMillis {
+            environment.append("FINDMY_BENCH_RECORDED_FROM_MS=\(from)")
+        }
         for file in files {
             let path = root + "/wrk-" + file.name.lowercased()
             try write(file.bytes, to: path)

@@ -10,6 +10,11 @@
 --   FINDMY_BENCH_THREADS         wrk's thread count
 --   FINDMY_BENCH_UNIQUE          `digits`: the unique id as 11 decimal digits (a body that
 --                                carries it in a number, as Overland's does), else a UUID
+--   FINDMY_BENCH_RECORDED_FROM_MS  when set (epoch milliseconds), the body suffix holds the marker
+--                                @RECORDED_AT@ once, replaced in each request by an RFC 3339 time
+--                                that many milliseconds plus the thread's request counter: every
+--                                request a different fix, as a phone's reports are (the projector's
+--                                history keeps one row per fix; the same fix again is a duplicate)
 -- Builds before the apps' phases (their WrkDriver sets only FINDMY_BENCH_TOKENS, a file of device
 -- tokens, and FINDMY_BENCH_FIXES, the fix objects of one batch) get native reports as before, so
 -- that old and new builds can still be compared with this script.
@@ -44,6 +49,9 @@ local prefix, suffix = "", ""
 local counter = 0
 local nonce = 0
 local digits = false
+local recorded_from_ms = nil
+local suffix_before, suffix_after = "", ""
+local cached_second, cached_text = nil, ""
 
 function init(args)
    local all = {}
@@ -77,6 +85,23 @@ function init(args)
    assert(#headers_by_device > 0, "no device for thread " .. thread_number)
    nonce = os.time() % 0x100000000
    digits = os.getenv("FINDMY_BENCH_UNIQUE") == "digits"
+   recorded_from_ms = tonumber(os.getenv("FINDMY_BENCH_RECORDED_FROM_MS") or "")
+   if recorded_from_ms ~= nil then
+      local first, last = suffix:find("@RECORDED_AT@", 1, true)
+      assert(first ~= nil, "FINDMY_BENCH_RECORDED_FROM_MS needs @RECORDED_AT@ in the body suffix")
+      suffix_before, suffix_after = suffix:sub(1, first - 1), suffix:sub(last + 1)
+   end
+end
+
+-- base + counter milliseconds as RFC 3339 UTC; the seconds' text is formatted once a second.
+local function recorded_at(counter)
+   local ms = recorded_from_ms + counter
+   local second = math.floor(ms / 1000)
+   if second ~= cached_second then
+      cached_second = second
+      cached_text = os.date("!%Y-%m-%dT%H:%M:%S", second)
+   end
+   return cached_text .. string.format(".%03dZ", ms % 1000)
 end
 
 function request()
@@ -89,6 +114,10 @@ function request()
    end
    local headers = headers_by_device[next_device]
    next_device = next_device % #headers_by_device + 1
+   if recorded_from_ms ~= nil then
+      return wrk.format(
+         "POST", path, headers, prefix .. unique .. suffix_before .. recorded_at(counter) .. suffix_after)
+   end
    return wrk.format("POST", path, headers, prefix .. unique .. suffix)
 end
 
