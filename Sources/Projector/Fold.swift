@@ -100,9 +100,8 @@ public struct ProjectionBatch: Sendable {
     /// Per device, the latest `received_at` of a report in this batch.
     public var lastSeen: [UInt64: Int64] = [:]
     public var lastReceivedAtMicros: Int64?
-    /// The fixes in `locations`, so that the same fix twice in one transaction is one row (across
-    /// transactions the history's unique key sees to it, `ProjectionStore.apply`).
-    private var fixKeys: Set<FixKey> = []
+    /// Set by `seal`: no record is added after it.
+    public private(set) var isSealed = false
 
     public init(firstOffset: UInt64) {
         self.firstOffset = firstOffset
@@ -111,9 +110,67 @@ public struct ProjectionBatch: Sendable {
 
     public var isEmpty: Bool { nextOffset == firstOffset }
 
+    /// The history rows sorted in place in the history's index order (`ProjectionStore.apply`
+    /// writes them in that order and would otherwise sort a copy), and the same fix arrived twice
+    /// in this batch made one row, its first arrival's (across transactions the history's unique
+    /// key sees to it, `ProjectionStore.apply`). Sorted, a fix's arrivals are neighbours (same
+    /// device and time), so no set of every fix is held while the batch is read: such a set took
+    /// 21 MB at 200,000 fixes, more than the rows. No record is added after this.
+    public mutating func seal() {
+        guard !isSealed else { return }
+        isSealed = true
+        if !ProjectionStore.isInIndexOrder(locations) { locations.sort(by: ProjectionStore.precedesInIndex) }
+        // `latest` was kept over every arrival; a later arrival of a fix is not a newer fix.
+        if Self.removeRepeats(&locations) { latest = ProjectionStore.latest(of: locations) }
+    }
+
+    /// Drops each row whose fix (`FixKey`) an earlier row holds; `rows` in index order, where the
+    /// arrivals of one fix are neighbours, first arrival first. Returns whether any was dropped.
+    static func removeRepeats(_ rows: inout [LocationRow]) -> Bool {
+        var kept = 0
+        var groupStart = 0  // the first kept row of the current device and time
+        var positions = Set<Position>()  // the group's, once it is too large to scan
+        for index in rows.indices {
+            let row = rows[index]
+            let position = Position(row.fix)
+            if kept > 0, rows[kept - 1].deviceID == row.deviceID,
+                rows[kept - 1].fix.recordedAtMicros == row.fix.recordedAtMicros
+            {
+                if kept - groupStart < Position.scanMax {
+                    if rows[groupStart..<kept].contains(where: { Position($0.fix) == position }) { continue }
+                } else {
+                    if positions.isEmpty { positions = Set(rows[groupStart..<kept].map { Position($0.fix) }) }
+                    guard positions.insert(position).inserted else { continue }
+                }
+            } else {
+                groupStart = kept
+                if !positions.isEmpty { positions.removeAll(keepingCapacity: true) }
+            }
+            if kept != index { rows[kept] = row }
+            kept += 1
+        }
+        guard kept < rows.count else { return false }
+        rows.removeSubrange(kept...)
+        return true
+    }
+
+    /// Where a fix was: with the device and `recorded_at`, its `FixKey`.
+    struct Position: Hashable {
+        var latitude: Double
+        var longitude: Double
+        init(_ fix: Fix) {
+            latitude = fix.latitude
+            longitude = fix.longitude
+        }
+        /// Rows of one device and time compared one by one up to this many (one or two in practice);
+        /// beyond it, a set, so that a device sending many fixes of one time costs no square.
+        static let scanMax = 16
+    }
+
     /// Folds one record in. Records must come in offset order; gaps (records a compaction removed)
     /// are fine.
     public mutating func add(_ record: LogRecord) throws {
+        precondition(!isSealed, "no record is folded into a sealed batch")
         precondition(record.offset >= nextOffset, "records are folded in offset order")
         nextOffset = record.offset + 1
         let received = record.header.receivedAtMicros
@@ -145,14 +202,10 @@ public struct ProjectionBatch: Sendable {
             locations.removeAll {
                 $0.deviceID == erase.deviceID && erase.covers(recordedAtMicros: $0.fix.recordedAtMicros)
             }
-            fixKeys = fixKeys.filter {
-                $0.deviceID != erase.deviceID || !erase.covers(recordedAtMicros: $0.recordedAtMicros)
-            }
             recomputeLatest(erase.deviceID)
         case .deviceRemoved(let removed):
             registry.append(.removed(deviceID: removed.deviceID))
             locations.removeAll { $0.deviceID == removed.deviceID }
-            fixKeys = fixKeys.filter { $0.deviceID != removed.deviceID }
             batches.removeAll { $0.deviceID == removed.deviceID }
             imports.removeAll { $0.imported.deviceID == removed.deviceID }
             commands.removeAll { $0.event.commandDeviceID == removed.deviceID }
@@ -221,8 +274,7 @@ public struct ProjectionBatch: Sendable {
             let row = LocationRow(
                 deviceID: batch.deviceID, logOffset: offset, fixIndex: index,
                 receivedAtMicros: receivedAtMicros, fix: fix)
-            // The first arrival is the fix's row; a later one is not a newer fix either.
-            guard fixKeys.insert(FixKey(row)).inserted else { continue }
+            // Every arrival for now; `seal` keeps the first of a fix's.
             locations.append(row)
             if let current = latest[batch.deviceID], !LatestRule.replaces(row, current) { continue }
             latest[batch.deviceID] = row

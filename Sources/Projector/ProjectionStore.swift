@@ -87,6 +87,13 @@ public struct ProjectionStore: Sendable {
         _ batch: ProjectionBatch, nowMicros: Int64, logID: UUID128? = nil, _ connection: PostgresConnection,
         helper: PostgresConnection? = nil, splitFixesMin: Int = ProjectionStore.splitFixesMin
     ) throws {
+        guard batch.isSealed else {
+            var sealed = batch
+            sealed.seal()
+            return try apply(
+                sealed, nowMicros: nowMicros, logID: logID, connection, helper: helper,
+                splitFixesMin: splitFixesMin)
+        }
         if let helper, batch.locations.count >= splitFixesMin,
             let (mine, theirs) = Self.splitAtDevice(Self.indexOrder(batch.locations))
         {
@@ -117,7 +124,10 @@ public struct ProjectionStore: Sendable {
 
     /// `rows` (in index order) cut in two near the middle, where one device's rows end, so that the
     /// two backends insert into different parts of the index; nil when one device holds them all.
-    static func splitAtDevice(_ rows: [LocationRow]) -> (mine: [LocationRow], theirs: [LocationRow])? {
+    /// Slices, not copies: a drain's transaction holds up to `Projector.Options.fixesPerTransactionMax` rows.
+    static func splitAtDevice(_ rows: [LocationRow]) -> (
+        mine: ArraySlice<LocationRow>, theirs: ArraySlice<LocationRow>
+    )? {
         guard rows.count >= 2 else { return nil }
         let middle = rows.count / 2
         var cut = middle
@@ -127,11 +137,12 @@ public struct ProjectionStore: Sendable {
             while cut > 0 && rows[cut].deviceID == rows[cut - 1].deviceID { cut -= 1 }
         }
         guard cut > 0 && cut < rows.count else { return nil }
-        return (Array(rows[..<cut]), Array(rows[cut...]))
+        return (rows[..<cut], rows[cut...])
     }
 
     private func applySplit(
-        _ batch: ProjectionBatch, mine: [LocationRow], theirs: [LocationRow], nowMicros: Int64,
+        _ batch: ProjectionBatch, mine: ArraySlice<LocationRow>, theirs: ArraySlice<LocationRow>,
+        nowMicros: Int64,
         logID: UUID128?,
         _ connection: PostgresConnection, helper: PostgresConnection
     ) throws {
@@ -139,11 +150,11 @@ public struct ProjectionStore: Sendable {
         // for the other's transaction.
         try ensurePartitions(batch.locations, nowMicros: nowMicros, connection)
         let helperCommitted = Outcome()
-        // The helper's rows as this transaction will hold them: all of them if its COPY committed,
-        // else what this transaction inserts of them itself.
-        let theirsHeld: (PostgresConnection) throws -> [LocationRow] = { connection in
+        // The helper's rows as this transaction will hold them: nil when its COPY committed (all of
+        // them), else what this transaction inserts of them itself.
+        let theirsInserted: (PostgresConnection) throws -> [LocationRow]? = { connection in
             helperCommitted.wait()
-                ? theirs : try self.insertSkippingDuplicates(theirs, nowMicros: nowMicros, connection)
+                ? nil : try self.insertSkippingDuplicates(Array(theirs), nowMicros: nowMicros, connection)
         }
         var first: Result<Void, any Error> = .success(())
         concurrentPerform(iterations: 2) { index in
@@ -154,8 +165,10 @@ public struct ProjectionStore: Sendable {
             first = Result {
                 try self.apply(batch, nowMicros: nowMicros, logID: logID, connection) { connection in
                     try self.copyRows(mine, connection)
-                    let held = try theirsHeld(connection)
-                    return held.count == theirs.count ? batch.latest : Self.latest(of: mine + held)
+                    guard let held = try theirsInserted(connection), held.count != theirs.count else {
+                        return batch.latest
+                    }
+                    return Self.latest(of: Array(mine) + held)
                 }
             }
         }
@@ -163,8 +176,8 @@ public struct ProjectionStore: Sendable {
         guard let error = error as? PostgresError, Self.isDuplicateFix(error) else { throw error }
         try apply(batch, nowMicros: nowMicros, logID: logID, connection) { connection in
             Self.latest(
-                of: try insertSkippingDuplicates(mine, nowMicros: nowMicros, connection)
-                    + (try theirsHeld(connection)))
+                of: try insertSkippingDuplicates(Array(mine), nowMicros: nowMicros, connection)
+                    + (try theirsInserted(connection) ?? Array(theirs)))
         }
     }
 
@@ -172,7 +185,7 @@ public struct ProjectionStore: Sendable {
     /// as the main transaction (a generation swap waits for both). Only tried: with a swap waiting
     /// for the lock, the helper gives its rows back rather than queue behind the swap, which waits
     /// for the main transaction, which waits for the helper. Returns whether it committed.
-    private func copyAsHelper(_ rows: [LocationRow], _ helper: PostgresConnection) -> Bool {
+    private func copyAsHelper(_ rows: ArraySlice<LocationRow>, _ helper: PostgresConnection) -> Bool {
         do {
             return try helper.transaction { helper in
                 let locked = try helper.execute("SELECT pg_try_advisory_xact_lock_shared(7402)")
@@ -399,7 +412,7 @@ public struct ProjectionStore: Sendable {
     }
 
     /// COPY of rows already in index order into partitions that exist.
-    private func copyRows(_ rows: [LocationRow], _ connection: PostgresConnection) throws {
+    private func copyRows(_ rows: some Collection<LocationRow>, _ connection: PostgresConnection) throws {
         guard !rows.isEmpty else { return }
         try connection.copyInBinary(
             table: ProjectionSchema.Table.deviceLocations.in(schema), columns: Self.locationColumns,
@@ -411,11 +424,19 @@ public struct ProjectionStore: Sendable {
     /// after another's. Index upkeep is most of a drain's time in PostgreSQL (2 M fixes: 7.8 s into
     /// the heap alone, 60 s with both indexes; 24 s with both when sorted by device and time,
     /// docs/benchmarks.md). The heap comes out grouped by device too, as a history read wants it.
+    /// Rows already in that order (a sealed batch's, `ProjectionBatch.seal`) are returned as they
+    /// are, without a copy.
     static func indexOrder(_ rows: [LocationRow]) -> [LocationRow] {
-        rows.sorted {
-            ($0.deviceID, $0.fix.recordedAtMicros, $0.logOffset, $0.fixIndex)
-                < ($1.deviceID, $1.fix.recordedAtMicros, $1.logOffset, $1.fixIndex)
-        }
+        isInIndexOrder(rows) ? rows : rows.sorted(by: precedesInIndex)
+    }
+
+    static func precedesInIndex(_ a: LocationRow, _ b: LocationRow) -> Bool {
+        (a.deviceID, a.fix.recordedAtMicros, a.logOffset, a.fixIndex)
+            < (b.deviceID, b.fix.recordedAtMicros, b.logOffset, b.fixIndex)
+    }
+
+    static func isInIndexOrder(_ rows: [LocationRow]) -> Bool {
+        rows.indices.dropFirst().allSatisfy { !precedesInIndex(rows[$0], rows[$0 - 1]) }
     }
 
     /// One row of `device_locations` in binary COPY form: one field per `ProjectionSchema.fixColumns`,

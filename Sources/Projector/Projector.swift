@@ -93,6 +93,15 @@ public protocol LogProjectionBatch {
     /// Fixes folded so far, which `Projector.Options.fixesPerTransactionMax` bounds.
     var fixCount: Int { get }
     mutating func add(_ record: LogRecord) throws
+    /// Called once the last record is added, before the batch is written: drops what only the
+    /// fold needed and puts what is written in the order it is written in, in place. A batch holds
+    /// up to a transaction's fixes, and the next one is read while this one is written: what is not
+    /// needed while it waits is not held.
+    mutating func seal()
+}
+
+extension LogProjectionBatch {
+    public mutating func seal() {}
 }
 
 /// The main projection: users, devices, history, latest positions, arrivals, commands
@@ -155,13 +164,15 @@ public final class Projector: Sendable {
     public struct Options: Sendable {
         /// Records folded in one transaction at most.
         public var recordsPerTransactionMax = 20_000
-        /// Fixes folded in one transaction at most (bounds the projector's memory, whatever the
-        /// backlog: in a 10 M-fix drain the bench's process, both projectors, peaked at 172 MB at
-        /// this limit, 61 MB at 50,000). A drain's transaction COPYs its fixes sorted by device
+        /// Fixes folded in one transaction at most: bounds the projector's memory, whatever the
+        /// backlog, at two transactions' rows (the one written and the one read ahead, about 144
+        /// bytes a fix: 14 MB). At 200,000 a catch-up of 250,000 fixes took `findmy serve` from 26
+        /// to 118 MB; at 50,000, to 69-72 MB, 58 MB with malloc's threshold fixed (docs/benchmarks.md,
+        /// "Projector catch-up memory"). A drain's transaction COPYs its fixes sorted by device
         /// and time (`ProjectionStore.indexOrder`): the more fixes, the longer each device's run
-        /// and the cheaper the index upkeep (2 M fixes with both indexes: 45 s in chunks of 50,000,
-        /// 37 s in chunks of 200,000, docs/benchmarks.md).
-        public var fixesPerTransactionMax = 200_000
+        /// and the cheaper the index upkeep (2 M fixes with both indexes, before the helper
+        /// connection: 45 s in chunks of 50,000, 37 s in chunks of 200,000).
+        public var fixesPerTransactionMax = 50_000
         /// How long the tailing projector, idle, sleeps at most before looking at its checkpoint
         /// again. New durable records (the writer in this process rings it; a log of another
         /// process is looked at every `LogReader.tailPollMicros`) and a stop wake it at once, so
@@ -387,6 +398,7 @@ public final class Projector: Sendable {
         if batch.nextOffset < logEnd && records < recordsMax && oldestUnfolded == nil {
             batch.nextOffset = logEnd
         }
+        batch.seal()
         return ReadRun(start: start, batch: batch, records: records, oldestUnfolded: oldestUnfolded)
     }
 
@@ -443,8 +455,13 @@ public final class Projector: Sendable {
                 }
                 if let first = options.yieldsTo { yield(to: first, stop) }
                 let logEnd = reader.durableEnd()
+                let wasDraining = status.draining
                 let folded = try step(logEnd: logEnd)
                 retryDelay = options.retryDelayMicrosMin
+                // A drain's batches are freed, but malloc keeps the freed pages (and, once a block
+                // that size was freed, serves later large blocks from the heap, which it trims only
+                // from the top): the process would stay at a drain's size while idle.
+                if wasDraining && !status.draining { releaseFreedMemory() }
                 if folded == 0 {
                     if try analyzeIfDue() { continue }
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros, stop: stop)
@@ -509,6 +526,19 @@ public final class Projector: Sendable {
         retryDelay = min(retryDelay * 2, options.retryDelayMicrosMax)
     }
 }
+
+/// Gives the pages of freed heap blocks back to the system (glibc's `malloc_trim(0)`).
+func releaseFreedMemory() {
+    #if canImport(Glibc)
+        _ = glibcMallocTrim(0)
+    #endif
+}
+
+#if canImport(Glibc)
+    /// `int malloc_trim(size_t pad)`: <malloc.h> is not part of Swift's Glibc module.
+    @_silgen_name("malloc_trim")
+    private func glibcMallocTrim(_ pad: Int) -> Int32
+#endif
 
 /// Records read from the log and folded into one transaction's batch, not written yet.
 private struct ReadRun<Batch> {

@@ -3,6 +3,10 @@
 /// `M_ARENA_MAX` from <malloc.h>: the most arenas malloc creates.
 let glibcMallocArenaMax: Int32 = -8
 
+/// `M_MMAP_THRESHOLD` from <malloc.h>: blocks of this size and more are mapped on their own;
+/// setting it turns off glibc's raising of it (and of the trim threshold) as large blocks are freed.
+let glibcMallocMmapThreshold: Int32 = -3
+
 /// `int mallopt(int param, int value)`; returns 1 on success, 0 on error.
 @_silgen_name("mallopt")
 func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32

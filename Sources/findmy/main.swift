@@ -31,6 +31,15 @@ let commands: [Command] = [
 if getenv("MALLOC_ARENA_MAX") == nil && getenv("GLIBC_TUNABLES") == nil {
     _ = glibcMallopt(glibcMallocArenaMax, 1)
 }
+// Blocks of 1 MiB and more get pages of their own (mmap), given back when freed. By default glibc
+// raises this threshold to the size of each such block freed (up to 32 MiB): after the first large
+// block of a projector's catch-up (its batches of fixes, megabytes each) the next ones came from
+// the heap, whose freed middle is kept and reused only by blocks that fit, and a catch-up of
+// 250,000 fixes took the server from 26 to 69-72 MB at its peak; fixed, 58 MB (docs/benchmarks.md,
+// "Projector catch-up memory"). MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES take precedence.
+if getenv("MALLOC_MMAP_THRESHOLD_") == nil && getenv("GLIBC_TUNABLES") == nil {
+    _ = glibcMallopt(glibcMallocMmapThreshold, 1 << 20)
+}
 
 exit(
     runMain(

@@ -94,6 +94,80 @@ import Testing
     }
 }
 
+/// A sealed batch holds its history rows in the history's index order (device, then time), sorted
+/// in place: the store writes them as they are instead of sorting a copy. What the fold decided
+/// stays: one row per fix (its first arrival), the same latest position.
+@Suite struct SealTests {
+    func record(_ event: Event, offset: UInt64, received: Int64) -> LogRecord {
+        var encoded = EventCodec.encode(event, receivedAtMicros: received)
+        encoded.header.offset = offset
+        return LogRecord(header: encoded.header, storedPayload: encoded.payload, segmentPath: "", position: 0)
+    }
+
+    func fix(_ recorded: Int64, _ latitude: Double) -> Fix {
+        Fix(
+            latitude: latitude, longitude: 1, accuracyMeters: 5, source: "significant",
+            recordedAtMicros: recorded)
+    }
+
+    @Test func sealingSortsTheRowsByDeviceAndTimeAndKeepsWhatTheFoldDecided() throws {
+        var batch = ProjectionBatch(firstOffset: 0)
+        // Devices 2 and 1 in turn, each batch newest first; device 1's second batch repeats a fix.
+        let batches: [(UInt64, [Fix])] = [
+            (2, [fix(40, 2.4), fix(30, 2.3)]), (1, [fix(20, 1.2), fix(10, 1.1)]),
+            (2, [fix(60, 2.6), fix(50, 2.5)]), (1, [fix(20, 1.2), fix(15, 1.15)]),
+        ]
+        for (offset, (device, fixes)) in batches.enumerated() {
+            try batch.add(
+                record(
+                    .fixBatch(FixBatch(deviceID: device, batchID: UUID128.random(), fixes: fixes)),
+                    offset: UInt64(offset), received: 100 + Int64(offset)))
+        }
+        let latest = batch.latest
+        batch.seal()
+        #expect(batch.locations.map(\.deviceID) == [1, 1, 1, 2, 2, 2, 2])
+        #expect(batch.locations.map(\.fix.recordedAtMicros) == [10, 15, 20, 30, 40, 50, 60])
+        // The repeated fix is its first arrival's row (offset 1), not the second's.
+        #expect(batch.locations[2].logOffset == 1)
+        #expect(batch.latest == latest)
+        #expect(batch.latest[1]?.fix.recordedAtMicros == 20 && batch.latest[2]?.fix.recordedAtMicros == 60)
+        #expect(batch.nextOffset == 4 && batch.fixCount == 7)
+    }
+
+    /// A fix arriving again after another fix of the same time is not that device's latest: the
+    /// later arrival of A does not displace C, which displaced A.
+    @Test func aFixArrivingAgainNeverBecomesTheLatestThroughItsLaterArrival() throws {
+        var batch = ProjectionBatch(firstOffset: 0)
+        for (offset, latitude) in [1.2, 1.3, 1.2].enumerated() {
+            try batch.add(
+                record(
+                    .fixBatch(FixBatch(deviceID: 1, batchID: UUID128.random(), fixes: [fix(20, latitude)])),
+                    offset: UInt64(offset), received: 100))
+        }
+        batch.seal()
+        #expect(batch.locations.map(\.logOffset) == [0, 1])
+        #expect(batch.latest[1]?.logOffset == 1 && batch.latest[1]?.fix.latitude == 1.3)
+    }
+
+    /// Many fixes of one device and time, one of them again: one row each.
+    @Test func manyFixesOfOneTimeKeepOneRowEach() throws {
+        var batch = ProjectionBatch(firstOffset: 0)
+        let fixes = (0..<100).map { fix(20, Double($0)) }
+        try batch.add(
+            record(
+                .fixBatch(FixBatch(deviceID: 1, batchID: UUID128.random(), fixes: fixes)), offset: 0,
+                received: 1))
+        try batch.add(
+            record(
+                .fixBatch(
+                    FixBatch(deviceID: 1, batchID: UUID128.random(), fixes: [fix(20, 57), fix(20, 100)])),
+                offset: 1, received: 2))
+        batch.seal()
+        #expect(batch.fixCount == 101)
+        #expect(batch.locations.filter { $0.fix.latitude == 57 }.map(\.logOffset) == [0])
+    }
+}
+
 /// The protocol of a batch reaches `device_batches`, from a whole record and from an envelope
 /// whose payload the compactor removed (it is in the header); a place event projects nothing.
 @Suite struct ProtocolFoldTests {
