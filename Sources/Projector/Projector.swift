@@ -528,17 +528,7 @@ public final class Projector: Sendable {
 }
 
 /// Gives the pages of freed heap blocks back to the system (glibc's `malloc_trim(0)`).
-func releaseFreedMemory() {
-    #if canImport(Glibc)
-        _ = glibcMallocTrim(0)
-    #endif
-}
-
-#if canImport(Glibc)
-    /// `int malloc_trim(size_t pad)`: <malloc.h> is not part of Swift's Glibc module.
-    @_silgen_name("malloc_trim")
-    private func glibcMallocTrim(_ pad: Int) -> Int32
-#endif
+func releaseFreedMemory() { HeapTrimmer.trim() }
 
 /// Records read from the log and folded into one transaction's batch, not written yet.
 private struct ReadRun<Batch> {
