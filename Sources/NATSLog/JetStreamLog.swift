@@ -246,8 +246,9 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         // restarted and catching up): its "nothing pending" then comes before `stopSequence`, the
         // leader's newest. Such a short read made the retention policy miss a user's change and an
         // import store a record twice, so the read waits for `stopSequence` unless the leader says
-        // the partition's newest is now below it (erased meanwhile).
-        let deadline = monotonicMicros() + configuration.readWaitMillis * 1000
+        // the partition's newest is now below it (erased meanwhile). The wait is bounded from the
+        // last message delivered: a long read making progress is not cut short.
+        var deadline = monotonicMicros() + configuration.readWaitMillis * 1000
         while true {
             guard let delivered = try nextMessage(subscription, subject, waitingFor: stopSequence) else {
                 guard next < stopSequence, let newest = try lastSequence(subject), newest > next else {
@@ -261,6 +262,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
                 continue
             }
             defer { natsMsg_Destroy(delivered.message) }
+            deadline = monotonicMicros() + configuration.readWaitMillis * 1000
             let sequence = delivered.sequence
             if sequence - 1 >= limit { return limit }
             // The consumer filters on the partition's subject: a message of another partition here
