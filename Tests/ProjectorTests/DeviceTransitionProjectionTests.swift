@@ -83,15 +83,7 @@ import Testing
         let main = Projector(client: setup.client, reader: setup.projector.reader)
         try main.prepare()
         try catchUp(main)
-        let policy = try RetentionPolicy.fold(
-            setup.projector.reader, upTo: setup.writer.durableEnd,
-            settings: RetentionSettings(retentionDays: 30))
-        let report = try setup.client.withConnection {
-            try DatabaseCompaction(
-                policy: policy, nowMicros: Self.t0 + 40 * day * Self.minute, rowsPerStatementMax: 1,
-                logID: setup.writer.logID
-            ).run($0, dryRun: false)
-        }
+        let report = try setup.compact(nowMicros: Self.t0 + 40 * day * Self.minute)
         #expect(report.geofenceRowsDeleted == 2)
         #expect(try Self.rows(setup) == ["1 1 home leave \(35 * day) \(35 * day) 20"])
     }

@@ -60,6 +60,18 @@ import Workload
                 receivedMinute: receivedMinute)
         }
 
+        /// The compactor's database half at `nowMicros`, with the log's 30-day retention policy,
+        /// one row a statement.
+        func compact(nowMicros: Int64) throws -> DatabaseCompactionReport {
+            let policy = try RetentionPolicy.fold(
+                projector.reader, upTo: writer.durableEnd, settings: RetentionSettings(retentionDays: 30))
+            return try client.withConnection {
+                try DatabaseCompaction(
+                    policy: policy, nowMicros: nowMicros, rowsPerStatementMax: 1, logID: writer.logID
+                ).run($0, dryRun: false)
+            }
+        }
+
         /// The transitions as "fence device event minute received-minute", in recorded_at order.
         func transitions() throws -> [String] {
             try catchUp(projector)
@@ -236,15 +248,7 @@ import Workload
         let main = Projector(client: setup.client, reader: setup.projector.reader)
         try main.prepare()
         try catchUp(main)
-        let policy = try RetentionPolicy.fold(
-            setup.projector.reader, upTo: setup.writer.durableEnd,
-            settings: RetentionSettings(retentionDays: 30))
-        let report = try setup.client.withConnection {
-            try DatabaseCompaction(
-                policy: policy, nowMicros: Self.t0 + 40 * day * Self.minute, rowsPerStatementMax: 1,
-                logID: setup.writer.logID
-            ).run($0, dryRun: false)
-        }
+        let report = try setup.compact(nowMicros: Self.t0 + 40 * day * Self.minute)
         #expect(report.geofenceRowsDeleted == 3)  // two fixes, one transition
         #expect(try setup.transitions() == ["1 1 enter \(35 * day) \(35 * day)"])
         let fixes = try setup.client.withConnection {
@@ -296,15 +300,7 @@ import Workload
         try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 3)), receivedMinute: 39 * day)
         try catchUp(main)
         _ = try setup.transitions()
-        let policy = try RetentionPolicy.fold(
-            setup.projector.reader, upTo: setup.writer.durableEnd,
-            settings: RetentionSettings(retentionDays: 30))
-        let report = try setup.client.withConnection {
-            try DatabaseCompaction(
-                policy: policy, nowMicros: Self.t0 + 40 * day * Self.minute, rowsPerStatementMax: 1,
-                logID: setup.writer.logID
-            ).run($0, dryRun: false)
-        }
+        let report = try setup.compact(nowMicros: Self.t0 + 40 * day * Self.minute)
         let left = try setup.client.withConnection { connection in
             let result = try connection.execute(
                 """
