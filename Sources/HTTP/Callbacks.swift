@@ -428,11 +428,7 @@ private func queue(
             UInt64.max, 32 << 10, streamReaderCalled, retained.toOpaque(), streamReleased)
         if mhdResponse == nil { retained.release() }
     } else {
-        mhdResponse = response.body.withUnsafeBytes { bytes in
-            // MUST_COPY: the Swift array does not outlive this call.
-            MHD_create_response_from_buffer(
-                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
-        }
+        mhdResponse = HeldBody.response(response.body)
     }
     guard let mhdResponse else { return .NO }
     defer { MHD_destroy_response(mhdResponse) }

@@ -1,7 +1,7 @@
 /// Copies `count` bytes without a call to `memcpy` when there are at most 16 (two overlapping
 /// 8-byte words, or 4-byte ones, or single bytes): the keys and short strings of a large answer
 /// are a few bytes each, and a `memcpy` call per key was 9% of the devices list's instructions.
-@inline(__always)
+@inlinable @inline(__always)
 func copyBytes(_ source: UnsafePointer<UInt8>, to destination: UnsafeMutablePointer<UInt8>, count: Int) {
     let from = UnsafeRawPointer(source)
     let to = UnsafeMutableRawPointer(destination)

@@ -9,10 +9,12 @@
 /// Writing past the reserved bound is a programmer error and traps: `JSONWriter.flatObject`
 /// documents how much each call may write.
 public struct JSONFlatObject: ~Copyable {
-    private let base: UnsafeMutablePointer<UInt8>
-    private let capacity: Int
-    fileprivate var count = 0
-    private var needsComma = false
+    // Usable from inline code: the fixed pieces, `null` and booleans of a large answer are
+    // inlined into its writer (a call per piece was a twelfth of a history page's instructions).
+    @usableFromInline let base: UnsafeMutablePointer<UInt8>
+    @usableFromInline let capacity: Int
+    @usableFromInline var count = 0
+    @usableFromInline var needsComma = false
 
     /// The most bytes of each call, for the caller's bound: a key is its length plus 4, a double
     /// `doubleBytesMax`, an integer 20, a time `timestampBytesMax`, `true`/`false`/`null` 5, a string
@@ -27,21 +29,21 @@ public struct JSONFlatObject: ~Copyable {
         self.capacity = capacity
     }
 
-    @inline(__always)
-    private mutating func reserve(_ bytes: Int) -> UnsafeMutablePointer<UInt8> {
+    @inlinable @inline(__always)
+    mutating func reserve(_ bytes: Int) -> UnsafeMutablePointer<UInt8> {
         precondition(count + bytes <= capacity, "JSONFlatObject: the caller's bound is too small")
         return base + count
     }
 
-    @inline(__always)
-    private mutating func put(_ byte: UInt8) {
+    @inlinable @inline(__always)
+    mutating func put(_ byte: UInt8) {
         _ = reserve(1)
         base[count] = byte
         count += 1
     }
 
-    @inline(__always)
-    private mutating func put(_ text: StaticString) {
+    @inlinable @inline(__always)
+    mutating func put(_ text: StaticString) {
         let output = reserve(text.utf8CodeUnitCount)
         copyBytes(text.utf8Start, to: output, count: text.utf8CodeUnitCount)
         count += text.utf8CodeUnitCount
@@ -80,6 +82,7 @@ public struct JSONFlatObject: ~Copyable {
 
     /// Text the caller guarantees is valid JSON at this place (keys and punctuation written once
     /// for a shape that never changes), copied as it is: commas and nesting are the caller's.
+    @inlinable @inline(__always)
     public mutating func raw(_ text: StaticString) { put(text) }
 
     public mutating func beginObject() {
@@ -125,8 +128,10 @@ public struct JSONFlatObject: ~Copyable {
         count += Digits.write(value, into: reserve(Self.integerBytesMax))
     }
 
+    @inlinable
     public mutating func bool(_ value: Bool) { value ? put("true") : put("false") }
 
+    @inlinable
     public mutating func null() { put("null") }
 
     /// An RFC 3339 time with microseconds, as `JSONWriter.timestamp(micros:)`.

@@ -112,12 +112,23 @@ public enum RFC3339 {
 
     /// The date of the last time written, `YYYY-MM-DDT` (11 bytes), and its day since the epoch:
     /// the times of a history page change their date once a day (once in 288 fixes at a 5-minute
-    /// cadence), so the calendar's arithmetic runs once a day instead of twice a fix.
+    /// cadence), so the calendar's arithmetic runs once a day instead of twice a fix. With six
+    /// fraction digits, also the last time whole and the last fraction: a batch's fixes share
+    /// their arrival time, and a phone's fixes at a fixed cadence their fraction of a second.
     public struct DayCache: Sendable {
         var days = Int64.min
         /// Bytes 0..<8 and 7..<11 of the date, as stored (two overlapping copies cover the 11).
         var head: UInt64 = 0
         var tail: UInt32 = 0
+        /// The last time written with six fraction digits, and its bytes 11..<19 and 18..<26
+        /// (`HH:MM:SS.ffffff`, two overlapping copies).
+        var micros = Int64.min
+        var timeHead: UInt64 = 0
+        var timeTail: UInt64 = 0
+        /// The last fraction of a second written with six digits, and its bytes 19..<27
+        /// (`.ffffffZ`).
+        var fraction = -1
+        var fractionBytes: UInt64 = 0
 
         public init() {}
     }
@@ -142,11 +153,19 @@ public enum RFC3339 {
         precondition(
             fractionDigits == 0 || fractionDigits == 3 || fractionDigits == 6,
             "fractionDigits must be 0, 3 or 6")
+        let raw = UnsafeMutableRawPointer(output)
+        if fractionDigits == 6 && micros == cache.micros {
+            raw.storeBytes(of: cache.head, as: UInt64.self)
+            (raw + 7).storeBytes(of: cache.tail, as: UInt32.self)
+            (raw + 11).storeBytes(of: cache.timeHead, as: UInt64.self)
+            (raw + 18).storeBytes(of: cache.timeTail, as: UInt64.self)
+            output[26] = UInt8(ascii: "Z")
+            return 27
+        }
         let days = micros >= 0 ? micros / microsPerDay : (micros + 1) / microsPerDay - 1
         let microsOfDay = micros - days * microsPerDay
         // Two digits at a time: two times per fix, 8,640 fixes in a history page.
         func pair(_ value: Int, at position: Int) { Digits.writePair(value, into: output + position) }
-        let raw = UnsafeMutableRawPointer(output)
         if days == cache.days {
             raw.storeBytes(of: cache.head, as: UInt64.self)
             (raw + 7).storeBytes(of: cache.tail, as: UInt32.self)
@@ -162,6 +181,8 @@ public enum RFC3339 {
             cache.days = days
             cache.head = raw.loadUnaligned(as: UInt64.self)
             cache.tail = (raw + 7).loadUnaligned(as: UInt32.self)
+            // The kept time is of another day now (set again below for six fraction digits).
+            cache.micros = Int64.min
         }
         let secondOfDay = Int(microsOfDay / microsPerSecond)
         let fraction = Int(microsOfDay % microsPerSecond)
@@ -172,11 +193,21 @@ public enum RFC3339 {
         pair(secondOfDay % 60, at: 17)
         var count = 19
         if fractionDigits == 6 {
-            output[19] = UInt8(ascii: ".")
-            pair(fraction / 10_000, at: 20)
-            pair(fraction / 100 % 100, at: 22)
-            pair(fraction % 100, at: 24)
-            count = 26
+            if fraction == cache.fraction {
+                (raw + 19).storeBytes(of: cache.fractionBytes, as: UInt64.self)
+            } else {
+                output[19] = UInt8(ascii: ".")
+                pair(fraction / 10_000, at: 20)
+                pair(fraction / 100 % 100, at: 22)
+                pair(fraction % 100, at: 24)
+                output[26] = UInt8(ascii: "Z")
+                cache.fraction = fraction
+                cache.fractionBytes = (raw + 19).loadUnaligned(as: UInt64.self)
+            }
+            cache.micros = micros
+            cache.timeHead = (raw + 11).loadUnaligned(as: UInt64.self)
+            cache.timeTail = (raw + 18).loadUnaligned(as: UInt64.self)
+            return 27
         } else if fractionDigits == 3 {
             let millis = fraction / 1000
             output[19] = UInt8(ascii: ".")

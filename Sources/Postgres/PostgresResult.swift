@@ -222,6 +222,7 @@ public final class PostgresResult: @unchecked Sendable {
 
 /// A column type read in binary by `requireBinary` and `binaryBytes`, by its OID (`pg_type.oid`),
 /// with the decoders of its values: each returns nil for bytes of another length than the type's.
+// The decoders are inlinable: a history page decodes 100,000 values in another module.
 public enum PostgresBinaryType: UInt32, Sendable {
     case bool = 16
     case int8 = 20
@@ -231,19 +232,19 @@ public enum PostgresBinaryType: UInt32, Sendable {
     case float8 = 701
     case timestamptz = 1184
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public static func float8(_ bytes: UnsafeRawBufferPointer) -> Double? {
         guard bytes.count == 8 else { return nil }
         return Double(bitPattern: UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public static func int2(_ bytes: UnsafeRawBufferPointer) -> Int16? {
         guard bytes.count == 2 else { return nil }
         return Int16(bigEndian: bytes.loadUnaligned(as: Int16.self))
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public static func bool(_ bytes: UnsafeRawBufferPointer) -> Bool? {
         guard bytes.count == 1 else { return nil }
         return bytes[0] != 0
@@ -251,13 +252,13 @@ public enum PostgresBinaryType: UInt32, Sendable {
 
     /// Microseconds since the Unix epoch, as `PostgresResult.binaryTimestampMicros`; nil also for
     /// the infinities and for times that do not fit.
-    @inline(__always)
+    @inlinable @inline(__always)
     public static func timestampMicros(_ bytes: UnsafeRawBufferPointer) -> Int64? {
         guard bytes.count == 8 else { return nil }
         let sincePostgresEpoch = Int64(bigEndian: bytes.loadUnaligned(as: Int64.self))
         guard sincePostgresEpoch != .max && sincePostgresEpoch != .min else { return nil }
-        let (micros, overflow) = sincePostgresEpoch.addingReportingOverflow(
-            PostgresTypeOID.postgresEpochMicros)
+        // `PostgresTypeOID.postgresEpochMicros`, written out: inlinable code sees public names only.
+        let (micros, overflow) = sincePostgresEpoch.addingReportingOverflow(946_684_800_000_000)
         return overflow ? nil : micros
     }
 }

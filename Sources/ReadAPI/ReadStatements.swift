@@ -64,6 +64,19 @@ extension ReadService {
         ).sql
     }
 
+    /// The fields of a row of `locationsCopyQuery`.
+    public static var locationsCopyFieldCount: Int { FixColumns.shown.count }
+
+    /// Reads a row of `locationsCopyQuery` as the history route does, without writing it: the
+    /// keyset of its fix (nil for an infinite recorded_at). For a client measuring the
+    /// database's floor for the same rows (`findmy-bench read`).
+    public static func locationsCopyKeyset(_ row: inout PostgresCopyRow) throws(PostgresError) -> FixKeyset? {
+        let fix = try FixRow(&row)
+        return fix.recordedAt.map {
+            FixKeyset(recordedAtMicros: $0, latitude: fix.latitude, longitude: fix.longitude)
+        }
+    }
+
     /// `columns` of a device's fixes in `range` (on recorded_at, `from` inclusive, `to` exclusive)
     /// after `keyset`, at most `limit` of them, in the order of the history's unique index:
     /// (recorded_at, latitude, longitude), a keyset, so pages neither repeat nor skip a fix, even

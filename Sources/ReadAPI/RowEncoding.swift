@@ -37,18 +37,18 @@ extension ReadService {
                         "row \(row.number) column \(FixColumns.shown[column]) holds \(bytes.count) bytes, not a value of its type"
                 )
             }
-            func double(_ column: Int) throws(PostgresError) -> Double? {
+            @inline(__always) func double(_ column: Int) throws(PostgresError) -> Double? {
                 guard let bytes = row.next() else { return nil }
                 guard let value = PostgresBinaryType.float8(bytes) else { throw mismatch(column, bytes) }
                 return value
             }
-            func bool(_ column: Int) throws(PostgresError) -> Bool? {
+            @inline(__always) func bool(_ column: Int) throws(PostgresError) -> Bool? {
                 guard let bytes = row.next() else { return nil }
                 guard let value = PostgresBinaryType.bool(bytes) else { throw mismatch(column, bytes) }
                 return value
             }
             /// nil for NULL and for the infinities (shown as null, as `FixReader.time`).
-            func time(_ column: Int) throws(PostgresError) -> Int64? {
+            @inline(__always) func time(_ column: Int) throws(PostgresError) -> Int64? {
                 guard let bytes = row.next() else { return nil }
                 guard bytes.count == 8 else { throw mismatch(column, bytes) }
                 return PostgresBinaryType.timestampMicros(bytes)

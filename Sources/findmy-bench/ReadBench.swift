@@ -109,7 +109,10 @@ enum ReadBench {
             monthFixes == 0
             ? nil
             : try ReadMonthBench.measureHTTP(
-                connection, headers, expectedFixes: monthFixes + 1, walks: monthWalks)
+                connection, headers, expectedFixes: monthFixes + 1, walks: monthWalks,
+                processes: ReadMonthBench.Processes(
+                    server: server.pid,
+                    postmaster: ProjectBench.postmasterPID(pgData: serverDirectory + "/postgres/data")))
         let peakResidentBytes = server.peakResidentBytes()
 
         // The same list from a server that keeps no devices: every list is read and written whole.
@@ -125,28 +128,36 @@ enum ReadBench {
         let bare = try measureBareSQL(
             serverDirectory, ownerID: user.userID, devices: deviceCount, historyFixes: historyFixes,
             requests: requests, monthWalks: month == nil ? 0 : monthWalks)
-        if let month, let bareMonth = bare.month, bareMonth.fixes != month.fixes {
-            throw UsageError("the bare month walk gave \(bareMonth.fixes) fixes, HTTP \(month.fixes)")
+        if let month, let bareMonth = bare.month,
+            bareMonth.copy.fixes != month.fixes || bareMonth.result.fixes != month.fixes
+        {
+            throw UsageError(
+                "the bare month walks gave \(bareMonth.copy.fixes) and \(bareMonth.result.fixes) fixes, HTTP \(month.fixes)"
+            )
         }
         printReport(
-            month: month.flatMap { http in bare.month.map { (http, $0) } },
+            month: month.flatMap { http in bare.month.map { (http, $0.copy, $0.result) } },
+            historyResult: bare.historyResult,
             devices: deviceCount, historyFixes: historyFixes, projectedSeconds: projectedSeconds,
             figures: [
                 ("devices_list", list, bare.versions, 5.0),
                 ("devices_list_changing", changing, bare.versions, 5.0),
                 ("devices_list_uncached", uncached, bare.list, 5.0),
-                ("history_page", history, bare.history, 25.0),
+                ("history_page", history, bare.history, 12.0),
             ], peakResidentBytes: peakResidentBytes)
         return 0
     }
 
     /// The read API's statements with the same parameters, as the server runs them, over a bare
-    /// connection to the same cluster: the baseline of each HTTP figure.
+    /// connection to the same cluster: the baseline of each HTTP figure. The history is read as the
+    /// server reads it, one binary COPY (`copyPage`); through a PGresult too (`historyResult`, the
+    /// earlier baseline, which costs the client more than the COPY costs the server).
     private static func measureBareSQL(
         _ serverDirectory: String, ownerID: UInt64, devices: Int, historyFixes: Int, requests: Int,
         monthWalks: Int
     ) throws -> (
-        list: Measurement, versions: Measurement, history: Measurement, month: ReadMonthBench.Walks?
+        list: Measurement, versions: Measurement, history: Measurement, historyResult: Measurement,
+        month: (copy: ReadMonthBench.Walks, result: ReadMonthBench.Walks)?
     ) {
         let sql = try PostgresConnection(try EmbeddedPostgres(dataDirectory: serverDirectory).conninfo)
         defer { sql.close() }
@@ -156,12 +167,58 @@ enum ReadBench {
         let bareVersions = try measureSQL(
             sql, ReadService.deviceVersionsStatement(ownerID: ownerID, sharedIDs: []), requests: requests,
             rows: devices)
-        let bareHistory = try measureSQL(
-            sql, ReadService.locationsStatement(deviceID: 1, HistoryQuery(limit: 10_000)),
-            requests: max(10, requests / 5), rows: historyFixes)
+        let pageQuery = HistoryQuery(limit: 10_000)
+        let bareHistory = try measure(requests: max(10, requests / 5)) {
+            let (rows, _) = try copyPage(sql, 1, pageQuery)
+            guard rows == historyFixes else {
+                throw UsageError("the bare COPY returned \(rows) rows, expected \(historyFixes)")
+            }
+        }
+        let bareHistoryResult = try measureSQL(
+            sql, ReadService.locationsStatement(deviceID: 1, pageQuery), requests: max(10, requests / 5),
+            rows: historyFixes)
 
-        let month = monthWalks == 0 ? nil : try ReadMonthBench.measureBareSQL(sql, walks: monthWalks)
-        return (bareList, bareVersions, bareHistory, month)
+        let month =
+            monthWalks == 0
+            ? nil
+            : (
+                copy: try ReadMonthBench.measureBareSQL(sql, walks: monthWalks),
+                result: try ReadMonthBench.measureBareSQL(sql, walks: monthWalks, result: true)
+            )
+        return (bareList, bareVersions, bareHistory, bareHistoryResult, month)
+    }
+
+    /// One history page as the server reads it (`ReadService.locationsCopyQuery`, one binary COPY),
+    /// every field of every row read, nothing written: its row count (the page and one more when
+    /// one follows) and the keyset of the page's last fix when one follows.
+    static func copyPage(_ connection: PostgresConnection, _ deviceID: UInt64, _ query: HistoryQuery) throws
+        -> (rows: Int, keyset: FixKeyset?)
+    {
+        var keyset: FixKeyset? = nil
+        var rows = 0
+        try connection.copyOutBinary(
+            query: ReadService.locationsCopyQuery(deviceID: deviceID, query),
+            fieldCount: ReadService.locationsCopyFieldCount
+        ) { row in
+            rows += 1
+            guard rows <= query.limit else { return }
+            let fixKeyset = try ReadService.locationsCopyKeyset(&row)
+            if rows == query.limit { keyset = fixKeyset }
+        }
+        return (rows, rows > query.limit ? keyset : nil)
+    }
+
+    /// `requests` timed runs of `body` after a tenth as many untimed ones.
+    static func measure(requests: Int, _ body: () throws -> Void) throws -> Measurement {
+        for _ in 0..<(requests / 10) { try body() }
+        var latencies: [Int64] = []
+        latencies.reserveCapacity(requests)
+        for _ in 0..<requests {
+            let start = monotonicMicros()
+            try body()
+            latencies.append(monotonicMicros() - start)
+        }
+        return Measurement(latencies: latencies.sorted(), responseBytes: 0)
     }
 
     /// Before each list, `changedPerList` devices change (enrolled again: a new token, so a new
@@ -204,7 +261,9 @@ enum ReadBench {
 
     /// The report, one JSON line: each figure over HTTP beside its bare SQL.
     private static func printReport(
-        month: (ReadMonthBench.Walks, ReadMonthBench.Walks)?, devices: Int, historyFixes: Int,
+        month: (ReadMonthBench.Walks, ReadMonthBench.Walks, ReadMonthBench.Walks)?,
+        historyResult: Measurement,
+        devices: Int, historyFixes: Int,
         projectedSeconds: Double,
         figures: [(String, Measurement, Measurement, Double)], peakResidentBytes: Int64
     ) {
@@ -219,7 +278,13 @@ enum ReadBench {
         for (name, result, bare, targetMillis) in figures {
             writeFigure(name, result, bare: bare, targetMillis: targetMillis, to: &writer)
         }
-        if let (http, bare) = month { ReadMonthBench.write(http, bare: bare, to: &writer) }
+        writer.key("history_page_bare_result_p50_ms")
+        writer.double(IngestBench.rounded(Double(historyResult.percentile(50)) / 1000))
+        writer.key("history_page_bare_result_p99_ms")
+        writer.double(IngestBench.rounded(Double(historyResult.percentile(99)) / 1000))
+        if let (http, bare, bareResult) = month {
+            ReadMonthBench.write(http, bare: bare, bareResult: bareResult, to: &writer)
+        }
         writer.key("changed_devices_per_list")
         writer.int64(Int64(changedPerList))
         writer.key("server_peak_rss_bytes")

@@ -7,6 +7,10 @@ import ReadAPI
 import Threads
 import Workload
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The "whole month" phase of `findmy-bench read`: a device's month of fixes at a fix every
 /// `monthCadenceMicros` (250,000 fixes: 29 days at 10 s, inside the default 30-day retention with
 /// room for a long run, so the compactor removes none while it runs), read by walking `/locations` with the
@@ -47,19 +51,34 @@ enum ReadMonthBench {
         var pages: Int
         /// Each walk's seconds, sorted.
         var seconds: [Double]
+        /// CPU seconds a walk of the timed walks (their mean), of the bench itself (the client),
+        /// of `findmy serve` and of PostgreSQL (postmaster and backends); nil where not measured.
+        var clientCPUSeconds: Double? = nil
+        var serverCPUSeconds: Double? = nil
+        var postgresCPUSeconds: Double? = nil
 
         var medianFixesPerSecond: Double { Double(fixes) / (median(seconds) ?? 1) }
     }
 
+    /// The processes whose CPU a walk over HTTP is measured with: the server and its PostgreSQL.
+    struct Processes {
+        var server: pid_t
+        var postmaster: pid_t?
+    }
+
     /// `walks` timed walks over HTTP after one untimed walk whose pages are parsed and counted.
+    /// The CPU of the client, the server and PostgreSQL over the timed walks is kept too: on two
+    /// cores the client competes with both for the walk's time.
     static func measureHTTP(
-        _ connection: HTTPConnection, _ headers: [(String, String)], expectedFixes: Int, walks: Int
+        _ connection: HTTPConnection, _ headers: [(String, String)], expectedFixes: Int, walks: Int,
+        processes: Processes
     ) throws -> Walks {
         let checked = try walk(connection, headers, count: true)
         guard checked.fixes == expectedFixes else {
             throw UsageError("the month walk gave \(checked.fixes) fixes, expected \(expectedFixes)")
         }
         var seconds: [Double] = []
+        let cpuBefore = cpuMicros(processes)
         for _ in 0..<walks {
             let start = monotonicMicros()
             let pages = try walk(connection, headers, count: false).pages
@@ -68,7 +87,25 @@ enum ReadMonthBench {
                 throw UsageError("a month walk took \(pages) pages, then \(checked.pages)")
             }
         }
-        return Walks(fixes: checked.fixes, pages: checked.pages, seconds: seconds.sorted())
+        let cpuAfter = cpuMicros(processes)
+        func perWalk(_ before: Int64?, _ after: Int64?) -> Double? {
+            guard let before, let after else { return nil }
+            return Double(after - before) / 1_000_000 / Double(walks)
+        }
+        var result = Walks(fixes: checked.fixes, pages: checked.pages, seconds: seconds.sorted())
+        result.clientCPUSeconds = perWalk(cpuBefore.client, cpuAfter.client)
+        result.serverCPUSeconds = perWalk(cpuBefore.server, cpuAfter.server)
+        result.postgresCPUSeconds = perWalk(cpuBefore.postgres, cpuAfter.postgres)
+        return result
+    }
+
+    private static func cpuMicros(_ processes: Processes) -> (
+        client: Int64?, server: Int64?, postgres: Int64?
+    ) {
+        (
+            APIDriver.cpuMicros(getpid()), APIDriver.cpuMicros(processes.server),
+            processes.postmaster.map { APIDriver.treeCPUMicros($0) }
+        )
     }
 
     /// Every page of device 2's history; counts its fixes only when `count` (parsing a page is the
@@ -111,8 +148,14 @@ enum ReadMonthBench {
             "a page ends without next_cursor: \(String(decoding: body.suffix(100), as: UTF8.self))")
     }
 
-    /// The same walks over a bare connection: `ReadService.locationsStatement`, page after page.
-    static func measureBareSQL(_ connection: PostgresConnection, walks: Int) throws -> Walks {
+    /// The same walks over a bare connection, the database's floor for the same rows: the read
+    /// API's own COPY (`ReadService.locationsCopyQuery`), page after page, every field of every row
+    /// read as the server reads it (without writing JSON), each page's keyset taken from its last
+    /// row. A PGresult (`result: true`, `locationsStatement`) costs the client more than the
+    /// server's COPY does: kept beside it as the earlier baseline.
+    static func measureBareSQL(_ connection: PostgresConnection, walks: Int, result: Bool = false) throws
+        -> Walks
+    {
         var seconds: [Double] = []
         var last = (fixes: 0, pages: 0)
         for _ in 0...walks {
@@ -120,15 +163,14 @@ enum ReadMonthBench {
             var query = HistoryQuery(limit: pageFixes)
             last = (0, 0)
             while true {
-                let statement = ReadService.locationsStatement(deviceID: deviceID, query)
-                let result = try connection.execute(
-                    statement.sql, statement.parameters, format: statement.format)
-                let rows = min(result.rowCount, pageFixes)
-                last.fixes += rows
+                let (rows, keyset) =
+                    result
+                    ? try resultPage(connection, query) : try ReadBench.copyPage(connection, deviceID, query)
+                let kept = min(rows, pageFixes)
+                last.fixes += kept
                 last.pages += 1
-                guard result.rowCount > pageFixes else { break }
-                query.locationsCursor = LocationsCursor(
-                    deviceID: deviceID, keyset: try ReadService.historyKeyset(result, rows - 1))
+                guard rows > pageFixes, let keyset else { break }
+                query.locationsCursor = LocationsCursor(deviceID: deviceID, keyset: keyset)
             }
             seconds.append(Double(monotonicMicros() - start) / 1_000_000)
         }
@@ -136,7 +178,19 @@ enum ReadMonthBench {
         return Walks(fixes: last.fixes, pages: last.pages, seconds: Array(seconds.dropFirst()).sorted())
     }
 
-    static func write(_ http: Walks, bare: Walks, to writer: inout JSONWriter) {
+    /// One page through a PGresult: its row count (the page and one more when one follows) and the
+    /// keyset of the page's last fix.
+    private static func resultPage(_ connection: PostgresConnection, _ query: HistoryQuery) throws -> (
+        Int, FixKeyset?
+    ) {
+        let statement = ReadService.locationsStatement(deviceID: deviceID, query)
+        let result = try connection.execute(statement.sql, statement.parameters, format: statement.format)
+        let rows = min(result.rowCount, pageFixes)
+        guard result.rowCount > pageFixes else { return (result.rowCount, nil) }
+        return (result.rowCount, try ReadService.historyKeyset(result, rows - 1))
+    }
+
+    static func write(_ http: Walks, bare: Walks, bareResult: Walks, to writer: inout JSONWriter) {
         writer.key("history_month")
         writer.beginObject()
         writer.key("fixes")
@@ -157,6 +211,19 @@ enum ReadMonthBench {
         writer.int64(Int64(bare.medianFixesPerSecond))
         writer.key("over_bare_sql")
         writer.double(IngestBench.rounded(http.medianFixesPerSecond / max(1, bare.medianFixesPerSecond)))
+        writer.key("bare_result_median_fixes_per_s")
+        writer.int64(Int64(bareResult.medianFixesPerSecond))
+        // What a walk over HTTP cost each process: the client's share competes with the others.
+        for (key, seconds) in [
+            ("client_cpu_s_per_walk", http.clientCPUSeconds),
+            ("server_cpu_s_per_walk", http.serverCPUSeconds),
+            ("postgres_cpu_s_per_walk", http.postgresCPUSeconds),
+        ] {
+            writer.key(key)
+            if let seconds { writer.double(IngestBench.rounded(seconds)) } else { writer.null() }
+        }
+        writer.key("walk_s_median")
+        writer.double(IngestBench.rounded(median(http.seconds) ?? 0))
         writer.endObject()
     }
 }

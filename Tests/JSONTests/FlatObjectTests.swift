@@ -64,7 +64,7 @@ import Testing
             default: devicesDecimal(&random)
             }
         guard value.isFinite else { continue }
-        // The running guess, a random one, and the right one (`DecimalDouble.guessedDigits`).
+        // The running guess, a random one, and the right one (`DecimalDouble.nearbyDigits`).
         let description = value.description
         let right =
             description.firstIndex(of: ".").map { description[description.index(after: $0)...].count } ?? 0
@@ -232,4 +232,86 @@ private enum DecimalPowers {
         #expect(
             destination[0..<3].allSatisfy { $0 == 0 } && destination[(3 + count)...].allSatisfy { $0 == 0 })
     }
+}
+
+/// Times written with one `RFC3339.DayCache` kept from time to time (the date, the whole time,
+/// the fraction) are what each is alone: repeated times, times a cadence apart sharing their
+/// fraction, a day's last and next microsecond, times before 1970, and random ones, in an order
+/// that makes each part of the cache hit and miss; three fraction digits mixed in on the same cache.
+@Test func timesWrittenWithAKeptDayAreTheTimesAlone() {
+    var random = SeededGenerator(seed: 17)
+    let day: Int64 = 86_400_000_000
+    var times: [Int64] = []
+    var start: Int64 = 1_796_000_000_693_755
+    for _ in 0..<300 {
+        times += [start, start, start + 300_000_000, start + 300_000_000, start + 300_000_001]
+        start += 300_000_000 * Int64.random(in: 1...400, using: &random)
+    }
+    times += [day - 1, day, day - 1, -1, 0, -1, -day, -day - 1, RFC3339.microsMin, RFC3339.microsMax]
+    for _ in 0..<2_000 {
+        times.append(Int64.random(in: RFC3339.microsMin...RFC3339.microsMax, using: &random))
+        times.append(times[times.count - 2 - Int.random(in: 0...1, using: &random)])
+    }
+    var cache = RFC3339.DayCache()
+    var mismatches: [String] = []
+    for (index, micros) in times.enumerated() {
+        let digits = index % 7 == 3 ? 3 : 6
+        var kept = [UInt8](repeating: 0, count: RFC3339.formattedBytesMax)
+        var alone = [UInt8](repeating: 0, count: RFC3339.formattedBytesMax)
+        let keptCount = kept.withUnsafeMutableBufferPointer {
+            RFC3339.write(micros, fractionDigits: digits, into: $0.baseAddress!, days: &cache)
+        }
+        let aloneCount = alone.withUnsafeMutableBufferPointer {
+            RFC3339.write(micros, fractionDigits: digits, into: $0.baseAddress!)
+        }
+        if kept.prefix(keptCount) != alone.prefix(aloneCount) && mismatches.count < 10 {
+            mismatches.append(
+                "\(micros) (\(digits)): \(String(decoding: kept.prefix(keptCount), as: UTF8.self))")
+        }
+    }
+    #expect(mismatches.isEmpty, "\(mismatches)")
+    #expect(RFC3339.formatMicros(1_796_000_000_693_755) == "2026-11-30T00:53:20.693755Z")
+}
+
+/// Every byte alone, and inside a string, is escaped as `JSONWriter` documents whether the
+/// string takes the path of strings without escapes (a table of the 256 bytes) or not.
+@Test func everyByteIsEscapedAsDocumented() {
+    /// The escaped form of ASCII `bytes`, spelled out.
+    func expected(_ bytes: [UInt8]) -> String {
+        var out = "\""
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""): out += "\\\""
+            case UInt8(ascii: "\\"): out += "\\\\"
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0x09: out += "\\t"
+            case 0x00..<0x20, UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"):
+                let hex = String(byte, radix: 16)
+                out += "\\u00" + (hex.count == 1 ? "0" : "") + hex
+            default: out.unicodeScalars.append(Unicode.Scalar(byte))
+            }
+        }
+        return out + "\""
+    }
+    func written(_ bytes: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: bytes.count * 6 + 2)
+        let count = bytes.withUnsafeBufferPointer { utf8 in
+            output.withUnsafeMutableBufferPointer { JSONEscaping.writeQuoted(utf8, into: $0.baseAddress!) }
+        }
+        return Array(output.prefix(count))
+    }
+    for byte in UInt8(0)..<0x80 {
+        for bytes in [[byte], Array("significant".utf8) + [byte] + Array("gps".utf8)] {
+            #expect(String(decoding: written(bytes), as: UTF8.self) == expected(bytes), "byte \(byte)")
+        }
+    }
+    // Bytes of 0x80 and above are copied as they are, but for U+2028 and U+2029.
+    for byte in UInt8(0x80)...0xFF {
+        let bytes: [UInt8] = [0x61, byte, 0x62]
+        #expect(written(bytes) == [0x22] + bytes + [0x22], "byte \(byte)")
+    }
+    #expect(
+        String(decoding: written(Array("a\u{2028}b\u{2029}c\u{20AC}".utf8)), as: UTF8.self)
+            == "\"a\\u2028b\\u2029c\u{20AC}\"")
 }
