@@ -70,6 +70,8 @@ public final class GeofenceNotifier: Service, StatusSource {
     private let bell = Doorbell()
     let wake: Doorbells?
     private let flight = Mutex(Flight())
+    /// The cursors the last queueing wrote (`mayHaveNewRows`).
+    let followed = Mutex(NotifierFollow())
     /// The end of the registry this process folded (an ingest node's follower), or nil when the
     /// registry is always ahead of the projection (one machine: both fold the same local log, the
     /// registry first). A transition is queued only once the registry holds its fix's record (the
@@ -201,7 +203,7 @@ public final class GeofenceNotifier: Service, StatusSource {
                 tablesPrepared.withLock { $0 = true }
             }
             try recordAnswers()
-            let queued = try enqueue() + enqueueFoundNotices()
+            let queued = mayHaveNewRows() ? try enqueue() + enqueueFoundNotices() : 0
             let (sent, nextDueMicros) = try deliverDue()
             counters.withLock { $0.lastError = nil }
             if queued >= options.rowsPerRoundMax || sent >= options.rowsPerRoundMax { return 0 }
@@ -239,6 +241,7 @@ public final class GeofenceNotifier: Service, StatusSource {
         let now = clockMicros()
         let window = options.notifyWindowMicros
         let limit = options.rowsPerRoundMax
+        var generation: String?
         let (read, cursor, queued, withheld) = try client.transaction {
             connection -> (Int, Int64, Int, Int) in
             guard let start = try Self.readCursor(connection) else { return (0, 0, 0, 0) }
@@ -275,8 +278,11 @@ public final class GeofenceNotifier: Service, StatusSource {
                 ON CONFLICT (name) DO UPDATE SET generation = excluded.generation,
                     last_transition_id = excluded.last_transition_id
                 """, [.text(AlertTables.cursorName), .text(start.generation), .int64(cursor)])
+            generation = start.generation
             return (looked, cursor, queued, withheld)
         }
+        // Known once committed (a rollback leaves the stored cursor where it was).
+        followed.withLock { $0.transitions = generation.map { ($0, cursor) } }
         counters.withLock {
             $0.cursor = cursor
             $0.queued += queued
