@@ -89,6 +89,8 @@ public final class GeofenceNotifier: Service, StatusSource {
 
     struct Counters {
         var cursor: Int64 = 0
+        /// Rounds run to their end (with or without an error).
+        var rounds = 0
         var queued = 0
         var delivered = 0
         var failedAttempts = 0
@@ -197,6 +199,7 @@ public final class GeofenceNotifier: Service, StatusSource {
     /// until the next retry is due, at most `pollMicros`.
     @discardableResult
     public func round() -> Int64 {
+        defer { counters.withLock { $0.rounds += 1 } }
         do {
             if !tablesPrepared.withLock({ $0 }) {
                 try client.withConnection { try AlertTables.prepare($0) }
@@ -550,7 +553,7 @@ public final class GeofenceNotifier: Service, StatusSource {
         let c = counters.withLock { $0 }
         var members: [(String, JSONValue)] = [
             ("state", .string(state == .running ? "running" : "stopped")),
-            ("cursor", .integer(c.cursor)),
+            ("cursor", .integer(c.cursor)), ("rounds", .integer(Int64(c.rounds))),
             ("queued", .integer(Int64(c.queued))), ("delivered", .integer(Int64(c.delivered))),
             ("failed_attempts", .integer(Int64(c.failedAttempts))), ("given_up", .integer(Int64(c.givenUp))),
             ("withheld", .integer(Int64(c.withheld))),

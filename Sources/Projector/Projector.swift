@@ -199,7 +199,8 @@ public final class Projector: Sendable {
         public var retryDelayMicrosMax: Int64 = 5_000_000
         /// Once this many fixes were folded since the last `ANALYZE` (a catch-up after a backlog, a
         /// replay, or enough steady traffic), and at least a tenth of those folded before it
-        /// (`analyzeIsDue`), the projector analyzes the projection tables the next time it is idle.
+        /// (`analyzeIsDue`), the projector analyzes the projection tables the next time it has
+        /// caught up (idle, or before a window of `coalesceWindowMicros`).
         /// Autovacuum analyzes leaf partitions only after a delay and never the partitioned
         /// `device_locations` itself; until then the planner guesses row counts from empty-table
         /// statistics (37 rows for a 30-day history of 8,640) and picks bitmap scans and sorts.
@@ -445,7 +446,7 @@ public final class Projector: Sendable {
 
     /// `ANALYZE` of the tables the read API queries, so that the planner knows their real row
     /// counts, once `analyzeAfterFixesMin` fixes were folded since the last one. `run` calls it when
-    /// idle: it reads a sample of each partition (up to 30,000 rows each) and must not slow a
+    /// caught up (idle, or before letting records gather): it reads a sample of each partition (up to 30,000 rows each) and must not slow a
     /// catch-up down. Returns whether it analyzed.
     @discardableResult
     public func analyzeIfDue() throws -> Bool {
@@ -493,8 +494,12 @@ public final class Projector: Sendable {
                 // that size was freed, serves later large blocks from the heap, which it trims only
                 // from the top): the process would stay at a drain's size while idle.
                 if wasDraining && !status.draining { releaseFreedMemory() }
-                if folded == 0 {
+                if folded == 0 || !status.draining {
+                    // Caught up: idle, or about to let records gather (under steady traffic the
+                    // projector is never idle, and its windows are the quiet time it has).
                     if try analyzeIfDue() { continue }
+                }
+                if folded == 0 {
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros, stop: stop)
                 } else if !status.draining {
                     gather(until: started + options.coalesceWindowMicros, stop)
