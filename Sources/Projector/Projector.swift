@@ -21,7 +21,8 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var draining = false
     /// Waiting for the catch-up of the projector it yields to (`Projector.Options.yieldsTo`).
     public var yielding = false
-    /// Caught up, letting records gather for the next transaction (`Projector.Options.coalesceWindowMicros`).
+    /// Caught up, letting records gather for the next transaction
+    /// (`Projector.Options.coalesceWindowMicros`).
     public var gathering = false
     public var recordsFolded = 0
     public var fixesFolded = 0
@@ -199,8 +200,8 @@ public final class Projector: Sendable {
         public var retryDelayMicrosMax: Int64 = 5_000_000
         /// Once this many fixes were folded since the last `ANALYZE` (a catch-up after a backlog, a
         /// replay, or enough steady traffic), and at least a tenth of those folded before it
-        /// (`analyzeIsDue`), the projector analyzes the projection tables the next time it has
-        /// caught up (idle, or before a window of `coalesceWindowMicros`).
+        /// (`analyzeIsDue`), the projector analyzes the projection tables the next time it is idle
+        /// (nothing new after a window of `coalesceWindowMicros`).
         /// Autovacuum analyzes leaf partitions only after a delay and never the partitioned
         /// `device_locations` itself; until then the planner guesses row counts from empty-table
         /// statistics (37 rows for a 30-day history of 8,640) and picks bitmap scans and sorts.
@@ -446,7 +447,7 @@ public final class Projector: Sendable {
 
     /// `ANALYZE` of the tables the read API queries, so that the planner knows their real row
     /// counts, once `analyzeAfterFixesMin` fixes were folded since the last one. `run` calls it when
-    /// caught up (idle, or before letting records gather): it reads a sample of each partition (up to 30,000 rows each) and must not slow a
+    /// idle: it reads a sample of each partition (up to 30,000 rows each) and must not slow a
     /// catch-up down. Returns whether it analyzed.
     @discardableResult
     public func analyzeIfDue() throws -> Bool {
@@ -494,12 +495,11 @@ public final class Projector: Sendable {
                 // that size was freed, serves later large blocks from the heap, which it trims only
                 // from the top): the process would stay at a drain's size while idle.
                 if wasDraining && !status.draining { releaseFreedMemory() }
-                if folded == 0 || !status.draining {
-                    // Caught up: idle, or about to let records gather (under steady traffic the
-                    // projector is never idle, and its windows are the quiet time it has).
-                    if try analyzeIfDue() { continue }
-                }
                 if folded == 0 {
+                    // Idle only, not before a window: an `ANALYZE` holds the loop (250-350 ms of
+                    // PostgreSQL's time, more under load), and under steady traffic the backlog it
+                    // leaves was still there when a load stopped (docs/benchmarks.md).
+                    if try analyzeIfDue() { continue }
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros, stop: stop)
                 } else if !status.draining {
                     gather(until: started + options.coalesceWindowMicros, stop)
