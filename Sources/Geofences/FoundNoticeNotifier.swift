@@ -17,6 +17,7 @@ extension GeofenceNotifier {
         let window = options.notifyWindowMicros
         let limit = options.rowsPerRoundMax
         let registryEnd = self.registryEnd?()
+        var written: (generation: String, id: Int64)?
         let (looked, queued, withheld) = try client.transaction { connection -> (Int, Int, Int) in
             // Before the projection's version 3 tables exist there is nothing to follow.
             guard
@@ -63,8 +64,10 @@ extension GeofenceNotifier {
                 ON CONFLICT (name) DO UPDATE SET generation = excluded.generation,
                     last_transition_id = excluded.last_transition_id
                 """, [.text(AlertTables.foundCursorName), .text(start.generation), .int64(cursor)])
+            written = (start.generation, cursor)
             return (looked, queued, withheld)
         }
+        followed.withLock { $0.foundNotices = written }
         counters.withLock {
             $0.queued += queued
             $0.withheld += withheld

@@ -70,6 +70,8 @@ public final class GeofenceNotifier: Service, StatusSource {
     private let bell = Doorbell()
     let wake: Doorbells?
     private let flight = Mutex(Flight())
+    /// The cursors the last queueing wrote (`mayHaveNewRows`).
+    let followed = Mutex(NotifierFollow())
     /// The end of the registry this process folded (an ingest node's follower), or nil when the
     /// registry is always ahead of the projection (one machine: both fold the same local log, the
     /// registry first). A transition is queued only once the registry holds its fix's record (the
@@ -87,6 +89,8 @@ public final class GeofenceNotifier: Service, StatusSource {
 
     struct Counters {
         var cursor: Int64 = 0
+        /// Rounds run to their end (with or without an error).
+        var rounds = 0
         var queued = 0
         var delivered = 0
         var failedAttempts = 0
@@ -195,13 +199,14 @@ public final class GeofenceNotifier: Service, StatusSource {
     /// until the next retry is due, at most `pollMicros`.
     @discardableResult
     public func round() -> Int64 {
+        defer { counters.withLock { $0.rounds += 1 } }
         do {
             if !tablesPrepared.withLock({ $0 }) {
                 try client.withConnection { try AlertTables.prepare($0) }
                 tablesPrepared.withLock { $0 = true }
             }
             try recordAnswers()
-            let queued = try enqueue() + enqueueFoundNotices()
+            let queued = mayHaveNewRows() ? try enqueue() + enqueueFoundNotices() : 0
             let (sent, nextDueMicros) = try deliverDue()
             counters.withLock { $0.lastError = nil }
             if queued >= options.rowsPerRoundMax || sent >= options.rowsPerRoundMax { return 0 }
@@ -239,6 +244,7 @@ public final class GeofenceNotifier: Service, StatusSource {
         let now = clockMicros()
         let window = options.notifyWindowMicros
         let limit = options.rowsPerRoundMax
+        var generation: String?
         let (read, cursor, queued, withheld) = try client.transaction {
             connection -> (Int, Int64, Int, Int) in
             guard let start = try Self.readCursor(connection) else { return (0, 0, 0, 0) }
@@ -275,8 +281,11 @@ public final class GeofenceNotifier: Service, StatusSource {
                 ON CONFLICT (name) DO UPDATE SET generation = excluded.generation,
                     last_transition_id = excluded.last_transition_id
                 """, [.text(AlertTables.cursorName), .text(start.generation), .int64(cursor)])
+            generation = start.generation
             return (looked, cursor, queued, withheld)
         }
+        // Known once committed (a rollback leaves the stored cursor where it was).
+        followed.withLock { $0.transitions = generation.map { ($0, cursor) } }
         counters.withLock {
             $0.cursor = cursor
             $0.queued += queued
@@ -544,7 +553,7 @@ public final class GeofenceNotifier: Service, StatusSource {
         let c = counters.withLock { $0 }
         var members: [(String, JSONValue)] = [
             ("state", .string(state == .running ? "running" : "stopped")),
-            ("cursor", .integer(c.cursor)),
+            ("cursor", .integer(c.cursor)), ("rounds", .integer(Int64(c.rounds))),
             ("queued", .integer(Int64(c.queued))), ("delivered", .integer(Int64(c.delivered))),
             ("failed_attempts", .integer(Int64(c.failedAttempts))), ("given_up", .integer(Int64(c.givenUp))),
             ("withheld", .integer(Int64(c.withheld))),

@@ -21,6 +21,9 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var draining = false
     /// Waiting for the catch-up of the projector it yields to (`Projector.Options.yieldsTo`).
     public var yielding = false
+    /// Caught up, letting records gather for the next transaction
+    /// (`Projector.Options.coalesceWindowMicros`).
+    public var gathering = false
     public var recordsFolded = 0
     public var fixesFolded = 0
     public var transactions = 0
@@ -178,13 +181,27 @@ public final class Projector: Sendable {
         /// process is looked at every `LogReader.tailPollMicros`) and a stop wake it at once, so
         /// this bounds nothing a user waits for.
         public var idleWaitMicros: Int64 = 5_000_000
+        /// Caught up, the projector starts a transaction at most once per this window: after one
+        /// that reached the log's end it sleeps until this long after that one started, and the
+        /// records that arrive meanwhile fold together. Every transaction costs PostgreSQL the same
+        /// fixed work (the checkpoint's read and update, the COPYs and upserts begun, a commit and
+        /// its WAL flush) and this process a wake and the statements built: folding steady traffic
+        /// as it came, 30-60 fixes a transaction, PostgreSQL spent 47 µs a fix, against 16-18 µs
+        /// in transactions of 600-1,900 (docs/benchmarks.md, "Projector transactions when keeping
+        /// up"). A record after an idle spell (no transaction within the window) folds at once; a
+        /// backlog (a transaction stopped at a limit) is drained without pause; a read waiting for
+        /// its own write (`after_offset`, which adds a bell to `checkpointBells`) and a stop end
+        /// the window at once. So it delays only what no one waits for, by at most the window.
+        /// 0: fold as records come.
+        public var coalesceWindowMicros: Int64 = 100_000
         /// Pause after a failed transaction before trying again (PostgreSQL down, say), doubled after
         /// each further failure up to the maximum, back to the minimum after a success.
         public var retryDelayMicrosMin: Int64 = 100_000
         public var retryDelayMicrosMax: Int64 = 5_000_000
         /// Once this many fixes were folded since the last `ANALYZE` (a catch-up after a backlog, a
         /// replay, or enough steady traffic), and at least a tenth of those folded before it
-        /// (`analyzeIsDue`), the projector analyzes the projection tables the next time it is idle.
+        /// (`analyzeIsDue`), the projector analyzes the projection tables the next time it is idle
+        /// (nothing new after a window of `coalesceWindowMicros`).
         /// Autovacuum analyzes leaf partitions only after a delay and never the partitioned
         /// `device_locations` itself; until then the planner guesses row counts from empty-table
         /// statistics (37 rows for a 30-day history of 8,640) and picks bitmap scans and sorts.
@@ -219,7 +236,10 @@ public final class Projector: Sendable {
     private let clock: @Sendable () -> Int64
     /// Rung whenever `status.checkpoint` may have moved: a read waiting for its own write
     /// (`after_offset`) sleeps on one of these instead of polling.
-    public let checkpointBells = Doorbells()
+    public let checkpointBells: Doorbells
+    /// Ends the wait of `Options.coalesceWindowMicros`: rung by a waiter added to
+    /// `checkpointBells`, by `foldNow` and by a stop.
+    private let windowBell: Doorbell
     /// The second connection of `Options.usesHelperConnection`; one attempt to connect, since the
     /// transaction does without it.
     private let helperClient: PostgresClient
@@ -247,6 +267,9 @@ public final class Projector: Sendable {
         self.projection = projection
         self.options = options
         self.clock = clock
+        let windowBell = Doorbell()
+        self.windowBell = windowBell
+        checkpointBells = Doorbells(onAdd: { windowBell.ring() })
         helperClient = PostgresClient(
             conninfo: client.conninfo, policy: PostgresClient.ReconnectPolicy(reconnectAttemptsMax: 1))
     }
@@ -254,6 +277,10 @@ public final class Projector: Sendable {
     deinit { helperClient.close() }
 
     public var status: ProjectorStatus { state.withLock { $0 } }
+
+    /// Ends the current (or next) wait of `Options.coalesceWindowMicros`: the records that arrived
+    /// are folded at once, as for a read waiting on `checkpointBells`.
+    public func foldNow() { windowBell.ring() }
 
     /// Prepares the projection's tables (`LogProjection.prepare`: the main one applies the meta
     /// migrations and rebuilds a generation of another version or log from offset 0) before
@@ -307,8 +334,13 @@ public final class Projector: Sendable {
 
     private func step<P: LogProjection>(_ projection: P, logEnd: UInt64) throws -> Int {
         let start = try client.withConnection { try projection.checkpoint($0) }
-        state.withLock { $0.checkpoint = start }
-        checkpointBells.ringAll()
+        // Moved by someone else (a swap, another projector): its waiters look again. Unmoved, no
+        // ring: the geofence notifier wakes at each ring.
+        let moved = state.withLock { status in
+            defer { status.checkpoint = start }
+            return status.checkpoint != start
+        }
+        if moved { checkpointBells.ringAll() }
         guard logEnd >= start else {
             throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
         }
@@ -456,6 +488,7 @@ public final class Projector: Sendable {
                 if let first = options.yieldsTo { yield(to: first, stop) }
                 let logEnd = reader.durableEnd()
                 let wasDraining = status.draining
+                let started = monotonicMicros()
                 let folded = try step(logEnd: logEnd)
                 retryDelay = options.retryDelayMicrosMin
                 // A drain's batches are freed, but malloc keeps the freed pages (and, once a block
@@ -463,8 +496,13 @@ public final class Projector: Sendable {
                 // from the top): the process would stay at a drain's size while idle.
                 if wasDraining && !status.draining { releaseFreedMemory() }
                 if folded == 0 {
+                    // Idle only, not before a window: an `ANALYZE` holds the loop (250-350 ms of
+                    // PostgreSQL's time, more under load), and under steady traffic the backlog it
+                    // leaves was still there when a load stopped (docs/benchmarks.md).
                     if try analyzeIfDue() { continue }
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros, stop: stop)
+                } else if !status.draining {
+                    gather(until: started + options.coalesceWindowMicros, stop)
                 }
             } catch let error as ProjectorError {
                 switch error {
@@ -491,8 +529,24 @@ public final class Projector: Sendable {
         }
     }
 
+    /// After a transaction that caught up: sleeps until `deadline` (monotonic) unless `foldNow`,
+    /// a waiter on `checkpointBells` or a stop ends it first (`Options.coalesceWindowMicros`).
+    /// New records do not wake it: the window is what lets them gather.
+    private func gather(until deadline: Int64, _ stop: StopSignal) {
+        guard monotonicMicros() < deadline else { return }
+        stop.addDoorbell(windowBell)
+        defer { stop.removeDoorbell(windowBell) }
+        guard !stop.isRequested else { return }
+        state.withLock { $0.gathering = true }
+        defer { state.withLock { $0.gathering = false } }
+        windowBell.wait(untilMonotonicMicros: deadline)
+    }
+
     /// Waits while `first` drains a backlog, woken by each of its transactions and by a stop.
     private func yield(to first: Projector, _ stop: StopSignal) {
+        // Caught up (the usual case): nothing to wait for, and no bell added, which would end
+        // `first`'s window of `Options.coalesceWindowMicros` as a waiting read does.
+        guard first.status.draining else { return }
         let bell = Doorbell()
         first.checkpointBells.add(bell)
         stop.addDoorbell(bell)

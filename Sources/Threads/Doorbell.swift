@@ -33,10 +33,16 @@ public final class Doorbell: Sendable {
 /// The doorbells some source rings when what their waiters watch changes.
 public final class Doorbells: Sendable {
     private let bells = Locked<[ObjectIdentifier: Doorbell]>([:])
+    /// Called after each `add`: the source hears that someone started waiting (a projector
+    /// gathering records for its next transaction folds them at once for a read waiting on them).
+    private let onAdd: (@Sendable () -> Void)?
 
-    public init() {}
+    public init(onAdd: (@Sendable () -> Void)? = nil) { self.onAdd = onAdd }
 
-    public func add(_ bell: Doorbell) { bells.withLock { $0[ObjectIdentifier(bell)] = bell } }
+    public func add(_ bell: Doorbell) {
+        bells.withLock { $0[ObjectIdentifier(bell)] = bell }
+        onAdd?()
+    }
     public func remove(_ bell: Doorbell) { bells.withLock { $0[ObjectIdentifier(bell)] = nil } }
 
     /// Rings every bell added. Cheap when there is none.

@@ -182,8 +182,11 @@ enum ServeCommand {
             dataDirectory: data, url: configuration.databaseURL, supervised: true,
             onSupervisorEvent: logSupervisorEvent)
         try group.start(database)
+        var options = Projector.Options()
+        options.coalesceWindowMicros = Int64(configuration.projectorWindowMillis) * 1_000
         let projector = Projector(
-            client: database.client, reader: LogReader(directory: data + "/log", writer: log))
+            client: database.client, reader: LogReader(directory: data + "/log", writer: log),
+            options: options)
         service.addStatusSource(ProjectorStatusSource(projector: projector))
         let readService = readService(
             configuration, service, conninfo: database.client.conninfo,
@@ -204,7 +207,7 @@ enum ServeCommand {
         StructuredLog.info("projector_started", ["database": .string(database.description)])
         // The geofence projection: the same log folded again, with its own checkpoint.
         // It yields to the main projector while that one drains a backlog: reads wait for the main one.
-        var fenceOptions = Projector.Options()
+        var fenceOptions = options
         fenceOptions.yieldsTo = projector
         let fences = Projector(
             client: database.client, reader: LogReader(directory: data + "/log", writer: log),

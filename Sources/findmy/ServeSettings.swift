@@ -170,6 +170,10 @@ extension ServeCommand {
                 "MiB of devices the read API keeps written as JSON between reads of the devices list; 0: none (default 16)"
             ),
             (
+                "projector-window-millis", "FINDMY_PROJECTOR_WINDOW_MILLIS",
+                "caught up, the projectors start a transaction at most once per this many milliseconds, so that steady traffic folds in fewer, larger ones; a report after a quiet spell, and a read with after_offset, are folded at once; 0: fold as reports come (default 100)"
+            ),
+            (
                 "heap-trim-millis", "FINDMY_HEAP_TRIM_MILLIS",
                 "every this many milliseconds, give the pages of malloc's free blocks back to the system; 0: never (default 1000)"
             ),
@@ -223,6 +227,8 @@ extension ServeCommand {
         var readConnectionsMax = 8
         /// How often the heap's free pages go back to the kernel (`HeapTrimmer`); 0: never.
         var heapTrimMillis = 1000
+        /// `Projector.Options.coalesceWindowMicros` of both projectors, in milliseconds.
+        var projectorWindowMillis = 100
         var read = ReadLimits()
         var compactor = CompactService.Configuration()
         var panel = PanelService.Configuration()
@@ -333,6 +339,8 @@ extension ServeCommand {
     {
         configuration.readConnectionsMax = try options.wholeNumber("read-connections-max", 8, min: 1)
         configuration.heapTrimMillis = try options.wholeNumber("heap-trim-millis", 1000, max: 3_600_000)
+        configuration.projectorWindowMillis = try options.wholeNumber(
+            "projector-window-millis", 100, max: 10_000)
         try options.limit(
             &configuration.read, \.readAfterOffsetWaitMillisMax, "read-after-offset-wait-millis-max")
         configuration.read.deviceCardCacheBytesMax =

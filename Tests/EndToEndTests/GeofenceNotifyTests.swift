@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import JSON
+import Postgres
 import PushFakeSupport
 import Testing
 
@@ -144,6 +145,43 @@ import Testing
         }
         #expect(counted, "\(health)")
         #expect(try health["services"]?["geofence-notifier"]?["state"]?.stringValue == "running")
+    }
+
+    /// The geofence projector wakes the notifier at each commit, and most commits add no
+    /// transition: a round with nothing after its cursors writes neither (the row keeps its
+    /// version, `xmin`), while one with a transition still queues it (the test above).
+    @Test func roundsWithNothingNewWriteNoCursor() throws {
+        let setup = try setUp("findmy-geofence-notify-quiet")
+        defer { setup.stop() }
+        try report(setup, [fixJSON(latitude: home, secondsAgo: 120)])
+        try report(setup, [fixJSON(latitude: away, secondsAgo: 60)])
+        _ = setup.receiver.requests(atLeast: 1) { path($0) == "/hook" }
+        func rounds() throws -> Int64 {
+            let health = try JSONParser.parse(try setup.connection.send("GET", "/healthz").body)
+            return try #require(try health["geofence-notifier"]?["rounds"]?.int64Value)
+        }
+        let cluster = try EmbeddedPostgres(dataDirectory: setup.data.path)
+        let sql = try PostgresConnection(cluster.conninfo)
+        defer { sql.close() }
+        func cursorVersions() throws -> [String] {
+            let rows = try sql.execute(
+                "SELECT name || ':' || xmin::text FROM findmy_geofence_alerts.cursor ORDER BY name")
+            return (0..<rows.rowCount).compactMap { rows.string($0, 0) }
+        }
+        // Once the leave's two deliveries are recorded (in a round after the one that queued them
+        // and wrote both cursors), every later report stays away: no transition, nothing to queue.
+        try waitUntil("the leave delivered") {
+            let health = try JSONParser.parse(try setup.connection.send("GET", "/healthz").body)
+            return (try? health["geofence-notifier"]?["delivered"]?.int64Value) == 2
+        }
+        let before = try cursorVersions()
+        #expect(before.count == 2)
+        let roundsBefore = try rounds()
+        for second in 0..<5 { try report(setup, [fixJSON(latitude: away, secondsAgo: 50 - second)]) }
+        // Two rounds ended since: at least one began after the versions were read (a commit of the
+        // geofence projector wakes one; the 30 s poll would too).
+        try waitUntil("rounds woken by the geofence projector's commits") { try rounds() > roundsBefore + 1 }
+        #expect(try cursorVersions() == before)
     }
 
     @Test func aReceiverFailingOnceGetsARetryWithTheSameIdempotencyKey() throws {
