@@ -103,7 +103,7 @@ public struct DatabaseCompaction {
             overridden: overridden, defaultCutoff: defaultCutoff, connection, dryRun: dryRun)
         try deleteErasedAndRemoved(connection, dryRun: dryRun, report: &report)
         report.batchRowsDeleted += try deleteExpiredEnvelopes(
-            ProjectionSchema.Table.deviceBatches, key: "log_offset", connection, dryRun: dryRun)
+            ProjectionSchema.Table.deviceBatches, key: batchKey, connection, dryRun: dryRun)
         report.importRowsDeleted += try deleteExpiredEnvelopes(
             ProjectionSchema.Table.deviceImports, key: "import_id", connection, dryRun: dryRun)
         report.commandRowsDeleted = try deleteDeadCommands(
@@ -164,7 +164,7 @@ public struct DatabaseCompaction {
                 key: historyKey,
                 where: "device_id = $1 AND log_offset < $2", parameters, connection, dryRun: dryRun)
             report.batchRowsDeleted += try deleteBounded(
-                ProjectionSchema.Table.deviceBatches.rawValue, key: "log_offset",
+                ProjectionSchema.Table.deviceBatches.rawValue, key: batchKey,
                 where: "device_id = $1 AND log_offset < $2", parameters,
                 connection, dryRun: dryRun)
             report.importRowsDeleted += try deleteBounded(
@@ -369,6 +369,8 @@ public struct DatabaseCompaction {
 
     /// The history's unique key, whose index finds each row a bounded delete picked.
     let historyKey = "device_id, recorded_at, latitude, longitude"
+    /// The arrivals' primary key (their only index), which finds each row a bounded delete picked.
+    let batchKey = "device_id, received_at, log_offset"
 
     /// Deletes the rows matching `condition`, at most `rowsPerStatementMax` per statement (each its
     /// own transaction), until none is left. `key` identifies a row within the table.

@@ -114,6 +114,15 @@ public struct FrameDecoder {
 
     public mutating func append(_ bytes: some Collection<UInt8>) { input.append(bytes) }
 
+    /// Appends up to `count` bytes that `read` writes into the decoder's own buffer (it returns
+    /// how many it wrote): no intermediate array, and the buffer's storage is reused from one
+    /// fill to the next. Returns what `read` returned.
+    public mutating func fill(count: Int, _ read: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows
+        -> Int
+    {
+        try input.fill(count: count, read)
+    }
+
     public mutating func next() -> Next {
         let available = input.bytes.count - input.start
         guard available >= 8 else { return .needMore }
@@ -173,11 +182,30 @@ struct StreamInput {
     var available: Int { bytes.count - start }
 
     mutating func append(_ more: some Collection<UInt8>) {
+        compact()
+        bytes.append(contentsOf: more)
+    }
+
+    mutating func fill(count: Int, _ read: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> Int {
+        precondition(count >= 0)
+        compact()
+        let end = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: count))
+        var got = 0
+        defer { bytes.removeLast(count - got) }
+        got = try bytes.withUnsafeMutableBytes { raw in
+            try read(UnsafeMutableRawBufferPointer(rebasing: raw[end...]))
+        }
+        precondition(got >= 0 && got <= count, "a fill wrote \(got) bytes into \(count)")
+        return got
+    }
+
+    /// Drops the bytes already returned once they are half the buffer, keeping its storage.
+    private mutating func compact() {
         if start > 0 && start >= bytes.count / 2 {
             bytes.removeFirst(start)
             origin += start
             start = 0
         }
-        bytes.append(contentsOf: more)
     }
 }

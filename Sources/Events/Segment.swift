@@ -72,6 +72,10 @@ struct ScanPosition: Sendable, Equatable {
 
 /// Reads a segment file frame by frame, applying every validity rule of docs/log-format.md.
 struct SegmentScanner {
+    /// The most one read asks for. A read asks for what the file holds past the position, up to
+    /// this, straight into the decoder's buffer: a tailing reader (a projector at the log's end)
+    /// reads a few new records at a time, and a fixed chunk cost each of its reads a zeroed
+    /// mebibyte from malloc, twice (the read, then the one that finds the end).
     static let readChunkBytes = 1 << 20
 
     let io: any FileIO
@@ -106,6 +110,7 @@ struct SegmentScanner {
             accumulated: Seal(firstOffset: header.baseOffset), resumed: start != nil)
         var decoder = FrameDecoder(startPosition: result.validEnd)
         var readPosition = result.validEnd
+        var readableEnd = fileSize
         scanning: while true {
             switch decoder.next() {
             case .frame(let frame):
@@ -129,18 +134,43 @@ struct SegmentScanner {
                 result.damage = (damage, position, result.nextOffset)
                 break scanning
             case .needMore:
-                let chunk = try io.read(fd, count: Self.readChunkBytes, at: readPosition, path: path)
-                if chunk.isEmpty {
+                // A file being appended to may have grown since `fileSize`: its end is looked up
+                // again once everything before it is read, as a read past it would find.
+                if readPosition >= readableEnd { readableEnd = try io.fileSize(fd, path: path) }
+                let count = min(Self.readChunkBytes, readableEnd - readPosition)
+                let got =
+                    count <= 0
+                    ? 0
+                    : try decoder.fill(count: count) { buffer in
+                        try readFully(fd, into: buffer, at: readPosition, path: path)
+                    }
+                if got == 0 {
                     if decoder.pendingBytes > 0 {
                         result.damage = (.shortFrame, decoder.position, result.nextOffset)
                     }
                     break scanning
                 }
-                readPosition += chunk.count
-                decoder.append(chunk)
+                readPosition += got
             }
         }
         return result
+    }
+
+    /// Fills `buffer` from `offset`, continuing after short reads; fewer bytes only at end of file.
+    private func readFully(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String
+    )
+        throws -> Int
+    {
+        var done = 0
+        while done < buffer.count {
+            let got = try io.pread(
+                fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + done,
+                path: path)
+            if got == 0 { break }
+            done += got
+        }
+        return done
     }
 
     /// Rules 7–9, which need the segment's context.

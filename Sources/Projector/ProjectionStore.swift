@@ -463,10 +463,14 @@ public struct ProjectionStore: Sendable {
 
     private func writeBatches(_ rows: [BatchRow], _ connection: PostgresConnection) throws {
         guard !rows.isEmpty else { return }
+        // In the order of the table's key, as the history's rows are: a drain's inserts of one
+        // device then land on one leaf page after another instead of hopping between devices'.
+        let key = { (row: BatchRow) in (row.deviceID, row.receivedAtMicros, row.logOffset) }
+        let ordered = rows.indices.dropFirst().allSatisfy { key(rows[$0 - 1]) <= key(rows[$0]) }
         try connection.copyInBinary(
             table: ProjectionSchema.Table.deviceBatches.in(schema),
             columns: ProjectionSchema.batchColumnNames,
-            rows: rows, encode: Self.encode)
+            rows: ordered ? rows : rows.sorted { key($0) < key($1) }, encode: Self.encode)
     }
 
     /// One row of `device_batches` in binary COPY form, in `ProjectionSchema.batchColumnNames` order.

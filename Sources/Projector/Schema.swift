@@ -31,7 +31,10 @@ public enum Schema {
     /// drain a third of PostgreSQL's time (docs/benchmarks.md).
     /// 7: `device_imports` (one row per `history_imported` record) and `device_batches.import_id`,
     /// the import a batch came from.
-    public static let projectionVersion = 7
+    /// 8: `device_batches` has one index, its primary key `(device_id, received_at, log_offset)`,
+    /// the arrivals' order; a primary key of `log_offset` beside `(device_id, received_at)` cost
+    /// every folded report a second index entry (docs/postgres.md).
+    public static let projectionVersion = 8
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -185,7 +188,7 @@ public enum Schema {
             \(fixColumns)
         );
         CREATE TABLE \(s).device_batches (
-            log_offset bigint PRIMARY KEY,
+            log_offset bigint NOT NULL,
             device_id bigint NOT NULL,
             batch_id uuid NOT NULL,
             received_at timestamptz NOT NULL,
@@ -195,9 +198,12 @@ public enum Schema {
             recorded_max timestamptz,
             protocol text NOT NULL DEFAULT 'native',
             -- The import it came from, set when the import's record (after its last batch) is folded.
-            import_id uuid
+            import_id uuid,
+            -- The table's only index: the arrivals are read in its order (device, then time, then
+            -- offset), the panel reads a device's latest arrivals backwards on it, and a record
+            -- folded twice (same device, time and offset) is refused by it.
+            PRIMARY KEY (device_id, received_at, log_offset)
         );
-        CREATE INDEX ON \(s).device_batches (device_id, received_at);
         -- Completed imports of files ("what arrived when" for a history brought in): no coordinate.
         CREATE TABLE \(s).device_imports (
             import_id uuid PRIMARY KEY,

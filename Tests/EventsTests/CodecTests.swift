@@ -168,6 +168,31 @@ import Workload
         #expect(decode(stream, pieces: [7, 1, 300, 2, 4096]) == expected)
     }
 
+    /// `fill` (the segment scanner's way in: a read straight into the decoder's buffer), including
+    /// reads that write fewer bytes than they were given room for, gives the frames `append` does.
+    @Test func fillsOfAnySizeAgreeWithAppends() {
+        let (stream, expected) = frames(count: 40, seed: 5)
+        for (room, short) in [(stream.count, 0), (1, 0), (4096, 100), (300, 299), (9, 8)] {
+            var decoder = FrameDecoder()
+            var headers: [RecordHeader] = []
+            var position = 0
+            while position < stream.count {
+                let got = decoder.fill(count: room) { buffer in
+                    let count = min(buffer.count - short, stream.count - position)
+                    stream.withUnsafeBytes { source in
+                        buffer.copyMemory(
+                            from: UnsafeRawBufferPointer(rebasing: source[position..<(position + count)]))
+                    }
+                    return count
+                }
+                position += got
+                while case .frame(let frame) = decoder.next() { headers.append(frame.header) }
+            }
+            #expect(headers == expected, "room \(room), \(short) short")
+            #expect(decoder.pendingBytes == 0)
+        }
+    }
+
     @Test func damageIsNamedByTheFirstBrokenRule() {
         let (stream, _) = frames(count: 1, seed: 4)
         var badCRC = stream

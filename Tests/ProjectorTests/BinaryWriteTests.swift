@@ -192,13 +192,13 @@ import Workload
     }
 }
 
-/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 7, column for
+/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 8, column for
 /// column: a change here is a new table layout, which needs a new `projectionVersion`.
 /// (4: `accuracy_m` nullable, for fixes whose app sent no accuracy; 5 added the commands tables,
-/// 6 dropped the history's second index and 7 added the imports, all leaving the fix columns as
-/// they were.)
-@Test func theFixColumnsAreProjectionVersion7sLayout() {
-    #expect(Schema.projectionVersion == 7)
+/// 6 dropped the history's second index, 7 added the imports and 8 gave the arrivals one index,
+/// all leaving the fix columns as they were.)
+@Test func theFixColumnsAreProjectionVersion8sLayout() {
+    #expect(Schema.projectionVersion == 8)
     let version4 = """
         log_offset bigint NOT NULL, fix_index integer NOT NULL, recorded_at timestamptz NOT NULL,
         received_at timestamptz NOT NULL, latitude double precision NOT NULL, longitude double precision NOT NULL,

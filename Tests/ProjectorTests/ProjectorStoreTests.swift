@@ -52,6 +52,36 @@ import Testing
         writer.close()
     }
 
+    /// The arrivals have one index, their primary key in the order they are read in (device,
+    /// `received_at`, offset); it still refuses the same record folded twice, as the primary key
+    /// of `log_offset` it replaced did.
+    @Test func theArrivalsHaveOneIndexWhichRefusesARecordFoldedTwice() throws {
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 3, batches: 30, fixesPerBatch: 2)
+        defer { writer.close() }
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        let projector = Projector(client: client, reader: LogReader(directory: log.path, writer: writer))
+        try projector.prepare()
+        try catchUp(projector)
+        let connection = try PostgresConnection(client.conninfo)
+        defer { connection.close() }
+        let indexes = try connection.execute(
+            """
+            SELECT i.indisprimary, pg_get_indexdef(i.indexrelid) FROM pg_index i
+            WHERE i.indrelid = 'findmy.device_batches'::regclass
+            """)
+        #expect(indexes.rowCount == 1)
+        #expect(indexes.string(0, 0) == "t")
+        #expect(indexes.string(0, 1)?.hasSuffix("(device_id, received_at, log_offset)") == true)
+        #expect(try count(connection, "SELECT count(*) FROM findmy.device_batches") == 30)
+        let again = #expect(throws: PostgresError.self) {
+            _ = try connection.execute(
+                "INSERT INTO findmy.device_batches SELECT * FROM findmy.device_batches ORDER BY log_offset LIMIT 1"
+            )
+        }
+        #expect(again?.sqlState == "23505")
+    }
+
     @Test func aBatchAppliesOnlyOnTopOfItsCheckpoint() throws {
         let log = TemporaryLog()
         let writer = try writeLog(log.path, devices: 2, batches: 20, fixesPerBatch: 3)
