@@ -21,6 +21,9 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var draining = false
     /// Waiting for the catch-up of the projector it yields to (`Projector.Options.yieldsTo`).
     public var yielding = false
+    /// The last step stopped short of the log's end at the projection's `foldLimit` (the
+    /// geofence projection waits for the main one, whose history it reads).
+    public var heldBack = false
     public var recordsFolded = 0
     public var fixesFolded = 0
     public var transactions = 0
@@ -72,6 +75,10 @@ public protocol LogProjection: Sendable {
     var helperFixesMin: Int? { get }
     /// `ANALYZE` of the tables its readers query (see `Projector.Options.analyzeAfterFixesMin`).
     func analyze(_ connection: PostgresConnection) throws
+    /// The offset it may fold up to now (exclusive), or nil: no limit but the log's end. A
+    /// projection that reads another one's tables (the geofences read the main history) folds no
+    /// further than that one has, so that every record it has folded is there to read.
+    func foldLimit(_ connection: PostgresConnection) throws -> UInt64?
 }
 
 extension LogProjection {
@@ -83,6 +90,8 @@ extension LogProjection {
     }
 
     public var helperFixesMin: Int? { nil }
+
+    public func foldLimit(_ connection: PostgresConnection) throws -> UInt64? { nil }
 }
 
 /// What one transaction of a projection writes, folded from a run of records in offset order.
@@ -198,9 +207,14 @@ public final class Projector: Sendable {
         /// folds one transaction). The geofence projector yields to the main one, which the reads
         /// wait for: both share one connection and two cores, and folding them side by side halved
         /// the main projection's rate during a burst (docs/benchmarks.md). In steady state the main
-        /// projector catches up in every transaction and both fold as records come.
+        /// projector catches up in every transaction and both fold as records come. Its commits also
+        /// wake this one when its projection's `foldLimit` holds it back (the geofence projection
+        /// reads the main one's history).
         public var yieldsTo: Projector?
         public var yieldMicrosMax: Int64 = 30_000_000
+        /// Held back by the projection's `foldLimit` (`ProjectorStatus.heldBack`), it looks again
+        /// after this at most; a commit of the projector it yields to wakes it at once.
+        public var limitPollMicros: Int64 = 100_000
         /// Whether a large transaction (a drain's) may use a second PostgreSQL connection for part
         /// of its history (`LogProjection.helperFixesMin`, `ProjectionStore.apply`): PostgreSQL
         /// folds on one core per connection, and index upkeep there is what bounds a drain. The
@@ -305,20 +319,25 @@ public final class Projector: Sendable {
     @discardableResult
     public func step(logEnd: UInt64) throws -> Int { try step(projection, logEnd: logEnd) }
 
-    private func step<P: LogProjection>(_ projection: P, logEnd: UInt64) throws -> Int {
-        let start = try client.withConnection { try projection.checkpoint($0) }
+    private func step<P: LogProjection>(_ projection: P, logEnd durableEnd: UInt64) throws -> Int {
+        let (start, limit) = try client.withConnection {
+            (try projection.checkpoint($0), try projection.foldLimit($0))
+        }
         state.withLock { $0.checkpoint = start }
         checkpointBells.ringAll()
-        guard logEnd >= start else {
-            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
+        guard durableEnd >= start else {
+            throw ProjectorError.logBehindCheckpoint(logEnd: durableEnd, checkpoint: start)
         }
+        // Below the checkpoint (the projection it reads was rebuilt): nothing more until it catches up.
+        let logEnd = limit.map { min(durableEnd, max(start, $0)) } ?? durableEnd
+        state.withLock { $0.heldBack = logEnd < durableEnd }
         let prefetched = prefetch.withLock { slot -> ReadRun<P.Batch>? in
             defer { slot = nil }
             return slot as? ReadRun<P.Batch>
         }
         guard logEnd > start else {
             state.withLock {
-                $0.logEnd = logEnd
+                $0.logEnd = durableEnd
                 $0.lagSeconds = 0
                 $0.draining = false
             }
@@ -361,7 +380,7 @@ public final class Projector: Sendable {
         let now = clock()
         state.withLock {
             $0.checkpoint = batch.nextOffset
-            $0.logEnd = logEnd
+            $0.logEnd = durableEnd
             $0.recordsFolded += run.records
             $0.fixesFolded += batch.fixCount
             $0.transactions += 1
@@ -463,6 +482,10 @@ public final class Projector: Sendable {
                 // from the top): the process would stay at a drain's size while idle.
                 if wasDraining && !status.draining { releaseFreedMemory() }
                 if folded == 0 {
+                    if status.heldBack {
+                        waitForLimit(stop)
+                        continue
+                    }
                     if try analyzeIfDue() { continue }
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros, stop: stop)
                 }
@@ -489,6 +512,25 @@ public final class Projector: Sendable {
                 backOff(error, &retryDelay, stop)
             }
         }
+    }
+
+    /// Waits while the projection's `foldLimit` holds it back: until the projector it yields to
+    /// (the one whose tables it reads, in this process) commits again, or `limitPollMicros` at most
+    /// (one of another process), or a stop.
+    private func waitForLimit(_ stop: StopSignal) {
+        let bell = Doorbell()
+        stop.addDoorbell(bell)
+        defer { stop.removeDoorbell(bell) }
+        let deadline = monotonicMicros() + options.limitPollMicros
+        guard let first = options.yieldsTo else {
+            _ = bell.wait(untilMonotonicMicros: deadline)
+            return
+        }
+        first.checkpointBells.add(bell)
+        defer { first.checkpointBells.remove(bell) }
+        // It may have committed between this projector's read of its limit and the bell.
+        guard first.status.checkpoint <= status.checkpoint else { return }
+        _ = bell.wait(untilMonotonicMicros: deadline)
     }
 
     /// Waits while `first` drains a backlog, woken by each of its transactions and by a stop.
