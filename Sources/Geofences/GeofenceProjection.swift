@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// A recompute reads the fixes from the main projection's history (`device_locations` in
 /// `history`), not from a copy of its own. So it folds no record the main projection has not
-/// folded (`foldLimit`: its checkpoint), and reads only the fixes of records it has folded itself
+/// folded (`checkpointAndFoldLimit`: its checkpoint), and reads only the fixes of records it has folded itself
 /// (`log_offset` below its own position): what it decides is what the fixes it has seen say,
 /// whichever projector is ahead.
 public struct GeofenceProjection: LogProjection {
@@ -84,13 +84,29 @@ public struct GeofenceProjection: LogProjection {
             "ANALYZE \(s).geofence_transitions, \(s).geofence_state, \(s).found_notices")
     }
 
-    /// The main projection's checkpoint: a record is folded here only once its fixes are in the
-    /// history a recompute reads. 0 while there is no main projection yet.
-    public func foldLimit(_ connection: PostgresConnection) throws -> UInt64? {
+    /// Its checkpoint, and the main projection's as its fold limit: a record is folded here only
+    /// once its fixes are in the history a recompute reads. 0 while there is no main projection.
+    public func checkpointAndFoldLimit(_ connection: PostgresConnection) throws -> (
+        checkpoint: UInt64, foldLimit: UInt64?
+    ) {
+        let both: () throws -> PostgresResult = {
+            try connection.execute(
+                """
+                SELECT g.next_offset, coalesce(m.next_offset, 0) FROM \(s).projector_checkpoints g
+                LEFT JOIN \(PostgresConnection.quoteIdentifier(history)).projector_checkpoints m
+                    ON m.projection = $2
+                WHERE g.projection = $1
+                """, [.text(GeofenceTables.projectionName), .text(Schema.projectionName)])
+        }
         do {
-            return try Self.historyCheckpoint(history, connection)
+            let result = try both()
+            guard result.rowCount == 1 else { throw ProjectorError.noGeneration(schema: schema) }
+            return (
+                UInt64(bitPattern: try result.int64(0, 0) ?? 0),
+                UInt64(bitPattern: try result.int64(0, 1) ?? 0)
+            )
         } catch let error as PostgresError where error.sqlState == PostgresError.undefinedTable {
-            return 0
+            return (try checkpoint(connection), 0)  // no main projection (or none of this): its own error
         }
     }
 

@@ -13,8 +13,8 @@ extension GeofenceRun {
     }
 
     /// The main projection must hold every record below `foldedEnd` before a recompute reads its
-    /// history; else this transaction is rolled back and tried again once it does. `foldLimit`
-    /// sees to it before the transaction; this catches a main projection rebuilt since.
+    /// history; else this transaction is rolled back and tried again once it does. the fold limit
+    /// (`checkpointAndFoldLimit`) sees to it before the transaction; this catches a main projection rebuilt since.
     private mutating func requireHistory() throws {
         guard historyFoldedEnd < foldedEnd else { return }
         historyFoldedEnd = try GeofenceProjection.historyCheckpoint(history, connection)

@@ -21,7 +21,7 @@ public struct ProjectorStatus: Sendable, Equatable {
     public var draining = false
     /// Waiting for the catch-up of the projector it yields to (`Projector.Options.yieldsTo`).
     public var yielding = false
-    /// The last step stopped short of the log's end at the projection's `foldLimit` (the
+    /// The last step stopped short of the log's end at the projection's fold limit (`LogProjection.checkpointAndFoldLimit`) (the
     /// geofence projection waits for the main one, whose history it reads).
     public var heldBack = false
     public var recordsFolded = 0
@@ -75,10 +75,13 @@ public protocol LogProjection: Sendable {
     var helperFixesMin: Int? { get }
     /// `ANALYZE` of the tables its readers query (see `Projector.Options.analyzeAfterFixesMin`).
     func analyze(_ connection: PostgresConnection) throws
-    /// The offset it may fold up to now (exclusive), or nil: no limit but the log's end. A
-    /// projection that reads another one's tables (the geofences read the main history) folds no
-    /// further than that one has, so that every record it has folded is there to read.
-    func foldLimit(_ connection: PostgresConnection) throws -> UInt64?
+    /// Its checkpoint, and the offset it may fold up to now (exclusive, its fold limit) or nil: no
+    /// limit but the log's end. A projection that reads another one's tables (the geofences read
+    /// the main history) folds no further than that one has, so that every record it has folded is
+    /// there to read. One read for both: every step asks.
+    func checkpointAndFoldLimit(_ connection: PostgresConnection) throws -> (
+        checkpoint: UInt64, foldLimit: UInt64?
+    )
 }
 
 extension LogProjection {
@@ -91,7 +94,11 @@ extension LogProjection {
 
     public var helperFixesMin: Int? { nil }
 
-    public func foldLimit(_ connection: PostgresConnection) throws -> UInt64? { nil }
+    public func checkpointAndFoldLimit(_ connection: PostgresConnection) throws -> (
+        checkpoint: UInt64, foldLimit: UInt64?
+    ) {
+        (try checkpoint(connection), nil)
+    }
 }
 
 /// What one transaction of a projection writes, folded from a run of records in offset order.
@@ -208,11 +215,11 @@ public final class Projector: Sendable {
         /// wait for: both share one connection and two cores, and folding them side by side halved
         /// the main projection's rate during a burst (docs/benchmarks.md). In steady state the main
         /// projector catches up in every transaction and both fold as records come. Its commits also
-        /// wake this one when its projection's `foldLimit` holds it back (the geofence projection
+        /// wake this one when its projection's fold limit holds it back (the geofence projection
         /// reads the main one's history).
         public var yieldsTo: Projector?
         public var yieldMicrosMax: Int64 = 30_000_000
-        /// Held back by the projection's `foldLimit` (`ProjectorStatus.heldBack`), it looks again
+        /// Held back by the projection's fold limit (`LogProjection.checkpointAndFoldLimit`) (`ProjectorStatus.heldBack`), it looks again
         /// after this at most; a commit of the projector it yields to wakes it at once.
         public var limitPollMicros: Int64 = 100_000
         /// Whether a large transaction (a drain's) may use a second PostgreSQL connection for part
@@ -320,9 +327,7 @@ public final class Projector: Sendable {
     public func step(logEnd: UInt64) throws -> Int { try step(projection, logEnd: logEnd) }
 
     private func step<P: LogProjection>(_ projection: P, logEnd durableEnd: UInt64) throws -> Int {
-        let (start, limit) = try client.withConnection {
-            (try projection.checkpoint($0), try projection.foldLimit($0))
-        }
+        let (start, limit) = try client.withConnection { try projection.checkpointAndFoldLimit($0) }
         state.withLock { $0.checkpoint = start }
         checkpointBells.ringAll()
         guard durableEnd >= start else {
@@ -481,11 +486,13 @@ public final class Projector: Sendable {
                 // that size was freed, serves later large blocks from the heap, which it trims only
                 // from the top): the process would stay at a drain's size while idle.
                 if wasDraining && !status.draining { releaseFreedMemory() }
+                // Folded up to the limit (or nothing, held there): the next step has something only
+                // once the projection it reads has moved, which wakes this at once.
+                if status.heldBack {
+                    waitForLimit(stop)
+                    continue
+                }
                 if folded == 0 {
-                    if status.heldBack {
-                        waitForLimit(stop)
-                        continue
-                    }
                     if try analyzeIfDue() { continue }
                     reader.waitForNewRecords(after: logEnd, timeoutMicros: options.idleWaitMicros, stop: stop)
                 }
@@ -514,7 +521,7 @@ public final class Projector: Sendable {
         }
     }
 
-    /// Waits while the projection's `foldLimit` holds it back: until the projector it yields to
+    /// Waits while the projection's fold limit (`LogProjection.checkpointAndFoldLimit`) holds it back: until the projector it yields to
     /// (the one whose tables it reads, in this process) commits again, or `limitPollMicros` at most
     /// (one of another process), or a stop.
     private func waitForLimit(_ stop: StopSignal) {
