@@ -3,10 +3,10 @@ import Postgres
 import ProjectionSchema
 import Projector
 
-/// Retention and erasure reaching the geofence projection (docs/retention.md,
-/// "Geofences"): its copy of the fixes (`geofence_fixes`) and the transitions they decided
-/// (`geofence_transitions`) go by the same rule as history: past the device's window by the earlier
-/// of the two clocks, inside an erased range, every row of a removed device; so do the transitions
+/// Retention and erasure reaching the geofence projection (docs/retention.md, "Geofences"): the
+/// transitions the fixes decided (`geofence_transitions`; the fixes a recompute replays are the
+/// main projection's history, which the main half compacts) go by the same rule as history: past
+/// the device's window by the earlier of the two clocks, inside an erased range, every row of a removed device; so do the transitions
 /// the device reported itself (`device_transitions`, received_at being the arrival of the report
 /// that carried them), and the found notices fired ("notify when found": the fix that came back).
 /// The geofence projector deletes erased and removed rows itself when it folds the event; this
@@ -26,8 +26,7 @@ extension DatabaseCompaction {
         guard let generation = try Schema.generation(of: schema, connection), generation.logID == logID else {
             return  // none yet, or another log's, which its projector drops
         }
-        let tables = [GeofenceSchema.Table.fixes, .transitions, .deviceTransitions, .foundNotices].map(
-            \.rawValue)
+        let tables = [GeofenceSchema.Table.transitions, .deviceTransitions, .foundNotices].map(\.rawValue)
         func delete(_ condition: String, _ parameters: [PostgresValue?]) throws {
             for table in tables {
                 report.geofenceRowsDeleted += try deleteBounded(

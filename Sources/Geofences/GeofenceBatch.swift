@@ -85,13 +85,16 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
     public var firstOffset: UInt64
     public var nextOffset: UInt64
     public var lastReceivedAtMicros: Int64?
-    public private(set) var items: [Item] = []
+    /// The items with the offset of the record each came from.
+    public private(set) var items: [(offset: UInt64, item: Item)] = []
     public private(set) var fixCount = 0
 
     public init(firstOffset: UInt64) {
         self.firstOffset = firstOffset
         nextOffset = firstOffset
     }
+
+    private mutating func append(_ offset: UInt64, _ item: Item) { items.append((offset, item)) }
 
     public mutating func add(_ record: LogRecord) throws {
         precondition(record.offset >= nextOffset, "records are folded in offset order")
@@ -102,7 +105,8 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
         guard !record.header.isPayloadRemoved else {
             let header = record.header
             if header.type == EventType.fixBatch.rawValue, header.fixCount > 0 {
-                items.append(
+                append(
+                    record.offset,
                     .reported(
                         ReportRow(
                             deviceID: header.deviceKey, logOffset: record.offset, receivedAtMicros: received,
@@ -128,15 +132,16 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                         logOffset: record.offset, fixIndex: Int32(truncatingIfNeeded: index)))
             }
             if let report = ReportRow.newest(batch, offset: record.offset, receivedAtMicros: received) {
-                items.append(.reported(report))
+                append(record.offset, .reported(report))
             }
             if !rows.isEmpty {
                 fixCount += rows.count
-                items.append(.fixes(rows))
+                append(record.offset, .fixes(rows))
             }
         case .regionTransition?:
             guard case .regionTransition(let transition) = try record.event() else { return }
-            items.append(
+            append(
+                record.offset,
                 .deviceTransition(
                     DeviceTransitionRow(
                         deviceID: transition.deviceID, enter: transition.kind == .enter,
@@ -147,13 +152,13 @@ public struct GeofenceBatch: LogProjectionBatch, Sendable {
                         logOffset: record.offset)))
         case .foundNoticeSet?:
             guard case .foundNoticeSet(let set) = try record.event() else { return }
-            items.append(.foundNoticeSet(set, offset: record.offset, receivedAtMicros: received))
+            append(record.offset, .foundNoticeSet(set, offset: record.offset, receivedAtMicros: received))
         case .geofenceDefined?, .geofenceDeleted?, .historyErased?, .deviceRemoved?:
             switch try record.event() {
-            case .geofenceDefined(let fence): items.append(.defined(fence, offset: record.offset))
-            case .geofenceDeleted(let deleted): items.append(.deleted(deleted))
-            case .historyErased(let erase): items.append(.erased(erase))
-            case .deviceRemoved(let removed): items.append(.removed(deviceID: removed.deviceID))
+            case .geofenceDefined(let fence): append(record.offset, .defined(fence, offset: record.offset))
+            case .geofenceDeleted(let deleted): append(record.offset, .deleted(deleted))
+            case .historyErased(let erase): append(record.offset, .erased(erase))
+            case .deviceRemoved(let removed): append(record.offset, .removed(deviceID: removed.deviceID))
             default: break
             }
         default:

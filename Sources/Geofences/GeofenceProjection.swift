@@ -13,17 +13,30 @@ import Synchronization
 /// or after a (fence, device) pair's horizon folds straight into its state (the common case, no
 /// read). A fix before it (a late offline batch), an erasure, or a fence drawn or moved, marks the
 /// pair for a recompute from that time: the state just before it is the decision of the pair's
-/// last decided fix before it, and its stored fixes from that time on are replayed; the transitions found are compared with the stored ones, so those that did not change
-/// keep their row (and id) and only the difference is written.
+/// last decided fix before it, and the device's fixes from that time on are replayed; the
+/// transitions found are compared with the stored ones, so those that did not change keep their
+/// row (and id) and only the difference is written.
+///
+/// A recompute reads the fixes from the main projection's history (`device_locations` in
+/// `history`), not from a copy of its own. So it folds no record the main projection has not
+/// folded (`checkpointAndFoldLimit`: its checkpoint), and reads only the fixes of records it has folded itself
+/// (`log_offset` below its own position): what it decides is what the fixes it has seen say,
+/// whichever projector is ahead.
 public struct GeofenceProjection: LogProjection {
     public let schema: String
+    /// The main projection's schema, whose history a recompute reads: the live generation's name,
+    /// which a rebuild's swap (`findmy replay`) keeps.
+    public let history: String
     public var name: String { "geofences" }
     /// The fences and pair states as committed, kept between transactions so that the common path
     /// reads nothing. Taken out for a transaction and put back only when it committed: a failed
     /// one leaves it empty, and the next transaction loads it again from the tables.
     let cache = CacheBox()
 
-    public init(schema: String = GeofenceSchema.schema) { self.schema = schema }
+    public init(schema: String = GeofenceSchema.schema, history: String = ProjectionSchema.live) {
+        self.schema = schema
+        self.history = history
+    }
 
     final class CacheBox: Sendable {
         let value = Mutex<GeofenceCache?>(nil)
@@ -68,7 +81,45 @@ public struct GeofenceProjection: LogProjection {
 
     public func analyze(_ connection: PostgresConnection) throws {
         try connection.executeScript(
-            "ANALYZE \(s).geofence_fixes, \(s).geofence_transitions, \(s).geofence_state, \(s).found_notices")
+            "ANALYZE \(s).geofence_transitions, \(s).geofence_state, \(s).found_notices")
+    }
+
+    /// Its checkpoint, and the main projection's as its fold limit: a record is folded here only
+    /// once its fixes are in the history a recompute reads. 0 while there is no main projection.
+    public func checkpointAndFoldLimit(_ connection: PostgresConnection) throws -> (
+        checkpoint: UInt64, foldLimit: UInt64?
+    ) {
+        let both: () throws -> PostgresResult = {
+            try connection.execute(
+                """
+                SELECT g.next_offset, coalesce(m.next_offset, 0) FROM \(s).projector_checkpoints g
+                LEFT JOIN \(PostgresConnection.quoteIdentifier(history)).projector_checkpoints m
+                    ON m.projection = $2
+                WHERE g.projection = $1
+                """, [.text(GeofenceTables.projectionName), .text(Schema.projectionName)])
+        }
+        do {
+            let result = try both()
+            guard result.rowCount == 1 else { throw ProjectorError.noGeneration(schema: schema) }
+            return (
+                UInt64(bitPattern: try result.int64(0, 0) ?? 0),
+                UInt64(bitPattern: try result.int64(0, 1) ?? 0)
+            )
+        } catch let error as PostgresError where error.sqlState == PostgresError.undefinedTable {
+            return (try checkpoint(connection), 0)  // no main projection (or none of this): its own error
+        }
+    }
+
+    /// The next offset the main projection in `history` will fold: every record below it is in its
+    /// history (in a cluster, the row every partition has folded past, `PartitionedProjector`).
+    static func historyCheckpoint(_ history: String, _ connection: PostgresConnection) throws -> UInt64 {
+        let result = try connection.execute(
+            """
+            SELECT next_offset FROM \(PostgresConnection.quoteIdentifier(history)).projector_checkpoints
+            WHERE projection = $1
+            """, [.text(Schema.projectionName)])
+        guard result.rowCount == 1 else { return 0 }
+        return UInt64(bitPattern: try result.int64(0, 0) ?? 0)
     }
 
     public func apply(
@@ -78,9 +129,13 @@ public struct GeofenceProjection: LogProjection {
         try connection.transaction { connection in
             try moveCheckpoint(batch, logID: logID, connection)
             var run = GeofenceRun(
-                schema: schema, cache: try work ?? GeofenceRun.load(schema: schema, connection),
-                connection: connection)
-            for item in batch.items { try run.apply(item) }
+                schema: schema, history: history,
+                cache: try work ?? GeofenceRun.load(schema: schema, connection), connection: connection)
+            for (offset, item) in batch.items {
+                run.foldedEnd = offset
+                try run.apply(item)
+            }
+            run.foldedEnd = batch.nextOffset
             try run.flush()
             work = run.cache
         }
@@ -143,5 +198,21 @@ struct GeofenceCache: Sendable {
 
     static func circle(_ fence: GeofenceDefined) -> GeofenceCircle {
         GeofenceCircle(latitude: fence.latitude, longitude: fence.longitude, radiusMeters: fence.radiusMeters)
+    }
+}
+
+/// Why a geofence transaction did not commit; it is tried again.
+public enum GeofenceError: Error, Equatable, CustomStringConvertible {
+    /// A recompute needs the fixes of every record below `needed`, and the main projection's
+    /// history has folded only those below `folded` (it was rebuilt, or is folded by another
+    /// process that is behind): the transaction waits for it.
+    case historyBehind(folded: UInt64, needed: UInt64)
+
+    public var description: String {
+        switch self {
+        case .historyBehind(let folded, let needed):
+            "the main projection has folded the log up to offset \(folded), a geofence recompute needs "
+                + "it up to \(needed): waiting for it"
+        }
     }
 }

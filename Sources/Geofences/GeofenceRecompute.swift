@@ -1,14 +1,36 @@
 import Events
 import Postgres
+import ProjectionSchema
 import Projector
 
 extension GeofenceRun {
-    /// Replays device `deviceID`'s stored fixes for each pair in `froms`, from its time on, in
+    /// The fixes a recompute replays, in the main projection's history: those that can decide (a
+    /// known accuracy, a sound clock, as `GeofenceBatch` folds them) of the records this projection
+    /// has folded (`foldedEnd`). The history holds a fix that arrived twice once, its first arrival.
+    private var replayed: String {
+        ProjectionSchema.Table.deviceLocations.in(PostgresConnection.quoteIdentifier(history))
+            + " WHERE device_id = $1 AND log_offset < $2 AND accuracy_m IS NOT NULL AND NOT clock_suspect"
+    }
+
+    /// The main projection must hold every record below `foldedEnd` before a recompute reads its
+    /// history; else this transaction is rolled back and tried again once it does. the fold limit
+    /// (`checkpointAndFoldLimit`) sees to it before the transaction; this catches a main projection rebuilt since.
+    private mutating func requireHistory() throws {
+        guard historyFoldedEnd < foldedEnd else { return }
+        historyFoldedEnd = try GeofenceProjection.historyCheckpoint(history, connection)
+        guard historyFoldedEnd >= foldedEnd else {
+            throw GeofenceError.historyBehind(folded: historyFoldedEnd, needed: foldedEnd)
+        }
+    }
+
+    /// Replays device `deviceID`'s fixes for each pair in `froms`, from its time on, in
     /// `recorded_at` order (then log position), and writes only the difference between the
     /// transitions found and those stored from that time.
     mutating func recompute(_ deviceID: UInt64, _ froms: [UInt64: Int64]) throws {
         guard var device = cache.devices[deviceID] else { return }
+        try requireHistory()
         let device64 = Int64(bitPattern: deviceID)
+        let end = Int64(foldedEnd)
         var indices: [Int] = []
         var starts: [Int64] = []
         for (fenceID, from) in froms {
@@ -19,23 +41,26 @@ extension GeofenceRun {
         }
         guard let earliest = starts.min() else { return }
         var found: [[TransitionRow]] = Array(repeating: [], count: indices.count)
-        // Keyset pages over (recorded_at, log_offset, fix_index), the index's order.
+        // Keyset pages over (recorded_at, log_offset, fix_index). The history's index is in
+        // recorded_at order (device_id, recorded_at, latitude, longitude): the scan follows it and
+        // only fixes of one device and time are sorted among themselves (an incremental sort).
         var after: (Int64, Int64, Int32)?
         while true {
-            var condition = "device_id = $1"
-            var parameters: [PostgresValue?] = [.int64(device64)]
+            var condition = replayed
+            var parameters: [PostgresValue?] = [.int64(device64), .int64(end)]
             if let after {
                 parameters += [.timestamp(micros: after.0), .int64(after.1), .int64(Int64(after.2))]
-                condition += " AND (recorded_at, log_offset, fix_index) > ($2, $3, $4::integer)"
+                condition +=
+                    " AND recorded_at >= $3 AND (recorded_at, log_offset, fix_index) > ($3, $4, $5::integer)"
             } else if earliest != .min {
                 parameters.append(.timestamp(micros: earliest))
-                condition += " AND recorded_at >= $2"
+                condition += " AND recorded_at >= $3"
             }
             let result = try connection.execute(
                 """
                 SELECT (extract(epoch FROM recorded_at) * 1000000)::bigint, (extract(epoch FROM received_at) * 1000000)::bigint,
                     latitude, longitude, accuracy_m, log_offset, fix_index
-                FROM \(s).geofence_fixes WHERE \(condition)
+                FROM \(condition)
                 ORDER BY recorded_at, log_offset, fix_index LIMIT \(Self.replayRowsPerRead)
                 """, parameters)
             for row in 0..<result.rowCount {
@@ -73,7 +98,7 @@ extension GeofenceRun {
 
     /// The pair's state just before `from`: the decision of the pair's last decided fix before it
     /// (the state is always the latest decided fix's decision: the first sets it, each later one
-    /// that differs changes it). Read from the stored fixes, newest first, so it holds after
+    /// that differs changes it). Read from the history, newest first, so it holds after
     /// retention removed older fixes and transitions alike. The horizon is just before `from`.
     private func stateBefore(_ from: Int64, _ circle: GeofenceCircle, _ deviceID: UInt64) throws
         -> GeofencePairState
@@ -85,20 +110,20 @@ extension GeofenceRun {
         var afterKey: (Int64, Int64)? = nil
         while true {
             var parameters: [PostgresValue?] = [
-                .int64(Int64(bitPattern: deviceID)), .timestamp(micros: before),
+                .int64(Int64(bitPattern: deviceID)), .int64(Int64(foldedEnd)), .timestamp(micros: before),
             ]
-            var condition = "device_id = $1 AND recorded_at < $2"
+            var condition = replayed + " AND recorded_at < $3"
             if let (offset, index) = afterKey {
-                parameters = [.int64(Int64(bitPattern: deviceID)), .timestamp(micros: before)]
                 parameters += [.int64(offset), .int64(index)]
                 condition =
-                    "device_id = $1 AND (recorded_at < $2 OR (recorded_at = $2 AND (log_offset, fix_index) < ($3, $4::integer)))"
+                    replayed
+                    + " AND recorded_at <= $3 AND (recorded_at < $3 OR (log_offset, fix_index) < ($4, $5::integer))"
             }
             let result = try connection.execute(
                 """
                 SELECT (extract(epoch FROM recorded_at) * 1000000)::bigint, latitude, longitude, accuracy_m,
                     log_offset, fix_index
-                FROM \(s).geofence_fixes WHERE \(condition)
+                FROM \(condition)
                 ORDER BY recorded_at DESC, log_offset DESC, fix_index DESC LIMIT \(Self.stateRowsPerRead)
                 """, parameters)
             for row in 0..<result.rowCount {

@@ -8,9 +8,17 @@ import Projector
 /// or redefines (so those see every row before them) and at the end.
 struct GeofenceRun {
     let schema: String
+    /// The main projection's schema, whose history a recompute replays.
+    let history: String
     var cache: GeofenceCache
     let connection: PostgresConnection
     var s: String { PostgresConnection.quoteIdentifier(schema) }
+    /// The offset of the item being folded (at the end, the batch's next offset): a recompute
+    /// replays the fixes of the records below it, those this projection has folded, and none of a
+    /// record the main projection folded since.
+    var foldedEnd: UInt64 = 0
+    /// An offset the main projection was found to have folded past, in this transaction.
+    var historyFoldedEnd: UInt64 = 0
 
     struct PairKey: Hashable {
         var fenceID: UInt64
@@ -23,7 +31,6 @@ struct GeofenceRun {
         var fix: GeofenceBatch.FixRow
     }
 
-    var fixRows: [GeofenceBatch.FixRow] = []
     var deviceTransitions: [GeofenceBatch.DeviceTransitionRow] = []
     var transitions: [TransitionRow] = []
     /// Pairs to recompute, by device, from the earliest `recorded_at` that came out of order.
@@ -37,8 +44,9 @@ struct GeofenceRun {
     /// Rows per read when looking back for a pair's last decided fix (usually the first one read).
     static let stateRowsPerRead = 256
 
-    init(schema: String, cache: GeofenceCache, connection: PostgresConnection) {
+    init(schema: String, history: String, cache: GeofenceCache, connection: PostgresConnection) {
         self.schema = schema
+        self.history = history
         self.cache = cache
         self.connection = connection
     }
@@ -72,7 +80,6 @@ struct GeofenceRun {
     }
 
     private mutating func fold(_ unsorted: [GeofenceBatch.FixRow]) {
-        fixRows.append(contentsOf: unsorted)
         let deviceID = unsorted[0].deviceID
         guard var device = cache.devices.removeValue(forKey: deviceID) else { return }
         defer { cache.devices[deviceID] = device }
@@ -203,7 +210,6 @@ struct GeofenceRun {
             parameters.append(.timestamp(micros: to))
             condition += " AND recorded_at < $\(parameters.count)"
         }
-        _ = try connection.execute("DELETE FROM \(s).geofence_fixes WHERE \(condition)", parameters)
         _ = try connection.execute("DELETE FROM \(s).geofence_transitions WHERE \(condition)", parameters)
         _ = try connection.execute("DELETE FROM \(s).device_transitions WHERE \(condition)", parameters)
         _ = try connection.execute("DELETE FROM \(s).found_notices WHERE \(condition)", parameters)
@@ -215,7 +221,7 @@ struct GeofenceRun {
     private mutating func remove(_ deviceID: UInt64) throws {
         let id: [PostgresValue?] = [.int64(Int64(bitPattern: deviceID))]
         for table in [
-            "geofence_fixes", "geofence_transitions", "geofence_state", "device_transitions", "found_notices",
+            "geofence_transitions", "geofence_state", "device_transitions", "found_notices",
             "found_notice_armed",
         ] {
             _ = try connection.execute("DELETE FROM \(s).\(table) WHERE device_id = $1", id)
@@ -237,7 +243,6 @@ struct GeofenceRun {
     // MARK: writing
 
     mutating func flush() throws {
-        try copyFixes()
         try insertDeviceTransitions()
         try insertTransitions(transitions)
         transitions.removeAll(keepingCapacity: true)
@@ -248,29 +253,6 @@ struct GeofenceRun {
         }
         freshPairs.removeAll()
         try writeStates()
-    }
-
-    private mutating func copyFixes() throws {
-        guard !fixRows.isEmpty else { return }
-        try connection.copyInBinary(
-            table: schema + "." + GeofenceSchema.Table.fixes.rawValue,
-            columns: [
-                "device_id", "recorded_at", "received_at", "latitude", "longitude", "accuracy_m",
-                "log_offset",
-                "fix_index",
-            ], rows: fixRows
-        ) { row, out throws(PostgresError) in
-            out.beginRow(fieldCount: 8)
-            out.int64(Int64(bitPattern: row.deviceID))
-            out.timestamp(micros: row.recordedAtMicros)
-            out.timestamp(micros: row.receivedAtMicros)
-            out.float8(row.latitude)
-            out.float8(row.longitude)
-            out.float8(row.accuracyMeters)
-            out.int64(Int64(row.logOffset))
-            out.int32(row.fixIndex)
-        }
-        fixRows.removeAll(keepingCapacity: true)
     }
 
     private mutating func insertDeviceTransitions() throws {

@@ -10,7 +10,8 @@ public enum GeofenceTables {
     /// 1: geofences, geofence_fixes, geofence_state, geofence_transitions, projector_checkpoints.
     /// 2: device_transitions (the device's own enter and leave, OwnTracks `transition`).
     /// 3: found_notice_armed and found_notices ("notify when found", FoundNoticeFold.swift).
-    public static let version = 3
+    /// 4: no geofence_fixes: a recompute replays the main projection's history.
+    public static let version = 4
     /// The projection's name in its `projector_checkpoints`.
     public static let projectionName = "geofences"
 
@@ -31,19 +32,6 @@ public enum GeofenceTables {
                     device_ids bigint[] NOT NULL,
                     log_offset bigint NOT NULL
                 );
-                -- Only fixes with a known accuracy (the others never decide): a recompute after a
-                -- late batch, an erasure or a new fence replays them in recorded_at order.
-                CREATE TABLE \(s).geofence_fixes (
-                    device_id bigint NOT NULL,
-                    recorded_at timestamptz NOT NULL,
-                    received_at timestamptz NOT NULL,
-                    latitude double precision NOT NULL,
-                    longitude double precision NOT NULL,
-                    accuracy_m double precision NOT NULL,
-                    log_offset bigint NOT NULL,
-                    fix_index integer NOT NULL
-                );
-                CREATE INDEX ON \(s).geofence_fixes (device_id, recorded_at, log_offset, fix_index);
                 -- current: 1 inside, 2 outside, NULL before any decided fix; horizon: the
                 -- recorded_at (µs) of the latest fix folded, decided or not.
                 CREATE TABLE \(s).geofence_state (

@@ -14,8 +14,6 @@ public enum GeofenceSchema {
     public enum Table: String, Sendable, CaseIterable {
         /// The fences as the projection last folded them.
         case geofences
-        /// Each fix with a known accuracy, per device: what a recompute replays from any point.
-        case fixes = "geofence_fixes"
         /// Each (fence, device)'s state after its latest fix.
         case state = "geofence_state"
         /// Enter and leave, at the fix's `recorded_at`; `id` increases with every row written.

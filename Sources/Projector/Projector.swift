@@ -24,6 +24,9 @@ public struct ProjectorStatus: Sendable, Equatable {
     /// Caught up, letting records gather for the next transaction
     /// (`Projector.Options.coalesceWindowMicros`).
     public var gathering = false
+    /// The last step stopped short of the log's end at the projection's fold limit (`LogProjection.checkpointAndFoldLimit`) (the
+    /// geofence projection waits for the main one, whose history it reads).
+    public var heldBack = false
     public var recordsFolded = 0
     public var fixesFolded = 0
     public var transactions = 0
@@ -75,6 +78,13 @@ public protocol LogProjection: Sendable {
     var helperFixesMin: Int? { get }
     /// `ANALYZE` of the tables its readers query (see `Projector.Options.analyzeAfterFixesMin`).
     func analyze(_ connection: PostgresConnection) throws
+    /// Its checkpoint, and the offset it may fold up to now (exclusive, its fold limit) or nil: no
+    /// limit but the log's end. A projection that reads another one's tables (the geofences read
+    /// the main history) folds no further than that one has, so that every record it has folded is
+    /// there to read. One read for both: every step asks.
+    func checkpointAndFoldLimit(_ connection: PostgresConnection) throws -> (
+        checkpoint: UInt64, foldLimit: UInt64?
+    )
 }
 
 extension LogProjection {
@@ -86,6 +96,12 @@ extension LogProjection {
     }
 
     public var helperFixesMin: Int? { nil }
+
+    public func checkpointAndFoldLimit(_ connection: PostgresConnection) throws -> (
+        checkpoint: UInt64, foldLimit: UInt64?
+    ) {
+        (try checkpoint(connection), nil)
+    }
 }
 
 /// What one transaction of a projection writes, folded from a run of records in offset order.
@@ -215,9 +231,14 @@ public final class Projector: Sendable {
         /// folds one transaction). The geofence projector yields to the main one, which the reads
         /// wait for: both share one connection and two cores, and folding them side by side halved
         /// the main projection's rate during a burst (docs/benchmarks.md). In steady state the main
-        /// projector catches up in every transaction and both fold as records come.
+        /// projector catches up in every transaction and both fold as records come. Its commits also
+        /// wake this one when its projection's fold limit holds it back (the geofence projection
+        /// reads the main one's history).
         public var yieldsTo: Projector?
         public var yieldMicrosMax: Int64 = 30_000_000
+        /// Held back by the projection's fold limit (`LogProjection.checkpointAndFoldLimit`) (`ProjectorStatus.heldBack`), it looks again
+        /// after this at most; a commit of the projector it yields to wakes it at once.
+        public var limitPollMicros: Int64 = 100_000
         /// Whether a large transaction (a drain's) may use a second PostgreSQL connection for part
         /// of its history (`LogProjection.helperFixesMin`, `ProjectionStore.apply`): PostgreSQL
         /// folds on one core per connection, and index upkeep there is what bounds a drain. The
@@ -232,14 +253,14 @@ public final class Projector: Sendable {
     public let reader: LogReader
     public let projection: any LogProjection
     public let options: Options
-    private let state = Mutex(ProjectorStatus())
+    let state = Mutex(ProjectorStatus())
     private let clock: @Sendable () -> Int64
     /// Rung whenever `status.checkpoint` may have moved: a read waiting for its own write
     /// (`after_offset`) sleeps on one of these instead of polling.
     public let checkpointBells: Doorbells
     /// Ends the wait of `Options.coalesceWindowMicros`: rung by a waiter added to
     /// `checkpointBells`, by `foldNow` and by a stop.
-    private let windowBell: Doorbell
+    let windowBell: Doorbell
     /// The second connection of `Options.usesHelperConnection`; one attempt to connect, since the
     /// transaction does without it.
     private let helperClient: PostgresClient
@@ -332,8 +353,8 @@ public final class Projector: Sendable {
     @discardableResult
     public func step(logEnd: UInt64) throws -> Int { try step(projection, logEnd: logEnd) }
 
-    private func step<P: LogProjection>(_ projection: P, logEnd: UInt64) throws -> Int {
-        let start = try client.withConnection { try projection.checkpoint($0) }
+    private func step<P: LogProjection>(_ projection: P, logEnd durableEnd: UInt64) throws -> Int {
+        let (start, limit) = try client.withConnection { try projection.checkpointAndFoldLimit($0) }
         // Moved by someone else (a swap, another projector): its waiters look again. Unmoved, no
         // ring: the geofence notifier wakes at each ring.
         let moved = state.withLock { status in
@@ -341,16 +362,19 @@ public final class Projector: Sendable {
             return status.checkpoint != start
         }
         if moved { checkpointBells.ringAll() }
-        guard logEnd >= start else {
-            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
+        guard durableEnd >= start else {
+            throw ProjectorError.logBehindCheckpoint(logEnd: durableEnd, checkpoint: start)
         }
+        // Below the checkpoint (the projection it reads was rebuilt): nothing more until it catches up.
+        let logEnd = limit.map { min(durableEnd, max(start, $0)) } ?? durableEnd
+        state.withLock { $0.heldBack = logEnd < durableEnd }
         let prefetched = prefetch.withLock { slot -> ReadRun<P.Batch>? in
             defer { slot = nil }
             return slot as? ReadRun<P.Batch>
         }
         guard logEnd > start else {
             state.withLock {
-                $0.logEnd = logEnd
+                $0.logEnd = durableEnd
                 $0.lagSeconds = 0
                 $0.draining = false
             }
@@ -393,7 +417,7 @@ public final class Projector: Sendable {
         let now = clock()
         state.withLock {
             $0.checkpoint = batch.nextOffset
-            $0.logEnd = logEnd
+            $0.logEnd = durableEnd
             $0.recordsFolded += run.records
             $0.fixesFolded += batch.fixCount
             $0.transactions += 1
@@ -495,6 +519,12 @@ public final class Projector: Sendable {
                 // that size was freed, serves later large blocks from the heap, which it trims only
                 // from the top): the process would stay at a drain's size while idle.
                 if wasDraining && !status.draining { releaseFreedMemory() }
+                // Folded up to the limit (or nothing, held there): the next step has something only
+                // once the projection it reads has moved, which wakes this at once.
+                if status.heldBack {
+                    waitForLimit(stop)
+                    continue
+                }
                 if folded == 0 {
                     // Idle only, not before a window: an `ANALYZE` holds the loop (250-350 ms of
                     // PostgreSQL's time, more under load), and under steady traffic the backlog it
@@ -526,41 +556,6 @@ public final class Projector: Sendable {
             } catch {
                 backOff(error, &retryDelay, stop)
             }
-        }
-    }
-
-    /// After a transaction that caught up: sleeps until `deadline` (monotonic) unless `foldNow`,
-    /// a waiter on `checkpointBells` or a stop ends it first (`Options.coalesceWindowMicros`).
-    /// New records do not wake it: the window is what lets them gather.
-    private func gather(until deadline: Int64, _ stop: StopSignal) {
-        guard monotonicMicros() < deadline else { return }
-        stop.addDoorbell(windowBell)
-        defer { stop.removeDoorbell(windowBell) }
-        guard !stop.isRequested else { return }
-        state.withLock { $0.gathering = true }
-        defer { state.withLock { $0.gathering = false } }
-        windowBell.wait(untilMonotonicMicros: deadline)
-    }
-
-    /// Waits while `first` drains a backlog, woken by each of its transactions and by a stop.
-    private func yield(to first: Projector, _ stop: StopSignal) {
-        // Caught up (the usual case): nothing to wait for, and no bell added, which would end
-        // `first`'s window of `Options.coalesceWindowMicros` as a waiting read does.
-        guard first.status.draining else { return }
-        let bell = Doorbell()
-        first.checkpointBells.add(bell)
-        stop.addDoorbell(bell)
-        defer {
-            first.checkpointBells.remove(bell)
-            stop.removeDoorbell(bell)
-        }
-        defer { state.withLock { $0.yielding = false } }
-        let deadline = monotonicMicros() + options.yieldMicrosMax
-        while !stop.isRequested && monotonicMicros() < deadline {
-            let status = first.status
-            guard status.draining && !status.stopped else { return }
-            state.withLock { $0.yielding = true }
-            _ = bell.wait(untilMonotonicMicros: deadline)
         }
     }
 

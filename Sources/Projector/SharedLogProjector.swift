@@ -176,14 +176,16 @@ public final class SharedLogProjector<Projection: LogProjection>: Sendable {
     /// checkpoint, and folds them with the checkpoint moved to the end the read verified. Returns
     /// the records folded.
     private func step(_ projection: Projection, _ connection: PostgresConnection) throws -> Int {
-        let start = try projection.checkpoint(connection)
-        let logEnd = try reader.durableEndOffset()
+        let (start, limit) = try projection.checkpointAndFoldLimit(connection)
+        let durableEnd = try reader.durableEndOffset()
+        guard durableEnd >= start else {
+            throw ProjectorError.logBehindCheckpoint(logEnd: durableEnd, checkpoint: start)
+        }
+        // A projection that reads another's tables folds no further than that one has.
+        let logEnd = limit.map { min(durableEnd, max(start, $0)) } ?? durableEnd
         state.withLock {
             $0.checkpoint = start
-            $0.logEnd = logEnd
-        }
-        guard logEnd >= start else {
-            throw ProjectorError.logBehindCheckpoint(logEnd: logEnd, checkpoint: start)
+            $0.logEnd = durableEnd
         }
         guard logEnd > start else { return 0 }
         var batch = projection.makeBatch(firstOffset: start)

@@ -39,9 +39,11 @@ public final class Doorbells: Sendable {
 
     public init(onAdd: (@Sendable () -> Void)? = nil) { self.onAdd = onAdd }
 
-    public func add(_ bell: Doorbell) {
+    /// `announce: false` adds a bell the source is not told of (`onAdd` is not called): a
+    /// follower of every change rather than someone waiting for one.
+    public func add(_ bell: Doorbell, announce: Bool = true) {
         bells.withLock { $0[ObjectIdentifier(bell)] = bell }
-        onAdd?()
+        if announce { onAdd?() }
     }
     public func remove(_ bell: Doorbell) { bells.withLock { $0[ObjectIdentifier(bell)] = nil } }
 

@@ -27,8 +27,8 @@ enum GeofenceBench {
         Writes a log in DIR/log: each device (one per user) gets --fences geofences first, drawn on its
         own track (so fixes cross their edges: transitions happen), then N realistic fixes in 100-fix
         batches. Starts a private PostgreSQL in DIR and, --runs times alternating, folds the whole log
-        from offset 0 with the main projector (plain replay, a fresh schema) and with the geofence
-        projector (a fresh schema). Prints one JSON object: the median fixes/s of each and their ratio
+        from offset 0 with the main projector (plain replay, a fresh schema) and then with the geofence
+        projector (a fresh schema, its recomputes reading that replay's history). Prints one JSON object: the median fixes/s of each and their ratio
         (geofences over replay; the target is at least 0.5), and the transitions found. DIR is
         emptied first. Build with -c release to measure.
         """
@@ -64,10 +64,12 @@ enum GeofenceBench {
         var geofence: [Double] = []
         var transitions: Int64 = 0
         for round in 0..<runs {
-            replay.append(
-                try fold(client, reader, projection: MainProjection(schema: "bench_replay_\(round)")))
+            let history = "bench_replay_\(round)"
+            replay.append(try fold(client, reader, projection: MainProjection(schema: history)))
+            // After the replay, as in `findmy serve`: a recompute replays the main projection's history.
             let schema = "bench_geofences_\(round)"
-            geofence.append(try fold(client, reader, projection: GeofenceProjection(schema: schema)))
+            geofence.append(
+                try fold(client, reader, projection: GeofenceProjection(schema: schema, history: history)))
             transitions = try client.withConnection {
                 try $0.execute("SELECT count(*) FROM \(schema).geofence_transitions").int64(0, 0) ?? 0
             }

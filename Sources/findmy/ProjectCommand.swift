@@ -69,9 +69,13 @@ enum ProjectCommand {
         let signals = blockShutdownSignals()
         let database = try DatabaseService(dataDirectory: data, url: url)
         let projector = Projector(client: database.client, reader: LogReader(directory: data + "/log"))
+        // It folds no further than the main projector, whose history its recomputes read; each
+        // commit of the main one wakes it.
+        var fenceOptions = Projector.Options()
+        fenceOptions.yieldsTo = projector
         let fences = Projector(
             client: database.client, reader: LogReader(directory: data + "/log"),
-            projection: GeofenceProjection())
+            projection: GeofenceProjection(), options: fenceOptions)
         // The process lives as long as the main projector: when it stops by itself, everything stops.
         let group = ServiceGroup(graceMicros: 0)
         try startGroup(

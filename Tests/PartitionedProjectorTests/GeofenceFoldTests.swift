@@ -88,16 +88,15 @@ private let now: Int64 = 1_790_000_000_000_000
         let transitions = "SELECT count(*) FROM findmy_geofences.geofence_transitions"
         #expect(try count(database, transitions) == 2 * devices.count)
         #expect(try count(database, transitions + " WHERE event = 'leave'") == devices.count)
-        #expect(
-            try count(database, "SELECT count(*) FROM findmy_geofences.geofence_fixes") == 3 * devices.count)
 
         let report = try JetStreamRetention(
             log: log, settings: RetentionSettings(retentionDays: 30, arrivalsRetentionDays: 90)
         ).run(nowMicros: now, database: database)
-        // The two fixes of 40 days ago and the leave they decided, per device; the enter stays.
-        #expect(report.database?.geofenceRowsDeleted == 3 * devices.count, "\(report)")
+        // The leave that the fixes of 40 days ago decided, per device (the fixes are the history's);
+        // the enter stays.
+        #expect(report.database?.geofenceRowsDeleted == devices.count, "\(report)")
         #expect(try count(database, transitions) == devices.count)
         #expect(try count(database, transitions + " WHERE event = 'enter'") == devices.count)
-        #expect(try count(database, "SELECT count(*) FROM findmy_geofences.geofence_fixes") == devices.count)
+        #expect(try count(database, "SELECT count(*) FROM findmy.device_locations") == devices.count)
     }
 }

@@ -28,7 +28,7 @@ import Testing
 
     /// "device fence-or-dash region event minute received-minute accuracy-or-dash", by device and time.
     static func rows(_ setup: G.Setup) throws -> [String] {
-        try catchUp(setup.projector)
+        try catchUpWithHistory(setup.projector)
         return try setup.client.withConnection { connection in
             let result = try connection.execute(
                 """
@@ -106,7 +106,7 @@ import Testing
         both.deviceIDs = [1, 2]
         try setup.append(.geofenceDefined(both))
         try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 1)))
-        try catchUp(setup.projector)
+        try catchUpWithHistory(setup.projector)
         let listed = try setup.client.withConnection {
             try $0.execute("SELECT device_ids::text FROM findmy_geofences.geofences").string(0, 0)
         }
@@ -116,7 +116,7 @@ import Testing
             client: setup.client, reader: setup.projector.reader, projection: GeofenceProjection())
         try again.prepare()
         try setup.batch([G.fix(0, at: 0), G.fix(1_000, at: 60)], device: 2)
-        try catchUp(again)
+        try catchUpWithHistory(again)
         let events = try setup.client.withConnection {
             try $0.execute("SELECT device_id || ' ' || event FROM findmy_geofences.geofence_transitions")
                 .string(0, 0)

@@ -87,7 +87,7 @@ import Testing
         for perTransaction in [5_000, 1] {
             let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
             defer { client.close() }
-            try catchUp(try projector(log, writer, client, perTransaction: perTransaction))
+            try catchUpWithHistory(try projector(log, writer, client, perTransaction: perTransaction))
             #expect(try notices(client) == expected, "\(perTransaction) records per transaction")
             #expect(try armed(client) == 0)
         }
@@ -101,10 +101,10 @@ import Testing
         let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
         defer { client.close() }
         let armedAt = try writer.append(Self.arm(true), receivedAtMicros: Self.t0)
-        try catchUp(try projector(log, writer, client, perTransaction: 100))
+        try catchUpWithHistory(try projector(log, writer, client, perTransaction: 100))
         #expect(try armed(client) == 1)
         let fired = try writer.append(Self.batch(minutes: [3]), receivedAtMicros: Self.t0 + Self.minute)
-        try catchUp(try projector(log, writer, client, perTransaction: 100))
+        try catchUpWithHistory(try projector(log, writer, client, perTransaction: 100))
         #expect(try notices(client) == ["1 1 armed@\(armedAt) fired@\(fired) minute 3 52.523 20"])
         #expect(try armed(client) == 0)
     }

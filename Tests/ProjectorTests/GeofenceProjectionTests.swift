@@ -32,15 +32,21 @@ import Workload
         let writer: LogWriter
         let client: PostgresClient
         let projector: Projector
+        /// The main projection beside it, as `findmy serve` has it: the history a recompute replays.
+        let main: Projector
 
         init(recordsPerTransaction: Int = 5_000) throws {
             writer = try writeLog(log.path, devices: 2, batches: 0, fixesPerBatch: 0)
             client = PostgresClient(conninfo: try TestCluster.freshDatabase())
             var options = Projector.Options()
             options.recordsPerTransactionMax = recordsPerTransaction
+            options.log = { _ in }
             projector = Projector(
                 client: client, reader: LogReader(directory: log.path, writer: writer),
                 projection: GeofenceProjection(), options: options)
+            main = Projector(
+                client: client, reader: LogReader(directory: log.path, writer: writer), options: options)
+            try main.prepare()
             try projector.prepare()
         }
 
@@ -72,10 +78,17 @@ import Workload
             }
         }
 
-        /// The transitions as "fence device event minute received-minute", in recorded_at order.
+        /// The transitions as "fence device event minute received-minute", in recorded_at order,
+        /// once both projections have folded the whole log.
         func transitions() throws -> [String] {
+            try catchUp(main)
             try catchUp(projector)
-            return try client.withConnection { connection in
+            return try stored()
+        }
+
+        /// The transitions stored now, as `transitions()` gives them.
+        func stored() throws -> [String] {
+            try client.withConnection { connection in
                 let result = try connection.execute(
                     """
                     SELECT geofence_id || ' ' || device_id || ' ' || event || ' '
@@ -157,6 +170,75 @@ import Workload
         #expect(now["enter 30"]! > kept.values.max()! && now["leave 40"]! > kept.values.max()!)
     }
 
+    /// A recompute replays the main projection's history, so the geofence projection folds no
+    /// record that history does not hold yet: a fence drawn over fixes the main projector has not
+    /// folded waits for them, and then finds their transitions (folded at once, it would have
+    /// found none and never looked again).
+    @Test func theGeofenceProjectionFoldsNoFurtherThanTheHistory() throws {
+        let setup = try Setup()
+        let first = try setup.writer.append(
+            .fixBatch(
+                FixBatch(
+                    deviceID: 1, batchID: .random(),
+                    fixes: [Self.fix(10, at: 0), Self.fix(400, at: 10), Self.fix(20, at: 20)])),
+            receivedAtMicros: Self.t0)
+        try setup.append(.geofenceDefined(Self.fence))
+        while try setup.main.step(logEnd: first) > 0 {}
+        try catchUp(setup.projector)
+        #expect(setup.projector.status.checkpoint == first)
+        #expect(setup.projector.status.heldBack)
+        #expect(try setup.stored().isEmpty)
+        #expect(try setup.transitions() == ["1 1 leave 10 0", "1 1 enter 20 0"])
+        #expect(!setup.projector.status.heldBack)
+    }
+
+    /// A main projection rebuilt behind the geofence projection (its checkpoint back at 0, its
+    /// history empty) is not read: the projector waits for it, and a transaction that needs a
+    /// recompute is refused until it has caught up again.
+    @Test func aHistoryBehindTheGeofenceCheckpointIsNotRead() throws {
+        let setup = try Setup()
+        try setup.append(.geofenceDefined(Self.fence))
+        try setup.batch([Self.fix(10, at: 0), Self.fix(400, at: 60)])
+        #expect(try setup.transitions() == ["1 1 leave 60 0"])
+        let start = setup.projector.status.checkpoint
+        try setup.client.withConnection {
+            try Schema.createGeneration(Schema.live, logID: setup.writer.logID, $0)
+        }
+        // Late: before the leave, so the pair is recomputed from minute 30.
+        try setup.batch([Self.fix(15, at: 30)])
+        let end = setup.writer.durableEnd
+        #expect(try setup.projector.step(logEnd: end) == 0)
+        #expect(setup.projector.status.heldBack)
+        var batch = GeofenceProjection().makeBatch(firstOffset: start)
+        try setup.projector.reader.read(from: start, upTo: end) { record in
+            try batch.add(record)
+            return true
+        }
+        #expect(throws: GeofenceError.historyBehind(folded: 0, needed: end)) {
+            try setup.client.withConnection {
+                try GeofenceProjection().apply(batch, nowMicros: Self.t0, logID: setup.writer.logID, $0)
+            }
+        }
+        #expect(try setup.stored() == ["1 1 leave 60 0"])
+        #expect(try setup.transitions() == ["1 1 leave 60 0"])
+        #expect(setup.projector.status.checkpoint == end)
+    }
+
+    /// A recompute reads only the fixes of records the geofence projection has folded, not those
+    /// the main projection folded beyond its checkpoint: a fence drawn before a fix that leaves it
+    /// has no transition until that fix's record is folded here too.
+    @Test func aRecomputeReadsNoFixBeyondTheGeofenceCheckpoint() throws {
+        let setup = try Setup(recordsPerTransaction: 1)
+        try setup.batch([Self.fix(10, at: 0)])
+        let defined = try setup.append(.geofenceDefined(Self.fence))
+        try setup.batch([Self.fix(900, at: 10)])
+        try catchUp(setup.main)
+        while try setup.projector.step(logEnd: defined + 1) > 0 {}
+        #expect(setup.projector.status.checkpoint == defined + 1)
+        #expect(try setup.stored().isEmpty)
+        #expect(try setup.transitions() == ["1 1 leave 10 0"])
+    }
+
     /// Any arrival order of the same fixes gives the transitions of the recorded_at order, and a
     /// transition that a recompute finds again keeps its row.
     @Test(arguments: [1, 2, 3, 4, 5, 6])
@@ -230,13 +312,13 @@ import Workload
         try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 2)))
         #expect(try setup.transitions() == ["2 1 enter 180 0"])
         let fixes = try setup.client.withConnection {
-            try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes WHERE device_id = 2")
+            try count($0, "SELECT count(*) FROM findmy.device_locations WHERE device_id = 2")
         }
         #expect(fixes == 0)
     }
 
     /// The compactor's database half reaches the geofence tables as it reaches history: past the
-    /// window by the earlier clock, fixes and the transitions they decided go.
+    /// window by the earlier clock, the transitions go with the fixes that decided them.
     @Test func retentionReachesTheGeofenceTables() throws {
         let setup = try Setup()
         let day: Int64 = 24 * 60
@@ -244,15 +326,12 @@ import Workload
         try setup.batch([Self.fix(0, at: 0), Self.fix(1_000, at: 60)])
         try setup.batch([Self.fix(0, at: 35 * day)], receivedMinute: 35 * day)
         #expect(try setup.transitions() == ["1 1 leave 60 0", "1 1 enter \(35 * day) \(35 * day)"])
-        // The main projection beside it, as `findmy serve` has it.
-        let main = Projector(client: setup.client, reader: setup.projector.reader)
-        try main.prepare()
-        try catchUp(main)
         let report = try setup.compact(nowMicros: Self.t0 + 40 * day * Self.minute)
-        #expect(report.geofenceRowsDeleted == 3)  // two fixes, one transition
+        #expect(report.geofenceRowsDeleted == 1)  // the transition; its fixes are the history's
+        #expect(report.locationRowsDeleted == 2)
         #expect(try setup.transitions() == ["1 1 enter \(35 * day) \(35 * day)"])
         let fixes = try setup.client.withConnection {
-            try count($0, "SELECT count(*) FROM findmy_geofences.geofence_fixes")
+            try count($0, "SELECT count(*) FROM findmy.device_locations")
         }
         #expect(fixes == 1)
     }
@@ -265,8 +344,6 @@ import Workload
         try setup.append(.geofenceDefined(Self.fence))
         try setup.batch([Self.fix(0, at: 35 * day)], receivedMinute: 35 * day)
         _ = try setup.transitions()
-        let main = Projector(client: setup.client, reader: setup.projector.reader)
-        try main.prepare()
         // (device, minute recorded and created): the first expires, device 2's at 36 days is erased,
         // device 3 is removed; the others stay.
         let rows: [(UInt64, Int64)] = [(1, 0), (1, 35 * day), (2, 36 * day), (2, 38 * day), (3, 36 * day)]
@@ -298,7 +375,6 @@ import Workload
                     deviceID: 2, fromMicros: Self.t0 + 35 * day * Self.minute,
                     toMicros: Self.t0 + 37 * day * Self.minute)), receivedMinute: 39 * day)
         try setup.append(.deviceRemoved(DeviceRemoved(deviceID: 3)), receivedMinute: 39 * day)
-        try catchUp(main)
         _ = try setup.transitions()
         let report = try setup.compact(nowMicros: Self.t0 + 40 * day * Self.minute)
         let left = try setup.client.withConnection { connection in

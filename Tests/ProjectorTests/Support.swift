@@ -85,6 +85,17 @@ func writeLog(_ directory: String, devices: Int, batches: Int, fixesPerBatch: In
     return writer
 }
 
+/// Folds the main projection (the history a geofence recompute replays) and then the geofence
+/// projection of `fences` up to the log's durable end, as `findmy serve` runs them.
+func catchUpWithHistory(_ fences: Projector) throws {
+    var options = Projector.Options()
+    options.log = { _ in }
+    let main = Projector(client: fences.client, reader: fences.reader, options: options)
+    try main.prepare()
+    try catchUp(main)
+    try catchUp(fences)
+}
+
 /// Folds until the projection has reached the log's durable end.
 func catchUp(_ projector: Projector) throws {
     while try projector.step(logEnd: projector.reader.durableEnd()) > 0 {}
