@@ -40,4 +40,20 @@ import Threads
         other.request()
         #expect(!removed.wait(untilMonotonicMicros: monotonicMicros() - 1))
     }
+
+    /// A projector hears of a waiting read (its window ends) but not of a follower of every commit
+    /// (the geofence projector), which would otherwise end each window it follows.
+    @Test func onlyAnAnnouncedBellTellsTheSource() {
+        let heard = Atomic<Int>(0)
+        let bells = Doorbells(onAdd: { heard.add(1, ordering: .relaxed) })
+        let follower = Doorbell()
+        bells.add(follower, announce: false)
+        #expect(heard.load(ordering: .relaxed) == 0)
+        let reader = Doorbell()
+        bells.add(reader)
+        #expect(heard.load(ordering: .relaxed) == 1)
+        bells.ringAll()
+        #expect(follower.wait(untilMonotonicMicros: monotonicMicros() - 1))
+        #expect(reader.wait(untilMonotonicMicros: monotonicMicros() - 1))
+    }
 }
