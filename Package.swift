@@ -2,10 +2,17 @@
 // findmy: a self-hosted "find my device" server. See ../shared/DESIGN.md and docs/.
 import PackageDescription
 
+/// libxml2's headers include each other as <libxml/...> from /usr/include/libxml2, a directory
+/// the compiler does not search by itself. CXML2 is a C target (it loads libxml2 rather than link
+/// it), so nothing gives that directory from pkg-config; and every Swift module that imports
+/// Import, directly or not, reads CXML2's shim.h, so every one is told.
+let libxml2Headers: SwiftSetting = .unsafeFlags(["-Xcc", "-I/usr/include/libxml2"])
+
 /// Every Swift target builds in Swift 6 language mode with strict concurrency and no warnings.
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .treatAllWarnings(as: .error),
+    libxml2Headers,
 ]
 
 let package = Package(
@@ -33,10 +40,14 @@ let package = Package(
         .target(name: "CCurl"),
         // The NATS C client (cnats 3.4): the JetStream event log, in NATSLog only.
         .systemLibrary(name: "CNATS", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
-        // libxml2's streaming reader: GPX and KML, in Import only.
-        .systemLibrary(name: "CXML2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
-        // libarchive: the entries of a .zip (KMZ, Google Takeout) as streams, in Import only.
-        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
+        // libxml2's SAX2 push parser: GPX and KML, in Import only. Not linked: CXML2's loader opens
+        // libxml2.so.2 with the first XML import (include/shim.h); its headers come from libxml2-dev,
+        // under /usr/include/libxml2 (`libxml2Headers`).
+        .target(name: "CXML2", cSettings: [.unsafeFlags(["-I/usr/include/libxml2"])]),
+        // libarchive: the entries of a .zip (KMZ, Google Takeout) as streams, in Import only. Not
+        // linked: CArchive's loader opens libarchive.so.13 with the first archive import
+        // (include/shim.h); its headers come from libarchive-dev.
+        .target(name: "CArchive"),
 
         // Locks with condition variables, POSIX threads, services, and the one process spawner, shared
         // by the modules that block.

@@ -12,7 +12,9 @@ set -euo pipefail
 # with nghttp2).
 # libnats-dev: the NATS C client (cnats 3.4), the JetStream event log (the NATSLog module, docs/scale.md).
 # libxml2-dev, libarchive-dev: GPX and KML read with libxml2's streaming reader, KMZ and .zip archives
-# (a Google Takeout export) read with libarchive (the Import module, docs/import-export.md).
+# (a Google Takeout export) read with libarchive (the Import module, docs/import-export.md). Their
+# headers only: findmy links neither, it opens libxml2.so.2 and libarchive.so.13 with the first import
+# that needs them (Sources/CXML2, Sources/CArchive), installed with the -dev packages.
 build_packages=(pkg-config liblz4-dev libmicrohttpd-dev libssl-dev libsodium-dev libpq-dev libqrencode-dev libcurl4-openssl-dev libnats-dev libxml2-dev libarchive-dev postgresql-15 libjs-leaflet libjs-leaflet.markercluster)
 # The web panel's browser test (ops/tests/browser.sh): headless Chromium driven by Selenium.
 # zbar-tools: zbarimg scans the QR codes the panel draws back to their links (WebPanelTests).

@@ -78,6 +78,11 @@ final class ArchiveHandle {
     init(_ input: CallbackInput, limits: ArchiveLimits) throws(ImportError) {
         self.input = input
         self.limits = limits
+        // libarchive is loaded with the first archive import, not at start (CArchive's shim.h).
+        if let failure = findmy_archive_load() {
+            inputBuffer.deallocate()
+            throw ImportError(String(cString: failure))
+        }
         guard let archive = archive_read_new() else {
             throw ImportError("libarchive cannot start (out of memory?)")
         }

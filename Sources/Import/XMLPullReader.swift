@@ -37,7 +37,10 @@ final class XMLPullReader {
     @exclusivity(unchecked) private var pendingFailure: ImportError?
 
     init(_ input: CallbackInput) throws(ImportError) {
-        _ = xmlLibraryInitialised
+        if let failure = xmlLibraryFailure {
+            chunk.deallocate()
+            throw ImportError(failure)
+        }
         self.input = input
         // The first bytes tell libxml2 the encoding (a byte order mark, UTF-16); nothing is parsed
         // before the events are attached to the parser.
@@ -163,9 +166,15 @@ final class XMLPullReader {
     }
 }
 
-/// libxml2 asks to be initialised once, before readers run on several threads (imports from the
-/// API and the CLI at once); a global is initialised once, on first use, whatever the thread.
-private let xmlLibraryInitialised: Void = xmlInitParser()
+/// libxml2 is loaded with the first XML import, not at start (CXML2's shim.h): nil when it was, else
+/// why not (naming the library), the import's error. It asks to be initialised once, before readers
+/// run on several threads (imports from the API and the CLI at once); a global is initialised once,
+/// on first use, whatever the thread.
+private let xmlLibraryFailure: String? = {
+    if let failure = findmy_xml2_load() { return String(cString: failure) }
+    xmlInitParser()
+    return nil
+}()
 
 /// libxml2's first error for this reader (later ones are usually its consequences).
 final class XMLErrorCapture {
