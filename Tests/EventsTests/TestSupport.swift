@@ -271,6 +271,9 @@ final class FaultyFileIO: FileIO, @unchecked Sendable {
     /// Set with `failNextSync`: the failing fdatasync says it started and waits to be let go.
     private var heldSync: (entered: StopSignal, release: StopSignal)?
     private(set) var writes = 0
+    /// The bytes every `pread` was given room for (what a reader asks of the file).
+    var bytesAsked: Int { lock.withLock { asked } }
+    private var asked = 0
 
     func armWriteFailure(errno: Int32) { lock.withLock { failNextWrite = errno } }
     /// The next write writes only `bytes` bytes, and the one after fails with ENOSPC.
@@ -314,7 +317,8 @@ final class FaultyFileIO: FileIO, @unchecked Sendable {
     func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws
         -> Int
     {
-        try real.pread(fd, into: buffer, at: offset, path: path)
+        lock.withLock { asked += buffer.count }
+        return try real.pread(fd, into: buffer, at: offset, path: path)
     }
 
     func fdatasync(_ fd: Int32, path: String) throws {

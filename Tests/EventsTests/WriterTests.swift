@@ -188,38 +188,6 @@ import Workload
 
 /// What a tailing reader asks of the file: the new records, not a fixed chunk.
 @Suite struct TailReadTests {
-    /// Counts the bytes every `pread` was given room for.
-    final class CountingFileIO: FileIO, @unchecked Sendable {
-        private let real = PosixFileIO()
-        let bytesAsked = Locked(0)
-
-        func open(_ path: String, flags: Int32, mode: mode_t) throws -> Int32 {
-            try real.open(path, flags: flags, mode: mode)
-        }
-        func close(_ fd: Int32) { real.close(fd) }
-        func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws -> Int
-        {
-            try real.pwrite(fd, bytes, at: offset, path: path)
-        }
-        func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String)
-            throws
-            -> Int
-        {
-            bytesAsked.withLock { $0 += buffer.count }
-            return try real.pread(fd, into: buffer, at: offset, path: path)
-        }
-        func fdatasync(_ fd: Int32, path: String) throws { try real.fdatasync(fd, path: path) }
-        func fsync(_ fd: Int32, path: String) throws { try real.fsync(fd, path: path) }
-        func ftruncate(_ fd: Int32, size: Int, path: String) throws {
-            try real.ftruncate(fd, size: size, path: path)
-        }
-        func fileSize(_ fd: Int32, path: String) throws -> Int { try real.fileSize(fd, path: path) }
-        func rename(_ from: String, _ to: String) throws { try real.rename(from, to) }
-        func unlink(_ path: String) throws { try real.unlink(path) }
-        func list(_ directory: String) throws -> [String] { try real.list(directory) }
-        func makeDirectory(_ path: String) throws { try real.makeDirectory(path) }
-    }
-
     /// A projector at the log's end reads each new record as it becomes durable: every read asks
     /// for the segment's header and the bytes past where the last one stopped, so the whole tail
     /// costs about one read of the file, however many reads it took.
@@ -227,7 +195,7 @@ import Workload
         let directory = TemporaryDirectory()
         let writer = try LogWriter(directory: directory.log, options: quietOptions())
         defer { writer.close() }
-        let io = CountingFileIO()
+        let io = FaultyFileIO()
         let reader = LogReader(directory: directory.log, io: io)
         var track = TrackGenerator(seed: 12, startMicros: 0)
         var next: UInt64 = 0
@@ -243,7 +211,7 @@ import Workload
         let segmentBytes = try segmentFiles(directory.log).reduce(0) { total, path in
             total + ((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0)
         }
-        let asked = io.bytesAsked.withLock { $0 }
+        let asked = io.bytesAsked
         // Each read also asks for the segment's header and the durable watermark (log/durable, 24
         // bytes): this reader has no writer in its process.
         let perRead = LogFormat.segmentHeaderBytes + 24
