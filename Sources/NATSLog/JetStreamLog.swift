@@ -236,7 +236,7 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         // get): nothing to wait for beyond it, and nothing at all when it is below `start`.
         guard let newest = try lastSequence(subject), newest > start else { return start }
         let stopSequence = min(newest, limit)
-        let subscription = try orderedConsumer(subject, from: start)
+        var subscription = try orderedConsumer(subject, from: start)
         defer {
             natsSubscription_Unsubscribe(subscription)
             natsSubscription_Destroy(subscription)
@@ -247,22 +247,36 @@ public final class JetStreamLog: EventLog, @unchecked Sendable {
         // leader's newest. Such a short read made the retention policy miss a user's change and an
         // import store a record twice, so the read waits for `stopSequence` unless the leader says
         // the partition's newest is now below it (erased meanwhile). The wait is bounded from the
-        // last message delivered: a long read making progress is not cut short.
-        var deadline = monotonicMicros() + configuration.readWaitMillis * 1000
+        // last message delivered: a long read making progress is not cut short. A consumer that
+        // stays stalled is replaced by a new one from where the read is: in CI one placed on a
+        // restarted replica delivered nothing for 30 s while the replica caught up.
+        let waitMicros = configuration.readWaitMillis * 1000
+        let stalledMicros = min(waitMicros / 4, 2_000_000)
+        var deadline = monotonicMicros() + waitMicros
+        var lastProgress = monotonicMicros()
         while true {
             guard let delivered = try nextMessage(subscription, subject, waitingFor: stopSequence) else {
                 guard next < stopSequence, let newest = try lastSequence(subject), newest > next else {
                     return next
                 }
-                guard monotonicMicros() < deadline else {
+                let now = monotonicMicros()
+                guard now < deadline else {
                     throw JetStreamLogError.readFailed(
                         subject: subject.text,
                         "the consumer stopped at sequence \(next) while the leader's newest is \(newest)")
                 }
+                if now - lastProgress >= stalledMicros {
+                    let replacement = try orderedConsumer(subject, from: next)
+                    natsSubscription_Unsubscribe(subscription)
+                    natsSubscription_Destroy(subscription)
+                    subscription = replacement
+                    lastProgress = monotonicMicros()
+                }
                 continue
             }
             defer { natsMsg_Destroy(delivered.message) }
-            deadline = monotonicMicros() + configuration.readWaitMillis * 1000
+            deadline = monotonicMicros() + waitMicros
+            lastProgress = monotonicMicros()
             let sequence = delivered.sequence
             if sequence - 1 >= limit { return limit }
             // The consumer filters on the partition's subject: a message of another partition here

@@ -64,6 +64,31 @@ final class AgentHarness: @unchecked Sendable {
         agentLog.split(separator: "\n").filter { $0.contains(text) }.count
     }
 
+    /// `waitUntil` that, when it times out, also records the tails of the agent's log, gpsfake's
+    /// (and whether it still runs) and the server's: a wait that failed once in CI said nothing
+    /// of which of the three had stopped.
+    func wait(
+        _ what: String, gpsd fake: GPSFake?, intervalMillis: Int = 5,
+        sourceLocation: SourceLocation = #_sourceLocation, _ condition: () throws -> Bool
+    ) throws {
+        do {
+            try waitUntil(what, intervalMillis: intervalMillis, sourceLocation: sourceLocation, condition)
+        } catch let timedOut as WaitTimedOut {
+            let gpsfake = fake.map {
+                "gpsfake (\($0.isRunning ? "running" : "ended")):\n\($0.log.suffix(3_000))"
+            }
+            Issue.record(
+                """
+                agent log:
+                \(agentLog.suffix(6_000))
+                \(gpsfake ?? "no gpsfake")
+                server log:
+                \(server.process.standardError.suffix(3_000))
+                """, sourceLocation: sourceLocation)
+            throw timedOut
+        }
+    }
+
     /// The device token the agent keeps in its credentials.json.
     func deviceToken() throws -> String {
         let text = try Data(contentsOf: URL(fileURLWithPath: stateDirectory + "/credentials.json"))
@@ -155,7 +180,7 @@ func unreadBytes(toPort port: Int) -> Int {
         defer { fake.stop() }
         try harness.startAgent(gpsdPort: fake.port)
         let last = RFC3339.formatMicros(track.epochs.last!.timeMicros)
-        try waitUntil("the track's last fix stored", intervalMillis: 500) {
+        try harness.wait("the track's last fix stored", gpsd: fake, intervalMillis: 500) {
             try harness.storedFixes().contains { $0.recordedAt == last }
         }
         let stored = try harness.storedFixes()
@@ -201,26 +226,34 @@ func unreadBytes(toPort port: Int) -> Int {
         let fake = try GPSFake(track: track.path, once: true, sentenceSeconds: 0.1)
         defer { fake.stop() }
         try harness.startAgent(gpsdPort: fake.port, batchFixes: 5)
-        try waitUntil("a first batch stored") { harness.agentLogCount(" stored: ") >= 1 }
+        try harness.wait("a first batch stored", gpsd: fake) { harness.agentLogCount(" stored: ") >= 1 }
         let serverPID = harness.server.process.process.processIdentifier
         switch interruption {
         case .down:
             harness.server.stop()
             // Two failed sends: batches pile up in the queue, and the agent backs off.
-            try waitUntil("sends failing while the server is down") { harness.agentLogCount("not sent") >= 2 }
+            try harness.wait("sends failing while the server is down", gpsd: fake) {
+                harness.agentLogCount("not sent") >= 2
+            }
             harness.server = try ServerProcess(data: harness.data.path, listen: harness.address)
-            try waitUntil("the track's end: gpsd gone") { harness.agentLogCount("connection lost") >= 1 }
+            try harness.wait("the track's end: gpsd gone", gpsd: fake) {
+                harness.agentLogCount("connection lost") >= 1
+            }
         case .killedWithABatchInFlight:
             kill(serverPID, SIGSTOP)
-            try waitUntil("the track's end: gpsd gone") { harness.agentLogCount("connection lost") >= 1 }
+            try harness.wait("the track's end: gpsd gone", gpsd: fake) {
+                harness.agentLogCount("connection lost") >= 1
+            }
             let port = Int(harness.address.split(separator: ":").last!)!
-            try waitUntil("a report written to the frozen server") { unreadBytes(toPort: port) > 0 }
+            try harness.wait("a report written to the frozen server", gpsd: fake) {
+                unreadBytes(toPort: port) > 0
+            }
             harness.agent?.kill(SIGKILL)
             harness.agent?.wait()
             kill(serverPID, SIGCONT)
             try harness.startAgent(gpsdPort: fake.port, batchFixes: 5)
         }
-        try waitUntil("the queue drained", intervalMillis: 200) {
+        try harness.wait("the queue drained", gpsd: fake, intervalMillis: 200) {
             try harness.queueStatus().hasPrefix("queued: 0 fixes, 0 batches")
         }
         let stored = try harness.storedFixes()
@@ -244,8 +277,10 @@ func unreadBytes(toPort port: Int) -> Int {
         var fake = try GPSFake(track: first.path, once: false, sentenceSeconds: 0.05)
         defer { fake.stop() }
         try harness.startAgent(gpsdPort: fake.port)
-        try waitUntil("the agent's command stream") { harness.agentLogCount("command stream connected") >= 1 }
-        try waitUntil("a first fix stored") { harness.agentLogCount(" stored: ") >= 1 }
+        try harness.wait("the agent's command stream", gpsd: fake) {
+            harness.agentLogCount("command stream connected") >= 1
+        }
+        try harness.wait("a first fix stored", gpsd: fake) { harness.agentLogCount(" stored: ") >= 1 }
 
         func post(_ body: String) throws -> String {
             let answer = try commandRequest(
@@ -264,14 +299,14 @@ func unreadBytes(toPort port: Int) -> Int {
 
         // sound: the sound command runs, and the command is answered at once.
         let sound = try post(#"{"kind": "sound"}"#)
-        try waitUntil("the sound command playing") { !harness.plays.isEmpty }
+        try harness.wait("the sound command playing", gpsd: fake) { !harness.plays.isEmpty }
         _ = try state(sound, "answered")
 
         // The stream cut: a stream of the device's own (one per device) ends the agent's; a lost
         // recorded while the agent is away reaches it when it connects again. gpsd stops and the
         // queue drains first, so that no report is sent whose answer would carry the lost instead.
         fake.stop()
-        try waitUntil("the queue drained", intervalMillis: 200) {
+        try harness.wait("the queue drained", gpsd: fake, intervalMillis: 200) {
             try harness.queueStatus().hasPrefix("queued: 0 fixes, 0 batches")
         }
         let stream = try EventStreamClient(
@@ -292,7 +327,7 @@ func unreadBytes(toPort port: Int) -> Int {
         }
         #expect(seenByTheOtherStream, "the lost went to the stream that had ended the agent's")
         stream.client.close()
-        try waitUntil("the lost message in the agent's log") {
+        try harness.wait("the lost message in the agent's log", gpsd: fake) {
             harness.agentLog.contains(message) && harness.agentLog.contains("+49 30 1234567")
         }
         #expect(harness.agentLogCount("command stream connected") >= 2, "\(harness.agentLog)")
@@ -301,9 +336,11 @@ func unreadBytes(toPort port: Int) -> Int {
 
         // found: the lost message cleared, the alarm stopped, lost ended by it.
         let found = try post(#"{"kind": "found"}"#)
-        try waitUntil("the lost message cleared") { harness.agentLogCount("lost: cleared") >= 1 }
+        try harness.wait("the lost message cleared", gpsd: fake) {
+            harness.agentLogCount("lost: cleared") >= 1
+        }
         let player = harness.plays[0]
-        try waitUntil("the sound player stopped") { kill(player, 0) != 0 || isZombie(player) }
+        try harness.wait("the sound player stopped", gpsd: fake) { kill(player, 0) != 0 || isZombie(player) }
         _ = try state(found, "answered")
         let ended = try state(lost, "expired")
         #expect(ended.body["end_reason"] != nil)
