@@ -84,6 +84,7 @@ final class ArchiveHandle {
             throw ImportError(String(cString: failure))
         }
         guard let archive = archive_read_new() else {
+            inputBuffer.deallocate()
             throw ImportError("libarchive cannot start (out of memory?)")
         }
         self.archive = archive
