@@ -7,6 +7,10 @@ let glibcMallocArenaMax: Int32 = -8
 /// setting it turns off glibc's raising of it (and of the trim threshold) as large blocks are freed.
 let glibcMallocMmapThreshold: Int32 = -3
 
+/// `M_TRIM_THRESHOLD` from <malloc.h>: free memory at the top of the heap beyond this is given back
+/// to the system (glibc sets it to twice the mmap threshold when it raises that one itself).
+let glibcMallocTrimThreshold: Int32 = -1
+
 /// `int mallopt(int param, int value)`; returns 1 on success, 0 on error.
 @_silgen_name("mallopt")
 func glibcMallopt(_ parameter: Int32, _ value: Int32) -> Int32

@@ -40,6 +40,16 @@ if getenv("MALLOC_ARENA_MAX") == nil && getenv("GLIBC_TUNABLES") == nil {
 if getenv("MALLOC_MMAP_THRESHOLD_") == nil && getenv("GLIBC_TUNABLES") == nil {
     _ = glibcMallopt(glibcMallocMmapThreshold, 1 << 20)
 }
+// Fixing the mmap threshold also fixes the trim threshold at its default, 128 KiB, where glibc
+// would otherwise have raised it with the mmap threshold: a batch request whose blocks (its body,
+// the decoded fixes, the event) were the top of the heap gave those pages back as it freed them and
+// faulted them in again with the next one, 0-48 faults a 1,000-fix native batch and 52-104 an
+// Overland one (docs/benchmarks.md, "Batches and the heap's top"). At 4 MiB an Overland request's
+// blocks stay: no faults, and 5-15 % less CPU for it; the heap-trim thread still gives the top
+// back once a second. MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES take precedence.
+if getenv("MALLOC_TRIM_THRESHOLD_") == nil && getenv("GLIBC_TUNABLES") == nil {
+    _ = glibcMallopt(glibcMallocTrimThreshold, 4 << 20)
+}
 
 exit(
     runMain(

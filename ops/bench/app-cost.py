@@ -174,10 +174,11 @@ def post(url, tokens, shape, requests, connections):
         sys.exit(f"{shape}: {len(failures)} requests failed, first {failures[0]}")
 
 
-def server_cpu_ticks(pid):
+def server_stat(pid):
+    """The server's user+system CPU ticks and minor page faults, from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+    return int(fields[11]) + int(fields[12]), int(fields[7])
 
 
 def total_instructions(dump):
@@ -265,14 +266,18 @@ def main():
         else:
             tick = os.sysconf("SC_CLK_TCK")
             per = {shape: [] for shape in shapes}
+            faults = {shape: [] for shape in shapes}
             for _ in range(args.rounds):
                 for shape in shapes:
-                    before = server_cpu_ticks(server.pid)
+                    ticks, minflt = server_stat(server.pid)
                     post(url, tokens, shape, args.requests, args.connections)
-                    per[shape].append((server_cpu_ticks(server.pid) - before) / tick * 1e6 / args.requests)
+                    ticks_after, minflt_after = server_stat(server.pid)
+                    per[shape].append((ticks_after - ticks) / tick * 1e6 / args.requests)
+                    faults[shape].append((minflt_after - minflt) / args.requests)
             for shape, values in per.items():
                 result[shape + "_server_cpu_us_per_request"] = round(statistics.median(values))
                 result[shape + "_rounds"] = [round(value) for value in values]
+                result[shape + "_minor_faults_per_request"] = round(statistics.median(faults[shape]), 1)
         native = result.get("native_instructions_per_request") or result["native_server_cpu_us_per_request"]
         measured = (result.get(app + "_instructions_per_request")
                     or result[app + "_server_cpu_us_per_request"])
