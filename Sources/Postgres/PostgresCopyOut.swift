@@ -93,12 +93,18 @@ extension PostgresConnection {
     /// (`PostgresValue.sqlLiteral`). It is one statement, so it sees one snapshot and resolves its
     /// tables once. When `body` throws, the rest of the data is read and dropped (the connection
     /// stays usable: bound the query with a LIMIT), then the error is rethrown.
+    ///
+    /// `settings` hold for this COPY alone: each is a `SET LOCAL` sent before it in the same query
+    /// string, which PostgreSQL runs as one implicit transaction, so they end with it, in the same
+    /// round trip. (Inside an explicit transaction they last until that ends.)
     @discardableResult
     public func copyOutBinary(
-        query: String, fieldCount: Int, _ body: (inout PostgresCopyRow) throws -> Void
+        query: String, fieldCount: Int, settings: [PostgresSetting] = [],
+        _ body: (inout PostgresCopyRow) throws -> Void
     ) throws -> Int {
         let handle = try openHandle()
-        let started = PQexec(handle, "COPY (" + query + ") TO STDOUT (FORMAT binary)")
+        let prelude = settings.map { $0.setLocal + "; " }.joined()
+        let started = PQexec(handle, prelude + "COPY (" + query + ") TO STDOUT (FORMAT binary)")
         if let started, PQresultStatus(started) == PGRES_COPY_OUT {
             PQclear(started)
         } else {
@@ -213,6 +219,37 @@ extension PostgresValue {
         case .timestamp: return "'\(value.textForm)'::timestamptz"
         case .text, .bytes, .uuid, .array:
             preconditionFailure("sqlLiteral takes numbers, booleans and times only, not \(value)")
+        }
+    }
+}
+
+/// A run-time parameter of PostgreSQL's for one statement (`copyOutBinary`'s `settings`): a name
+/// and a value from the program's own text, never from a request.
+public struct PostgresSetting: Sendable, Equatable {
+    public let name: String
+    public let value: String
+
+    /// `name` is a parameter's name (letters, digits, `_` and `.`), `value` a bare word or number.
+    public init(_ name: String, _ value: String) {
+        precondition(
+            !name.isEmpty && name.utf8.allSatisfy { Self.isWordByte($0) || $0 == UInt8(ascii: ".") },
+            "not a parameter's name: \(name)")
+        precondition(
+            !value.isEmpty && value.utf8.allSatisfy { Self.isWordByte($0) || $0 == UInt8(ascii: ".") },
+            "not a bare value: \(value)")
+        self.name = name
+        self.value = value
+    }
+
+    /// The statement that sets it until the end of the transaction.
+    public var setLocal: String { "SET LOCAL \(name) = \(value)" }
+
+    private static func isWordByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"):
+            true
+        default: false
         }
     }
 }

@@ -195,7 +195,9 @@ extension ReadService {
         let copyQuery = Self.locationsCopyQuery(deviceID: deviceID, query)
         _ = try database {
             try pool.withConnection { connection in
-                try connection.copyOutBinary(query: copyQuery, fieldCount: FixColumns.shown.count) { row in
+                try connection.copyOutBinary(
+                    query: copyQuery, fieldCount: FixColumns.shown.count, settings: Self.locationsCopySettings
+                ) { row in
                     guard written < query.limit else {
                         nextPage = true
                         return

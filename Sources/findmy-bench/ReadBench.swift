@@ -199,7 +199,7 @@ enum ReadBench {
         var rows = 0
         try connection.copyOutBinary(
             query: ReadService.locationsCopyQuery(deviceID: deviceID, query),
-            fieldCount: ReadService.locationsCopyFieldCount
+            fieldCount: ReadService.locationsCopyFieldCount, settings: ReadService.locationsCopySettings
         ) { row in
             rows += 1
             guard rows <= query.limit else { return }

@@ -84,6 +84,30 @@ extension PostgresTests {
 
     /// A literal reads back as the value a parameter gives: doubles bit for bit (the infinities,
     /// NaN, -0.0), times to the microsecond, integers at their bounds.
+    @Test func settingsHoldForTheCopyAloneAndABadOneIsTheServersError() throws {
+        let connection = try Cluster.connect()
+        let settings = [PostgresSetting("enable_sort", "off"), PostgresSetting("random_page_cost", "1.5")]
+        var seen: [String] = []
+        try connection.copyOutBinary(
+            query: "SELECT current_setting('enable_sort') || ' ' || current_setting('random_page_cost')",
+            fieldCount: 1, settings: settings
+        ) { row in
+            seen.append(String(decoding: row.next()!, as: UTF8.self))
+        }
+        #expect(seen == ["off 1.5"])
+        // Gone with the COPY's implicit transaction.
+        #expect(try connection.execute("SHOW enable_sort").string(0, 0) == "on")
+        #expect(try connection.execute("SHOW random_page_cost").string(0, 0) == "4")
+        _ = expectPostgresError(sqlState: "22023") {
+            try connection.copyOutBinary(
+                query: "SELECT 1::bigint", fieldCount: 1, settings: [PostgresSetting("enable_sort", "maybe")]
+            ) { _ in Issue.record("a row after a failed setting") }
+        }
+        #expect(connection.isIdle)
+        #expect(try connection.execute("SHOW enable_sort").string(0, 0) == "on")
+        #expect(PostgresSetting("enable_sort", "off").setLocal == "SET LOCAL enable_sort = off")
+    }
+
     @Test func sqlLiteralsReadBackAsTheirParameters() throws {
         let connection = try Cluster.connect()
         var random = SystemRandomNumberGenerator()

@@ -2,6 +2,7 @@ import Events
 import Foundation
 import Postgres
 import Projector
+import ReadAPI
 import Testing
 
 @Suite(ProjectorClusterTrait()) struct ProjectorStoreTests {
@@ -208,6 +209,36 @@ extension ProjectorStoreTests {
             !lines.contains { $0.contains("Sort  (") && !$0.contains("Incremental Sort") },
             "\(lines.joined(separator: "\n"))")
         #expect(lines.contains { $0.contains("Index Scan") }, "\(lines.joined(separator: "\n"))")
+        writer.close()
+    }
+}
+
+extension ProjectorStoreTests {
+    /// The history page's COPY, with the settings it runs with, walks the history's index and sorts
+    /// nothing, even for a page that holds a device's whole history (where a plan of its own makes
+    /// PostgreSQL read and sort every row before it sends the first).
+    @Test func aHistoryPageIsReadInTheIndexsOrder() throws {
+        let log = TemporaryLog()
+        let writer = try writeLog(log.path, devices: 30, batches: 600, fixesPerBatch: 20)
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        var options = Projector.Options()
+        options.analyzeAfterFixesMin = 500
+        let projector = Projector(
+            client: client, reader: LogReader(directory: log.path, writer: writer), options: options)
+        try projector.prepare()
+        try catchUp(projector)
+        #expect(try projector.analyzeIfDue() == true)
+        let connection = try PostgresConnection(client.conninfo)
+        defer { connection.close() }
+        for query in [HistoryQuery(limit: 10_000), HistoryQuery(limit: 100)] {
+            try connection.executeScript(
+                (["BEGIN"] + ReadService.locationsCopySettings.map(\.setLocal)).joined(separator: "; "))
+            let plan = try connection.execute("EXPLAIN " + ReadService.locationsCopyQuery(deviceID: 1, query))
+            try connection.executeScript("ROLLBACK")
+            let lines = (0..<plan.rowCount).compactMap { plan.string($0, 0) }
+            #expect(!lines.contains { $0.contains("Sort  (") }, "\(lines.joined(separator: "\n"))")
+            #expect(lines.contains { $0.contains("Index Scan") }, "\(lines.joined(separator: "\n"))")
+        }
         writer.close()
     }
 }
