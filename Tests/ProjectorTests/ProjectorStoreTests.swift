@@ -178,13 +178,8 @@ extension ProjectorStoreTests {
     /// partitioned table itself), and the history is read in index order without a sort.
     @Test func aCatchUpIsAnalyzedAndTheHistoryNeedsNoFullSort() throws {
         let log = TemporaryLog()
-        let writer = try writeLog(log.path, devices: 3, batches: 60, fixesPerBatch: 9)
-        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
-        var options = Projector.Options()
-        options.analyzeAfterFixesMin = 500
-        let projector = Projector(
-            client: client, reader: LogReader(directory: log.path, writer: writer), options: options)
-        try projector.prepare()
+        let (writer, client, projector) = try analyzingProjector(
+            log, devices: 3, batches: 60, fixesPerBatch: 9)
         let connection = try PostgresConnection(client.conninfo)
         defer { connection.close() }
         let statistics =
@@ -199,12 +194,12 @@ extension ProjectorStoreTests {
         // Without a full sort, unless nothing else gives the order: the unique key's index gives
         // it by recorded_at, and only ties are sorted (an incremental sort).
         try connection.executeScript("SET enable_sort = off")
-        let plan = try connection.execute(
+        let lines = try plan(
+            connection,
             """
-            EXPLAIN SELECT * FROM findmy.device_locations WHERE device_id = 1
+            SELECT * FROM findmy.device_locations WHERE device_id = 1
             ORDER BY recorded_at, log_offset, fix_index LIMIT 10001
             """)
-        let lines = (0..<plan.rowCount).compactMap { plan.string($0, 0) }
         #expect(
             !lines.contains { $0.contains("Sort  (") && !$0.contains("Incremental Sort") },
             "\(lines.joined(separator: "\n"))")
@@ -219,13 +214,8 @@ extension ProjectorStoreTests {
     /// PostgreSQL read and sort every row before it sends the first).
     @Test func aHistoryPageIsReadInTheIndexsOrder() throws {
         let log = TemporaryLog()
-        let writer = try writeLog(log.path, devices: 30, batches: 600, fixesPerBatch: 20)
-        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
-        var options = Projector.Options()
-        options.analyzeAfterFixesMin = 500
-        let projector = Projector(
-            client: client, reader: LogReader(directory: log.path, writer: writer), options: options)
-        try projector.prepare()
+        let (writer, client, projector) = try analyzingProjector(
+            log, devices: 30, batches: 600, fixesPerBatch: 20)
         try catchUp(projector)
         #expect(try projector.analyzeIfDue() == true)
         let connection = try PostgresConnection(client.conninfo)
@@ -233,12 +223,34 @@ extension ProjectorStoreTests {
         for query in [HistoryQuery(limit: 10_000), HistoryQuery(limit: 100)] {
             try connection.executeScript(
                 (["BEGIN"] + ReadService.locationsCopySettings.map(\.setLocal)).joined(separator: "; "))
-            let plan = try connection.execute("EXPLAIN " + ReadService.locationsCopyQuery(deviceID: 1, query))
+            let lines = try plan(connection, ReadService.locationsCopyQuery(deviceID: 1, query))
             try connection.executeScript("ROLLBACK")
-            let lines = (0..<plan.rowCount).compactMap { plan.string($0, 0) }
             #expect(!lines.contains { $0.contains("Sort  (") }, "\(lines.joined(separator: "\n"))")
             #expect(lines.contains { $0.contains("Index Scan") }, "\(lines.joined(separator: "\n"))")
         }
         writer.close()
+    }
+}
+
+extension ProjectorStoreTests {
+    /// A projector on a fresh database over a log of `writeLog`'s, prepared, that analyzes the
+    /// history after 500 folded fixes.
+    func analyzingProjector(_ log: TemporaryLog, devices: Int, batches: Int, fixesPerBatch: Int) throws
+        -> (LogWriter, PostgresClient, Projector)
+    {
+        let writer = try writeLog(log.path, devices: devices, batches: batches, fixesPerBatch: fixesPerBatch)
+        let client = PostgresClient(conninfo: try TestCluster.freshDatabase())
+        var options = Projector.Options()
+        options.analyzeAfterFixesMin = 500
+        let projector = Projector(
+            client: client, reader: LogReader(directory: log.path, writer: writer), options: options)
+        try projector.prepare()
+        return (writer, client, projector)
+    }
+
+    /// The lines of `EXPLAIN query`.
+    func plan(_ connection: PostgresConnection, _ query: String) throws -> [String] {
+        let plan = try connection.execute("EXPLAIN " + query)
+        return (0..<plan.rowCount).compactMap { plan.string($0, 0) }
     }
 }
