@@ -61,8 +61,12 @@ extension OverlandDecoder {
         // A location is a few hundred bytes: room for every fix at once, within the batch limit.
         batch.fixes.reserveCapacity(min(limits.batchFixesMax, (reader.count - reader.at) / 128 + 1))
         var index = 0
+        // One location's members at a time, read in place: returned by value, a location's
+        // members (about 340 bytes) were copied three times on their way to `feature`.
+        var members = FeatureMembers()
         repeat {
-            guard index < limits.batchFixesMax, let members = reader.feature(&scanner) else { return nil }
+            members = FeatureMembers()
+            guard index < limits.batchFixesMax, reader.feature(&scanner, into: &members) else { return nil }
             batch.add(index) { () throws(FixRejection) in try feature(members) }
             index += 1
         } while reader.take(UInt8(ascii: ","))
@@ -362,10 +366,10 @@ struct LocationReader {
         }
     }
 
-    /// One element of `locations` (an object, at depth 3), read into what `feature` reads.
-    mutating func feature(_ scanner: inout JSONScanner) -> FeatureMembers? {
-        var feature = FeatureMembers()
-        let read = object(depth: 3) { reader, name in
+    /// One element of `locations` (an object, at depth 3), read into what `feature` reads (`feature`
+    /// as it is made empty); false to give up.
+    mutating func feature(_ scanner: inout JSONScanner, into feature: inout FeatureMembers) -> Bool {
+        object(depth: 3) { reader, name in
             switch name {
             case .geometry?: return reader.geometry(&scanner, into: &feature)
             case .properties?:
@@ -374,7 +378,6 @@ struct LocationReader {
             default: return reader.skip(&scanner, depth: 3)
             }
         }
-        return read ? feature : nil
     }
 
     /// `geometry`: only its `coordinates` are read; every element must be a scalar.
