@@ -454,7 +454,7 @@ let package = Package(
             name: "ProjectorTests",
             dependencies: [
                 "Projector", "ProjectionSchema", "Postgres", "Events", "Workload", "Compactor", "Threads",
-                "Geofences", "TestSupport", "ReadAPI",
+                "Geofences", "TestSupport", "ReadAPI", "WebPanel",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -11,6 +11,14 @@ public enum ProjectionSchema {
     /// Where the old generation goes for the moment of the swap.
     public static let retired = "findmy_retired"
 
+    /// The run-time parameter a read of the history in its unique index's order (recorded_at,
+    /// latitude, longitude) runs with, for that statement alone: no sort. With the index giving the
+    /// order, PostgreSQL walks each month's index and merges them, sending rows as it finds them;
+    /// left to itself, for a range that holds most of a device's month, it chose bitmap heap scans
+    /// and a sort of every row before sending the first (docs/benchmarks.md, "The page in the
+    /// index's order").
+    public static let historyInIndexOrder = (name: "enable_sort", value: "off")
+
     /// The tables of one generation.
     public enum Table: String, Sendable, CaseIterable {
         case users

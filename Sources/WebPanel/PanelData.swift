@@ -110,14 +110,16 @@ struct PanelData: Sendable {
     /// In the order of the history's unique index, (recorded_at, latitude, longitude), as the read
     /// API's: PostgreSQL walks each month's index and merges them, where ties in recorded_at by
     /// arrival (log offset, fix index) made it sort the whole range first (docs/benchmarks.md).
+    /// It runs with `historySetting` (a `SET LOCAL` in its own transaction).
     func history(deviceID: UInt64, fromMicros: Int64, toMicros: Int64) throws -> [PanelFix] {
-        let result = try pool.execute(
-            """
-            SELECT \(Self.fixColumns) FROM \(ProjectionSchema.Table.deviceLocations.live) l
-            WHERE l.device_id = $1 AND l.recorded_at >= $2 AND l.recorded_at < $3
-            ORDER BY l.recorded_at, l.latitude, l.longitude LIMIT \(Self.historyFixesMax)
-            """,
-            [.int64(Int64(deviceID)), .timestamp(micros: fromMicros), .timestamp(micros: toMicros)])
+        let (sql, parameters) = Self.historyStatement(
+            deviceID: deviceID, fromMicros: fromMicros, toMicros: toMicros)
+        let result = try pool.withConnection { connection in
+            try connection.transaction { connection in
+                try connection.executeScript(Self.historySetting.setLocal)
+                return try connection.execute(sql, parameters)
+            }
+        }
         var fixes: [PanelFix] = []
         fixes.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
@@ -125,4 +127,22 @@ struct PanelData: Sendable {
         }
         return fixes
     }
+
+    /// `history`'s statement and its parameters.
+    static func historyStatement(deviceID: UInt64, fromMicros: Int64, toMicros: Int64)
+        -> (sql: String, parameters: [PostgresValue?])
+    {
+        (
+            """
+            SELECT \(fixColumns) FROM \(ProjectionSchema.Table.deviceLocations.live) l
+            WHERE l.device_id = $1 AND l.recorded_at >= $2 AND l.recorded_at < $3
+            ORDER BY l.recorded_at, l.latitude, l.longitude LIMIT \(historyFixesMax)
+            """,
+            [.int64(Int64(deviceID)), .timestamp(micros: fromMicros), .timestamp(micros: toMicros)]
+        )
+    }
+
+    /// What `historyStatement` runs with: the history in its index's order, not sorted.
+    static let historySetting = PostgresSetting(
+        ProjectionSchema.historyInIndexOrder.name, ProjectionSchema.historyInIndexOrder.value)
 }

@@ -5,6 +5,8 @@ import Projector
 import ReadAPI
 import Testing
 
+@testable import WebPanel
+
 @Suite(ProjectorClusterTrait()) struct ProjectorStoreTests {
     @Test func everyFixIsProjectedOnceAndLatestMatchesHistory() throws {
         let log = TemporaryLog()
@@ -228,6 +230,16 @@ extension ProjectorStoreTests {
             #expect(!lines.contains { $0.contains("Sort  (") }, "\(lines.joined(separator: "\n"))")
             #expect(lines.contains { $0.contains("Index Scan") }, "\(lines.joined(separator: "\n"))")
         }
+        // The panel's track of the last 30 days, with the setting it runs with.
+        let now = wallClockMicros()
+        let (sql, parameters) = PanelData.historyStatement(
+            deviceID: 1, fromMicros: now - 30 * 86_400_000_000, toMicros: now + 86_400_000_000)
+        try connection.executeScript("BEGIN; " + PanelData.historySetting.setLocal)
+        let result = try connection.execute("EXPLAIN " + sql, parameters)
+        try connection.executeScript("ROLLBACK")
+        let lines = (0..<result.rowCount).compactMap { result.string($0, 0) }
+        #expect(!lines.contains { $0.contains("Sort  (") }, "\(lines.joined(separator: "\n"))")
+        #expect(lines.contains { $0.contains("Index Scan") }, "\(lines.joined(separator: "\n"))")
         writer.close()
     }
 }
