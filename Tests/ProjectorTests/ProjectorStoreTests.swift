@@ -235,9 +235,8 @@ extension ProjectorStoreTests {
         let (sql, parameters) = PanelData.historyStatement(
             deviceID: 1, fromMicros: now - 30 * 86_400_000_000, toMicros: now + 86_400_000_000)
         try connection.executeScript("BEGIN; " + PanelData.historySetting.setLocal)
-        let result = try connection.execute("EXPLAIN " + sql, parameters)
+        let lines = try plan(connection, sql, parameters)
         try connection.executeScript("ROLLBACK")
-        let lines = (0..<result.rowCount).compactMap { result.string($0, 0) }
         #expect(!lines.contains { $0.contains("Sort  (") }, "\(lines.joined(separator: "\n"))")
         #expect(lines.contains { $0.contains("Index Scan") }, "\(lines.joined(separator: "\n"))")
         writer.close()
@@ -261,8 +260,10 @@ extension ProjectorStoreTests {
     }
 
     /// The lines of `EXPLAIN query`.
-    func plan(_ connection: PostgresConnection, _ query: String) throws -> [String] {
-        let plan = try connection.execute("EXPLAIN " + query)
+    func plan(_ connection: PostgresConnection, _ query: String, _ parameters: [PostgresValue?] = []) throws
+        -> [String]
+    {
+        let plan = try connection.execute("EXPLAIN " + query, parameters)
         return (0..<plan.rowCount).compactMap { plan.string($0, 0) }
     }
 }
