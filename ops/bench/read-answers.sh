@@ -12,6 +12,7 @@
 # (`fix_age_seconds`, `since_last_report_seconds`) move with the clock: they are left out of it.
 # Prints one line per request that differs and exits 1 if any does.
 set -euo pipefail
+. "$(dirname "$(readlink -f "$0")")/serve-ready.sh"
 a=$(readlink -f "$1"); b=$(readlink -f "$2"); data=$3; out=${4:-$(mktemp -d)}; port=18396
 mkdir -p "$out"
 echo 'bench-password-1' | "$a" user passwd bench --data-dir "$data" >/dev/null 2>&1
@@ -38,14 +39,8 @@ serve() {
   local bin=$1 tag=$2
   "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port >"$out/$tag.serve.log" 2>&1 &
   local server=$! cookies="$out/$tag.cookies"
-  for _ in $(seq 1 1200); do
-    kill -0 $server 2>/dev/null || { echo "$bin serve stopped: $out/$tag.serve.log" >&2; exit 2; }
-    health=$(curl -s http://127.0.0.1:$port/healthz || true)
-    python3 -c 'import json,sys; h=json.loads(sys.argv[1]); sys.exit(0 if h["projector"]["checkpoint"] >= h["durable_end"] > 0 else 1)' "$health" 2>/dev/null && break
-    sleep 0.5
-  done
-  curl -s -c "$cookies" -H 'Content-Type: application/json' \
-    -d '{"name":"bench","password":"bench-password-1"}' http://127.0.0.1:$port/login >/dev/null
+  wait_projected $port $server "$out/$tag.serve.log"
+  login_bench $port "$cookies"
   local number=0 path
   for path in "${paths[@]}"; do
     number=$((number + 1))

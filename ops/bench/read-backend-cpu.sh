@@ -12,18 +12,14 @@
 # alone (version 9). Prints CPU ms a page of each. SETTINGS runs first in the session (e.g.
 # SETTINGS="SET enable_bitmapscan = off;": the plan in the index's order).
 set -euo pipefail
+. "$(dirname "$(readlink -f "$0")")/serve-ready.sh"
 bin=$(readlink -f "$1"); data=$2; requests=${3:-100}; port=18397
 psql=$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | tail -1)
 log=$(mktemp); script=$(mktemp)
 trap 'rm -f "$log" "$script"' EXIT
 "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port >"$log" 2>&1 &
 server=$!
-for _ in $(seq 1 1200); do
-  kill -0 $server 2>/dev/null || { cat "$log" >&2; exit 2; }
-  health=$(curl -s http://127.0.0.1:$port/healthz || true)
-  python3 -c 'import json,sys; h=json.loads(sys.argv[1]); sys.exit(0 if h["projector"]["checkpoint"] >= h["durable_end"] > 0 else 1)' "$health" 2>/dev/null && break
-  sleep 0.5
-done
+wait_projected $port $server "$log"
 where="FROM findmy.device_locations l WHERE l.device_id = 1
   AND l.recorded_at >= coalesce(NULL::timestamptz, '-infinity') AND l.recorded_at < coalesce(NULL::timestamptz, 'infinity')
   ORDER BY l.recorded_at, l.latitude, l.longitude LIMIT 10001"

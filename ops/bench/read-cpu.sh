@@ -9,18 +9,14 @@
 # "bench" with password bench-password-1, device 1 with 30 days of fixes). Run two binaries on the
 # same directory one after the other (the same projection version) to compare them.
 set -euo pipefail
+. "$(dirname "$(readlink -f "$0")")/serve-ready.sh"
 bin=$(readlink -f "$1"); data=$2; requests=${3:-100}; port=${4:-18395}
 cookies=$(mktemp); log=$(mktemp); times=$(mktemp)
 trap 'rm -f "$cookies" "$log" "$times"' EXIT
 "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port >"$log" 2>&1 &
 server=$!
-for _ in $(seq 1 600); do
-  health=$(curl -s http://127.0.0.1:$port/healthz || true)
-  python3 -c 'import json,sys; h=json.loads(sys.argv[1]); sys.exit(0 if h["projector"]["checkpoint"] >= h["durable_end"] > 0 else 1)' "$health" 2>/dev/null && break
-  sleep 0.5
-done
-curl -s -c "$cookies" -H 'Content-Type: application/json' \
-  -d '{"name":"bench","password":"bench-password-1"}' http://127.0.0.1:$port/login >/dev/null
+wait_projected $port $server "$log"
+login_bench $port "$cookies"
 path="/api/find-my/devices/1/locations?limit=10000"
 for _ in 1 2 3 4 5; do curl -s -b "$cookies" "http://127.0.0.1:$port$path" -o /dev/null; done
 postmaster=$(head -1 "$data/postgres/data/postmaster.pid")

@@ -13,6 +13,7 @@
 # PATHS replaces the two paths measured; KEEP=DIR keeps each path's callgrind output there
 # (DIR/cg.N.PID, N the path's number) for callgrind_annotate.
 set -euo pipefail
+. "$(dirname "$(readlink -f "$0")")/serve-ready.sh"
 bin=$(readlink -f "$1"); scratch=$2; requests=${3:-5}; port=18390
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 bench=$(dirname "$bin")/findmy-bench
@@ -31,13 +32,8 @@ for path in $paths; do
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.%p" \
     "$bin" serve --data-dir "$data" --listen 127.0.0.1:$port ${SERVE_ARGS:-} >"$out/serve.log" 2>&1 &
   server=$!
-  for _ in $(seq 1 600); do
-    health=$(curl -s http://127.0.0.1:$port/healthz || true)
-    python3 -c 'import json,sys; h=json.loads(sys.argv[1]); sys.exit(0 if h["projector"]["checkpoint"] >= h["durable_end"] > 0 else 1)' "$health" 2>/dev/null && break
-    sleep 0.5
-  done
-  curl -s -c "$cookies" -H 'Content-Type: application/json' \
-    -d '{"name":"bench","password":"bench-password-1"}' http://127.0.0.1:$port/login >/dev/null
+  wait_projected $port $server "$out/serve.log"
+  login_bench $port "$cookies"
   for _ in 1 2 3; do curl -s -b "$cookies" "http://127.0.0.1:$port$path" -o /dev/null; done
   callgrind_control -i on $server >/dev/null 2>&1
   for _ in $(seq 1 "$requests"); do curl -s -b "$cookies" "http://127.0.0.1:$port$path" -o "$out/body"; done
