@@ -82,8 +82,8 @@ extension PostgresTests {
         #expect(try connection.execute("SELECT 3").string(0, 0) == "3")
     }
 
-    /// A literal reads back as the value a parameter gives: doubles bit for bit (the infinities,
-    /// NaN, -0.0), times to the microsecond, integers at their bounds.
+    /// Settings sent with a COPY hold inside it and are gone after it; one PostgreSQL refuses is
+    /// its error, and the connection stays usable.
     @Test func settingsHoldForTheCopyAloneAndABadOneIsTheServersError() throws {
         let connection = try Cluster.connect()
         let settings = [PostgresSetting("enable_sort", "off"), PostgresSetting("random_page_cost", "1.5")]
@@ -108,6 +108,8 @@ extension PostgresTests {
         #expect(PostgresSetting("enable_sort", "off").setLocal == "SET LOCAL enable_sort = off")
     }
 
+    /// A literal reads back as the value a parameter gives: doubles bit for bit (the infinities,
+    /// NaN, -0.0), times to the microsecond, integers at their bounds.
     @Test func sqlLiteralsReadBackAsTheirParameters() throws {
         let connection = try Cluster.connect()
         var random = SystemRandomNumberGenerator()
