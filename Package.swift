@@ -341,7 +341,7 @@ let package = Package(
             name: "EventsTests", dependencies: ["Events", "Workload", "Threads", "TestSupport"],
             swiftSettings: strict),
         .testTarget(
-            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "Crypto", "TestSupport"],
+            name: "HTTPTests", dependencies: ["HTTP", "HTTPClient", "Crypto", "TestSupport", "Threads"],
             swiftSettings: strict),
         .testTarget(
             name: "HTTPClientTests", dependencies: ["HTTPClient", "PushFakeSupport"], swiftSettings: strict),

@@ -432,7 +432,7 @@ private func queue(
             UInt64.max, 32 << 10, streamReaderCalled, retained.toOpaque(), streamReleased)
         if mhdResponse == nil { retained.release() }
     } else {
-        mhdResponse = HeldBody.response(response.body)
+        mhdResponse = HeldBody.response(response.body, keptBuffers: server.keptBuffers)
     }
     guard let mhdResponse else { return .NO }
     defer { MHD_destroy_response(mhdResponse) }

@@ -126,16 +126,20 @@ public final class HTTPServer: Sendable {
     ///   - logSink: where libmicrohttpd's messages go (rate-limited); without one, to standard error.
     ///   - nowMicros: the clock of `requestHeadSecondsMax`, `bodyBytesPerSecondMin` and
     ///     `logLinesPerMinuteMax`; tests move it.
+    ///   - keptBuffers: where the arrays of large answers go once sent, for the next answer to take
+    ///     (`KeptBuffers.take`); tests give a pool of their own.
     public static func start(
         listen: String, router: Router, limits: Limits = Limits(), observer: Observer? = nil,
-        logSink: LogSink? = nil, nowMicros: @escaping @Sendable () -> Int64 = systemMonotonicMicros
+        logSink: LogSink? = nil, nowMicros: @escaping @Sendable () -> Int64 = systemMonotonicMicros,
+        keptBuffers: KeptBuffers = .shared
     ) throws(HTTPServerError) -> HTTPServer {
         let address = try ListenAddress(parsing: listen)
         let fd = try openListeningSocket(address, text: listen)
         var unixPath: String?
         if case .unix(let path) = address { unixPath = path }
         let context = ServerContext(
-            router: router, limits: limits, observer: observer, logSink: logSink, nowMicros: nowMicros)
+            router: router, limits: limits, observer: observer, logSink: logSink, nowMicros: nowMicros,
+            keptBuffers: keptBuffers)
         // MHD_USE_ERROR_LOG with the logger option: MHD's messages go to the log sink, never to
         // standard error.
         let flags =

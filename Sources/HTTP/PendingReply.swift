@@ -10,7 +10,13 @@ import Threads
 ///     suspended  --answer-->                 resumed(response) MHD_resume_connection
 ///     running    --abandon-->                abandoned(503)    the event thread queues it
 ///     suspended  --abandon-->                abandoned(503)    MHD_resume_connection
-///     early, resumed, abandoned: answer and abandon change nothing
+///     early, abandoned  --suspendUnlessAnswered-->  taken   the answer handed to the event thread
+///     resumed, abandoned  --takeAnswer-->              taken
+///     early, resumed, abandoned, taken: answer and abandon change nothing
+///
+/// `taken` holds no answer: once queued, a large answer's array has MHD's reference alone, so that
+/// it goes back to the pool unshared when sent (`HeldBody`, `KeptBuffers`), whoever still holds
+/// this object (a worker's last job).
 final class PendingReply: @unchecked Sendable {
     let routeName: String
     private let connection: OpaquePointer
@@ -23,6 +29,7 @@ final class PendingReply: @unchecked Sendable {
         case suspended
         case resumed(HTTPResponse)
         case abandoned(HTTPResponse)
+        case taken
     }
 
     init(connection: OpaquePointer, routeName: String) {
@@ -39,7 +46,7 @@ final class PendingReply: @unchecked Sendable {
             case .suspended:
                 state = .resumed(response)
                 MHD_resume_connection(connection)
-            case .early, .resumed, .abandoned:
+            case .early, .resumed, .abandoned, .taken:
                 break
             }
         }
@@ -55,8 +62,9 @@ final class PendingReply: @unchecked Sendable {
                 MHD_suspend_connection(connection)
                 return nil
             case .early(let response), .abandoned(let response):
+                state = .taken
                 return response
-            case .suspended, .resumed:
+            case .suspended, .resumed, .taken:
                 preconditionFailure("a request is suspended once")
             }
         }
@@ -66,8 +74,10 @@ final class PendingReply: @unchecked Sendable {
     func takeAnswer() -> HTTPResponse {
         lock.withLock {
             switch state {
-            case .resumed(let response), .abandoned(let response): return response
-            case .running, .early, .suspended: preconditionFailure("resumed without an answer")
+            case .resumed(let response), .abandoned(let response):
+                state = .taken
+                return response
+            case .running, .early, .suspended, .taken: preconditionFailure("resumed without an answer")
             }
         }
     }
@@ -84,7 +94,7 @@ final class PendingReply: @unchecked Sendable {
             case .suspended:
                 state = .abandoned(response)
                 MHD_resume_connection(connection)
-            case .early, .resumed, .abandoned:
+            case .early, .resumed, .abandoned, .taken:
                 break
             }
         }

@@ -15,6 +15,8 @@ final class ServerContext: Sendable {
     let observer: HTTPServer.Observer?
     let workers: WorkerPool
     let nowMicros: @Sendable () -> Int64
+    /// Where a large answer's array goes once sent (`HeldBody`).
+    let keptBuffers: KeptBuffers
     private let counters = Mutex(Counters())
     private let libraryLog: LibraryLog
     /// What MHD's logger option points at; freed in deinit, after MHD_stop_daemon.
@@ -32,9 +34,11 @@ final class ServerContext: Sendable {
 
     init(
         router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?,
-        logSink: HTTPServer.LogSink?, nowMicros: @escaping @Sendable () -> Int64
+        logSink: HTTPServer.LogSink?, nowMicros: @escaping @Sendable () -> Int64,
+        keptBuffers: KeptBuffers = .shared
     ) {
         self.router = router
+        self.keptBuffers = keptBuffers
         self.limits = limits
         self.observer = observer
         workers = WorkerPool(threadsMax: limits.blockingThreadsMax)

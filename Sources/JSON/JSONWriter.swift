@@ -18,6 +18,13 @@ public struct JSONWriter: Sendable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// A writer into `buffer`, emptied first, its capacity kept: for an array reused from an
+    /// earlier answer (`KeptBuffers`).
+    public init(buffer: [UInt8]) {
+        bytes = buffer
+        bytes.removeAll(keepingCapacity: true)
+    }
+
     /// Empties the writer for another document, keeping its capacity: one writer serves many
     /// small documents without an allocation each.
     public mutating func reset() {

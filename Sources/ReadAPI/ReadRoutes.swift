@@ -3,6 +3,7 @@ import HTTP
 import Identity
 import JSON
 import Postgres
+import Threads
 
 /// The routes of the read API (docs/api.md, "Read API") and their handlers: each checks its query,
 /// waits for the projection when asked (`after_offset`), runs one statement (`ReadStatements`) and
@@ -180,8 +181,9 @@ extension ReadService {
             request.queryItems, kind: .locations, deviceID: deviceID,
             limitDefault: limits.historyPageFixesDefault, limitMax: limits.historyPageFixesMax)
         try waitForProjection(request)
-        // As for the devices: every fix's reservation fits without growing the buffer.
-        var writer = JSONWriter(capacity: 4096 + query.limit * 768)
+        // As for the devices: every fix's reservation fits without growing the buffer, an array
+        // kept from an earlier page when there is one (a fresh mapping costs a fault a page).
+        var writer = JSONWriter(buffer: KeptBuffers.shared.take(capacity: 4096 + query.limit * 768))
         writer.beginObject()
         writer.key("locations")
         writer.beginArray()

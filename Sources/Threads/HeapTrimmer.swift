@@ -19,8 +19,12 @@ public final class HeapTrimmer: Service {
         }
     }
 
-    /// One trim, now.
-    public static func trim() { _ = glibcMallocTrim(0) }
+    /// One trim, now: the answer arrays kept and idle since the previous trim freed first
+    /// (`KeptBuffers.dropIdle`), then malloc's free pages given back.
+    public static func trim() {
+        KeptBuffers.shared.dropIdle()
+        _ = glibcMallocTrim(0)
+    }
 
     public var state: ServiceState { service.state }
     public func start() throws { try service.start() }

@@ -17,3 +17,20 @@ import Testing
         #expect(answer.body == body, "round \(round): \(answer.body.count) of \(size) bytes, or others")
     }
 }
+
+/// A large answer's array goes to the server's pool once MHD is done with it, and the next large
+/// answer is written in it: on one keep-alive connection MHD has released the first response
+/// before it reads the second request, so the second handler takes the first one's array.
+@Test func aLargeAnswersArrayServesTheNext() throws {
+    let test = try startServer("127.0.0.1:0")
+    defer { test.server.stop() }
+    let connection = test.connection()
+    for round in 1...3 {
+        let answer = try connection.send("GET", "/kept?n=\(round)")
+        #expect(answer.status == 200)
+        #expect(
+            answer.body.count == 1 << 20 && answer.body.allSatisfy { $0 == UInt8(round) }, "round \(round)")
+    }
+    let storages = test.keptStorages.withLock { $0 }
+    #expect(storages.count == 3 && Set(storages).count == 1, "\(storages)")
+}

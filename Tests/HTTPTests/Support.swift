@@ -3,6 +3,7 @@ import HTTP
 import HTTPClient
 import Synchronization
 @_exported import TestSupport
+import Threads
 
 /// A server with the routes the tests exercise, and counters the handlers keep.
 final class TestServer: Sendable {
@@ -20,6 +21,10 @@ final class TestServer: Sendable {
     /// What the server sent to its log sink, in order.
     let logLines = Mutex<[HTTPServer.LogLine]>([])
 
+    /// The server's pool of large answers' arrays, and the storage each `/kept` answer was written in.
+    let keptBuffers = KeptBuffers()
+    let keptStorages = Mutex<[UInt]>([])
+
     init(
         listen: String = "127.0.0.1:0", limits: HTTPServer.Limits = HTTPServer.Limits(),
         nowMicros: (@Sendable () -> Int64)? = nil
@@ -29,7 +34,7 @@ final class TestServer: Sendable {
             listen: listen, router: box.router, limits: limits,
             observer: { [box] observation in box.owner?.observations.withLock { $0.append(observation) } },
             logSink: { [box] line in box.owner?.logLines.withLock { $0.append(line) } },
-            nowMicros: nowMicros ?? HTTPServer.systemMonotonicMicros)
+            nowMicros: nowMicros ?? HTTPServer.systemMonotonicMicros, keptBuffers: keptBuffers)
         box.attach(self)
     }
 
@@ -59,6 +64,17 @@ private final class RoutesBox: Sendable {
         router.add("POST", "/echo") { [self] request in
             owner?.echoCalls.withLock { $0 += 1 }
             return HTTPResponse(status: 200, body: request.body)
+        }
+        // A 1 MiB answer written into an array taken from the server's pool, its bytes the
+        // answer's number (`?n=`).
+        router.add("GET", "/kept") { [self] request in
+            guard let owner else { return .text("no server", status: 503) }
+            var body = owner.keptBuffers.take(capacity: 2 << 20)
+            owner.keptStorages.withLock {
+                $0.append(body.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) })
+            }
+            body.append(contentsOf: repeatElement(UInt8(request.query("n") ?? "0") ?? 0, count: 1 << 20))
+            return HTTPResponse(status: 200, body: body)
         }
         router.add("GET", "/cached") { _ in
             var response = HTTPResponse.text("the same for an hour")
