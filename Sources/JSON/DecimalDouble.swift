@@ -21,8 +21,8 @@ package enum DecimalDouble {
         return write(value, into: output, fractionDigitsGuess: &unused)
     }
 
-    /// `write`, trying `guess` fraction digits (and one fewer) before the bisection: when the guess
-    /// is right, two probes instead of the bisection's four or five. A column of a large export
+    /// `write`, trying `guess` fraction digits before the bisection (`nearbyDigits`): when the guess
+    /// is right, one probe instead of the bisection's four or five. A column of a large export
     /// keeps its count from row to row (coordinates their 7 digits, accuracies none or one), so
     /// each column's last count is its next guess. On return `guess` is the count written (or as
     /// it was when nothing was written). Out of 0 ... 19, no guess is tried.
@@ -30,26 +30,29 @@ package enum DecimalDouble {
         _ value: Double, into output: UnsafeMutablePointer<UInt8>, fractionDigitsGuess guess: inout Int
     ) -> Int? {
         let magnitude = value.magnitude
+        guard magnitude < 1e15 else { return nil }
+        // The integer part, exact below 10^15 (one instruction, where `rounded(.towardZero)` is a
+        // call into libm): the whole number itself, or the digits before the point.
+        let truncated = Int64(magnitude)
+        let whole = UInt64(bitPattern: truncated)
         // A whole number is its digits and `.0` (zero too, and the powers of two the search below
-        // leaves to `description`): accuracies, battery-like values, a still phone's speed. Below
-        // 10^15 the conversion to an integer is exact for whole numbers (one instruction, where
-        // `rounded(.towardZero)` is a call into libm).
-        if magnitude < 1e15, Double(Int64(magnitude)) == magnitude {
+        // leaves to `description`): accuracies, battery-like values, a still phone's speed.
+        if Double(truncated) == magnitude {
             var count = 0
             if value.sign == .minus {
                 output[0] = UInt8(ascii: "-")
                 count = 1
             }
-            count += Digits.write(UInt64(magnitude), into: output + count)
+            count += Digits.write(whole, into: output + count)
             output[count] = UInt8(ascii: ".")
             output[count + 1] = UInt8(ascii: "0")
             guess = 0
             return count + 2
         }
-        guard magnitude >= 1e-3, magnitude < 1e15, magnitude.significandBitPattern != 0 else { return nil }
+        guard magnitude >= 1e-3, magnitude.significandBitPattern != 0 else { return nil }
         if let (digits, k) = nearbyDigits(magnitude, guess) {
             guess = k
-            return writeDigits(digits, fractionDigits: k, negative: value < 0, into: output)
+            return writeDigits(digits, fractionDigits: k, whole: whole, negative: value < 0, into: output)
         }
         let significand = UInt64(magnitude.significandBitPattern) | (1 << 52)
         // The unbiased exponent from the bits (the number is normal in this range): `exponent`
@@ -81,37 +84,35 @@ package enum DecimalDouble {
         guard !tie else { return nil }
         guard let digits = found, low < powersOfTenCount else { return nil }
         guess = low
-        return writeDigits(digits, fractionDigits: low, negative: value < 0, into: output)
+        return writeDigits(digits, fractionDigits: low, whole: whole, negative: value < 0, into: output)
     }
 
     /// The digits of `magnitude` (not a whole number) and its count of fraction digits k, found
     /// in floating point from `guess` (a few instructions a probe, where the exact search takes a
     /// few hundred), or nil when that cannot be sure of it; then the exact search decides. From
-    /// the guess (at least 1), it steps down while one digit fewer still reads back, or up until
-    /// one reads back: a column that keeps its precision, or changes it by a digit or two (a
-    /// coordinate ending in 0, a speed of 20.4 after 8.23), costs two or three probes.
+    /// the guess (at least 1): when it reads back, its trailing zeros dropped; otherwise up until
+    /// one reads back. A column that keeps its precision costs one probe, one that changes it by a
+    /// digit or two (a coordinate ending in 0, a speed of 20.4 after 8.23) one to three.
     ///
     /// Why it is exact when it answers: with k in 1 ... 15 and x = magnitude * 10^k below 2^40,
     /// the product's rounding error is under x * 2^-53 < 2^-13, so when the computed x is within
     /// 0.499 of the integer d it rounds to, the exact product is within 0.5 of d: d is the nearest
     /// multiple, as `nearestReadingBack` finds it, and not a tie. d and 10^k are exact doubles, so
     /// `d / 10^k` is the correctly rounded quotient: equal to the value exactly when d * 10^-k reads
-    /// back as it. The answer is the k that reads back with k - 1 not (k - 1 = 0 never does: the
-    /// value is not whole), each probe sure, so k is the smallest count.
+    /// back as it. The answer is the smallest k that reads back: stepping up, the first that does;
+    /// stepping down, the multiples of 10^-k that read back lie within the value's rounding
+    /// interval, under an ulp wide, which is under 2^-12 * 10^-k here (x < 2^40): so at most one
+    /// does, and a shorter decimal that reads back is that one with its last digit 0. Not every
+    /// digit can be dropped: the value would be whole.
     @inline(__always)
     static func nearbyDigits(_ magnitude: Double, _ guess: Int) -> (UInt64, Int)? {
         var k = min(max(guess, 1), 15)
         switch floatProbe(magnitude, k) {
         case .tie: return nil
         case .readsBack(var digits):
-            while k > 1 {
-                switch floatProbe(magnitude, k - 1) {
-                case .tie: return nil
-                case .doesNot: return (digits, k)
-                case .readsBack(let shorter):
-                    digits = shorter
-                    k -= 1
-                }
+            while k > 1 && digits % 10 == 0 {
+                digits /= 10
+                k -= 1
             }
             return (digits, k)
         case .doesNot:
@@ -136,20 +137,24 @@ package enum DecimalDouble {
         let product = magnitude * scale
         guard product < 0x1p40 else { return .tie }
         // Rounded by a conversion (one instruction) rather than `rounded()` (a call to libm's
-        // `round`): a product within 2^-12 of a half is refused by the margin below anyway.
-        let digits = UInt64(product + 0.5)
+        // `round`): a product within 2^-12 of a half is refused by the margin below anyway. Signed:
+        // below 2^40, and a signed conversion each way is one instruction, an unsigned one several.
+        let digits = Int64(product + 0.5)
         let nearest = Double(digits)
         guard (product - nearest).magnitude < 0.499 else { return .tie }
-        return nearest / scale == magnitude ? .readsBack(digits) : .doesNot
+        return nearest / scale == magnitude ? .readsBack(UInt64(digits)) : .doesNot
     }
 
     /// `digits` * 10^-fractionDigits, and its sign: the integer part, a point, the fraction
-    /// zero-padded to `fractionDigits` (`0` when there is none). (Writing the digits as one run
-    /// and moving the fraction on for the point, without the two divisions, was measured: more
+    /// zero-padded to `fractionDigits` (`0` when there is none). `whole` is the value's integer
+    /// part, truncated: the digits' integer part is it, or one more when the digits rounded up to
+    /// the next whole (0.99999999 at 7 digits), which a multiplication tells without a division.
+    /// (Writing the digits as one run and moving the fraction on for the point was measured: more
     /// instructions, no less CPU.)
     @inline(__always)
     static func writeDigits(
-        _ digits: UInt64, fractionDigits: Int, negative: Bool, into output: UnsafeMutablePointer<UInt8>
+        _ digits: UInt64, fractionDigits: Int, whole: UInt64, negative: Bool,
+        into output: UnsafeMutablePointer<UInt8>
     ) -> Int {
         var count = 0
         if negative {
@@ -157,14 +162,20 @@ package enum DecimalDouble {
             count = 1
         }
         let divisor = powerOfTen(fractionDigits)
-        count += Digits.write(digits / divisor, into: output + count)
+        var integer = whole
+        var fraction = digits &- whole &* divisor
+        if fraction >= divisor {
+            integer += 1
+            fraction -= divisor
+        }
+        count += Digits.write(integer, into: output + count)
         output[count] = UInt8(ascii: ".")
         count += 1
         if fractionDigits == 0 {
             output[count] = UInt8(ascii: "0")
             return count + 1
         }
-        Digits.write(digits % divisor, count: fractionDigits, into: output + count)
+        Digits.write(fraction, count: fractionDigits, into: output + count)
         return count + fractionDigits
     }
 
