@@ -54,39 +54,47 @@ struct PanelData: Sendable {
             SELECT d.id, d.name, d.platform, d.model, d.paused, d.last_seen_at, \(Self.fixColumns)
             FROM \(ProjectionSchema.Table.devices.live) d LEFT JOIN \(ProjectionSchema.Table.deviceLatest.live) l ON l.device_id = d.id
             WHERE d.id = ANY($1::bigint[]) ORDER BY d.name, d.id
-            """, [.int64Array(visible.map { Int64($0.deviceID) })])
+            """, [.int64Array(visible.map { Int64($0.deviceID) })], format: .binary)
         var sharedBy: [UInt64: UInt64] = [:]
         for device in visible { sharedBy[device.deviceID] = device.sharedByUserID }
         var devices: [PanelDevice] = []
         for row in 0..<result.rowCount {
-            let id = UInt64(bitPattern: try result.int64(row, 0) ?? 0)
+            let id = UInt64(bitPattern: try result.binaryInt64(row, 0) ?? 0)
             devices.append(
                 PanelDevice(
-                    id: id, name: NameRules.displayable(result.string(row, 1) ?? ""),
-                    platform: result.string(row, 2) ?? "",
-                    model: NameRules.displayable(result.string(row, 3) ?? ""),
-                    paused: try result.bool(row, 4) ?? false,
+                    id: id, name: NameRules.displayable(try Self.text(result, row, 1)),
+                    platform: try Self.text(result, row, 2),
+                    model: NameRules.displayable(try Self.text(result, row, 3)),
+                    paused: try result.binaryBool(row, 4) ?? false,
                     sharedBy: sharedBy[id].flatMap { userName($0) }.map(NameRules.displayable),
-                    lastSeenAtMicros: try result.timestampMicros(row, 5),
+                    lastSeenAtMicros: try result.binaryTimestampMicros(row, 5),
                     latest: try fix(result, row, first: 6)))
         }
         return devices
     }
 
+    /// A `text` column of a binary result as a `String`, "" for NULL.
+    private static func text(_ result: PostgresResult, _ row: Int, _ column: Int) throws -> String {
+        try result.withBinaryText(row, column) { String(decoding: $0, as: UTF8.self) } ?? ""
+    }
+
+    /// The fix whose `fixColumnList` start at column `first` of a binary result (`format: .binary`:
+    /// PostgreSQL's send form costs it half its text output for a 30-day track), nil when the
+    /// device has none (a LEFT JOIN's NULLs).
     func fix(_ result: PostgresResult, _ row: Int, first: Int) throws -> PanelFix? {
         func at(_ column: ProjectionSchema.FixColumn) -> Int {
             first + ProjectionSchema.position(column, in: Self.fixColumnList)
         }
-        guard let recorded = try result.timestampMicros(row, at(.recordedAt)) else { return nil }
+        guard let recorded = try result.binaryTimestampMicros(row, at(.recordedAt)) else { return nil }
         return PanelFix(
-            latitude: try result.double(row, at(.latitude)) ?? 0,
-            longitude: try result.double(row, at(.longitude)) ?? 0,
-            accuracyMeters: try result.double(row, at(.accuracy)) ?? 0,
-            batteryPercent: try result.int64(row, at(.battery)),
-            isCharging: try result.bool(row, at(.isCharging)),
-            source: result.string(row, at(.source)) ?? "", recordedAtMicros: recorded,
-            receivedAtMicros: try result.timestampMicros(row, at(.receivedAt)) ?? recorded,
-            clockSuspect: try result.bool(row, at(.clockSuspect)) ?? false)
+            latitude: try result.binaryDouble(row, at(.latitude)) ?? 0,
+            longitude: try result.binaryDouble(row, at(.longitude)) ?? 0,
+            accuracyMeters: try result.binaryDouble(row, at(.accuracy)) ?? 0,
+            batteryPercent: try result.binaryInt64(row, at(.battery)),
+            isCharging: try result.binaryBool(row, at(.isCharging)),
+            source: try Self.text(result, row, at(.source)), recordedAtMicros: recorded,
+            receivedAtMicros: try result.binaryTimestampMicros(row, at(.receivedAt)) ?? recorded,
+            clockSuspect: try result.binaryBool(row, at(.clockSuspect)) ?? false)
     }
 
     /// The median gap between the device's recent reports (by `received_at`), or nil with fewer
@@ -117,7 +125,7 @@ struct PanelData: Sendable {
         let result = try pool.withConnection { connection in
             try connection.transaction { connection in
                 try connection.executeScript(Self.historySetting.setLocal)
-                return try connection.execute(sql, parameters)
+                return try connection.execute(sql, parameters, format: .binary)
             }
         }
         var fixes: [PanelFix] = []
