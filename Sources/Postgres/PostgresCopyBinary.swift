@@ -77,6 +77,16 @@ public struct BinaryCopyRows: CopyRowBuffer {
         bytes.append(contentsOf: value)
     }
 
+    /// A bytea of `count` bytes that `write` appends to the rows' bytes in place (no array of its
+    /// own per value); it must append exactly `count`.
+    public mutating func bytea(count: Int, _ write: (inout [UInt8]) -> Void) {
+        appendBigEndian(UInt32(count))
+        let start = bytes.count
+        write(&bytes)
+        precondition(
+            bytes.count - start == count, "bytea(count:) wrote \(bytes.count - start) bytes, not \(count)")
+    }
+
     /// A bare big-endian 32-bit word, for the inside of a composite value (an array's header).
     mutating func word(_ value: UInt32) { appendBigEndian(value) }
 

@@ -66,6 +66,10 @@ public enum ProjectionSchema {
         public var definition: String { name + " " + type.rawValue + (nullable ? "" : " NOT NULL") }
     }
 
+    /// The history's packed copy of the fields a page shows (`ShownFix`), in `device_locations`
+    /// only, after the fix columns.
+    public static let shownColumn = "shown"
+
     /// The columns of one fix row, in order, shared by `device_locations` and `device_latest`: the
     /// order of the DDL, of the projector's COPY and of its upsert. The read side names the ones it
     /// selects by case, so a column renamed here fails to compile there.

@@ -303,6 +303,27 @@ public struct ProjectionStore: Sendable {
     }
 
     static let locationColumns = ProjectionSchema.fixColumnNames
+    /// The history's columns: a fix's, then its packed copy of the fields a page shows.
+    static let historyColumns = locationColumns + [ProjectionSchema.shownColumn]
+
+    /// The fields of `row` that `device_locations.shown` packs (`ShownFix`).
+    static func shownFields(_ row: LocationRow) -> ShownFix.Fields {
+        let fix = row.fix
+        return ShownFix.Fields(
+            latitude: fix.latitude, longitude: fix.longitude, recordedAtMicros: fix.recordedAtMicros,
+            accuracy: fix.accuracyMeters, altitude: fix.altitudeMeters, speed: fix.speedMetersPerSecond,
+            heading: fix.headingDegrees, receivedAtMicros: row.receivedAtMicros,
+            battery: fix.batteryPercent.map { Int16($0) }, isCharging: fix.isCharging,
+            clockSuspect: fix.clockSuspect)
+    }
+
+    /// `row`'s packed `shown` value, for the insert's arrays (the COPY writes it in place).
+    static func shown(_ row: LocationRow) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(ShownFix.byteCount(sourceBytes: row.fix.source.utf8.count))
+        ShownFix.append(shownFields(row), source: row.fix.source.utf8, to: &bytes)
+        return bytes
+    }
 
     static func values(_ row: LocationRow) -> [PostgresValue?] {
         let fix = row.fix
@@ -337,10 +358,12 @@ public struct ProjectionStore: Sendable {
     ) throws -> [LocationRow] {
         guard !rows.isEmpty else { return [] }
         try ensurePartitions(rows, nowMicros: nowMicros, connection)
-        let (casts, arrays) = Self.fixArrays(rows)
+        var (casts, arrays) = Self.fixArrays(rows)
+        casts += ", $\(arrays.count + 1)::bytea[]"
+        arrays.append(.array(PostgresArray(.bytea, rows.map { .bytes(Self.shown($0)) })))
         let inserted = try connection.execute(
             """
-            INSERT INTO \(s).device_locations (\(Self.locationColumns.joined(separator: ", ")))
+            INSERT INTO \(s).device_locations (\(Self.historyColumns.joined(separator: ", ")))
             SELECT * FROM unnest(\(casts))
             ON CONFLICT DO NOTHING RETURNING log_offset, fix_index
             """, arrays)
@@ -415,7 +438,7 @@ public struct ProjectionStore: Sendable {
     private func copyRows(_ rows: some Collection<LocationRow>, _ connection: PostgresConnection) throws {
         guard !rows.isEmpty else { return }
         try connection.copyInBinary(
-            table: ProjectionSchema.Table.deviceLocations.in(schema), columns: Self.locationColumns,
+            table: ProjectionSchema.Table.deviceLocations.in(schema), columns: Self.historyColumns,
             rows: rows, encode: Self.encode)
     }
 
@@ -443,7 +466,7 @@ public struct ProjectionStore: Sendable {
     /// each of the width of its column's type.
     static func encode(_ row: LocationRow, _ out: inout BinaryCopyRows) throws(PostgresError) {
         let fix = row.fix
-        out.beginRow(fieldCount: ProjectionSchema.fixColumns.count)
+        out.beginRow(fieldCount: historyColumns.count)
         out.int64(Int64(row.deviceID))
         out.int64(Int64(row.logOffset))
         out.int32(Int32(row.fixIndex))
@@ -459,6 +482,10 @@ public struct ProjectionStore: Sendable {
         if let value = fix.isCharging { out.bool(value) } else { out.null() }
         try out.text(fix.source)
         out.bool(fix.clockSuspect)
+        let source = fix.source.utf8
+        out.bytea(count: ShownFix.byteCount(sourceBytes: source.count)) { bytes in
+            ShownFix.append(shownFields(row), source: source, to: &bytes)
+        }
     }
 
     private func writeBatches(_ rows: [BatchRow], _ connection: PostgresConnection) throws {

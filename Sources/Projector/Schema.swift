@@ -34,7 +34,9 @@ public enum Schema {
     /// 8: `device_batches` has one index, its primary key `(device_id, received_at, log_offset)`,
     /// the arrivals' order; a primary key of `log_offset` beside `(device_id, received_at)` cost
     /// every folded report a second index entry (docs/postgres.md).
-    public static let projectionVersion = 8
+    /// 9: `device_locations.shown`, the fields a history page shows packed in one value
+    /// (`ShownFix`): PostgreSQL sends one value a row instead of twelve.
+    public static let projectionVersion = 9
     /// The projection's name in `projector_checkpoints`.
     public static let projectionName = "main"
 
@@ -177,6 +179,9 @@ public enum Schema {
         CREATE TABLE \(s).device_locations (
             device_id bigint NOT NULL,
             \(fixColumns),
+            -- The fields a history page shows, packed (ShownFix, docs/postgres.md): the page
+            -- reads this one value a row.
+            \(ProjectionSchema.shownColumn) bytea NOT NULL,
             -- One row per fix, whatever batch or path brought it (the partition key is part of it).
             -- Its index is the history's only one, and a page of a device's history is read in
             -- its order, with no sort; a second index cost a drain a third of its time.

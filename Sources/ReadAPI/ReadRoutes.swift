@@ -198,7 +198,8 @@ extension ReadService {
         _ = try database {
             try pool.withConnection { connection in
                 try connection.copyOutBinary(
-                    query: copyQuery, fieldCount: FixColumns.shown.count, settings: Self.locationsCopySettings
+                    query: copyQuery, fieldCount: Self.locationsCopyFieldCount,
+                    settings: Self.locationsCopySettings
                 ) { row in
                     guard written < query.limit else {
                         nextPage = true

@@ -25,56 +25,27 @@ extension ReadService {
 
         init() {}
 
-        /// The fix of a binary COPY row of `FixColumns.shown` (`locationsCopyQuery`), its fields
-        /// read in that order: the order of the stored properties above, which `shown` lists.
+        /// The fix of a binary COPY row of `locationsCopyQuery`: one field, the history's packed
+        /// `shown` (`ShownFix`), its source pointing into the row.
         init(_ row: inout PostgresCopyRow) throws(PostgresError) {
-            // One reader per type rather than one generic with a decoder: called 100,000 times a
-            // page, each is inlined whole.
-            func mismatch(_ column: Int, _ bytes: UnsafeRawBufferPointer) -> PostgresError {
-                PostgresError(
+            guard let bytes = row.next(), let (fields, source) = ShownFix.read(bytes) else {
+                throw PostgresError(
                     .decode,
-                    message:
-                        "row \(row.number) column \(FixColumns.shown[column]) holds \(bytes.count) bytes, not a value of its type"
-                )
+                    message: "row \(row.number) has no packed fix in \(ProjectionSchema.shownColumn)")
             }
-            @inline(__always) func double(_ column: Int) throws(PostgresError) -> Double? {
-                guard let bytes = row.next() else { return nil }
-                guard let value = PostgresBinaryType.float8(bytes) else { throw mismatch(column, bytes) }
-                return value
-            }
-            @inline(__always) func bool(_ column: Int) throws(PostgresError) -> Bool? {
-                guard let bytes = row.next() else { return nil }
-                guard let value = PostgresBinaryType.bool(bytes) else { throw mismatch(column, bytes) }
-                return value
-            }
-            /// nil for NULL and for the infinities (shown as null, as `FixReader.time`).
-            @inline(__always) func time(_ column: Int) throws(PostgresError) -> Int64? {
-                guard let bytes = row.next() else { return nil }
-                guard bytes.count == 8 else { throw mismatch(column, bytes) }
-                return PostgresBinaryType.timestampMicros(bytes)
-            }
-            latitude = try double(0) ?? 0
-            longitude = try double(1) ?? 0
-            accuracy = try double(2)
-            altitude = try double(3)
-            speed = try double(4)
-            heading = try double(5)
-            if let bytes = row.next() {
-                guard let value = PostgresBinaryType.int2(bytes) else { throw mismatch(6, bytes) }
-                battery = Int64(value)
-            }
-            charging = try bool(7)
-            if let bytes = row.next() { source = bytes.assumingMemoryBound(to: UInt8.self) }
-            recordedAt = try time(9)
-            receivedAt = try time(10)
-            clockSuspect = try bool(11) ?? false
+            latitude = fields.latitude
+            longitude = fields.longitude
+            accuracy = fields.accuracy
+            altitude = fields.altitude
+            speed = fields.speed
+            heading = fields.heading
+            battery = fields.battery.map { Int64($0) }
+            charging = fields.isCharging
+            self.source = source.assumingMemoryBound(to: UInt8.self)
+            recordedAt = fields.recordedAtMicros
+            receivedAt = fields.receivedAtMicros
+            clockSuspect = fields.clockSuspect
         }
-
-        /// The order `init(_: inout PostgresCopyRow)` reads; `shown` must list the same (tested).
-        static let copyOrder: [ProjectionSchema.FixColumn] = [
-            .latitude, .longitude, .accuracy, .altitude, .speed, .heading, .battery, .isCharging, .source,
-            .recordedAt, .receivedAt, .clockSuspect,
-        ]
 
         /// Keys and punctuation (about 170 bytes), six doubles, an integer, two times, the source.
         var bytesMax: Int {

@@ -51,10 +51,12 @@ import Workload
                     "gen_text", monthOf: row.fix.recordedAtMicros, nowMicros: now, connection)
             }
             try connection.copyIn(
-                table: "gen_text.device_locations", columns: ProjectionStore.locationColumns,
-                rows: rows.map(ProjectionStore.values))
+                table: "gen_text.device_locations", columns: ProjectionStore.historyColumns,
+                rows: rows.map { ProjectionStore.values($0) + [.bytes(ProjectionStore.shown($0))] })
         }
-        let columns = ProjectionSchema.fixColumns.map { $0.type == .float8 ? "\($0.name)::text" : $0.name }
+        let columns =
+            (ProjectionSchema.fixColumns.map { $0.type == .float8 ? "\($0.name)::text" : $0.name }
+            + [ProjectionSchema.shownColumn])
             .joined(separator: ", ")
         let difference = """
             SELECT count(*) FROM (
@@ -150,7 +152,8 @@ import Workload
 }
 
 /// Each field the projector's encoder writes has the width of the type `ProjectionSchema` declares
-/// for that column (binary COPY refuses any other), NULL only where the column is nullable.
+/// for that column (binary COPY refuses any other), NULL only where the column is nullable; the
+/// packed `shown` comes last, whole (`ShownFix`).
 @Test func theHistoryEncoderFollowsTheSchemasColumnTypes() throws {
     let full = Fix(
         latitude: 1, longitude: 2, accuracyMeters: 3, altitudeMeters: 4, speedMetersPerSecond: 5,
@@ -168,7 +171,7 @@ import Workload
             LocationRow(deviceID: 1, logOffset: 2, fixIndex: 3, receivedAtMicros: 4, fix: fix), &out)
         let bytes = out.bytes
         var position = 2
-        #expect(Int(bytes[0]) << 8 | Int(bytes[1]) == ProjectionSchema.fixColumns.count)
+        #expect(Int(bytes[0]) << 8 | Int(bytes[1]) == ProjectionSchema.fixColumns.count + 1)
         for column in ProjectionSchema.fixColumns {
             let length = bytes[position..<position + 4].reduce(Int32(0)) { $0 << 8 | Int32($1) }
             position += 4
@@ -188,17 +191,22 @@ import Workload
                 position += Int(length)
             }
         }
-        #expect(position == bytes.count)
+        let length = Int(bytes[position..<position + 4].reduce(Int32(0)) { $0 << 8 | Int32($1) })
+        #expect(length == ShownFix.byteCount(sourceBytes: 3))
+        let shown = bytes[(position + 4)...].withUnsafeBytes { ShownFix.read($0)?.0 }
+        #expect(shown?.altitude == fix.altitudeMeters && shown?.isCharging == fix.isCharging)
+        #expect(shown?.battery == fix.batteryPercent.map { Int16($0) } && shown?.receivedAtMicros == 4)
+        #expect(position + 4 + length == bytes.count)
     }
 }
 
-/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 8, column for
+/// The fix columns' DDL from `ProjectionSchema` is the layout of projection version 9, column for
 /// column: a change here is a new table layout, which needs a new `projectionVersion`.
 /// (4: `accuracy_m` nullable, for fixes whose app sent no accuracy; 5 added the commands tables,
-/// 6 dropped the history's second index, 7 added the imports and 8 gave the arrivals one index,
-/// all leaving the fix columns as they were.)
-@Test func theFixColumnsAreProjectionVersion8sLayout() {
-    #expect(Schema.projectionVersion == 8)
+/// 6 dropped the history's second index, 7 added the imports, 8 gave the arrivals one index and 9
+/// added the history's packed `shown` after these columns, all leaving the fix columns as they were.)
+@Test func theFixColumnsAreProjectionVersion9sLayout() {
+    #expect(Schema.projectionVersion == 9)
     let version4 = """
         log_offset bigint NOT NULL, fix_index integer NOT NULL, recorded_at timestamptz NOT NULL,
         received_at timestamptz NOT NULL, latitude double precision NOT NULL, longitude double precision NOT NULL,

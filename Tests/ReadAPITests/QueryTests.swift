@@ -161,11 +161,11 @@ import Testing
     #expect(!ReadAccess.ReadScope(deviceIDs: [], sharedBy: [:]).contains(1))
 }
 
-/// The history route reads a COPY row's fields in `FixRow.copyOrder`, its SQL selects
-/// `FixColumns.shown`: the two lists must be one, and its SQL carries its values as literals with
-/// the parameters' placeholders gone (COPY takes no parameters).
+/// The history route reads a COPY row as the packed `shown` alone (`ShownFix`), which its SQL
+/// selects, and its SQL carries its values as literals with the parameters' placeholders gone
+/// (COPY takes no parameters).
 @Test func theCopyOfAPageSelectsWhatItsRowsAreReadAs() throws {
-    #expect(ReadService.FixRow.copyOrder == ReadService.FixColumns.shown)
+    #expect(ReadService.locationsCopyFieldCount == 1)
     let cursor = LocationsCursor(
         deviceID: 7,
         keyset: FixKeyset(recordedAtMicros: 1_700_000_000_123_456, latitude: 52.5, longitude: -0.0))
@@ -173,6 +173,7 @@ import Testing
         [("cursor", cursor.encoded), ("from", "2023-11-01T00:00:00Z")], kind: .locations, deviceID: 7,
         limitDefault: 100, limitMax: 1000)
     let sql = ReadService.locationsCopyQuery(deviceID: 7, query)
+    #expect(sql.hasPrefix("SELECT l.shown\nFROM "))
     #expect(!sql.contains("$"))
     #expect(sql.contains("'2023-11-14 22:13:20.123456+00'::timestamptz"))
     #expect(sql.contains("'-0.0'::float8") && sql.contains("'52.5'::float8"))
