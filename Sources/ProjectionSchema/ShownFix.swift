@@ -4,7 +4,7 @@
 ///
 /// Why: PostgreSQL spends most of a page on sending values (a send function, an allocation and a
 /// copy each), twelve a row; one value a row took its CPU for the 30-day page (8,640 fixes) from
-/// 9.4 to 3.7-4.1 ms and the page's p99 from 19-25 to 13-14 ms (docs/benchmarks.md, "The packed
+/// 9.4 to 3.7-4.1 ms and the page's p99 from 18-27 to 8-13 ms (docs/benchmarks.md, "The packed
 /// history column"). The columns stay for everything else (the export, the panel, stays, SQL).
 ///
 /// The layout (docs/postgres.md), little-endian, 67 bytes and the source:

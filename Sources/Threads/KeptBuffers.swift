@@ -6,7 +6,8 @@
 /// projector's catch-up memory) and unmaps them when freed. A 30-day history page reserves 7.7 MB
 /// and writes 2.5 MB into it: a fresh mapping each time, 609 page faults (each page zeroed by the
 /// kernel) and an unmap that interrupts every other thread's core, about 2.4 ms of system time a
-/// page against 4.5 ms of the server's own work (docs/benchmarks.md, "Kept answer buffers").
+/// page against 4.5 ms of the server's own work (docs/benchmarks.md, "The packed history column",
+/// kept answer buffers).
 /// A kept array's written pages stay resident, so the pool is small: `countMax` arrays of at most
 /// `bytesMax` each, resident only while answers keep coming.
 public final class KeptBuffers: Sendable {
