@@ -175,7 +175,7 @@ extension ServeCommand {
             ),
             (
                 "heap-trim-millis", "FINDMY_HEAP_TRIM_MILLIS",
-                "every this many milliseconds, give the pages of malloc's free blocks back to the system; 0: never (default 1000)"
+                "every this many milliseconds, give the pages of malloc's free blocks back to the system, and free large answers' arrays kept and unused since the last time; 0: never (default 1000)"
             ),
             (
                 "tile-url", "FINDMY_TILE_URL",
