@@ -2,6 +2,7 @@ import CLI
 import Events
 import HTTPClient
 import JSON
+import Postgres
 import Synchronization
 import Threads
 import Workload
@@ -27,7 +28,7 @@ enum IngestBench {
     static let help = """
         usage: findmy-bench ingest --dir DIR [--seconds S] [--connections 1,16,64] [--fixes 1,100]
                                    [--client wrk|swift] [--wrk-script PATH] [--phases native,overland,owntracks,whole] [--rounds R]
-                                   [--tracks same|distinct] [--whole-history FIXES]
+                                   [--tracks same|distinct] [--whole-history FIXES] [--projector off|on]
 
         Starts `findmy serve` (the findmy beside findmy-bench, or $FINDMY_BIN) on DIR/server (a scratch
         directory: it is emptied first) at 127.0.0.1:0, enrols one device per connection, and reports for
@@ -37,7 +38,9 @@ enum IngestBench {
         Overland sends them (phase `overland`), and single OwnTracks HTTP `location` messages at 64
         connections (phase `owntracks`); each with its ratio to native. --phases picks the phases
         (default those three); --rounds R (default 1) alternates native and the app R times, S seconds
-        each, for a ratio that a changing machine load affects less.
+        each, for a ratio that a changing machine load affects less. DIR/server runs with
+        `--projector off` (ingest alone); --projector on runs it with its projectors and embedded
+        PostgreSQL instead, so that native and each app are measured against the whole service.
 
         Phase `whole` (not in the default; wrk only): the whole service against ingest alone. A second
         server, DIR/whole, runs with its projectors and embedded PostgreSQL; each of R rounds sends
@@ -70,7 +73,7 @@ enum IngestBench {
             arguments,
             valued: [
                 "dir", "seconds", "connections", "fixes", "client", "wrk-script", "phases", "rounds",
-                "tracks", "whole-history",
+                "tracks", "whole-history", "projector",
             ],
             flags: [])
         if options.flag("help") {
@@ -86,6 +89,10 @@ enum IngestBench {
         // --tracks distinct: each connection (device) reports its own track, as phones do (the
         // bytes per fix on disk depend on it); the default sends the same fixes from everyone.
         let distinctTracks = options.value("tracks") == "distinct"
+        let projector = options.value("projector") ?? "off"
+        guard projector == "off" || projector == "on" else {
+            throw UsageError("--projector is off or on, got '\(projector)'")
+        }
         guard !distinctTracks || client == "swift" else {
             throw UsageError("--tracks distinct needs --client swift (wrk sends one body)")
         }
@@ -97,10 +104,20 @@ enum IngestBench {
         }
         try PosixFileIO().makeDirectory(root)
         let serverDirectory = root + "/server"
-        removeData(serverDirectory)
+        if projector == "on" {
+            // A cluster of an earlier run is stopped and the directory made afresh, as the whole
+            // service's (`WholeServiceBench`); PostgreSQL's OS user must pass through `root`.
+            if let cluster = try? EmbeddedPostgres(dataDirectory: serverDirectory) { try? cluster.stop() }
+            try ReadBench.removeRecursively(serverDirectory)
+            try PosixFileIO().makeDirectory(serverDirectory)
+            allowTraversal(root)
+        } else {
+            removeData(serverDirectory)
+        }
 
         let user = try addUser(serverDirectory, name: "bench")
-        let server = try ChildServer(dataDirectory: serverDirectory, logPath: root + "/server.log")
+        let server = try ChildServer(
+            dataDirectory: serverDirectory, logPath: root + "/server.log", projector: projector == "on")
         defer { server.stop() }
         let drive = { (target: LoadTarget) throws -> LoadTarget.Result in
             try wrk?.drive(server.address, target, seconds: seconds)
