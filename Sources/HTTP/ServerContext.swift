@@ -35,7 +35,7 @@ final class ServerContext: Sendable {
     init(
         router: Router, limits: HTTPServer.Limits, observer: HTTPServer.Observer?,
         logSink: HTTPServer.LogSink?, nowMicros: @escaping @Sendable () -> Int64,
-        keptBuffers: KeptBuffers = .shared
+        keptBuffers: KeptBuffers
     ) {
         self.router = router
         self.keptBuffers = keptBuffers

@@ -157,7 +157,8 @@ extension ReadService {
     static func exportStatement(
         deviceID: UInt64, _ range: HistoryQuery, after keyset: FixKeyset?, limit: Int
     ) -> Statement {
-        historyStatement(exportColumns, deviceID: deviceID, range, after: keyset, limit: limit)
+        historyStatement(
+            FixColumns.select(exportColumns), deviceID: deviceID, range, after: keyset, limit: limit)
     }
 
     /// One row of an `exportStatement` result (binary), each value at its position in

@@ -50,8 +50,8 @@ extension ReadService {
     /// the fixes as the API shows them (`FixColumns.shown`), in the order of the history's index.
     public static func locationsStatement(deviceID: UInt64, _ query: HistoryQuery) -> Statement {
         historyStatement(
-            FixColumns.shown, deviceID: deviceID, query, after: query.locationsCursor?.keyset,
-            limit: query.limit + 1)
+            FixColumns.select(FixColumns.shown), deviceID: deviceID, query,
+            after: query.locationsCursor?.keyset, limit: query.limit + 1)
     }
 
     /// `locationsStatement` with its values written into the SQL, as the query of the binary COPY
@@ -61,8 +61,8 @@ extension ReadService {
     /// to send instead of twelve.
     public static func locationsCopyQuery(deviceID: UInt64, _ query: HistoryQuery) -> String {
         historyStatement(
-            FixColumns.shown, deviceID: deviceID, query, after: query.locationsCursor?.keyset,
-            limit: query.limit + 1, literals: true, selecting: "l." + ProjectionSchema.shownColumn
+            "l." + ProjectionSchema.shownColumn, deviceID: deviceID, query,
+            after: query.locationsCursor?.keyset, limit: query.limit + 1, literals: true
         ).sql
     }
 
@@ -86,7 +86,7 @@ extension ReadService {
         }
     }
 
-    /// `columns` of a device's fixes in `range` (on recorded_at, `from` inclusive, `to` exclusive)
+    /// `selectList` (of the history as `l`) for a device's fixes in `range` (on recorded_at, `from` inclusive, `to` exclusive)
     /// after `keyset`, at most `limit` of them, in the order of the history's unique index:
     /// (recorded_at, latitude, longitude), a keyset, so pages neither repeat nor skip a fix, even
     /// among fixes of the same instant. PostgreSQL walks the index of each month's partition and
@@ -97,9 +97,8 @@ extension ReadService {
     /// `recorded_at >= keyset` repeats the row comparison's first column so that the planner
     /// leaves out the months before the keyset's.
     static func historyStatement(
-        _ columns: [ProjectionSchema.FixColumn], deviceID: UInt64, _ range: HistoryQuery,
-        after keyset: FixKeyset?,
-        limit: Int, literals: Bool = false, selecting selectList: String? = nil
+        _ selectList: String, deviceID: UInt64, _ range: HistoryQuery, after keyset: FixKeyset?,
+        limit: Int, literals: Bool = false
     ) -> Statement {
         // `literals`: the values written into the SQL (`PostgresValue.sqlLiteral`), for the query of
         // a COPY, which takes no parameters; else `$1, $2, ...`.
@@ -114,7 +113,7 @@ extension ReadService {
         let to = bind(range.toMicros.map { .timestamp(micros: $0) })
         let rows = bind(.int64(Int64(limit)))
         var sql = """
-            SELECT \(selectList ?? FixColumns.select(columns))
+            SELECT \(selectList)
             FROM \(ProjectionSchema.Table.deviceLocations.live) l
             WHERE l.device_id = \(device)
               AND l.recorded_at >= coalesce(\(from)::timestamptz, '-infinity')

@@ -2,7 +2,6 @@ import CLI
 import Events
 import HTTPClient
 import JSON
-import Postgres
 import Synchronization
 import Threads
 import Workload
@@ -105,12 +104,7 @@ enum IngestBench {
         try PosixFileIO().makeDirectory(root)
         let serverDirectory = root + "/server"
         if projector == "on" {
-            // A cluster of an earlier run is stopped and the directory made afresh, as the whole
-            // service's (`WholeServiceBench`); PostgreSQL's OS user must pass through `root`.
-            if let cluster = try? EmbeddedPostgres(dataDirectory: serverDirectory) { try? cluster.stop() }
-            try ReadBench.removeRecursively(serverDirectory)
-            try PosixFileIO().makeDirectory(serverDirectory)
-            allowTraversal(root)
+            try WholeServiceBench.freshServerDirectory(serverDirectory, in: root)
         } else {
             removeData(serverDirectory)
         }

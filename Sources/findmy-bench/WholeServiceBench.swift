@@ -67,10 +67,7 @@ struct WholeServiceBench {
     init(root: String, historyFixes: Int) throws {
         self.root = root
         let directory = root + "/whole"
-        if let cluster = try? EmbeddedPostgres(dataDirectory: directory) { try? cluster.stop() }
-        try ReadBench.removeRecursively(directory)
-        try PosixFileIO().makeDirectory(directory)
-        allowTraversal(root)
+        try Self.freshServerDirectory(directory, in: root)
         let user = try addUser(directory, name: "bench")
         if historyFixes > 0 { try ExportBench.seed(directory, userID: user.userID, fixes: historyFixes) }
         whole = try ChildServer(
@@ -85,6 +82,15 @@ struct WholeServiceBench {
                 "cannot find the whole service's PostgreSQL (\(directory)/postgres/data/postmaster.pid)")
         }
         postmaster = pid
+    }
+
+    /// `directory` (in `root`) emptied for a server with its embedded PostgreSQL: a cluster of an
+    /// earlier run stopped first, and `root` passable by PostgreSQL's OS user.
+    static func freshServerDirectory(_ directory: String, in root: String) throws {
+        if let cluster = try? EmbeddedPostgres(dataDirectory: directory) { try? cluster.stop() }
+        try ReadBench.removeRecursively(directory)
+        try PosixFileIO().makeDirectory(directory)
+        allowTraversal(root)
     }
 
     func stop() {
